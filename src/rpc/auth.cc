@@ -1,0 +1,53 @@
+#include "src/rpc/auth.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace troupe {
+namespace {
+constexpr char kBearer[] = "Bearer ";
+constexpr char kHowToFix[] =
+    "pass --token or set TROUPE_TOKEN to the token in the head's session directory "
+    "(/tmp/troupe/session_latest/token on the head)";
+}  // namespace
+
+grpc::Status TokenAuthenticator::Check(const grpc::ServerContextBase& context) const {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(kAuthMetadataKey);
+  if (it == metadata.end()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        absl::StrCat("this Troupe cluster requires a cluster token: ", kHowToFix));
+  }
+  return CheckValue(std::string(it->second.data(), it->second.size()));
+}
+
+grpc::Status TokenAuthenticator::CheckValue(const std::string& metadata_value) const {
+  if (!absl::StartsWith(metadata_value, kBearer)) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        absl::StrCat("authorization must be 'Bearer <token>'; ", kHowToFix));
+  }
+  auto token = ClusterToken::Parse(metadata_value.substr(sizeof(kBearer) - 1));
+  if (!token.ok()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, std::string(token.status().message()));
+  }
+  if (token->cluster_id() != expected_.cluster_id()) {
+    return grpc::Status(
+        grpc::StatusCode::UNAUTHENTICATED,
+        absl::StrCat("the token is for cluster ", token->cluster_id().Hex(), " but this is cluster ",
+                     expected_.cluster_id().Hex(),
+                     ": you are talking to a different cluster's head; use this cluster's token (",
+                     kHowToFix, ")"));
+  }
+  if (!token->Matches(expected_)) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        absl::StrCat("wrong token for cluster ", expected_.cluster_id().Hex(), "; ",
+                                     kHowToFix));
+  }
+  return grpc::Status::OK;
+}
+
+void AttachToken(grpc::ClientContext* context, const std::string& token) {
+  context->AddMetadata(kAuthMetadataKey, absl::StrCat(kBearer, token));
+}
+
+}  // namespace troupe

@@ -1,0 +1,32 @@
+// Token authentication for gRPC: servers check the "authorization: Bearer <token>" metadata of
+// every call; clients attach it. Every Troupe service handler calls TokenAuthenticator::Check
+// first (see src/rpc/server.h's Respond helpers). Thread-safe (immutable after construction).
+#pragma once
+
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "src/rpc/cluster_token.h"
+
+namespace troupe {
+
+inline constexpr char kAuthMetadataKey[] = "authorization";
+
+class TokenAuthenticator {
+ public:
+  explicit TokenAuthenticator(ClusterToken expected) : expected_(std::move(expected)) {}
+
+  // OK when the call carries this cluster's token; otherwise UNAUTHENTICATED with a message that
+  // says whether the token was missing, malformed, from another cluster, or wrong.
+  grpc::Status Check(const grpc::ServerContextBase& context) const;
+  grpc::Status CheckValue(const std::string& metadata_value) const;
+
+ private:
+  ClusterToken expected_;
+};
+
+// Adds the token to an outgoing call's metadata.
+void AttachToken(grpc::ClientContext* context, const std::string& token);
+
+}  // namespace troupe

@@ -1,0 +1,154 @@
+#include "src/rpc/gcs_client.h"
+
+#include "absl/strings/str_cat.h"
+#include "src/common/status_macros.h"
+#include "src/rpc/auth.h"
+#include "src/rpc/grpc_status.h"
+#include "src/rpc/server.h"
+
+namespace troupe {
+
+GcsClient::GcsClient(std::string address, std::string token, absl::Duration timeout)
+    : address_(std::move(address)),
+      token_(std::move(token)),
+      timeout_(timeout),
+      peer_name_(absl::StrCat("GCS at ", address_)) {
+  auto channel = MakeChannel(address_);
+  cluster_stub_ = rpc::ClusterInfoService::NewStub(channel);
+  node_stub_ = rpc::NodeInfoService::NewStub(channel);
+  job_stub_ = rpc::JobInfoService::NewStub(channel);
+  kv_stub_ = rpc::InternalKVService::NewStub(channel);
+  pubsub_stub_ = rpc::PubSubService::NewStub(channel);
+}
+
+template <typename Stub, typename Request, typename Reply>
+absl::StatusOr<Reply> GcsClient::Call(
+    Stub* stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Reply*),
+    const Request& request, absl::Duration extra_time) {
+  grpc::ClientContext context;
+  AttachToken(&context, token_);
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_ + extra_time));
+  Reply reply;
+  grpc::Status status = (stub->*method)(&context, request, &reply);
+  if (!status.ok()) return FromGrpcStatus(status, peer_name_);
+  return reply;
+}
+
+absl::StatusOr<rpc::GetClusterInfoReply> GcsClient::GetClusterInfo() {
+  return Call(cluster_stub_.get(), &rpc::ClusterInfoService::Stub::GetClusterInfo,
+              rpc::GetClusterInfoRequest());
+}
+
+absl::StatusOr<rpc::RegisterNodeReply> GcsClient::RegisterNode(
+    const rpc::RegisterNodeRequest& request) {
+  return Call(node_stub_.get(), &rpc::NodeInfoService::Stub::RegisterNode, request);
+}
+
+absl::Status GcsClient::UnregisterNode(const std::string& node_id, const std::string& reason) {
+  rpc::UnregisterNodeRequest request;
+  request.set_node_id(node_id);
+  request.set_reason(reason);
+  return Call(node_stub_.get(), &rpc::NodeInfoService::Stub::UnregisterNode, request).status();
+}
+
+absl::Status GcsClient::ReportResourceUsage(const rpc::ResourceUsage& usage) {
+  rpc::ReportResourceUsageRequest request;
+  *request.mutable_usage() = usage;
+  return Call(node_stub_.get(), &rpc::NodeInfoService::Stub::ReportResourceUsage, request)
+      .status();
+}
+
+absl::StatusOr<std::vector<rpc::NodeInfo>> GcsClient::GetAllNodeInfo() {
+  TROUPE_ASSIGN_OR_RETURN(auto reply, Call(node_stub_.get(),
+                                           &rpc::NodeInfoService::Stub::GetAllNodeInfo,
+                                           rpc::GetAllNodeInfoRequest()));
+  return std::vector<rpc::NodeInfo>(reply.nodes().begin(), reply.nodes().end());
+}
+
+absl::StatusOr<std::vector<rpc::ResourceUsage>> GcsClient::GetAllResourceUsage() {
+  TROUPE_ASSIGN_OR_RETURN(auto reply, Call(node_stub_.get(),
+                                           &rpc::NodeInfoService::Stub::GetAllResourceUsage,
+                                           rpc::GetAllResourceUsageRequest()));
+  return std::vector<rpc::ResourceUsage>(reply.usages().begin(), reply.usages().end());
+}
+
+absl::StatusOr<std::string> GcsClient::AddJob(const rpc::JobInfo& job) {
+  rpc::AddJobRequest request;
+  *request.mutable_job() = job;
+  TROUPE_ASSIGN_OR_RETURN(auto reply,
+                          Call(job_stub_.get(), &rpc::JobInfoService::Stub::AddJob, request));
+  return reply.job_id();
+}
+
+absl::Status GcsClient::MarkJobFinished(const std::string& job_id) {
+  rpc::MarkJobFinishedRequest request;
+  request.set_job_id(job_id);
+  return Call(job_stub_.get(), &rpc::JobInfoService::Stub::MarkJobFinished, request).status();
+}
+
+absl::StatusOr<std::vector<rpc::JobInfo>> GcsClient::GetAllJobInfo() {
+  TROUPE_ASSIGN_OR_RETURN(auto reply, Call(job_stub_.get(),
+                                           &rpc::JobInfoService::Stub::GetAllJobInfo,
+                                           rpc::GetAllJobInfoRequest()));
+  return std::vector<rpc::JobInfo>(reply.jobs().begin(), reply.jobs().end());
+}
+
+absl::StatusOr<std::optional<std::string>> GcsClient::KVGet(const std::string& ns,
+                                                            const std::string& key) {
+  rpc::KVGetRequest request;
+  request.set_namespace_name(ns);
+  request.set_key(key);
+  TROUPE_ASSIGN_OR_RETURN(auto reply,
+                          Call(kv_stub_.get(), &rpc::InternalKVService::Stub::KVGet, request));
+  if (!reply.found()) return std::optional<std::string>();
+  return std::optional<std::string>(reply.value());
+}
+
+absl::StatusOr<bool> GcsClient::KVPut(const std::string& ns, const std::string& key,
+                                      const std::string& value, bool overwrite) {
+  rpc::KVPutRequest request;
+  request.set_namespace_name(ns);
+  request.set_key(key);
+  request.set_value(value);
+  request.set_overwrite(overwrite);
+  TROUPE_ASSIGN_OR_RETURN(auto reply,
+                          Call(kv_stub_.get(), &rpc::InternalKVService::Stub::KVPut, request));
+  return reply.added();
+}
+
+absl::StatusOr<int64_t> GcsClient::KVDel(const std::string& ns, const std::string& key,
+                                         bool by_prefix) {
+  rpc::KVDelRequest request;
+  request.set_namespace_name(ns);
+  request.set_key(key);
+  request.set_del_by_prefix(by_prefix);
+  TROUPE_ASSIGN_OR_RETURN(auto reply,
+                          Call(kv_stub_.get(), &rpc::InternalKVService::Stub::KVDel, request));
+  return reply.deleted_num();
+}
+
+absl::StatusOr<bool> GcsClient::KVExists(const std::string& ns, const std::string& key) {
+  rpc::KVExistsRequest request;
+  request.set_namespace_name(ns);
+  request.set_key(key);
+  TROUPE_ASSIGN_OR_RETURN(auto reply,
+                          Call(kv_stub_.get(), &rpc::InternalKVService::Stub::KVExists, request));
+  return reply.exists();
+}
+
+absl::StatusOr<std::vector<std::string>> GcsClient::KVKeys(const std::string& ns,
+                                                           const std::string& prefix) {
+  rpc::KVKeysRequest request;
+  request.set_namespace_name(ns);
+  request.set_prefix(prefix);
+  TROUPE_ASSIGN_OR_RETURN(auto reply,
+                          Call(kv_stub_.get(), &rpc::InternalKVService::Stub::KVKeys, request));
+  return std::vector<std::string>(reply.keys().begin(), reply.keys().end());
+}
+
+absl::StatusOr<rpc::PollReply> GcsClient::Poll(const rpc::PollRequest& request) {
+  return Call(pubsub_stub_.get(), &rpc::PubSubService::Stub::Poll, request,
+              absl::Milliseconds(request.timeout_ms()));
+}
+
+}  // namespace troupe

@@ -1,0 +1,68 @@
+// Blocking client for the GCS services (proto/gcs.proto), used by raylets, the CLI, drivers and
+// tests. Every call carries the cluster token and a deadline. Thread-safe: gRPC stubs may be used
+// from several threads at once.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/gcs.grpc.pb.h"
+
+namespace troupe {
+
+class GcsClient {
+ public:
+  // `address` is host:port of the GCS; `token` the cluster token text.
+  GcsClient(std::string address, std::string token,
+            absl::Duration timeout = absl::Seconds(10));
+
+  const std::string& address() const { return address_; }
+
+  absl::StatusOr<rpc::GetClusterInfoReply> GetClusterInfo();
+
+  // Nodes and resources.
+  absl::StatusOr<rpc::RegisterNodeReply> RegisterNode(const rpc::RegisterNodeRequest& request);
+  absl::Status UnregisterNode(const std::string& node_id, const std::string& reason);
+  absl::Status ReportResourceUsage(const rpc::ResourceUsage& usage);
+  absl::StatusOr<std::vector<rpc::NodeInfo>> GetAllNodeInfo();
+  absl::StatusOr<std::vector<rpc::ResourceUsage>> GetAllResourceUsage();
+
+  // Jobs.
+  absl::StatusOr<std::string> AddJob(const rpc::JobInfo& job);
+  absl::Status MarkJobFinished(const std::string& job_id);
+  absl::StatusOr<std::vector<rpc::JobInfo>> GetAllJobInfo();
+
+  // Namespaced KV.
+  absl::StatusOr<std::optional<std::string>> KVGet(const std::string& ns, const std::string& key);
+  absl::StatusOr<bool> KVPut(const std::string& ns, const std::string& key,
+                             const std::string& value, bool overwrite);
+  absl::StatusOr<int64_t> KVDel(const std::string& ns, const std::string& key, bool by_prefix);
+  absl::StatusOr<bool> KVExists(const std::string& ns, const std::string& key);
+  absl::StatusOr<std::vector<std::string>> KVKeys(const std::string& ns, const std::string& prefix);
+
+  // Pubsub: waits up to request.timeout_ms (plus the usual call timeout) for new messages.
+  absl::StatusOr<rpc::PollReply> Poll(const rpc::PollRequest& request);
+
+ private:
+  template <typename Stub, typename Request, typename Reply>
+  absl::StatusOr<Reply> Call(Stub* stub,
+                             grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&,
+                                                          Reply*),
+                             const Request& request, absl::Duration extra_time = absl::ZeroDuration());
+
+  std::string address_;
+  std::string token_;
+  absl::Duration timeout_;
+  std::string peer_name_;
+  std::unique_ptr<rpc::ClusterInfoService::Stub> cluster_stub_;
+  std::unique_ptr<rpc::NodeInfoService::Stub> node_stub_;
+  std::unique_ptr<rpc::JobInfoService::Stub> job_stub_;
+  std::unique_ptr<rpc::InternalKVService::Stub> kv_stub_;
+  std::unique_ptr<rpc::PubSubService::Stub> pubsub_stub_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,172 @@
+#include "src/gcs/gcs_grpc_services.h"
+
+#include "src/rpc/server.h"
+
+namespace troupe {
+
+using grpc::CallbackServerContext;
+using grpc::ServerUnaryReactor;
+
+ServerUnaryReactor* ClusterInfoGrpcService::GetClusterInfo(CallbackServerContext* context,
+                                                           const rpc::GetClusterInfoRequest*,
+                                                           rpc::GetClusterInfoReply* reply) {
+  return Respond(context, *auth_, [&] {
+    *reply = info_;
+    return absl::OkStatus();
+  });
+}
+
+// ---- Nodes ----
+
+ServerUnaryReactor* NodeInfoGrpcService::RegisterNode(CallbackServerContext* context,
+                                                      const rpc::RegisterNodeRequest* request,
+                                                      rpc::RegisterNodeReply* reply) {
+  return Respond(context, *auth_, [&]() -> absl::Status {
+    auto result = nodes_->RegisterNode(*request);
+    if (!result.ok()) return result.status();
+    *reply = *result;
+    reply->set_health_check_period_ms(health_check_period_ms_);
+    return absl::OkStatus();
+  });
+}
+
+ServerUnaryReactor* NodeInfoGrpcService::UnregisterNode(CallbackServerContext* context,
+                                                        const rpc::UnregisterNodeRequest* request,
+                                                        rpc::UnregisterNodeReply*) {
+  return Respond(context, *auth_,
+                 [&] { return nodes_->UnregisterNode(request->node_id(), request->reason()); });
+}
+
+ServerUnaryReactor* NodeInfoGrpcService::GetAllNodeInfo(CallbackServerContext* context,
+                                                        const rpc::GetAllNodeInfoRequest*,
+                                                        rpc::GetAllNodeInfoReply* reply) {
+  return Respond(context, *auth_, [&] {
+    for (auto& node : nodes_->GetAllNodes()) *reply->add_nodes() = std::move(node);
+    return absl::OkStatus();
+  });
+}
+
+ServerUnaryReactor* NodeInfoGrpcService::ReportResourceUsage(
+    CallbackServerContext* context, const rpc::ReportResourceUsageRequest* request,
+    rpc::ReportResourceUsageReply*) {
+  return Respond(context, *auth_, [&] { return nodes_->ReportResourceUsage(request->usage()); });
+}
+
+ServerUnaryReactor* NodeInfoGrpcService::GetAllResourceUsage(
+    CallbackServerContext* context, const rpc::GetAllResourceUsageRequest*,
+    rpc::GetAllResourceUsageReply* reply) {
+  return Respond(context, *auth_, [&] {
+    for (auto& usage : nodes_->GetAllResourceUsage()) *reply->add_usages() = std::move(usage);
+    return absl::OkStatus();
+  });
+}
+
+// ---- Jobs ----
+
+ServerUnaryReactor* JobInfoGrpcService::AddJob(CallbackServerContext* context,
+                                               const rpc::AddJobRequest* request,
+                                               rpc::AddJobReply* reply) {
+  return Respond(context, *auth_, [&]() -> absl::Status {
+    auto job_id = jobs_->AddJob(request->job());
+    if (!job_id.ok()) return job_id.status();
+    reply->set_job_id(job_id->Binary());
+    return absl::OkStatus();
+  });
+}
+
+ServerUnaryReactor* JobInfoGrpcService::MarkJobFinished(CallbackServerContext* context,
+                                                        const rpc::MarkJobFinishedRequest* request,
+                                                        rpc::MarkJobFinishedReply*) {
+  return Respond(context, *auth_, [&] { return jobs_->MarkJobFinished(request->job_id()); });
+}
+
+ServerUnaryReactor* JobInfoGrpcService::GetAllJobInfo(CallbackServerContext* context,
+                                                      const rpc::GetAllJobInfoRequest*,
+                                                      rpc::GetAllJobInfoReply* reply) {
+  return Respond(context, *auth_, [&] {
+    for (auto& job : jobs_->GetAllJobs()) *reply->add_jobs() = std::move(job);
+    return absl::OkStatus();
+  });
+}
+
+// ---- KV ----
+
+ServerUnaryReactor* InternalKvGrpcService::KVGet(CallbackServerContext* context,
+                                                 const rpc::KVGetRequest* request,
+                                                 rpc::KVGetReply* reply) {
+  return RespondAsync(context, *auth_, [&](auto done) {
+    kv_->Get(request->namespace_name(), request->key(),
+             [reply, done](absl::StatusOr<std::optional<std::string>> value) {
+               if (value.ok() && value->has_value()) {
+                 reply->set_found(true);
+                 reply->set_value(std::move(**value));
+               }
+               done(value.status());
+             });
+  });
+}
+
+ServerUnaryReactor* InternalKvGrpcService::KVPut(CallbackServerContext* context,
+                                                 const rpc::KVPutRequest* request,
+                                                 rpc::KVPutReply* reply) {
+  return RespondAsync(context, *auth_, [&](auto done) {
+    kv_->Put(request->namespace_name(), request->key(), request->value(), request->overwrite(),
+             [reply, done](absl::StatusOr<bool> added) {
+               if (added.ok()) reply->set_added(*added);
+               done(added.status());
+             });
+  });
+}
+
+ServerUnaryReactor* InternalKvGrpcService::KVDel(CallbackServerContext* context,
+                                                 const rpc::KVDelRequest* request,
+                                                 rpc::KVDelReply* reply) {
+  return RespondAsync(context, *auth_, [&](auto done) {
+    kv_->Del(request->namespace_name(), request->key(), request->del_by_prefix(),
+             [reply, done](absl::StatusOr<int64_t> deleted) {
+               if (deleted.ok()) reply->set_deleted_num(*deleted);
+               done(deleted.status());
+             });
+  });
+}
+
+ServerUnaryReactor* InternalKvGrpcService::KVExists(CallbackServerContext* context,
+                                                    const rpc::KVExistsRequest* request,
+                                                    rpc::KVExistsReply* reply) {
+  return RespondAsync(context, *auth_, [&](auto done) {
+    kv_->Exists(request->namespace_name(), request->key(),
+                [reply, done](absl::StatusOr<bool> exists) {
+                  if (exists.ok()) reply->set_exists(*exists);
+                  done(exists.status());
+                });
+  });
+}
+
+ServerUnaryReactor* InternalKvGrpcService::KVKeys(CallbackServerContext* context,
+                                                  const rpc::KVKeysRequest* request,
+                                                  rpc::KVKeysReply* reply) {
+  return RespondAsync(context, *auth_, [&](auto done) {
+    kv_->Keys(request->namespace_name(), request->prefix(),
+              [reply, done](absl::StatusOr<std::vector<std::string>> keys) {
+                if (keys.ok()) {
+                  for (auto& key : *keys) reply->add_keys(std::move(key));
+                }
+                done(keys.status());
+              });
+  });
+}
+
+// ---- Pubsub ----
+
+ServerUnaryReactor* PubSubGrpcService::Poll(CallbackServerContext* context,
+                                            const rpc::PollRequest* request,
+                                            rpc::PollReply* reply) {
+  return RespondAsync(context, *auth_, [&](auto done) {
+    publisher_->Poll(*request, [reply, done](rpc::PollReply result) {
+      *reply = std::move(result);
+      done(absl::OkStatus());
+    });
+  });
+}
+
+}  // namespace troupe

@@ -1,0 +1,111 @@
+// gRPC glue of the GCS: each class turns calls of one service in proto/gcs.proto into calls on
+// the managers, after the token check. No logic lives here. Handlers run on gRPC's callback
+// threads; the managers are thread-safe.
+#pragma once
+
+#include <string>
+
+#include "proto/gcs.grpc.pb.h"
+#include "src/gcs/job_manager.h"
+#include "src/gcs/kv_manager.h"
+#include "src/gcs/node_manager.h"
+#include "src/gcs/publisher.h"
+#include "src/rpc/auth.h"
+
+namespace troupe {
+
+class ClusterInfoGrpcService : public rpc::ClusterInfoService::CallbackService {
+ public:
+  ClusterInfoGrpcService(const TokenAuthenticator* auth, rpc::GetClusterInfoReply info)
+      : auth_(auth), info_(std::move(info)) {}
+  grpc::ServerUnaryReactor* GetClusterInfo(grpc::CallbackServerContext* context,
+                                           const rpc::GetClusterInfoRequest* request,
+                                           rpc::GetClusterInfoReply* reply) override;
+
+ private:
+  const TokenAuthenticator* auth_;
+  const rpc::GetClusterInfoReply info_;
+};
+
+class NodeInfoGrpcService : public rpc::NodeInfoService::CallbackService {
+ public:
+  NodeInfoGrpcService(const TokenAuthenticator* auth, NodeManager* nodes,
+                      int64_t health_check_period_ms)
+      : auth_(auth), nodes_(nodes), health_check_period_ms_(health_check_period_ms) {}
+  grpc::ServerUnaryReactor* RegisterNode(grpc::CallbackServerContext* context,
+                                         const rpc::RegisterNodeRequest* request,
+                                         rpc::RegisterNodeReply* reply) override;
+  grpc::ServerUnaryReactor* UnregisterNode(grpc::CallbackServerContext* context,
+                                           const rpc::UnregisterNodeRequest* request,
+                                           rpc::UnregisterNodeReply* reply) override;
+  grpc::ServerUnaryReactor* GetAllNodeInfo(grpc::CallbackServerContext* context,
+                                           const rpc::GetAllNodeInfoRequest* request,
+                                           rpc::GetAllNodeInfoReply* reply) override;
+  grpc::ServerUnaryReactor* ReportResourceUsage(grpc::CallbackServerContext* context,
+                                                const rpc::ReportResourceUsageRequest* request,
+                                                rpc::ReportResourceUsageReply* reply) override;
+  grpc::ServerUnaryReactor* GetAllResourceUsage(grpc::CallbackServerContext* context,
+                                                const rpc::GetAllResourceUsageRequest* request,
+                                                rpc::GetAllResourceUsageReply* reply) override;
+
+ private:
+  const TokenAuthenticator* auth_;
+  NodeManager* nodes_;
+  const int64_t health_check_period_ms_;
+};
+
+class JobInfoGrpcService : public rpc::JobInfoService::CallbackService {
+ public:
+  JobInfoGrpcService(const TokenAuthenticator* auth, JobManager* jobs) : auth_(auth), jobs_(jobs) {}
+  grpc::ServerUnaryReactor* AddJob(grpc::CallbackServerContext* context,
+                                   const rpc::AddJobRequest* request,
+                                   rpc::AddJobReply* reply) override;
+  grpc::ServerUnaryReactor* MarkJobFinished(grpc::CallbackServerContext* context,
+                                            const rpc::MarkJobFinishedRequest* request,
+                                            rpc::MarkJobFinishedReply* reply) override;
+  grpc::ServerUnaryReactor* GetAllJobInfo(grpc::CallbackServerContext* context,
+                                          const rpc::GetAllJobInfoRequest* request,
+                                          rpc::GetAllJobInfoReply* reply) override;
+
+ private:
+  const TokenAuthenticator* auth_;
+  JobManager* jobs_;
+};
+
+class InternalKvGrpcService : public rpc::InternalKVService::CallbackService {
+ public:
+  InternalKvGrpcService(const TokenAuthenticator* auth, KvManager* kv) : auth_(auth), kv_(kv) {}
+  grpc::ServerUnaryReactor* KVGet(grpc::CallbackServerContext* context,
+                                  const rpc::KVGetRequest* request,
+                                  rpc::KVGetReply* reply) override;
+  grpc::ServerUnaryReactor* KVPut(grpc::CallbackServerContext* context,
+                                  const rpc::KVPutRequest* request,
+                                  rpc::KVPutReply* reply) override;
+  grpc::ServerUnaryReactor* KVDel(grpc::CallbackServerContext* context,
+                                  const rpc::KVDelRequest* request,
+                                  rpc::KVDelReply* reply) override;
+  grpc::ServerUnaryReactor* KVExists(grpc::CallbackServerContext* context,
+                                     const rpc::KVExistsRequest* request,
+                                     rpc::KVExistsReply* reply) override;
+  grpc::ServerUnaryReactor* KVKeys(grpc::CallbackServerContext* context,
+                                   const rpc::KVKeysRequest* request,
+                                   rpc::KVKeysReply* reply) override;
+
+ private:
+  const TokenAuthenticator* auth_;
+  KvManager* kv_;
+};
+
+class PubSubGrpcService : public rpc::PubSubService::CallbackService {
+ public:
+  PubSubGrpcService(const TokenAuthenticator* auth, Publisher* publisher)
+      : auth_(auth), publisher_(publisher) {}
+  grpc::ServerUnaryReactor* Poll(grpc::CallbackServerContext* context,
+                                 const rpc::PollRequest* request, rpc::PollReply* reply) override;
+
+ private:
+  const TokenAuthenticator* auth_;
+  Publisher* publisher_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,78 @@
+// The GCS server: composes the store, the managers, the health checker and their gRPC services,
+// and runs one timer thread that drives health checks and poll expiry. Start() once, Stop() once.
+// Thread-safety: Start/Stop from one thread; everything else runs on gRPC threads or the timer.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "src/common/clock.h"
+#include "src/gcs/gcs_grpc_services.h"
+#include "src/gcs/health_checker.h"
+#include "src/gcs/job_manager.h"
+#include "src/gcs/kv_manager.h"
+#include "src/gcs/node_manager.h"
+#include "src/gcs/publisher.h"
+#include "src/gcs/store_client.h"
+#include "src/rpc/auth.h"
+#include "src/rpc/raylet_client.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace troupe {
+
+struct GcsServerOptions {
+  std::string bind_address = "127.0.0.1";
+  int port = 6380;  // 0: any free port
+  ClusterToken token;  // also fixes the cluster ID
+  HealthCheckOptions health_check;
+  std::string version = "0.1.0";
+};
+
+class GcsServer {
+ public:
+  GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> store);
+  ~GcsServer();
+
+  // Loads saved tables, listens, and starts health checks. Fails if the port cannot be bound.
+  absl::Status Start();
+  void Stop();
+  // The port actually bound (useful with port 0).
+  int port() const { return bound_port_; }
+
+ private:
+  class GrpcNodeProber;
+  void TimerLoop();
+
+  GcsServerOptions options_;
+  RealClock clock_;
+  std::unique_ptr<StoreClient> store_;
+  TokenAuthenticator auth_;
+  Publisher publisher_;
+  KvManager kv_;
+  NodeManager nodes_;
+  JobManager jobs_;
+  std::unique_ptr<GrpcNodeProber> prober_;
+  HealthChecker health_checker_;
+
+  std::unique_ptr<ClusterInfoGrpcService> cluster_service_;
+  NodeInfoGrpcService node_service_;
+  JobInfoGrpcService job_service_;
+  InternalKvGrpcService kv_service_;
+  PubSubGrpcService pubsub_service_;
+  std::unique_ptr<grpc::Server> server_;
+  int bound_port_ = 0;
+
+  absl::Notification stop_timer_;
+  std::thread timer_;
+};
+
+// `troupe gcs-server ...`: runs a GCS in the foreground until SIGTERM/SIGINT. Returns the exit code.
+int GcsServerMain(const std::vector<std::string>& args);
+
+}  // namespace troupe

@@ -1,0 +1,132 @@
+#include "src/gcs/node_manager.h"
+
+#include "gtest/gtest.h"
+#include "src/gcs/in_memory_store_client.h"
+
+namespace troupe {
+namespace {
+
+class NodeManagerTest : public ::testing::Test {
+ protected:
+  rpc::RegisterNodeRequest Request(const NodeId& id, double cpus) {
+    rpc::RegisterNodeRequest request;
+    request.mutable_node()->set_node_id(id.Binary());
+    request.mutable_node()->set_node_ip("127.0.0.1");
+    request.mutable_node()->set_raylet_port(5000);
+    (*request.mutable_node()->mutable_resources_total())["CPU"] = cpus;
+    return request;
+  }
+  std::vector<rpc::PubMessage> NodeMessages() {
+    rpc::PollRequest poll;
+    poll.set_after_seq(0);
+    std::vector<rpc::PubMessage> out;
+    publisher_.Poll(poll, [&](rpc::PollReply reply) {
+      out.assign(reply.messages().begin(), reply.messages().end());
+    });
+    return out;
+  }
+
+  ClusterId cluster_ = ClusterId::FromRandom();
+  FakeClock clock_;
+  InMemoryStoreClient store_;
+  Publisher publisher_{&clock_};
+  NodeManager nodes_{cluster_, &store_, &publisher_, &clock_};
+};
+
+TEST_F(NodeManagerTest, RegisterPublishesAndReportsClusterId) {
+  NodeId id = NodeId::FromRandom();
+  int added = 0;
+  nodes_.AddNodeAddedListener([&](const rpc::NodeInfo&) { ++added; });
+  auto reply = nodes_.RegisterNode(Request(id, 4));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  EXPECT_EQ(reply->cluster_id(), cluster_.Binary());
+  EXPECT_EQ(added, 1);
+  ASSERT_EQ(nodes_.GetAllNodes().size(), 1u);
+  EXPECT_EQ(nodes_.GetAllNodes()[0].state(), rpc::NodeInfo::ALIVE);
+  auto usage = nodes_.GetAllResourceUsage();
+  ASSERT_EQ(usage.size(), 1u);
+  EXPECT_EQ(usage[0].available().at("CPU"), 4);
+  auto messages = NodeMessages();
+  ASSERT_EQ(messages.size(), 1u);
+  EXPECT_EQ(messages[0].node().state(), rpc::NodeInfo::ALIVE);
+}
+
+TEST_F(NodeManagerTest, AliveToDeadIsFinal) {
+  NodeId id = NodeId::FromRandom();
+  ASSERT_TRUE(nodes_.RegisterNode(Request(id, 1)).ok());
+  std::string removed_reason;
+  nodes_.AddNodeRemovedListener(
+      [&](const rpc::NodeInfo& node) { removed_reason = node.death_reason(); });
+  clock_.Advance(absl::Seconds(3));
+  nodes_.MarkNodeDead(id, "health check failed");
+  EXPECT_EQ(removed_reason, "health check failed");
+  auto node = nodes_.GetAllNodes()[0];
+  EXPECT_EQ(node.state(), rpc::NodeInfo::DEAD);
+  EXPECT_EQ(node.end_time_ms() - node.start_time_ms(), 3000);
+  EXPECT_TRUE(nodes_.GetAllResourceUsage().empty());
+  // A dead node can neither report nor come back under the same ID.
+  rpc::ResourceUsage usage;
+  usage.set_node_id(id.Binary());
+  EXPECT_EQ(nodes_.ReportResourceUsage(usage).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(nodes_.RegisterNode(Request(id, 1)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Marking it dead again changes nothing and publishes nothing.
+  size_t before = NodeMessages().size();
+  nodes_.MarkNodeDead(id, "again");
+  EXPECT_EQ(NodeMessages().size(), before);
+}
+
+TEST_F(NodeManagerTest, UnregisterRecordsTheReason) {
+  NodeId id = NodeId::FromRandom();
+  ASSERT_TRUE(nodes_.RegisterNode(Request(id, 1)).ok());
+  ASSERT_TRUE(nodes_.UnregisterNode(id.Binary(), "troupe stop").ok());
+  EXPECT_EQ(nodes_.GetAllNodes()[0].death_reason(), "unregistered: troupe stop");
+  EXPECT_EQ(nodes_.UnregisterNode(NodeId::FromRandom().Binary(), "x").code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(NodeManagerTest, UnknownNodeReportIsNotFoundSoTheRayletReRegisters) {
+  rpc::ResourceUsage usage;
+  usage.set_node_id(NodeId::FromRandom().Binary());
+  EXPECT_EQ(nodes_.ReportResourceUsage(usage).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(NodeManagerTest, ReportsUpdateTheViewAndStaleOnesAreDropped) {
+  NodeId id = NodeId::FromRandom();
+  ASSERT_TRUE(nodes_.RegisterNode(Request(id, 4)).ok());
+  rpc::ResourceUsage usage;
+  usage.set_node_id(id.Binary());
+  (*usage.mutable_total())["CPU"] = 4;
+  (*usage.mutable_available())["CPU"] = 1.5;
+  usage.set_report_seq(2);
+  ASSERT_TRUE(nodes_.ReportResourceUsage(usage).ok());
+  (*usage.mutable_available())["CPU"] = 4;
+  usage.set_report_seq(1);
+  ASSERT_TRUE(nodes_.ReportResourceUsage(usage).ok());
+  EXPECT_EQ(nodes_.GetAllResourceUsage()[0].available().at("CPU"), 1.5);
+}
+
+TEST_F(NodeManagerTest, NodeFromAnotherClusterIsRefused) {
+  auto request = Request(NodeId::FromRandom(), 1);
+  request.set_expected_cluster_id(ClusterId::FromRandom().Binary());
+  auto reply = nodes_.RegisterNode(request);
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(reply.status().message().find("belongs to cluster"), std::string::npos);
+}
+
+TEST_F(NodeManagerTest, ANewGcsOnTheSameStoreRecoversTheTable) {
+  NodeId alive = NodeId::FromRandom();
+  NodeId dead = NodeId::FromRandom();
+  ASSERT_TRUE(nodes_.RegisterNode(Request(alive, 1)).ok());
+  ASSERT_TRUE(nodes_.RegisterNode(Request(dead, 1)).ok());
+  nodes_.MarkNodeDead(dead, "gone");
+  NodeManager restarted(cluster_, &store_, &publisher_, &clock_);
+  auto recovered = restarted.Initialize();
+  ASSERT_TRUE(recovered.ok());
+  ASSERT_EQ(recovered->size(), 1u);
+  EXPECT_EQ((*recovered)[0].node_id(), alive.Binary());
+  EXPECT_EQ(restarted.GetAllNodes().size(), 2u);
+}
+
+}  // namespace
+}  // namespace troupe

@@ -1,0 +1,103 @@
+#include "src/gcs/publisher.h"
+
+#include <optional>
+
+#include "gtest/gtest.h"
+
+namespace troupe {
+namespace {
+
+rpc::PubMessage NodeMessage(const std::string& key) {
+  rpc::PubMessage message;
+  message.set_channel(rpc::NODE_CHANNEL);
+  message.set_key(key);
+  return message;
+}
+
+rpc::PubMessage JobMessage(const std::string& key) {
+  rpc::PubMessage message;
+  message.set_channel(rpc::JOB_CHANNEL);
+  message.set_key(key);
+  return message;
+}
+
+rpc::PollRequest PollFrom(int64_t after_seq, int64_t timeout_ms,
+                          std::vector<rpc::Channel> channels = {}) {
+  rpc::PollRequest request;
+  request.set_after_seq(after_seq);
+  request.set_timeout_ms(timeout_ms);
+  for (auto c : channels) request.add_channels(c);
+  return request;
+}
+
+class PublisherTest : public ::testing::Test {
+ protected:
+  std::optional<rpc::PollReply> reply_;
+  Publisher::PollCallback Capture() {
+    return [this](rpc::PollReply reply) { reply_ = std::move(reply); };
+  }
+  FakeClock clock_;
+  Publisher publisher_{&clock_, /*max_buffered=*/4};
+};
+
+TEST_F(PublisherTest, CursorThenNewMessages) {
+  publisher_.Publish(NodeMessage("old"));
+  publisher_.Poll(PollFrom(-1, 0), Capture());
+  ASSERT_TRUE(reply_);
+  EXPECT_EQ(reply_->last_seq(), 1);
+  EXPECT_EQ(reply_->messages_size(), 0);
+
+  publisher_.Publish(NodeMessage("a"));
+  publisher_.Poll(PollFrom(1, 1000), Capture());
+  ASSERT_EQ(reply_->messages_size(), 1);
+  EXPECT_EQ(reply_->messages(0).key(), "a");
+  EXPECT_EQ(reply_->messages(0).seq(), 2);
+  EXPECT_EQ(reply_->last_seq(), 2);
+}
+
+TEST_F(PublisherTest, WaitingPollIsAnsweredByTheNextPublish) {
+  publisher_.Poll(PollFrom(0, 10000, {rpc::NODE_CHANNEL}), Capture());
+  EXPECT_FALSE(reply_);
+  EXPECT_EQ(publisher_.num_waiting_polls(), 1u);
+  publisher_.Publish(JobMessage("job"));  // not on the requested channel
+  EXPECT_FALSE(reply_);
+  publisher_.Publish(NodeMessage("node"));
+  ASSERT_TRUE(reply_);
+  ASSERT_EQ(reply_->messages_size(), 1);
+  EXPECT_EQ(reply_->messages(0).key(), "node");
+  EXPECT_EQ(reply_->last_seq(), 2);
+  EXPECT_EQ(publisher_.num_waiting_polls(), 0u);
+}
+
+TEST_F(PublisherTest, WaitingPollExpiresEmpty) {
+  publisher_.Poll(PollFrom(0, 500), Capture());
+  clock_.Advance(absl::Milliseconds(499));
+  publisher_.ExpirePolls();
+  EXPECT_FALSE(reply_);
+  clock_.Advance(absl::Milliseconds(1));
+  publisher_.ExpirePolls();
+  ASSERT_TRUE(reply_);
+  EXPECT_EQ(reply_->messages_size(), 0);
+  EXPECT_FALSE(reply_->messages_lost());
+}
+
+TEST_F(PublisherTest, FallingBehindTheBufferReportsLoss) {
+  for (int i = 0; i < 6; ++i) publisher_.Publish(NodeMessage(std::to_string(i)));
+  publisher_.Poll(PollFrom(1, 0), Capture());  // seq 2 was dropped (buffer keeps 3..6)
+  ASSERT_TRUE(reply_);
+  EXPECT_TRUE(reply_->messages_lost());
+  EXPECT_EQ(reply_->last_seq(), 6);
+  publisher_.Poll(PollFrom(2, 0), Capture());  // 3..6 still buffered
+  EXPECT_FALSE(reply_->messages_lost());
+  EXPECT_EQ(reply_->messages_size(), 4);
+}
+
+TEST_F(PublisherTest, CursorFromARestartedGcsReportsLoss) {
+  publisher_.Poll(PollFrom(100, 1000), Capture());
+  ASSERT_TRUE(reply_);
+  EXPECT_TRUE(reply_->messages_lost());
+  EXPECT_EQ(reply_->last_seq(), 0);
+}
+
+}  // namespace
+}  // namespace troupe

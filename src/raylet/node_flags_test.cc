@@ -1,0 +1,61 @@
+#include "src/raylet/node_flags.h"
+
+#include "gtest/gtest.h"
+
+namespace troupe {
+namespace {
+
+absl::StatusOr<ResourceSet> Build(const std::vector<std::string>& args) {
+  NodeFlags node_flags;
+  FlagParser parser("troupe start", "test");
+  node_flags.Register(&parser);
+  if (auto status = parser.Parse(args); !status.ok()) return status;
+  return node_flags.BuildResources();
+}
+
+TEST(NodeFlagsTest, ExplicitValuesAndCustomResources) {
+  auto resources = Build({"--num-cpus=3", "--num-gpus=2", "--memory=1GiB",
+                          "--object-store-memory=512MiB", R"(--resources={"accel": 4})"});
+  ASSERT_TRUE(resources.ok()) << resources.status();
+  EXPECT_EQ(resources->Get("CPU").ToDouble(), 3);
+  EXPECT_EQ(resources->Get("GPU").ToDouble(), 2);
+  EXPECT_EQ(resources->Get("memory").ToDouble(), 1 << 30);
+  EXPECT_EQ(resources->Get("object_store_memory").ToDouble(), 512 << 20);
+  EXPECT_EQ(resources->Get("accel").ToDouble(), 4);
+}
+
+TEST(NodeFlagsTest, DefaultsAreDetected) {
+  auto resources = Build({});
+  ASSERT_TRUE(resources.ok()) << resources.status();
+  EXPECT_GE(resources->Get("CPU").ToDouble(), 1);
+  EXPECT_GT(resources->Get("memory").ToDouble(), 0);
+  EXPECT_GT(resources->Get("object_store_memory").ToDouble(), 0);
+  EXPECT_GE(resources->Get("GPU").ToDouble(), 0);  // 0 on machines without a usable GPU
+}
+
+TEST(NodeFlagsTest, BadResourcesSayWhichFlagAndWhy) {
+  auto bad_json = Build({"--resources={accel: 4}"});
+  ASSERT_FALSE(bad_json.ok());
+  EXPECT_NE(bad_json.status().message().find("--resources"), std::string::npos);
+  auto builtin = Build({R"(--resources={"CPU": 4})"});
+  ASSERT_FALSE(builtin.ok());
+  EXPECT_NE(builtin.status().message().find("use --num-cpus"), std::string::npos);
+  EXPECT_FALSE(Build({"--num-gpus=-2"}).ok());
+}
+
+TEST(NodeFlagsTest, ArgsRoundTrip) {
+  NodeFlags original;
+  FlagParser parser("troupe start", "test");
+  original.Register(&parser);
+  ASSERT_TRUE(parser.Parse({"--num-cpus=1.5", R"(--labels={"zone": "a"})"}).ok());
+  NodeFlags copy;
+  FlagParser copy_parser("troupe raylet", "test");
+  copy.Register(&copy_parser);
+  ASSERT_TRUE(copy_parser.Parse(original.ToArgs()).ok());
+  EXPECT_EQ(copy.num_cpus, 1.5);
+  EXPECT_EQ(copy.labels_json, original.labels_json);
+  EXPECT_EQ(copy.BuildLabels()->at("zone"), "a");
+}
+
+}  // namespace
+}  // namespace troupe

@@ -1,0 +1,87 @@
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "src/common/logging.h"
+#include "src/raylet/node_flags.h"
+#include "src/raylet/raylet.h"
+
+namespace troupe {
+
+int RayletMain(const std::vector<std::string>& args) {
+  RayletOptions options;
+  NodeFlags node_flags;
+  std::string token_file, node_id_hex, bind;
+  int64_t port = 0, report_period_ms = 500, reconnect_timeout_s = 60;
+  bool head = false;
+  FlagParser flags("troupe raylet",
+                   "Runs a raylet in the foreground (`troupe start` runs it for you).");
+  flags.AddString("address", &options.gcs_address, "host:port of the head's GCS (required).");
+  flags.AddString("token-file", &token_file, "File holding the cluster token (required).");
+  flags.AddString("node-id", &node_id_hex, "This node's ID in hex (default: random).");
+  flags.AddString("node-ip-address", &options.node_ip, "Address other nodes use to reach this one.");
+  flags.AddString("bind", &bind, "Address to listen on (default: --node-ip-address).");
+  flags.AddInt("port", &port, "Port to listen on (0: any free port).");
+  flags.AddBool("head", &head, "This is the head node.");
+  flags.AddInt("report-period-ms", &report_period_ms, "How often resources are reported.");
+  flags.AddInt("gcs-reconnect-timeout-s", &reconnect_timeout_s,
+               "Exit when the head has been unreachable this long.");
+  node_flags.Register(&flags);
+  auto fail = [](const std::string& message) {
+    fprintf(stderr, "troupe raylet: %s\n", message.c_str());
+    return 2;
+  };
+  if (auto status = flags.Parse(args); !status.ok()) return fail(std::string(status.message()));
+  if (flags.help_requested()) {
+    printf("%s", flags.Usage().c_str());
+    return 0;
+  }
+  if (options.gcs_address.empty()) return fail("--address is required");
+  auto token = ReadTokenFile(token_file);
+  if (!token.ok()) return fail(std::string(token.status().message()) + " (pass --token-file)");
+  options.token = token->ToString();
+  if (!node_id_hex.empty()) {
+    auto node_id = NodeId::FromHex(node_id_hex);
+    if (!node_id.ok()) return fail("--node-id: " + std::string(node_id.status().message()));
+    options.node_id = *node_id;
+  }
+  auto resources = node_flags.BuildResources();
+  if (!resources.ok()) return fail(std::string(resources.status().message()));
+  auto labels = node_flags.BuildLabels();
+  if (!labels.ok()) return fail(std::string(labels.status().message()));
+  options.resources = *resources;
+  options.labels = *labels;
+  options.bind_address = bind.empty() ? options.node_ip : bind;
+  options.port = static_cast<int>(port);
+  options.is_head = head;
+  options.report_period = absl::Milliseconds(report_period_ms);
+  options.gcs_reconnect_timeout = absl::Seconds(reconnect_timeout_s);
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Raylet raylet(options);
+  if (auto status = raylet.Start(); !status.ok()) {
+    TROUPE_LOG(Error) << "raylet failed to start: " << status.message();
+    return 1;
+  }
+  std::thread([&raylet, signals] {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    raylet.RequestStop(absl::StrCat("raylet received signal ", signal_number, " (troupe stop)"));
+  }).detach();
+  absl::Status result = raylet.Run();
+  if (!result.ok()) {
+    TROUPE_LOG(Error) << "raylet exiting: " << result.message();
+    return 1;
+  }
+  TROUPE_LOG(Info) << "raylet stopped";
+  return 0;
+}
+
+}  // namespace troupe

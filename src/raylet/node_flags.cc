@@ -3,7 +3,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
-#include "src/common/logging.h"
 #include "src/raylet/node_resources.h"
 
 namespace troupe {
@@ -22,7 +21,7 @@ void NodeFlags::Register(FlagParser* parser) {
                     "Node labels as a JSON object of strings, e.g. '{\"zone\": \"a\"}'.");
 }
 
-absl::StatusOr<ResourceSet> NodeFlags::BuildResources() const {
+absl::StatusOr<ResourceSet> NodeFlags::BuildResources(std::string* gpu_note) const {
   ResourceSet resources;
   if (!resources_json.empty()) {
     auto custom = ResourceSet::FromJson(resources_json);
@@ -52,7 +51,10 @@ absl::StatusOr<ResourceSet> NodeFlags::BuildResources() const {
   } else {
     std::string why_none;
     int gpus = DetectNumGpus(&why_none);
-    if (gpus == 0) TROUPE_LOG(Info) << "no GPUs detected: " << why_none;
+    if (gpu_note != nullptr) {
+      *gpu_note = gpus == 0 ? absl::StrCat("no GPUs detected: ", why_none)
+                            : absl::StrCat(gpus, " GPU(s) detected");
+    }
     resources.Set(kGpu, FixedPoint(gpus));
   }
   resources.Set(kMemory,

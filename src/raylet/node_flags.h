@@ -24,7 +24,8 @@ struct NodeFlags {
 
   void Register(FlagParser* parser);
   // The node's total resources, detecting what was not given. InvalidArgument names the flag.
-  absl::StatusOr<ResourceSet> BuildResources() const;
+  // When GPUs are detected, *gpu_note (if given) says what was found or why there are none.
+  absl::StatusOr<ResourceSet> BuildResources(std::string* gpu_note = nullptr) const;
   absl::StatusOr<std::map<std::string, std::string>> BuildLabels() const;
   // The flags as given, to pass on to `troupe raylet`.
   std::vector<std::string> ToArgs() const;

@@ -193,11 +193,10 @@ absl::Status Raylet::ReportLoop() {
 }
 
 void Raylet::RequestStop(const std::string& reason) {
-  {
-    absl::MutexLock lock(&mu_);
-    stop_reason_ = reason;
-  }
-  if (!stop_.HasBeenNotified()) stop_.Notify();
+  absl::MutexLock lock(&mu_);
+  if (stop_.HasBeenNotified()) return;
+  stop_reason_ = reason;
+  stop_.Notify();
 }
 
 }  // namespace troupe

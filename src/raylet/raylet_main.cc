@@ -47,8 +47,10 @@ int RayletMain(const std::vector<std::string>& args) {
     if (!node_id.ok()) return fail("--node-id: " + std::string(node_id.status().message()));
     options.node_id = *node_id;
   }
-  auto resources = node_flags.BuildResources();
+  std::string gpu_note;
+  auto resources = node_flags.BuildResources(&gpu_note);
   if (!resources.ok()) return fail(std::string(resources.status().message()));
+  if (!gpu_note.empty()) TROUPE_LOG(Info) << gpu_note;
   auto labels = node_flags.BuildLabels();
   if (!labels.ok()) return fail(std::string(labels.status().message()));
   options.resources = *resources;

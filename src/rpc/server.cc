@@ -11,29 +11,29 @@
 #include "absl/strings/str_cat.h"
 
 namespace troupe {
-namespace {
-
-// Why binding host:port fails, for a clear message (gRPC only says that it failed).
-std::string ExplainBindFailure(const std::string& host, int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return std::strerror(errno);
+absl::Status CheckPortAvailable(const std::string& host, int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+  // Like gRPC, ignore connections lingering in TIME_WAIT: only a live listener is a conflict.
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  std::string reason = "gRPC could not bind it";
+  std::string reason;
   if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    reason = "not an IPv4 address of this machine";
+    reason = "not an IPv4 address (give one of this machine's addresses, or 0.0.0.0)";
   } else if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     reason = errno == EADDRINUSE
                  ? "the port is already in use (another Troupe head? run `troupe stop`, or pick "
                    "another port with --port)"
-                 : std::strerror(errno);
+                 : errno == EADDRNOTAVAIL ? "no network interface of this machine has that address"
+                                          : std::strerror(errno);
   }
   close(fd);
-  return reason;
+  if (reason.empty()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port, ": ", reason));
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& host, int port, const std::vector<grpc::Service*>& services,
@@ -48,8 +48,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || *bound_port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", address, ": ", ExplainBindFailure(host, port)));
+    absl::Status why = CheckPortAvailable(host, port);
+    if (!why.ok()) return why;
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
   }
   return server;
 }

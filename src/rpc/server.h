@@ -23,6 +23,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& host, int port, const std::vector<grpc::Service*>& services,
     int* bound_port);
 
+// OK if host:port can be bound right now; otherwise Unavailable saying why and what to do.
+absl::Status CheckPortAvailable(const std::string& host, int port);
+
 // Answers a unary call synchronously: checks the token, then runs `handler` (absl::Status()).
 template <typename Handler>
 grpc::ServerUnaryReactor* Respond(grpc::CallbackServerContext* context,

@@ -1,0 +1,58 @@
+#include "src/cli/cluster_target.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "src/cli/session.h"
+
+namespace troupe {
+namespace {
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+}  // namespace
+
+std::string WithDefaultPort(const std::string& address) {
+  if (address.find(':') != std::string::npos) return address;
+  return absl::StrCat(address, ":", kDefaultGcsPort);
+}
+
+absl::StatusOr<ClusterTarget> ResolveClusterTarget(const std::string& address_flag,
+                                                   const std::string& token_flag,
+                                                   const std::string& temp_root) {
+  ClusterTarget target;
+  target.address = !address_flag.empty() ? address_flag : Env("TROUPE_ADDRESS");
+  if (target.address.empty()) {
+    auto latest = Session::Latest(temp_root);
+    if (latest.ok()) {
+      if (auto address = latest->ReadFile("address"); address.ok()) target.address = *address;
+    }
+  }
+  if (target.address.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no Troupe cluster found: no --address given, TROUPE_ADDRESS is not set, and there is no "
+        "session in ", temp_root, ". Start one with `troupe start --head`."));
+  }
+  target.address = WithDefaultPort(target.address);
+  target.token = !token_flag.empty() ? token_flag : Env("TROUPE_TOKEN");
+  if (target.token.empty()) {
+    auto sessions = Session::All(temp_root);
+    for (auto it = sessions.rbegin(); it != sessions.rend() && target.token.empty(); ++it) {
+      auto address = it->ReadFile("address");
+      if (!address.ok() || WithDefaultPort(*address) != target.address) continue;
+      if (auto token = it->ReadFile("token"); token.ok()) target.token = *token;
+    }
+  }
+  if (target.token.empty()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "no cluster token for the head at ", target.address,
+        ": pass --token or set TROUPE_TOKEN (on the head: cat ", temp_root,
+        "/session_latest/token)"));
+  }
+  return target;
+}
+
+}  // namespace troupe

@@ -1,0 +1,28 @@
+// Which cluster a CLI command talks to, and with which token:
+//   address: --address, else $TROUPE_ADDRESS, else the address in session_latest
+//   token:   --token,   else $TROUPE_TOKEN,   else the token of a local session with that address
+// Stateless.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace troupe {
+
+inline constexpr int kDefaultGcsPort = 6380;
+
+struct ClusterTarget {
+  std::string address;  // host:port of the GCS
+  std::string token;
+};
+
+// FailedPrecondition (no cluster known) or Unauthenticated (no token) with what to do.
+absl::StatusOr<ClusterTarget> ResolveClusterTarget(const std::string& address_flag,
+                                                   const std::string& token_flag,
+                                                   const std::string& temp_root);
+
+// "host" -> "host:6380"; "host:port" unchanged.
+std::string WithDefaultPort(const std::string& address);
+
+}  // namespace troupe

@@ -1,0 +1,14 @@
+// The `troupe` subcommands. Each takes the arguments after its name and returns the process
+// exit code (0 ok, 1 failed, 2 bad usage), printing errors to stderr.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace troupe {
+
+int StartCommand(const std::vector<std::string>& args);
+int StopCommand(const std::vector<std::string>& args);
+int StatusCommand(const std::vector<std::string>& args);
+
+}  // namespace troupe

@@ -1,0 +1,55 @@
+// `troupe`: the command-line entry point. The same executable also runs the daemons it starts
+// (`troupe gcs-server`, `troupe raylet`), so a node needs one binary.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "src/cli/commands.h"
+#include "src/common/logging.h"
+#include "src/gcs/gcs_server.h"
+#include "src/raylet/raylet.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "Usage: troupe <command> [flags]\n"
+    "\n"
+    "Troupe: an actor-based distributed task framework for C++.\n"
+    "\n"
+    "Commands:\n"
+    "  start       Start a head node (--head) or join a cluster (--address=HOST:PORT)\n"
+    "  stop        Stop every Troupe process started on this machine\n"
+    "  status      Show the cluster's nodes and resources\n"
+    "\n"
+    "Daemons (started for you by `troupe start`):\n"
+    "  gcs-server  Run the global control store in the foreground\n"
+    "  raylet      Run a raylet in the foreground\n"
+    "\n"
+    "`troupe <command> --help` shows a command's flags.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (const char* level = std::getenv("TROUPE_LOG_LEVEL"); level && !std::strcmp(level, "debug")) {
+    troupe::SetMinLogSeverity(troupe::LogSeverity::kDebug);
+  }
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    printf("%s", kUsage);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "version")) {
+    printf("troupe 0.1.0\n");
+    return 0;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "start") return troupe::StartCommand(args);
+  if (command == "stop") return troupe::StopCommand(args);
+  if (command == "status") return troupe::StatusCommand(args);
+  if (command == "gcs-server") return troupe::GcsServerMain(args);
+  if (command == "raylet") return troupe::RayletMain(args);
+  fprintf(stderr, "troupe: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  return 2;
+}

@@ -1,0 +1,183 @@
+// `troupe status`: the cluster's nodes and resources, like `ray status`.
+#include <cstdio>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "src/cli/cluster_target.h"
+#include "src/cli/commands.h"
+#include "src/cli/session.h"
+#include "src/common/flag_parser.h"
+#include "src/common/ids.h"
+#include "src/common/resources.h"
+#include "src/rpc/gcs_client.h"
+
+namespace troupe {
+namespace {
+
+struct NodeRow {
+  rpc::NodeInfo info;
+  std::map<std::string, double> total;
+  std::map<std::string, double> available;
+};
+
+std::string UsedOfTotal(const std::string& name, double used, double total) {
+  return absl::StrCat(FormatQuantity(name, used), "/", FormatQuantity(name, total), " ", name);
+}
+
+// Resource names in display order: CPU, GPU, custom ones, then memory-like ones.
+std::vector<std::string> OrderedNames(const std::map<std::string, double>& totals) {
+  std::vector<std::string> names;
+  for (const char* first : {kCpu, kGpu}) {
+    if (totals.count(first)) names.push_back(first);
+  }
+  for (const auto& [name, value] : totals) {
+    if (name != kCpu && name != kGpu && !IsByteResource(name)) names.push_back(name);
+  }
+  for (const char* last : {kMemory, kObjectStoreMemory}) {
+    if (totals.count(last)) names.push_back(last);
+  }
+  return names;
+}
+
+void PrintText(const rpc::GetClusterInfoReply& info, const std::string& address,
+               const std::vector<NodeRow>& rows) {
+  printf("======== Troupe cluster status: %s ========\n",
+         absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::Now(), absl::LocalTimeZone()).c_str());
+  printf("Cluster %s, GCS at %s, version %s\n\n", BytesToHex(info.cluster_id()).c_str(),
+         address.c_str(), info.version().c_str());
+  std::map<std::string, double> cluster_total, cluster_used;
+  int alive = 0, dead = 0;
+  printf("Nodes\n");
+  for (const auto& row : rows) {
+    const bool is_alive = row.info.state() == rpc::NodeInfo::ALIVE;
+    is_alive ? ++alive : ++dead;
+    printf(" %-5s %s  %s:%d%s\n", is_alive ? "ALIVE" : "DEAD",
+           NodeId::FromBinary(row.info.node_id())->Hex().c_str(), row.info.node_ip().c_str(),
+           row.info.raylet_port(), row.info.is_head() ? "  (head)" : "");
+    if (!is_alive) {
+      printf("        died: %s\n", row.info.death_reason().c_str());
+      continue;
+    }
+    std::string line;
+    for (const auto& name : OrderedNames(row.total)) {
+      double used = row.total.at(name) - (row.available.count(name) ? row.available.at(name) : 0);
+      cluster_total[name] += row.total.at(name);
+      cluster_used[name] += used;
+      absl::StrAppend(&line, line.empty() ? "" : ", ", UsedOfTotal(name, used, row.total.at(name)));
+    }
+    printf("        %s\n", line.c_str());
+    for (const auto& [key, value] : row.info.labels()) {
+      printf("        label %s=%s\n", key.c_str(), value.c_str());
+    }
+  }
+  printf("\n%d alive, %d dead\n\nResources (used/total over alive nodes)\n", alive, dead);
+  for (const auto& name : OrderedNames(cluster_total)) {
+    printf(" %s\n", UsedOfTotal(name, cluster_used[name], cluster_total[name]).c_str());
+  }
+}
+
+void PrintJson(const rpc::GetClusterInfoReply& info, const std::string& address,
+               const std::vector<NodeRow>& rows) {
+  nlohmann::json out;
+  out["cluster_id"] = BytesToHex(info.cluster_id());
+  out["gcs_address"] = address;
+  out["version"] = info.version();
+  std::map<std::string, double> total, available;
+  out["nodes"] = nlohmann::json::array();
+  for (const auto& row : rows) {
+    const bool is_alive = row.info.state() == rpc::NodeInfo::ALIVE;
+    nlohmann::json node = {
+        {"node_id", NodeId::FromBinary(row.info.node_id())->Hex()},
+        {"state", is_alive ? "ALIVE" : "DEAD"},
+        {"node_ip", row.info.node_ip()},
+        {"raylet_port", row.info.raylet_port()},
+        {"hostname", row.info.hostname()},
+        {"is_head", row.info.is_head()},
+        {"raylet_pid", row.info.raylet_pid()},
+        {"start_time_ms", row.info.start_time_ms()},
+        {"resources_total", row.total},
+        {"resources_available", row.available},
+        {"labels", std::map<std::string, std::string>(row.info.labels().begin(),
+                                                      row.info.labels().end())},
+    };
+    if (!is_alive) {
+      node["death_reason"] = row.info.death_reason();
+      node["end_time_ms"] = row.info.end_time_ms();
+    } else {
+      for (const auto& [name, value] : row.total) total[name] += value;
+      for (const auto& [name, value] : row.available) available[name] += value;
+    }
+    out["nodes"].push_back(node);
+  }
+  out["resources_total"] = total;
+  out["resources_available"] = available;
+  printf("%s\n", out.dump(2).c_str());
+}
+
+}  // namespace
+
+int StatusCommand(const std::vector<std::string>& args) {
+  std::string address, token, temp_dir, format = "text";
+  FlagParser flags("troupe status", "Shows the cluster's nodes and resources.");
+  flags.AddString("address", &address,
+                  "host:port of the head (default: $TROUPE_ADDRESS, or this machine's latest "
+                  "session).");
+  flags.AddString("token", &token, "Cluster token (default: $TROUPE_TOKEN, or a local session's).");
+  flags.AddString("temp-dir", &temp_dir,
+                  "Root of session directories (default: $TROUPE_TEMP_DIR or /tmp/troupe).");
+  flags.AddString("format", &format, "Output format: text or json.");
+  auto fail = [](const std::string& message, int code) {
+    fprintf(stderr, "troupe status: %s\n", message.c_str());
+    return code;
+  };
+  if (auto status = flags.Parse(args); !status.ok()) return fail(std::string(status.message()), 2);
+  if (flags.help_requested()) {
+    printf("%s", flags.Usage().c_str());
+    return 0;
+  }
+  if (format != "text" && format != "json") {
+    return fail(absl::StrCat("flag --format expects text or json, got '", format, "'"), 2);
+  }
+  auto target = ResolveClusterTarget(address, token, ResolveTempRoot(temp_dir));
+  if (!target.ok()) return fail(std::string(target.status().message()), 1);
+  GcsClient gcs(target->address, target->token, absl::Seconds(5));
+  auto info = gcs.GetClusterInfo();
+  if (!info.ok()) {
+    std::string hint = info.status().code() == absl::StatusCode::kUnauthenticated
+                           ? ""
+                           : "\nNo cluster answers there. Start one with `troupe start --head`, or "
+                             "point --address at a running head.";
+    return fail(absl::StrCat(info.status().message(), hint), 1);
+  }
+  auto nodes = gcs.GetAllNodeInfo();
+  auto usages = gcs.GetAllResourceUsage();
+  if (!nodes.ok()) return fail(std::string(nodes.status().message()), 1);
+  if (!usages.ok()) return fail(std::string(usages.status().message()), 1);
+  std::map<std::string, rpc::ResourceUsage> usage_by_node;
+  for (const auto& usage : *usages) usage_by_node[usage.node_id()] = usage;
+  std::vector<NodeRow> rows;
+  for (const auto& node : *nodes) {
+    NodeRow row{node, {node.resources_total().begin(), node.resources_total().end()}, {}};
+    if (auto it = usage_by_node.find(node.node_id()); it != usage_by_node.end()) {
+      row.available = {it->second.available().begin(), it->second.available().end()};
+    }
+    rows.push_back(std::move(row));
+  }
+  // Head first, then alive before dead, then by start time.
+  std::sort(rows.begin(), rows.end(), [](const NodeRow& a, const NodeRow& b) {
+    return std::make_tuple(!a.info.is_head(), a.info.state(), a.info.start_time_ms()) <
+           std::make_tuple(!b.info.is_head(), b.info.state(), b.info.start_time_ms());
+  });
+  if (format == "json") {
+    PrintJson(*info, target->address, rows);
+  } else {
+    PrintText(*info, target->address, rows);
+  }
+  return 0;
+}
+
+}  // namespace troupe

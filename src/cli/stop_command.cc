@@ -1,0 +1,113 @@
+// `troupe stop`: stops every Troupe daemon started on this machine (found through the session
+// directories), raylets first so they can unregister from a still-running GCS.
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "src/cli/commands.h"
+#include "src/cli/session.h"
+#include "src/common/flag_parser.h"
+
+namespace troupe {
+namespace {
+
+struct Target {
+  Session session;
+  DaemonRecord daemon;
+};
+
+// Sends `signal_number` to each target and waits up to `grace` for them to exit; returns those
+// still running.
+std::vector<Target> SignalAndWait(const std::vector<Target>& targets, int signal_number,
+                                  absl::Duration grace) {
+  for (const auto& target : targets) kill(target.daemon.pid, signal_number);
+  const absl::Time deadline = absl::Now() + grace;
+  std::vector<Target> running = targets;
+  while (!running.empty()) {
+    std::vector<Target> still;
+    for (const auto& target : running) {
+      if (ProcessMatches(target.daemon.pid, target.session.dir())) still.push_back(target);
+    }
+    running = std::move(still);
+    if (running.empty() || absl::Now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return running;
+}
+
+}  // namespace
+
+int StopCommand(const std::vector<std::string>& args) {
+  bool force = false;
+  std::string temp_dir;
+  int64_t grace_s = 10;
+  FlagParser flags("troupe stop",
+                   "Stops every Troupe process started on this machine (heads and worker nodes).");
+  flags.AddBool("force", &force, "Kill with SIGKILL at once instead of stopping gracefully.");
+  flags.AddString("temp-dir", &temp_dir,
+                  "Root of session directories (default: $TROUPE_TEMP_DIR or /tmp/troupe).");
+  flags.AddInt("grace-period-s", &grace_s,
+               "How long to wait for a graceful stop before using SIGKILL.");
+  if (auto status = flags.Parse(args); !status.ok()) {
+    fprintf(stderr, "troupe stop: %s\n", std::string(status.message()).c_str());
+    return 2;
+  }
+  if (flags.help_requested()) {
+    printf("%s", flags.Usage().c_str());
+    return 0;
+  }
+  if (!flags.positional().empty()) {
+    fprintf(stderr, "troupe stop: unexpected argument '%s' (see `troupe stop --help`)\n",
+            flags.positional()[0].c_str());
+    return 2;
+  }
+  const std::string root = ResolveTempRoot(temp_dir);
+  std::vector<Target> raylets, others;
+  for (const auto& session : Session::All(root)) {
+    for (const auto& daemon : session.LiveDaemons()) {
+      (daemon.name == "raylet" ? raylets : others).push_back({session, daemon});
+    }
+  }
+  const size_t total = raylets.size() + others.size();
+  if (total == 0) {
+    printf("No Troupe processes are running on this machine (looked in %s).\n", root.c_str());
+    return 0;
+  }
+  std::vector<Target> stubborn;
+  if (force) {
+    std::vector<Target> all = raylets;
+    all.insert(all.end(), others.begin(), others.end());
+    stubborn = SignalAndWait(all, SIGKILL, absl::Seconds(5));
+  } else {
+    stubborn = SignalAndWait(raylets, SIGTERM, absl::Seconds(grace_s));
+    auto rest = SignalAndWait(others, SIGTERM, absl::Seconds(grace_s));
+    stubborn.insert(stubborn.end(), rest.begin(), rest.end());
+    if (!stubborn.empty()) {
+      fprintf(stderr, "troupe stop: %zu process(es) ignored SIGTERM for %lld s; using SIGKILL\n",
+              stubborn.size(), static_cast<long long>(grace_s));
+      stubborn = SignalAndWait(stubborn, SIGKILL, absl::Seconds(5));
+    }
+  }
+  for (const auto& session : Session::All(root)) {
+    for (const char* name : {"gcs", "raylet"}) {
+      bool alive = false;
+      for (const auto& daemon : session.LiveDaemons()) alive |= daemon.name == name;
+      if (!alive) session.ForgetDaemon(name);
+    }
+  }
+  if (!stubborn.empty()) {
+    for (const auto& target : stubborn) {
+      fprintf(stderr, "troupe stop: %s (pid %d) is still running\n", target.daemon.name.c_str(),
+              target.daemon.pid);
+    }
+    return 1;
+  }
+  printf("Stopped %zu Troupe process%s%s.\n", total, total == 1 ? "" : "es",
+         force ? " with SIGKILL" : "");
+  return 0;
+}
+
+}  // namespace troupe

@@ -47,6 +47,7 @@ grpc::Status TokenAuthenticator::CheckValue(const std::string& metadata_value) c
 }
 
 void AttachToken(grpc::ClientContext* context, const std::string& token) {
+  if (token.empty()) return;  // the server says a token is required
   context->AddMetadata(kAuthMetadataKey, absl::StrCat(kBearer, token));
 }
 

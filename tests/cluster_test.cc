@@ -1,0 +1,309 @@
+// Multi-process tests of the foundation: a real head and raylets on loopback, driven through the
+// `troupe` CLI and the GCS's gRPC API.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "src/common/ids.h"
+#include "src/rpc/cluster_token.h"
+#include "tests/test_cluster.h"
+
+namespace troupe::testing {
+namespace {
+
+nlohmann::json FindNode(const nlohmann::json& status, const std::string& node_id) {
+  for (const auto& node : status["nodes"]) {
+    if (node["node_id"] == node_id) return node;
+  }
+  return nullptr;
+}
+
+TEST(ClusterTest, HeadAndThreeWorkersShowExactResources) {
+  TestCluster cluster({"--num-cpus=2", "--num-gpus=1", "--memory=1GiB",
+                       "--object-store-memory=256MiB", R"(--resources={"head_slot": 1})"});
+  std::vector<std::string> workers;
+  for (int i = 1; i <= 3; ++i) {
+    workers.push_back(cluster.AddWorker(
+        {absl::StrCat("--num-cpus=", 4 * i), "--num-gpus=0.5", "--memory=2GiB",
+         "--object-store-memory=512MiB", absl::StrCat(R"(--resources={"accel": )", i, "}"),
+         absl::StrCat(R"(--labels={"rack": "r)", i, R"("})")}));
+  }
+  nlohmann::json status = cluster.Status();
+  ASSERT_EQ(status["nodes"].size(), 4u) << status.dump(2);
+  int heads = 0;
+  for (const auto& node : status["nodes"]) {
+    EXPECT_EQ(node["state"], "ALIVE");
+    heads += node["is_head"].get<bool>();
+  }
+  EXPECT_EQ(heads, 1);
+  for (int i = 1; i <= 3; ++i) {
+    nlohmann::json node = FindNode(status, workers[i - 1]);
+    ASSERT_FALSE(node.is_null()) << "worker " << i << " missing from " << status.dump(2);
+    nlohmann::json expected = {{"CPU", 4.0 * i},
+                               {"GPU", 0.5},
+                               {"accel", 1.0 * i},
+                               {"memory", 2.0 * (1 << 30)},
+                               {"object_store_memory", 512.0 * (1 << 20)}};
+    EXPECT_EQ(node["resources_total"], expected);
+    EXPECT_EQ(node["resources_available"], expected);
+    EXPECT_EQ(node["labels"]["rack"], absl::StrCat("r", i));
+  }
+  nlohmann::json totals = {{"CPU", 26.0},
+                           {"GPU", 2.5},
+                           {"accel", 6.0},
+                           {"head_slot", 1.0},
+                           {"memory", 7.0 * (1 << 30)},
+                           {"object_store_memory", 1792.0 * (1 << 20)}};
+  EXPECT_EQ(status["resources_total"], totals);
+
+  CommandResult text = cluster.Troupe({"status"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(absl::StrContains(text.out, "4 alive, 0 dead")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, " 0/26 CPU")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, " 0/2.5 GPU")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "0B/7.00GiB memory")) << text.out;
+}
+
+TEST(ClusterTest, KilledRayletIsDeadWithinFiveSecondsAndSubscribersAreTold) {
+  TestCluster cluster({"--num-cpus=1"});
+  std::string worker = cluster.AddWorker({"--num-cpus=1"});
+  nlohmann::json node = FindNode(cluster.Status(), worker);
+  ASSERT_FALSE(node.is_null());
+  const int raylet_pid = node["raylet_pid"];
+
+  rpc::PollRequest cursor_request;
+  cursor_request.set_after_seq(-1);
+  auto cursor = cluster.gcs().Poll(cursor_request);
+  ASSERT_TRUE(cursor.ok()) << cursor.status();
+
+  ASSERT_EQ(kill(raylet_pid, SIGKILL), 0);
+  const absl::Time killed = absl::Now();
+  const absl::Time deadline = killed + absl::Seconds(5);
+  int64_t after = cursor->last_seq();
+  bool dead = false;
+  while (!dead && absl::Now() < deadline) {
+    rpc::PollRequest poll;
+    poll.set_after_seq(after);
+    poll.add_channels(rpc::NODE_CHANNEL);
+    poll.set_timeout_ms(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    auto reply = cluster.gcs().Poll(poll);
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    after = reply->last_seq();
+    for (const auto& message : reply->messages()) {
+      if (message.node().node_id() == NodeId::FromHex(worker)->Binary() &&
+          message.node().state() == rpc::NodeInfo::DEAD) {
+        dead = true;
+        EXPECT_TRUE(absl::StrContains(message.node().death_reason(), "health check failed"))
+            << message.node().death_reason();
+      }
+    }
+  }
+  ASSERT_TRUE(dead) << "no DEAD message for the killed raylet within 5 s";
+  std::cout << "raylet SIGKILL -> DEAD published after "
+            << absl::FormatDuration(absl::Now() - killed) << "\n";
+  nlohmann::json after_status = FindNode(cluster.Status(), worker);
+  EXPECT_EQ(after_status["state"], "DEAD");
+  // The dead node's resources leave the cluster totals.
+  EXPECT_EQ(cluster.Status()["resources_total"]["CPU"], 1.0);
+}
+
+TEST(ClusterTest, CallsWithoutTheRightTokenAreRefused) {
+  TestCluster cluster;
+  const ClusterToken real = *ClusterToken::Parse(cluster.token());
+
+  GcsClient no_token(cluster.gcs_address(), "", absl::Seconds(5));
+  auto refused = no_token.GetAllNodeInfo();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "requires a cluster token"))
+      << refused.status();
+
+  GcsClient wrong(cluster.gcs_address(), ClusterToken::Generate(real.cluster_id()).ToString());
+  EXPECT_EQ(wrong.KVPut("ns", "k", "v", true).status().code(),
+            absl::StatusCode::kUnauthenticated);
+
+  // A node holding another cluster's token cannot join, and is told why.
+  const std::string other = ClusterToken::Generate(ClusterId::FromRandom()).ToString();
+  CommandResult join = cluster.Troupe({"start", "--address=" + cluster.gcs_address(),
+                                       "--token=" + other, "--connect-timeout-s=2"});
+  EXPECT_EQ(join.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(join.err, "different cluster")) << join.err;
+  EXPECT_EQ(cluster.Status()["nodes"].size(), 1u);
+
+  // The token file is private.
+  struct stat st;
+  ASSERT_EQ(stat((cluster.HeadSessionDir() + "/token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+}
+
+TEST(ClusterTest, StopLeavesNoTroupeProcessBehind) {
+  TestCluster cluster;
+  cluster.AddWorker();
+  cluster.AddWorker();
+  EXPECT_EQ(ProcessesMentioning(cluster.temp_root()).size(), 4u);  // GCS + 3 raylets
+  CommandResult stop = cluster.Troupe({"stop"});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+  EXPECT_TRUE(absl::StrContains(stop.out, "Stopped 4 Troupe processes")) << stop.out;
+  EXPECT_TRUE(ProcessesMentioning(cluster.temp_root()).empty());
+  // The raylets unregistered before the GCS went away.
+  std::ifstream gcs_log(cluster.HeadSessionDir() + "/logs/gcs.log");
+  std::string log((std::istreambuf_iterator<char>(gcs_log)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(absl::StrContains(log, "unregistered: raylet received signal 15"), true) << log;
+
+  CommandResult again = cluster.Troupe({"stop"});
+  EXPECT_EQ(again.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(again.out, "No Troupe processes are running")) << again.out;
+  CommandResult status = cluster.Troupe({"status"});
+  EXPECT_NE(status.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(status.err, "troupe start --head")) << status.err;
+}
+
+TEST(ClusterTest, ClearErrors) {
+  TestCluster cluster;
+  const std::string port = cluster.gcs_address().substr(cluster.gcs_address().rfind(':') + 1);
+  CommandResult taken = cluster.Troupe({"start", "--head", "--port=" + port});
+  EXPECT_EQ(taken.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(taken.err, "already in use")) << taken.err;
+
+  CommandResult unreachable = cluster.Troupe(
+      {"start", absl::StrCat("--address=127.0.0.1:", PickFreePort()), "--token=" + cluster.token(),
+       "--connect-timeout-s=1"});
+  EXPECT_EQ(unreachable.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(unreachable.err, "cannot reach the head")) << unreachable.err;
+
+  CommandResult bad_json = cluster.Troupe(
+      {"start", "--address=" + cluster.gcs_address(), "--resources={\"gpu\": lots}"});
+  EXPECT_EQ(bad_json.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(bad_json.err, "--resources")) << bad_json.err;
+
+  CommandResult bad_flag = cluster.Troupe({"status", "--fromat=json"});
+  EXPECT_EQ(bad_flag.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(bad_flag.err, "did you mean --format?")) << bad_flag.err;
+
+  CommandResult bad_value = cluster.Troupe({"start", "--head", "--port=http"});
+  EXPECT_EQ(bad_value.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(bad_value.err, "flag --port expects a whole number")) << bad_value.err;
+
+  CommandResult no_cluster = RunTroupe({"status", "--temp-dir=" + cluster.temp_root() + "/empty"},
+                                       {"TROUPE_ADDRESS=", "TROUPE_TOKEN="});
+  EXPECT_EQ(no_cluster.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(no_cluster.err, "troupe start --head")) << no_cluster.err;
+
+  for (const char* command : {"start", "stop", "status", "raylet", "gcs-server"}) {
+    CommandResult help = RunTroupe({command, "--help"});
+    EXPECT_EQ(help.exit_code, 0) << command;
+    EXPECT_TRUE(absl::StrContains(help.out, "Usage: troupe")) << command;
+  }
+  EXPECT_EQ(RunTroupe({"launch-rockets"}).exit_code, 2);
+}
+
+TEST(ClusterTest, RayletsReRegisterWhenTheGcsComesBack) {
+  TestCluster cluster;
+  cluster.AddWorker();
+  const int gcs_pid = cluster.GcsPid();
+  ASSERT_NE(gcs_pid, 0);
+  std::vector<std::string> args = CommandLineOf(gcs_pid);
+  ASSERT_GE(args.size(), 2u);
+  ASSERT_EQ(args[1], "gcs-server");
+  ASSERT_EQ(kill(gcs_pid, SIGKILL), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+
+  // Restart the GCS by hand with the same arguments (same port, token and cluster): its table
+  // is empty, so the raylets must notice and register again.
+  pid_t restarted = fork();
+  if (restarted == 0) {
+    std::string binary = TroupeBinary();
+    std::vector<char*> argv = {binary.data()};
+    for (size_t i = 1; i < args.size(); ++i) argv.push_back(args[i].data());
+    argv.push_back(nullptr);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  size_t alive = 0;
+  while (absl::Now() < deadline) {
+    auto nodes = cluster.gcs().GetAllNodeInfo();
+    alive = 0;
+    if (nodes.ok()) {
+      for (const auto& node : *nodes) alive += node.state() == rpc::NodeInfo::ALIVE;
+    }
+    if (alive == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(alive, 2u);
+  kill(restarted, SIGTERM);
+  waitpid(restarted, nullptr, 0);
+}
+
+TEST(ClusterTest, RayletExitsWhenTheHeadIsGoneTooLong) {
+  TestCluster cluster;
+  std::string worker = cluster.AddWorker({"--gcs-reconnect-timeout-s=2"});
+  const int raylet_pid = FindNode(cluster.Status(), worker)["raylet_pid"];
+  ASSERT_EQ(kill(cluster.GcsPid(), SIGKILL), 0);
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  while (absl::Now() < deadline && !CommandLineOf(raylet_pid).empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(CommandLineOf(raylet_pid).empty()) << "raylet still running after the head vanished";
+  // It said why, in its log.
+  bool explained = false;
+  for (const auto& log_path : cluster.RayletLogs()) {
+    std::ifstream in(log_path);
+    std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    explained |= absl::StrContains(log, "raylet exiting: the head (GCS at " + cluster.gcs_address() +
+                                            ") has been unreachable for 2s");
+  }
+  EXPECT_TRUE(explained);
+}
+
+TEST(ClusterTest, KvJobsAndPubsubOverGrpc) {
+  TestCluster cluster;
+  GcsClient& gcs = cluster.gcs();
+  ASSERT_TRUE(*gcs.KVPut("collective", "group/rank0", "10.0.0.1:5000", false));
+  ASSERT_TRUE(*gcs.KVPut("collective", "group/rank1", "10.0.0.2:5000", false));
+  EXPECT_FALSE(*gcs.KVPut("collective", "group/rank1", "other", false));
+  EXPECT_EQ(*gcs.KVGet("collective", "group/rank1"), "10.0.0.2:5000");
+  EXPECT_EQ(*gcs.KVGet("other_ns", "group/rank1"), std::nullopt);
+  EXPECT_EQ(*gcs.KVKeys("collective", "group/"),
+            (std::vector<std::string>{"group/rank0", "group/rank1"}));
+  EXPECT_TRUE(*gcs.KVExists("collective", "group/rank0"));
+  EXPECT_EQ(*gcs.KVDel("collective", "group/", true), 2);
+  EXPECT_FALSE(*gcs.KVExists("collective", "group/rank0"));
+  EXPECT_EQ(gcs.KVPut("collective", "", "v", true).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  rpc::PollRequest cursor_request;
+  cursor_request.set_after_seq(-1);
+  int64_t cursor = gcs.Poll(cursor_request)->last_seq();
+  // A poll waiting in another thread is answered by the job being added.
+  std::thread add([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    rpc::JobInfo job;
+    job.set_entrypoint("./train --epochs 1");
+    auto job_id = gcs.AddJob(job);
+    ASSERT_TRUE(job_id.ok());
+    ASSERT_TRUE(gcs.MarkJobFinished(*job_id).ok());
+  });
+  rpc::PollRequest poll;
+  poll.set_after_seq(cursor);
+  poll.add_channels(rpc::JOB_CHANNEL);
+  poll.set_timeout_ms(10000);
+  auto reply = gcs.Poll(poll);
+  add.join();
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_GE(reply->messages_size(), 1);
+  EXPECT_EQ(reply->messages(0).job().entrypoint(), "./train --epochs 1");
+  auto jobs = gcs.GetAllJobInfo();
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ(JobId::FromBinary((*jobs)[0].job_id())->ToInt(), 1u);
+  EXPECT_EQ((*jobs)[0].state(), rpc::JobInfo::FINISHED);
+}
+
+}  // namespace
+}  // namespace troupe::testing

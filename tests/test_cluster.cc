@@ -1,0 +1,194 @@
+#include "tests/test_cluster.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+
+extern char** environ;
+
+namespace troupe::testing {
+namespace {
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string TestTmpDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir ? dir : "/tmp";
+}
+
+}  // namespace
+
+std::string TroupeBinary() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (srcdir && workspace) return absl::StrCat(srcdir, "/", workspace, "/src/cli/troupe");
+  return "bazel-bin/src/cli/troupe";
+}
+
+CommandResult RunTroupe(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  static std::atomic<int> counter{0};
+  const std::string base = absl::StrCat(TestTmpDir(), "/cmd_", getpid(), "_", counter++);
+  const std::string out_path = base + ".out", err_path = base + ".err";
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::string binary = TroupeBinary();
+  std::vector<char*> argv = {binary.data()};
+  std::vector<std::string> args_copy = args;
+  for (auto& arg : args_copy) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_copy = env;
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  for (auto& entry : env_copy) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+
+  pid_t pid;
+  int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return {127, "", absl::StrCat("cannot run ", binary)};
+  int wstatus = 0;
+  waitpid(pid, &wstatus, 0);
+  return {WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus),
+          ReadFileOrEmpty(out_path), ReadFileOrEmpty(err_path)};
+}
+
+int PickFreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::vector<int> ProcessesMentioning(const std::string& marker) {
+  std::vector<int> pids;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return pids;
+  while (dirent* entry = readdir(proc)) {
+    int pid;
+    if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
+    std::string cmdline = ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/cmdline"));
+    if (absl::StrContains(cmdline, marker)) pids.push_back(pid);
+  }
+  closedir(proc);
+  return pids;
+}
+
+std::vector<std::string> CommandLineOf(int pid) {
+  std::string cmdline = ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/cmdline"));
+  std::vector<std::string> args;
+  for (size_t start = 0, end; start < cmdline.size(); start = end + 1) {
+    end = cmdline.find('\0', start);
+    if (end == std::string::npos) end = cmdline.size();
+    args.push_back(cmdline.substr(start, end - start));
+  }
+  return args;
+}
+
+std::vector<std::string> TestCluster::RayletLogs() const {
+  std::vector<std::string> logs;
+  if (DIR* dir = opendir(temp_root_.c_str())) {
+    while (dirent* entry = readdir(dir)) {
+      std::string name = entry->d_name;
+      if (absl::StartsWith(name, "session_") && name != "session_latest") {
+        logs.push_back(absl::StrCat(temp_root_, "/", name, "/logs/raylet.log"));
+      }
+    }
+    closedir(dir);
+  }
+  return logs;
+}
+
+int TestCluster::GcsPid() const {
+  int pid = 0;
+  std::string text(absl::StripAsciiWhitespace(ReadFileOrEmpty(HeadSessionDir() + "/pids/gcs.pid")));
+  return absl::SimpleAtoi(text, &pid) ? pid : 0;
+}
+
+TestCluster::TestCluster(const std::vector<std::string>& head_flags) {
+  static std::atomic<int> counter{0};
+  temp_root_ = absl::StrCat(TestTmpDir(), "/cluster_", getpid(), "_", counter++);
+  const int port = PickFreePort();
+  std::vector<std::string> args = {"start", "--head", absl::StrCat("--port=", port)};
+  args.insert(args.end(), head_flags.begin(), head_flags.end());
+  CommandResult result = Troupe(args);
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  gcs_address_ = absl::StrCat("127.0.0.1:", port);
+  token_ = std::string(
+      absl::StripAsciiWhitespace(ReadFileOrEmpty(HeadSessionDir() + "/token")));
+  gcs_ = std::make_unique<GcsClient>(gcs_address_, token_, absl::Seconds(5));
+}
+
+TestCluster::~TestCluster() {
+  Troupe({"stop", "--force"});
+  // Nothing started for this cluster may outlive it.
+  EXPECT_TRUE(ProcessesMentioning(temp_root_).empty()) << "processes left behind in " << temp_root_;
+}
+
+std::string TestCluster::HeadSessionDir() const {
+  char target[4096];
+  ssize_t n = readlink((temp_root_ + "/session_latest").c_str(), target, sizeof(target) - 1);
+  if (n <= 0) return temp_root_ + "/session_latest";
+  target[n] = '\0';
+  return target;
+}
+
+CommandResult TestCluster::Troupe(std::vector<std::string> args) {
+  if (!args.empty() && (args[0] == "start" || args[0] == "stop" || args[0] == "status")) {
+    args.insert(args.begin() + 1, "--temp-dir=" + temp_root_);
+  }
+  return RunTroupe(args);
+}
+
+std::string TestCluster::AddWorker(const std::vector<std::string>& flags) {
+  std::vector<std::string> args = {"start", "--address=" + gcs_address_};
+  args.insert(args.end(), flags.begin(), flags.end());
+  CommandResult result = Troupe(args);
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  const std::string marker = "Node ID:";
+  size_t at = result.out.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t start = at + marker.size();
+  return std::string(
+      absl::StripAsciiWhitespace(result.out.substr(start, result.out.find('\n', start) - start)));
+}
+
+nlohmann::json TestCluster::Status() {
+  CommandResult result = Troupe({"status", "--format=json"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  auto parsed = nlohmann::json::parse(result.out, nullptr, false);
+  return parsed.is_discarded() ? nlohmann::json::object() : parsed;
+}
+
+}  // namespace troupe::testing

@@ -130,11 +130,14 @@ int BlockUntilSignal(const Session& session) {
       break;
     }
   }
-  for (const auto& daemon : session.LiveDaemons()) {
-    if (daemon.name != "gcs") kill(daemon.pid, SIGTERM);
-  }
-  for (const auto& daemon : session.LiveDaemons()) kill(daemon.pid, SIGTERM);
-  while (waitpid(-1, nullptr, 0) > 0) {
+  // Raylets first, so they can unregister from the GCS before it goes.
+  for (const char* name : {"raylet", "gcs"}) {
+    for (const auto& daemon : session.LiveDaemons()) {
+      if (daemon.name != name) continue;
+      kill(daemon.pid, SIGTERM);
+      waitpid(daemon.pid, nullptr, 0);
+      session.ForgetDaemon(daemon.name);
+    }
   }
   return signal_number == SIGCHLD ? 1 : 0;
 }

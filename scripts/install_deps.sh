@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages Troupe builds and tests with. Idempotent: does nothing when
+# everything is present, and runs `apt-get update` only when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap bazel-platforms bazel-rules-java   # Bazel 4.2.3, offline
+  g++ protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
+  libabsl-dev libhiredis-dev redis-server libmsgpack-cxx-dev libcpp-httplib-dev
+  nlohmann-json3-dev libgtest-dev libgmock-dev python3
+)
+
+missing=()
+for package in "${PACKAGES[@]}"; do
+  dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "Installing missing packages: ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"

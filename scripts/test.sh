@@ -17,7 +17,7 @@ fi
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(//...)
 echo "== bazel test ${targets[*]}"
-bazel test "${targets[@]}"
+bazel test --nocache_test_results "${targets[@]}"
 bazel_status=$?
 
 # Count test cases from the JUnit XML of every test target that ran.

@@ -35,6 +35,7 @@ struct StartOptions {
   std::string bind;
   std::string temp_dir;
   int64_t port = kDefaultGcsPort;
+  int64_t raylet_port = 0;
   int64_t connect_timeout_s = 10;
   int64_t health_check_period_ms = 1000;
   int64_t health_check_timeout_ms = 1000;
@@ -92,6 +93,7 @@ absl::StatusOr<int> StartRaylet(const StartOptions& options, const Session& sess
       absl::StrCat("--node-id=", node_id.Hex()),
       absl::StrCat("--node-ip-address=", options.node_ip),
       absl::StrCat("--bind=", options.bind),
+      absl::StrCat("--port=", options.raylet_port),
       absl::StrCat("--gcs-reconnect-timeout-s=", options.gcs_reconnect_timeout_s),
   };
   if (options.head) args.push_back("--head");
@@ -281,6 +283,7 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddString("token", &options.token,
                   "Cluster token when joining (default: $TROUPE_TOKEN, or a local session's).");
   flags.AddInt("port", &options.port, "Head: the GCS port.");
+  flags.AddInt("raylet-port", &options.raylet_port, "The raylet's port (0: any free port).");
   flags.AddString("node-ip-address", &options.node_ip,
                   "Address other nodes use to reach this one; daemons also listen on it "
                   "(default: 127.0.0.1 for a head, the address routing to the head when joining).");
@@ -324,6 +327,10 @@ int StartCommand(const std::vector<std::string>& args) {
   }
   if (options.port <= 0 || options.port > 65535) {
     return Fail(absl::StrCat("--port must be between 1 and 65535, got ", options.port), 2);
+  }
+  if (options.raylet_port < 0 || options.raylet_port > 65535) {
+    return Fail(absl::StrCat("--raylet-port must be between 0 and 65535, got ",
+                             options.raylet_port), 2);
   }
   // Check the node description before starting anything.
   if (auto resources = options.node.BuildResources(); !resources.ok()) {

@@ -30,10 +30,10 @@ TEST(ClusterTest, HeadAndThreeWorkersShowExactResources) {
                        "--object-store-memory=256MiB", R"(--resources={"head_slot": 1})"});
   std::vector<std::string> workers;
   for (int i = 1; i <= 3; ++i) {
-    workers.push_back(cluster.AddWorker(
-        {absl::StrCat("--num-cpus=", 4 * i), "--num-gpus=0.5", "--memory=2GiB",
-         "--object-store-memory=512MiB", absl::StrCat(R"(--resources={"accel": )", i, "}"),
-         absl::StrCat(R"(--labels={"rack": "r)", i, R"("})")}));
+    workers.push_back(cluster.AddWorker({absl::StrCat("--num-cpus=", 4 * i), "--num-gpus=0.5",
+                                         "--memory=2GiB", "--object-store-memory=512MiB",
+                                         absl::StrCat(R"(--resources={"accel": )", i, "}"),
+                                         absl::StrCat(R"(--labels={"rack": "r)", i, R"("})")}));
   }
   nlohmann::json status = cluster.Status();
   ASSERT_EQ(status["nodes"].size(), 4u) << status.dump(2);
@@ -125,13 +125,12 @@ TEST(ClusterTest, CallsWithoutTheRightTokenAreRefused) {
       << refused.status();
 
   GcsClient wrong(cluster.gcs_address(), ClusterToken::Generate(real.cluster_id()).ToString());
-  EXPECT_EQ(wrong.KVPut("ns", "k", "v", true).status().code(),
-            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(wrong.KVPut("ns", "k", "v", true).status().code(), absl::StatusCode::kUnauthenticated);
 
   // A node holding another cluster's token cannot join, and is told why.
   const std::string other = ClusterToken::Generate(ClusterId::FromRandom()).ToString();
-  CommandResult join = cluster.Troupe({"start", "--address=" + cluster.gcs_address(),
-                                       "--token=" + other, "--connect-timeout-s=2"});
+  CommandResult join = cluster.Troupe(
+      {"start", "--address=" + cluster.gcs_address(), "--token=" + other, "--connect-timeout-s=2"});
   EXPECT_EQ(join.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(join.err, "different cluster")) << join.err;
   EXPECT_EQ(cluster.Status()["nodes"].size(), 1u);
@@ -171,9 +170,9 @@ TEST(ClusterTest, ClearErrors) {
   EXPECT_EQ(taken.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(taken.err, "already in use")) << taken.err;
 
-  CommandResult unreachable = cluster.Troupe(
-      {"start", absl::StrCat("--address=127.0.0.1:", PickFreePort()), "--token=" + cluster.token(),
-       "--connect-timeout-s=1"});
+  CommandResult unreachable =
+      cluster.Troupe({"start", absl::StrCat("--address=127.0.0.1:", PickFreePort()),
+                      "--token=" + cluster.token(), "--connect-timeout-s=1"});
   EXPECT_EQ(unreachable.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(unreachable.err, "cannot reach the head")) << unreachable.err;
 
@@ -188,7 +187,8 @@ TEST(ClusterTest, ClearErrors) {
 
   CommandResult bad_value = cluster.Troupe({"start", "--head", "--port=http"});
   EXPECT_EQ(bad_value.exit_code, 2);
-  EXPECT_TRUE(absl::StrContains(bad_value.err, "flag --port expects a whole number")) << bad_value.err;
+  EXPECT_TRUE(absl::StrContains(bad_value.err, "flag --port expects a whole number"))
+      << bad_value.err;
 
   CommandResult no_cluster = RunTroupe({"status", "--temp-dir=" + cluster.temp_root() + "/empty"},
                                        {"TROUPE_ADDRESS=", "TROUPE_TOKEN="});
@@ -256,8 +256,9 @@ TEST(ClusterTest, RayletExitsWhenTheHeadIsGoneTooLong) {
   for (const auto& log_path : cluster.RayletLogs()) {
     std::ifstream in(log_path);
     std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    explained |= absl::StrContains(log, "raylet exiting: the head (GCS at " + cluster.gcs_address() +
-                                            ") has been unreachable for 2s");
+    explained |=
+        absl::StrContains(log, "raylet exiting: the head (GCS at " + cluster.gcs_address() +
+                                   ") has been unreachable for 2s");
   }
   EXPECT_TRUE(explained);
 }

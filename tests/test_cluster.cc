@@ -145,8 +145,7 @@ TestCluster::TestCluster(const std::vector<std::string>& head_flags) {
   CommandResult result = Troupe(args);
   EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
   gcs_address_ = absl::StrCat("127.0.0.1:", port);
-  token_ = std::string(
-      absl::StripAsciiWhitespace(ReadFileOrEmpty(HeadSessionDir() + "/token")));
+  token_ = std::string(absl::StripAsciiWhitespace(ReadFileOrEmpty(HeadSessionDir() + "/token")));
   gcs_ = std::make_unique<GcsClient>(gcs_address_, token_, absl::Seconds(5));
 }
 

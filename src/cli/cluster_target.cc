@@ -34,7 +34,8 @@ absl::StatusOr<ClusterTarget> ResolveClusterTarget(const std::string& address_fl
   if (target.address.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "no Troupe cluster found: no --address given, TROUPE_ADDRESS is not set, and there is no "
-        "session in ", temp_root, ". Start one with `troupe start --head`."));
+        "session in ",
+        temp_root, ". Start one with `troupe start --head`."));
   }
   target.address = WithDefaultPort(target.address);
   target.token = !token_flag.empty() ? token_flag : Env("TROUPE_TOKEN");
@@ -47,10 +48,10 @@ absl::StatusOr<ClusterTarget> ResolveClusterTarget(const std::string& address_fl
     }
   }
   if (target.token.empty()) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "no cluster token for the head at ", target.address,
-        ": pass --token or set TROUPE_TOKEN (on the head: cat ", temp_root,
-        "/session_latest/token)"));
+    return absl::UnauthenticatedError(
+        absl::StrCat("no cluster token for the head at ", target.address,
+                     ": pass --token or set TROUPE_TOKEN (on the head: cat ", temp_root,
+                     "/session_latest/token)"));
   }
   return target;
 }

@@ -61,15 +61,16 @@ absl::Status WaitUntilReady(int pid, const std::string& what, const std::string&
     if (waitpid(pid, &wstatus, WNOHANG) == pid) {
       std::string how = WIFEXITED(wstatus) ? absl::StrCat("exited with code ", WEXITSTATUS(wstatus))
                                            : absl::StrCat("died of signal ", WTERMSIG(wstatus));
-      return absl::FailedPreconditionError(absl::StrCat(what, " ", how, " while starting. Last lines of ",
-                                                        log_path, ":\n", TailFile(log_path, 8)));
+      return absl::FailedPreconditionError(absl::StrCat(what, " ", how,
+                                                        " while starting. Last lines of ", log_path,
+                                                        ":\n", TailFile(log_path, 8)));
     }
     last = ready();
     if (last.ok()) return absl::OkStatus();
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
-          what, " did not become ready within ", absl::FormatDuration(timeout), " (", last.message(),
-          "). Last lines of ", log_path, ":\n", TailFile(log_path, 8)));
+          what, " did not become ready within ", absl::FormatDuration(timeout), " (",
+          last.message(), "). Last lines of ", log_path, ":\n", TailFile(log_path, 8)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

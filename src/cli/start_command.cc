@@ -154,9 +154,9 @@ int StartHead(StartOptions& options) {
   if (!session.ok()) return Fail(std::string(session.status().message()));
   const ClusterToken token = ClusterToken::Generate(ClusterId::FromRandom());
   const std::string gcs_address = absl::StrCat(options.node_ip, ":", options.port);
-  for (auto status : {WriteTokenFile(session->TokenPath(), token),
-                      session->WriteFile("address", gcs_address),
-                      session->WriteFile("cluster_id", token.cluster_id().Hex())}) {
+  for (auto status :
+       {WriteTokenFile(session->TokenPath(), token), session->WriteFile("address", gcs_address),
+        session->WriteFile("cluster_id", token.cluster_id().Hex())}) {
     if (!status.ok()) return Fail(std::string(status.message()));
   }
 
@@ -209,9 +209,10 @@ int StartHead(StartOptions& options) {
   printf("Check the cluster:   troupe status\n");
   printf("Stop this machine's Troupe processes:   troupe stop\n");
   if (absl::StartsWith(options.bind, "127.")) {
-    printf("\nNote: the head listens on %s only. To let other machines join, restart it with "
-           "--node-ip-address=<this machine's IP>.\n",
-           options.bind.c_str());
+    printf(
+        "\nNote: the head listens on %s only. To let other machines join, restart it with "
+        "--node-ip-address=<this machine's IP>.\n",
+        options.bind.c_str());
   }
   fflush(stdout);
   return options.block ? BlockUntilSignal(*session) : 0;
@@ -316,7 +317,8 @@ int StartCommand(const std::vector<std::string>& args) {
   }
   if (!flags.positional().empty()) {
     return Fail(absl::StrCat("unexpected argument '", flags.positional()[0],
-                             "' (see `troupe start --help`)"), 2);
+                             "' (see `troupe start --help`)"),
+                2);
   }
   if (options.head == !options.address.empty()) {
     return Fail(options.head ? "--head and --address cannot be used together: a head starts a new "
@@ -329,8 +331,8 @@ int StartCommand(const std::vector<std::string>& args) {
     return Fail(absl::StrCat("--port must be between 1 and 65535, got ", options.port), 2);
   }
   if (options.raylet_port < 0 || options.raylet_port > 65535) {
-    return Fail(absl::StrCat("--raylet-port must be between 0 and 65535, got ",
-                             options.raylet_port), 2);
+    return Fail(
+        absl::StrCat("--raylet-port must be between 0 and 65535, got ", options.raylet_port), 2);
   }
   // Check the node description before starting anything.
   if (auto resources = options.node.BuildResources(); !resources.ok()) {

@@ -101,8 +101,8 @@ void PrintJson(const rpc::GetClusterInfoReply& info, const std::string& address,
         {"start_time_ms", row.info.start_time_ms()},
         {"resources_total", row.total},
         {"resources_available", row.available},
-        {"labels", std::map<std::string, std::string>(row.info.labels().begin(),
-                                                      row.info.labels().end())},
+        {"labels",
+         std::map<std::string, std::string>(row.info.labels().begin(), row.info.labels().end())},
     };
     if (!is_alive) {
       node["death_reason"] = row.info.death_reason();

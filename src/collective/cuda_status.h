@@ -4,10 +4,10 @@
 // Stateless; thread-safe.
 #pragma once
 
-#include <string>
-
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+
+#include <string>
 
 #include "absl/status/statusor.h"
 

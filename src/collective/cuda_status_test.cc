@@ -39,14 +39,19 @@ TEST(CudaStatusTest, SingleDeviceAllReduceOnGpu) {
   std::vector<float> host(n, 1.5f);
   float* buffer = nullptr;
   ASSERT_TRUE(CudaToStatus(cudaMalloc(&buffer, n * sizeof(float)), "cudaMalloc").ok());
-  ASSERT_TRUE(CudaToStatus(cudaMemcpy(buffer, host.data(), n * sizeof(float),
-                                      cudaMemcpyHostToDevice), "copy in").ok());
+  ASSERT_TRUE(
+      CudaToStatus(cudaMemcpy(buffer, host.data(), n * sizeof(float), cudaMemcpyHostToDevice),
+                   "copy in")
+          .ok());
   ASSERT_TRUE(NcclToStatus(ncclAllReduce(buffer, buffer, n, ncclFloat, ncclSum, comm, nullptr),
-                           "ncclAllReduce").ok());
+                           "ncclAllReduce")
+                  .ok());
   ASSERT_TRUE(CudaToStatus(cudaDeviceSynchronize(), "sync").ok());
   std::vector<float> result(n);
-  ASSERT_TRUE(CudaToStatus(cudaMemcpy(result.data(), buffer, n * sizeof(float),
-                                      cudaMemcpyDeviceToHost), "copy out").ok());
+  ASSERT_TRUE(
+      CudaToStatus(cudaMemcpy(result.data(), buffer, n * sizeof(float), cudaMemcpyDeviceToHost),
+                   "copy out")
+          .ok());
   EXPECT_EQ(result[0], 1.5f);
   EXPECT_EQ(result[n - 1], 1.5f);
   cudaFree(buffer);

@@ -34,18 +34,28 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 int64_t ParseByteCount(const std::string& text) {
   std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   size_t unit_start = 0;
-  while (unit_start < lower.size() &&
-         (std::isdigit(static_cast<unsigned char>(lower[unit_start])) || lower[unit_start] == '.')) {
+  while (
+      unit_start < lower.size() &&
+      (std::isdigit(static_cast<unsigned char>(lower[unit_start])) || lower[unit_start] == '.')) {
     ++unit_start;
   }
   double number;
   if (unit_start == 0 || !absl::SimpleAtod(lower.substr(0, unit_start), &number)) return -1;
   std::string unit = lower.substr(unit_start);
-  static const std::map<std::string, double> kUnits = {
-      {"", 1},        {"b", 1},       {"k", 1024.0},  {"kb", 1024.0}, {"kib", 1024.0},
-      {"m", 1 << 20}, {"mb", 1 << 20}, {"mib", 1 << 20}, {"g", 1 << 30}, {"gb", 1 << 30},
-      {"gib", 1 << 30}, {"t", 1099511627776.0}, {"tb", 1099511627776.0},
-      {"tib", 1099511627776.0}};
+  static const std::map<std::string, double> kUnits = {{"", 1},
+                                                       {"b", 1},
+                                                       {"k", 1024.0},
+                                                       {"kb", 1024.0},
+                                                       {"kib", 1024.0},
+                                                       {"m", 1 << 20},
+                                                       {"mb", 1 << 20},
+                                                       {"mib", 1 << 20},
+                                                       {"g", 1 << 30},
+                                                       {"gb", 1 << 30},
+                                                       {"gib", 1 << 30},
+                                                       {"t", 1099511627776.0},
+                                                       {"tb", 1099511627776.0},
+                                                       {"tib", 1099511627776.0}};
   auto it = kUnits.find(unit);
   if (it == kUnits.end()) return -1;
   return static_cast<int64_t>(std::llround(number * it->second));
@@ -58,25 +68,28 @@ void FlagParser::Add(const std::string& name, Flag flag) { flags_[name] = std::m
 
 void FlagParser::AddString(const std::string& name, std::string* target, const std::string& help) {
   Add(name, {help, target->empty() ? "" : "\"" + *target + "\"", false,
-             [target](const std::string& v) { *target = v; return true; }, "a string"});
+             [target](const std::string& v) {
+               *target = v;
+               return true;
+             },
+             "a string"});
 }
 
 void FlagParser::AddInt(const std::string& name, int64_t* target, const std::string& help) {
-  Add(name, {help, std::to_string(*target), false,
-             [target](const std::string& v) { return absl::SimpleAtoi(v, target); },
-             "a whole number"});
+  Add(name,
+      {help, std::to_string(*target), false,
+       [target](const std::string& v) { return absl::SimpleAtoi(v, target); }, "a whole number"});
 }
 
 void FlagParser::AddDouble(const std::string& name, double* target, const std::string& help) {
   Add(name, {help, absl::StrFormat("%g", *target), false,
-             [target](const std::string& v) { return absl::SimpleAtod(v, target); },
-             "a number"});
+             [target](const std::string& v) { return absl::SimpleAtod(v, target); }, "a number"});
 }
 
 void FlagParser::AddBool(const std::string& name, bool* target, const std::string& help) {
-  Add(name, {help, *target ? "true" : "false", true,
-             [target](const std::string& v) { return absl::SimpleAtob(v, target); },
-             "true or false"});
+  Add(name,
+      {help, *target ? "true" : "false", true,
+       [target](const std::string& v) { return absl::SimpleAtob(v, target); }, "true or false"});
 }
 
 void FlagParser::AddBytes(const std::string& name, int64_t* target, const std::string& help) {
@@ -147,8 +160,8 @@ absl::Status FlagParser::Parse(const std::vector<std::string>& args) {
       }
     }
     if (!flag.set(value)) {
-      return absl::InvalidArgumentError(absl::StrCat("flag --", name, " expects ", flag.expects,
-                                                     ", got '", value, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --", name, " expects ", flag.expects, ", got '", value, "'"));
     }
     set_flags_[name] = true;
   }

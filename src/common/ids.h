@@ -49,8 +49,8 @@ class BaseId {
     auto binary = HexToBytes(hex);
     if (!binary.ok()) {
       return absl::InvalidArgumentError(std::string("bad ") + Derived::kName + " '" +
-                                        std::string(hex) + "': " +
-                                        std::string(binary.status().message()));
+                                        std::string(hex) +
+                                        "': " + std::string(binary.status().message()));
     }
     return FromBinary(*binary);
   }
@@ -76,10 +76,10 @@ class BaseId {
   std::array<uint8_t, kSize> bytes_;
 };
 
-#define TROUPE_DEFINE_ID(Name, kBytes)                \
-  class Name : public BaseId<Name, kBytes> {          \
-   public:                                            \
-    static constexpr const char* kName = #Name;       \
+#define TROUPE_DEFINE_ID(Name, kBytes)          \
+  class Name : public BaseId<Name, kBytes> {    \
+   public:                                      \
+    static constexpr const char* kName = #Name; \
   }
 
 TROUPE_DEFINE_ID(ClusterId, 8);

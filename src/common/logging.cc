@@ -15,11 +15,16 @@ std::atomic<LogSeverity> min_severity{LogSeverity::kInfo};
 
 const char* SeverityLetter(LogSeverity severity) {
   switch (severity) {
-    case LogSeverity::kDebug: return "D";
-    case LogSeverity::kInfo: return "I";
-    case LogSeverity::kWarning: return "W";
-    case LogSeverity::kError: return "E";
-    case LogSeverity::kFatal: return "F";
+    case LogSeverity::kDebug:
+      return "D";
+    case LogSeverity::kInfo:
+      return "I";
+    case LogSeverity::kWarning:
+      return "W";
+    case LogSeverity::kError:
+      return "E";
+    case LogSeverity::kFatal:
+      return "F";
   }
   return "?";
 }

@@ -33,14 +33,14 @@ struct LogVoidify {
 
 }  // namespace troupe
 
-#define TROUPE_LOG(severity)                                                     \
-  (::troupe::LogSeverity::k##severity < ::troupe::MinLogSeverity())              \
-      ? (void)0                                                                  \
-      : ::troupe::LogVoidify() &                                                 \
+#define TROUPE_LOG(severity)                                        \
+  (::troupe::LogSeverity::k##severity < ::troupe::MinLogSeverity()) \
+      ? (void)0                                                     \
+      : ::troupe::LogVoidify() &                                    \
             ::troupe::LogMessage(::troupe::LogSeverity::k##severity, __FILE__, __LINE__).stream()
 
-#define TROUPE_CHECK(cond)                                                               \
-  (cond) ? (void)0                                                                       \
-         : ::troupe::LogVoidify() &                                                      \
+#define TROUPE_CHECK(cond)                                                                      \
+  (cond) ? (void)0                                                                              \
+         : ::troupe::LogVoidify() &                                                             \
                ::troupe::LogMessage(::troupe::LogSeverity::kFatal, __FILE__, __LINE__).stream() \
                    << "Check failed: " #cond " "

@@ -34,8 +34,8 @@ absl::StatusOr<ResourceSet> ResourceSet::FromJson(const std::string& json) {
   std::map<std::string, double> amounts;
   for (const auto& [name, value] : parsed.items()) {
     if (!value.is_number()) {
-      return absl::InvalidArgumentError(absl::StrCat("resource '", name,
-                                                     "' must be a number, got ", value.dump()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("resource '", name, "' must be a number, got ", value.dump()));
     }
     amounts[name] = value.get<double>();
   }

@@ -34,8 +34,14 @@ class FixedPoint {
 
   FixedPoint operator+(FixedPoint o) const { return FromRaw(raw_ + o.raw_); }
   FixedPoint operator-(FixedPoint o) const { return FromRaw(raw_ - o.raw_); }
-  FixedPoint& operator+=(FixedPoint o) { raw_ += o.raw_; return *this; }
-  FixedPoint& operator-=(FixedPoint o) { raw_ -= o.raw_; return *this; }
+  FixedPoint& operator+=(FixedPoint o) {
+    raw_ += o.raw_;
+    return *this;
+  }
+  FixedPoint& operator-=(FixedPoint o) {
+    raw_ -= o.raw_;
+    return *this;
+  }
   bool operator==(FixedPoint o) const { return raw_ == o.raw_; }
   bool operator!=(FixedPoint o) const { return raw_ != o.raw_; }
   bool operator<(FixedPoint o) const { return raw_ < o.raw_; }

@@ -52,9 +52,9 @@ ServerUnaryReactor* NodeInfoGrpcService::ReportResourceUsage(
   return Respond(context, *auth_, [&] { return nodes_->ReportResourceUsage(request->usage()); });
 }
 
-ServerUnaryReactor* NodeInfoGrpcService::GetAllResourceUsage(
-    CallbackServerContext* context, const rpc::GetAllResourceUsageRequest*,
-    rpc::GetAllResourceUsageReply* reply) {
+ServerUnaryReactor* NodeInfoGrpcService::GetAllResourceUsage(CallbackServerContext* context,
+                                                             const rpc::GetAllResourceUsageRequest*,
+                                                             rpc::GetAllResourceUsageReply* reply) {
   return Respond(context, *auth_, [&] {
     for (auto& usage : nodes_->GetAllResourceUsage()) *reply->add_usages() = std::move(usage);
     return absl::OkStatus();

@@ -1,8 +1,7 @@
 #include "src/gcs/gcs_server.h"
 
-#include <signal.h>
-
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -54,10 +53,9 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
       nodes_(options_.token.cluster_id(), store_.get(), &publisher_, &clock_),
       jobs_(store_.get(), &publisher_, &clock_),
       prober_(std::make_unique<GrpcNodeProber>(options_.token.ToString())),
-      health_checker_(options_.health_check, &clock_, prober_.get(),
-                      [this](const NodeId& id, const std::string& reason) {
-                        nodes_.MarkNodeDead(id, reason);
-                      }),
+      health_checker_(
+          options_.health_check, &clock_, prober_.get(),
+          [this](const NodeId& id, const std::string& reason) { nodes_.MarkNodeDead(id, reason); }),
       node_service_(&auth_, &nodes_, absl::ToInt64Milliseconds(options_.health_check.period)),
       job_service_(&auth_, &jobs_),
       kv_service_(&auth_, &kv_),

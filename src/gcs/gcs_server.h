@@ -28,7 +28,7 @@ namespace troupe {
 
 struct GcsServerOptions {
   std::string bind_address = "127.0.0.1";
-  int port = 6380;  // 0: any free port
+  int port = 6380;     // 0: any free port
   ClusterToken token;  // also fixes the cluster ID
   HealthCheckOptions health_check;
   std::string version = "0.1.0";
@@ -72,7 +72,8 @@ class GcsServer {
   std::thread timer_;
 };
 
-// `troupe gcs-server ...`: runs a GCS in the foreground until SIGTERM/SIGINT. Returns the exit code.
+// `troupe gcs-server ...`: runs a GCS in the foreground until SIGTERM/SIGINT. Returns the exit
+// code.
 int GcsServerMain(const std::vector<std::string>& args);
 
 }  // namespace troupe

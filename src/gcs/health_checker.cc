@@ -67,8 +67,8 @@ void HealthChecker::OnProbeResult(const NodeId& node_id, uint64_t generation,
       return;
     }
     ++state.consecutive_failures;
-    TROUPE_LOG(Warning) << "health check of node " << node_id.ShortHex() << " at "
-                        << state.address << " failed (" << state.consecutive_failures << "/"
+    TROUPE_LOG(Warning) << "health check of node " << node_id.ShortHex() << " at " << state.address
+                        << " failed (" << state.consecutive_failures << "/"
                         << options_.failure_threshold << "): " << status.message();
     if (state.consecutive_failures < options_.failure_threshold) return;
     reason = absl::StrCat("health check failed ", state.consecutive_failures,

@@ -4,7 +4,8 @@
 // 3) a SIGKILLed raylet is declared dead in about 3 s (connection refused fails a probe at once).
 // Time comes from a Clock and Tick() is driven from outside (the GCS timer thread, or a test), so
 // the logic is deterministic under a FakeClock.
-// Thread-safe. on_dead runs on the thread that delivers the failing probe result, without locks held.
+// Thread-safe. on_dead runs on the thread that delivers the failing probe result, without locks
+// held.
 #pragma once
 
 #include <functional>

@@ -13,8 +13,8 @@ namespace troupe {
 
 class InMemoryStoreClient : public StoreClient {
  public:
-  void AsyncPut(const std::string& table, const std::string& key, std::string value,
-                bool overwrite, std::function<void(absl::StatusOr<bool>)> done) override;
+  void AsyncPut(const std::string& table, const std::string& key, std::string value, bool overwrite,
+                std::function<void(absl::StatusOr<bool>)> done) override;
   void AsyncGet(const std::string& table, const std::string& key,
                 std::function<void(absl::StatusOr<std::optional<std::string>>)> done) override;
   void AsyncDelete(const std::string& table, const std::string& key,

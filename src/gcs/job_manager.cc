@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "src/common/logging.h"
 
 namespace troupe {
@@ -15,13 +14,7 @@ JobManager::JobManager(StoreClient* store, Publisher* publisher, const Clock* cl
     : store_(store), publisher_(publisher), clock_(clock) {}
 
 absl::Status JobManager::Initialize() {
-  absl::Notification loaded;
-  absl::StatusOr<StoreClient::Rows> rows;
-  store_->AsyncScan(kTable, "", [&](absl::StatusOr<StoreClient::Rows> result) {
-    rows = std::move(result);
-    loaded.Notify();
-  });
-  loaded.WaitForNotification();
+  auto rows = ScanTableSync(store_, kTable);
   if (!rows.ok()) return rows.status();
   absl::MutexLock lock(&mu_);
   for (const auto& [key, value] : *rows) {
@@ -82,12 +75,7 @@ std::vector<rpc::JobInfo> JobManager::GetAllJobs() const {
 }
 
 void JobManager::SaveAndPublishLocked(const rpc::JobInfo& job) {
-  store_->AsyncPut(kTable, job.job_id(), job.SerializeAsString(), /*overwrite=*/true,
-                   [](absl::StatusOr<bool> result) {
-                     if (!result.ok()) {
-                       TROUPE_LOG(Error) << "saving the job table failed: " << result.status();
-                     }
-                   });
+  PutLogged(store_, kTable, job.job_id(), job.SerializeAsString());
   rpc::PubMessage message;
   message.set_channel(rpc::JOB_CHANNEL);
   message.set_key(job.job_id());

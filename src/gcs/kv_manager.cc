@@ -39,26 +39,28 @@ void KvManager::Del(const std::string& ns, const std::string& key, bool by_prefi
     store_->AsyncDelete(kTable, StoreKey(ns, key), std::move(done));
     return;
   }
-  store_->AsyncScan(kTable, StoreKey(ns, key), [this, done = std::move(done)](
-                                                   absl::StatusOr<StoreClient::Rows> rows) {
-    if (!rows.ok()) return done(rows.status());
-    if (rows->empty()) return done(0);
-    // Count the deletes as they complete; answer once all have.
-    struct Pending {
-      std::atomic<size_t> remaining;
-      std::atomic<int64_t> deleted{0};
-      std::function<void(absl::StatusOr<int64_t>)> done;
-    };
-    auto pending = std::make_shared<Pending>();
-    pending->remaining = rows->size();
-    pending->done = done;
-    for (const auto& row : *rows) {
-      store_->AsyncDelete(kTable, row.first, [pending](absl::StatusOr<int64_t> n) {
-        if (n.ok()) pending->deleted += *n;
-        if (--pending->remaining == 0) pending->done(pending->deleted.load());
-      });
-    }
-  });
+  store_->AsyncScan(kTable, StoreKey(ns, key),
+                    [this, done = std::move(done)](absl::StatusOr<StoreClient::Rows> rows) {
+                      if (!rows.ok()) return done(rows.status());
+                      if (rows->empty()) return done(0);
+                      // Count the deletes as they complete; answer once all have.
+                      struct Pending {
+                        std::atomic<size_t> remaining;
+                        std::atomic<int64_t> deleted{0};
+                        std::function<void(absl::StatusOr<int64_t>)> done;
+                      };
+                      auto pending = std::make_shared<Pending>();
+                      pending->remaining = rows->size();
+                      pending->done = done;
+                      for (const auto& row : *rows) {
+                        store_->AsyncDelete(kTable, row.first,
+                                            [pending](absl::StatusOr<int64_t> n) {
+                                              if (n.ok()) pending->deleted += *n;
+                                              if (--pending->remaining == 0)
+                                                pending->done(pending->deleted.load());
+                                            });
+                      }
+                    });
 }
 
 void KvManager::Exists(const std::string& ns, const std::string& key,

@@ -1,7 +1,6 @@
 #include "src/gcs/node_manager.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "src/common/logging.h"
 
 namespace troupe {
@@ -16,13 +15,7 @@ NodeManager::NodeManager(ClusterId cluster_id, StoreClient* store, Publisher* pu
     : cluster_id_(cluster_id), store_(store), publisher_(publisher), clock_(clock) {}
 
 absl::StatusOr<std::vector<rpc::NodeInfo>> NodeManager::Initialize() {
-  absl::Notification loaded;
-  absl::StatusOr<StoreClient::Rows> rows;
-  store_->AsyncScan(kTable, "", [&](absl::StatusOr<StoreClient::Rows> result) {
-    rows = std::move(result);
-    loaded.Notify();
-  });
-  loaded.WaitForNotification();
+  auto rows = ScanTableSync(store_, kTable);
   if (!rows.ok()) return rows.status();
   std::vector<rpc::NodeInfo> alive;
   absl::MutexLock lock(&mu_);
@@ -76,8 +69,8 @@ absl::StatusOr<rpc::RegisterNodeReply> NodeManager::RegisterNode(
     SaveAndPublishLocked(node);
     listeners = added_listeners_;
   }
-  TROUPE_LOG(Info) << "node " << node_id->ShortHex() << " registered from " << node.node_ip()
-                   << ":" << node.raylet_port() << (node.is_head() ? " (head)" : "");
+  TROUPE_LOG(Info) << "node " << node_id->ShortHex() << " registered from " << node.node_ip() << ":"
+                   << node.raylet_port() << (node.is_head() ? " (head)" : "");
   for (const auto& listener : listeners) listener(node);
   rpc::RegisterNodeReply reply;
   reply.set_cluster_id(cluster_id_.Binary());
@@ -127,12 +120,7 @@ bool NodeManager::SetDeadLocked(const NodeId& node_id, const std::string& reason
 }
 
 void NodeManager::SaveAndPublishLocked(const rpc::NodeInfo& node) {
-  store_->AsyncPut(kTable, node.node_id(), node.SerializeAsString(), /*overwrite=*/true,
-                   [](absl::StatusOr<bool> result) {
-                     if (!result.ok()) {
-                       TROUPE_LOG(Error) << "saving the node table failed: " << result.status();
-                     }
-                   });
+  PutLogged(store_, kTable, node.node_id(), node.SerializeAsString());
   rpc::PubMessage message;
   message.set_channel(rpc::NODE_CHANNEL);
   message.set_key(node.node_id());
@@ -156,8 +144,8 @@ absl::Status NodeManager::ReportResourceUsage(const rpc::ResourceUsage& report) 
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(*node_id);
   if (it == nodes_.end()) {
-    return absl::NotFoundError(absl::StrCat("node ", node_id->Hex(),
-                                            " is not registered with this GCS; register again"));
+    return absl::NotFoundError(
+        absl::StrCat("node ", node_id->Hex(), " is not registered with this GCS; register again"));
   }
   if (it->second.state() == rpc::NodeInfo::DEAD) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -63,8 +63,8 @@ void Publisher::Poll(const rpc::PollRequest& request, PollCallback done) {
     } else if (!CollectLocked(channels, request.after_seq(), &reply) && request.timeout_ms() > 0 &&
                !shut_down_) {
       absl::Duration wait = std::min(absl::Milliseconds(request.timeout_ms()), max_poll_wait_);
-      waiters_.push_back({std::move(channels), request.after_seq(), clock_->Now() + wait,
-                          std::move(done)});
+      waiters_.push_back(
+          {std::move(channels), request.after_seq(), clock_->Now() + wait, std::move(done)});
       return;
     }
   }

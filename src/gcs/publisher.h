@@ -51,8 +51,8 @@ class Publisher {
     PollCallback done;
   };
   // Fills `reply` for a poll; returns false when there is nothing to send yet.
-  bool CollectLocked(const std::vector<int>& channels, int64_t after_seq, rpc::PollReply* reply)
-      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool CollectLocked(const std::vector<int>& channels, int64_t after_seq,
+                     rpc::PollReply* reply) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireWaitersBefore(absl::Time now);
 
   const Clock* clock_;

@@ -34,4 +34,11 @@ class StoreClient {
                          std::function<void(absl::StatusOr<Rows>)> done) = 0;
 };
 
+// Waits for a whole-table scan; for loading tables at start-up only.
+absl::StatusOr<StoreClient::Rows> ScanTableSync(StoreClient* store, const std::string& table);
+// Writes table[key] = value without waiting; a failure is logged (the GCS keeps serving from
+// memory, and the next write of the row tries again).
+void PutLogged(StoreClient* store, const std::string& table, const std::string& key,
+               std::string value);
+
 }  // namespace troupe

@@ -30,9 +30,9 @@ absl::StatusOr<ResourceSet> NodeFlags::BuildResources(std::string* gpu_note) con
     }
     for (const char* builtin : {kCpu, kGpu, kMemory, kObjectStoreMemory}) {
       if (custom->Get(builtin) > FixedPoint()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--resources must not set '", builtin, "'; use --num-cpus, --num-gpus, --memory or "
-            "--object-store-memory"));
+        return absl::InvalidArgumentError(absl::StrCat("--resources must not set '", builtin,
+                                                       "'; use --num-cpus, --num-gpus, --memory or "
+                                                       "--object-store-memory"));
       }
     }
     resources = *custom;
@@ -70,9 +70,9 @@ absl::StatusOr<std::map<std::string, std::string>> NodeFlags::BuildLabels() cons
   if (labels_json.empty()) return labels;
   nlohmann::json parsed = nlohmann::json::parse(labels_json, nullptr, false);
   if (parsed.is_discarded() || !parsed.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--labels must be a JSON object of strings, like '{\"zone\": \"a\"}'; got '", labels_json,
-        "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--labels must be a JSON object of strings, like '{\"zone\": \"a\"}'; got '",
+                     labels_json, "'"));
   }
   for (const auto& [key, value] : parsed.items()) {
     if (!value.is_string()) {

@@ -9,9 +9,7 @@
 
 namespace troupe {
 
-int DetectNumCpus() {
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
+int DetectNumCpus() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
 int DetectNumGpus(std::string* why_none) {
   const char* candidates[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",

@@ -1,11 +1,10 @@
 #include "src/raylet/raylet.h"
 
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
@@ -76,8 +75,8 @@ Raylet::~Raylet() {
 
 absl::Status Raylet::Start() {
   service_ = std::make_unique<GrpcService>(this);
-  auto server = StartGrpcServer(options_.bind_address, options_.port, {service_.get()},
-                                &bound_port_);
+  auto server =
+      StartGrpcServer(options_.bind_address, options_.port, {service_.get()}, &bound_port_);
   if (!server.ok()) return server.status();
   server_ = std::move(*server);
   return absl::OkStatus();
@@ -122,10 +121,10 @@ absl::Status Raylet::RegisterWithRetry(bool re_register) {
     }
     if (IsFatal(reply.status())) return reply.status();
     if (absl::Now() - start > options_.gcs_reconnect_timeout) {
-      return absl::UnavailableError(absl::StrCat(
-          "could not register with the GCS at ", options_.gcs_address, " for ",
-          absl::FormatDuration(options_.gcs_reconnect_timeout), "; last error: ",
-          reply.status().message()));
+      return absl::UnavailableError(
+          absl::StrCat("could not register with the GCS at ", options_.gcs_address, " for ",
+                       absl::FormatDuration(options_.gcs_reconnect_timeout),
+                       "; last error: ", reply.status().message()));
     }
     stop_.WaitForNotificationWithTimeout(absl::Milliseconds(500));
   }
@@ -145,8 +144,10 @@ absl::Status Raylet::ReportLoop() {
     {
       absl::MutexLock lock(&mu_);
       usage.set_node_id(options_.node_id.Binary());
-      for (const auto& [name, amount] : options_.resources.ToMap()) (*usage.mutable_total())[name] = amount;
-      for (const auto& [name, amount] : available_.ToMap()) (*usage.mutable_available())[name] = amount;
+      for (const auto& [name, amount] : options_.resources.ToMap())
+        (*usage.mutable_total())[name] = amount;
+      for (const auto& [name, amount] : available_.ToMap())
+        (*usage.mutable_available())[name] = amount;
       usage.set_report_seq(++report_seq_);
     }
     absl::Status status = gcs_.ReportResourceUsage(usage);
@@ -173,10 +174,10 @@ absl::Status Raylet::ReportLoop() {
       connected = false;
     }
     if (absl::Now() - last_contact > options_.gcs_reconnect_timeout) {
-      return absl::UnavailableError(absl::StrCat(
-          "the head (GCS at ", options_.gcs_address, ") has been unreachable for ",
-          absl::FormatDuration(options_.gcs_reconnect_timeout), "; last error: ",
-          status.message()));
+      return absl::UnavailableError(
+          absl::StrCat("the head (GCS at ", options_.gcs_address, ") has been unreachable for ",
+                       absl::FormatDuration(options_.gcs_reconnect_timeout),
+                       "; last error: ", status.message()));
     }
   }
   std::string reason;

@@ -24,13 +24,13 @@
 namespace troupe {
 
 struct RayletOptions {
-  std::string gcs_address;         // host:port of the head's GCS
-  std::string token;               // cluster token text
+  std::string gcs_address;  // host:port of the head's GCS
+  std::string token;        // cluster token text
   NodeId node_id = NodeId::FromRandom();
   std::string node_ip = "127.0.0.1";  // advertised to the cluster
   std::string bind_address = "127.0.0.1";
-  int port = 0;                    // 0: any free port
-  ResourceSet resources;           // totals this node offers
+  int port = 0;           // 0: any free port
+  ResourceSet resources;  // totals this node offers
   std::map<std::string, std::string> labels;
   bool is_head = false;
   absl::Duration report_period = absl::Milliseconds(500);

@@ -21,7 +21,8 @@ int RayletMain(const std::vector<std::string>& args) {
   flags.AddString("address", &options.gcs_address, "host:port of the head's GCS (required).");
   flags.AddString("token-file", &token_file, "File holding the cluster token (required).");
   flags.AddString("node-id", &node_id_hex, "This node's ID in hex (default: random).");
-  flags.AddString("node-ip-address", &options.node_ip, "Address other nodes use to reach this one.");
+  flags.AddString("node-ip-address", &options.node_ip,
+                  "Address other nodes use to reach this one.");
   flags.AddString("bind", &bind, "Address to listen on (default: --node-ip-address).");
   flags.AddInt("port", &port, "Port to listen on (0: any free port).");
   flags.AddBool("head", &head, "This is the head node.");

@@ -33,15 +33,15 @@ grpc::Status TokenAuthenticator::CheckValue(const std::string& metadata_value) c
   if (token->cluster_id() != expected_.cluster_id()) {
     return grpc::Status(
         grpc::StatusCode::UNAUTHENTICATED,
-        absl::StrCat("the token is for cluster ", token->cluster_id().Hex(), " but this is cluster ",
-                     expected_.cluster_id().Hex(),
+        absl::StrCat("the token is for cluster ", token->cluster_id().Hex(),
+                     " but this is cluster ", expected_.cluster_id().Hex(),
                      ": you are talking to a different cluster's head; use this cluster's token (",
                      kHowToFix, ")"));
   }
   if (!token->Matches(expected_)) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        absl::StrCat("wrong token for cluster ", expected_.cluster_id().Hex(), "; ",
-                                     kHowToFix));
+    return grpc::Status(
+        grpc::StatusCode::UNAUTHENTICATED,
+        absl::StrCat("wrong token for cluster ", expected_.cluster_id().Hex(), "; ", kHowToFix));
   }
   return grpc::Status::OK;
 }

@@ -3,9 +3,9 @@
 // first (see src/rpc/server.h's Respond helpers). Thread-safe (immutable after construction).
 #pragma once
 
-#include <string>
-
 #include <grpcpp/grpcpp.h>
+
+#include <string>
 
 #include "src/rpc/cluster_token.h"
 

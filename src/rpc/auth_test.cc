@@ -44,7 +44,8 @@ TEST(TokenAuthenticatorTest, SaysWhyATokenIsRefused) {
   grpc::Status no_bearer = auth.CheckValue(mine.ToString());
   EXPECT_EQ(no_bearer.error_code(), grpc::StatusCode::UNAUTHENTICATED);
 
-  grpc::Status wrong = auth.CheckValue("Bearer " + ClusterToken::Generate(mine.cluster_id()).ToString());
+  grpc::Status wrong =
+      auth.CheckValue("Bearer " + ClusterToken::Generate(mine.cluster_id()).ToString());
   EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_NE(wrong.error_message().find("wrong token for cluster"), std::string::npos);
 

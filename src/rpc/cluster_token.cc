@@ -29,12 +29,11 @@ ClusterToken ClusterToken::Generate(const ClusterId& cluster_id) {
 }
 
 absl::StatusOr<ClusterToken> ClusterToken::Parse(const std::string& text) {
-  std::vector<std::string> parts =
-      absl::StrSplit(absl::StripAsciiWhitespace(text), '_');
+  std::vector<std::string> parts = absl::StrSplit(absl::StripAsciiWhitespace(text), '_');
   auto bad = [&](const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "not a Troupe cluster token (", why,
-        "); use the token `troupe start --head` wrote to its session directory"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a Troupe cluster token (", why,
+                     "); use the token `troupe start --head` wrote to its session directory"));
   };
   if (parts.size() != 3 || parts[0] != kPrefix) return bad("expected troupe_<cluster>_<secret>");
   auto cluster_id = ClusterId::FromHex(parts[1]);

@@ -22,9 +22,10 @@ GcsClient::GcsClient(std::string address, std::string token, absl::Duration time
 }
 
 template <typename Stub, typename Request, typename Reply>
-absl::StatusOr<Reply> GcsClient::Call(
-    Stub* stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Reply*),
-    const Request& request, absl::Duration extra_time) {
+absl::StatusOr<Reply> GcsClient::Call(Stub* stub,
+                                      grpc::Status (Stub::*method)(grpc::ClientContext*,
+                                                                   const Request&, Reply*),
+                                      const Request& request, absl::Duration extra_time) {
   grpc::ClientContext context;
   AttachToken(&context, token_);
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_ + extra_time));
@@ -54,21 +55,20 @@ absl::Status GcsClient::UnregisterNode(const std::string& node_id, const std::st
 absl::Status GcsClient::ReportResourceUsage(const rpc::ResourceUsage& usage) {
   rpc::ReportResourceUsageRequest request;
   *request.mutable_usage() = usage;
-  return Call(node_stub_.get(), &rpc::NodeInfoService::Stub::ReportResourceUsage, request)
-      .status();
+  return Call(node_stub_.get(), &rpc::NodeInfoService::Stub::ReportResourceUsage, request).status();
 }
 
 absl::StatusOr<std::vector<rpc::NodeInfo>> GcsClient::GetAllNodeInfo() {
-  TROUPE_ASSIGN_OR_RETURN(auto reply, Call(node_stub_.get(),
-                                           &rpc::NodeInfoService::Stub::GetAllNodeInfo,
-                                           rpc::GetAllNodeInfoRequest()));
+  TROUPE_ASSIGN_OR_RETURN(auto reply,
+                          Call(node_stub_.get(), &rpc::NodeInfoService::Stub::GetAllNodeInfo,
+                               rpc::GetAllNodeInfoRequest()));
   return std::vector<rpc::NodeInfo>(reply.nodes().begin(), reply.nodes().end());
 }
 
 absl::StatusOr<std::vector<rpc::ResourceUsage>> GcsClient::GetAllResourceUsage() {
-  TROUPE_ASSIGN_OR_RETURN(auto reply, Call(node_stub_.get(),
-                                           &rpc::NodeInfoService::Stub::GetAllResourceUsage,
-                                           rpc::GetAllResourceUsageRequest()));
+  TROUPE_ASSIGN_OR_RETURN(auto reply,
+                          Call(node_stub_.get(), &rpc::NodeInfoService::Stub::GetAllResourceUsage,
+                               rpc::GetAllResourceUsageRequest()));
   return std::vector<rpc::ResourceUsage>(reply.usages().begin(), reply.usages().end());
 }
 
@@ -87,9 +87,9 @@ absl::Status GcsClient::MarkJobFinished(const std::string& job_id) {
 }
 
 absl::StatusOr<std::vector<rpc::JobInfo>> GcsClient::GetAllJobInfo() {
-  TROUPE_ASSIGN_OR_RETURN(auto reply, Call(job_stub_.get(),
-                                           &rpc::JobInfoService::Stub::GetAllJobInfo,
-                                           rpc::GetAllJobInfoRequest()));
+  TROUPE_ASSIGN_OR_RETURN(auto reply,
+                          Call(job_stub_.get(), &rpc::JobInfoService::Stub::GetAllJobInfo,
+                               rpc::GetAllJobInfoRequest()));
   return std::vector<rpc::JobInfo>(reply.jobs().begin(), reply.jobs().end());
 }
 

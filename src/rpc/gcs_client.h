@@ -17,8 +17,7 @@ namespace troupe {
 class GcsClient {
  public:
   // `address` is host:port of the GCS; `token` the cluster token text.
-  GcsClient(std::string address, std::string token,
-            absl::Duration timeout = absl::Seconds(10));
+  GcsClient(std::string address, std::string token, absl::Duration timeout = absl::Seconds(10));
 
   const std::string& address() const { return address_; }
 
@@ -49,10 +48,9 @@ class GcsClient {
 
  private:
   template <typename Stub, typename Request, typename Reply>
-  absl::StatusOr<Reply> Call(Stub* stub,
-                             grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&,
-                                                          Reply*),
-                             const Request& request, absl::Duration extra_time = absl::ZeroDuration());
+  absl::StatusOr<Reply> Call(
+      Stub* stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Reply*),
+      const Request& request, absl::Duration extra_time = absl::ZeroDuration());
 
   std::string address_;
   std::string token_;

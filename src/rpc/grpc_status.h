@@ -2,9 +2,9 @@
 // canonical codes. Stateless.
 #pragma once
 
-#include <string>
-
 #include <grpcpp/grpcpp.h>
+
+#include <string>
 
 #include "absl/status/status.h"
 

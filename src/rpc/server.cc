@@ -27,8 +27,8 @@ absl::Status CheckPortAvailable(const std::string& host, int port) {
     reason = errno == EADDRINUSE
                  ? "the port is already in use (another Troupe head? run `troupe stop`, or pick "
                    "another port with --port)"
-                 : errno == EADDRNOTAVAIL ? "no network interface of this machine has that address"
-                                          : std::strerror(errno);
+             : errno == EADDRNOTAVAIL ? "no network interface of this machine has that address"
+                                      : std::strerror(errno);
   }
   close(fd);
   if (reason.empty()) return absl::OkStatus();

@@ -4,12 +4,12 @@
 // Thread-safety: the helpers are stateless; handlers run on gRPC's callback threads.
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
 #include "src/rpc/auth.h"

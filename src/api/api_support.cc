@@ -1,0 +1,103 @@
+// Non-template pieces of the API headers: the function registry, the current runtime pointer,
+// and error helpers.
+#include <cxxabi.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "troupe/api.h"
+
+namespace troupe {
+
+std::string HexOf(const std::string& binary) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex(binary.size() * 2, '0');
+  for (size_t i = 0; i < binary.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(binary[i]);
+    hex[2 * i] = kDigits[byte >> 4];
+    hex[2 * i + 1] = kDigits[byte & 0xf];
+  }
+  return hex;
+}
+
+namespace internal {
+namespace {
+std::atomic<Runtime*> current_runtime{nullptr};
+}  // namespace
+
+Runtime* CurrentRuntime() { return current_runtime.load(std::memory_order_acquire); }
+void SetCurrentRuntime(Runtime* runtime) { current_runtime.store(runtime, std::memory_order_release); }
+
+std::vector<RefInfo>*& ContainedRefsCollector() {
+  thread_local std::vector<RefInfo>* collector = nullptr;
+  return collector;
+}
+
+void ThrowDecodeError(const std::string& what) {
+  throw SerializationError("cannot decode the value: " + what +
+                           " (does the ObjectRef's type match what the task returned?)");
+}
+
+void ThrowArityError(size_t expected, size_t got) {
+  throw SerializationError("the function takes " + std::to_string(expected) + " arguments, got " +
+                           std::to_string(got));
+}
+
+void ThrowNotInitialized() {
+  throw RuntimeError("Troupe is not initialized: call troupe::Init() first");
+}
+
+FunctionRegistry& FunctionRegistry::Instance() {
+  static auto* registry = new FunctionRegistry();  // never destroyed: used until exit
+  return *registry;
+}
+
+const FunctionInvoker* FunctionRegistry::FindFunction(const std::string& name) const {
+  auto it = functions_.find(name);
+  return it == functions_.end() ? nullptr : &it->second;
+}
+
+const MethodInvoker* FunctionRegistry::FindMethod(const std::string& name) const {
+  auto it = methods_.find(name);
+  return it == methods_.end() ? nullptr : &it->second;
+}
+
+void FunctionRegistry::ThrowNotRegistered() {
+  throw TroupeError(
+      "this function is not registered for remote calls: add TROUPE_REMOTE(the_function) at "
+      "namespace scope in a .cc file of this executable");
+}
+
+std::vector<std::string> SplitFunctionNames(const std::string& text) {
+  std::vector<std::string> names;
+  std::string current;
+  int depth = 0;
+  auto flush = [&] {
+    size_t begin = current.find_first_not_of(" \t\n");
+    size_t end = current.find_last_not_of(" \t\n");
+    names.push_back(begin == std::string::npos ? "" : current.substr(begin, end - begin + 1));
+    current.clear();
+  };
+  for (char c : text) {
+    if (c == '(' || c == '<' || c == '[') ++depth;
+    if (c == ')' || c == '>' || c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      flush();
+    } else {
+      current += c;
+    }
+  }
+  flush();
+  return names;
+}
+
+std::string DemangledTypeName(const std::type_info& type) {
+  int status = 0;
+  char* name = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
+  std::string out = status == 0 && name ? name : type.name();
+  std::free(name);
+  return out;
+}
+
+}  // namespace internal
+}  // namespace troupe

@@ -1,0 +1,221 @@
+// The API templates (serialization, registry, Task/Put/Get/Wait) against an in-process fake
+// runtime that runs each task at once. The real runtime is tested in tests/.
+#include <map>
+
+#include "gtest/gtest.h"
+#include "troupe/api.h"
+
+namespace {
+
+struct Point {
+  double x = 0;
+  double y = 0;
+  std::string label;
+  MSGPACK_DEFINE(x, y, label);
+};
+
+int Plus(int a, int b) { return a + b; }
+double Scale(const std::vector<double>& values, double factor) {
+  double sum = 0;
+  for (double v : values) sum += v * factor;
+  return sum;
+}
+Point Midpoint(Point a, Point b) { return {(a.x + b.x) / 2, (a.y + b.y) / 2, a.label + b.label}; }
+int Overloaded(int a) { return a; }
+int Overloaded(int a, int b) { return a * b; }
+std::vector<float> Ones(int n) { return std::vector<float>(n, 1.0f); }
+int Fail(int code) { throw std::invalid_argument("bad code " + std::to_string(code)); }
+void Nothing() {}
+int SumRefs(std::vector<troupe::ObjectRef<int>> refs) {
+  int sum = 0;
+  for (const auto& ref : refs) sum += *troupe::Get(ref);
+  return sum;
+}
+
+TROUPE_REMOTE(Plus, Scale, Midpoint, TROUPE_FUNC(Overloaded, int), TROUPE_FUNC(Overloaded, int, int),
+              Ones, Fail, Nothing, SumRefs);
+
+using troupe::internal::Buffer;
+using troupe::internal::RefInfo;
+
+// Runs tasks immediately; objects live in a map; counts references.
+class FakeRuntime : public troupe::internal::Runtime {
+ public:
+  RefInfo SubmitTask(const std::string& function_name,
+                     std::vector<troupe::internal::TaskArgument> args,
+                     const troupe::internal::TaskOptions& options) override {
+    last_options = options;
+    std::vector<Buffer> buffers;
+    for (auto& arg : args) {
+      buffers.push_back(arg.by_reference ? objects.at(arg.ref.object_id) : Hold(arg.value));
+    }
+    const auto* invoker = troupe::internal::FunctionRegistry::Instance().FindFunction(function_name);
+    EXPECT_NE(invoker, nullptr) << function_name;
+    RefInfo ref = NewRef();
+    try {
+      auto result = (*invoker)(buffers);
+      objects[ref.object_id] = Hold(result.value.ToString());
+    } catch (const std::exception& e) {
+      errors[ref.object_id] = e.what();
+    }
+    AddLocalRef(ref);
+    return ref;
+  }
+  RefInfo Put(size_t size, const std::function<void(char*)>& write,
+              std::vector<RefInfo> contained) override {
+    std::string bytes(size, '\0');
+    write(bytes.data());
+    RefInfo ref = NewRef();
+    objects[ref.object_id] = Hold(std::move(bytes));
+    contained_count += contained.size();
+    AddLocalRef(ref);
+    return ref;
+  }
+  std::vector<Buffer> Get(const std::vector<RefInfo>& refs, int64_t) override {
+    std::vector<Buffer> out;
+    for (const auto& ref : refs) {
+      if (errors.count(ref.object_id)) throw troupe::TroupeError(errors[ref.object_id]);
+      out.push_back(objects.at(ref.object_id));
+    }
+    return out;
+  }
+  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int, int64_t) override {
+    return std::vector<bool>(refs.size(), true);
+  }
+  void Cancel(const RefInfo&, bool) override {}
+  void AddLocalRef(const RefInfo& ref) override { ++refcounts[ref.object_id]; }
+  void RemoveLocalRef(const std::string& id) override {
+    if (--refcounts[id] == 0) refcounts.erase(id);
+  }
+
+  RefInfo NewRef() { return {std::to_string(next_id++), "fake:0"}; }
+  static Buffer Hold(std::string bytes) {
+    auto holder = std::make_shared<std::string>(std::move(bytes));
+    return Buffer{holder->data(), holder->size(), holder};
+  }
+
+  int next_id = 1;
+  std::map<std::string, Buffer> objects;
+  std::map<std::string, std::string> errors;
+  std::map<std::string, int> refcounts;
+  size_t contained_count = 0;
+  troupe::internal::TaskOptions last_options;
+};
+
+class ApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override { troupe::internal::SetCurrentRuntime(&runtime_); }
+  void TearDown() override { troupe::internal::SetCurrentRuntime(nullptr); }
+  FakeRuntime runtime_;
+};
+
+TEST_F(ApiTest, TasksAndArgumentConversion) {
+  EXPECT_EQ(*troupe::Get(troupe::Task(Plus).Remote(1, 2)), 3);
+  // A char converts to the int parameter; a vector<int> can't be passed for vector<double>
+  // (compile error), but an initializer of the right type can.
+  EXPECT_EQ(*troupe::Get(troupe::Task(Plus).Remote('\x01', 2)), 3);
+  EXPECT_DOUBLE_EQ(*troupe::Get(troupe::Task(Scale).Remote(std::vector<double>{1, 2, 3}, 2.0)), 12);
+  EXPECT_EQ(*troupe::Get(troupe::Task(TROUPE_FUNC(Overloaded, int, int)).Remote(6, 7)), 42);
+  EXPECT_EQ(*troupe::Get(troupe::Task(TROUPE_FUNC(Overloaded, int)).Remote(5)), 5);
+}
+
+TEST_F(ApiTest, OptionsReachTheRuntime) {
+  troupe::Task(Plus)
+      .SetName("adder")
+      .SetResources({{"CPU", 0.5}, {"GPU", 1}})
+      .SetMaxRetries(7)
+      .SetRetryExceptions(true)
+      .SetSchedulingStrategy(troupe::NodeAffinity{"abcd", true})
+      .Remote(1, 1);
+  EXPECT_EQ(runtime_.last_options.name, "adder");
+  EXPECT_EQ(runtime_.last_options.resources.at("GPU"), 1);
+  EXPECT_EQ(runtime_.last_options.max_retries, 7);
+  EXPECT_TRUE(runtime_.last_options.retry_exceptions);
+  EXPECT_EQ(runtime_.last_options.strategy.kind,
+            troupe::internal::SchedulingStrategy::Kind::kNodeAffinity);
+  EXPECT_TRUE(runtime_.last_options.strategy.soft);
+}
+
+TEST_F(ApiTest, UserTypesAndRefArguments) {
+  auto a = troupe::Put(Point{0, 0, "a"});
+  auto mid = troupe::Task(Midpoint).Remote(a, Point{2, 4, "b"});
+  auto point = troupe::Get(mid);
+  EXPECT_EQ(point->x, 1);
+  EXPECT_EQ(point->y, 2);
+  EXPECT_EQ(point->label, "ab");
+}
+
+TEST_F(ApiTest, NumericVectorsTravelRawAndCanBeViewedWithoutCopy) {
+  std::vector<float> big(1 << 20, 2.5f);
+  auto serialized = troupe::internal::Serialize(big);
+  EXPECT_EQ(serialized.size(), troupe::internal::kRawHeaderSize + big.size() * sizeof(float));
+  EXPECT_EQ(serialized.raw, big.data());  // no per-element encoding, not even a copy yet
+
+  auto ref = troupe::Put(big);
+  EXPECT_EQ(*troupe::Get(ref), big);
+  auto view = troupe::GetView(ref);
+  ASSERT_EQ(view->size(), big.size());
+  EXPECT_EQ((*view)[12345], 2.5f);
+  const Buffer& stored = runtime_.objects.at(ref.info().object_id);
+  EXPECT_EQ(reinterpret_cast<const char*>(view->data()),
+            stored.data + troupe::internal::kRawHeaderSize);
+
+  auto ones = troupe::Task(Ones).Remote(10);
+  EXPECT_EQ(troupe::Get(ones)->size(), 10u);
+}
+
+TEST_F(ApiTest, WrongTypeIsADecodeError) {
+  auto text = troupe::Put(std::string("hello"));
+  troupe::ObjectRef<int> as_int(text.info());
+  EXPECT_THROW(troupe::Get(as_int), troupe::SerializationError);
+  auto floats = troupe::Put(std::vector<float>{1, 2});
+  troupe::ObjectRef<std::vector<double>> as_doubles(floats.info());
+  EXPECT_THROW(troupe::Get(as_doubles), troupe::SerializationError);
+}
+
+TEST_F(ApiTest, ExceptionsAndVoid) {
+  try {
+    troupe::Get(troupe::Task(Fail).Remote(3));
+    FAIL() << "expected an error";
+  } catch (const troupe::TroupeError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad code 3"), std::string::npos);
+  }
+  auto done = troupe::Task(Nothing).Remote();
+  EXPECT_EQ(troupe::Get(done), nullptr);
+}
+
+TEST_F(ApiTest, RefsInsideValuesAreCollectedAndCounted) {
+  {
+    std::vector<troupe::ObjectRef<int>> refs;
+    for (int i = 0; i < 5; ++i) refs.push_back(troupe::Put(i));
+    auto outer = troupe::Put(refs);
+    EXPECT_EQ(runtime_.contained_count, 5u);
+    EXPECT_EQ(*troupe::Get(troupe::Task(SumRefs).Remote(outer)), 10);
+    auto decoded = troupe::Get(outer);
+    ASSERT_EQ(decoded->size(), 5u);
+    EXPECT_EQ(*troupe::Get((*decoded)[4]), 4);
+  }
+  EXPECT_TRUE(runtime_.refcounts.empty()) << runtime_.refcounts.size() << " references leaked";
+}
+
+TEST_F(ApiTest, UnregisteredFunctionsAreRefusedWithTheFix) {
+  auto unregistered = +[](int x) { return x; };
+  try {
+    troupe::Task(unregistered).Remote(1);
+    FAIL();
+  } catch (const troupe::TroupeError& e) {
+    EXPECT_NE(std::string(e.what()).find("TROUPE_REMOTE"), std::string::npos);
+  }
+}
+
+TEST(ApiNoRuntimeTest, CallsBeforeInitSaySo) {
+  EXPECT_THROW(troupe::Task(Plus).Remote(1, 2), troupe::RuntimeError);
+  EXPECT_THROW(troupe::Put(1), troupe::RuntimeError);
+}
+
+TEST(FunctionNamesTest, SplitsAtTopLevelCommas) {
+  EXPECT_EQ(troupe::internal::SplitFunctionNames("Plus, ns::F ,TROUPE_FUNC(G, int, int), &C::M"),
+            (std::vector<std::string>{"Plus", "ns::F", "TROUPE_FUNC(G, int, int)", "&C::M"}));
+}
+
+}  // namespace

@@ -1,0 +1,147 @@
+// Troupe's C++ API: the one header users include.
+//
+//   #include "troupe/api.h"
+//   int Plus(int a, int b) { return a + b; }
+//   TROUPE_REMOTE(Plus);
+//   int main(int argc, char** argv) {
+//     troupe::Init(argc, argv);                   // TROUPE_ADDRESS, or an embedded local cluster
+//     auto sum = troupe::Task(Plus).Remote(1, 2);
+//     int three = *troupe::Get(sum);
+//     troupe::Shutdown();
+//   }
+//
+// The executable is also the worker program: raylets start it in worker mode, where Init() runs
+// tasks and never returns. Code before Init() therefore runs in every worker too — keep it to
+// argument parsing and setup that is safe to repeat. Errors are thrown as troupe::TroupeError
+// subclasses (troupe/errors.h).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "troupe/errors.h"
+#include "troupe/function_registry.h"
+#include "troupe/object_ref.h"
+#include "troupe/runtime.h"
+#include "troupe/serialization.h"
+#include "troupe/task.h"
+
+namespace troupe {
+
+struct Config {
+  // host:port of a running cluster's GCS. Empty: $TROUPE_ADDRESS, else start an embedded local
+  // cluster (a GCS and one raylet inside this process, stopped by Shutdown).
+  std::string address;
+  // Cluster token. Empty: $TROUPE_TOKEN, else the token of a local session with that address.
+  std::string token;
+  // Embedded cluster only: what the local node offers (-1: detect).
+  double num_cpus = -1;
+  double num_gpus = -1;
+  std::map<std::string, double> resources;
+  int64_t object_store_memory = -1;
+  // Namespace for named actors and KV.
+  std::string namespace_name = "default";
+  // Print workers' stdout/stderr here, prefixed with the worker's pid and node.
+  bool log_to_driver = true;
+  // Results up to this size return inline to their owner instead of going to the object store.
+  int64_t max_inline_bytes = 100 * 1024;
+};
+
+void Init();
+void Init(int argc, char** argv);
+void Init(const Config& config);
+bool IsInitialized();
+void Shutdown();
+
+template <typename T>
+ObjectRef<T> Put(const T& value) {
+  internal::Runtime* runtime = internal::CurrentRuntime();
+  if (runtime == nullptr) internal::ThrowNotInitialized();
+  internal::SerializedValue serialized = internal::Serialize(value);
+  internal::RefInfo ref = runtime->Put(
+      serialized.size(), [&](char* out) { serialized.CopyTo(out); },
+      std::move(serialized.contained_refs));
+  ObjectRef<T> result(ref);
+  runtime->RemoveLocalRef(ref.object_id);
+  return result;
+}
+
+namespace internal {
+inline int64_t ToMillis(std::optional<std::chrono::milliseconds> timeout) {
+  return timeout ? timeout->count() : -1;
+}
+inline Runtime& RequireRuntime() {
+  Runtime* runtime = CurrentRuntime();
+  if (runtime == nullptr) ThrowNotInitialized();
+  return *runtime;
+}
+}  // namespace internal
+
+// Waits for the value (forever, or up to `timeout`: then GetTimeoutError). Throws the task's
+// error (TaskError, TaskFailedError, ObjectLostError, TaskCancelledError).
+template <typename T>
+std::shared_ptr<T> Get(const ObjectRef<T>& ref,
+                       std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+  auto buffers = internal::RequireRuntime().Get({ref.info()}, internal::ToMillis(timeout));
+  if constexpr (std::is_void_v<T>) {
+    return nullptr;
+  } else {
+    return internal::DecodeObject<T>(buffers[0]);
+  }
+}
+
+template <typename T>
+std::vector<std::shared_ptr<T>> Get(const std::vector<ObjectRef<T>>& refs,
+                                    std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+  std::vector<internal::RefInfo> infos;
+  infos.reserve(refs.size());
+  for (const auto& ref : refs) infos.push_back(ref.info());
+  auto buffers = internal::RequireRuntime().Get(infos, internal::ToMillis(timeout));
+  std::vector<std::shared_ptr<T>> values;
+  values.reserve(buffers.size());
+  for (const auto& buffer : buffers) values.push_back(internal::DecodeObject<T>(buffer));
+  return values;
+}
+
+// Zero-copy read of a numeric array: the view points into the object store's shared memory
+// when the object is on this node.
+template <typename T>
+std::shared_ptr<ArrayView<T>> GetView(const ObjectRef<std::vector<T>>& ref,
+                                      std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+  auto buffers = internal::RequireRuntime().Get({ref.info()}, internal::ToMillis(timeout));
+  return internal::DeserializeView<ArrayView<T>>(buffers[0]);
+}
+
+template <typename T>
+struct WaitResult {
+  std::vector<ObjectRef<T>> ready;
+  std::vector<ObjectRef<T>> unready;
+};
+
+// Returns once `num_ready` of `refs` are ready (or `timeout` passes), keeping their order.
+template <typename T>
+WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_ready,
+                   std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+  std::vector<internal::RefInfo> infos;
+  infos.reserve(refs.size());
+  for (const auto& ref : refs) infos.push_back(ref.info());
+  std::vector<bool> ready =
+      internal::RequireRuntime().Wait(infos, num_ready, internal::ToMillis(timeout));
+  WaitResult<T> result;
+  for (size_t i = 0; i < refs.size(); ++i) (ready[i] ? result.ready : result.unready).push_back(refs[i]);
+  return result;
+}
+
+// Cancels the task behind `ref`: a queued task never runs; a running one has its worker killed
+// when `force` (C++ code cannot be interrupted safely otherwise). Get then throws
+// TaskCancelledError.
+template <typename T>
+void Cancel(const ObjectRef<T>& ref, bool force = false) {
+  internal::RequireRuntime().Cancel(ref.info(), force);
+}
+
+}  // namespace troupe

@@ -1,0 +1,88 @@
+// Errors the Troupe API throws to user code. The public API reports failures as exceptions (as
+// Ray's C++ API does); everything below the API uses absl::Status. All derive from TroupeError,
+// so `catch (const troupe::TroupeError&)` catches every Troupe failure.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace troupe {
+
+class TroupeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The user function threw. Carries the remote exception's type and message, the function name
+// and where it ran.
+class TaskError : public TroupeError {
+ public:
+  TaskError(std::string function_name, std::string exception_type, std::string exception_message,
+            std::string node_id, int pid)
+      : TroupeError("task " + function_name + " failed on node " + node_id.substr(0, 8) +
+                    " (pid " + std::to_string(pid) + "): " + exception_type + ": " +
+                    exception_message),
+        function_name_(std::move(function_name)),
+        exception_type_(std::move(exception_type)),
+        exception_message_(std::move(exception_message)),
+        node_id_(std::move(node_id)),
+        pid_(pid) {}
+
+  const std::string& function_name() const { return function_name_; }
+  const std::string& exception_type() const { return exception_type_; }
+  const std::string& exception_message() const { return exception_message_; }
+  const std::string& node_id() const { return node_id_; }
+  int pid() const { return pid_; }
+
+ private:
+  std::string function_name_;
+  std::string exception_type_;
+  std::string exception_message_;
+  std::string node_id_;
+  int pid_;
+};
+
+// The task could not run to completion: its worker or node died more often than its retries
+// allow, or it could not be scheduled.
+class TaskFailedError : public TroupeError {
+ public:
+  using TroupeError::TroupeError;
+};
+
+// Get/Wait gave up before the object was ready.
+class GetTimeoutError : public TroupeError {
+ public:
+  using TroupeError::TroupeError;
+};
+
+// The object's only copies are gone (its node died) and it cannot be rebuilt.
+class ObjectLostError : public TroupeError {
+ public:
+  using TroupeError::TroupeError;
+};
+
+// The task was cancelled with troupe::Cancel.
+class TaskCancelledError : public TroupeError {
+ public:
+  using TroupeError::TroupeError;
+};
+
+// The node's object store is full and nothing could be evicted or spilled.
+class ObjectStoreFullError : public TroupeError {
+ public:
+  using TroupeError::TroupeError;
+};
+
+// A value could not be decoded as the type asked for (e.g. Get<int> of a string).
+class SerializationError : public TroupeError {
+ public:
+  using TroupeError::TroupeError;
+};
+
+// Init was not called, or the cluster cannot be reached.
+class RuntimeError : public TroupeError {
+ public:
+  using TroupeError::TroupeError;
+};
+
+}  // namespace troupe

@@ -1,0 +1,176 @@
+// Remote functions by name. TROUPE_REMOTE(f, g, &C::m) registers functions (and member
+// functions, for actors) under their spelled names at static-initialization time, in every
+// process running this executable — the driver and its workers alike — so a task names its
+// function by string and the worker finds the same code. The registry is process-wide by
+// necessity (registration happens before main); it is filled before main and read-only after.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "troupe/serialization.h"
+
+namespace troupe {
+namespace internal {
+
+// What running a function produced: the serialized result, and what keeps its bytes alive.
+struct InvokeResult {
+  SerializedValue value;
+  std::shared_ptr<void> keep_alive;
+};
+
+using FunctionInvoker = std::function<InvokeResult(const std::vector<Buffer>& args)>;
+using MethodInvoker = std::function<InvokeResult(void* instance, const std::vector<Buffer>& args)>;
+
+template <typename F>
+struct FunctionTraits;
+template <typename R, typename... Args>
+struct FunctionTraits<R (*)(Args...)> {
+  using Return = R;
+  using ArgsTuple = std::tuple<std::decay_t<Args>...>;
+  static constexpr size_t kArity = sizeof...(Args);
+  static constexpr bool kIsMember = false;
+};
+template <typename R, typename C, typename... Args>
+struct FunctionTraits<R (C::*)(Args...)> {
+  using Return = R;
+  using Class = C;
+  using ArgsTuple = std::tuple<std::decay_t<Args>...>;
+  static constexpr size_t kArity = sizeof...(Args);
+  static constexpr bool kIsMember = true;
+};
+template <typename R, typename C, typename... Args>
+struct FunctionTraits<R (C::*)(Args...) const> : FunctionTraits<R (C::*)(Args...)> {};
+
+[[noreturn]] void ThrowArityError(size_t expected, size_t got);
+
+template <typename Tuple, size_t... I>
+Tuple DecodeArgs(const std::vector<Buffer>& args, std::index_sequence<I...>) {
+  return Tuple(std::move(*Deserialize<std::tuple_element_t<I, Tuple>>(args[I]))...);
+}
+
+template <typename R, typename Call>
+InvokeResult RunAndSerialize(Call&& call) {
+  InvokeResult result;
+  if constexpr (std::is_void_v<R>) {
+    call();
+    result.value = Serialize(msgpack::type::nil_t());
+  } else {
+    auto value = std::make_shared<std::decay_t<R>>(call());
+    result.value = Serialize(*value);
+    result.keep_alive = value;
+  }
+  return result;
+}
+
+template <typename F>
+FunctionInvoker MakeFunctionInvoker(F f) {
+  using Traits = FunctionTraits<F>;
+  return [f](const std::vector<Buffer>& args) {
+    if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
+    auto decoded = DecodeArgs<typename Traits::ArgsTuple>(
+        args, std::make_index_sequence<Traits::kArity>());
+    return RunAndSerialize<typename Traits::Return>(
+        [&]() -> decltype(auto) { return std::apply(f, std::move(decoded)); });
+  };
+}
+
+template <typename F>
+MethodInvoker MakeMethodInvoker(F f) {
+  using Traits = FunctionTraits<F>;
+  return [f](void* instance, const std::vector<Buffer>& args) {
+    if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
+    auto decoded = DecodeArgs<typename Traits::ArgsTuple>(
+        args, std::make_index_sequence<Traits::kArity>());
+    auto* self = static_cast<typename Traits::Class*>(instance);
+    return RunAndSerialize<typename Traits::Return>([&]() -> decltype(auto) {
+      return std::apply([&](auto&&... a) -> decltype(auto) { return (self->*f)(std::move(a)...); },
+                        std::move(decoded));
+    });
+  };
+}
+
+// Function pointers and member-function pointers as map keys: their bytes.
+template <typename F>
+std::string PointerKey(F f) {
+  return std::string(reinterpret_cast<const char*>(&f), sizeof(F));
+}
+
+class FunctionRegistry {
+ public:
+  static FunctionRegistry& Instance();
+
+  template <typename F>
+  void Register(const std::string& name, F f) {
+    static_assert(std::is_pointer_v<F> || std::is_member_function_pointer_v<F>,
+                  "TROUPE_REMOTE takes functions, static member functions and member functions");
+    if constexpr (FunctionTraits<F>::kIsMember) {
+      methods_[name] = MakeMethodInvoker(f);
+    } else {
+      functions_[name] = MakeFunctionInvoker(f);
+    }
+    names_[PointerKey(f)] = name;
+  }
+  // nullptr if no function of that name is registered.
+  const FunctionInvoker* FindFunction(const std::string& name) const;
+  const MethodInvoker* FindMethod(const std::string& name) const;
+  // The registered name of `f`; throws TroupeError naming the fix if it was never registered.
+  template <typename F>
+  const std::string& NameOf(F f) const {
+    auto it = names_.find(PointerKey(f));
+    if (it == names_.end()) ThrowNotRegistered();
+    return it->second;
+  }
+
+ private:
+  [[noreturn]] static void ThrowNotRegistered();
+  std::unordered_map<std::string, FunctionInvoker> functions_;
+  std::unordered_map<std::string, MethodInvoker> methods_;
+  std::unordered_map<std::string, std::string> names_;
+};
+
+// Splits "f, ns::g, TROUPE_FUNC(h, int, int)" at top-level commas, trimming spaces.
+std::vector<std::string> SplitFunctionNames(const std::string& text);
+
+template <typename... Fs>
+bool RegisterRemote(const char* names_text, Fs... fs) {
+  std::vector<std::string> names = SplitFunctionNames(names_text);
+  size_t i = 0;
+  (FunctionRegistry::Instance().Register(names.at(i++), fs), ...);
+  return true;
+}
+
+// Picks one overload of a function by its parameter types: TROUPE_FUNC(f, int, double).
+template <typename... Args>
+struct OverloadSelector {
+  template <typename R>
+  constexpr auto operator()(R (*f)(Args...)) const {
+    return f;
+  }
+  template <typename R, typename C>
+  constexpr auto operator()(R (C::*f)(Args...)) const {
+    return f;
+  }
+};
+
+}  // namespace internal
+}  // namespace troupe
+
+#define TROUPE_INTERNAL_CONCAT2(a, b) a##b
+#define TROUPE_INTERNAL_CONCAT(a, b) TROUPE_INTERNAL_CONCAT2(a, b)
+
+// Registers remote functions: TROUPE_REMOTE(Plus, Counter::Create, &Counter::Add);
+// Use at namespace scope in a .cc file of the executable.
+#define TROUPE_REMOTE(...)                                                                \
+  static const bool TROUPE_INTERNAL_CONCAT(troupe_remote_registered_, __COUNTER__) =     \
+      ::troupe::internal::RegisterRemote(#__VA_ARGS__, __VA_ARGS__)
+
+// Selects one overload: TROUPE_FUNC(Overloaded, int, int).
+#define TROUPE_FUNC(f, ...) (::troupe::internal::OverloadSelector<__VA_ARGS__>()(f))

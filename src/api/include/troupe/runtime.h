@@ -1,0 +1,79 @@
+// The seam between the header-only API templates and the runtime library: templates serialize
+// and deserialize; the Runtime moves bytes, tracks references and runs tasks. Implemented by
+// src/api/runtime.cc over the core worker. Users do not call this directly.
+// Thread-safety: implementations are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace troupe::internal {
+
+// Where an object lives logically: its ID and the address of the process that owns it.
+struct RefInfo {
+  std::string object_id;      // binary ObjectId
+  std::string owner_address;  // host:port of the owner's core worker
+};
+
+// Bytes of an object, kept alive by `holder` (which may be a shared-memory mapping, in which case
+// `data` points into it: zero-copy).
+struct Buffer {
+  const char* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<const void> holder;
+};
+
+struct TaskArgument {
+  bool by_reference = false;
+  std::string value;  // serialized, when passed by value
+  RefInfo ref;        // when passed by reference (resolved before the task runs)
+};
+
+struct SchedulingStrategy {
+  enum class Kind { kDefault, kSpread, kNodeAffinity };
+  Kind kind = Kind::kDefault;
+  std::string node_id_hex;  // for kNodeAffinity
+  bool soft = false;        // kNodeAffinity: fall back to any node if that one cannot run it
+};
+
+struct TaskOptions {
+  std::string name;
+  std::map<std::string, double> resources = {{"CPU", 1}};
+  int max_retries = 3;
+  bool retry_exceptions = false;
+  SchedulingStrategy strategy;
+};
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+
+  // Queues a task; returns the reference to its result (owned by this process).
+  virtual RefInfo SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
+                             const TaskOptions& options) = 0;
+  // Stores a value of `size` bytes written by `write`; `contained` are the ObjectRefs inside it
+  // (kept alive as long as this object is). Throws ObjectStoreFullError.
+  virtual RefInfo Put(size_t size, const std::function<void(char*)>& write,
+                      std::vector<RefInfo> contained) = 0;
+  // Waits for every object (timeout_ms < 0: forever) and returns their bytes. Throws the
+  // object's error (TaskError, ObjectLostError, ...) or GetTimeoutError.
+  virtual std::vector<Buffer> Get(const std::vector<RefInfo>& refs, int64_t timeout_ms) = 0;
+  // Which of `refs` are ready once `num_ready` are, or the timeout passes.
+  virtual std::vector<bool> Wait(const std::vector<RefInfo>& refs, int num_ready,
+                                 int64_t timeout_ms) = 0;
+  virtual void Cancel(const RefInfo& ref, bool force) = 0;
+
+  // Reference counting: every live ObjectRef in this process holds one local reference.
+  virtual void AddLocalRef(const RefInfo& ref) = 0;
+  virtual void RemoveLocalRef(const std::string& object_id) = 0;
+};
+
+// The process's runtime, or nullptr before Init / after Shutdown.
+Runtime* CurrentRuntime();
+void SetCurrentRuntime(Runtime* runtime);
+
+}  // namespace troupe::internal

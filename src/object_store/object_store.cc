@@ -1,0 +1,275 @@
+#include "src/object_store/object_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "src/common/logging.h"
+#include "src/common/resources.h"
+
+namespace troupe {
+namespace {
+
+absl::Status ErrnoError(const std::string& what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+absl::Status MakeDir(const std::string& path) {
+  std::string partial;
+  for (size_t pos = 0; pos != std::string::npos;) {
+    pos = path.find('/', pos + 1);
+    partial = path.substr(0, pos);
+    if (mkdir(partial.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoError("mkdir " + partial);
+  }
+  return absl::OkStatus();
+}
+
+// Copies `from` to a new file `to` of `size` bytes (allocated up front, so a full tmpfs fails
+// here instead of with SIGBUS later).
+absl::Status CopyFile(const std::string& from, const std::string& to, int64_t size) {
+  int in = open(from.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return ErrnoError("open " + from);
+  int out = open(to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (out < 0) {
+    close(in);
+    return ErrnoError("create " + to);
+  }
+  absl::Status status;
+  if (size > 0 && posix_fallocate(out, 0, size) != 0) {
+    status = absl::ResourceExhaustedError(absl::StrCat("no space for ", size, " bytes at ", to));
+  }
+  std::vector<char> chunk(4 << 20);
+  for (int64_t done = 0; status.ok() && done < size;) {
+    ssize_t n = read(in, chunk.data(), chunk.size());
+    if (n <= 0) {
+      status = ErrnoError("read " + from);
+      break;
+    }
+    for (ssize_t written = 0; written < n;) {
+      ssize_t w = write(out, chunk.data() + written, n - written);
+      if (w <= 0) {
+        status = ErrnoError("write " + to);
+        break;
+      }
+      written += w;
+    }
+    done += n;
+  }
+  close(in);
+  close(out);
+  if (!status.ok()) unlink(to.c_str());
+  return status;
+}
+
+}  // namespace
+
+ObjectStore::ObjectStore(ObjectStoreOptions options) : options_(std::move(options)) {
+  stats_.capacity_bytes = options_.capacity_bytes;
+  if (auto status = MakeDir(options_.shm_dir); !status.ok()) {
+    TROUPE_LOG(Error) << "object store directory: " << status.message();
+  }
+}
+
+ObjectStore::~ObjectStore() = default;
+
+std::string ObjectStore::ShmPath(const ObjectId& id) const {
+  return absl::StrCat(options_.shm_dir, "/", id.Hex());
+}
+
+std::string ObjectStore::SpillPath(const ObjectId& id) const {
+  return absl::StrCat(options_.spill_dir, "/", id.Hex());
+}
+
+absl::StatusOr<std::string> ObjectStore::Create(const ObjectId& id, int64_t size, bool primary) {
+  absl::MutexLock lock(&mu_);
+  if (entries_.contains(id)) {
+    return absl::AlreadyExistsError(absl::StrCat("object ", id.Hex(), " already exists"));
+  }
+  if (size > options_.capacity_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "object store full: an object of ", FormatBytes(size), " is larger than the whole store (",
+        FormatBytes(options_.capacity_bytes), "); start the node with a larger "
+        "--object-store-memory"));
+  }
+  if (!MakeRoomLocked(size)) {
+    int64_t pinned = 0;
+    for (const auto& [other, entry] : entries_) {
+      if (!entry.spilled && (entry.pins > 0 || !entry.sealed)) pinned += entry.size;
+    }
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "object store full: ", FormatBytes(size), " needed, ", FormatBytes(stats_.used_bytes),
+        " of ", FormatBytes(options_.capacity_bytes), " in use and ", FormatBytes(pinned),
+        " of it pinned by readers or being written, so nothing more can be evicted or spilled. "
+        "Drop ObjectRefs you no longer need, or raise --object-store-memory"));
+  }
+  const std::string path = ShmPath(id);
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoError("create " + path);
+  if (size > 0 && posix_fallocate(fd, 0, size) != 0) {
+    close(fd);
+    unlink(path.c_str());
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "object store full: the shared-memory filesystem holding ", options_.shm_dir,
+        " has no room for ", FormatBytes(size), " (check `df -h /dev/shm`)"));
+  }
+  close(fd);
+  Entry& entry = entries_[id];
+  entry.size = size;
+  entry.primary = primary;
+  entry.lru = lru_.end();
+  stats_.used_bytes += size;
+  stats_.num_objects++;
+  return path;
+}
+
+absl::Status ObjectStore::Seal(const ObjectId& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return absl::NotFoundError(absl::StrCat("no object ", id.Hex()));
+  if (it->second.sealed) return absl::OkStatus();
+  it->second.sealed = true;
+  it->second.lru = lru_.insert(lru_.end(), id);
+  return absl::OkStatus();
+}
+
+void ObjectStore::Abort(const ObjectId& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it != entries_.end() && !it->second.sealed) RemoveLocked(id);
+}
+
+absl::StatusOr<ObjectStore::Location> ObjectStore::Get(const ObjectId& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end() || !it->second.sealed || it->second.delete_when_released) {
+    return absl::NotFoundError(absl::StrCat("object ", id.Hex(), " is not on this node"));
+  }
+  Entry& entry = it->second;
+  if (entry.spilled) {
+    entry.pins++;  // keep MakeRoom from touching it while we restore it
+    bool fits = MakeRoomLocked(entry.size);
+    entry.pins--;
+    if (!fits) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "object store full: cannot restore spilled object ", id.Hex(), " of ",
+          FormatBytes(entry.size), " because everything in memory is pinned"));
+    }
+    if (auto status = RestoreLocked(id, entry); !status.ok()) return status;
+  } else {
+    lru_.splice(lru_.end(), lru_, entry.lru);
+  }
+  entry.pins++;
+  return Location{ShmPath(id), entry.size};
+}
+
+void ObjectStore::Release(const ObjectId& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.pins == 0) return;
+  if (--it->second.pins == 0 && it->second.delete_when_released) RemoveLocked(id);
+}
+
+bool ObjectStore::Contains(const ObjectId& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  return it != entries_.end() && it->second.sealed && !it->second.delete_when_released;
+}
+
+void ObjectStore::Delete(const ObjectId& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  if (it->second.pins > 0) {
+    it->second.delete_when_released = true;
+  } else {
+    RemoveLocked(id);
+  }
+}
+
+void ObjectStore::RemoveLocked(const ObjectId& id) {
+  auto it = entries_.find(id);
+  Entry& entry = it->second;
+  if (entry.spilled) {
+    unlink(SpillPath(id).c_str());
+    stats_.spilled_bytes -= entry.size;
+  } else {
+    unlink(ShmPath(id).c_str());
+    stats_.used_bytes -= entry.size;
+    if (entry.lru != lru_.end()) lru_.erase(entry.lru);
+  }
+  stats_.num_objects--;
+  entries_.erase(it);
+}
+
+bool ObjectStore::MakeRoomLocked(int64_t needed) {
+  auto fits = [&] { return stats_.used_bytes + needed <= options_.capacity_bytes; };
+  // First: secondary copies nobody is reading (the primary lives on another node).
+  for (auto it = lru_.begin(); !fits() && it != lru_.end();) {
+    const ObjectId id = *it++;
+    Entry& entry = entries_[id];
+    if (!entry.primary && entry.pins == 0) {
+      RemoveLocked(id);
+      stats_.num_evicted_total++;
+    }
+  }
+  // Then: spill primary copies nobody is reading.
+  for (auto it = lru_.begin(); !fits() && it != lru_.end();) {
+    const ObjectId id = *it++;
+    Entry& entry = entries_[id];
+    if (entry.primary && entry.pins == 0) {
+      if (auto status = SpillLocked(id, entry); !status.ok()) {
+        TROUPE_LOG(Error) << "spilling object " << id.Hex() << " failed: " << status.message();
+        return false;
+      }
+    }
+  }
+  return fits();
+}
+
+absl::Status ObjectStore::SpillLocked(const ObjectId& id, Entry& entry) {
+  if (auto status = MakeDir(options_.spill_dir); !status.ok()) return status;
+  if (auto status = CopyFile(ShmPath(id), SpillPath(id), entry.size); !status.ok()) return status;
+  unlink(ShmPath(id).c_str());
+  lru_.erase(entry.lru);
+  entry.lru = lru_.end();
+  entry.spilled = true;
+  stats_.used_bytes -= entry.size;
+  stats_.spilled_bytes += entry.size;
+  stats_.num_spilled_total++;
+  return absl::OkStatus();
+}
+
+absl::Status ObjectStore::RestoreLocked(const ObjectId& id, Entry& entry) {
+  if (auto status = CopyFile(SpillPath(id), ShmPath(id), entry.size); !status.ok()) return status;
+  unlink(SpillPath(id).c_str());
+  entry.spilled = false;
+  entry.lru = lru_.insert(lru_.end(), id);
+  stats_.used_bytes += entry.size;
+  stats_.spilled_bytes -= entry.size;
+  stats_.num_restored_total++;
+  return absl::OkStatus();
+}
+
+ObjectStoreStats ObjectStore::Stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void ObjectStore::Destroy() {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, entry] : entries_) {
+    unlink((entry.spilled ? SpillPath(id) : ShmPath(id)).c_str());
+  }
+  entries_.clear();
+  lru_.clear();
+  rmdir(options_.shm_dir.c_str());
+  rmdir(options_.spill_dir.c_str());
+}
+
+}  // namespace troupe

@@ -1,0 +1,96 @@
+// A node's shared-memory object store, owned by the raylet. Each object is one file in a tmpfs
+// directory (normally under /dev/shm): the creating worker writes it through a mapping, readers
+// on the node map it read-only, so a read is zero-copy. The store accounts for its capacity:
+// when a new object does not fit, it first evicts unpinned secondary copies (copies pulled from
+// other nodes; the primary is elsewhere), then spills unpinned primary copies to a disk
+// directory, restoring them on access, byte-identical. If nothing can be freed, Create fails
+// with ResourceExhausted (never blocks).
+// Thread-safe: every method takes the store's lock; file I/O for spilling happens under it.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "src/common/ids.h"
+
+namespace troupe {
+
+struct ObjectStoreOptions {
+  std::string shm_dir;    // created if missing; removed by Destroy()
+  std::string spill_dir;  // created on first spill
+  int64_t capacity_bytes = 0;
+};
+
+struct ObjectStoreStats {
+  int64_t capacity_bytes = 0;
+  int64_t used_bytes = 0;     // in shared memory
+  int64_t spilled_bytes = 0;  // on disk
+  int64_t num_objects = 0;    // in memory or spilled
+  int64_t num_spilled_total = 0;
+  int64_t num_restored_total = 0;
+  int64_t num_evicted_total = 0;
+};
+
+class ObjectStore {
+ public:
+  explicit ObjectStore(ObjectStoreOptions options);
+  ~ObjectStore();
+
+  // Reserves `size` bytes and creates the object's file; returns its path. The creator writes
+  // it, then calls Seal. `primary`: this is the object's first copy (never evicted, only
+  // spilled); otherwise a secondary copy pulled from another node.
+  // AlreadyExists if the object exists; ResourceExhausted when it cannot be made to fit.
+  absl::StatusOr<std::string> Create(const ObjectId& id, int64_t size, bool primary);
+  absl::Status Seal(const ObjectId& id);
+  // Drops an unsealed object (its creator failed).
+  void Abort(const ObjectId& id);
+
+  struct Location {
+    std::string path;
+    int64_t size;
+  };
+  // Pins a sealed object for a reader (restoring it from disk if spilled) and returns where it
+  // is. NotFound if this node has no sealed copy. Every successful Get needs one Release.
+  absl::StatusOr<Location> Get(const ObjectId& id);
+  void Release(const ObjectId& id);
+  bool Contains(const ObjectId& id) const;
+
+  // The owner freed the object: remove every trace (once the last reader releases it).
+  void Delete(const ObjectId& id);
+
+  ObjectStoreStats Stats() const;
+  const std::string& shm_dir() const { return options_.shm_dir; }
+  // Removes every object file and the directories. Called when the raylet exits.
+  void Destroy();
+
+ private:
+  struct Entry {
+    int64_t size = 0;
+    bool sealed = false;
+    bool primary = false;
+    bool spilled = false;
+    bool delete_when_released = false;
+    int pins = 0;
+    std::list<ObjectId>::iterator lru;  // position in lru_ while in memory
+  };
+
+  // Frees memory until `needed` more bytes fit; false if it cannot.
+  bool MakeRoomLocked(int64_t needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status SpillLocked(const ObjectId& id, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RestoreLocked(const ObjectId& id, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveLocked(const ObjectId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string ShmPath(const ObjectId& id) const;
+  std::string SpillPath(const ObjectId& id) const;
+
+  const ObjectStoreOptions options_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<ObjectId, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  std::list<ObjectId> lru_ ABSL_GUARDED_BY(mu_);  // sealed, in memory; front = least recent
+  ObjectStoreStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace troupe

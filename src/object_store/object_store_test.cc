@@ -1,0 +1,130 @@
+#include "src/object_store/object_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace troupe {
+namespace {
+
+class ObjectStoreTest : public ::testing::Test {
+ protected:
+  ObjectStoreTest() {
+    static int counter = 0;
+    std::string base = std::string(std::getenv("TEST_TMPDIR")) + "/store" + std::to_string(counter++);
+    store_ = std::make_unique<ObjectStore>(
+        ObjectStoreOptions{base + "/shm", base + "/spill", /*capacity_bytes=*/100});
+  }
+  ~ObjectStoreTest() override { store_->Destroy(); }
+
+  // Creates, fills with `fill` and seals an object.
+  ObjectId Make(int64_t size, char fill, bool primary = true) {
+    ObjectId id = ObjectId::FromIndex(TaskId::FromRandom(), 1);
+    auto path = store_->Create(id, size, primary);
+    EXPECT_TRUE(path.ok()) << path.status();
+    std::ofstream(*path, std::ios::binary) << std::string(size, fill);
+    EXPECT_TRUE(store_->Seal(id).ok());
+    return id;
+  }
+  std::string Read(const ObjectId& id) {
+    auto location = store_->Get(id);
+    EXPECT_TRUE(location.ok()) << location.status();
+    std::ifstream in(location->path, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    store_->Release(id);
+    return text.str();
+  }
+
+  std::unique_ptr<ObjectStore> store_;
+};
+
+TEST_F(ObjectStoreTest, CreateSealGet) {
+  ObjectId id = Make(10, 'a');
+  EXPECT_TRUE(store_->Contains(id));
+  EXPECT_EQ(Read(id), std::string(10, 'a'));
+  EXPECT_EQ(store_->Stats().used_bytes, 10);
+  EXPECT_EQ(store_->Create(id, 10, true).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->Get(ObjectId::FromIndex(TaskId::FromRandom(), 1)).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ObjectStoreTest, UnsealedObjectsAreInvisible) {
+  ObjectId id = ObjectId::FromIndex(TaskId::FromRandom(), 1);
+  ASSERT_TRUE(store_->Create(id, 5, true).ok());
+  EXPECT_FALSE(store_->Contains(id));
+  store_->Abort(id);
+  EXPECT_EQ(store_->Stats().used_bytes, 0);
+}
+
+TEST_F(ObjectStoreTest, SecondaryCopiesAreEvictedBeforePrimariesSpill) {
+  ObjectId primary = Make(40, 'p', true);
+  ObjectId secondary = Make(40, 's', false);
+  ObjectId third = Make(40, 't', true);  // needs 20 more bytes: evicts the secondary
+  EXPECT_FALSE(store_->Contains(secondary));
+  EXPECT_TRUE(store_->Contains(primary));
+  EXPECT_EQ(store_->Stats().num_evicted_total, 1);
+  EXPECT_EQ(store_->Stats().num_spilled_total, 0);
+  (void)third;
+}
+
+TEST_F(ObjectStoreTest, SpilledPrimariesComeBackByteIdentical) {
+  ObjectId first = Make(40, '1');
+  ObjectId second = Make(40, '2');
+  ObjectId third = Make(40, '3');  // spills `first`, the least recently used
+  auto stats = store_->Stats();
+  EXPECT_EQ(stats.num_spilled_total, 1);
+  EXPECT_EQ(stats.spilled_bytes, 40);
+  EXPECT_EQ(stats.used_bytes, 80);
+  EXPECT_EQ(Read(first), std::string(40, '1'));  // restored (spilling `second` to make room)
+  EXPECT_EQ(store_->Stats().num_restored_total, 1);
+  EXPECT_EQ(Read(second), std::string(40, '2'));
+  EXPECT_EQ(Read(third), std::string(40, '3'));
+}
+
+TEST_F(ObjectStoreTest, FullOfPinnedObjectsFailsClearlyInsteadOfBlocking) {
+  ObjectId a = Make(50, 'a');
+  ObjectId b = Make(50, 'b');
+  ASSERT_TRUE(store_->Get(a).ok());
+  ASSERT_TRUE(store_->Get(b).ok());
+  auto full = store_->Create(ObjectId::FromIndex(TaskId::FromRandom(), 1), 10, true);
+  ASSERT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(full.status().message(), "object store full")) << full.status();
+  EXPECT_TRUE(absl::StrContains(full.status().message(), "--object-store-memory"));
+  auto huge = store_->Create(ObjectId::FromIndex(TaskId::FromRandom(), 1), 1000, true);
+  EXPECT_TRUE(absl::StrContains(huge.status().message(), "larger than the whole store"));
+  store_->Release(a);
+  EXPECT_TRUE(store_->Create(ObjectId::FromIndex(TaskId::FromRandom(), 1), 10, true).ok());
+}
+
+TEST_F(ObjectStoreTest, DeleteWaitsForReaders) {
+  ObjectId id = Make(30, 'x');
+  auto location = store_->Get(id);
+  ASSERT_TRUE(location.ok());
+  store_->Delete(id);
+  EXPECT_FALSE(store_->Contains(id));
+  struct stat st;
+  EXPECT_EQ(stat(location->path.c_str(), &st), 0);  // still there for the reader
+  store_->Release(id);
+  EXPECT_NE(stat(location->path.c_str(), &st), 0);
+  EXPECT_EQ(store_->Stats().used_bytes, 0);
+  EXPECT_EQ(store_->Stats().num_objects, 0);
+}
+
+TEST_F(ObjectStoreTest, DeletingASpilledObjectRemovesItsFile) {
+  ObjectId first = Make(60, '1');
+  Make(60, '2');  // spills first
+  ASSERT_EQ(store_->Stats().spilled_bytes, 60);
+  store_->Delete(first);
+  EXPECT_EQ(store_->Stats().spilled_bytes, 0);
+}
+
+}  // namespace
+}  // namespace troupe

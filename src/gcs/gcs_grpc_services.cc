@@ -1,5 +1,6 @@
 #include "src/gcs/gcs_grpc_services.h"
 
+#include "src/common/status_macros.h"
 #include "src/rpc/server.h"
 
 namespace troupe {
@@ -48,8 +49,12 @@ ServerUnaryReactor* NodeInfoGrpcService::GetAllNodeInfo(CallbackServerContext* c
 
 ServerUnaryReactor* NodeInfoGrpcService::ReportResourceUsage(
     CallbackServerContext* context, const rpc::ReportResourceUsageRequest* request,
-    rpc::ReportResourceUsageReply*) {
-  return Respond(context, *auth_, [&] { return nodes_->ReportResourceUsage(request->usage()); });
+    rpc::ReportResourceUsageReply* reply) {
+  return Respond(context, *auth_, [&]() -> absl::Status {
+    TROUPE_RETURN_IF_ERROR(nodes_->ReportResourceUsage(request->usage()));
+    for (auto& usage : nodes_->GetAllResourceUsage()) *reply->add_cluster() = std::move(usage);
+    return absl::OkStatus();
+  });
 }
 
 ServerUnaryReactor* NodeInfoGrpcService::GetAllResourceUsage(CallbackServerContext* context,

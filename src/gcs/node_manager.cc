@@ -171,7 +171,11 @@ std::vector<rpc::ResourceUsage> NodeManager::GetAllResourceUsage() const {
   absl::MutexLock lock(&mu_);
   std::vector<rpc::ResourceUsage> usages;
   usages.reserve(usage_.size());
-  for (const auto& [id, usage] : usage_) usages.push_back(usage);
+  for (const auto& [id, usage] : usage_) {
+    usages.push_back(usage);
+    const rpc::NodeInfo& node = nodes_.at(id);
+    usages.back().set_raylet_address(absl::StrCat(node.node_ip(), ":", node.raylet_port()));
+  }
   return usages;
 }
 

@@ -1,0 +1,105 @@
+#include "src/raylet/scheduling_policy.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace troupe {
+namespace {
+
+// Highest fraction in use, over the demanded resources, after placing the demand.
+double UtilisationAfter(const ResourceSet& demand, const NodeView& node) {
+  double worst = 0;
+  for (const auto& [name, amount] : demand.amounts()) {
+    double total = node.total.Get(name).ToDouble();
+    if (total <= 0) continue;
+    double used = total - node.available.Get(name).ToDouble() + amount.ToDouble();
+    worst = std::max(worst, used / total);
+  }
+  return worst;
+}
+
+SchedulingDecision Place(const NodeView& node, const NodeId& local_node) {
+  SchedulingDecision decision;
+  decision.kind = node.node_id == local_node ? SchedulingDecision::Kind::kLocal
+                                             : SchedulingDecision::Kind::kRemote;
+  decision.node_id = node.node_id;
+  decision.raylet_address = node.raylet_address;
+  return decision;
+}
+
+}  // namespace
+
+std::string DescribeInfeasible(const ResourceSet& demand, const std::vector<NodeView>& nodes) {
+  std::vector<std::string> missing;
+  for (const auto& [name, amount] : demand.amounts()) {
+    FixedPoint largest;
+    for (const auto& node : nodes) largest = std::max(largest, node.total.Get(name));
+    if (largest < amount) {
+      missing.push_back(absl::StrCat(name, ": ", FormatQuantity(name, amount.ToDouble()),
+                                     " (largest node has ",
+                                     FormatQuantity(name, largest.ToDouble()), ")"));
+    }
+  }
+  if (missing.empty()) {
+    return absl::StrCat("no single node has all of {", demand.ToString(),
+                        "} at once (or the GPU share does not match a device shape)");
+  }
+  return absl::StrCat("no node has ", absl::StrJoin(missing, ", "));
+}
+
+SchedulingDecision ChooseNode(const ResourceSet& demand, const rpc::SchedulingStrategy& strategy,
+                              const NodeId& local_node, const std::vector<NodeView>& nodes,
+                              uint64_t* spread_counter, double spread_threshold) {
+  // Local node first, then the rest in a stable order.
+  std::vector<const NodeView*> ordered;
+  for (const auto& node : nodes) ordered.push_back(&node);
+  std::stable_sort(ordered.begin(), ordered.end(), [&](const NodeView* a, const NodeView* b) {
+    if ((a->node_id == local_node) != (b->node_id == local_node)) return a->node_id == local_node;
+    return a->node_id < b->node_id;
+  });
+  std::vector<const NodeView*> feasible, available;
+  for (const NodeView* node : ordered) {
+    if (!demand.IsSubsetOf(node->total)) continue;
+    feasible.push_back(node);
+    if (demand.IsSubsetOf(node->available)) available.push_back(node);
+  }
+
+  if (strategy.kind() == rpc::SchedulingStrategy::NODE_AFFINITY) {
+    for (const NodeView* node : feasible) {
+      if (node->node_id.Binary() == strategy.node_id()) return Place(*node, local_node);
+    }
+    if (!strategy.soft()) {
+      SchedulingDecision failed;
+      failed.kind = SchedulingDecision::Kind::kFailed;
+      failed.reason = absl::StrCat("NodeAffinity: node ", BytesToHex(strategy.node_id()),
+                                   " is not alive or can never fit {", demand.ToString(),
+                                   "} (use soft affinity to fall back to other nodes)");
+      return failed;
+    }
+  }
+  if (feasible.empty()) {
+    SchedulingDecision infeasible;
+    infeasible.kind = SchedulingDecision::Kind::kInfeasible;
+    infeasible.reason = DescribeInfeasible(demand, nodes);
+    return infeasible;
+  }
+  if (strategy.kind() == rpc::SchedulingStrategy::SPREAD && !available.empty()) {
+    return Place(*available[(*spread_counter)++ % available.size()], local_node);
+  }
+  for (const NodeView* node : available) {
+    if (UtilisationAfter(demand, *node) <= spread_threshold) return Place(*node, local_node);
+  }
+  if (!available.empty()) {
+    const NodeView* best = *std::min_element(
+        available.begin(), available.end(), [&](const NodeView* a, const NodeView* b) {
+          return UtilisationAfter(demand, *a) < UtilisationAfter(demand, *b);
+        });
+    return Place(*best, local_node);
+  }
+  // Busy everywhere: wait where it fits, here if possible (feasible[0] is local when it fits).
+  return Place(*feasible[0], local_node);
+}
+
+}  // namespace troupe

@@ -1,0 +1,45 @@
+// Where a task's lease should go, decided by the raylet that receives the request. Pure
+// function of the demand, the strategy and the cluster view, so it is tested without processes.
+//   DEFAULT: the local node first, then others: the first node that has the resources free and
+//            stays at or under `spread_threshold` utilisation after placing the task; else the
+//            least utilised node that has them free; else queue where it is feasible (local
+//            preferred).
+//   SPREAD:  round-robin over nodes that have the resources free.
+//   NODE_AFFINITY: that node (queued there if busy); if it is gone or can never fit the task,
+//            DEFAULT when soft, else the task fails.
+// A demand no node can ever satisfy is infeasible, with a reason naming the missing resources.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "proto/common.pb.h"
+#include "src/common/ids.h"
+#include "src/common/resources.h"
+
+namespace troupe {
+
+struct NodeView {
+  NodeId node_id;
+  std::string raylet_address;
+  ResourceSet total;
+  ResourceSet available;
+};
+
+struct SchedulingDecision {
+  enum class Kind { kLocal, kRemote, kInfeasible, kFailed };
+  Kind kind = Kind::kInfeasible;
+  NodeId node_id;
+  std::string raylet_address;
+  std::string reason;  // for kInfeasible and kFailed
+};
+
+SchedulingDecision ChooseNode(const ResourceSet& demand, const rpc::SchedulingStrategy& strategy,
+                              const NodeId& local_node, const std::vector<NodeView>& nodes,
+                              uint64_t* spread_counter, double spread_threshold = 0.5);
+
+// "no node has GPU: 8 (largest: 4)" — what makes `demand` infeasible in `nodes`.
+std::string DescribeInfeasible(const ResourceSet& demand, const std::vector<NodeView>& nodes);
+
+}  // namespace troupe

@@ -142,6 +142,11 @@ absl::Status Session::MarkLatest() const {
   return absl::OkStatus();
 }
 
+std::string ObjectStoreDirOf(const Session& session) {
+  std::string name = session.dir().substr(session.dir().rfind('/') + 1);
+  return absl::StrCat("/dev/shm/troupe-", name);
+}
+
 bool ProcessMatches(int pid, const std::string& marker) {
   if (pid <= 0) return false;
   bool ok;

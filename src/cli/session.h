@@ -52,6 +52,10 @@ class Session {
   std::string dir_;
 };
 
+// The raylet's shared-memory object store directory for a session (removed by `troupe stop`,
+// also after a SIGKILL).
+std::string ObjectStoreDirOf(const Session& session);
+
 // True if `pid` runs and its command line mentions `marker` (our daemons carry their session
 // directory in their arguments).
 bool ProcessMatches(int pid, const std::string& marker);

@@ -94,6 +94,8 @@ absl::StatusOr<int> StartRaylet(const StartOptions& options, const Session& sess
       absl::StrCat("--node-ip-address=", options.node_ip),
       absl::StrCat("--bind=", options.bind),
       absl::StrCat("--port=", options.raylet_port),
+      absl::StrCat("--session-dir=", session.dir()),
+      absl::StrCat("--object-store-dir=", ObjectStoreDirOf(session)),
       absl::StrCat("--gcs-reconnect-timeout-s=", options.gcs_reconnect_timeout_s),
   };
   if (options.head) args.push_back("--head");

@@ -1,6 +1,8 @@
 // `troupe stop`: stops every Troupe daemon started on this machine (found through the session
 // directories), raylets first so they can unregister from a still-running GCS.
+#include <dirent.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <thread>
@@ -36,6 +38,18 @@ std::vector<Target> SignalAndWait(const std::vector<Target>& targets, int signal
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return running;
+}
+
+// rm -r for one directory of plain files (an object store).
+void RemoveTree(const std::string& dir) {
+  if (DIR* handle = opendir(dir.c_str())) {
+    while (dirent* entry = readdir(handle)) {
+      std::string name = entry->d_name;
+      if (name != "." && name != "..") unlink((dir + "/" + name).c_str());
+    }
+    closedir(handle);
+    rmdir(dir.c_str());
+  }
 }
 
 }  // namespace
@@ -97,6 +111,8 @@ int StopCommand(const std::vector<std::string>& args) {
       for (const auto& daemon : session.LiveDaemons()) alive |= daemon.name == name;
       if (!alive) session.ForgetDaemon(name);
     }
+    // A raylet killed with SIGKILL leaves its shared-memory objects behind: they hold RAM.
+    if (session.LiveDaemons().empty()) RemoveTree(ObjectStoreDirOf(session));
   }
   if (!stubborn.empty()) {
     for (const auto& target : stubborn) {

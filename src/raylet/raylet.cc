@@ -1,13 +1,15 @@
 #include "src/raylet/raylet.h"
 
-#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <thread>
 
+#include <grpcpp/grpcpp.h>
+
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
+#include "src/common/status_macros.h"
 #include "src/rpc/server.h"
 
 namespace troupe {
@@ -26,18 +28,35 @@ bool IsFatal(const absl::Status& status) {
   }
 }
 
+RayletOptions WithDefaults(RayletOptions options) {
+  if (options.session_dir.empty()) options.session_dir = "/tmp/troupe/raylet-" + options.node_id.Hex();
+  if (options.object_store_dir.empty()) {
+    options.object_store_dir = absl::StrCat("/dev/shm/troupe-", options.node_id.Hex());
+  }
+  if (options.spill_dir.empty()) options.spill_dir = options.session_dir + "/spill";
+  if (options.executable_cache_dir.empty()) {
+    options.executable_cache_dir = options.session_dir + "/executables";
+  }
+  return options;
+}
+
+template <typename T>
+void MapFromResources(const ResourceSet& resources, T* out) {
+  for (const auto& [name, amount] : resources.ToMap()) (*out)[name] = amount;
+}
+
 }  // namespace
 
-// gRPC glue for NodeManagerService; lease and bundle methods arrive with the worker pool.
+// gRPC glue for NodeManagerService; placement-group bundle methods arrive with placement groups.
 class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
  public:
-  explicit GrpcService(Raylet* raylet) : raylet_(raylet) {}
+  explicit GrpcService(Raylet* raylet) : r_(raylet) {}
 
   grpc::ServerUnaryReactor* HealthCheck(grpc::CallbackServerContext* context,
                                         const rpc::HealthCheckRequest*,
                                         rpc::HealthCheckReply* reply) override {
-    return Respond(context, raylet_->auth_, [&] {
-      reply->set_node_id(raylet_->options_.node_id.Binary());
+    return Respond(context, r_->auth_, [&] {
+      reply->set_node_id(r_->options_.node_id.Binary());
       return absl::OkStatus();
     });
   }
@@ -45,41 +64,205 @@ class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
   grpc::ServerUnaryReactor* GetNodeStats(grpc::CallbackServerContext* context,
                                          const rpc::GetNodeStatsRequest*,
                                          rpc::GetNodeStatsReply* reply) override {
-    return Respond(context, raylet_->auth_, [&] {
-      absl::MutexLock lock(&raylet_->mu_);
-      *reply->mutable_node() = raylet_->NodeInfoLocked();
-      reply->mutable_usage()->set_node_id(raylet_->options_.node_id.Binary());
-      for (const auto& [name, amount] : raylet_->options_.resources.ToMap()) {
-        (*reply->mutable_usage()->mutable_total())[name] = amount;
+    return Respond(context, r_->auth_, [&] {
+      {
+        absl::MutexLock lock(&r_->mu_);
+        *reply->mutable_node() = r_->NodeInfoLocked();
       }
-      for (const auto& [name, amount] : raylet_->available_.ToMap()) {
-        (*reply->mutable_usage()->mutable_available())[name] = amount;
+      reply->mutable_usage()->set_node_id(r_->options_.node_id.Binary());
+      MapFromResources(r_->options_.resources, reply->mutable_usage()->mutable_total());
+      MapFromResources(r_->lease_manager_.Available(), reply->mutable_usage()->mutable_available());
+      reply->set_num_workers(r_->worker_pool_.num_workers());
+      reply->set_num_leased_workers(r_->lease_manager_.num_leased());
+      reply->set_num_pending_leases(r_->lease_manager_.num_pending());
+      ObjectStoreStats stats = r_->object_store_.Stats();
+      auto* store = reply->mutable_object_store();
+      store->set_capacity_bytes(stats.capacity_bytes);
+      store->set_used_bytes(stats.used_bytes);
+      store->set_spilled_bytes(stats.spilled_bytes);
+      store->set_num_objects(stats.num_objects);
+      store->set_num_spilled_total(stats.num_spilled_total);
+      store->set_num_restored_total(stats.num_restored_total);
+      store->set_num_evicted_total(stats.num_evicted_total);
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* context,
+                                           const rpc::RegisterWorkerRequest* request,
+                                           rpc::RegisterWorkerReply* reply) override {
+    return Respond(context, r_->auth_, [&]() -> absl::Status {
+      auto worker_id = WorkerId::FromBinary(request->worker_id());
+      auto job_id = JobId::FromBinary(request->job_id());
+      if (!worker_id.ok()) return worker_id.status();
+      if (!job_id.ok()) return job_id.status();
+      TROUPE_RETURN_IF_ERROR(r_->worker_pool_.RegisterWorker(
+          *worker_id, request->pid(), request->port(), *job_id, request->is_driver()));
+      reply->set_node_id(r_->options_.node_id.Binary());
+      reply->set_object_store_dir(r_->object_store_.shm_dir());
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::ServerUnaryReactor* NotifyBlocked(grpc::CallbackServerContext* context,
+                                          const rpc::NotifyBlockedRequest* request,
+                                          rpc::NotifyBlockedReply*) override {
+    return Respond(context, r_->auth_, [&]() -> absl::Status {
+      auto worker_id = WorkerId::FromBinary(request->worker_id());
+      if (!worker_id.ok()) return worker_id.status();
+      r_->lease_manager_.NotifyBlocked(*worker_id, request->blocked());
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::ServerUnaryReactor* RequestWorkerLease(grpc::CallbackServerContext* context,
+                                               const rpc::RequestWorkerLeaseRequest* request,
+                                               rpc::RequestWorkerLeaseReply* reply) override {
+    return RespondAsync(context, r_->auth_, [&](auto done) {
+      r_->lease_manager_.RequestLease(*request, [reply, done](rpc::RequestWorkerLeaseReply result) {
+        *reply = std::move(result);
+        done(absl::OkStatus());
+      });
+    });
+  }
+
+  grpc::ServerUnaryReactor* ReturnWorker(grpc::CallbackServerContext* context,
+                                         const rpc::ReturnWorkerRequest* request,
+                                         rpc::ReturnWorkerReply*) override {
+    return Respond(context, r_->auth_, [&] {
+      return r_->lease_manager_.ReturnWorker(request->lease_id(), request->disconnect_worker());
+    });
+  }
+
+  grpc::ServerUnaryReactor* KillLeasedWorker(grpc::CallbackServerContext* context,
+                                             const rpc::KillLeasedWorkerRequest* request,
+                                             rpc::KillLeasedWorkerReply*) override {
+    return Respond(context, r_->auth_,
+                   [&] { return r_->lease_manager_.KillLeasedWorker(request->lease_id()); });
+  }
+
+  grpc::ServerUnaryReactor* CreateObject(grpc::CallbackServerContext* context,
+                                         const rpc::CreateObjectRequest* request,
+                                         rpc::CreateObjectReply* reply) override {
+    return Respond(context, r_->auth_, [&]() -> absl::Status {
+      auto id = ObjectId::FromBinary(request->object_id());
+      if (!id.ok()) return id.status();
+      auto path = r_->object_store_.Create(*id, request->size(), request->primary());
+      if (!path.ok()) return path.status();
+      reply->set_path(*path);
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::ServerUnaryReactor* SealObject(grpc::CallbackServerContext* context,
+                                       const rpc::SealObjectRequest* request,
+                                       rpc::SealObjectReply*) override {
+    return Respond(context, r_->auth_, [&]() -> absl::Status {
+      auto id = ObjectId::FromBinary(request->object_id());
+      if (!id.ok()) return id.status();
+      return r_->object_store_.Seal(*id);
+    });
+  }
+
+  grpc::ServerUnaryReactor* GetObjects(grpc::CallbackServerContext* context,
+                                       const rpc::GetObjectsRequest* request,
+                                       rpc::GetObjectsReply* reply) override {
+    return Respond(context, r_->auth_, [&]() -> absl::Status {
+      for (const auto& binary : request->object_ids()) {
+        rpc::LocalObject* out = reply->add_objects();
+        out->set_object_id(binary);
+        auto id = ObjectId::FromBinary(binary);
+        if (!id.ok()) return id.status();
+        auto location = r_->object_store_.Get(*id);
+        if (location.ok()) {
+          out->set_found(true);
+          out->set_path(location->path);
+          out->set_size(location->size);
+        } else if (location.status().code() != absl::StatusCode::kNotFound) {
+          return location.status();
+        }
       }
       return absl::OkStatus();
     });
   }
 
+  grpc::ServerUnaryReactor* ReleaseObjects(grpc::CallbackServerContext* context,
+                                           const rpc::ReleaseObjectsRequest* request,
+                                           rpc::ReleaseObjectsReply*) override {
+    return Respond(context, r_->auth_, [&] {
+      for (const auto& binary : request->object_ids()) {
+        if (auto id = ObjectId::FromBinary(binary); id.ok()) r_->object_store_.Release(*id);
+      }
+      return absl::OkStatus();
+    });
+  }
+
+  grpc::ServerUnaryReactor* FetchObject(grpc::CallbackServerContext* context,
+                                        const rpc::FetchObjectRequest* request,
+                                        rpc::FetchObjectReply*) override {
+    return RespondAsync(context, r_->auth_, [&](auto done) {
+      auto id = ObjectId::FromBinary(request->object_id());
+      if (!id.ok()) return done(id.status());
+      // A transfer can take seconds: run it off gRPC's callback threads.
+      std::thread([this, id = *id, from = request->from_raylet_address(), done] {
+        done(r_->object_manager_.Fetch(id, from));
+      }).detach();
+    });
+  }
+
  private:
-  Raylet* raylet_;
+  Raylet* r_;
 };
 
 Raylet::Raylet(RayletOptions options)
-    : options_(std::move(options)),
+    : options_(WithDefaults(std::move(options))),
       gcs_(options_.gcs_address, options_.token, absl::Seconds(5)),
       auth_(*ClusterToken::Parse(options_.token)),
-      available_(options_.resources) {}
+      object_store_({options_.object_store_dir, options_.spill_dir,
+                     static_cast<int64_t>(
+                         options_.resources.Get(kObjectStoreMemory).ToDouble())}),
+      object_manager_(&object_store_, *ClusterToken::Parse(options_.token)),
+      executables_(options_.executable_cache_dir, &gcs_),
+      worker_pool_(
+          WorkerPoolOptions{options_.node_id.Hex(), options_.node_ip, options_.gcs_address,
+                            options_.token, options_.session_dir + "/logs",
+                            options_.worker_idle_timeout},
+          [this](const rpc::JobInfo& job) { return executables_.Resolve(job); },
+          [this](const Worker& worker, const std::string& how) {
+            if (worker.is_driver) {
+              TROUPE_LOG(Info) << "driver of job " << worker.job_id.Hex() << " (pid " << worker.pid
+                               << ") is gone; marking the job finished";
+              (void)gcs_.MarkJobFinished(worker.job_id.Binary());
+              return;
+            }
+            TROUPE_LOG(Info) << "worker " << worker.worker_id.ShortHex() << " (pid "
+                             << worker.pid << ") " << how;
+            lease_manager_.OnWorkerExit(worker);
+          }),
+      lease_manager_(options_.node_id, options_.resources, &worker_pool_,
+                     [this](const JobId& job_id) { return LookupJob(job_id); }) {}
 
-Raylet::~Raylet() {
-  if (server_) server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-}
+Raylet::~Raylet() { Shutdown(); }
+
+std::string Raylet::address() const { return absl::StrCat(options_.node_ip, ":", bound_port_); }
 
 absl::Status Raylet::Start() {
   service_ = std::make_unique<GrpcService>(this);
-  auto server =
-      StartGrpcServer(options_.bind_address, options_.port, {service_.get()}, &bound_port_);
+  auto server = StartGrpcServer(options_.bind_address, options_.port,
+                                {service_.get(), &object_manager_}, &bound_port_);
   if (!server.ok()) return server.status();
   server_ = std::move(*server);
+  worker_pool_.set_raylet_address(address());
   return absl::OkStatus();
+}
+
+void Raylet::Shutdown() {
+  worker_pool_.KillAll();
+  object_store_.Destroy();
+  if (server_) {
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    server_.reset();
+  }
 }
 
 rpc::NodeInfo Raylet::NodeInfoLocked() const {
@@ -90,13 +273,57 @@ rpc::NodeInfo Raylet::NodeInfoLocked() const {
   char hostname[256] = {};
   gethostname(hostname, sizeof(hostname) - 1);
   node.set_hostname(hostname);
-  for (const auto& [name, amount] : options_.resources.ToMap()) {
-    (*node.mutable_resources_total())[name] = amount;
-  }
+  MapFromResources(options_.resources, node.mutable_resources_total());
   for (const auto& [key, value] : options_.labels) (*node.mutable_labels())[key] = value;
   node.set_is_head(options_.is_head);
   node.set_raylet_pid(getpid());
   return node;
+}
+
+absl::StatusOr<rpc::JobInfo> Raylet::LookupJob(const JobId& job_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = jobs_.find(job_id); it != jobs_.end()) return it->second;
+  }
+  auto jobs = gcs_.GetAllJobInfo();
+  if (!jobs.ok()) return jobs.status();
+  absl::MutexLock lock(&mu_);
+  for (const auto& job : *jobs) {
+    if (job.job_id() == job_id.Binary()) {
+      if (job.state() == rpc::JobInfo::FINISHED) {
+        return absl::FailedPreconditionError(absl::StrCat("job ", job_id.Hex(), " has finished"));
+      }
+      jobs_[job_id] = job;
+      return job;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("the GCS does not know job ", job_id.Hex()));
+}
+
+void Raylet::FollowJobs() {
+  int64_t cursor = -1;
+  while (!stop_.HasBeenNotified()) {
+    rpc::PollRequest poll;
+    poll.set_after_seq(cursor);
+    poll.add_channels(rpc::JOB_CHANNEL);
+    poll.set_timeout_ms(cursor < 0 ? 0 : 1000);
+    auto reply = gcs_.Poll(poll);
+    if (!reply.ok()) {
+      stop_.WaitForNotificationWithTimeout(absl::Seconds(1));
+      continue;
+    }
+    cursor = reply->last_seq();
+    for (const auto& message : reply->messages()) {
+      if (message.job().state() != rpc::JobInfo::FINISHED) continue;
+      auto job_id = JobId::FromBinary(message.job().job_id());
+      if (!job_id.ok()) continue;
+      {
+        absl::MutexLock lock(&mu_);
+        jobs_.erase(*job_id);
+      }
+      worker_pool_.KillJobWorkers(*job_id);
+    }
+  }
 }
 
 absl::Status Raylet::RegisterWithRetry(bool re_register) {
@@ -121,10 +348,10 @@ absl::Status Raylet::RegisterWithRetry(bool re_register) {
     }
     if (IsFatal(reply.status())) return reply.status();
     if (absl::Now() - start > options_.gcs_reconnect_timeout) {
-      return absl::UnavailableError(
-          absl::StrCat("could not register with the GCS at ", options_.gcs_address, " for ",
-                       absl::FormatDuration(options_.gcs_reconnect_timeout),
-                       "; last error: ", reply.status().message()));
+      return absl::UnavailableError(absl::StrCat(
+          "could not register with the GCS at ", options_.gcs_address, " for ",
+          absl::FormatDuration(options_.gcs_reconnect_timeout),
+          "; last error: ", reply.status().message()));
     }
     stop_.WaitForNotificationWithTimeout(absl::Milliseconds(500));
   }
@@ -132,36 +359,43 @@ absl::Status Raylet::RegisterWithRetry(bool re_register) {
 }
 
 absl::Status Raylet::Run() {
-  if (auto status = RegisterWithRetry(/*re_register=*/false); !status.ok()) return status;
-  return ReportLoop();
+  absl::Status status = RegisterWithRetry(/*re_register=*/false);
+  if (status.ok()) {
+    job_follower_ = std::thread([this] { FollowJobs(); });
+    status = ReportLoop();
+  }
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (job_follower_.joinable()) job_follower_.join();
+  Shutdown();
+  return status;
 }
 
 absl::Status Raylet::ReportLoop() {
   absl::Time last_contact = absl::Now();
   bool connected = true;
   while (!stop_.WaitForNotificationWithTimeout(options_.report_period)) {
+    worker_pool_.Tick();
     rpc::ResourceUsage usage;
+    usage.set_node_id(options_.node_id.Binary());
+    MapFromResources(options_.resources, usage.mutable_total());
+    MapFromResources(lease_manager_.Available(), usage.mutable_available());
+    for (const auto& demand : lease_manager_.InfeasibleDemands()) usage.add_infeasible_demands(demand);
     {
       absl::MutexLock lock(&mu_);
-      usage.set_node_id(options_.node_id.Binary());
-      for (const auto& [name, amount] : options_.resources.ToMap())
-        (*usage.mutable_total())[name] = amount;
-      for (const auto& [name, amount] : available_.ToMap())
-        (*usage.mutable_available())[name] = amount;
       usage.set_report_seq(++report_seq_);
     }
-    absl::Status status = gcs_.ReportResourceUsage(usage);
-    if (status.ok()) {
+    auto cluster = gcs_.ReportResourceUsage(usage);
+    if (cluster.ok()) {
       if (!connected) TROUPE_LOG(Info) << "reconnected to the GCS at " << options_.gcs_address;
       connected = true;
       last_contact = absl::Now();
+      lease_manager_.UpdateClusterView(*cluster);
       continue;
     }
+    const absl::Status& status = cluster.status();
     if (status.code() == absl::StatusCode::kNotFound) {
       TROUPE_LOG(Warning) << "the GCS no longer knows this node (it restarted?); registering again";
-      if (auto registered = RegisterWithRetry(/*re_register=*/true); !registered.ok()) {
-        return registered;
-      }
+      TROUPE_RETURN_IF_ERROR(RegisterWithRetry(/*re_register=*/true));
       connected = true;
       last_contact = absl::Now();
       continue;
@@ -174,10 +408,10 @@ absl::Status Raylet::ReportLoop() {
       connected = false;
     }
     if (absl::Now() - last_contact > options_.gcs_reconnect_timeout) {
-      return absl::UnavailableError(
-          absl::StrCat("the head (GCS at ", options_.gcs_address, ") has been unreachable for ",
-                       absl::FormatDuration(options_.gcs_reconnect_timeout),
-                       "; last error: ", status.message()));
+      return absl::UnavailableError(absl::StrCat(
+          "the head (GCS at ", options_.gcs_address, ") has been unreachable for ",
+          absl::FormatDuration(options_.gcs_reconnect_timeout), "; last error: ",
+          status.message()));
     }
   }
   std::string reason;

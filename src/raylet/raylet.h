@@ -1,40 +1,55 @@
-// The raylet: one per node. It registers the node with the GCS, reports the node's resources
-// periodically, answers health checks, and keeps the node in the cluster across GCS hiccups:
-// when the GCS forgets the node (it restarted) the raylet registers again; when the GCS stays
-// unreachable longer than `gcs_reconnect_timeout` the raylet exits with a clear log line. Worker
-// leases and the object store join it in later layers.
+// The raylet: one per node. It keeps the node in the cluster (registers with the GCS, reports
+// resources every `report_period` and receives the cluster view back, answers health checks,
+// re-registers when the GCS forgets the node, exits when the GCS stays unreachable past
+// `gcs_reconnect_timeout`), and runs the node: worker processes (WorkerPool), worker leases
+// (LeaseManager), the shared-memory object store and node-to-node object transfer
+// (ObjectManager).
 // Thread-safety: Run() on one thread (the main loop); RequestStop() from any thread; gRPC
-// handlers on gRPC threads read state under mu_.
+// handlers on gRPC threads; a second thread follows job changes from the GCS.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "proto/raylet.grpc.pb.h"
 #include "src/common/ids.h"
 #include "src/common/resources.h"
+#include "src/object_store/object_store.h"
+#include "src/raylet/executable_cache.h"
+#include "src/raylet/lease_manager.h"
+#include "src/raylet/object_manager.h"
+#include "src/raylet/worker_pool.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/gcs_client.h"
+
+namespace grpc {
+class Server;
+}
 
 namespace troupe {
 
 struct RayletOptions {
-  std::string gcs_address;  // host:port of the head's GCS
-  std::string token;        // cluster token text
+  std::string gcs_address;            // host:port of the head's GCS
+  std::string token;                  // cluster token text
   NodeId node_id = NodeId::FromRandom();
   std::string node_ip = "127.0.0.1";  // advertised to the cluster
   std::string bind_address = "127.0.0.1";
-  int port = 0;           // 0: any free port
-  ResourceSet resources;  // totals this node offers
+  int port = 0;                       // 0: any free port
+  ResourceSet resources;              // totals this node offers
   std::map<std::string, std::string> labels;
   bool is_head = false;
-  absl::Duration report_period = absl::Milliseconds(500);
+  std::string session_dir;            // logs go to <session_dir>/logs
+  std::string object_store_dir;       // default: /dev/shm/troupe-<node id>
+  std::string spill_dir;              // default: <session_dir>/spill
+  std::string executable_cache_dir;   // default: <session_dir>/executables
+  absl::Duration report_period = absl::Milliseconds(100);
   absl::Duration gcs_reconnect_timeout = absl::Seconds(60);
+  absl::Duration worker_idle_timeout = absl::Seconds(60);
 };
 
 class Raylet {
@@ -46,9 +61,12 @@ class Raylet {
   absl::Status Start();
   // Registers and reports until RequestStop() (returns OK after unregistering gracefully) or
   // until the node cannot stay in the cluster (returns why: head gone, declared dead, refused).
+  // Kills the node's workers and removes its object store on the way out.
   absl::Status Run();
   void RequestStop(const std::string& reason);
   int port() const { return bound_port_; }
+  std::string address() const;
+  const NodeId& node_id() const { return options_.node_id; }
 
  private:
   class GrpcService;
@@ -56,20 +74,30 @@ class Raylet {
   // Registers, retrying until success, a fatal refusal, a stop request or the reconnect timeout.
   absl::Status RegisterWithRetry(bool re_register);
   absl::Status ReportLoop();
+  // Follows job changes: when a job finishes, its workers on this node are killed.
+  void FollowJobs();
+  absl::StatusOr<rpc::JobInfo> LookupJob(const JobId& job_id);
+  void Shutdown();
 
   RayletOptions options_;
   GcsClient gcs_;
   TokenAuthenticator auth_;
+  ObjectStore object_store_;
+  ObjectManager object_manager_;
+  ExecutableCache executables_;
+  WorkerPool worker_pool_;
+  LeaseManager lease_manager_;
   std::unique_ptr<GrpcService> service_;
   std::unique_ptr<grpc::Server> server_;
   int bound_port_ = 0;
+  std::thread job_follower_;
 
   absl::Notification stop_;
   mutable absl::Mutex mu_;
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
   std::string cluster_id_ ABSL_GUARDED_BY(mu_);  // set by the first registration
   int64_t report_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  ResourceSet available_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<JobId, rpc::JobInfo> jobs_ ABSL_GUARDED_BY(mu_);
 };
 
 // `troupe raylet ...`: runs a raylet in the foreground until SIGTERM/SIGINT. Returns the exit code.

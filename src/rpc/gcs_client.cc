@@ -52,10 +52,13 @@ absl::Status GcsClient::UnregisterNode(const std::string& node_id, const std::st
   return Call(node_stub_.get(), &rpc::NodeInfoService::Stub::UnregisterNode, request).status();
 }
 
-absl::Status GcsClient::ReportResourceUsage(const rpc::ResourceUsage& usage) {
+absl::StatusOr<std::vector<rpc::ResourceUsage>> GcsClient::ReportResourceUsage(
+    const rpc::ResourceUsage& usage) {
   rpc::ReportResourceUsageRequest request;
   *request.mutable_usage() = usage;
-  return Call(node_stub_.get(), &rpc::NodeInfoService::Stub::ReportResourceUsage, request).status();
+  TROUPE_ASSIGN_OR_RETURN(
+      auto reply, Call(node_stub_.get(), &rpc::NodeInfoService::Stub::ReportResourceUsage, request));
+  return std::vector<rpc::ResourceUsage>(reply.cluster().begin(), reply.cluster().end());
 }
 
 absl::StatusOr<std::vector<rpc::NodeInfo>> GcsClient::GetAllNodeInfo() {

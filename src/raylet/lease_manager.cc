@@ -1,0 +1,283 @@
+#include "src/raylet/lease_manager.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "src/common/logging.h"
+
+namespace troupe {
+namespace {
+
+rpc::RequestWorkerLeaseReply Rejected(const std::string& message) {
+  rpc::RequestWorkerLeaseReply reply;
+  reply.set_rejected(true);
+  reply.set_failure_message(message);
+  return reply;
+}
+
+}  // namespace
+
+LeaseManager::LeaseManager(NodeId local_node, const ResourceSet& total, WorkerPool* pool,
+                           JobLookup lookup_job)
+    : local_node_(local_node),
+      pool_(pool),
+      lookup_job_(std::move(lookup_job)),
+      resources_(total) {}
+
+std::vector<NodeView> LeaseManager::ViewsLocked() const {
+  std::vector<NodeView> views;
+  bool has_local = false;
+  for (const NodeView& node : cluster_) {
+    views.push_back(node);
+    if (node.node_id == local_node_) {
+      views.back().available = resources_.available();
+      views.back().total = resources_.total();
+      has_local = true;
+    }
+  }
+  if (!has_local) views.push_back({local_node_, "", resources_.total(), resources_.available()});
+  return views;
+}
+
+void LeaseManager::RequestLease(const rpc::RequestWorkerLeaseRequest& request,
+                                LeaseCallback done) {
+  const rpc::TaskSpec& spec = request.resource_spec();
+  std::map<std::string, double> amounts(spec.required_resources().begin(),
+                                        spec.required_resources().end());
+  auto demand = ResourceSet::FromMap(amounts);
+  if (!demand.ok()) return done(Rejected(std::string(demand.status().message())));
+  std::optional<rpc::RequestWorkerLeaseReply> answer_now;
+  {
+    absl::MutexLock lock(&mu_);
+    if (request.grant_or_reject()) {
+      // After a spillback: grant here or say no (the caller then asks its own raylet again).
+      if (!demand->IsSubsetOf(resources_.available())) answer_now = Rejected("");
+    } else {
+      SchedulingDecision decision =
+          ChooseNode(*demand, spec.strategy(), local_node_, ViewsLocked(), &spread_counter_);
+      switch (decision.kind) {
+        case SchedulingDecision::Kind::kRemote:
+          answer_now.emplace();
+          answer_now->set_retry_at_raylet_address(decision.raylet_address);
+          break;
+        case SchedulingDecision::Kind::kInfeasible: {
+          std::string entry = absl::StrCat("{", demand->ToString(), "}: ", decision.reason);
+          if (!infeasible_.contains(entry)) TROUPE_LOG(Warning) << "infeasible task demand " << entry;
+          infeasible_[entry] = absl::Now();
+          answer_now.emplace();
+          answer_now->set_infeasible(true);
+          answer_now->set_failure_message(decision.reason);
+          break;
+        }
+        case SchedulingDecision::Kind::kFailed:
+          answer_now = Rejected(decision.reason);
+          break;
+        case SchedulingDecision::Kind::kLocal:
+          break;
+      }
+    }
+    if (!answer_now) queue_.push_back({request, *demand, std::move(done)});
+  }
+  if (answer_now) return done(*answer_now);
+  Dispatch();
+}
+
+std::vector<LeaseManager::Grant> LeaseManager::CollectGrantsLocked() {
+  std::vector<Grant> grants;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    auto allocation = resources_.Allocate(it->demand);
+    if (!allocation) {
+      ++it;
+      continue;
+    }
+    grants.push_back({std::move(*it), std::move(*allocation)});
+    it = queue_.erase(it);
+  }
+  return grants;
+}
+
+void LeaseManager::Dispatch() {
+  std::vector<Grant> grants;
+  {
+    absl::MutexLock lock(&mu_);
+    grants = CollectGrantsLocked();
+  }
+  StartGrants(std::move(grants));
+}
+
+void LeaseManager::StartGrants(std::vector<Grant> grants) {
+  for (auto& grant : grants) {
+    auto job_id = JobId::FromBinary(grant.pending.request.resource_spec().job_id());
+    absl::StatusOr<rpc::JobInfo> job =
+        job_id.ok() ? lookup_job_(*job_id) : absl::StatusOr<rpc::JobInfo>(job_id.status());
+    auto fail = [this](Grant& g, const std::string& message) {
+      {
+        absl::MutexLock lock(&mu_);
+        resources_.Free(g.allocation);
+      }
+      g.pending.done(Rejected(message));
+      Dispatch();
+    };
+    if (!job.ok()) {
+      fail(grant, absl::StrCat("cannot start a worker: ", job.status().message()));
+      continue;
+    }
+    std::vector<int> gpu_ids = grant.allocation.GpuIds();
+    std::string devices = absl::StrJoin(gpu_ids, ",");
+    auto shared = std::make_shared<Grant>(std::move(grant));
+    pool_->PopWorker(*job, devices, [this, shared, fail, gpu_ids](
+                                        absl::StatusOr<std::shared_ptr<Worker>> worker) mutable {
+      if (!worker.ok()) {
+        fail(*shared, absl::StrCat("cannot start a worker: ", worker.status().message()));
+        return;
+      }
+      rpc::RequestWorkerLeaseReply reply;
+      const std::string lease_id = LeaseId::FromRandom().Binary();
+      {
+        absl::MutexLock lock(&mu_);
+        leases_[lease_id] = {*worker, shared->allocation, false};
+        lease_of_worker_[(*worker)->worker_id] = lease_id;
+      }
+      reply.set_worker_address((*worker)->address);
+      reply.set_worker_id((*worker)->worker_id.Binary());
+      reply.set_lease_id(lease_id);
+      reply.set_node_id(local_node_.Binary());
+      reply.set_worker_pid((*worker)->pid);
+      for (int id : gpu_ids) reply.add_gpu_ids(id);
+      shared->pending.done(reply);
+    });
+  }
+}
+
+void LeaseManager::ReleaseLocked(const std::string& lease_id) {
+  auto it = leases_.find(lease_id);
+  if (it == leases_.end()) return;
+  if (it->second.blocked) resources_.ReacquireCpus(it->second.allocation);
+  resources_.Free(it->second.allocation);
+  lease_of_worker_.erase(it->second.worker->worker_id);
+  leases_.erase(it);
+}
+
+absl::Status LeaseManager::ReturnWorker(const std::string& lease_id, bool disconnect_worker) {
+  std::shared_ptr<Worker> worker;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = leases_.find(lease_id);
+    if (it == leases_.end()) return absl::NotFoundError("unknown lease (already returned?)");
+    worker = it->second.worker;
+    ReleaseLocked(lease_id);
+  }
+  if (disconnect_worker) {
+    pool_->KillWorker(worker->worker_id);
+  } else {
+    pool_->PushWorker(worker);
+  }
+  Dispatch();
+  return absl::OkStatus();
+}
+
+absl::Status LeaseManager::KillLeasedWorker(const std::string& lease_id) {
+  WorkerId worker_id;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = leases_.find(lease_id);
+    if (it == leases_.end()) return absl::NotFoundError("unknown lease");
+    worker_id = it->second.worker->worker_id;
+  }
+  pool_->KillWorker(worker_id);  // the lease is released when the process is seen exiting
+  return absl::OkStatus();
+}
+
+void LeaseManager::OnWorkerExit(const Worker& worker) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = lease_of_worker_.find(worker.worker_id);
+    if (it == lease_of_worker_.end()) return;
+    ReleaseLocked(it->second);
+  }
+  Dispatch();
+}
+
+void LeaseManager::NotifyBlocked(const WorkerId& worker_id, bool blocked) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = lease_of_worker_.find(worker_id);
+    if (it == lease_of_worker_.end()) return;
+    Lease& lease = leases_[it->second];
+    if (lease.blocked == blocked) return;
+    lease.blocked = blocked;
+    if (blocked) {
+      resources_.ReleaseCpus(lease.allocation);
+    } else {
+      resources_.ReacquireCpus(lease.allocation);
+    }
+  }
+  if (blocked) Dispatch();
+}
+
+void LeaseManager::UpdateClusterView(const std::vector<rpc::ResourceUsage>& cluster) {
+  std::vector<Pending> moved;
+  std::vector<std::string> addresses;
+  {
+    absl::MutexLock lock(&mu_);
+    cluster_.clear();
+    for (const auto& usage : cluster) {
+      auto node_id = NodeId::FromBinary(usage.node_id());
+      auto total = ResourceSet::FromMap({usage.total().begin(), usage.total().end()});
+      auto available = ResourceSet::FromMap({usage.available().begin(), usage.available().end()});
+      if (!node_id.ok() || !total.ok() || !available.ok()) continue;
+      cluster_.push_back({*node_id, usage.raylet_address(), *total, *available});
+    }
+    // Queued requests that another node can serve right now go there.
+    const std::vector<NodeView> views = ViewsLocked();
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (it->request.grant_or_reject() || it->demand.IsSubsetOf(resources_.available())) {
+        ++it;
+        continue;
+      }
+      SchedulingDecision decision = ChooseNode(it->demand, it->request.resource_spec().strategy(),
+                                               local_node_, views, &spread_counter_);
+      if (decision.kind == SchedulingDecision::Kind::kRemote) {
+        addresses.push_back(decision.raylet_address);
+        moved.push_back(std::move(*it));
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (size_t i = 0; i < moved.size(); ++i) {
+    rpc::RequestWorkerLeaseReply reply;
+    reply.set_retry_at_raylet_address(addresses[i]);
+    moved[i].done(reply);
+  }
+}
+
+ResourceSet LeaseManager::Available() const {
+  absl::MutexLock lock(&mu_);
+  return resources_.available();
+}
+
+std::vector<std::string> LeaseManager::InfeasibleDemands() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> recent;
+  const absl::Time now = absl::Now();
+  for (const auto& [entry, last_asked] : infeasible_) {
+    if (now - last_asked < absl::Seconds(10)) recent.push_back(entry);
+  }
+  return recent;
+}
+
+int LeaseManager::num_leased() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(leases_.size());
+}
+
+int LeaseManager::num_pending() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(queue_.size());
+}
+
+}  // namespace troupe

@@ -1,0 +1,90 @@
+// Grants worker leases on this node. A caller asks for a worker able to run tasks needing some
+// resources; the lease manager decides (scheduling_policy.h) whether this node, another node
+// (spillback: the reply names that node's raylet) or no node (infeasible: the reply says what
+// is missing) should serve it. Local requests wait in a FIFO queue until the resources are
+// free, then get a worker from the pool; the resources stay reserved until the lease is
+// returned or its worker dies. Queued requests move to another node when the cluster view
+// shows one that can serve them now.
+// Thread-safe; callbacks run without the lock held.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/raylet.pb.h"
+#include "src/common/ids.h"
+#include "src/raylet/local_resources.h"
+#include "src/raylet/scheduling_policy.h"
+#include "src/raylet/worker_pool.h"
+
+namespace troupe {
+
+class LeaseManager {
+ public:
+  using LeaseCallback = std::function<void(rpc::RequestWorkerLeaseReply)>;
+  using JobLookup = std::function<absl::StatusOr<rpc::JobInfo>(const JobId&)>;
+
+  LeaseManager(NodeId local_node, const ResourceSet& total, WorkerPool* pool,
+               JobLookup lookup_job);
+
+  void RequestLease(const rpc::RequestWorkerLeaseRequest& request, LeaseCallback done);
+  // NotFound for an unknown lease.
+  absl::Status ReturnWorker(const std::string& lease_id, bool disconnect_worker);
+  absl::Status KillLeasedWorker(const std::string& lease_id);
+  // The worker's process exited: release its lease, if any.
+  void OnWorkerExit(const Worker& worker);
+  void NotifyBlocked(const WorkerId& worker_id, bool blocked);
+  // The latest cluster view from the GCS (every alive node, this one included).
+  void UpdateClusterView(const std::vector<rpc::ResourceUsage>& cluster);
+
+  ResourceSet Available() const;
+  // Demands this node was asked for that no node can run, with why, for status.
+  std::vector<std::string> InfeasibleDemands() const;
+  int num_leased() const;
+  int num_pending() const;
+
+ private:
+  struct Pending {
+    rpc::RequestWorkerLeaseRequest request;
+    ResourceSet demand;
+    LeaseCallback done;
+  };
+  struct Lease {
+    std::shared_ptr<Worker> worker;
+    Allocation allocation;
+    bool blocked = false;
+  };
+  struct Grant {
+    Pending pending;
+    Allocation allocation;
+  };
+
+  std::vector<NodeView> ViewsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes resources for queued requests that fit now; the caller starts their workers.
+  std::vector<Grant> CollectGrantsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartGrants(std::vector<Grant> grants);
+  void ReleaseLocked(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Dispatch();
+
+  const NodeId local_node_;
+  WorkerPool* pool_;
+  JobLookup lookup_job_;
+
+  mutable absl::Mutex mu_;
+  LocalResources resources_ ABSL_GUARDED_BY(mu_);
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Lease> leases_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<WorkerId, std::string> lease_of_worker_ ABSL_GUARDED_BY(mu_);
+  std::vector<NodeView> cluster_ ABSL_GUARDED_BY(mu_);
+  uint64_t spread_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  // Infeasible demands (with why) and when they were last asked for.
+  absl::flat_hash_map<std::string, absl::Time> infeasible_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace troupe

@@ -1,0 +1,275 @@
+#include "src/raylet/worker_pool.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "src/common/logging.h"
+
+extern char** environ;
+
+namespace troupe {
+
+WorkerPool::WorkerPool(WorkerPoolOptions options, ExecutableResolver resolve_executable,
+                       ExitCallback on_exit)
+    : options_(std::move(options)),
+      resolve_executable_(std::move(resolve_executable)),
+      on_exit_(std::move(on_exit)) {}
+
+WorkerPool::~WorkerPool() { KillAll(); }
+
+std::string WorkerPool::KeyOf(const JobId& job_id, const std::string& cuda_visible_devices) {
+  return absl::StrCat(job_id.Hex(), "/", cuda_visible_devices);
+}
+
+absl::StatusOr<int> WorkerPool::StartProcess(const rpc::JobInfo& job, const WorkerId& worker_id,
+                                             const std::string& executable,
+                                             const std::string& cuda_visible_devices) {
+  std::vector<std::string> args = {executable};
+  for (const auto& arg : job.driver_argv()) args.push_back(arg);
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    std::string entry = *e;
+    if (entry.rfind("TROUPE_", 0) == 0 || entry.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;
+    env.push_back(entry);
+  }
+  env.push_back("TROUPE_WORKER_MODE=1");
+  {
+    absl::MutexLock lock(&mu_);
+    env.push_back("TROUPE_RAYLET_ADDRESS=" + raylet_address_);
+  }
+  env.push_back("TROUPE_GCS_ADDRESS=" + options_.gcs_address);
+  env.push_back("TROUPE_TOKEN=" + options_.token);
+  env.push_back("TROUPE_NODE_ID=" + options_.node_id_hex);
+  env.push_back("TROUPE_NODE_IP=" + options_.node_ip);
+  env.push_back("TROUPE_JOB_ID=" + BytesToHex(job.job_id()));
+  env.push_back("TROUPE_WORKER_ID=" + worker_id.Hex());
+  if (!cuda_visible_devices.empty()) {
+    env.push_back("CUDA_VISIBLE_DEVICES=" + cuda_visible_devices);
+  }
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  const std::string log_path =
+      absl::StrCat(options_.log_dir, "/worker-", worker_id.ShortHex(), ".log");
+  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    return absl::InternalError(absl::StrCat("cannot open ", log_path, ": ", std::strerror(errno)));
+  }
+  const pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(log_fd);
+    return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    // Die with the raylet; start a process group so a kill reaches the worker's children too.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    setpgid(0, 0);
+    int null_fd = open("/dev/null", O_RDONLY);
+    dup2(null_fd, STDIN_FILENO);
+    dup2(log_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execve(argv[0], argv.data(), envp.data());
+    dprintf(log_fd, "troupe: cannot start worker %s: %s\n", argv[0], std::strerror(errno));
+    _exit(127);
+  }
+  close(log_fd);
+  return pid;
+}
+
+void WorkerPool::PopWorker(const rpc::JobInfo& job, const std::string& cuda_visible_devices,
+                           PopCallback done) {
+  auto job_id = JobId::FromBinary(job.job_id());
+  if (!job_id.ok()) return done(job_id.status());
+  const std::string key = KeyOf(*job_id, cuda_visible_devices);
+  std::shared_ptr<Worker> idle;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, entry] : workers_) {
+      if (entry.key == key && entry.idle) {
+        entry.idle = false;
+        idle = entry.worker;
+        break;
+      }
+    }
+  }
+  if (idle) return done(idle);
+  auto executable = resolve_executable_(job);
+  if (!executable.ok()) return done(executable.status());
+  const WorkerId worker_id = WorkerId::FromRandom();
+  auto pid = StartProcess(job, worker_id, *executable, cuda_visible_devices);
+  if (!pid.ok()) return done(pid.status());
+  absl::MutexLock lock(&mu_);
+  Entry& entry = workers_[worker_id];
+  entry.worker = std::make_shared<Worker>();
+  entry.worker->worker_id = worker_id;
+  entry.worker->job_id = *job_id;
+  entry.worker->pid = *pid;
+  entry.worker->cuda_visible_devices = cuda_visible_devices;
+  entry.key = key;
+  entry.started = absl::Now();
+  entry.waiting.push_back(std::move(done));
+  TROUPE_LOG(Debug) << "started worker " << worker_id.ShortHex() << " pid " << *pid << " for job "
+                    << job_id->Hex();
+}
+
+absl::Status WorkerPool::RegisterWorker(const WorkerId& worker_id, int pid, int port,
+                                        const JobId& job_id, bool is_driver) {
+  std::vector<PopCallback> waiting;
+  std::shared_ptr<Worker> worker;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = workers_.find(worker_id);
+    if (it == workers_.end()) {
+      if (!is_driver) {
+        return absl::NotFoundError(absl::StrCat("worker ", worker_id.Hex(),
+                                                " was not started by this raylet"));
+      }
+      Entry& entry = workers_[worker_id];
+      entry.worker = std::make_shared<Worker>();
+      entry.worker->worker_id = worker_id;
+      entry.worker->job_id = job_id;
+      entry.worker->pid = pid;
+      entry.worker->is_driver = true;
+      entry.registered = true;
+      entry.key = "driver";
+      entry.worker->address = absl::StrCat(options_.node_ip, ":", port);
+      return absl::OkStatus();
+    }
+    Entry& entry = it->second;
+    entry.registered = true;
+    entry.worker->address = absl::StrCat(options_.node_ip, ":", port);
+    waiting = std::move(entry.waiting);
+    entry.waiting.clear();
+    worker = entry.worker;
+  }
+  // The first pop waiting gets the worker; a worker serves one lease at a time.
+  if (!waiting.empty()) {
+    waiting[0](worker);
+    for (size_t i = 1; i < waiting.size(); ++i) waiting[i](absl::InternalError("worker taken"));
+  } else {
+    PushWorker(worker);
+  }
+  return absl::OkStatus();
+}
+
+void WorkerPool::PushWorker(const std::shared_ptr<Worker>& worker) {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker->worker_id);
+  if (it == workers_.end()) return;
+  it->second.idle = true;
+  it->second.idle_since = absl::Now();
+}
+
+void WorkerPool::KillWorker(const WorkerId& worker_id) {
+  int pid = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = workers_.find(worker_id);
+    if (it == workers_.end() || it->second.worker->is_driver) return;
+    pid = it->second.worker->pid;
+  }
+  // Forgotten when the reaper sees it exit, so its lease is released exactly once.
+  if (pid > 0) kill(-pid, SIGKILL);
+}
+
+void WorkerPool::KillJobWorkers(const JobId& job_id) {
+  std::vector<int> pids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, entry] : workers_) {
+      if (entry.worker->job_id == job_id && !entry.worker->is_driver) pids.push_back(entry.worker->pid);
+    }
+  }
+  for (int pid : pids) kill(-pid, SIGKILL);
+}
+
+void WorkerPool::Tick() {
+  struct Exited {
+    std::shared_ptr<Worker> worker;
+    std::string how;
+    std::vector<PopCallback> waiting;
+  };
+  std::vector<Exited> exited;
+  std::vector<int> to_kill;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      Entry& entry = it->second;
+      if (entry.worker->is_driver) {
+        if (kill(entry.worker->pid, 0) != 0) {
+          workers_.erase(it++);
+        } else {
+          ++it;
+        }
+        continue;
+      }
+      int wstatus = 0;
+      pid_t result = waitpid(entry.worker->pid, &wstatus, WNOHANG);
+      if (result == entry.worker->pid || (result < 0 && errno == ECHILD)) {
+        std::string how = result < 0 ? "exited"
+                          : WIFEXITED(wstatus)
+                              ? absl::StrCat("exited with code ", WEXITSTATUS(wstatus))
+                              : absl::StrCat("was killed by signal ", WTERMSIG(wstatus));
+        exited.push_back({entry.worker, how, std::move(entry.waiting)});
+        workers_.erase(it++);
+        continue;
+      }
+      if (!entry.registered && now - entry.started > options_.startup_timeout) {
+        to_kill.push_back(entry.worker->pid);
+      } else if (entry.idle && now - entry.idle_since > options_.idle_timeout) {
+        entry.idle = false;  // not handed out again; reaped when it exits
+        to_kill.push_back(entry.worker->pid);
+      }
+      ++it;
+    }
+  }
+  for (int pid : to_kill) kill(-pid, SIGKILL);
+  for (auto& e : exited) {
+    for (auto& done : e.waiting) {
+      done(absl::UnavailableError(absl::StrCat("worker process ", e.worker->pid, " ", e.how,
+                                               " before it registered; see ", options_.log_dir,
+                                               "/worker-", e.worker->worker_id.ShortHex(),
+                                               ".log")));
+    }
+    on_exit_(*e.worker, e.how);
+  }
+}
+
+void WorkerPool::KillAll() {
+  std::vector<int> pids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, entry] : workers_) {
+      if (!entry.worker->is_driver) pids.push_back(entry.worker->pid);
+    }
+  }
+  for (int pid : pids) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  absl::MutexLock lock(&mu_);
+  workers_.clear();
+}
+
+int WorkerPool::num_workers() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(workers_.size());
+}
+
+}  // namespace troupe

@@ -1,0 +1,103 @@
+// The raylet's worker processes. A worker is the job's own executable started in worker mode
+// (TROUPE_WORKER_MODE=1 and the connection details in its environment); it registers back
+// over RegisterWorker and then takes tasks pushed by whoever leases it. Workers are kept per
+// (job, CUDA_VISIBLE_DEVICES): an idle one is reused by the next lease with the same key, and
+// reaped after `idle_timeout`. Every worker dies with the raylet (PR_SET_PDEATHSIG).
+// Output goes to <log_dir>/worker-<id>-<pid>.log.
+// Thread-safe. Callbacks run without the pool's lock, on the thread that caused them (a gRPC
+// thread for registrations, the reaper for exits).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/common.pb.h"
+#include "src/common/ids.h"
+
+namespace troupe {
+
+struct WorkerPoolOptions {
+  std::string node_id_hex;
+  std::string node_ip;
+  std::string gcs_address;
+  std::string token;
+  std::string log_dir;
+  absl::Duration idle_timeout = absl::Seconds(60);
+  absl::Duration startup_timeout = absl::Seconds(60);
+};
+
+struct Worker {
+  WorkerId worker_id;
+  JobId job_id;
+  int pid = 0;
+  std::string address;  // host:port once registered
+  std::string cuda_visible_devices;
+  bool is_driver = false;
+};
+
+class WorkerPool {
+ public:
+  using PopCallback = std::function<void(absl::StatusOr<std::shared_ptr<Worker>>)>;
+  using ExitCallback = std::function<void(const Worker&, const std::string& how)>;
+  // Finds the executable that runs `job`'s workers on this node.
+  using ExecutableResolver = std::function<absl::StatusOr<std::string>(const rpc::JobInfo&)>;
+
+  WorkerPool(WorkerPoolOptions options, ExecutableResolver resolve_executable,
+             ExitCallback on_exit);
+  ~WorkerPool();
+
+  // Hands over an idle worker of `job` with that CUDA_VISIBLE_DEVICES, or starts one and calls
+  // `done` once it registers (or fails to start).
+  void PopWorker(const rpc::JobInfo& job, const std::string& cuda_visible_devices,
+                 PopCallback done);
+  // The worker finished its lease and may be reused.
+  void PushWorker(const std::shared_ptr<Worker>& worker);
+  // A started worker (or a driver) says hello. NotFound for unknown worker IDs that are not
+  // drivers.
+  absl::Status RegisterWorker(const WorkerId& worker_id, int pid, int port, const JobId& job_id,
+                              bool is_driver);
+  // Kills the worker (if still running) and forgets it.
+  void KillWorker(const WorkerId& worker_id);
+  void KillJobWorkers(const JobId& job_id);
+  // Checks for exited processes and idle workers past their timeout. Called periodically.
+  void Tick();
+  void KillAll();
+
+  int num_workers() const;
+  // Where workers reach the raylet (known once its server is up).
+  void set_raylet_address(const std::string& address) {
+    absl::MutexLock lock(&mu_);
+    raylet_address_ = address;
+  }
+
+ private:
+  struct Entry {
+    std::shared_ptr<Worker> worker;
+    std::string key;  // job + devices
+    bool registered = false;
+    bool idle = false;
+    absl::Time idle_since;
+    absl::Time started;
+    std::vector<PopCallback> waiting;  // pops waiting for this worker to register
+  };
+  absl::StatusOr<int> StartProcess(const rpc::JobInfo& job, const WorkerId& worker_id,
+                                   const std::string& executable,
+                                   const std::string& cuda_visible_devices);
+  static std::string KeyOf(const JobId& job_id, const std::string& cuda_visible_devices);
+
+  const WorkerPoolOptions options_;
+  ExecutableResolver resolve_executable_;
+  ExitCallback on_exit_;
+  mutable absl::Mutex mu_;
+  std::string raylet_address_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<WorkerId, Entry> workers_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace troupe

@@ -6,36 +6,149 @@
 #include "src/rpc/server.h"
 
 namespace troupe {
+namespace {
+
+// State of one asynchronous call, alive until its callback runs.
+template <typename Request, typename Reply>
+struct AsyncCall {
+  grpc::ClientContext context;
+  Request request;
+  Reply reply;
+};
+
+}  // namespace
 
 RayletClient::RayletClient(std::string address, std::string token)
     : address_(std::move(address)),
       token_(std::move(token)),
-      stub_(rpc::NodeManagerService::NewStub(MakeChannel(address_))) {}
-
-void RayletClient::HealthCheckAsync(absl::Duration timeout,
-                                    std::function<void(absl::Status)> done) {
-  struct Call {
-    grpc::ClientContext context;
-    rpc::HealthCheckRequest request;
-    rpc::HealthCheckReply reply;
-  };
-  auto call = std::make_shared<Call>();
-  AttachToken(&call->context, token_);
-  call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  stub_->async()->HealthCheck(
-      &call->context, &call->request, &call->reply,
-      [call, done = std::move(done), peer = absl::StrCat("raylet at ", address_)](
-          grpc::Status status) { done(FromGrpcStatus(status, peer)); });
+      peer_name_(absl::StrCat("raylet at ", address_)) {
+  auto channel = MakeChannel(address_);
+  stub_ = rpc::NodeManagerService::NewStub(channel);
+  object_stub_ = rpc::ObjectManagerService::NewStub(channel);
 }
 
-absl::StatusOr<rpc::GetNodeStatsReply> RayletClient::GetNodeStats(absl::Duration timeout) {
+template <typename Request, typename Reply>
+absl::StatusOr<Reply> RayletClient::Call(
+    grpc::Status (rpc::NodeManagerService::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                          Reply*),
+    const Request& request, absl::Duration timeout) {
   grpc::ClientContext context;
   AttachToken(&context, token_);
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  rpc::GetNodeStatsReply reply;
-  grpc::Status status = stub_->GetNodeStats(&context, rpc::GetNodeStatsRequest(), &reply);
-  if (!status.ok()) return FromGrpcStatus(status, absl::StrCat("raylet at ", address_));
+  Reply reply;
+  grpc::Status status = (stub_.get()->*method)(&context, request, &reply);
+  if (!status.ok()) return FromGrpcStatus(status, peer_name_);
   return reply;
+}
+
+void RayletClient::HealthCheckAsync(absl::Duration timeout,
+                                    std::function<void(absl::Status)> done) {
+  auto call = std::make_shared<AsyncCall<rpc::HealthCheckRequest, rpc::HealthCheckReply>>();
+  AttachToken(&call->context, token_);
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  stub_->async()->HealthCheck(&call->context, &call->request, &call->reply,
+                              [call, done = std::move(done), peer = peer_name_](
+                                  grpc::Status status) { done(FromGrpcStatus(status, peer)); });
+}
+
+absl::StatusOr<rpc::GetNodeStatsReply> RayletClient::GetNodeStats(absl::Duration timeout) {
+  return Call(&rpc::NodeManagerService::Stub::GetNodeStats, rpc::GetNodeStatsRequest(), timeout);
+}
+
+absl::StatusOr<rpc::RegisterWorkerReply> RayletClient::RegisterWorker(
+    const rpc::RegisterWorkerRequest& request) {
+  return Call(&rpc::NodeManagerService::Stub::RegisterWorker, request, absl::Seconds(30));
+}
+
+void RayletClient::RequestWorkerLeaseAsync(
+    const rpc::RequestWorkerLeaseRequest& request,
+    std::function<void(absl::StatusOr<rpc::RequestWorkerLeaseReply>)> done) {
+  auto call = std::make_shared<
+      AsyncCall<rpc::RequestWorkerLeaseRequest, rpc::RequestWorkerLeaseReply>>();
+  AttachToken(&call->context, token_);
+  call->request = request;
+  stub_->async()->RequestWorkerLease(
+      &call->context, &call->request, &call->reply,
+      [call, done = std::move(done), peer = peer_name_](grpc::Status status) {
+        if (!status.ok()) return done(FromGrpcStatus(status, peer));
+        done(std::move(call->reply));
+      });
+}
+
+void RayletClient::ReturnWorkerAsync(const std::string& lease_id, bool disconnect) {
+  auto call = std::make_shared<AsyncCall<rpc::ReturnWorkerRequest, rpc::ReturnWorkerReply>>();
+  AttachToken(&call->context, token_);
+  call->request.set_lease_id(lease_id);
+  call->request.set_disconnect_worker(disconnect);
+  stub_->async()->ReturnWorker(&call->context, &call->request, &call->reply,
+                               [call](grpc::Status) {});
+}
+
+absl::Status RayletClient::KillLeasedWorker(const std::string& lease_id) {
+  rpc::KillLeasedWorkerRequest request;
+  request.set_lease_id(lease_id);
+  return Call(&rpc::NodeManagerService::Stub::KillLeasedWorker, request, absl::Seconds(10))
+      .status();
+}
+
+void RayletClient::NotifyBlockedAsync(const std::string& worker_id, bool blocked) {
+  auto call = std::make_shared<AsyncCall<rpc::NotifyBlockedRequest, rpc::NotifyBlockedReply>>();
+  AttachToken(&call->context, token_);
+  call->request.set_worker_id(worker_id);
+  call->request.set_blocked(blocked);
+  stub_->async()->NotifyBlocked(&call->context, &call->request, &call->reply,
+                                [call](grpc::Status) {});
+}
+
+absl::StatusOr<std::string> RayletClient::CreateObject(const std::string& object_id, int64_t size,
+                                                       bool primary) {
+  rpc::CreateObjectRequest request;
+  request.set_object_id(object_id);
+  request.set_size(size);
+  request.set_primary(primary);
+  auto reply = Call(&rpc::NodeManagerService::Stub::CreateObject, request, absl::Seconds(120));
+  if (!reply.ok()) return reply.status();
+  return reply->path();
+}
+
+absl::Status RayletClient::SealObject(const std::string& object_id) {
+  rpc::SealObjectRequest request;
+  request.set_object_id(object_id);
+  return Call(&rpc::NodeManagerService::Stub::SealObject, request, absl::Seconds(30)).status();
+}
+
+absl::StatusOr<std::vector<rpc::LocalObject>> RayletClient::GetObjects(
+    const std::vector<std::string>& ids) {
+  rpc::GetObjectsRequest request;
+  for (const auto& id : ids) request.add_object_ids(id);
+  auto reply = Call(&rpc::NodeManagerService::Stub::GetObjects, request, absl::Seconds(120));
+  if (!reply.ok()) return reply.status();
+  return std::vector<rpc::LocalObject>(reply->objects().begin(), reply->objects().end());
+}
+
+void RayletClient::ReleaseObjectsAsync(const std::vector<std::string>& ids) {
+  auto call = std::make_shared<AsyncCall<rpc::ReleaseObjectsRequest, rpc::ReleaseObjectsReply>>();
+  AttachToken(&call->context, token_);
+  for (const auto& id : ids) call->request.add_object_ids(id);
+  stub_->async()->ReleaseObjects(&call->context, &call->request, &call->reply,
+                                 [call](grpc::Status) {});
+}
+
+absl::Status RayletClient::FetchObject(const std::string& object_id,
+                                       const std::string& from_raylet_address,
+                                       absl::Duration timeout) {
+  rpc::FetchObjectRequest request;
+  request.set_object_id(object_id);
+  request.set_from_raylet_address(from_raylet_address);
+  return Call(&rpc::NodeManagerService::Stub::FetchObject, request, timeout).status();
+}
+
+void RayletClient::FreeObjectsAsync(const std::vector<std::string>& ids) {
+  auto call = std::make_shared<AsyncCall<rpc::FreeObjectsRequest, rpc::FreeObjectsReply>>();
+  AttachToken(&call->context, token_);
+  for (const auto& id : ids) call->request.add_object_ids(id);
+  object_stub_->async()->FreeObjects(&call->context, &call->request, &call->reply,
+                                     [call](grpc::Status) {});
 }
 
 }  // namespace troupe

@@ -1,10 +1,13 @@
-// Client for a raylet's NodeManagerService (proto/raylet.proto). HealthCheckAsync is what the
-// GCS health checker uses; GetNodeStats serves the CLI and tests. Thread-safe.
+// Client for a raylet's NodeManagerService (proto/raylet.proto): the GCS's health checks, the
+// CLI's stats, and everything a core worker asks its raylet (leases, the object store, fetches).
+// Blocking calls take a timeout; the lease request is asynchronous because it may wait for
+// resources. Thread-safe.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -16,14 +19,41 @@ class RayletClient {
  public:
   RayletClient(std::string address, std::string token);
 
+  const std::string& address() const { return address_; }
+
   // Calls `done` (on a gRPC thread) with OK if the raylet answered within `timeout`.
   void HealthCheckAsync(absl::Duration timeout, std::function<void(absl::Status)> done);
   absl::StatusOr<rpc::GetNodeStatsReply> GetNodeStats(absl::Duration timeout = absl::Seconds(10));
 
+  absl::StatusOr<rpc::RegisterWorkerReply> RegisterWorker(const rpc::RegisterWorkerRequest& request);
+  // `done` runs on a gRPC thread once the raylet grants, redirects or refuses.
+  void RequestWorkerLeaseAsync(const rpc::RequestWorkerLeaseRequest& request,
+                               std::function<void(absl::StatusOr<rpc::RequestWorkerLeaseReply>)> done);
+  void ReturnWorkerAsync(const std::string& lease_id, bool disconnect);
+  absl::Status KillLeasedWorker(const std::string& lease_id);
+  void NotifyBlockedAsync(const std::string& worker_id, bool blocked);
+
+  absl::StatusOr<std::string> CreateObject(const std::string& object_id, int64_t size, bool primary);
+  absl::Status SealObject(const std::string& object_id);
+  absl::StatusOr<std::vector<rpc::LocalObject>> GetObjects(const std::vector<std::string>& ids);
+  void ReleaseObjectsAsync(const std::vector<std::string>& ids);
+  absl::Status FetchObject(const std::string& object_id, const std::string& from_raylet_address,
+                           absl::Duration timeout);
+  // ObjectManagerService on this raylet: drop its copies of these objects.
+  void FreeObjectsAsync(const std::vector<std::string>& ids);
+
  private:
+  template <typename Request, typename Reply>
+  absl::StatusOr<Reply> Call(
+      grpc::Status (rpc::NodeManagerService::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                            Reply*),
+      const Request& request, absl::Duration timeout);
+
   std::string address_;
   std::string token_;
+  std::string peer_name_;
   std::unique_ptr<rpc::NodeManagerService::Stub> stub_;
+  std::unique_ptr<rpc::ObjectManagerService::Stub> object_stub_;
 };
 
 }  // namespace troupe

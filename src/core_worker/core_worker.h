@@ -1,0 +1,183 @@
+// The core worker: the runtime inside every driver and worker process. It owns the objects its
+// process creates (tracking where their values live and who references them, and freeing them
+// when nobody does), submits tasks through the TaskSubmitter, reads objects (inline values from
+// their owner, large ones zero-copy from the node's shared-memory store, fetched from other
+// nodes first when needed), and — in worker mode — executes tasks pushed to it, one at a time,
+// on the thread that calls RunTaskLoop().
+// It serves CoreWorkerService (proto/worker.proto) for pushes and owner queries.
+// Thread-safe. A timer thread returns idle leases, expires waits and sends batched messages.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "proto/worker.grpc.pb.h"
+#include "src/common/ids.h"
+#include "src/core_worker/memory_store.h"
+#include "src/core_worker/reference_counter.h"
+#include "src/core_worker/task_submitter.h"
+#include "src/rpc/auth.h"
+#include "src/rpc/core_worker_client.h"
+#include "src/rpc/raylet_client.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace troupe {
+
+// What running a task's function produced (filled in by the API layer, which owns the function
+// registry): the serialized result, or the exception it threw.
+struct TaskOutcome {
+  bool threw = false;
+  std::string exception_type;
+  std::string exception_message;
+  size_t size = 0;
+  std::function<void(char*)> write;  // writes `size` bytes
+  std::shared_ptr<void> keep_alive;  // whatever `write` reads from
+};
+
+struct ObjectBuffer;
+using TaskFunction =
+    std::function<TaskOutcome(const rpc::TaskSpec& spec, const std::vector<ObjectBuffer>& args)>;
+
+struct CoreWorkerOptions {
+  bool is_driver = true;
+  std::string raylet_address;  // this node's raylet
+  std::string token;
+  std::string node_ip = "127.0.0.1";
+  JobId job_id;
+  WorkerId worker_id = WorkerId::FromRandom();
+  int64_t max_inline_bytes = 100 * 1024;
+  // Prints warnings meant for the user (the driver's stderr by default).
+  std::function<void(const std::string&)> warn;
+  // Worker mode: runs a task's function.
+  TaskFunction execute;
+};
+
+// Bytes of an object as handed to the API: `holder` keeps them alive (a shared-memory mapping
+// for objects in the store, so reads are zero-copy).
+struct ObjectBuffer {
+  const char* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<const void> holder;
+};
+
+// One Get result: the bytes, or why there are none.
+struct GetResult {
+  ObjectBuffer buffer;
+  StoredObject::Error error = StoredObject::Error::kNone;
+  std::string error_message;
+  rpc::ReturnObject error_detail;  // for kApplication
+};
+
+struct TaskArgSpec {
+  bool by_reference = false;
+  std::string value;
+  ObjectRefInfo ref;
+  std::vector<ObjectRefInfo> contained;  // refs inside `value`
+};
+
+struct TaskSubmitOptions {
+  std::string name;
+  std::map<std::string, double> resources;
+  int max_retries = 3;
+  bool retry_exceptions = false;
+  rpc::SchedulingStrategy strategy;
+};
+
+class CoreWorker {
+ public:
+  explicit CoreWorker(CoreWorkerOptions options);
+  ~CoreWorker();
+
+  // Starts the gRPC server and registers with the raylet.
+  absl::Status Start();
+  void Shutdown();
+  const std::string& address() const { return address_; }
+  const NodeId& node_id() const { return node_id_; }
+
+  // Returns the result's reference with one local reference held for the caller.
+  ObjectRefInfo SubmitTask(const std::string& function_name, std::vector<TaskArgSpec> args,
+                           const TaskSubmitOptions& options);
+  // Stores `size` bytes written by `write`; the reference comes with one local reference held.
+  absl::StatusOr<ObjectRefInfo> Put(size_t size, const std::function<void(char*)>& write,
+                                    std::vector<ObjectRefInfo> contained);
+  // Waits for every object (until `deadline`); DeadlineExceeded if one is not ready by then.
+  absl::StatusOr<std::vector<GetResult>> Get(const std::vector<ObjectRefInfo>& refs,
+                                             absl::Time deadline);
+  std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_ready,
+                         absl::Time deadline);
+  void Cancel(const ObjectRefInfo& ref, bool force);
+  void AddLocalRef(const ObjectRefInfo& ref) { references_.AddLocal(ref); }
+  void RemoveLocalRef(const ObjectId& id) { references_.RemoveLocal(id); }
+
+  // Worker mode: runs pushed tasks on this thread until Exit is requested.
+  void RunTaskLoop();
+
+  // For tests and stats.
+  size_t num_tracked_references() const { return references_.num_tracked(); }
+  size_t num_stored_objects() const { return memory_store_.size(); }
+
+ private:
+  class GrpcService;
+  struct PendingPush;
+
+  // Reads one ready object: inline, or mapped from this node's store (fetching it here first).
+  GetResult Materialize(const ObjectRefInfo& ref, const StoredObject& object);
+  absl::StatusOr<ObjectBuffer> MapLocalObject(const ObjectId& id);
+  // The object's value, from our memory store (owned) or its owner (borrowed).
+  absl::StatusOr<std::optional<StoredObject>> Resolve(const ObjectRefInfo& ref, absl::Time deadline);
+  void StoreReturns(const rpc::TaskSpec& spec, const rpc::PushTaskReply& reply);
+  void FailTask(const rpc::TaskSpec& spec, StoredObject::Error error, const std::string& message);
+  void ReleaseTaskReferences(const rpc::TaskSpec& spec);
+  void OnOwnedFree(const ObjectId& id, std::vector<ObjectRefInfo> contained);
+  void OnBorrowedRelease(const ObjectId& id, const std::string& owner, bool owner_knows);
+  rpc::PushTaskReply ExecuteTask(const rpc::PushTaskRequest& request);
+  absl::StatusOr<rpc::ReturnObject> StoreTaskReturn(const ObjectId& id, size_t size,
+                                                    const std::function<void(char*)>& write);
+  void TimerLoop();
+  void SetBlocked(bool blocked);
+
+  CoreWorkerOptions options_;
+  std::string address_;
+  NodeId node_id_;
+  std::unique_ptr<ClusterToken> token_;
+  std::unique_ptr<TokenAuthenticator> auth_;
+  ClientPool<RayletClient> raylets_;
+  ClientPool<CoreWorkerClient> workers_;
+  std::shared_ptr<RayletClient> raylet_;
+  MemoryStore memory_store_;
+  ReferenceCounter references_;
+  std::unique_ptr<TaskSubmitter> submitter_;
+  std::unique_ptr<GrpcService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  const TaskId put_task_id_ = TaskId::FromRandom();
+  std::atomic<uint32_t> put_index_{0};
+
+  // Submitted tasks' argument references, released when the task is done.
+  absl::Mutex tasks_mu_;
+  absl::flat_hash_map<TaskId, std::vector<ObjectRefInfo>> task_refs_ ABSL_GUARDED_BY(tasks_mu_);
+
+  // Worker mode: pushed tasks waiting for the task loop.
+  absl::Mutex queue_mu_;
+  absl::CondVar queue_cv_;
+  std::deque<std::shared_ptr<PendingPush>> queue_ ABSL_GUARDED_BY(queue_mu_);
+  bool exit_requested_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::atomic<bool> executing_{false};
+  std::atomic<int> blocked_depth_{0};
+
+  absl::Notification stop_timer_;
+  std::thread timer_;
+};
+
+}  // namespace troupe

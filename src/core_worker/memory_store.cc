@@ -1,0 +1,117 @@
+#include "src/core_worker/memory_store.h"
+
+#include <algorithm>
+
+namespace troupe {
+
+void MemoryStore::Put(const ObjectId& id, StoredObject object) {
+  std::list<Waiter> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    objects_[id] = object;
+    if (auto it = waiters_.find(id); it != waiters_.end()) {
+      waiters = std::move(it->second);
+      waiters_.erase(it);
+    }
+    ready_.SignalAll();
+  }
+  for (auto& waiter : waiters) waiter.done(object);
+}
+
+std::optional<StoredObject> MemoryStore::GetIfReady(const ObjectId& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool MemoryStore::IsReady(const ObjectId& id) const {
+  absl::MutexLock lock(&mu_);
+  return objects_.contains(id);
+}
+
+std::optional<StoredObject> MemoryStore::Wait(const ObjectId& id, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  while (!objects_.contains(id)) {
+    if (ready_.WaitWithDeadline(&mu_, deadline) && !objects_.contains(id)) return std::nullopt;
+  }
+  return objects_.at(id);
+}
+
+std::vector<bool> MemoryStore::WaitMany(const std::vector<ObjectId>& ids, size_t num_ready,
+                                        absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  std::vector<bool> ready(ids.size());
+  while (true) {
+    size_t count = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ready[i] = objects_.contains(ids[i]);
+      count += ready[i];
+    }
+    if (count >= std::min(num_ready, ids.size())) return ready;
+    if (ready_.WaitWithDeadline(&mu_, deadline)) {
+      for (size_t i = 0; i < ids.size(); ++i) ready[i] = objects_.contains(ids[i]);
+      return ready;
+    }
+  }
+}
+
+void MemoryStore::OnReady(const ObjectId& id, absl::Time deadline, ReadyCallback done) {
+  std::optional<StoredObject> object;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = objects_.find(id);
+    if (it == objects_.end()) {
+      waiters_[id].push_back({deadline, std::move(done)});
+      return;
+    }
+    object = it->second;
+  }
+  done(std::move(object));
+}
+
+void MemoryStore::ExpireWaiters(absl::Time now) {
+  std::vector<ReadyCallback> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      auto& list = it->second;
+      for (auto w = list.begin(); w != list.end();) {
+        if (w->deadline <= now) {
+          expired.push_back(std::move(w->done));
+          w = list.erase(w);
+        } else {
+          ++w;
+        }
+      }
+      if (list.empty()) {
+        waiters_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& done : expired) done(std::nullopt);
+}
+
+void MemoryStore::AddCopy(const ObjectId& id, const std::string& raylet_address) {
+  absl::MutexLock lock(&mu_);
+  auto it = objects_.find(id);
+  if (it == objects_.end()) return;
+  auto& copies = it->second.copy_raylet_addresses;
+  if (std::find(copies.begin(), copies.end(), raylet_address) == copies.end()) {
+    copies.push_back(raylet_address);
+  }
+}
+
+void MemoryStore::Erase(const ObjectId& id) {
+  absl::MutexLock lock(&mu_);
+  objects_.erase(id);
+}
+
+size_t MemoryStore::size() const {
+  absl::MutexLock lock(&mu_);
+  return objects_.size();
+}
+
+}  // namespace troupe

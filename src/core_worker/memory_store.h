@@ -1,0 +1,65 @@
+// What a core worker knows about objects' values: for objects it owns, their value once the
+// creating task finished (inline bytes, or where in the cluster's object stores it lives) or the
+// error that replaced it; for objects it borrows, a cache of what their owner said. Readers can
+// block (Wait) or register a callback (OnReady); callbacks with a deadline are expired by
+// ExpireWaiters, which the core worker's timer calls.
+// Thread-safe. Callbacks run on the thread that made the object ready or expired them, without
+// the store's lock held.
+#pragma once
+
+#include <functional>
+#include <list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/common.pb.h"
+#include "src/common/ids.h"
+
+namespace troupe {
+
+struct StoredObject {
+  enum class Error { kNone, kApplication, kTaskFailed, kLost, kCancelled };
+  Error error = Error::kNone;
+  std::string error_message;  // for system errors
+  // The value: inline_value, or in_plasma with node_id/raylet_address/size; for kApplication the
+  // exception's type, message, function, node and pid.
+  rpc::ReturnObject value;
+  std::vector<std::string> copy_raylet_addresses;  // nodes holding copies, primary first
+};
+
+class MemoryStore {
+ public:
+  using ReadyCallback = std::function<void(std::optional<StoredObject>)>;
+
+  // Records the object's value (or error) and wakes everyone waiting for it.
+  void Put(const ObjectId& id, StoredObject object);
+  std::optional<StoredObject> GetIfReady(const ObjectId& id) const;
+  bool IsReady(const ObjectId& id) const;
+  // Blocks until ready; nullopt if `deadline` passes first.
+  std::optional<StoredObject> Wait(const ObjectId& id, absl::Time deadline);
+  // Blocks until `num_ready` of `ids` are ready or the deadline passes; returns readiness.
+  std::vector<bool> WaitMany(const std::vector<ObjectId>& ids, size_t num_ready,
+                             absl::Time deadline);
+  // Runs `done` once the object is ready (maybe at once), or with nullopt at `deadline`.
+  void OnReady(const ObjectId& id, absl::Time deadline, ReadyCallback done);
+  void ExpireWaiters(absl::Time now);
+  void AddCopy(const ObjectId& id, const std::string& raylet_address);
+  void Erase(const ObjectId& id);
+  size_t size() const;
+
+ private:
+  struct Waiter {
+    absl::Time deadline;
+    ReadyCallback done;
+  };
+  mutable absl::Mutex mu_;
+  absl::CondVar ready_;
+  absl::flat_hash_map<ObjectId, StoredObject> objects_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<ObjectId, std::list<Waiter>> waiters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace troupe

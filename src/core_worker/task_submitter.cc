@@ -1,0 +1,280 @@
+#include "src/core_worker/task_submitter.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "src/common/logging.h"
+
+namespace troupe {
+
+TaskSubmitter::TaskSubmitter(TaskSubmitterOptions options, ClientPool<RayletClient>* raylets,
+                             ClientPool<CoreWorkerClient>* workers, Callbacks callbacks)
+    : options_(std::move(options)),
+      raylets_(raylets),
+      workers_(workers),
+      callbacks_(std::move(callbacks)) {}
+
+std::string TaskSubmitter::KeyOf(const rpc::TaskSpec& spec) {
+  std::map<std::string, double> resources(spec.required_resources().begin(),
+                                          spec.required_resources().end());
+  std::string key = spec.job_id();
+  for (const auto& [name, amount] : resources) absl::StrAppend(&key, "|", name, "=", amount);
+  absl::StrAppend(&key, "|", spec.strategy().kind(), "/", spec.strategy().node_id(), "/",
+                  spec.strategy().soft());
+  return key;
+}
+
+void TaskSubmitter::Submit(rpc::TaskSpec spec) {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    const std::string key = KeyOf(spec);
+    Queue& queue = queues_[key];
+    if (queue.lease_spec.job_id().empty()) {
+      queue.lease_spec.set_job_id(spec.job_id());
+      *queue.lease_spec.mutable_required_resources() = spec.required_resources();
+      *queue.lease_spec.mutable_strategy() = spec.strategy();
+      queue.lease_spec.set_function_name(spec.function_name());
+    }
+    queue.tasks.push_back(std::move(spec));
+    ScheduleLocked(key, &actions);
+  }
+  Run(std::move(actions));
+}
+
+void TaskSubmitter::ScheduleLocked(const std::string& key, Actions* actions) {
+  Queue& queue = queues_[key];
+  // Fill leased workers, least busy first.
+  while (!queue.tasks.empty() && !queue.workers.empty()) {
+    auto least = std::min_element(queue.workers.begin(), queue.workers.end(),
+                                  [](const auto& a, const auto& b) { return a->in_flight < b->in_flight; });
+    if ((*least)->in_flight >= options_.max_tasks_in_flight_per_worker) break;
+    (*least)->in_flight++;
+    rpc::TaskSpec spec = std::move(queue.tasks.front());
+    queue.tasks.pop_front();
+    running_[*TaskId::FromBinary(spec.task_id())] = {key, *least};
+    actions->pushes.emplace_back(*least, std::move(spec));
+  }
+  // Ask for more workers while tasks wait.
+  if (queue.tasks.empty() || absl::Now() < queue.retry_leases_at) return;
+  const int wanted = std::min<int>(static_cast<int>(queue.tasks.size()),
+                                   options_.max_pending_lease_requests);
+  while (queue.pending_lease_requests < wanted) {
+    queue.pending_lease_requests++;
+    actions->lease_requests.emplace_back(key, queue.lease_spec);
+  }
+}
+
+void TaskSubmitter::Run(Actions actions) {
+  for (auto& [key, spec] : actions.lease_requests) {
+    RequestLease(key, spec, options_.local_raylet_address, /*grant_or_reject=*/false);
+  }
+  for (auto& [worker, spec] : actions.pushes) Push(worker, std::move(spec));
+}
+
+void TaskSubmitter::RequestLease(const std::string& key, const rpc::TaskSpec& spec,
+                                 const std::string& raylet_address, bool grant_or_reject) {
+  rpc::RequestWorkerLeaseRequest request;
+  *request.mutable_resource_spec() = spec;
+  request.set_grant_or_reject(grant_or_reject);
+  raylets_->Get(raylet_address)
+      ->RequestWorkerLeaseAsync(request, [this, key, spec, raylet_address](
+                                             absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
+        OnLeaseReply(key, spec, raylet_address, std::move(reply));
+      });
+}
+
+void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& spec,
+                                 const std::string& raylet_address,
+                                 absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
+  if (reply.ok() && !reply->retry_at_raylet_address().empty()) {
+    return RequestLease(key, spec, reply->retry_at_raylet_address(), /*grant_or_reject=*/true);
+  }
+  if (reply.ok() && reply->rejected() && reply->failure_message().empty()) {
+    // The other node filled up meanwhile: start over at our own raylet.
+    return RequestLease(key, spec, options_.local_raylet_address, /*grant_or_reject=*/false);
+  }
+  Actions actions;
+  std::vector<rpc::TaskSpec> failed;
+  std::string failure, warning;
+  {
+    absl::MutexLock lock(&mu_);
+    Queue& queue = queues_[key];
+    queue.pending_lease_requests--;
+    if (!reply.ok()) {
+      warning = absl::StrCat("cannot lease a worker from the raylet at ", raylet_address, ": ",
+                             reply.status().message(), "; retrying");
+      queue.retry_leases_at = absl::Now() + options_.infeasible_retry;
+    } else if (reply->infeasible()) {
+      if (!queue.warned_infeasible) {
+        queue.warned_infeasible = true;
+        warning = absl::StrCat("task ", spec.function_name(), " cannot be scheduled yet: ",
+                               reply->failure_message(),
+                               ". It stays pending until a node with these resources joins.");
+      }
+      queue.retry_leases_at = absl::Now() + options_.infeasible_retry;
+    } else if (reply->rejected()) {
+      failure = reply->failure_message();
+      failed.assign(std::make_move_iterator(queue.tasks.begin()),
+                    std::make_move_iterator(queue.tasks.end()));
+      queue.tasks.clear();
+    } else {
+      auto worker = std::make_shared<LeasedWorker>();
+      worker->lease_id = reply->lease_id();
+      worker->worker_address = reply->worker_address();
+      worker->raylet_address = raylet_address;
+      worker->gpu_ids.assign(reply->gpu_ids().begin(), reply->gpu_ids().end());
+      worker->idle_since = absl::Now();
+      queue.workers.push_back(worker);
+      queue.warned_infeasible = false;
+    }
+    ScheduleLocked(key, &actions);
+  }
+  if (!warning.empty()) callbacks_.warn(warning);
+  for (const auto& task : failed) {
+    callbacks_.on_failure(task, StoredObject::Error::kTaskFailed,
+                          absl::StrCat("task ", task.function_name(), " cannot run: ", failure));
+  }
+  Run(std::move(actions));
+}
+
+void TaskSubmitter::Push(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spec) {
+  rpc::PushTaskRequest request;
+  *request.mutable_task() = spec;
+  for (int id : worker->gpu_ids) request.add_gpu_ids(id);
+  workers_->Get(worker->worker_address)
+      ->PushTaskAsync(std::move(request),
+                      [this, worker, spec = std::move(spec)](
+                          absl::StatusOr<rpc::PushTaskReply> reply) mutable {
+                        OnPushReply(worker, std::move(spec), std::move(reply));
+                      });
+}
+
+void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spec,
+                                absl::StatusOr<rpc::PushTaskReply> reply) {
+  const TaskId task_id = *TaskId::FromBinary(spec.task_id());
+  Actions actions;
+  bool cancelled = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto running = running_.find(task_id);
+    const std::string key = running != running_.end() ? running->second.key : KeyOf(spec);
+    if (running != running_.end()) running_.erase(running);
+    cancelled = cancelled_.erase(task_id) > 0;
+    worker->in_flight--;
+    if (worker->in_flight == 0) worker->idle_since = absl::Now();
+    if (!reply.ok()) {
+      // The worker is gone (or unreachable): its lease is void; never push to it again.
+      Queue& queue = queues_[key];
+      auto it = std::find(queue.workers.begin(), queue.workers.end(), worker);
+      if (it != queue.workers.end()) {
+        queue.workers.erase(it);
+        raylets_->Get(worker->raylet_address)->ReturnWorkerAsync(worker->lease_id, true);
+      }
+    }
+    ScheduleLocked(key, &actions);
+  }
+  if (!reply.ok()) {
+    if (cancelled) {
+      callbacks_.on_failure(spec, StoredObject::Error::kCancelled,
+                            absl::StrCat("task ", spec.function_name(), " was cancelled"));
+    } else {
+      RetryOrFail(std::move(spec), StoredObject::Error::kTaskFailed,
+                  absl::StrCat("the worker running task ", spec.function_name(),
+                               " died or became unreachable (", reply.status().message(), ")"));
+    }
+  } else {
+    bool threw = false;
+    for (const auto& ret : reply->returns()) threw |= ret.is_application_error();
+    if (threw && spec.retry_exceptions() &&
+        (spec.max_retries() < 0 || spec.attempt() < spec.max_retries())) {
+      RetryOrFail(std::move(spec), StoredObject::Error::kApplication, "");
+    } else {
+      callbacks_.on_reply(spec, std::move(*reply));
+    }
+  }
+  Run(std::move(actions));
+}
+
+void TaskSubmitter::RetryOrFail(rpc::TaskSpec spec, StoredObject::Error error,
+                                const std::string& message) {
+  if (spec.max_retries() >= 0 && spec.attempt() >= spec.max_retries()) {
+    callbacks_.on_failure(spec, error,
+                          absl::StrCat(message, "; gave up after ", spec.attempt() + 1,
+                                       " attempt(s) (SetMaxRetries raises the limit)"));
+    return;
+  }
+  if (!message.empty()) {
+    TROUPE_LOG(Warning) << message << "; retrying (attempt " << spec.attempt() + 2 << ")";
+  }
+  spec.set_attempt(spec.attempt() + 1);
+  Submit(std::move(spec));
+}
+
+bool TaskSubmitter::Cancel(const TaskId& task_id, bool force) {
+  std::optional<rpc::TaskSpec> dropped;
+  std::shared_ptr<LeasedWorker> kill;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, queue] : queues_) {
+      auto it = std::find_if(queue.tasks.begin(), queue.tasks.end(), [&](const rpc::TaskSpec& s) {
+        return s.task_id() == task_id.Binary();
+      });
+      if (it != queue.tasks.end()) {
+        dropped = std::move(*it);
+        queue.tasks.erase(it);
+        break;
+      }
+    }
+    if (!dropped && force) {
+      auto running = running_.find(task_id);
+      if (running == running_.end()) return false;
+      cancelled_.insert(task_id);
+      kill = running->second.worker;
+    }
+  }
+  if (dropped) {
+    callbacks_.on_failure(*dropped, StoredObject::Error::kCancelled,
+                          absl::StrCat("task ", dropped->function_name(), " was cancelled"));
+    return true;
+  }
+  if (kill) {
+    (void)raylets_->Get(kill->raylet_address)->KillLeasedWorker(kill->lease_id);
+    return true;
+  }
+  return false;
+}
+
+void TaskSubmitter::Tick() {
+  Actions actions;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = absl::Now();
+    for (auto& [key, queue] : queues_) {
+      for (auto it = queue.workers.begin(); it != queue.workers.end();) {
+        const auto& worker = *it;
+        if (queue.tasks.empty() && worker->in_flight == 0 &&
+            now - worker->idle_since >= options_.lease_linger) {
+          raylets_->Get(worker->raylet_address)->ReturnWorkerAsync(worker->lease_id, false);
+          it = queue.workers.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      if (!queue.tasks.empty()) ScheduleLocked(key, &actions);
+    }
+  }
+  Run(std::move(actions));
+}
+
+void TaskSubmitter::ReturnAllLeases() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, queue] : queues_) {
+    for (const auto& worker : queue.workers) {
+      raylets_->Get(worker->raylet_address)->ReturnWorkerAsync(worker->lease_id, false);
+    }
+    queue.workers.clear();
+  }
+}
+
+}  // namespace troupe

@@ -1,0 +1,113 @@
+// Sends tasks to workers, the fast path of Troupe: tasks with the same resource shape and
+// strategy share a queue; the submitter leases workers for a queue from its raylet (following
+// spillback to other nodes), pushes tasks straight to the leased workers over gRPC — several in
+// flight per worker, so RPC latency overlaps execution — and gives leases back once they have
+// been idle for `lease_linger`. Workers that die mid-task have their tasks retried on new leases
+// (up to max_retries); tasks that can never be scheduled stay queued with a warning, and run as
+// soon as a node that fits them joins.
+// Thread-safe. Callbacks run on gRPC threads, without the submitter's lock held.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/common.pb.h"
+#include "proto/worker.pb.h"
+#include "src/common/ids.h"
+#include "src/core_worker/memory_store.h"
+#include "src/rpc/core_worker_client.h"
+#include "src/rpc/raylet_client.h"
+
+namespace troupe {
+
+struct TaskSubmitterOptions {
+  std::string local_raylet_address;
+  int max_tasks_in_flight_per_worker = 4;
+  int max_pending_lease_requests = 10;
+  absl::Duration lease_linger = absl::Milliseconds(50);
+  absl::Duration infeasible_retry = absl::Seconds(1);
+};
+
+class TaskSubmitter {
+ public:
+  struct Callbacks {
+    // The worker ran the task (its returns may hold an application error).
+    std::function<void(const rpc::TaskSpec&, rpc::PushTaskReply)> on_reply;
+    // The task will not run: why, and as which error.
+    std::function<void(const rpc::TaskSpec&, StoredObject::Error, const std::string&)> on_failure;
+    // Something the user should see (printed by the driver).
+    std::function<void(const std::string&)> warn;
+  };
+
+  TaskSubmitter(TaskSubmitterOptions options, ClientPool<RayletClient>* raylets,
+                ClientPool<CoreWorkerClient>* workers, Callbacks callbacks);
+
+  void Submit(rpc::TaskSpec spec);
+  // Queued: dropped and failed as cancelled (true). Running and `force`: its worker is killed
+  // and the task fails as cancelled (true). Otherwise false.
+  bool Cancel(const TaskId& task_id, bool force);
+  // Returns leases idle past the linger and retries lease requests that were waiting.
+  void Tick();
+  // Gives every lease back (at shutdown).
+  void ReturnAllLeases();
+
+ private:
+  struct LeasedWorker {
+    std::string lease_id;
+    std::string worker_address;
+    std::string raylet_address;
+    std::vector<int> gpu_ids;
+    int in_flight = 0;
+    absl::Time idle_since;
+  };
+  struct Queue {
+    std::deque<rpc::TaskSpec> tasks;
+    std::vector<std::shared_ptr<LeasedWorker>> workers;
+    int pending_lease_requests = 0;
+    absl::Time retry_leases_at = absl::InfinitePast();
+    bool warned_infeasible = false;
+    rpc::TaskSpec lease_spec;  // resources, strategy and job of the queue's tasks
+  };
+  struct Running {
+    std::string key;
+    std::shared_ptr<LeasedWorker> worker;
+  };
+  // Work decided under the lock, done after it is released.
+  struct Actions {
+    std::vector<std::pair<std::shared_ptr<LeasedWorker>, rpc::TaskSpec>> pushes;
+    std::vector<std::pair<std::string, rpc::TaskSpec>> lease_requests;  // (key, spec)
+  };
+
+  static std::string KeyOf(const rpc::TaskSpec& spec);
+  void ScheduleLocked(const std::string& key, Actions* actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Run(Actions actions);
+  void RequestLease(const std::string& key, const rpc::TaskSpec& spec,
+                    const std::string& raylet_address, bool grant_or_reject);
+  void OnLeaseReply(const std::string& key, const rpc::TaskSpec& spec,
+                    const std::string& raylet_address,
+                    absl::StatusOr<rpc::RequestWorkerLeaseReply> reply);
+  void Push(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spec);
+  void OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spec,
+                   absl::StatusOr<rpc::PushTaskReply> reply);
+  // Requeues for another attempt if retries are left; else reports `error`.
+  void RetryOrFail(rpc::TaskSpec spec, StoredObject::Error error, const std::string& message);
+
+  const TaskSubmitterOptions options_;
+  ClientPool<RayletClient>* raylets_;
+  ClientPool<CoreWorkerClient>* workers_;
+  Callbacks callbacks_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Queue> queues_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<TaskId, Running> running_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<TaskId> cancelled_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace troupe

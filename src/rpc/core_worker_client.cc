@@ -1,0 +1,92 @@
+#include "src/rpc/core_worker_client.h"
+
+#include "absl/strings/str_cat.h"
+#include "src/rpc/auth.h"
+#include "src/rpc/grpc_status.h"
+#include "src/rpc/server.h"
+
+namespace troupe {
+namespace {
+
+template <typename Request, typename Reply>
+struct AsyncCall {
+  grpc::ClientContext context;
+  Request request;
+  Reply reply;
+};
+
+}  // namespace
+
+CoreWorkerClient::CoreWorkerClient(std::string address, std::string token)
+    : address_(std::move(address)),
+      token_(std::move(token)),
+      peer_name_(absl::StrCat("worker at ", address_)),
+      stub_(rpc::CoreWorkerService::NewStub(MakeChannel(address_))) {}
+
+void CoreWorkerClient::PushTaskAsync(
+    rpc::PushTaskRequest request, std::function<void(absl::StatusOr<rpc::PushTaskReply>)> done) {
+  auto call = std::make_shared<AsyncCall<rpc::PushTaskRequest, rpc::PushTaskReply>>();
+  AttachToken(&call->context, token_);
+  call->request = std::move(request);
+  stub_->async()->PushTask(&call->context, &call->request, &call->reply,
+                           [call, done = std::move(done), peer = peer_name_](grpc::Status status) {
+                             if (!status.ok()) return done(FromGrpcStatus(status, peer));
+                             done(std::move(call->reply));
+                           });
+}
+
+absl::StatusOr<rpc::GetObjectStatusReply> CoreWorkerClient::GetObjectStatus(
+    const std::string& object_id, absl::Duration wait) {
+  grpc::ClientContext context;
+  AttachToken(&context, token_);
+  context.set_deadline(absl::ToChronoTime(absl::Now() + wait + absl::Seconds(10)));
+  rpc::GetObjectStatusRequest request;
+  request.set_object_id(object_id);
+  request.set_timeout_ms(absl::ToInt64Milliseconds(wait));
+  rpc::GetObjectStatusReply reply;
+  grpc::Status status = stub_->GetObjectStatus(&context, request, &reply);
+  if (!status.ok()) return FromGrpcStatus(status, absl::StrCat("owner at ", address_));
+  return reply;
+}
+
+void CoreWorkerClient::AddObjectLocationAsync(const std::string& object_id,
+                                              const std::string& raylet_address,
+                                              const std::string& node_id) {
+  auto call =
+      std::make_shared<AsyncCall<rpc::AddObjectLocationRequest, rpc::AddObjectLocationReply>>();
+  AttachToken(&call->context, token_);
+  call->request.set_object_id(object_id);
+  call->request.set_raylet_address(raylet_address);
+  call->request.set_node_id(node_id);
+  stub_->async()->AddObjectLocation(&call->context, &call->request, &call->reply,
+                                    [call](grpc::Status) {});
+}
+
+void CoreWorkerClient::AddBorrowersAsync(const std::vector<std::string>& ids,
+                                         const std::string& borrower) {
+  auto call = std::make_shared<AsyncCall<rpc::AddBorrowersRequest, rpc::AddBorrowersReply>>();
+  AttachToken(&call->context, token_);
+  for (const auto& id : ids) call->request.add_object_ids(id);
+  call->request.set_borrower_address(borrower);
+  stub_->async()->AddBorrowers(&call->context, &call->request, &call->reply,
+                               [call](grpc::Status) {});
+}
+
+void CoreWorkerClient::RemoveBorrowersAsync(const std::vector<std::string>& ids,
+                                            const std::string& borrower) {
+  auto call =
+      std::make_shared<AsyncCall<rpc::RemoveBorrowersRequest, rpc::RemoveBorrowersReply>>();
+  AttachToken(&call->context, token_);
+  for (const auto& id : ids) call->request.add_object_ids(id);
+  call->request.set_borrower_address(borrower);
+  stub_->async()->RemoveBorrowers(&call->context, &call->request, &call->reply,
+                                  [call](grpc::Status) {});
+}
+
+void CoreWorkerClient::ExitAsync() {
+  auto call = std::make_shared<AsyncCall<rpc::ExitRequest, rpc::ExitReply>>();
+  AttachToken(&call->context, token_);
+  stub_->async()->Exit(&call->context, &call->request, &call->reply, [call](grpc::Status) {});
+}
+
+}  // namespace troupe

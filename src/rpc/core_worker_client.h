@@ -1,0 +1,59 @@
+// Client for another process's CoreWorkerService (proto/worker.proto): pushing tasks to leased
+// workers and asking owners about their objects. Thread-safe. ClientPool shares one client per
+// address.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/worker.grpc.pb.h"
+
+namespace troupe {
+
+class CoreWorkerClient {
+ public:
+  CoreWorkerClient(std::string address, std::string token);
+  const std::string& address() const { return address_; }
+
+  // `done` runs on a gRPC thread. The request is moved into the call.
+  void PushTaskAsync(rpc::PushTaskRequest request,
+                     std::function<void(absl::StatusOr<rpc::PushTaskReply>)> done);
+  absl::StatusOr<rpc::GetObjectStatusReply> GetObjectStatus(const std::string& object_id,
+                                                            absl::Duration wait);
+  void AddObjectLocationAsync(const std::string& object_id, const std::string& raylet_address,
+                              const std::string& node_id);
+  void AddBorrowersAsync(const std::vector<std::string>& ids, const std::string& borrower);
+  void RemoveBorrowersAsync(const std::vector<std::string>& ids, const std::string& borrower);
+  void ExitAsync();
+
+ private:
+  std::string address_;
+  std::string token_;
+  std::string peer_name_;
+  std::unique_ptr<rpc::CoreWorkerService::Stub> stub_;
+};
+
+template <typename Client>
+class ClientPool {
+ public:
+  explicit ClientPool(std::string token) : token_(std::move(token)) {}
+  std::shared_ptr<Client> Get(const std::string& address) {
+    absl::MutexLock lock(&mu_);
+    auto& slot = clients_[address];
+    if (!slot) slot = std::make_shared<Client>(address, token_);
+    return slot;
+  }
+
+ private:
+  const std::string token_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Client>> clients_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace troupe

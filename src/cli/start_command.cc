@@ -13,10 +13,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "src/cli/cluster_target.h"
+#include "src/common/cluster_target.h"
 #include "src/cli/commands.h"
 #include "src/cli/daemon.h"
-#include "src/cli/session.h"
+#include "src/common/session.h"
 #include "src/common/flag_parser.h"
 #include "src/raylet/node_flags.h"
 #include "src/rpc/cluster_token.h"
@@ -47,28 +47,6 @@ struct StartOptions {
 int Fail(const std::string& message, int code = 1) {
   fprintf(stderr, "troupe start: %s\n", message.c_str());
   return code;
-}
-
-// The local address that routes to `host` (what this node should advertise to the cluster).
-std::string LocalAddressToward(const std::string& host) {
-  addrinfo hints{}, *result = nullptr;
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  if (getaddrinfo(host.c_str(), "9", &hints, &result) != 0 || result == nullptr) return "127.0.0.1";
-  std::string local = "127.0.0.1";
-  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0 && connect(fd, result->ai_addr, result->ai_addrlen) == 0) {
-    sockaddr_in addr{};
-    socklen_t len = sizeof(addr);
-    char text[INET_ADDRSTRLEN];
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
-        inet_ntop(AF_INET, &addr.sin_addr, text, sizeof(text))) {
-      local = text;
-    }
-  }
-  if (fd >= 0) close(fd);
-  freeaddrinfo(result);
-  return local;
 }
 
 // Waits until the GCS at `address` lists `node_id` as ALIVE.

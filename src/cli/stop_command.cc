@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "src/cli/commands.h"
-#include "src/cli/session.h"
+#include "src/common/session.h"
 #include "src/common/flag_parser.h"
 
 namespace troupe {

@@ -219,10 +219,15 @@ void CoreWorker::Shutdown() {
   stop_timer_.Notify();
   if (timer_.joinable()) timer_.join();
   if (submitter_) submitter_->ReturnAllLeases();
+  std::deque<std::shared_ptr<PendingPush>> unrun;
   {
     absl::MutexLock lock(&queue_mu_);
     exit_requested_ = true;
+    unrun.swap(queue_);
     queue_cv_.SignalAll();
+  }
+  for (auto& push : unrun) {
+    push->reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the worker is exiting"));
   }
   memory_store_.ExpireWaiters(absl::InfiniteFuture());
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));

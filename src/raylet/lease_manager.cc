@@ -255,6 +255,15 @@ void LeaseManager::UpdateClusterView(const std::vector<rpc::ResourceUsage>& clus
   }
 }
 
+void LeaseManager::RejectAllPending(const std::string& why) {
+  std::deque<Pending> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    pending.swap(queue_);
+  }
+  for (auto& request : pending) request.done(Rejected(why));
+}
+
 ResourceSet LeaseManager::Available() const {
   absl::MutexLock lock(&mu_);
   return resources_.available();

@@ -43,6 +43,9 @@ class LeaseManager {
   // The latest cluster view from the GCS (every alive node, this one included).
   void UpdateClusterView(const std::vector<rpc::ResourceUsage>& cluster);
 
+  // Refuses every queued request (the raylet is shutting down).
+  void RejectAllPending(const std::string& why);
+
   ResourceSet Available() const;
   // Demands this node was asked for that no node can run, with why, for status.
   std::vector<std::string> InfeasibleDemands() const;

@@ -257,6 +257,7 @@ absl::Status Raylet::Start() {
 }
 
 void Raylet::Shutdown() {
+  lease_manager_.RejectAllPending("the raylet is shutting down");
   worker_pool_.KillAll();
   object_store_.Destroy();
   if (server_) {

@@ -44,12 +44,16 @@ TaskArgument MakeArgument(A&& arg) {
   } else {
     static_assert(std::is_constructible_v<P, A&&>,
                   "troupe: an argument does not convert to the function's parameter type");
+    SerializedValue serialized;
     if constexpr (std::is_same_v<Passed, P>) {
-      out.value = Serialize(arg).ToString();
+      serialized = Serialize(arg);
+      out.value = serialized.ToString();
     } else {
       P converted(std::forward<A>(arg));
-      out.value = Serialize(converted).ToString();
+      serialized = Serialize(converted);
+      out.value = serialized.ToString();
     }
+    out.contained = std::move(serialized.contained_refs);
   }
   return out;
 }

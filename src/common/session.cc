@@ -1,4 +1,4 @@
-#include "src/cli/session.h"
+#include "src/common/session.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

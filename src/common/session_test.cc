@@ -1,11 +1,11 @@
-#include "src/cli/session.h"
+#include "src/common/session.h"
 
 #include <unistd.h>
 
 #include <cstdlib>
 
 #include "gtest/gtest.h"
-#include "src/cli/cluster_target.h"
+#include "src/common/cluster_target.h"
 
 namespace troupe {
 namespace {

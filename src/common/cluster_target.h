@@ -22,6 +22,10 @@ absl::StatusOr<ClusterTarget> ResolveClusterTarget(const std::string& address_fl
                                                    const std::string& token_flag,
                                                    const std::string& temp_root);
 
+// The local IPv4 address that routes to `host` (what a node or driver here should advertise);
+// 127.0.0.1 if it cannot be found.
+std::string LocalAddressToward(const std::string& host);
+
 // "host" -> "host:6380"; "host:port" unchanged.
 std::string WithDefaultPort(const std::string& address);
 

@@ -1,9 +1,14 @@
-#include "src/cli/cluster_target.h"
+#include "src/common/cluster_target.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "src/cli/session.h"
+#include "src/common/session.h"
 
 namespace troupe {
 namespace {
@@ -54,6 +59,27 @@ absl::StatusOr<ClusterTarget> ResolveClusterTarget(const std::string& address_fl
                      "/session_latest/token)"));
   }
   return target;
+}
+
+std::string LocalAddressToward(const std::string& host) {
+  addrinfo hints{}, *result = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  if (getaddrinfo(host.c_str(), "9", &hints, &result) != 0 || result == nullptr) return "127.0.0.1";
+  std::string local = "127.0.0.1";
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, result->ai_addr, result->ai_addrlen) == 0) {
+    sockaddr_in addr{};
+    socklen_t len = sizeof(addr);
+    char text[INET_ADDRSTRLEN];
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
+        inet_ntop(AF_INET, &addr.sin_addr, text, sizeof(text))) {
+      local = text;
+    }
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(result);
+  return local;
 }
 
 }  // namespace troupe

@@ -1,0 +1,428 @@
+// Init/Shutdown and the Runtime behind the API templates: a CoreWorker in this process, and, when
+// no cluster address is given, an embedded cluster (GCS + raylet on background threads).
+// In worker mode (a raylet started this executable) Init runs tasks and never returns.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "src/common/cluster_target.h"
+#include "src/common/logging.h"
+#include "src/common/session.h"
+#include "src/common/sha256.h"
+#include "src/core_worker/core_worker.h"
+#include "src/gcs/gcs_server.h"
+#include "src/gcs/in_memory_store_client.h"
+#include "src/raylet/executable_cache.h"
+#include "src/raylet/node_resources.h"
+#include "src/raylet/raylet.h"
+#include "src/rpc/gcs_client.h"
+#include "troupe/api.h"
+
+namespace troupe {
+namespace internal {
+std::string DemangledTypeName(const std::type_info& type);
+}  // namespace internal
+
+namespace {
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+[[noreturn]] void ThrowFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kResourceExhausted:
+      throw ObjectStoreFullError(std::string(status.message()));
+    case absl::StatusCode::kDeadlineExceeded:
+      throw GetTimeoutError(std::string(status.message()));
+    default:
+      throw TroupeError(std::string(status.message()));
+  }
+}
+
+[[noreturn]] void ThrowFor(const GetResult& result) {
+  switch (result.error) {
+    case StoredObject::Error::kApplication: {
+      const rpc::ReturnObject& detail = result.error_detail;
+      throw TaskError(detail.function_name(), detail.exception_type(), detail.error_message(),
+                      BytesToHex(detail.node_id()), detail.pid());
+    }
+    case StoredObject::Error::kCancelled:
+      throw TaskCancelledError(result.error_message);
+    case StoredObject::Error::kLost:
+      throw ObjectLostError(result.error_message);
+    default:
+      throw TaskFailedError(result.error_message);
+  }
+}
+
+ObjectRefInfo ToCore(const internal::RefInfo& ref) {
+  auto id = ObjectId::FromBinary(ref.object_id);
+  if (!id.ok()) throw TroupeError("not an ObjectRef: " + std::string(id.status().message()));
+  return {*id, ref.owner_address};
+}
+
+internal::RefInfo ToApi(const ObjectRefInfo& ref) { return {ref.id.Binary(), ref.owner_address}; }
+
+absl::Time DeadlineOf(int64_t timeout_ms) {
+  return timeout_ms < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Milliseconds(timeout_ms);
+}
+
+// The API's Runtime over this process's CoreWorker: converts Status to typed exceptions.
+class CoreWorkerRuntime : public internal::Runtime {
+ public:
+  explicit CoreWorkerRuntime(CoreWorker* core) : core_(core) {}
+
+  internal::RefInfo SubmitTask(const std::string& function_name,
+                               std::vector<internal::TaskArgument> args,
+                               const internal::TaskOptions& options) override {
+    std::vector<TaskArgSpec> specs;
+    specs.reserve(args.size());
+    for (auto& arg : args) {
+      TaskArgSpec spec;
+      spec.by_reference = arg.by_reference;
+      if (arg.by_reference) {
+        spec.ref = ToCore(arg.ref);
+      } else {
+        spec.value = std::move(arg.value);
+      }
+      for (const auto& inner : arg.contained) spec.contained.push_back(ToCore(inner));
+      specs.push_back(std::move(spec));
+    }
+    TaskSubmitOptions submit;
+    submit.name = options.name;
+    submit.resources = options.resources;
+    submit.max_retries = options.max_retries;
+    submit.retry_exceptions = options.retry_exceptions;
+    switch (options.strategy.kind) {
+      case internal::SchedulingStrategy::Kind::kDefault:
+        break;
+      case internal::SchedulingStrategy::Kind::kSpread:
+        submit.strategy.set_kind(rpc::SchedulingStrategy::SPREAD);
+        break;
+      case internal::SchedulingStrategy::Kind::kNodeAffinity: {
+        auto node = NodeId::FromHex(options.strategy.node_id_hex);
+        if (!node.ok()) throw TroupeError("NodeAffinity: " + std::string(node.status().message()));
+        submit.strategy.set_kind(rpc::SchedulingStrategy::NODE_AFFINITY);
+        submit.strategy.set_node_id(node->Binary());
+        submit.strategy.set_soft(options.strategy.soft);
+        break;
+      }
+    }
+    return ToApi(core_->SubmitTask(function_name, std::move(specs), submit));
+  }
+
+  internal::RefInfo Put(size_t size, const std::function<void(char*)>& write,
+                        std::vector<internal::RefInfo> contained) override {
+    std::vector<ObjectRefInfo> inner;
+    for (const auto& ref : contained) inner.push_back(ToCore(ref));
+    auto ref = core_->Put(size, write, std::move(inner));
+    if (!ref.ok()) ThrowFor(ref.status());
+    return ToApi(*ref);
+  }
+
+  std::vector<internal::Buffer> Get(const std::vector<internal::RefInfo>& refs,
+                                    int64_t timeout_ms) override {
+    std::vector<ObjectRefInfo> core_refs;
+    core_refs.reserve(refs.size());
+    for (const auto& ref : refs) core_refs.push_back(ToCore(ref));
+    auto results = core_->Get(core_refs, DeadlineOf(timeout_ms));
+    if (!results.ok()) ThrowFor(results.status());
+    std::vector<internal::Buffer> buffers;
+    buffers.reserve(results->size());
+    for (auto& result : *results) {
+      if (result.error != StoredObject::Error::kNone) ThrowFor(result);
+      buffers.push_back({result.buffer.data, result.buffer.size, std::move(result.buffer.holder)});
+    }
+    return buffers;
+  }
+
+  std::vector<bool> Wait(const std::vector<internal::RefInfo>& refs, int num_ready,
+                         int64_t timeout_ms) override {
+    std::vector<ObjectRefInfo> core_refs;
+    for (const auto& ref : refs) core_refs.push_back(ToCore(ref));
+    return core_->Wait(core_refs, num_ready, DeadlineOf(timeout_ms));
+  }
+
+  void Cancel(const internal::RefInfo& ref, bool force) override {
+    core_->Cancel(ToCore(ref), force);
+  }
+  void AddLocalRef(const internal::RefInfo& ref) override { core_->AddLocalRef(ToCore(ref)); }
+  void RemoveLocalRef(const std::string& object_id) override {
+    if (auto id = ObjectId::FromBinary(object_id); id.ok()) core_->RemoveLocalRef(*id);
+  }
+
+ private:
+  CoreWorker* core_;
+};
+
+// Runs a registered function for a pushed task (worker mode).
+TaskOutcome ExecuteRegistered(const rpc::TaskSpec& spec, const std::vector<ObjectBuffer>& args) {
+  TaskOutcome outcome;
+  const auto* invoker = internal::FunctionRegistry::Instance().FindFunction(spec.function_name());
+  if (invoker == nullptr) {
+    outcome.threw = true;
+    outcome.exception_type = "troupe::TroupeError";
+    outcome.exception_message = "function " + spec.function_name() +
+                                " is not registered in this executable (TROUPE_REMOTE)";
+    return outcome;
+  }
+  std::vector<internal::Buffer> buffers;
+  buffers.reserve(args.size());
+  for (const auto& arg : args) buffers.push_back({arg.data, arg.size, arg.holder});
+  try {
+    auto result = std::make_shared<internal::InvokeResult>((*invoker)(buffers));
+    outcome.size = result->value.size();
+    outcome.write = [result](char* out) { result->value.CopyTo(out); };
+    outcome.keep_alive = result;
+    // References inside the result stay alive with this worker (see docs/api.md).
+    for (const auto& inner : result->value.contained_refs) {
+      internal::CurrentRuntime()->AddLocalRef(inner);
+    }
+  } catch (const std::exception& e) {
+    outcome.threw = true;
+    outcome.exception_type = internal::DemangledTypeName(typeid(e));
+    outcome.exception_message = e.what();
+  } catch (...) {
+    outcome.threw = true;
+    outcome.exception_type = "unknown exception";
+    outcome.exception_message = "a non-std::exception was thrown";
+  }
+  return outcome;
+}
+
+std::vector<std::string> SelfArgv() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string all = text.str();
+  std::vector<std::string> args;
+  for (size_t start = 0, end; start < all.size(); start = end + 1) {
+    end = all.find('\0', start);
+    if (end == std::string::npos) end = all.size();
+    args.push_back(all.substr(start, end - start));
+  }
+  return args;
+}
+
+std::string SelfExecutable() {
+  char path[4096];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return "";
+  path[n] = '\0';
+  return path;
+}
+
+// Everything Init created, destroyed by Shutdown in reverse order.
+struct ProcessRuntime {
+  std::vector<std::string> argv;
+  std::unique_ptr<GcsServer> embedded_gcs;
+  std::unique_ptr<Raylet> embedded_raylet;
+  std::thread raylet_thread;
+  std::unique_ptr<GcsClient> gcs;
+  std::unique_ptr<CoreWorker> core;
+  std::unique_ptr<CoreWorkerRuntime> runtime;
+  JobId job_id;
+};
+
+absl::Mutex process_mu;
+ProcessRuntime* process ABSL_GUARDED_BY(process_mu) = nullptr;
+std::vector<std::string>* saved_argv = nullptr;
+
+[[noreturn]] void RunWorker() {
+  CoreWorkerOptions options;
+  options.is_driver = false;
+  options.raylet_address = Env("TROUPE_RAYLET_ADDRESS");
+  options.token = Env("TROUPE_TOKEN");
+  options.node_ip = Env("TROUPE_NODE_IP").empty() ? "127.0.0.1" : Env("TROUPE_NODE_IP");
+  auto job_id = JobId::FromHex(Env("TROUPE_JOB_ID"));
+  auto worker_id = WorkerId::FromHex(Env("TROUPE_WORKER_ID"));
+  if (!job_id.ok() || !worker_id.ok()) {
+    fprintf(stderr, "troupe worker: bad TROUPE_JOB_ID/TROUPE_WORKER_ID in the environment\n");
+    _exit(2);
+  }
+  options.job_id = *job_id;
+  options.worker_id = *worker_id;
+  options.execute = ExecuteRegistered;
+  auto core = std::make_unique<CoreWorker>(options);
+  if (auto status = core->Start(); !status.ok()) {
+    fprintf(stderr, "troupe worker: cannot start: %s\n", std::string(status.message()).c_str());
+    _exit(1);
+  }
+  CoreWorkerRuntime runtime(core.get());
+  internal::SetCurrentRuntime(&runtime);
+  core->RunTaskLoop();
+  internal::SetCurrentRuntime(nullptr);
+  core->Shutdown();
+  fflush(stdout);
+  fflush(stderr);
+  _exit(0);
+}
+
+// Starts a GCS and a raylet inside this process; fills in address and token.
+void StartEmbeddedCluster(const Config& config, ProcessRuntime* p, std::string* address,
+                          std::string* token) {
+  auto session = Session::Create(ResolveTempRoot(""));
+  if (!session.ok()) throw RuntimeError(std::string(session.status().message()));
+  const ClusterToken cluster_token = ClusterToken::Generate(ClusterId::FromRandom());
+  *token = cluster_token.ToString();
+  GcsServerOptions gcs_options;
+  gcs_options.port = 0;
+  gcs_options.token = cluster_token;
+  p->embedded_gcs = std::make_unique<GcsServer>(gcs_options, std::make_unique<InMemoryStoreClient>());
+  if (auto status = p->embedded_gcs->Start(); !status.ok()) {
+    throw RuntimeError("cannot start the embedded GCS: " + std::string(status.message()));
+  }
+  *address = absl::StrCat("127.0.0.1:", p->embedded_gcs->port());
+
+  RayletOptions raylet_options;
+  raylet_options.gcs_address = *address;
+  raylet_options.token = *token;
+  raylet_options.is_head = true;
+  raylet_options.session_dir = session->dir();
+  ResourceSet resources = *ResourceSet::FromMap(config.resources);
+  resources.Set(kCpu, FixedPoint(config.num_cpus >= 0 ? config.num_cpus : DetectNumCpus()));
+  resources.Set(kGpu, FixedPoint(config.num_gpus >= 0 ? config.num_gpus : DetectNumGpus()));
+  resources.Set(kMemory, FixedPoint(static_cast<double>(DefaultMemoryBytes())));
+  resources.Set(kObjectStoreMemory,
+                FixedPoint(static_cast<double>(config.object_store_memory >= 0
+                                                   ? config.object_store_memory
+                                                   : DefaultObjectStoreBytes())));
+  raylet_options.resources = resources;
+  p->embedded_raylet = std::make_unique<Raylet>(raylet_options);
+  if (auto status = p->embedded_raylet->Start(); !status.ok()) {
+    throw RuntimeError("cannot start the embedded raylet: " + std::string(status.message()));
+  }
+  Raylet* raylet = p->embedded_raylet.get();
+  p->raylet_thread = std::thread([raylet] {
+    absl::Status status = raylet->Run();
+    if (!status.ok()) TROUPE_LOG(Error) << "embedded raylet stopped: " << status.message();
+  });
+}
+
+// The raylet on this machine the driver should use.
+std::string FindLocalRaylet(GcsClient* gcs, const std::string& gcs_address) {
+  const std::string here = LocalAddressToward(gcs_address.substr(0, gcs_address.rfind(':')));
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    auto nodes = gcs->GetAllNodeInfo();
+    if (!nodes.ok()) throw RuntimeError(std::string(nodes.status().message()));
+    const rpc::NodeInfo* best = nullptr;
+    for (const auto& node : *nodes) {
+      if (node.state() != rpc::NodeInfo::ALIVE || node.node_ip() != here) continue;
+      if (best == nullptr || (node.is_head() && !best->is_head())) best = &node;
+    }
+    if (best != nullptr) return absl::StrCat(best->node_ip(), ":", best->raylet_port());
+    absl::SleepFor(absl::Milliseconds(50));  // an embedded raylet may still be registering
+  }
+  throw RuntimeError("no Troupe node runs on this machine (" + here +
+                     "): start one with `troupe start --address=" + gcs_address +
+                     "` before running a driver here");
+}
+
+}  // namespace
+
+void Init() { Init(Config()); }
+
+void Init(int argc, char** argv) {
+  static std::vector<std::string> args;
+  args.assign(argv, argv + argc);
+  saved_argv = &args;
+  Init(Config());
+}
+
+void Init(const Config& config) {
+  if (Env("TROUPE_WORKER_MODE") == "1") RunWorker();
+  absl::MutexLock lock(&process_mu);
+  if (process != nullptr) throw RuntimeError("troupe::Init was already called");
+  auto p = std::make_unique<ProcessRuntime>();
+  p->argv = saved_argv ? *saved_argv : SelfArgv();
+
+  std::string address = !config.address.empty() ? config.address : Env("TROUPE_ADDRESS");
+  std::string token = config.token;
+  const bool embedded = address.empty();
+  if (embedded) {
+    StartEmbeddedCluster(config, p.get(), &address, &token);
+  } else {
+    auto target = ResolveClusterTarget(address, token, ResolveTempRoot(""));
+    if (!target.ok()) throw RuntimeError(std::string(target.status().message()));
+    address = target->address;
+    token = target->token;
+  }
+  p->gcs = std::make_unique<GcsClient>(address, token);
+  auto info = p->gcs->GetClusterInfo();
+  if (!info.ok()) throw RuntimeError("cannot reach the cluster: " + std::string(info.status().message()));
+  const std::string raylet_address = FindLocalRaylet(p->gcs.get(), address);
+
+  // The job: workers run this same executable, fetched by digest on other machines.
+  rpc::JobInfo job;
+  job.set_entrypoint(absl::StrJoin(p->argv, " "));
+  job.set_driver_pid(getpid());
+  job.set_namespace_name(config.namespace_name);
+  job.set_executable_path(SelfExecutable());
+  for (size_t i = 1; i < p->argv.size(); ++i) job.add_driver_argv(p->argv[i]);
+  if (!embedded) {
+    std::ifstream exe(job.executable_path(), std::ios::binary);
+    std::stringstream bytes;
+    bytes << exe.rdbuf();
+    const std::string binary = bytes.str();
+    job.set_executable_digest(Sha256Hex(binary));
+    job.set_executable_size(static_cast<int64_t>(binary.size()));
+    auto exists = p->gcs->KVExists(kExecutablesNamespace, job.executable_digest());
+    if (exists.ok() && !*exists) {
+      auto put = p->gcs->KVPut(kExecutablesNamespace, job.executable_digest(), binary, false);
+      if (!put.ok()) throw RuntimeError("cannot upload this executable to the GCS: " +
+                                        std::string(put.status().message()));
+    }
+  }
+  auto job_id = p->gcs->AddJob(job);
+  if (!job_id.ok()) throw RuntimeError("cannot register the job: " + std::string(job_id.status().message()));
+  p->job_id = *JobId::FromBinary(*job_id);
+
+  CoreWorkerOptions options;
+  options.is_driver = true;
+  options.raylet_address = raylet_address;
+  options.token = token;
+  options.node_ip = raylet_address.substr(0, raylet_address.rfind(':'));
+  options.job_id = p->job_id;
+  options.max_inline_bytes = config.max_inline_bytes;
+  p->core = std::make_unique<CoreWorker>(options);
+  if (auto status = p->core->Start(); !status.ok()) {
+    throw RuntimeError("cannot start the driver's runtime: " + std::string(status.message()));
+  }
+  p->runtime = std::make_unique<CoreWorkerRuntime>(p->core.get());
+  internal::SetCurrentRuntime(p->runtime.get());
+  process = p.release();
+}
+
+bool IsInitialized() {
+  absl::MutexLock lock(&process_mu);
+  return process != nullptr;
+}
+
+void Shutdown() {
+  std::unique_ptr<ProcessRuntime> p;
+  {
+    absl::MutexLock lock(&process_mu);
+    if (process == nullptr) return;
+    p.reset(process);
+    process = nullptr;
+  }
+  internal::SetCurrentRuntime(nullptr);
+  p->core->Shutdown();
+  (void)p->gcs->MarkJobFinished(p->job_id.Binary());
+  if (p->embedded_raylet) {
+    p->embedded_raylet->RequestStop("the driver shut down");
+    if (p->raylet_thread.joinable()) p->raylet_thread.join();
+    p->embedded_raylet.reset();
+  }
+  if (p->embedded_gcs) p->embedded_gcs->Stop();
+}
+
+}  // namespace troupe

@@ -401,6 +401,12 @@ void Init(const Config& config) {
   process = p.release();
 }
 
+internal::RuntimeStats internal::GetRuntimeStats() {
+  absl::MutexLock lock(&process_mu);
+  if (process == nullptr) return {};
+  return {process->core->num_tracked_references(), process->core->num_stored_objects()};
+}
+
 bool IsInitialized() {
   absl::MutexLock lock(&process_mu);
   return process != nullptr;

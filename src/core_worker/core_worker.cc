@@ -218,7 +218,7 @@ void CoreWorker::Shutdown() {
   if (!server_) return;
   stop_timer_.Notify();
   if (timer_.joinable()) timer_.join();
-  if (submitter_) submitter_->ReturnAllLeases();
+  if (submitter_) submitter_->Shutdown();
   std::deque<std::shared_ptr<PendingPush>> unrun;
   {
     absl::MutexLock lock(&queue_mu_);
@@ -507,10 +507,11 @@ absl::StatusOr<ObjectBuffer> CoreWorker::MapLocalObject(const ObjectId& id) {
   }
   const size_t size = buffer.size;
   buffer.data = static_cast<const char*>(mapped);
-  // Unmapped and unpinned when the last reader lets go.
+  // Unmapped and unpinned when the last reader lets go. The unpin is synchronous so the store
+  // can reuse the memory at once (a put right after a read must not find it still pinned).
   buffer.holder = std::shared_ptr<const void>(mapped, [raylet, binary, size](const void* p) {
     munmap(const_cast<void*>(p), size);
-    raylet->ReleaseObjectsAsync({binary});
+    (void)raylet->ReleaseObjects({binary});
   });
   return buffer;
 }

@@ -14,6 +14,13 @@ TaskSubmitter::TaskSubmitter(TaskSubmitterOptions options, ClientPool<RayletClie
       workers_(workers),
       callbacks_(std::move(callbacks)) {}
 
+int TaskSubmitter::PipelineDepth(const rpc::TaskSpec& lease_spec, double average_rtt_ms) const {
+  // SPREAD tasks go one per worker, so each one's lease decides where it runs.
+  if (lease_spec.strategy().kind() == rpc::SchedulingStrategy::SPREAD) return 1;
+  if (average_rtt_ms < 0 || average_rtt_ms >= options_.pipeline_below_ms) return 1;
+  return options_.max_tasks_in_flight_per_worker;
+}
+
 std::string TaskSubmitter::KeyOf(const rpc::TaskSpec& spec) {
   std::map<std::string, double> resources(spec.required_resources().begin(),
                                           spec.required_resources().end());
@@ -24,10 +31,29 @@ std::string TaskSubmitter::KeyOf(const rpc::TaskSpec& spec) {
   return key;
 }
 
+bool TaskSubmitter::BeginCall(uint64_t* call_id) {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return false;
+  *call_id = next_call_id_++;
+  calls_[*call_id] = nullptr;
+  return true;
+}
+
+void TaskSubmitter::SetCanceller(uint64_t call_id, std::function<void()> cancel) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = calls_.find(call_id); it != calls_.end()) it->second = std::move(cancel);
+}
+
+void TaskSubmitter::EndCall(uint64_t call_id) {
+  absl::MutexLock lock(&mu_);
+  calls_.erase(call_id);
+}
+
 void TaskSubmitter::Submit(rpc::TaskSpec spec) {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
     const std::string key = KeyOf(spec);
     Queue& queue = queues_[key];
     if (queue.lease_spec.job_id().empty()) {
@@ -45,14 +71,15 @@ void TaskSubmitter::Submit(rpc::TaskSpec spec) {
 void TaskSubmitter::ScheduleLocked(const std::string& key, Actions* actions) {
   Queue& queue = queues_[key];
   // Fill leased workers, least busy first.
+  const int depth = PipelineDepth(queue.lease_spec, queue.average_rtt_ms);
   while (!queue.tasks.empty() && !queue.workers.empty()) {
     auto least = std::min_element(queue.workers.begin(), queue.workers.end(),
                                   [](const auto& a, const auto& b) { return a->in_flight < b->in_flight; });
-    if ((*least)->in_flight >= options_.max_tasks_in_flight_per_worker) break;
+    if ((*least)->in_flight >= depth) break;
     (*least)->in_flight++;
     rpc::TaskSpec spec = std::move(queue.tasks.front());
     queue.tasks.pop_front();
-    running_[*TaskId::FromBinary(spec.task_id())] = {key, *least};
+    running_[*TaskId::FromBinary(spec.task_id())] = {key, *least, absl::Now()};
     actions->pushes.emplace_back(*least, std::move(spec));
   }
   // Ask for more workers while tasks wait.
@@ -77,16 +104,30 @@ void TaskSubmitter::RequestLease(const std::string& key, const rpc::TaskSpec& sp
   rpc::RequestWorkerLeaseRequest request;
   *request.mutable_resource_spec() = spec;
   request.set_grant_or_reject(grant_or_reject);
-  raylets_->Get(raylet_address)
-      ->RequestWorkerLeaseAsync(request, [this, key, spec, raylet_address](
+  uint64_t call_id;
+  if (!BeginCall(&call_id)) return;
+  SetCanceller(call_id, raylets_->Get(raylet_address)
+                            ->RequestWorkerLeaseAsync(
+                                request, [this, key, spec, raylet_address, call_id](
                                              absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
-        OnLeaseReply(key, spec, raylet_address, std::move(reply));
-      });
+                                  OnLeaseReply(key, spec, raylet_address, std::move(reply));
+                                  EndCall(call_id);
+                                }));
 }
 
 void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& spec,
                                  const std::string& raylet_address,
                                  absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) {
+      // Granted after we stopped: give it straight back.
+      if (reply.ok() && !reply->lease_id().empty()) {
+        raylets_->Get(raylet_address)->ReturnWorkerAsync(reply->lease_id(), false);
+      }
+      return;
+    }
+  }
   if (reply.ok() && !reply->retry_at_raylet_address().empty()) {
     return RequestLease(key, spec, reply->retry_at_raylet_address(), /*grant_or_reject=*/true);
   }
@@ -142,12 +183,15 @@ void TaskSubmitter::Push(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spe
   rpc::PushTaskRequest request;
   *request.mutable_task() = spec;
   for (int id : worker->gpu_ids) request.add_gpu_ids(id);
-  workers_->Get(worker->worker_address)
-      ->PushTaskAsync(std::move(request),
-                      [this, worker, spec = std::move(spec)](
-                          absl::StatusOr<rpc::PushTaskReply> reply) mutable {
-                        OnPushReply(worker, std::move(spec), std::move(reply));
-                      });
+  uint64_t call_id;
+  if (!BeginCall(&call_id)) return;
+  SetCanceller(call_id, workers_->Get(worker->worker_address)
+                            ->PushTaskAsync(std::move(request),
+                                            [this, worker, spec = std::move(spec), call_id](
+                                                absl::StatusOr<rpc::PushTaskReply> reply) mutable {
+                                              OnPushReply(worker, std::move(spec), std::move(reply));
+                                              EndCall(call_id);
+                                            }));
 }
 
 void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spec,
@@ -157,9 +201,15 @@ void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskS
   bool cancelled = false;
   {
     absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
     auto running = running_.find(task_id);
     const std::string key = running != running_.end() ? running->second.key : KeyOf(spec);
-    if (running != running_.end()) running_.erase(running);
+    if (running != running_.end()) {
+      const double rtt_ms = absl::ToDoubleMilliseconds(absl::Now() - running->second.pushed);
+      double& average = queues_[key].average_rtt_ms;
+      average = average < 0 ? rtt_ms : 0.8 * average + 0.2 * rtt_ms;
+      running_.erase(running);
+    }
     cancelled = cancelled_.erase(task_id) > 0;
     worker->in_flight--;
     if (worker->in_flight == 0) worker->idle_since = absl::Now();
@@ -267,8 +317,23 @@ void TaskSubmitter::Tick() {
   Run(std::move(actions));
 }
 
-void TaskSubmitter::ReturnAllLeases() {
+void TaskSubmitter::Shutdown() {
+  std::vector<std::function<void()>> cancels;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    for (auto& [id, cancel] : calls_) {
+      if (cancel) cancels.push_back(cancel);
+    }
+  }
+  for (auto& cancel : cancels) cancel();
+  // Callbacks of cancelled calls still run; wait for them so none outlives this object.
   absl::MutexLock lock(&mu_);
+  auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_.empty(); };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&drained), absl::Seconds(10))) {
+    TROUPE_LOG(Warning) << calls_.size() << " calls still in flight at shutdown";
+  }
   for (auto& [key, queue] : queues_) {
     for (const auto& worker : queue.workers) {
       raylets_->Get(worker->raylet_address)->ReturnWorkerAsync(worker->lease_id, false);

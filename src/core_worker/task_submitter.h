@@ -29,7 +29,8 @@ namespace troupe {
 
 struct TaskSubmitterOptions {
   std::string local_raylet_address;
-  int max_tasks_in_flight_per_worker = 4;
+  int max_tasks_in_flight_per_worker = 4;  // for short tasks (under pipeline_below_ms)
+  double pipeline_below_ms = 2.0;
   int max_pending_lease_requests = 10;
   absl::Duration lease_linger = absl::Milliseconds(50);
   absl::Duration infeasible_retry = absl::Seconds(1);
@@ -55,10 +56,15 @@ class TaskSubmitter {
   bool Cancel(const TaskId& task_id, bool force);
   // Returns leases idle past the linger and retries lease requests that were waiting.
   void Tick();
-  // Gives every lease back (at shutdown).
-  void ReturnAllLeases();
+  // Stops: cancels every call in flight, waits for their callbacks, gives every lease back.
+  // Nothing is submitted afterwards.
+  void Shutdown();
 
  private:
+  // Tasks per worker in flight: deep only for queues whose tasks are short, so long tasks spread
+  // over workers instead of waiting behind each other.
+  int PipelineDepth(const rpc::TaskSpec& lease_spec, double average_rtt_ms) const;
+
   struct LeasedWorker {
     std::string lease_id;
     std::string worker_address;
@@ -73,11 +79,13 @@ class TaskSubmitter {
     int pending_lease_requests = 0;
     absl::Time retry_leases_at = absl::InfinitePast();
     bool warned_infeasible = false;
+    double average_rtt_ms = -1;  // push to reply, moving average; -1 until measured
     rpc::TaskSpec lease_spec;  // resources, strategy and job of the queue's tasks
   };
   struct Running {
     std::string key;
     std::shared_ptr<LeasedWorker> worker;
+    absl::Time pushed;
   };
   // Work decided under the lock, done after it is released.
   struct Actions {
@@ -104,7 +112,15 @@ class TaskSubmitter {
   ClientPool<CoreWorkerClient>* workers_;
   Callbacks callbacks_;
 
+  // Registers an RPC about to be sent; false once shut down (then do not send it).
+  bool BeginCall(uint64_t* call_id) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetCanceller(uint64_t call_id, std::function<void()> cancel) ABSL_LOCKS_EXCLUDED(mu_);
+  void EndCall(uint64_t call_id) ABSL_LOCKS_EXCLUDED(mu_);
+
   absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_call_id_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, std::function<void()>> calls_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Queue> queues_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<TaskId, Running> running_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<TaskId> cancelled_ ABSL_GUARDED_BY(mu_);

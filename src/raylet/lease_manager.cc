@@ -63,6 +63,16 @@ void LeaseManager::RequestLease(const rpc::RequestWorkerLeaseRequest& request,
           answer_now->set_retry_at_raylet_address(decision.raylet_address);
           break;
         case SchedulingDecision::Kind::kInfeasible: {
+          if (spec.strategy().kind() == rpc::SchedulingStrategy::NODE_AFFINITY &&
+              !spec.strategy().soft()) {
+            auto target = NodeId::FromBinary(spec.strategy().node_id());
+            if (target.ok() && dead_nodes_.contains(*target)) {
+              answer_now = Rejected(absl::StrCat("NodeAffinity: node ", target->Hex(),
+                                                 " is dead (soft affinity falls back to other "
+                                                 "nodes)"));
+              break;
+            }
+          }
           std::string entry = absl::StrCat("{", demand->ToString(), "}: ", decision.reason);
           if (!infeasible_.contains(entry)) TROUPE_LOG(Warning) << "infeasible task demand " << entry;
           infeasible_[entry] = absl::Now();
@@ -253,6 +263,11 @@ void LeaseManager::UpdateClusterView(const std::vector<rpc::ResourceUsage>& clus
     reply.set_retry_at_raylet_address(addresses[i]);
     moved[i].done(reply);
   }
+}
+
+void LeaseManager::MarkNodeDead(const NodeId& node_id) {
+  absl::MutexLock lock(&mu_);
+  dead_nodes_.insert(node_id);
 }
 
 void LeaseManager::RejectAllPending(const std::string& why) {

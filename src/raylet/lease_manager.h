@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/raylet.pb.h"
@@ -43,6 +44,8 @@ class LeaseManager {
   // The latest cluster view from the GCS (every alive node, this one included).
   void UpdateClusterView(const std::vector<rpc::ResourceUsage>& cluster);
 
+  // The GCS declared this node dead: tasks bound to it (hard affinity) fail instead of waiting.
+  void MarkNodeDead(const NodeId& node_id);
   // Refuses every queued request (the raylet is shutting down).
   void RejectAllPending(const std::string& why);
 
@@ -85,6 +88,7 @@ class LeaseManager {
   absl::flat_hash_map<std::string, Lease> leases_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<WorkerId, std::string> lease_of_worker_ ABSL_GUARDED_BY(mu_);
   std::vector<NodeView> cluster_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<NodeId> dead_nodes_ ABSL_GUARDED_BY(mu_);
   uint64_t spread_counter_ ABSL_GUARDED_BY(mu_) = 0;
   // Infeasible demands (with why) and when they were last asked for.
   absl::flat_hash_map<std::string, absl::Time> infeasible_ ABSL_GUARDED_BY(mu_);

@@ -119,10 +119,16 @@ class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
                                                const rpc::RequestWorkerLeaseRequest* request,
                                                rpc::RequestWorkerLeaseReply* reply) override {
     return RespondAsync(context, r_->auth_, [&](auto done) {
-      r_->lease_manager_.RequestLease(*request, [reply, done](rpc::RequestWorkerLeaseReply result) {
-        *reply = std::move(result);
-        done(absl::OkStatus());
-      });
+      Raylet* r = r_;
+      r_->lease_manager_.RequestLease(
+          *request, [r, context, reply, done](rpc::RequestWorkerLeaseReply result) {
+            if (context->IsCancelled() && !result.lease_id().empty()) {
+              // The caller gave up waiting: nobody will use or return this lease.
+              (void)r->lease_manager_.ReturnWorker(result.lease_id(), false);
+            }
+            *reply = std::move(result);
+            done(absl::OkStatus());
+          });
     });
   }
 
@@ -307,6 +313,7 @@ void Raylet::FollowJobs() {
     rpc::PollRequest poll;
     poll.set_after_seq(cursor);
     poll.add_channels(rpc::JOB_CHANNEL);
+    poll.add_channels(rpc::NODE_CHANNEL);
     poll.set_timeout_ms(cursor < 0 ? 0 : 1000);
     auto reply = gcs_.Poll(poll);
     if (!reply.ok()) {
@@ -315,6 +322,13 @@ void Raylet::FollowJobs() {
     }
     cursor = reply->last_seq();
     for (const auto& message : reply->messages()) {
+      if (message.channel() == rpc::NODE_CHANNEL) {
+        auto node_id = NodeId::FromBinary(message.node().node_id());
+        if (node_id.ok() && message.node().state() == rpc::NodeInfo::DEAD) {
+          lease_manager_.MarkNodeDead(*node_id);
+        }
+        continue;
+      }
       if (message.job().state() != rpc::JobInfo::FINISHED) continue;
       auto job_id = JobId::FromBinary(message.job().job_id());
       if (!job_id.ok()) continue;

@@ -74,7 +74,8 @@ class Raylet {
   // Registers, retrying until success, a fatal refusal, a stop request or the reconnect timeout.
   absl::Status RegisterWithRetry(bool re_register);
   absl::Status ReportLoop();
-  // Follows job changes: when a job finishes, its workers on this node are killed.
+  // Follows job and node changes: when a job finishes, its workers here are killed; dead nodes
+  // are remembered so tasks bound to them fail instead of waiting.
   void FollowJobs();
   absl::StatusOr<rpc::JobInfo> LookupJob(const JobId& job_id);
   void Shutdown();

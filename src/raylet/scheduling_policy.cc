@@ -71,12 +71,19 @@ SchedulingDecision ChooseNode(const ResourceSet& demand, const rpc::SchedulingSt
       if (node->node_id.Binary() == strategy.node_id()) return Place(*node, local_node);
     }
     if (!strategy.soft()) {
-      SchedulingDecision failed;
-      failed.kind = SchedulingDecision::Kind::kFailed;
-      failed.reason = absl::StrCat("NodeAffinity: node ", BytesToHex(strategy.node_id()),
-                                   " is not alive or can never fit {", demand.ToString(),
-                                   "} (use soft affinity to fall back to other nodes)");
-      return failed;
+      SchedulingDecision decision;
+      const bool known = std::any_of(nodes.begin(), nodes.end(), [&](const NodeView& node) {
+        return node.node_id.Binary() == strategy.node_id();
+      });
+      // A node that is not (yet) in the view may be joining: wait for it. One that is there but
+      // can never fit the task will not change: fail.
+      decision.kind = known ? SchedulingDecision::Kind::kFailed
+                            : SchedulingDecision::Kind::kInfeasible;
+      decision.reason = absl::StrCat("NodeAffinity: node ", BytesToHex(strategy.node_id()),
+                                     known ? " can never fit {" + demand.ToString() + "}"
+                                           : " is not in the cluster (yet)",
+                                     " (soft affinity falls back to other nodes)");
+      return decision;
     }
   }
   if (feasible.empty()) {

@@ -5,8 +5,9 @@
 //            least utilised node that has them free; else queue where it is feasible (local
 //            preferred).
 //   SPREAD:  round-robin over nodes that have the resources free.
-//   NODE_AFFINITY: that node (queued there if busy); if it is gone or can never fit the task,
-//            DEFAULT when soft, else the task fails.
+//   NODE_AFFINITY: that node (queued there if busy). Otherwise DEFAULT when soft; when hard, a
+//            node that can never fit the task fails it, and a node not in the view is
+//            infeasible (it may still be joining; the lease manager fails it if it is dead).
 // A demand no node can ever satisfy is infeasible, with a reason naming the missing resources.
 #pragma once
 

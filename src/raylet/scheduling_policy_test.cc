@@ -72,8 +72,11 @@ TEST_F(SchedulingPolicyTest, NodeAffinityHardAndSoft) {
   affinity.set_kind(rpc::SchedulingStrategy::NODE_AFFINITY);
   affinity.set_node_id(nodes[1].node_id.Binary());
   EXPECT_EQ(Choose(Res({{"CPU", 1}}), nodes, affinity).raylet_address, "b");  // even if busy
+  affinity.set_node_id(NodeId::FromRandom().Binary());  // not (yet) in the cluster
+  EXPECT_EQ(Choose(Res({{"CPU", 1}}), nodes, affinity).kind, SchedulingDecision::Kind::kInfeasible);
+  affinity.set_node_id(nodes[1].node_id.Binary());
+  EXPECT_EQ(Choose(Res({{"CPU", 8}}), nodes, affinity).kind, SchedulingDecision::Kind::kFailed);
   affinity.set_node_id(NodeId::FromRandom().Binary());
-  EXPECT_EQ(Choose(Res({{"CPU", 1}}), nodes, affinity).kind, SchedulingDecision::Kind::kFailed);
   affinity.set_soft(true);
   EXPECT_EQ(Choose(Res({{"CPU", 1}}), nodes, affinity).kind, SchedulingDecision::Kind::kLocal);
 }

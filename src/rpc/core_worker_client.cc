@@ -23,16 +23,20 @@ CoreWorkerClient::CoreWorkerClient(std::string address, std::string token)
       peer_name_(absl::StrCat("worker at ", address_)),
       stub_(rpc::CoreWorkerService::NewStub(MakeChannel(address_))) {}
 
-void CoreWorkerClient::PushTaskAsync(
+std::function<void()> CoreWorkerClient::PushTaskAsync(
     rpc::PushTaskRequest request, std::function<void(absl::StatusOr<rpc::PushTaskReply>)> done) {
   auto call = std::make_shared<AsyncCall<rpc::PushTaskRequest, rpc::PushTaskReply>>();
   AttachToken(&call->context, token_);
   call->request = std::move(request);
   stub_->async()->PushTask(&call->context, &call->request, &call->reply,
-                           [call, done = std::move(done), peer = peer_name_](grpc::Status status) {
+                           [call, self = shared_from_this(), done = std::move(done), peer = peer_name_](grpc::Status status) {
                              if (!status.ok()) return done(FromGrpcStatus(status, peer));
                              done(std::move(call->reply));
                            });
+  std::weak_ptr<AsyncCall<rpc::PushTaskRequest, rpc::PushTaskReply>> weak = call;
+  return [weak] {
+    if (auto live = weak.lock()) live->context.TryCancel();
+  };
 }
 
 absl::StatusOr<rpc::GetObjectStatusReply> CoreWorkerClient::GetObjectStatus(
@@ -59,7 +63,7 @@ void CoreWorkerClient::AddObjectLocationAsync(const std::string& object_id,
   call->request.set_raylet_address(raylet_address);
   call->request.set_node_id(node_id);
   stub_->async()->AddObjectLocation(&call->context, &call->request, &call->reply,
-                                    [call](grpc::Status) {});
+                                    [call, self = shared_from_this()](grpc::Status) {});
 }
 
 void CoreWorkerClient::AddBorrowersAsync(const std::vector<std::string>& ids,
@@ -69,7 +73,7 @@ void CoreWorkerClient::AddBorrowersAsync(const std::vector<std::string>& ids,
   for (const auto& id : ids) call->request.add_object_ids(id);
   call->request.set_borrower_address(borrower);
   stub_->async()->AddBorrowers(&call->context, &call->request, &call->reply,
-                               [call](grpc::Status) {});
+                               [call, self = shared_from_this()](grpc::Status) {});
 }
 
 void CoreWorkerClient::RemoveBorrowersAsync(const std::vector<std::string>& ids,
@@ -80,13 +84,13 @@ void CoreWorkerClient::RemoveBorrowersAsync(const std::vector<std::string>& ids,
   for (const auto& id : ids) call->request.add_object_ids(id);
   call->request.set_borrower_address(borrower);
   stub_->async()->RemoveBorrowers(&call->context, &call->request, &call->reply,
-                                  [call](grpc::Status) {});
+                                  [call, self = shared_from_this()](grpc::Status) {});
 }
 
 void CoreWorkerClient::ExitAsync() {
   auto call = std::make_shared<AsyncCall<rpc::ExitRequest, rpc::ExitReply>>();
   AttachToken(&call->context, token_);
-  stub_->async()->Exit(&call->context, &call->request, &call->reply, [call](grpc::Status) {});
+  stub_->async()->Exit(&call->context, &call->request, &call->reply, [call, self = shared_from_this()](grpc::Status) {});
 }
 
 }  // namespace troupe

@@ -16,14 +16,16 @@
 
 namespace troupe {
 
-class CoreWorkerClient {
+// Create with std::make_shared: asynchronous calls keep the client alive until they complete.
+class CoreWorkerClient : public std::enable_shared_from_this<CoreWorkerClient> {
  public:
   CoreWorkerClient(std::string address, std::string token);
   const std::string& address() const { return address_; }
 
-  // `done` runs on a gRPC thread. The request is moved into the call.
-  void PushTaskAsync(rpc::PushTaskRequest request,
-                     std::function<void(absl::StatusOr<rpc::PushTaskReply>)> done);
+  // `done` runs on a gRPC thread. The request is moved into the call. The returned function
+  // cancels the call.
+  std::function<void()> PushTaskAsync(rpc::PushTaskRequest request,
+                                      std::function<void(absl::StatusOr<rpc::PushTaskReply>)> done);
   absl::StatusOr<rpc::GetObjectStatusReply> GetObjectStatus(const std::string& object_id,
                                                             absl::Duration wait);
   void AddObjectLocationAsync(const std::string& object_id, const std::string& raylet_address,

@@ -47,7 +47,7 @@ void RayletClient::HealthCheckAsync(absl::Duration timeout,
   AttachToken(&call->context, token_);
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   stub_->async()->HealthCheck(&call->context, &call->request, &call->reply,
-                              [call, done = std::move(done), peer = peer_name_](
+                              [call, self = shared_from_this(), done = std::move(done), peer = peer_name_](
                                   grpc::Status status) { done(FromGrpcStatus(status, peer)); });
 }
 
@@ -60,7 +60,7 @@ absl::StatusOr<rpc::RegisterWorkerReply> RayletClient::RegisterWorker(
   return Call(&rpc::NodeManagerService::Stub::RegisterWorker, request, absl::Seconds(30));
 }
 
-void RayletClient::RequestWorkerLeaseAsync(
+std::function<void()> RayletClient::RequestWorkerLeaseAsync(
     const rpc::RequestWorkerLeaseRequest& request,
     std::function<void(absl::StatusOr<rpc::RequestWorkerLeaseReply>)> done) {
   auto call = std::make_shared<
@@ -69,10 +69,14 @@ void RayletClient::RequestWorkerLeaseAsync(
   call->request = request;
   stub_->async()->RequestWorkerLease(
       &call->context, &call->request, &call->reply,
-      [call, done = std::move(done), peer = peer_name_](grpc::Status status) {
+      [call, self = shared_from_this(), done = std::move(done), peer = peer_name_](grpc::Status status) {
         if (!status.ok()) return done(FromGrpcStatus(status, peer));
         done(std::move(call->reply));
       });
+  std::weak_ptr<AsyncCall<rpc::RequestWorkerLeaseRequest, rpc::RequestWorkerLeaseReply>> weak = call;
+  return [weak] {
+    if (auto live = weak.lock()) live->context.TryCancel();
+  };
 }
 
 void RayletClient::ReturnWorkerAsync(const std::string& lease_id, bool disconnect) {
@@ -81,7 +85,7 @@ void RayletClient::ReturnWorkerAsync(const std::string& lease_id, bool disconnec
   call->request.set_lease_id(lease_id);
   call->request.set_disconnect_worker(disconnect);
   stub_->async()->ReturnWorker(&call->context, &call->request, &call->reply,
-                               [call](grpc::Status) {});
+                               [call, self = shared_from_this()](grpc::Status) {});
 }
 
 absl::Status RayletClient::KillLeasedWorker(const std::string& lease_id) {
@@ -97,7 +101,7 @@ void RayletClient::NotifyBlockedAsync(const std::string& worker_id, bool blocked
   call->request.set_worker_id(worker_id);
   call->request.set_blocked(blocked);
   stub_->async()->NotifyBlocked(&call->context, &call->request, &call->reply,
-                                [call](grpc::Status) {});
+                                [call, self = shared_from_this()](grpc::Status) {});
 }
 
 absl::StatusOr<std::string> RayletClient::CreateObject(const std::string& object_id, int64_t size,
@@ -131,7 +135,13 @@ void RayletClient::ReleaseObjectsAsync(const std::vector<std::string>& ids) {
   AttachToken(&call->context, token_);
   for (const auto& id : ids) call->request.add_object_ids(id);
   stub_->async()->ReleaseObjects(&call->context, &call->request, &call->reply,
-                                 [call](grpc::Status) {});
+                                 [call, self = shared_from_this()](grpc::Status) {});
+}
+
+absl::Status RayletClient::ReleaseObjects(const std::vector<std::string>& ids) {
+  rpc::ReleaseObjectsRequest request;
+  for (const auto& id : ids) request.add_object_ids(id);
+  return Call(&rpc::NodeManagerService::Stub::ReleaseObjects, request, absl::Seconds(2)).status();
 }
 
 absl::Status RayletClient::FetchObject(const std::string& object_id,
@@ -148,7 +158,7 @@ void RayletClient::FreeObjectsAsync(const std::vector<std::string>& ids) {
   AttachToken(&call->context, token_);
   for (const auto& id : ids) call->request.add_object_ids(id);
   object_stub_->async()->FreeObjects(&call->context, &call->request, &call->reply,
-                                     [call](grpc::Status) {});
+                                     [call, self = shared_from_this()](grpc::Status) {});
 }
 
 }  // namespace troupe

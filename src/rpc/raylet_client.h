@@ -15,7 +15,8 @@
 
 namespace troupe {
 
-class RayletClient {
+// Create with std::make_shared: asynchronous calls keep the client alive until they complete.
+class RayletClient : public std::enable_shared_from_this<RayletClient> {
  public:
   RayletClient(std::string address, std::string token);
 
@@ -26,9 +27,11 @@ class RayletClient {
   absl::StatusOr<rpc::GetNodeStatsReply> GetNodeStats(absl::Duration timeout = absl::Seconds(10));
 
   absl::StatusOr<rpc::RegisterWorkerReply> RegisterWorker(const rpc::RegisterWorkerRequest& request);
-  // `done` runs on a gRPC thread once the raylet grants, redirects or refuses.
-  void RequestWorkerLeaseAsync(const rpc::RequestWorkerLeaseRequest& request,
-                               std::function<void(absl::StatusOr<rpc::RequestWorkerLeaseReply>)> done);
+  // `done` runs on a gRPC thread once the raylet grants, redirects or refuses. The returned
+  // function cancels the request (done then runs with CANCELLED).
+  std::function<void()> RequestWorkerLeaseAsync(
+      const rpc::RequestWorkerLeaseRequest& request,
+      std::function<void(absl::StatusOr<rpc::RequestWorkerLeaseReply>)> done);
   void ReturnWorkerAsync(const std::string& lease_id, bool disconnect);
   absl::Status KillLeasedWorker(const std::string& lease_id);
   void NotifyBlockedAsync(const std::string& worker_id, bool blocked);
@@ -37,6 +40,7 @@ class RayletClient {
   absl::Status SealObject(const std::string& object_id);
   absl::StatusOr<std::vector<rpc::LocalObject>> GetObjects(const std::vector<std::string>& ids);
   void ReleaseObjectsAsync(const std::vector<std::string>& ids);
+  absl::Status ReleaseObjects(const std::vector<std::string>& ids);
   absl::Status FetchObject(const std::string& object_id, const std::string& from_raylet_address,
                            absl::Duration timeout);
   // ObjectManagerService on this raylet: drop its copies of these objects.

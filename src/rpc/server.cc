@@ -7,6 +7,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+
+#include <grpcpp/generic/generic_stub.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -55,7 +58,34 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   return server;
 }
 
+namespace {
+
+// gRPC 1.51 runs callback-API completions on a shared "alternative" completion queue that is
+// created when the first channel needs it and torn down when the last such channel goes away.
+// Tearing it down while a callback still runs on it (a client dropped inside its own callback,
+// or a driver that calls Init/Shutdown repeatedly) double-frees it. One channel that lives for
+// the whole process and has made a callback call holds the queue until exit.
+void PinCallbackQueue() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Kept (not freed) on purpose: the channel must outlive every other.
+    auto* channel = new std::shared_ptr<grpc::Channel>(
+        grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials()));
+    auto* stub = new grpc::GenericStub(*channel);
+    auto* context = new grpc::ClientContext();
+    context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1));
+    grpc::Slice empty("");
+    auto* request = new grpc::ByteBuffer(&empty, 1);
+    auto* response = new grpc::ByteBuffer();
+    stub->UnaryCall(context, "/troupe.Pin/Pin", grpc::StubOptions(), request, response,
+                    [](grpc::Status) {});
+  });
+}
+
+}  // namespace
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  PinCallbackQueue();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(512 << 20);
   args.SetMaxSendMessageSize(512 << 20);

@@ -144,4 +144,13 @@ void Cancel(const ObjectRef<T>& ref, bool force = false) {
   internal::RequireRuntime().Cancel(ref.info(), force);
 }
 
+namespace internal {
+// Counters of this process's runtime, for tests and debugging.
+struct RuntimeStats {
+  size_t tracked_references = 0;  // objects this process holds or owns references to
+  size_t stored_objects = 0;      // values kept in this process's memory store
+};
+RuntimeStats GetRuntimeStats();
+}  // namespace internal
+
 }  // namespace troupe

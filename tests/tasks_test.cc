@@ -1,0 +1,340 @@
+// Remote tasks and objects on real multi-node clusters (head + raylets on loopback, started by
+// TestCluster). This binary is also the worker program: raylets start it in worker mode, where
+// main() hands over to troupe::Init before any test runs.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <numeric>
+#include <set>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+#include "src/rpc/raylet_client.h"
+#include "tests/test_cluster.h"
+#include "troupe/api.h"
+
+namespace {
+
+int Plus(int a, int b) { return a + b; }
+
+int SumOfSquares(int n) {
+  std::vector<troupe::ObjectRef<int>> parts;
+  for (int i = 1; i <= n; ++i) parts.push_back(troupe::Task(Plus).Remote(i * i, 0));
+  int sum = 0;
+  for (const auto& value : troupe::Get(parts)) sum += *value;
+  return sum;
+}
+
+// A nested level deeper: tasks waiting on tasks waiting on tasks.
+int Tree(int depth) {
+  if (depth == 0) return 1;
+  auto left = troupe::Task(Tree).Remote(depth - 1);
+  auto right = troupe::Task(Tree).Remote(depth - 1);
+  return *troupe::Get(left) + *troupe::Get(right);
+}
+
+uint64_t Checksum(const uint8_t* data, size_t size) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  for (size_t i = 0; i < size; ++i) hash = (hash ^ data[i]) * 1099511628211ull;
+  return hash;
+}
+
+std::vector<uint8_t> MakeBytes(int64_t size, int seed) {
+  std::vector<uint8_t> bytes(size);
+  uint64_t state = static_cast<uint64_t>(seed) * 2654435761u + 1;
+  for (auto& b : bytes) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    b = static_cast<uint8_t>(state >> 56);
+  }
+  return bytes;
+}
+
+uint64_t ChecksumOf(const std::vector<uint8_t>& bytes) { return Checksum(bytes.data(), bytes.size()); }
+
+std::string NodeOfTask(int sleep_ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+  return std::getenv("TROUPE_NODE_ID");
+}
+
+int Fail(int code) { throw std::runtime_error("boom " + std::to_string(code)); }
+
+// Writes its pid to `pid_file` on the first attempt, then takes its time.
+int SlowOnce(std::string pid_file, int value) {
+  if (access(pid_file.c_str(), F_OK) != 0) {
+    std::ofstream(pid_file) << getpid();
+    sleep(30);  // killed by the test long before this
+  }
+  return value * 2;
+}
+
+std::string VisibleDevices(int sleep_ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+  const char* devices = std::getenv("CUDA_VISIBLE_DEVICES");
+  return devices ? devices : "<unset>";
+}
+
+int Sleep(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+
+TROUPE_REMOTE(Plus, SumOfSquares, Tree, MakeBytes, ChecksumOf, NodeOfTask, Fail, SlowOnce,
+              VisibleDevices, Sleep);
+
+using troupe::testing::TestCluster;
+
+// Connects this test's driver to `cluster`; shuts down when the test ends.
+class Driver {
+ public:
+  explicit Driver(TestCluster& cluster) {
+    troupe::Config config;
+    config.address = cluster.gcs_address();
+    config.token = cluster.token();
+    troupe::Init(config);
+  }
+  ~Driver() { troupe::Shutdown(); }
+};
+
+std::string HeadRayletAddress(TestCluster& cluster) {
+  nlohmann::json status = cluster.Status();
+  for (const auto& node : status["nodes"]) {
+    if (node["is_head"].get<bool>()) {
+      return absl::StrCat(node["node_ip"].get<std::string>(), ":", node["raylet_port"].get<int>());
+    }
+  }
+  ADD_FAILURE() << "no head node in " << status.dump();
+  return "";
+}
+
+int64_t StoreBytesUsed(TestCluster& cluster) {
+  troupe::RayletClient raylet(HeadRayletAddress(cluster), cluster.token());
+  auto stats = raylet.GetNodeStats();
+  return stats.ok() ? stats->object_store().used_bytes() : -1;
+}
+
+int64_t RssAnonKb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (absl::StartsWith(line, "RssAnon:")) {
+      int64_t kb = 0;
+      absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(8, line.size() - 8 - 3)), &kb);
+      return kb;
+    }
+  }
+  return -1;
+}
+
+TEST(TasksTest, TenThousandTasksAcrossThreeRayletsAllCorrect) {
+  TestCluster cluster({"--num-cpus=2"});
+  cluster.AddWorker({"--num-cpus=2"});
+  cluster.AddWorker({"--num-cpus=2"});
+  Driver driver(cluster);
+  std::vector<troupe::ObjectRef<int>> refs;
+  for (int i = 0; i < 10000; ++i) refs.push_back(troupe::Task(Plus).Remote(i, i));
+  auto values = troupe::Get(refs);
+  for (int i = 0; i < 10000; ++i) ASSERT_EQ(*values[i], 2 * i) << i;
+  // Spread them explicitly too: every node runs some.
+  std::set<std::string> nodes;
+  std::vector<troupe::ObjectRef<std::string>> where;
+  for (int i = 0; i < 30; ++i) {
+    where.push_back(troupe::Task(NodeOfTask).SetSchedulingStrategy(troupe::Spread{}).Remote(100));
+  }
+  for (const auto& node : troupe::Get(where)) nodes.insert(*node);
+  EXPECT_EQ(nodes.size(), 3u);
+}
+
+TEST(TasksTest, NestedTasksDoNotDeadlockThePool) {
+  TestCluster cluster({"--num-cpus=2"});
+  Driver driver(cluster);
+  EXPECT_EQ(*troupe::Get(troupe::Task(SumOfSquares).Remote(20)), 2870);
+  // 2^5 leaves, every inner task blocked on its children while 2 CPUs exist.
+  EXPECT_EQ(*troupe::Get(troupe::Task(Tree).Remote(5)), 32);
+}
+
+TEST(TasksTest, LargeObjectMovesBetweenNodesIntact) {
+  TestCluster cluster({"--num-cpus=1"});
+  std::string producer = cluster.AddWorker({"--num-cpus=1"});
+  std::string consumer = cluster.AddWorker({"--num-cpus=1"});
+  Driver driver(cluster);
+  const int64_t size = 200 << 20;
+  auto bytes =
+      troupe::Task(MakeBytes).SetSchedulingStrategy(troupe::NodeAffinity{producer}).Remote(size, 7);
+  auto at_producer =
+      troupe::Task(ChecksumOf).SetSchedulingStrategy(troupe::NodeAffinity{producer}).Remote(bytes);
+  auto at_consumer =
+      troupe::Task(ChecksumOf).SetSchedulingStrategy(troupe::NodeAffinity{consumer}).Remote(bytes);
+  const uint64_t expected = ChecksumOf(MakeBytes(size, 7));
+  EXPECT_EQ(*troupe::Get(at_producer), expected);
+  EXPECT_EQ(*troupe::Get(at_consumer), expected);
+  // And on the driver's node, through a zero-copy view.
+  auto view = troupe::GetView(bytes);
+  EXPECT_EQ(Checksum(view->data(), view->size()), expected);
+}
+
+TEST(TasksTest, ZeroCopyReadsAddNoPrivateCopy) {
+  TestCluster cluster({"--num-cpus=1"});
+  Driver driver(cluster);
+  auto ref = troupe::Put(MakeBytes(100 << 20, 3));
+  const int64_t before = RssAnonKb();
+  auto view = troupe::GetView(ref);
+  uint64_t sum = Checksum(view->data(), view->size());  // touches every page
+  const int64_t after_view = RssAnonKb();
+  EXPECT_LT(after_view - before, 10 * 1024) << "a view must not copy the object";
+  auto copy = troupe::Get(ref);
+  const int64_t after_copy = RssAnonKb();
+  EXPECT_GT(after_copy - after_view, 90 * 1024) << "a copying Get should show the copy";
+  EXPECT_EQ(ChecksumOf(*copy), sum);
+}
+
+TEST(TasksTest, SpillingKeepsEveryObjectByteIdentical) {
+  TestCluster cluster({"--num-cpus=1", "--object-store-memory=64MiB"});
+  Driver driver(cluster);
+  std::vector<troupe::ObjectRef<std::vector<uint8_t>>> refs;
+  for (int i = 0; i < 8; ++i) refs.push_back(troupe::Put(MakeBytes(32 << 20, i)));  // 256 MB live
+  troupe::RayletClient raylet(HeadRayletAddress(cluster), cluster.token());
+  auto stats = raylet.GetNodeStats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_GT(stats->object_store().num_spilled_total(), 0);
+  EXPECT_LE(stats->object_store().used_bytes(), 64 << 20);
+  for (int i = 0; i < 8; ++i) {
+    auto view = troupe::GetView(refs[i]);
+    EXPECT_EQ(Checksum(view->data(), view->size()), ChecksumOf(MakeBytes(32 << 20, i))) << i;
+  }
+  EXPECT_GT(raylet.GetNodeStats()->object_store().num_restored_total(), 0);
+}
+
+TEST(TasksTest, FullStoreFailsPutWithAClearError) {
+  TestCluster cluster({"--num-cpus=1", "--object-store-memory=64MiB"});
+  Driver driver(cluster);
+  try {
+    troupe::Put(MakeBytes(100 << 20, 1));
+    FAIL() << "expected ObjectStoreFullError";
+  } catch (const troupe::ObjectStoreFullError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), "object store full")) << e.what();
+    EXPECT_TRUE(absl::StrContains(e.what(), "--object-store-memory")) << e.what();
+  }
+  // Nothing was lost: the store still works.
+  EXPECT_EQ(troupe::Get(troupe::Put(MakeBytes(1 << 20, 2)))->size(), 1u << 20);
+}
+
+TEST(TasksTest, KilledWorkerMidTaskIsRetried) {
+  TestCluster cluster({"--num-cpus=1"});
+  Driver driver(cluster);
+  const std::string pid_file = std::string(std::getenv("TEST_TMPDIR")) + "/slow.pid";
+  unlink(pid_file.c_str());
+  auto result = troupe::Task(SlowOnce).Remote(pid_file, 21);
+  int pid = 0;
+  for (int i = 0; i < 200 && pid == 0; ++i) {
+    std::ifstream in(pid_file);
+    in >> pid;
+    if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_GT(pid, 0) << "the task never started";
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  EXPECT_EQ(*troupe::Get(result, std::chrono::seconds(30)), 42);
+}
+
+TEST(TasksTest, ExceptionsReachGetWithTypeMessageAndPlace) {
+  TestCluster cluster({"--num-cpus=1"});
+  Driver driver(cluster);
+  try {
+    troupe::Get(troupe::Task(Fail).Remote(7));
+    FAIL() << "expected TaskError";
+  } catch (const troupe::TaskError& e) {
+    EXPECT_EQ(e.exception_type(), "std::runtime_error");
+    EXPECT_EQ(e.exception_message(), "boom 7");
+    EXPECT_EQ(e.function_name(), "Fail");
+    EXPECT_EQ(e.node_id().size(), 32u);
+    EXPECT_TRUE(absl::StrContains(e.what(), "boom 7")) << e.what();
+  }
+  // A task whose argument failed fails too, saying why.
+  try {
+    troupe::Get(troupe::Task(Plus).Remote(troupe::Task(Fail).Remote(1), 1));
+    FAIL() << "expected an error";
+  } catch (const troupe::TaskError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), "boom 1")) << e.what();
+  }
+}
+
+TEST(TasksTest, InfeasibleTaskRunsOnceANodeThatFitsJoins) {
+  TestCluster cluster({"--num-cpus=1"});
+  Driver driver(cluster);
+  auto result = troupe::Task(Plus).SetResources({{"CPU", 1}, {"special", 1}}).Remote(2, 3);
+  auto early = troupe::Wait(std::vector<troupe::ObjectRef<int>>{result}, 1,
+                            std::chrono::milliseconds(1500));
+  EXPECT_TRUE(early.ready.empty());
+  cluster.AddWorker({"--num-cpus=1", R"(--resources={"special": 1})"});
+  EXPECT_EQ(*troupe::Get(result, std::chrono::seconds(20)), 5);
+}
+
+TEST(TasksTest, GpuTasksSeeTheirDevices) {
+  TestCluster cluster({"--num-cpus=1"});
+  cluster.AddWorker({"--num-cpus=4", "--num-gpus=4"});
+  Driver driver(cluster);
+  std::vector<troupe::ObjectRef<std::string>> whole;
+  for (int i = 0; i < 4; ++i) {
+    whole.push_back(troupe::Task(VisibleDevices).SetResources({{"CPU", 1}, {"GPU", 1}}).Remote(1500));
+  }
+  std::set<std::string> seen;
+  for (const auto& devices : troupe::Get(whole)) seen.insert(*devices);
+  EXPECT_EQ(seen, (std::set<std::string>{"0", "1", "2", "3"}));
+  auto two = troupe::Task(VisibleDevices).SetResources({{"CPU", 1}, {"GPU", 2}}).Remote(0);
+  std::string pair = *troupe::Get(two);
+  EXPECT_EQ(pair.size(), 3u) << pair;  // "a,b"
+  auto none = troupe::Task(VisibleDevices).SetResources({{"CPU", 1}}).Remote(0);
+  EXPECT_EQ(*troupe::Get(none), "<unset>");
+}
+
+TEST(TasksTest, ReferenceCountingFreesStoreMemory) {
+  TestCluster cluster({"--num-cpus=1"});
+  Driver driver(cluster);
+  {
+    auto a = troupe::Put(MakeBytes(50 << 20, 1));
+    auto b = troupe::Task(MakeBytes).Remote(30 << 20, 2);
+    troupe::Get(b);
+    EXPECT_GE(StoreBytesUsed(cluster), 80 << 20);
+  }
+  int64_t used = -1;
+  for (int i = 0; i < 100 && used != 0; ++i) {
+    used = StoreBytesUsed(cluster);
+    if (used != 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(used, 0) << "store memory not freed after the refs went away";
+}
+
+TEST(TasksTest, HundredThousandShortLivedObjectsLeaveNothingBehind) {
+  TestCluster cluster({"--num-cpus=1"});
+  Driver driver(cluster);
+  for (int i = 0; i < 100000; ++i) {
+    auto ref = troupe::Put(i);
+    if (i % 10000 == 0) ASSERT_EQ(*troupe::Get(ref), i);
+  }
+  auto stats = troupe::internal::GetRuntimeStats();
+  EXPECT_EQ(stats.tracked_references, 0u);
+  EXPECT_EQ(stats.stored_objects, 0u);
+}
+
+TEST(TasksTest, CancelAQueuedTask) {
+  TestCluster cluster({"--num-cpus=1"});
+  Driver driver(cluster);
+  auto busy = troupe::Task(Sleep).Remote(1000);
+  auto queued = troupe::Task(Sleep).Remote(1);
+  troupe::Cancel(queued);
+  EXPECT_THROW(troupe::Get(queued), troupe::TaskCancelledError);
+  EXPECT_EQ(*troupe::Get(busy), 1000);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // In worker mode this never returns: the raylet started this binary to run tasks.
+  if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -18,13 +18,6 @@
 namespace troupe::testing {
 namespace {
 
-nlohmann::json FindNode(const nlohmann::json& status, const std::string& node_id) {
-  for (const auto& node : status["nodes"]) {
-    if (node["node_id"] == node_id) return node;
-  }
-  return nullptr;
-}
-
 TEST(ClusterTest, HeadAndThreeWorkersShowExactResources) {
   TestCluster cluster({"--num-cpus=2", "--num-gpus=1", "--memory=1GiB",
                        "--object-store-memory=256MiB", R"(--resources={"head_slot": 1})"});

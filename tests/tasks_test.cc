@@ -19,6 +19,8 @@
 #include "tests/test_cluster.h"
 #include "troupe/api.h"
 
+namespace rpc = troupe::rpc;
+
 namespace {
 
 int Plus(int a, int b) { return a + b; }
@@ -84,8 +86,19 @@ int Sleep(int ms) {
   return ms;
 }
 
+int Say(std::string text) {
+  std::cout << text << std::endl;
+  return static_cast<int>(getpid());
+}
+
+// Sleeps, then says where it ran (after surviving a node death it runs elsewhere).
+std::string SleepThenNode(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return std::getenv("TROUPE_NODE_ID");
+}
+
 TROUPE_REMOTE(Plus, SumOfSquares, Tree, MakeBytes, ChecksumOf, NodeOfTask, Fail, SlowOnce,
-              VisibleDevices, Sleep);
+              VisibleDevices, Sleep, Say, SleepThenNode);
 
 using troupe::testing::TestCluster;
 
@@ -328,6 +341,63 @@ TEST(TasksTest, CancelAQueuedTask) {
   troupe::Cancel(queued);
   EXPECT_THROW(troupe::Get(queued), troupe::TaskCancelledError);
   EXPECT_EQ(*troupe::Get(busy), 1000);
+}
+
+TEST(TasksTest, WorkerOutputIsPublishedForTheDriver) {
+  TestCluster cluster({"--num-cpus=1"});
+  Driver driver(cluster);
+  rpc::PollRequest cursor;
+  cursor.add_channels(rpc::LOG_CHANNEL);
+  cursor.set_after_seq(-1);
+  int64_t after = cluster.gcs().Poll(cursor)->last_seq();
+  const int pid = *troupe::Get(troupe::Task(Say).Remote(std::string("marker-7d1f")));
+  bool seen = false;
+  for (int i = 0; i < 50 && !seen; ++i) {
+    rpc::PollRequest poll;
+    poll.add_channels(rpc::LOG_CHANNEL);
+    poll.set_after_seq(after);
+    poll.set_timeout_ms(200);
+    auto reply = cluster.gcs().Poll(poll);
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    after = reply->last_seq();
+    for (const auto& message : reply->messages()) {
+      for (const auto& line : message.log().lines()) {
+        if (line == "marker-7d1f") {
+          seen = true;
+          EXPECT_EQ(message.log().pid(), pid);
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(seen) << "the worker's line never reached the GCS";
+}
+
+TEST(TasksTest, TasksOfADeadNodeRunElsewhere) {
+  TestCluster cluster({"--num-cpus=1"});
+  std::string doomed = cluster.AddWorker({"--num-cpus=1", R"(--resources={"doomed": 1})"});
+  std::string survivor = cluster.AddWorker({"--num-cpus=1", R"(--resources={"doomed": 1})"});
+  Driver driver(cluster);
+  auto where = troupe::Task(SleepThenNode)
+                   .SetResources({{"CPU", 1}, {"doomed", 1}})
+                   .SetSchedulingStrategy(troupe::NodeAffinity{doomed, /*soft=*/true})
+                   .Remote(3000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // running on `doomed` now
+  const int raylet_pid = troupe::testing::FindNode(cluster.Status(), doomed)["raylet_pid"];
+  ASSERT_EQ(kill(raylet_pid, SIGKILL), 0);
+  EXPECT_EQ(*troupe::Get(where, std::chrono::seconds(60)), survivor);
+}
+
+TEST(TasksTest, ObjectWhoseOnlyCopyDiedIsReportedLost) {
+  TestCluster cluster({"--num-cpus=1"});
+  std::string doomed = cluster.AddWorker({"--num-cpus=1"});
+  Driver driver(cluster);
+  auto bytes = troupe::Task(MakeBytes)
+                   .SetSchedulingStrategy(troupe::NodeAffinity{doomed})
+                   .Remote(1 << 20, 5);
+  troupe::Wait(std::vector<troupe::ObjectRef<std::vector<uint8_t>>>{bytes}, 1);
+  const int raylet_pid = troupe::testing::FindNode(cluster.Status(), doomed)["raylet_pid"];
+  ASSERT_EQ(kill(raylet_pid, SIGKILL), 0);
+  EXPECT_THROW(troupe::Get(bytes, std::chrono::seconds(30)), troupe::ObjectLostError);
 }
 
 }  // namespace

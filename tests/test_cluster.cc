@@ -130,6 +130,13 @@ std::vector<std::string> TestCluster::RayletLogs() const {
   return logs;
 }
 
+nlohmann::json FindNode(const nlohmann::json& status, const std::string& node_id) {
+  for (const auto& node : status["nodes"]) {
+    if (node["node_id"] == node_id) return node;
+  }
+  return nullptr;
+}
+
 int TestCluster::GcsPid() const {
   int pid = 0;
   std::string text(absl::StripAsciiWhitespace(ReadFileOrEmpty(HeadSessionDir() + "/pids/gcs.pid")));

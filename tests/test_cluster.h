@@ -31,6 +31,9 @@ std::vector<int> ProcessesMentioning(const std::string& marker);
 // The NUL-separated arguments of a running process (empty if it is gone).
 std::vector<std::string> CommandLineOf(int pid);
 
+// The node with that ID (hex) in `troupe status --format=json` output, or null.
+nlohmann::json FindNode(const nlohmann::json& status, const std::string& node_id);
+
 class TestCluster {
  public:
   // Starts a head with `head_flags` (e.g. {"--num-cpus=2"}). CHECK-fails the test on error.

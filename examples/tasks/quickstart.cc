@@ -3,10 +3,17 @@
 //   bazel run //examples/tasks:quickstart
 #include <iostream>
 #include <numeric>
+#include <thread>
 
 #include "troupe/api.h"
 
 int Plus(int a, int b) { return a + b; }
+
+// Workers' output reaches the driver, prefixed with the worker's pid and node.
+int Greet(int n) {
+  std::cout << "hello from a worker, task " << n << std::endl;
+  return n;
+}
 
 // A task that submits tasks and waits for them (nested tasks).
 int SumOfSquares(int n) {
@@ -27,7 +34,7 @@ double Total(const std::vector<double>& values) {
   return std::accumulate(values.begin(), values.end(), 0.0);
 }
 
-TROUPE_REMOTE(Plus, SumOfSquares, Ramp, Total);
+TROUPE_REMOTE(Plus, Greet, SumOfSquares, Ramp, Total);
 
 int main(int argc, char** argv) {
   troupe::Init(argc, argv);  // code above this line also runs in every worker
@@ -45,7 +52,9 @@ int main(int argc, char** argv) {
   auto ramp = troupe::Task(Ramp).Remote(1'000'000);
   std::cout << "total of the ramp = " << *troupe::Get(troupe::Task(Total).Remote(ramp)) << "\n";
   auto view = troupe::GetView(ramp);  // zero-copy view into shared memory
-  std::cout << "ramp[999999] = " << (*view)[999999] << "\n";
+  std::cout << "ramp[999999] = " << (*view)[999999] << std::endl;
+  troupe::Get(troupe::Task(Greet).Remote(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the greeting arrive
   troupe::Shutdown();
   return 0;
 }

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/common/cluster_target.h"
@@ -230,13 +232,45 @@ struct ProcessRuntime {
   std::unique_ptr<CoreWorker> core;
   std::unique_ptr<CoreWorkerRuntime> runtime;
   JobId job_id;
+  absl::Notification stop_logs;
+  std::thread log_printer;
 };
+
+// Prints this job's worker output as the raylets publish it, prefixed like Ray does.
+void PrintWorkerLogs(GcsClient* gcs, JobId job_id, absl::Notification* stop) {
+  int64_t cursor = -1;
+  while (true) {
+    const bool stopping = stop->HasBeenNotified();
+    rpc::PollRequest poll;
+    poll.add_channels(rpc::LOG_CHANNEL);
+    poll.set_after_seq(cursor);
+    poll.set_timeout_ms(cursor < 0 || stopping ? 0 : 200);
+    auto reply = gcs->Poll(poll);
+    if (reply.ok()) {
+      cursor = reply->last_seq();
+      for (const auto& message : reply->messages()) {
+        const rpc::LogBatch& batch = message.log();
+        if (batch.job_id() != job_id.Binary()) continue;
+        const std::string prefix = absl::StrCat("(pid=", batch.pid(), ", node=",
+                                                BytesToHex(batch.node_id()).substr(0, 8), ") ");
+        std::string text;
+        for (const auto& line : batch.lines()) absl::StrAppend(&text, prefix, line, "\n");
+        fwrite(text.data(), 1, text.size(), stdout);
+      }
+      fflush(stdout);
+    }
+    if (stopping) return;
+    if (!reply.ok()) stop->WaitForNotificationWithTimeout(absl::Milliseconds(500));
+  }
+}
 
 absl::Mutex process_mu;
 ProcessRuntime* process ABSL_GUARDED_BY(process_mu) = nullptr;
 std::vector<std::string>* saved_argv = nullptr;
 
 [[noreturn]] void RunWorker() {
+  // Output goes to the worker's log file; line buffering lets the driver show it promptly.
+  setvbuf(stdout, nullptr, _IOLBF, 0);
   CoreWorkerOptions options;
   options.is_driver = false;
   options.raylet_address = Env("TROUPE_RAYLET_ADDRESS");
@@ -398,6 +432,9 @@ void Init(const Config& config) {
   }
   p->runtime = std::make_unique<CoreWorkerRuntime>(p->core.get());
   internal::SetCurrentRuntime(p->runtime.get());
+  if (config.log_to_driver) {
+    p->log_printer = std::thread(PrintWorkerLogs, p->gcs.get(), p->job_id, &p->stop_logs);
+  }
   process = p.release();
 }
 
@@ -421,6 +458,8 @@ void Shutdown() {
     process = nullptr;
   }
   internal::SetCurrentRuntime(nullptr);
+  p->stop_logs.Notify();
+  if (p->log_printer.joinable()) p->log_printer.join();
   p->core->Shutdown();
   (void)p->gcs->MarkJobFinished(p->job_id.Binary());
   if (p->embedded_raylet) {

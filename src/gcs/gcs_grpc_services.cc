@@ -166,11 +166,28 @@ ServerUnaryReactor* InternalKvGrpcService::KVKeys(CallbackServerContext* context
 ServerUnaryReactor* PubSubGrpcService::Poll(CallbackServerContext* context,
                                             const rpc::PollRequest* request,
                                             rpc::PollReply* reply) {
+  const bool logs = request->channels_size() == 1 && request->channels(0) == rpc::LOG_CHANNEL;
+  Publisher* publisher = logs ? log_publisher_ : publisher_;
   return RespondAsync(context, *auth_, [&](auto done) {
-    publisher_->Poll(*request, [reply, done](rpc::PollReply result) {
+    publisher->Poll(*request, [reply, done](rpc::PollReply result) {
       *reply = std::move(result);
       done(absl::OkStatus());
     });
+  });
+}
+
+grpc::ServerUnaryReactor* PubSubGrpcService::PublishLogs(grpc::CallbackServerContext* context,
+                                                         const rpc::PublishLogsRequest* request,
+                                                         rpc::PublishLogsReply*) {
+  return Respond(context, *auth_, [&] {
+    for (const auto& batch : request->batches()) {
+      rpc::PubMessage message;
+      message.set_channel(rpc::LOG_CHANNEL);
+      message.set_key(batch.job_id());
+      *message.mutable_log() = batch;
+      log_publisher_->Publish(std::move(message));
+    }
+    return absl::OkStatus();
   });
 }
 

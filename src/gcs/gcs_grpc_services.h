@@ -98,14 +98,18 @@ class InternalKvGrpcService : public rpc::InternalKVService::CallbackService {
 
 class PubSubGrpcService : public rpc::PubSubService::CallbackService {
  public:
-  PubSubGrpcService(const TokenAuthenticator* auth, Publisher* publisher)
-      : auth_(auth), publisher_(publisher) {}
+  PubSubGrpcService(const TokenAuthenticator* auth, Publisher* publisher, Publisher* log_publisher)
+      : auth_(auth), publisher_(publisher), log_publisher_(log_publisher) {}
   grpc::ServerUnaryReactor* Poll(grpc::CallbackServerContext* context,
                                  const rpc::PollRequest* request, rpc::PollReply* reply) override;
+  grpc::ServerUnaryReactor* PublishLogs(grpc::CallbackServerContext* context,
+                                        const rpc::PublishLogsRequest* request,
+                                        rpc::PublishLogsReply* reply) override;
 
  private:
   const TokenAuthenticator* auth_;
   Publisher* publisher_;
+  Publisher* log_publisher_;
 };
 
 }  // namespace troupe

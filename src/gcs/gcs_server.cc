@@ -49,6 +49,7 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
       store_(std::move(store)),
       auth_(options_.token),
       publisher_(&clock_),
+      log_publisher_(&clock_, /*max_buffered=*/20000),
       kv_(store_.get()),
       nodes_(options_.token.cluster_id(), store_.get(), &publisher_, &clock_),
       jobs_(store_.get(), &publisher_, &clock_),
@@ -59,7 +60,7 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
       node_service_(&auth_, &nodes_, absl::ToInt64Milliseconds(options_.health_check.period)),
       job_service_(&auth_, &jobs_),
       kv_service_(&auth_, &kv_),
-      pubsub_service_(&auth_, &publisher_) {
+      pubsub_service_(&auth_, &publisher_, &log_publisher_) {
   nodes_.AddNodeAddedListener([this](const rpc::NodeInfo& node) {
     health_checker_.AddNode(*NodeId::FromBinary(node.node_id()),
                             absl::StrCat(node.node_ip(), ":", node.raylet_port()));
@@ -99,6 +100,7 @@ void GcsServer::TimerLoop() {
   while (!stop_timer_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
     health_checker_.Tick();
     publisher_.ExpirePolls();
+    log_publisher_.ExpirePolls();
   }
 }
 
@@ -107,6 +109,7 @@ void GcsServer::Stop() {
   stop_timer_.Notify();
   if (timer_.joinable()) timer_.join();
   publisher_.Shutdown();
+  log_publisher_.Shutdown();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   server_.reset();
 }

@@ -54,6 +54,7 @@ class GcsServer {
   std::unique_ptr<StoreClient> store_;
   TokenAuthenticator auth_;
   Publisher publisher_;
+  Publisher log_publisher_;
   KvManager kv_;
   NodeManager nodes_;
   JobManager jobs_;

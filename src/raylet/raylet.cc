@@ -246,7 +246,8 @@ Raylet::Raylet(RayletOptions options)
             lease_manager_.OnWorkerExit(worker);
           }),
       lease_manager_(options_.node_id, options_.resources, &worker_pool_,
-                     [this](const JobId& job_id) { return LookupJob(job_id); }) {}
+                     [this](const JobId& job_id) { return LookupJob(job_id); }),
+      log_monitor_(options_.node_id, &worker_pool_, &gcs_) {}
 
 Raylet::~Raylet() { Shutdown(); }
 
@@ -377,10 +378,15 @@ absl::Status Raylet::Run() {
   absl::Status status = RegisterWithRetry(/*re_register=*/false);
   if (status.ok()) {
     job_follower_ = std::thread([this] { FollowJobs(); });
+    log_thread_ = std::thread([this] {
+      while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) log_monitor_.Tick();
+      log_monitor_.Tick();  // what the workers wrote last
+    });
     status = ReportLoop();
   }
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (job_follower_.joinable()) job_follower_.join();
+  if (log_thread_.joinable()) log_thread_.join();
   Shutdown();
   return status;
 }

@@ -22,6 +22,7 @@
 #include "src/object_store/object_store.h"
 #include "src/raylet/executable_cache.h"
 #include "src/raylet/lease_manager.h"
+#include "src/raylet/log_monitor.h"
 #include "src/raylet/object_manager.h"
 #include "src/raylet/worker_pool.h"
 #include "src/rpc/auth.h"
@@ -88,6 +89,8 @@ class Raylet {
   ExecutableCache executables_;
   WorkerPool worker_pool_;
   LeaseManager lease_manager_;
+  LogMonitor log_monitor_;
+  std::thread log_thread_;
   std::unique_ptr<GrpcService> service_;
   std::unique_ptr<grpc::Server> server_;
   int bound_port_ = 0;

@@ -120,6 +120,7 @@ void WorkerPool::PopWorker(const rpc::JobInfo& job, const std::string& cuda_visi
   entry.worker->job_id = *job_id;
   entry.worker->pid = *pid;
   entry.worker->cuda_visible_devices = cuda_visible_devices;
+  entry.worker->log_path = absl::StrCat(options_.log_dir, "/worker-", worker_id.ShortHex(), ".log");
   entry.key = key;
   entry.started = absl::Now();
   entry.waiting.push_back(std::move(done));
@@ -265,6 +266,15 @@ void WorkerPool::KillAll() {
   }
   absl::MutexLock lock(&mu_);
   workers_.clear();
+}
+
+std::vector<std::shared_ptr<Worker>> WorkerPool::Snapshot() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<Worker>> workers;
+  for (const auto& [id, entry] : workers_) {
+    if (!entry.worker->is_driver) workers.push_back(entry.worker);
+  }
+  return workers;
 }
 
 int WorkerPool::num_workers() const {

@@ -40,6 +40,7 @@ struct Worker {
   std::string address;  // host:port once registered
   std::string cuda_visible_devices;
   bool is_driver = false;
+  std::string log_path;  // the worker's stdout and stderr
 };
 
 class WorkerPool {
@@ -71,6 +72,8 @@ class WorkerPool {
   void KillAll();
 
   int num_workers() const;
+  // Every worker process currently known (not drivers).
+  std::vector<std::shared_ptr<Worker>> Snapshot() const;
   // Where workers reach the raylet (known once its server is up).
   void set_raylet_address(const std::string& address) {
     absl::MutexLock lock(&mu_);

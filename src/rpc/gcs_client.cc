@@ -154,4 +154,8 @@ absl::StatusOr<rpc::PollReply> GcsClient::Poll(const rpc::PollRequest& request) 
               absl::Milliseconds(request.timeout_ms()));
 }
 
+absl::Status GcsClient::PublishLogs(const rpc::PublishLogsRequest& request) {
+  return Call(pubsub_stub_.get(), &rpc::PubSubService::Stub::PublishLogs, request).status();
+}
+
 }  // namespace troupe

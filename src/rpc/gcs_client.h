@@ -46,6 +46,7 @@ class GcsClient {
 
   // Pubsub: waits up to request.timeout_ms (plus the usual call timeout) for new messages.
   absl::StatusOr<rpc::PollReply> Poll(const rpc::PollRequest& request);
+  absl::Status PublishLogs(const rpc::PublishLogsRequest& request);
 
  private:
   template <typename Stub, typename Request, typename Reply>

@@ -2,6 +2,7 @@
 // TestCluster). This binary is also the worker program: raylets start it in worker mode, where
 // main() hands over to troupe::Init before any test runs.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -282,6 +283,11 @@ TEST(TasksTest, InfeasibleTaskRunsOnceANodeThatFitsJoins) {
   auto early = troupe::Wait(std::vector<troupe::ObjectRef<int>>{result}, 1,
                             std::chrono::milliseconds(1500));
   EXPECT_TRUE(early.ready.empty());
+  // `troupe status` says what is missing.
+  auto demands = cluster.Status()["infeasible_demands"];
+  ASSERT_EQ(demands.size(), 1u) << demands.dump();
+  EXPECT_TRUE(absl::StrContains(demands[0].get<std::string>(), "special: 1 (largest node has 0)"))
+      << demands.dump();
   cluster.AddWorker({"--num-cpus=1", R"(--resources={"special": 1})"});
   EXPECT_EQ(*troupe::Get(result, std::chrono::seconds(20)), 5);
 }
@@ -398,6 +404,37 @@ TEST(TasksTest, ObjectWhoseOnlyCopyDiedIsReportedLost) {
   const int raylet_pid = troupe::testing::FindNode(cluster.Status(), doomed)["raylet_pid"];
   ASSERT_EQ(kill(raylet_pid, SIGKILL), 0);
   EXPECT_THROW(troupe::Get(bytes, std::chrono::seconds(30)), troupe::ObjectLostError);
+}
+
+TEST(TasksTest, WorkersRunTheDriversProgramWithoutASharedFilesystem) {
+  TestCluster cluster({"--num-cpus=1"});
+  const std::string copy = std::string(std::getenv("TEST_TMPDIR")) + "/driver_copy";
+  {
+    std::ifstream in(std::string(std::getenv("TEST_SRCDIR")) + "/" + std::getenv("TEST_WORKSPACE") +
+                         "/tests/remote_driver",
+                     std::ios::binary);
+    std::ofstream out(copy, std::ios::binary);
+    out << in.rdbuf();
+  }
+  chmod(copy.c_str(), 0755);
+  // The driver deletes its executable after Init; workers can only come from the GCS copy.
+  std::string command = "TROUPE_ADDRESS=" + cluster.gcs_address() + " TROUPE_TOKEN=" +
+                        cluster.token() + " " + copy + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) output.append(buffer, n);
+  EXPECT_EQ(pclose(pipe), 0) << output;
+  EXPECT_TRUE(absl::StrContains(output, "result=42")) << output;
+  EXPECT_NE(access(copy.c_str(), F_OK), 0) << "the driver should have removed itself";
+  bool cached = false;
+  for (const auto& log : cluster.RayletLogs()) {
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    cached |= absl::StrContains(text, "fetched job executable");
+  }
+  EXPECT_TRUE(cached) << "no raylet fetched the executable from the GCS";
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // `troupe status`: the cluster's nodes and resources, like `ray status`.
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -22,6 +23,7 @@ struct NodeRow {
   rpc::NodeInfo info;
   std::map<std::string, double> total;
   std::map<std::string, double> available;
+  std::vector<std::string> infeasible;  // demands waiting here that no node can run
 };
 
 std::string UsedOfTotal(const std::string& name, double used, double total) {
@@ -78,6 +80,12 @@ void PrintText(const rpc::GetClusterInfoReply& info, const std::string& address,
   for (const auto& name : OrderedNames(cluster_total)) {
     printf(" %s\n", UsedOfTotal(name, cluster_used[name], cluster_total[name]).c_str());
   }
+  std::set<std::string> infeasible;
+  for (const auto& row : rows) infeasible.insert(row.infeasible.begin(), row.infeasible.end());
+  if (!infeasible.empty()) {
+    printf("\nPending: tasks that no node can run (they start when a node that fits joins)\n");
+    for (const auto& demand : infeasible) printf(" %s\n", demand.c_str());
+  }
 }
 
 void PrintJson(const rpc::GetClusterInfoReply& info, const std::string& address,
@@ -115,6 +123,9 @@ void PrintJson(const rpc::GetClusterInfoReply& info, const std::string& address,
   }
   out["resources_total"] = total;
   out["resources_available"] = available;
+  std::set<std::string> infeasible;
+  for (const auto& row : rows) infeasible.insert(row.infeasible.begin(), row.infeasible.end());
+  out["infeasible_demands"] = infeasible;
   printf("%s\n", out.dump(2).c_str());
 }
 
@@ -164,6 +175,8 @@ int StatusCommand(const std::vector<std::string>& args) {
     NodeRow row{node, {node.resources_total().begin(), node.resources_total().end()}, {}};
     if (auto it = usage_by_node.find(node.node_id()); it != usage_by_node.end()) {
       row.available = {it->second.available().begin(), it->second.available().end()};
+      row.infeasible = {it->second.infeasible_demands().begin(),
+                        it->second.infeasible_demands().end()};
     }
     rows.push_back(std::move(row));
   }

@@ -196,7 +196,18 @@ absl::Status CoreWorker::Start() {
   request.set_port(port);
   request.set_job_id(options_.job_id.Binary());
   request.set_is_driver(options_.is_driver);
-  auto reply = raylet_->RegisterWorker(request);
+  // A busy raylet (or one that just started) may take a moment to answer.
+  absl::StatusOr<rpc::RegisterWorkerReply> reply;
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (true) {
+    reply = raylet_->RegisterWorker(request);
+    if (reply.ok() || absl::Now() > give_up ||
+        (reply.status().code() != absl::StatusCode::kUnavailable &&
+         reply.status().code() != absl::StatusCode::kDeadlineExceeded)) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
   if (!reply.ok()) return reply.status();
   node_id_ = *NodeId::FromBinary(reply->node_id());
 
@@ -426,9 +437,9 @@ absl::StatusOr<rpc::ReturnObject> CoreWorker::StoreTaskReturn(
 void CoreWorker::SetBlocked(bool blocked) {
   if (options_.is_driver || !executing_) return;
   if (blocked) {
-    if (blocked_depth_++ == 0) raylet_->NotifyBlockedAsync(options_.worker_id.Binary(), true);
+    if (blocked_depth_++ == 0) raylet_->NotifyBlocked(options_.worker_id.Binary(), true);
   } else {
-    if (--blocked_depth_ == 0) raylet_->NotifyBlockedAsync(options_.worker_id.Binary(), false);
+    if (--blocked_depth_ == 0) raylet_->NotifyBlocked(options_.worker_id.Binary(), false);
   }
 }
 
@@ -442,13 +453,9 @@ absl::StatusOr<std::optional<StoredObject>> CoreWorker::Resolve(const ObjectRefI
       lost.error_message = absl::StrCat("object ", ref.id.Hex(), " was already freed");
       return std::optional<StoredObject>(lost);
     }
-    SetBlocked(true);
-    auto object = memory_store_.Wait(ref.id, deadline);
-    SetBlocked(false);
-    return object;
+    return memory_store_.Wait(ref.id, deadline);
   }
   // Borrowed: ask the owner, in slices so a deadline far away still notices a dead owner.
-  SetBlocked(true);
   std::optional<StoredObject> result;
   absl::Status failure;
   while (true) {
@@ -477,7 +484,6 @@ absl::StatusOr<std::optional<StoredObject>> CoreWorker::Resolve(const ObjectRefI
     }
     if (absl::Now() >= deadline) break;
   }
-  SetBlocked(false);
   return result;
 }
 
@@ -566,7 +572,20 @@ absl::StatusOr<std::vector<GetResult>> CoreWorker::Get(const std::vector<ObjectR
                                                        absl::Time deadline) {
   std::vector<GetResult> results;
   results.reserve(refs.size());
+  // A worker waiting here gives its CPUs back meanwhile, so the tasks it waits for can run.
+  bool blocked = false;
+  struct Unblock {
+    CoreWorker* worker;
+    bool* blocked;
+    ~Unblock() {
+      if (*blocked) worker->SetBlocked(false);
+    }
+  } unblock{this, &blocked};
   for (const auto& ref : refs) {
+    if (!blocked && !memory_store_.IsReady(ref.id)) {
+      SetBlocked(true);
+      blocked = true;
+    }
     auto object = Resolve(ref, deadline);
     if (!object.ok()) return object.status();
     if (!object->has_value()) {

@@ -122,7 +122,8 @@ void LeaseManager::StartGrants(std::vector<Grant> grants) {
     auto job_id = JobId::FromBinary(grant.pending.request.resource_spec().job_id());
     absl::StatusOr<rpc::JobInfo> job =
         job_id.ok() ? lookup_job_(*job_id) : absl::StatusOr<rpc::JobInfo>(job_id.status());
-    auto fail = [this](Grant& g, const std::string& message) {
+    std::function<void(Grant&, const std::string&)> fail = [this](Grant& g,
+                                                                 const std::string& message) {
       {
         absl::MutexLock lock(&mu_);
         resources_.Free(g.allocation);
@@ -135,30 +136,39 @@ void LeaseManager::StartGrants(std::vector<Grant> grants) {
       continue;
     }
     std::vector<int> gpu_ids = grant.allocation.GpuIds();
-    std::string devices = absl::StrJoin(gpu_ids, ",");
     auto shared = std::make_shared<Grant>(std::move(grant));
-    pool_->PopWorker(*job, devices, [this, shared, fail, gpu_ids](
-                                        absl::StatusOr<std::shared_ptr<Worker>> worker) mutable {
-      if (!worker.ok()) {
-        fail(*shared, absl::StrCat("cannot start a worker: ", worker.status().message()));
-        return;
-      }
-      rpc::RequestWorkerLeaseReply reply;
-      const std::string lease_id = LeaseId::FromRandom().Binary();
-      {
-        absl::MutexLock lock(&mu_);
-        leases_[lease_id] = {*worker, shared->allocation, false};
-        lease_of_worker_[(*worker)->worker_id] = lease_id;
-      }
-      reply.set_worker_address((*worker)->address);
-      reply.set_worker_id((*worker)->worker_id.Binary());
-      reply.set_lease_id(lease_id);
-      reply.set_node_id(local_node_.Binary());
-      reply.set_worker_pid((*worker)->pid);
-      for (int id : gpu_ids) reply.add_gpu_ids(id);
-      shared->pending.done(reply);
-    });
+    PopWorkerFor(*job, shared, gpu_ids, /*attempts_left=*/3, fail);
   }
+}
+
+void LeaseManager::PopWorkerFor(const rpc::JobInfo& job, std::shared_ptr<Grant> grant,
+                                std::vector<int> gpu_ids, int attempts_left,
+                                std::function<void(Grant&, const std::string&)> fail) {
+  pool_->PopWorker(job, absl::StrJoin(gpu_ids, ","), [=](absl::StatusOr<std::shared_ptr<Worker>> worker) {
+    if (!worker.ok()) {
+      // A worker can fail to start on an overloaded node; try a fresh one before giving up.
+      if (attempts_left > 1) {
+        TROUPE_LOG(Warning) << "starting a worker failed (" << worker.status().message()
+                            << "); trying again";
+        return PopWorkerFor(job, grant, gpu_ids, attempts_left - 1, fail);
+      }
+      return fail(*grant, absl::StrCat("cannot start a worker: ", worker.status().message()));
+    }
+    rpc::RequestWorkerLeaseReply reply;
+    const std::string lease_id = LeaseId::FromRandom().Binary();
+    {
+      absl::MutexLock lock(&mu_);
+      leases_[lease_id] = {*worker, grant->allocation, false};
+      lease_of_worker_[(*worker)->worker_id] = lease_id;
+    }
+    reply.set_worker_address((*worker)->address);
+    reply.set_worker_id((*worker)->worker_id.Binary());
+    reply.set_lease_id(lease_id);
+    reply.set_node_id(local_node_.Binary());
+    reply.set_worker_pid((*worker)->pid);
+    for (int id : gpu_ids) reply.add_gpu_ids(id);
+    grant->pending.done(reply);
+  });
 }
 
 void LeaseManager::ReleaseLocked(const std::string& lease_id) {

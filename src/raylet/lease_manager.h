@@ -75,6 +75,8 @@ class LeaseManager {
   // Takes resources for queued requests that fit now; the caller starts their workers.
   std::vector<Grant> CollectGrantsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartGrants(std::vector<Grant> grants);
+  void PopWorkerFor(const rpc::JobInfo& job, std::shared_ptr<Grant> grant, std::vector<int> gpu_ids,
+                    int attempts_left, std::function<void(Grant&, const std::string&)> fail);
   void ReleaseLocked(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch();
 

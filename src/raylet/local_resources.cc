@@ -1,5 +1,6 @@
 #include "src/raylet/local_resources.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace troupe {
@@ -80,21 +81,30 @@ std::optional<Allocation> LocalResources::Allocate(const ResourceSet& demand) {
   return allocation;
 }
 
+void LocalResources::AddCpus(FixedPoint cpus) {
+  const FixedPoint repaid = std::min(cpus, cpu_debt_);
+  cpu_debt_ -= repaid;
+  available_.Set(kCpu, available_.Get(kCpu) + cpus - repaid);
+}
+
 void LocalResources::Free(const Allocation& allocation) {
-  available_ += allocation.resources;
+  ResourceSet others = allocation.resources;
+  others.Set(kCpu, FixedPoint());
+  available_ += others;
+  AddCpus(allocation.resources.Get(kCpu));
   for (const auto& [device, share] : allocation.gpu_shares) gpu_free_[device] += share;
 }
 
 void LocalResources::ReleaseCpus(const Allocation& allocation) {
-  ResourceSet cpus;
-  cpus.Set(kCpu, allocation.resources.Get(kCpu));
-  available_ += cpus;
+  AddCpus(allocation.resources.Get(kCpu));
 }
 
 void LocalResources::ReacquireCpus(const Allocation& allocation) {
-  ResourceSet cpus;
-  cpus.Set(kCpu, allocation.resources.Get(kCpu));
-  available_ -= cpus;  // floors at zero: may over-subscribe briefly
+  const FixedPoint wanted = allocation.resources.Get(kCpu);
+  const FixedPoint free = available_.Get(kCpu);
+  const FixedPoint taken = std::min(wanted, free);
+  available_.Set(kCpu, free - taken);
+  cpu_debt_ += wanted - taken;  // over-subscribed until enough CPUs come back
 }
 
 }  // namespace troupe

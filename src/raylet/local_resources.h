@@ -39,8 +39,12 @@ class LocalResources {
  private:
   bool GpuShapeFits(FixedPoint demand, const std::vector<FixedPoint>& free) const;
 
+  // Adds CPUs back, first paying off CPUs taken beyond the total by ReacquireCpus.
+  void AddCpus(FixedPoint cpus);
+
   ResourceSet total_;
   ResourceSet available_;
+  FixedPoint cpu_debt_;  // CPUs in use beyond the total (over-subscription after unblocking)
   std::vector<FixedPoint> gpu_free_;  // per device
 };
 

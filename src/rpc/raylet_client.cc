@@ -95,13 +95,11 @@ absl::Status RayletClient::KillLeasedWorker(const std::string& lease_id) {
       .status();
 }
 
-void RayletClient::NotifyBlockedAsync(const std::string& worker_id, bool blocked) {
-  auto call = std::make_shared<AsyncCall<rpc::NotifyBlockedRequest, rpc::NotifyBlockedReply>>();
-  AttachToken(&call->context, token_);
-  call->request.set_worker_id(worker_id);
-  call->request.set_blocked(blocked);
-  stub_->async()->NotifyBlocked(&call->context, &call->request, &call->reply,
-                                [call, self = shared_from_this()](grpc::Status) {});
+absl::Status RayletClient::NotifyBlocked(const std::string& worker_id, bool blocked) {
+  rpc::NotifyBlockedRequest request;
+  request.set_worker_id(worker_id);
+  request.set_blocked(blocked);
+  return Call(&rpc::NodeManagerService::Stub::NotifyBlocked, request, absl::Seconds(5)).status();
 }
 
 absl::StatusOr<std::string> RayletClient::CreateObject(const std::string& object_id, int64_t size,

@@ -34,7 +34,7 @@ class RayletClient : public std::enable_shared_from_this<RayletClient> {
       std::function<void(absl::StatusOr<rpc::RequestWorkerLeaseReply>)> done);
   void ReturnWorkerAsync(const std::string& lease_id, bool disconnect);
   absl::Status KillLeasedWorker(const std::string& lease_id);
-  void NotifyBlockedAsync(const std::string& worker_id, bool blocked);
+  absl::Status NotifyBlocked(const std::string& worker_id, bool blocked);
 
   absl::StatusOr<std::string> CreateObject(const std::string& object_id, int64_t size, bool primary);
   absl::Status SealObject(const std::string& object_id);

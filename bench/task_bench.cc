@@ -1,0 +1,118 @@
+// Troupe's side of the task/object microbenchmarks, named like Ray's `ray microbenchmark`.
+// Prints one JSON object per line: {"metric": ..., "value": ..., "unit": ...}. Runs on an
+// embedded cluster with 2 CPUs (like ray.init(num_cpus=2)). bench/microbenchmark.py runs this
+// and the same workloads on Ray, and prints both with the ratio.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "troupe/api.h"
+
+namespace {
+
+int SmallValue() { return 0; }
+
+// A task acting as one of several clients, each submitting `n` tasks and waiting for them.
+int SubmitMany(int n) {
+  std::vector<troupe::ObjectRef<int>> refs;
+  refs.reserve(n);
+  for (int i = 0; i < n; ++i) refs.push_back(troupe::Task(SmallValue).Remote());
+  troupe::Get(refs);
+  return n;
+}
+
+TROUPE_REMOTE(SmallValue, SubmitMany);
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void Report(const char* metric, double value, const char* unit) {
+  printf("{\"metric\": \"%s\", \"value\": %.3f, \"unit\": \"%s\"}\n", metric, value, unit);
+  fflush(stdout);
+}
+
+// Runs `batch` repeatedly for about `seconds`; returns operations per second.
+double Rate(int ops_per_batch, double seconds, const std::function<void()>& batch) {
+  batch();  // warm up
+  int64_t ops = 0;
+  auto start = Clock::now();
+  while (Seconds(start) < seconds) {
+    batch();
+    ops += ops_per_batch;
+  }
+  return ops / Seconds(start);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double seconds = 2.0;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--seconds=", 10) == 0) seconds = std::atof(argv[i] + 10);
+  }
+  troupe::Config config;
+  config.num_cpus = 2;
+  config.log_to_driver = false;
+  troupe::Init(config);
+
+  Report("single_client_get_calls",
+         Rate(1000, seconds, [ref = troupe::Put(0)] {
+           for (int i = 0; i < 1000; ++i) troupe::Get(ref);
+         }),
+         "per_second");
+  Report("single_client_put_calls", Rate(1000, seconds, [] {
+           for (int i = 0; i < 1000; ++i) troupe::Put(0);
+         }),
+         "per_second");
+  {
+    // 80 MB like Ray's np.zeros(10 * 1024 * 1024, dtype=np.int64).
+    std::vector<int64_t> big(10 * 1024 * 1024, 0);
+    const double bytes = big.size() * sizeof(int64_t);
+    double puts = Rate(1, seconds, [&] { troupe::Put(big); });
+    Report("single_client_put_gigabytes", puts * bytes / 1e9, "GB_per_second");
+    // The physical reference: a plain memcpy of the same size into fresh memory.
+    double copies = Rate(1, seconds, [&] {
+      std::vector<int64_t> copy(big.size());
+      std::memcpy(copy.data(), big.data(), bytes);
+    });
+    Report("memcpy_gigabytes", copies * bytes / 1e9, "GB_per_second");
+  }
+  Report("single_client_tasks_sync", Rate(100, seconds, [] {
+           for (int i = 0; i < 100; ++i) troupe::Get(troupe::Task(SmallValue).Remote());
+         }),
+         "per_second");
+  Report("single_client_tasks_async", Rate(1000, seconds, [] {
+           std::vector<troupe::ObjectRef<int>> refs;
+           refs.reserve(1000);
+           for (int i = 0; i < 1000; ++i) refs.push_back(troupe::Task(SmallValue).Remote());
+           troupe::Get(refs);
+         }),
+         "per_second");
+  Report("multi_client_tasks_async", Rate(4000, seconds, [] {
+           std::vector<troupe::ObjectRef<int>> clients;
+           for (int c = 0; c < 4; ++c) clients.push_back(troupe::Task(SubmitMany).Remote(1000));
+           troupe::Get(clients);
+         }),
+         "per_second");
+  Report("single_client_wait_1k_refs", Rate(1, seconds, [] {
+           std::vector<troupe::ObjectRef<int>> not_ready;
+           for (int i = 0; i < 1000; ++i) not_ready.push_back(troupe::Task(SmallValue).Remote());
+           while (!not_ready.empty()) not_ready = troupe::Wait(not_ready, 1).unready;
+         }),
+         "per_second");
+  {
+    std::vector<troupe::ObjectRef<int>> refs;
+    for (int i = 0; i < 10000; ++i) refs.push_back(troupe::Put(i));
+    auto outer = troupe::Put(refs);
+    Report("single_client_get_object_containing_10k_refs",
+           Rate(1, seconds, [&] { troupe::Get(outer); }), "per_second");
+  }
+  troupe::Shutdown();
+  return 0;
+}

@@ -97,7 +97,10 @@ absl::StatusOr<std::string> ObjectStore::Create(const ObjectId& id, int64_t size
         FormatBytes(options_.capacity_bytes), "); start the node with a larger "
         "--object-store-memory"));
   }
+  const std::string path = ShmPath(id);
+  const bool reused = ReuseFileLocked(size, path);
   if (!MakeRoomLocked(size)) {
+    if (reused) unlink(path.c_str());
     int64_t pinned = 0;
     for (const auto& [other, entry] : entries_) {
       if (!entry.spilled && (entry.pins > 0 || !entry.sealed)) pinned += entry.size;
@@ -108,17 +111,18 @@ absl::StatusOr<std::string> ObjectStore::Create(const ObjectId& id, int64_t size
         " of it pinned by readers or being written, so nothing more can be evicted or spilled. "
         "Drop ObjectRefs you no longer need, or raise --object-store-memory"));
   }
-  const std::string path = ShmPath(id);
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoError("create " + path);
-  if (size > 0 && posix_fallocate(fd, 0, size) != 0) {
+  if (!reused) {
+    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return ErrnoError("create " + path);
+    if (size > 0 && posix_fallocate(fd, 0, size) != 0) {
+      close(fd);
+      unlink(path.c_str());
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "object store full: the shared-memory filesystem holding ", options_.shm_dir,
+          " has no room for ", FormatBytes(size), " (check `df -h /dev/shm`)"));
+    }
     close(fd);
-    unlink(path.c_str());
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "object store full: the shared-memory filesystem holding ", options_.shm_dir,
-        " has no room for ", FormatBytes(size), " (check `df -h /dev/shm`)"));
   }
-  close(fd);
   Entry& entry = entries_[id];
   entry.size = size;
   entry.primary = primary;
@@ -192,6 +196,38 @@ void ObjectStore::Delete(const ObjectId& id) {
   }
 }
 
+bool ObjectStore::ReuseFileLocked(int64_t size, const std::string& path) {
+  int best = -1;
+  for (size_t i = 0; i < kept_files_.size(); ++i) {
+    const int64_t kept = kept_files_[i].size;
+    if (kept >= size && kept <= 2 * size && (best < 0 || kept < kept_files_[best].size)) {
+      best = static_cast<int>(i);
+    }
+  }
+  if (best < 0) return false;
+  KeptFile file = kept_files_[best];
+  kept_files_.erase(kept_files_.begin() + best);
+  kept_bytes_ -= file.size;
+  if (rename(file.path.c_str(), path.c_str()) != 0) {
+    unlink(file.path.c_str());
+    return false;
+  }
+  if (file.size != size && truncate(path.c_str(), size) != 0) {
+    unlink(path.c_str());
+    return false;
+  }
+  return true;
+}
+
+void ObjectStore::DropKeptFilesLocked(int64_t needed) {
+  while (!kept_files_.empty() &&
+         stats_.used_bytes + kept_bytes_ + needed > options_.capacity_bytes) {
+    unlink(kept_files_.back().path.c_str());
+    kept_bytes_ -= kept_files_.back().size;
+    kept_files_.pop_back();
+  }
+}
+
 void ObjectStore::RemoveLocked(const ObjectId& id) {
   auto it = entries_.find(id);
   Entry& entry = it->second;
@@ -199,7 +235,17 @@ void ObjectStore::RemoveLocked(const ObjectId& id) {
     unlink(SpillPath(id).c_str());
     stats_.spilled_bytes -= entry.size;
   } else {
-    unlink(ShmPath(id).c_str());
+    const std::string path = ShmPath(id);
+    const std::string kept = absl::StrCat(options_.shm_dir, "/kept-", next_kept_file_++);
+    // Big sealed files are kept for the next object of their size (see the header).
+    if (entry.sealed && entry.size >= (1 << 20) &&
+        kept_bytes_ + entry.size <= options_.capacity_bytes / 2 &&
+        rename(path.c_str(), kept.c_str()) == 0) {
+      kept_files_.push_back({kept, entry.size});
+      kept_bytes_ += entry.size;
+    } else {
+      unlink(path.c_str());
+    }
     stats_.used_bytes -= entry.size;
     if (entry.lru != lru_.end()) lru_.erase(entry.lru);
   }
@@ -208,7 +254,9 @@ void ObjectStore::RemoveLocked(const ObjectId& id) {
 }
 
 bool ObjectStore::MakeRoomLocked(int64_t needed) {
-  auto fits = [&] { return stats_.used_bytes + needed <= options_.capacity_bytes; };
+  // Kept files first: they hold no object (a reusable one was already taken by ReuseFileLocked).
+  DropKeptFilesLocked(needed);
+  auto fits = [&] { return stats_.used_bytes + kept_bytes_ + needed <= options_.capacity_bytes; };
   // First: secondary copies nobody is reading (the primary lives on another node).
   for (auto it = lru_.begin(); !fits() && it != lru_.end();) {
     const ObjectId id = *it++;
@@ -266,6 +314,9 @@ void ObjectStore::Destroy() {
   for (const auto& [id, entry] : entries_) {
     unlink((entry.spilled ? SpillPath(id) : ShmPath(id)).c_str());
   }
+  for (const auto& file : kept_files_) unlink(file.path.c_str());
+  kept_files_.clear();
+  kept_bytes_ = 0;
   entries_.clear();
   lru_.clear();
   rmdir(options_.shm_dir.c_str());

@@ -126,5 +126,31 @@ TEST_F(ObjectStoreTest, DeletingASpilledObjectRemovesItsFile) {
   EXPECT_EQ(store_->Stats().spilled_bytes, 0);
 }
 
+TEST(ObjectStoreReuseTest, FreedFilesAreReusedAndDroppedWhenSpaceIsNeeded) {
+  std::string base = std::string(std::getenv("TEST_TMPDIR")) + "/reuse";
+  ObjectStore store({base + "/shm", base + "/spill", /*capacity_bytes=*/8 << 20});
+  auto make = [&](int64_t size) {
+    ObjectId id = ObjectId::FromIndex(TaskId::FromRandom(), 1);
+    auto path = store.Create(id, size, true);
+    EXPECT_TRUE(path.ok()) << path.status();
+    EXPECT_TRUE(store.Seal(id).ok());
+    return std::make_pair(id, *path);
+  };
+  auto [first, first_path] = make(2 << 20);
+  struct stat before;
+  ASSERT_EQ(stat(first_path.c_str(), &before), 0);
+  store.Delete(first);
+  EXPECT_EQ(store.Stats().used_bytes, 0);
+  auto [second, second_path] = make(2 << 20);
+  struct stat after;
+  ASSERT_EQ(stat(second_path.c_str(), &after), 0);
+  EXPECT_EQ(before.st_ino, after.st_ino) << "the freed file should have been reused";
+  // A kept file never blocks a new object: 8 MB fits after dropping what is kept.
+  store.Delete(second);
+  auto [big, big_path] = make(8 << 20);
+  EXPECT_EQ(store.Stats().used_bytes, 8 << 20);
+  store.Destroy();
+}
+
 }  // namespace
 }  // namespace troupe

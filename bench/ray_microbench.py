@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Ray's side of bench/task_bench.cc: the same workloads, with Ray's metric names, on
+ray.init(num_cpus=2). Prints one JSON object per line. Run by bench/microbenchmark.py."""
+import json
+import sys
+import time
+
+import numpy as np
+import ray
+
+
+def report(metric, value, unit):
+    print(json.dumps({"metric": metric, "value": value, "unit": unit}), flush=True)
+
+
+def rate(ops_per_batch, seconds, batch):
+    batch()  # warm up
+    ops = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        batch()
+        ops += ops_per_batch
+    return ops / (time.perf_counter() - start)
+
+
+@ray.remote
+def small_value():
+    return 0
+
+
+@ray.remote
+def submit_many(n):
+    ray.get([small_value.remote() for _ in range(n)])
+    return n
+
+
+def main():
+    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+
+    value = ray.put(0)
+
+    def get_calls():
+        for _ in range(1000):
+            ray.get(value)
+    report("single_client_get_calls", rate(1000, seconds, get_calls), "per_second")
+
+    def put_calls():
+        for _ in range(1000):
+            ray.put(0)
+    report("single_client_put_calls", rate(1000, seconds, put_calls), "per_second")
+
+    arr = np.zeros(10 * 1024 * 1024, dtype=np.int64)
+    puts = rate(1, seconds, lambda: ray.put(arr))
+    report("single_client_put_gigabytes", puts * arr.nbytes / 1e9, "GB_per_second")
+
+    def tasks_sync():
+        for _ in range(100):
+            ray.get(small_value.remote())
+    report("single_client_tasks_sync", rate(100, seconds, tasks_sync), "per_second")
+
+    def tasks_async():
+        ray.get([small_value.remote() for _ in range(1000)])
+    report("single_client_tasks_async", rate(1000, seconds, tasks_async), "per_second")
+
+    def multi_client():
+        ray.get([submit_many.remote(1000) for _ in range(4)])
+    report("multi_client_tasks_async", rate(4000, seconds, multi_client), "per_second")
+
+    def wait_1k():
+        not_ready = [small_value.remote() for _ in range(1000)]
+        while not_ready:
+            _, not_ready = ray.wait(not_ready)
+    report("single_client_wait_1k_refs", rate(1, seconds, wait_1k), "per_second")
+
+    outer = ray.put([ray.put(i) for i in range(10000)])
+    report("single_client_get_object_containing_10k_refs",
+           rate(1, seconds, lambda: ray.get(outer)), "per_second")
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
-bazel build //src/cli:troupe
-bash examples/local_cluster.sh bazel-bin/src/cli/troupe
+bazel build -c opt //src/cli:troupe //examples/tasks:quickstart
+bash examples/local_cluster.sh bazel-bin/src/cli/troupe bazel-bin/examples/tasks/quickstart

@@ -87,6 +87,13 @@ int Sleep(int ms) {
   return ms;
 }
 
+// Receives references inside a container (it borrows them) and reads them.
+int SumRefs(std::vector<troupe::ObjectRef<int>> refs) {
+  int sum = 0;
+  for (const auto& ref : refs) sum += *troupe::Get(ref);
+  return sum;
+}
+
 int Say(std::string text) {
   std::cout << text << std::endl;
   return static_cast<int>(getpid());
@@ -99,7 +106,7 @@ std::string SleepThenNode(int ms) {
 }
 
 TROUPE_REMOTE(Plus, SumOfSquares, Tree, MakeBytes, ChecksumOf, NodeOfTask, Fail, SlowOnce,
-              VisibleDevices, Sleep, Say, SleepThenNode);
+              VisibleDevices, Sleep, Say, SleepThenNode, SumRefs);
 
 using troupe::testing::TestCluster;
 
@@ -347,6 +354,27 @@ TEST(TasksTest, CancelAQueuedTask) {
   troupe::Cancel(queued);
   EXPECT_THROW(troupe::Get(queued), troupe::TaskCancelledError);
   EXPECT_EQ(*troupe::Get(busy), 1000);
+}
+
+TEST(TasksTest, RefsInsideContainersAreBorrowedAcrossNodes) {
+  TestCluster cluster({"--num-cpus=1"});
+  std::string other = cluster.AddWorker({"--num-cpus=1"});
+  Driver driver(cluster);
+  {
+    std::vector<troupe::ObjectRef<int>> refs;
+    for (int i = 1; i <= 100; ++i) refs.push_back(troupe::Put(i));
+    refs.push_back(troupe::Task(Plus).Remote(1000, 0));  // one still being computed
+    auto outer = troupe::Put(refs);
+    refs.clear();  // only the container keeps them alive now
+    auto sum = troupe::Task(SumRefs).SetSchedulingStrategy(troupe::NodeAffinity{other}).Remote(
+        *troupe::Get(outer));
+    EXPECT_EQ(*troupe::Get(sum), 5050 + 1000);
+  }
+  // Everything is released once the driver drops its references (borrowers included).
+  for (int i = 0; i < 50 && troupe::internal::GetRuntimeStats().tracked_references > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(troupe::internal::GetRuntimeStats().tracked_references, 0u);
 }
 
 TEST(TasksTest, WorkerOutputIsPublishedForTheDriver) {

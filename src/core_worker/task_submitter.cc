@@ -336,7 +336,8 @@ void TaskSubmitter::Shutdown() {
   }
   for (auto& [key, queue] : queues_) {
     for (const auto& worker : queue.workers) {
-      raylets_->Get(worker->raylet_address)->ReturnWorkerAsync(worker->lease_id, false);
+      // Synchronous, so the node's resources are free once Shutdown returns.
+      (void)raylets_->Get(worker->raylet_address)->ReturnWorker(worker->lease_id, false);
     }
     queue.workers.clear();
   }

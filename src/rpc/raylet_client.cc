@@ -88,6 +88,13 @@ void RayletClient::ReturnWorkerAsync(const std::string& lease_id, bool disconnec
                                [call, self = shared_from_this()](grpc::Status) {});
 }
 
+absl::Status RayletClient::ReturnWorker(const std::string& lease_id, bool disconnect) {
+  rpc::ReturnWorkerRequest request;
+  request.set_lease_id(lease_id);
+  request.set_disconnect_worker(disconnect);
+  return Call(&rpc::NodeManagerService::Stub::ReturnWorker, request, absl::Seconds(5)).status();
+}
+
 absl::Status RayletClient::KillLeasedWorker(const std::string& lease_id) {
   rpc::KillLeasedWorkerRequest request;
   request.set_lease_id(lease_id);

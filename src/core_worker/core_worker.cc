@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -241,6 +242,14 @@ void CoreWorker::Shutdown() {
     push->reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the worker is exiting"));
   }
   memory_store_.ExpireWaiters(absl::InfiniteFuture());
+  {
+    absl::MutexLock lock(&mappings_mu_);
+    for (const WriteMapping& mapping : write_mappings_) {
+      munmap(mapping.address, mapping.size);
+      close(mapping.fd);
+    }
+    write_mappings_.clear();
+  }
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
   server_.reset();
 }
@@ -415,15 +424,10 @@ absl::StatusOr<rpc::ReturnObject> CoreWorker::StoreTaskReturn(
     const ObjectId& id, size_t size, const std::function<void(char*)>& write) {
   auto path = raylet_->CreateObject(id.Binary(), static_cast<int64_t>(size), /*primary=*/true);
   if (!path.ok()) return path.status();
-  int fd = open(path->c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return absl::InternalError(absl::StrCat("open ", *path, ": ", std::strerror(errno)));
-  void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-  close(fd);
-  if (mapped == MAP_FAILED) {
-    return absl::InternalError(absl::StrCat("mmap ", *path, ": ", std::strerror(errno)));
-  }
-  write(static_cast<char*>(mapped));
-  munmap(mapped, size);
+  auto target = MapForWrite(*path, size);
+  if (!target.ok()) return target.status();
+  write(target->address);
+  if (!target->cached && size > 0) munmap(target->address, size);
   if (auto status = raylet_->SealObject(id.Binary()); !status.ok()) return status;
   rpc::ReturnObject ret;
   ret.set_object_id(id.Binary());
@@ -432,6 +436,55 @@ absl::StatusOr<rpc::ReturnObject> CoreWorker::StoreTaskReturn(
   ret.set_raylet_address(options_.raylet_address);
   ret.set_size(static_cast<int64_t>(size));
   return ret;
+}
+
+namespace {
+constexpr size_t kCachedMappingMinBytes = 8 << 20;
+constexpr size_t kCachedMappingMaxTotal = 512 << 20;
+}  // namespace
+
+absl::StatusOr<CoreWorker::WriteTarget> CoreWorker::MapForWrite(const std::string& path,
+                                                                   size_t size) {
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("open ", path, ": ", std::strerror(errno)));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return absl::InternalError(absl::StrCat("stat ", path, ": ", std::strerror(errno)));
+  }
+  const bool cacheable = size >= kCachedMappingMinBytes;
+  if (cacheable) {
+    absl::MutexLock lock(&mappings_mu_);
+    for (const WriteMapping& mapping : write_mappings_) {
+      if (mapping.device == st.st_dev && mapping.inode == st.st_ino && mapping.size == size) {
+        close(fd);  // the cached mapping keeps its own descriptor
+        return WriteTarget{mapping.address, /*cached=*/true};
+      }
+    }
+  }
+  void* mapped = size == 0 ? nullptr
+                           : mmap(nullptr, size, PROT_READ | PROT_WRITE,
+                                  MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (mapped == MAP_FAILED) {
+    close(fd);
+    return absl::InternalError(absl::StrCat("mmap ", path, ": ", std::strerror(errno)));
+  }
+  if (!cacheable) {
+    close(fd);
+    return WriteTarget{static_cast<char*>(mapped), /*cached=*/false};
+  }
+  absl::MutexLock lock(&mappings_mu_);
+  write_mappings_.push_back({st.st_dev, st.st_ino, size, static_cast<char*>(mapped), fd});
+  size_t total = 0;
+  for (const WriteMapping& mapping : write_mappings_) total += mapping.size;
+  while (total > kCachedMappingMaxTotal && write_mappings_.size() > 1) {
+    const WriteMapping& oldest = write_mappings_.front();
+    munmap(oldest.address, oldest.size);
+    close(oldest.fd);
+    total -= oldest.size;
+    write_mappings_.pop_front();
+  }
+  return WriteTarget{static_cast<char*>(mapped), /*cached=*/true};
 }
 
 void CoreWorker::SetBlocked(bool blocked) {

@@ -8,6 +8,8 @@
 // Thread-safe. A timer thread returns idle leases, expires waits and sends batched messages.
 #pragma once
 
+#include <sys/types.h>
+
 #include <deque>
 #include <functional>
 #include <map>
@@ -147,6 +149,14 @@ class CoreWorker {
                                                     const std::function<void(char*)>& write);
   void TimerLoop();
   void SetBlocked(bool blocked);
+  // A writable mapping of the object file at `path` (`size` bytes): reused from an earlier
+  // write when the store handed out the same file again, else freshly mapped. Mappings that are
+  // not `cached` are the caller's to unmap.
+  struct WriteTarget {
+    char* address;
+    bool cached;
+  };
+  absl::StatusOr<WriteTarget> MapForWrite(const std::string& path, size_t size);
 
   CoreWorkerOptions options_;
   std::string address_;
@@ -175,6 +185,19 @@ class CoreWorker {
   bool exit_requested_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::atomic<bool> executing_{false};
   std::atomic<int> blocked_depth_{0};
+
+  // Mappings of large object files this process wrote, kept because the store reuses freed
+  // files: writing the next object of the same size then skips mmap and page-table setup. The
+  // open fd pins the inode, so a matching (device, inode) is certainly the same file.
+  struct WriteMapping {
+    dev_t device;
+    ino_t inode;
+    size_t size;
+    char* address;
+    int fd;
+  };
+  absl::Mutex mappings_mu_;
+  std::deque<WriteMapping> write_mappings_ ABSL_GUARDED_BY(mappings_mu_);
 
   absl::Notification stop_timer_;
   std::thread timer_;

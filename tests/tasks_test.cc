@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <numeric>
+#include <sstream>
 #include <set>
 #include <thread>
 
@@ -94,6 +95,13 @@ int SumRefs(std::vector<troupe::ObjectRef<int>> refs) {
   return sum;
 }
 
+std::string ReadRelative(std::string path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return in ? text.str() : "<missing>";
+}
+
 int Say(std::string text) {
   std::cout << text << std::endl;
   return static_cast<int>(getpid());
@@ -106,7 +114,7 @@ std::string SleepThenNode(int ms) {
 }
 
 TROUPE_REMOTE(Plus, SumOfSquares, Tree, MakeBytes, ChecksumOf, NodeOfTask, Fail, SlowOnce,
-              VisibleDevices, Sleep, Say, SleepThenNode, SumRefs);
+              VisibleDevices, Sleep, Say, SleepThenNode, SumRefs, ReadRelative);
 
 using troupe::testing::TestCluster;
 
@@ -375,6 +383,25 @@ TEST(TasksTest, RefsInsideContainersAreBorrowedAcrossNodes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(troupe::internal::GetRuntimeStats().tracked_references, 0u);
+}
+
+TEST(TasksTest, WorkersStartInACopyOfTheWorkingDirectory) {
+  TestCluster cluster({"--num-cpus=1"});
+  std::string other = cluster.AddWorker({"--num-cpus=1"});
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/project";
+  mkdir(dir.c_str(), 0755);
+  mkdir((dir + "/conf").c_str(), 0755);
+  std::ofstream(dir + "/conf/settings.txt") << "lr=0.1";
+  troupe::Config config;
+  config.address = cluster.gcs_address();
+  config.token = cluster.token();
+  config.working_dir = dir;
+  troupe::Init(config);
+  auto text = troupe::Task(ReadRelative)
+                  .SetSchedulingStrategy(troupe::NodeAffinity{other})
+                  .Remote(std::string("conf/settings.txt"));
+  EXPECT_EQ(*troupe::Get(text), "lr=0.1");
+  troupe::Shutdown();
 }
 
 TEST(TasksTest, WorkerOutputIsPublishedForTheDriver) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "src/common/cluster_target.h"
 #include "src/common/logging.h"
+#include "src/common/package.h"
 #include "src/common/session.h"
 #include "src/common/sha256.h"
 #include "src/core_worker/core_worker.h"
@@ -412,6 +413,17 @@ void Init(const Config& config) {
     if (exists.ok() && !*exists) {
       auto put = p->gcs->KVPut(kExecutablesNamespace, job.executable_digest(), binary, false);
       if (!put.ok()) throw RuntimeError("cannot upload this executable to the GCS: " +
+                                        std::string(put.status().message()));
+    }
+  }
+  if (!config.working_dir.empty()) {
+    auto package = PackDirectory(config.working_dir);
+    if (!package.ok()) throw RuntimeError(std::string(package.status().message()));
+    job.set_working_dir_digest(Sha256Hex(*package));
+    auto exists = p->gcs->KVExists(kPackagesNamespace, job.working_dir_digest());
+    if (exists.ok() && !*exists) {
+      auto put = p->gcs->KVPut(kPackagesNamespace, job.working_dir_digest(), *package, false);
+      if (!put.ok()) throw RuntimeError("cannot upload the working directory: " +
                                         std::string(put.status().message()));
     }
   }

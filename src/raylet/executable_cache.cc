@@ -7,7 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
+#include "src/common/package.h"
 #include "src/common/sha256.h"
+#include "src/common/status_macros.h"
 
 namespace troupe {
 
@@ -55,6 +57,30 @@ absl::StatusOr<std::string> ExecutableCache::Resolve(const rpc::JobInfo& job) {
                    << (*bytes)->size() << " bytes) into " << cached;
   path_by_digest_[digest] = cached;
   return cached;
+}
+
+absl::StatusOr<std::string> ExecutableCache::ResolveWorkingDir(const rpc::JobInfo& job) {
+  const std::string& digest = job.working_dir_digest();
+  if (digest.empty()) return std::string();
+  absl::MutexLock lock(&mu_);
+  const std::string dir = absl::StrCat(cache_dir_, "/working_dir-", digest);
+  const std::string done_marker = dir + "/.troupe_unpacked";
+  struct stat st;
+  if (stat(done_marker.c_str(), &st) == 0) return dir;
+  auto package = gcs_->KVGet(kPackagesNamespace, digest);
+  if (!package.ok()) return package.status();
+  if (!package->has_value()) {
+    return absl::NotFoundError(absl::StrCat("the job's working directory (sha256 ", digest,
+                                            ") is not in the GCS"));
+  }
+  if (Sha256Hex(**package) != digest) {
+    return absl::DataLossError("the working directory fetched from the GCS does not match its digest");
+  }
+  mkdir(cache_dir_.c_str(), 0755);
+  TROUPE_RETURN_IF_ERROR(UnpackDirectory(**package, dir));
+  std::ofstream(done_marker) << "ok\n";
+  TROUPE_LOG(Info) << "unpacked job working directory " << digest.substr(0, 12) << " into " << dir;
+  return dir;
 }
 
 }  // namespace troupe

@@ -2,7 +2,8 @@
 // executable; its bytes are stored in the GCS KV under their SHA-256 (namespace
 // "troupe_executables"), so a node without the driver's filesystem fetches it once and caches
 // it in `cache_dir`. On the driver's own node (or a shared filesystem) the original file is used
-// when its digest matches. Thread-safe.
+// when its digest matches. Working-directory packages (namespace "troupe_packages") are unpacked
+// once per digest under `cache_dir`. Thread-safe.
 #pragma once
 
 #include <string>
@@ -16,12 +17,16 @@
 namespace troupe {
 
 inline constexpr char kExecutablesNamespace[] = "troupe_executables";
+inline constexpr char kPackagesNamespace[] = "troupe_packages";
 
 class ExecutableCache {
  public:
   ExecutableCache(std::string cache_dir, GcsClient* gcs) : cache_dir_(std::move(cache_dir)), gcs_(gcs) {}
 
   absl::StatusOr<std::string> Resolve(const rpc::JobInfo& job);
+  // The directory workers of `job` start in: its working-directory package unpacked here
+  // (fetched from the GCS once), or "" when the job has none.
+  absl::StatusOr<std::string> ResolveWorkingDir(const rpc::JobInfo& job);
 
  private:
   std::string cache_dir_;

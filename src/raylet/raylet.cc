@@ -233,7 +233,11 @@ Raylet::Raylet(RayletOptions options)
           WorkerPoolOptions{options_.node_id.Hex(), options_.node_ip, options_.gcs_address,
                             options_.token, options_.session_dir + "/logs",
                             options_.worker_idle_timeout},
-          [this](const rpc::JobInfo& job) { return executables_.Resolve(job); },
+          [this](const rpc::JobInfo& job) -> absl::StatusOr<WorkerPool::Program> {
+            TROUPE_ASSIGN_OR_RETURN(std::string executable, executables_.Resolve(job));
+            TROUPE_ASSIGN_OR_RETURN(std::string working_dir, executables_.ResolveWorkingDir(job));
+            return WorkerPool::Program{executable, working_dir};
+          },
           [this](const Worker& worker, const std::string& how) {
             if (worker.is_driver) {
               TROUPE_LOG(Info) << "driver of job " << worker.job_id.Hex() << " (pid " << worker.pid

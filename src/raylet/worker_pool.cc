@@ -29,9 +29,9 @@ std::string WorkerPool::KeyOf(const JobId& job_id, const std::string& cuda_visib
 }
 
 absl::StatusOr<int> WorkerPool::StartProcess(const rpc::JobInfo& job, const WorkerId& worker_id,
-                                             const std::string& executable,
+                                             const Program& program,
                                              const std::string& cuda_visible_devices) {
-  std::vector<std::string> args = {executable};
+  std::vector<std::string> args = {program.executable};
   for (const auto& arg : job.driver_argv()) args.push_back(arg);
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
@@ -83,6 +83,11 @@ absl::StatusOr<int> WorkerPool::StartProcess(const rpc::JobInfo& job, const Work
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (!program.working_dir.empty() && chdir(program.working_dir.c_str()) != 0) {
+      dprintf(log_fd, "troupe: cannot enter the working directory %s: %s\n",
+              program.working_dir.c_str(), std::strerror(errno));
+      _exit(126);
+    }
     execve(argv[0], argv.data(), envp.data());
     dprintf(log_fd, "troupe: cannot start worker %s: %s\n", argv[0], std::strerror(errno));
     _exit(127);
@@ -108,10 +113,10 @@ void WorkerPool::PopWorker(const rpc::JobInfo& job, const std::string& cuda_visi
     }
   }
   if (idle) return done(idle);
-  auto executable = resolve_executable_(job);
-  if (!executable.ok()) return done(executable.status());
+  auto program = resolve_executable_(job);
+  if (!program.ok()) return done(program.status());
   const WorkerId worker_id = WorkerId::FromRandom();
-  auto pid = StartProcess(job, worker_id, *executable, cuda_visible_devices);
+  auto pid = StartProcess(job, worker_id, *program, cuda_visible_devices);
   if (!pid.ok()) return done(pid.status());
   absl::MutexLock lock(&mu_);
   Entry& entry = workers_[worker_id];

@@ -47,8 +47,13 @@ class WorkerPool {
  public:
   using PopCallback = std::function<void(absl::StatusOr<std::shared_ptr<Worker>>)>;
   using ExitCallback = std::function<void(const Worker&, const std::string& how)>;
-  // Finds the executable that runs `job`'s workers on this node.
-  using ExecutableResolver = std::function<absl::StatusOr<std::string>(const rpc::JobInfo&)>;
+  // Where `job`'s workers come from on this node: the executable, and the directory they start
+  // in ("" for the raylet's own).
+  struct Program {
+    std::string executable;
+    std::string working_dir;
+  };
+  using ExecutableResolver = std::function<absl::StatusOr<Program>(const rpc::JobInfo&)>;
 
   WorkerPool(WorkerPoolOptions options, ExecutableResolver resolve_executable,
              ExitCallback on_exit);
@@ -91,7 +96,7 @@ class WorkerPool {
     std::vector<PopCallback> waiting;  // pops waiting for this worker to register
   };
   absl::StatusOr<int> StartProcess(const rpc::JobInfo& job, const WorkerId& worker_id,
-                                   const std::string& executable,
+                                   const Program& program,
                                    const std::string& cuda_visible_devices);
   static std::string KeyOf(const JobId& job_id, const std::string& cuda_visible_devices);
 

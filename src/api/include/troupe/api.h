@@ -49,6 +49,9 @@ struct Config {
   bool log_to_driver = true;
   // Results up to this size return inline to their owner instead of going to the object store.
   int64_t max_inline_bytes = 100 * 1024;
+  // A directory (at most 100 MiB) copied to every node through the GCS; workers start inside
+  // their node's copy, so relative paths resolve as in the driver's working directory.
+  std::string working_dir;
 };
 
 void Init();

@@ -21,7 +21,7 @@
 #include "proto/raylet.pb.h"
 #include "src/common/ids.h"
 #include "src/raylet/local_resources.h"
-#include "src/raylet/scheduling_policy.h"
+#include "src/scheduling/scheduling_policy.h"
 #include "src/raylet/worker_pool.h"
 
 namespace troupe {

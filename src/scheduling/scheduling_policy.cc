@@ -1,4 +1,4 @@
-#include "src/raylet/scheduling_policy.h"
+#include "src/scheduling/scheduling_policy.h"
 
 #include <algorithm>
 

@@ -57,6 +57,11 @@ const FunctionInvoker* FunctionRegistry::FindFunction(const std::string& name) c
   return it == functions_.end() ? nullptr : &it->second;
 }
 
+const CreatorInvoker* FunctionRegistry::FindCreator(const std::string& name) const {
+  auto it = creators_.find(name);
+  return it == creators_.end() ? nullptr : &it->second;
+}
+
 const MethodInvoker* FunctionRegistry::FindMethod(const std::string& name) const {
   auto it = methods_.find(name);
   return it == methods_.end() ? nullptr : &it->second;

@@ -83,6 +83,18 @@ class FakeRuntime : public troupe::internal::Runtime {
     return std::vector<bool>(refs.size(), true);
   }
   void Cancel(const RefInfo&, bool) override {}
+  std::string CreateActor(const std::string&, std::vector<troupe::internal::TaskArgument>,
+                          const troupe::internal::ActorOptions&) override {
+    throw troupe::TroupeError("actors need a real cluster (tests/actors_test.cc)");
+  }
+  RefInfo SubmitActorTask(const std::string&, const std::string&,
+                          std::vector<troupe::internal::TaskArgument>) override {
+    throw troupe::TroupeError("actors need a real cluster");
+  }
+  void KillActor(const std::string&, bool) override {}
+  std::string GetNamedActor(const std::string&, const std::string&) override { return ""; }
+  void ExitActor() override {}
+  bool WasCurrentActorRestarted() override { return false; }
   void AddLocalRef(const RefInfo& ref) override { ++refcounts[ref.object_id]; }
   void RemoveLocalRef(const std::string& id) override {
     if (--refcounts[id] == 0) refcounts.erase(id);

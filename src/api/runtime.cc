@@ -61,6 +61,8 @@ std::string Env(const char* name) {
       throw TaskCancelledError(result.error_message);
     case StoredObject::Error::kLost:
       throw ObjectLostError(result.error_message);
+    case StoredObject::Error::kActorDied:
+      throw ActorDiedError(result.error_message);
     default:
       throw TaskFailedError(result.error_message);
   }
@@ -86,6 +88,77 @@ class CoreWorkerRuntime : public internal::Runtime {
   internal::RefInfo SubmitTask(const std::string& function_name,
                                std::vector<internal::TaskArgument> args,
                                const internal::TaskOptions& options) override {
+    std::vector<TaskArgSpec> specs = ToArgSpecs(std::move(args));
+    TaskSubmitOptions submit;
+    submit.name = options.name;
+    submit.resources = options.resources;
+    submit.max_retries = options.max_retries;
+    submit.retry_exceptions = options.retry_exceptions;
+    submit.strategy = ToStrategy(options.strategy);
+    return ToApi(core_->SubmitTask(function_name, std::move(specs), submit));
+  }
+
+  std::string CreateActor(const std::string& factory_name,
+                          std::vector<internal::TaskArgument> args,
+                          const internal::ActorOptions& options) override {
+    TaskSubmitOptions submit;
+    submit.resources = options.resources;
+    submit.strategy = ToStrategy(options.strategy);
+    rpc::ActorInfo info;
+    info.set_name(options.name);
+    info.set_namespace_name(options.namespace_name);
+    info.set_max_restarts(options.max_restarts);
+    info.set_max_task_retries(options.max_task_retries);
+    info.set_max_concurrency(options.max_concurrency);
+    info.set_detached(options.detached);
+    auto id = core_->CreateActor(factory_name, ToArgSpecs(std::move(args)), submit, info);
+    if (!id.ok()) ThrowFor(id.status());
+    return id->Binary();
+  }
+
+  internal::RefInfo SubmitActorTask(const std::string& actor_id, const std::string& method_name,
+                                    std::vector<internal::TaskArgument> args) override {
+    auto id = ActorId::FromBinary(actor_id);
+    if (!id.ok()) throw TroupeError("not an actor handle: " + std::string(id.status().message()));
+    return ToApi(core_->SubmitActorTask(*id, method_name, ToArgSpecs(std::move(args))));
+  }
+
+  void KillActor(const std::string& actor_id, bool no_restart) override {
+    auto id = ActorId::FromBinary(actor_id);
+    if (!id.ok()) throw TroupeError("not an actor handle");
+    if (auto status = core_->KillActor(*id, no_restart); !status.ok()) ThrowFor(status);
+  }
+
+  std::string GetNamedActor(const std::string& name, const std::string& ns) override {
+    auto id = core_->GetNamedActor(name, ns);
+    if (!id.ok()) ThrowFor(id.status());
+    return id->has_value() ? (*id)->Binary() : "";
+  }
+
+  void ExitActor() override { core_->ExitActorAfterCurrentTask(); }
+  bool WasCurrentActorRestarted() override;
+
+ private:
+  static rpc::SchedulingStrategy ToStrategy(const internal::SchedulingStrategy& strategy) {
+    rpc::SchedulingStrategy out;
+    switch (strategy.kind) {
+      case internal::SchedulingStrategy::Kind::kDefault:
+        break;
+      case internal::SchedulingStrategy::Kind::kSpread:
+        out.set_kind(rpc::SchedulingStrategy::SPREAD);
+        break;
+      case internal::SchedulingStrategy::Kind::kNodeAffinity: {
+        auto node = NodeId::FromHex(strategy.node_id_hex);
+        if (!node.ok()) throw TroupeError("NodeAffinity: " + std::string(node.status().message()));
+        out.set_kind(rpc::SchedulingStrategy::NODE_AFFINITY);
+        out.set_node_id(node->Binary());
+        out.set_soft(strategy.soft);
+        break;
+      }
+    }
+    return out;
+  }
+  static std::vector<TaskArgSpec> ToArgSpecs(std::vector<internal::TaskArgument> args) {
     std::vector<TaskArgSpec> specs;
     specs.reserve(args.size());
     for (auto& arg : args) {
@@ -99,28 +172,10 @@ class CoreWorkerRuntime : public internal::Runtime {
       for (const auto& inner : arg.contained) spec.contained.push_back(ToCore(inner));
       specs.push_back(std::move(spec));
     }
-    TaskSubmitOptions submit;
-    submit.name = options.name;
-    submit.resources = options.resources;
-    submit.max_retries = options.max_retries;
-    submit.retry_exceptions = options.retry_exceptions;
-    switch (options.strategy.kind) {
-      case internal::SchedulingStrategy::Kind::kDefault:
-        break;
-      case internal::SchedulingStrategy::Kind::kSpread:
-        submit.strategy.set_kind(rpc::SchedulingStrategy::SPREAD);
-        break;
-      case internal::SchedulingStrategy::Kind::kNodeAffinity: {
-        auto node = NodeId::FromHex(options.strategy.node_id_hex);
-        if (!node.ok()) throw TroupeError("NodeAffinity: " + std::string(node.status().message()));
-        submit.strategy.set_kind(rpc::SchedulingStrategy::NODE_AFFINITY);
-        submit.strategy.set_node_id(node->Binary());
-        submit.strategy.set_soft(options.strategy.soft);
-        break;
-      }
-    }
-    return ToApi(core_->SubmitTask(function_name, std::move(specs), submit));
+    return specs;
   }
+
+ public:
 
   internal::RefInfo Put(size_t size, const std::function<void(char*)>& write,
                         std::vector<internal::RefInfo> contained) override {
@@ -166,10 +221,49 @@ class CoreWorkerRuntime : public internal::Runtime {
   CoreWorker* core_;
 };
 
-// Runs a registered function for a pushed task (worker mode).
+// Worker mode: the actor this process holds (if any), created by its creation task.
+std::shared_ptr<void> actor_instance;
+bool actor_restarted = false;
+
+// Runs a registered function, actor factory or actor method for a pushed task (worker mode).
 TaskOutcome ExecuteRegistered(const rpc::TaskSpec& spec, const std::vector<ObjectBuffer>& args) {
   TaskOutcome outcome;
-  const auto* invoker = internal::FunctionRegistry::Instance().FindFunction(spec.function_name());
+  const auto& registry = internal::FunctionRegistry::Instance();
+  if (spec.type() != rpc::TaskSpec::NORMAL_TASK) {
+    std::vector<internal::Buffer> buffers;
+    for (const auto& arg : args) buffers.push_back({arg.data, arg.size, arg.holder});
+    try {
+      std::shared_ptr<internal::InvokeResult> result;
+      if (spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK) {
+        const auto* creator = registry.FindCreator(spec.function_name());
+        if (creator == nullptr) throw TroupeError("actor factory " + spec.function_name() +
+                                                  " is not registered (TROUPE_REMOTE)");
+        actor_restarted = spec.actor_num_restarts() > 0;
+        actor_instance = (*creator)(buffers);
+        result = std::make_shared<internal::InvokeResult>();
+        result->value = internal::Serialize(msgpack::type::nil_t());
+      } else {
+        const auto* method = registry.FindMethod(spec.function_name());
+        if (method == nullptr) throw TroupeError("actor method " + spec.function_name() +
+                                                 " is not registered (TROUPE_REMOTE)");
+        if (!actor_instance) throw TroupeError("this worker holds no actor");
+        result = std::make_shared<internal::InvokeResult>((*method)(actor_instance.get(), buffers));
+      }
+      outcome.size = result->value.size();
+      outcome.write = [result](char* out) { result->value.CopyTo(out); };
+      outcome.keep_alive = result;
+    } catch (const std::exception& e) {
+      outcome.threw = true;
+      outcome.exception_type = internal::DemangledTypeName(typeid(e));
+      outcome.exception_message = e.what();
+    } catch (...) {
+      outcome.threw = true;
+      outcome.exception_type = "unknown exception";
+      outcome.exception_message = "a non-std::exception was thrown";
+    }
+    return outcome;
+  }
+  const auto* invoker = registry.FindFunction(spec.function_name());
   if (invoker == nullptr) {
     outcome.threw = true;
     outcome.exception_type = "troupe::TroupeError";
@@ -275,6 +369,7 @@ std::vector<std::string>* saved_argv = nullptr;
   CoreWorkerOptions options;
   options.is_driver = false;
   options.raylet_address = Env("TROUPE_RAYLET_ADDRESS");
+  options.gcs_address = Env("TROUPE_GCS_ADDRESS");
   options.token = Env("TROUPE_TOKEN");
   options.node_ip = Env("TROUPE_NODE_IP").empty() ? "127.0.0.1" : Env("TROUPE_NODE_IP");
   auto job_id = JobId::FromHex(Env("TROUPE_JOB_ID"));
@@ -295,6 +390,7 @@ std::vector<std::string>* saved_argv = nullptr;
   internal::SetCurrentRuntime(&runtime);
   core->RunTaskLoop();
   internal::SetCurrentRuntime(nullptr);
+  actor_instance.reset();
   core->Shutdown();
   fflush(stdout);
   fflush(stderr);
@@ -434,6 +530,7 @@ void Init(const Config& config) {
   CoreWorkerOptions options;
   options.is_driver = true;
   options.raylet_address = raylet_address;
+  options.gcs_address = address;
   options.token = token;
   options.node_ip = raylet_address.substr(0, raylet_address.rfind(':'));
   options.job_id = p->job_id;
@@ -442,6 +539,7 @@ void Init(const Config& config) {
   if (auto status = p->core->Start(); !status.ok()) {
     throw RuntimeError("cannot start the driver's runtime: " + std::string(status.message()));
   }
+  p->core->set_namespace_name(config.namespace_name);
   p->runtime = std::make_unique<CoreWorkerRuntime>(p->core.get());
   internal::SetCurrentRuntime(p->runtime.get());
   if (config.log_to_driver) {
@@ -449,6 +547,8 @@ void Init(const Config& config) {
   }
   process = p.release();
 }
+
+bool CoreWorkerRuntime::WasCurrentActorRestarted() { return actor_restarted; }
 
 internal::RuntimeStats internal::GetRuntimeStats() {
   absl::MutexLock lock(&process_mu);

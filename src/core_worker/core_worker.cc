@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
+#include "src/common/status_macros.h"
 #include "src/rpc/server.h"
 
 namespace troupe {
@@ -61,9 +62,7 @@ class CoreWorker::GrpcService : public rpc::CoreWorkerService::CallbackService {
                                    "a driver does not execute pushed tasks"));
       return reactor;
     }
-    absl::MutexLock lock(&w_->queue_mu_);
-    w_->queue_.push_back(std::make_shared<PendingPush>(PendingPush{request, reply, reactor}));
-    w_->queue_cv_.Signal();
+    w_->EnqueuePush(std::make_shared<PendingPush>(PendingPush{request, reply, reactor}));
     return reactor;
   }
 
@@ -222,6 +221,16 @@ absl::Status CoreWorker::Start() {
             FailTask(spec, error, message);
           },
           options_.warn});
+  gcs_ = std::make_unique<GcsClient>(options_.gcs_address, options_.token);
+  actor_submitter_ = std::make_unique<ActorTaskSubmitter>(
+      gcs_.get(), &workers_, options_.worker_id.Binary(),
+      ActorTaskSubmitter::Callbacks{
+          [this](const rpc::TaskSpec& spec, rpc::PushTaskReply reply) {
+            StoreReturns(spec, reply);
+          },
+          [this](const rpc::TaskSpec& spec, StoredObject::Error error, const std::string& message) {
+            FailTask(spec, error, message);
+          }});
   timer_ = std::thread([this] { TimerLoop(); });
   return absl::OkStatus();
 }
@@ -231,6 +240,7 @@ void CoreWorker::Shutdown() {
   stop_timer_.Notify();
   if (timer_.joinable()) timer_.join();
   if (submitter_) submitter_->Shutdown();
+  if (actor_submitter_) actor_submitter_->Shutdown();
   std::deque<std::shared_ptr<PendingPush>> unrun;
   {
     absl::MutexLock lock(&queue_mu_);
@@ -250,6 +260,9 @@ void CoreWorker::Shutdown() {
     }
     write_mappings_.clear();
   }
+  for (auto& executor : extra_executors_) {
+    if (executor.joinable()) executor.join();
+  }
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
   server_.reset();
 }
@@ -257,45 +270,33 @@ void CoreWorker::Shutdown() {
 void CoreWorker::TimerLoop() {
   while (!stop_timer_.WaitForNotificationWithTimeout(absl::Milliseconds(10))) {
     submitter_->Tick();
+    actor_submitter_->Tick();
     memory_store_.ExpireWaiters(absl::Now());
   }
 }
 
 // ---- Submitting ----
 
-ObjectRefInfo CoreWorker::SubmitTask(const std::string& function_name,
-                                     std::vector<TaskArgSpec> args,
-                                     const TaskSubmitOptions& options) {
-  const TaskId task_id = TaskId::FromRandom();
-  const ObjectRefInfo result{ObjectId::FromIndex(task_id, 1), address_};
-  references_.AddLocal(result);
-
+rpc::TaskSpec CoreWorker::BuildTaskSpec(const TaskId& task_id, const std::string& function_name,
+                                        std::vector<TaskArgSpec> args,
+                                        std::vector<ObjectId>* owned_dependencies) {
   rpc::TaskSpec spec;
   spec.set_task_id(task_id.Binary());
   spec.set_job_id(options_.job_id.Binary());
-  spec.set_type(rpc::TaskSpec::NORMAL_TASK);
   spec.set_function_name(function_name);
   spec.set_num_returns(1);
-  for (const auto& [name, amount] : options.resources) {
-    (*spec.mutable_required_resources())[name] = amount;
-  }
-  spec.set_max_retries(options.max_retries);
-  spec.set_retry_exceptions(options.retry_exceptions);
   spec.set_caller_address(address_);
   spec.set_caller_node_id(node_id_.Binary());
-  spec.set_name(options.name);
-  *spec.mutable_strategy() = options.strategy;
-
   std::vector<ObjectRefInfo> held;
-  std::vector<ObjectId> owned_dependencies;
   for (auto& arg : args) {
     rpc::TaskArg* out = spec.add_args();
     if (arg.by_reference) {
       out->set_object_id(arg.ref.id.Binary());
       out->set_owner_address(arg.ref.owner_address);
       held.push_back(arg.ref);
-      if (references_.OwnedByMe(arg.ref) && !memory_store_.IsReady(arg.ref.id)) {
-        owned_dependencies.push_back(arg.ref.id);
+      if (owned_dependencies && references_.OwnedByMe(arg.ref) &&
+          !memory_store_.IsReady(arg.ref.id)) {
+        owned_dependencies->push_back(arg.ref.id);
       }
     } else {
       out->set_inline_value(std::move(arg.value));
@@ -307,6 +308,25 @@ ObjectRefInfo CoreWorker::SubmitTask(const std::string& function_name,
     absl::MutexLock lock(&tasks_mu_);
     task_refs_[task_id] = std::move(held);
   }
+  return spec;
+}
+
+ObjectRefInfo CoreWorker::SubmitTask(const std::string& function_name,
+                                     std::vector<TaskArgSpec> args,
+                                     const TaskSubmitOptions& options) {
+  const TaskId task_id = TaskId::FromRandom();
+  const ObjectRefInfo result{ObjectId::FromIndex(task_id, 1), address_};
+  references_.AddLocal(result);
+  std::vector<ObjectId> owned_dependencies;
+  rpc::TaskSpec spec = BuildTaskSpec(task_id, function_name, std::move(args), &owned_dependencies);
+  spec.set_type(rpc::TaskSpec::NORMAL_TASK);
+  for (const auto& [name, amount] : options.resources) {
+    (*spec.mutable_required_resources())[name] = amount;
+  }
+  spec.set_max_retries(options.max_retries);
+  spec.set_retry_exceptions(options.retry_exceptions);
+  spec.set_name(options.name);
+  *spec.mutable_strategy() = options.strategy;
   if (owned_dependencies.empty()) {
     submitter_->Submit(std::move(spec));
     return result;
@@ -321,6 +341,96 @@ ObjectRefInfo CoreWorker::SubmitTask(const std::string& function_name,
                           });
   }
   return result;
+}
+
+// ---- Actors ----
+
+absl::StatusOr<ActorId> CoreWorker::CreateActor(const std::string& factory_name,
+                                                std::vector<TaskArgSpec> args,
+                                                const TaskSubmitOptions& options,
+                                                const rpc::ActorInfo& actor_options) {
+  const ActorId actor_id = ActorId::FromRandom();
+  // The creation task keeps its argument references for the actor's whole life: a restart
+  // runs it again.
+  rpc::TaskSpec spec = BuildTaskSpec(TaskId::FromRandom(), factory_name, std::move(args), nullptr);
+  spec.set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
+  spec.set_actor_id(actor_id.Binary());
+  for (const auto& [name, amount] : options.resources) {
+    (*spec.mutable_required_resources())[name] = amount;
+  }
+  *spec.mutable_strategy() = options.strategy;
+  spec.set_max_concurrency(std::max(1, actor_options.max_concurrency()));
+  rpc::RegisterActorRequest request;
+  *request.mutable_creation_task() = spec;
+  rpc::ActorInfo* info = request.mutable_actor();
+  *info = actor_options;
+  info->set_actor_id(actor_id.Binary());
+  info->set_job_id(options_.job_id.Binary());
+  info->set_class_name(factory_name);
+  info->set_owner_address(address_);
+  if (info->namespace_name().empty()) info->set_namespace_name(namespace_name_);
+  *info->mutable_required_resources() = spec.required_resources();
+  TROUPE_RETURN_IF_ERROR(gcs_->RegisterActor(request));
+  return actor_id;
+}
+
+ObjectRefInfo CoreWorker::SubmitActorTask(const ActorId& actor_id, const std::string& method_name,
+                                          std::vector<TaskArgSpec> args) {
+  const TaskId task_id = TaskId::FromRandom();
+  const ObjectRefInfo result{ObjectId::FromIndex(task_id, 1), address_};
+  references_.AddLocal(result);
+  rpc::TaskSpec spec = BuildTaskSpec(task_id, method_name, std::move(args), nullptr);
+  spec.set_type(rpc::TaskSpec::ACTOR_TASK);
+  spec.set_actor_id(actor_id.Binary());
+  actor_submitter_->Submit(actor_id, std::move(spec));
+  return result;
+}
+
+absl::Status CoreWorker::KillActor(const ActorId& actor_id, bool no_restart) {
+  return gcs_->KillActor(actor_id.Binary(), no_restart);
+}
+
+absl::StatusOr<std::optional<ActorId>> CoreWorker::GetNamedActor(
+    const std::string& name, const std::string& namespace_name) {
+  rpc::GetActorInfoRequest request;
+  request.set_name(name);
+  request.set_namespace_name(namespace_name.empty() ? namespace_name_ : namespace_name);
+  auto info = gcs_->GetActorInfo(request);
+  if (info.status().code() == absl::StatusCode::kNotFound) return std::optional<ActorId>();
+  if (!info.ok()) return info.status();
+  return std::optional<ActorId>(*ActorId::FromBinary(info->actor_id()));
+}
+
+void CoreWorker::ExitActorAfterCurrentTask() {
+  if (!current_actor_.IsNil()) (void)gcs_->ReportActorExit(current_actor_.Binary());
+  absl::MutexLock lock(&queue_mu_);
+  exit_after_task_ = true;
+}
+
+void CoreWorker::EnqueuePush(std::shared_ptr<PendingPush> push) {
+  const rpc::TaskSpec& spec = push->request->task();
+  absl::MutexLock lock(&queue_mu_);
+  if (spec.type() != rpc::TaskSpec::ACTOR_TASK) {
+    queue_.push_back(std::move(push));
+    queue_cv_.Signal();
+    return;
+  }
+  // Actor calls of one caller run in sequence order: hold early arrivals until their turn.
+  CallerOrder& order = caller_order_[spec.caller_worker_id()];
+  order.next = std::max(order.next, spec.caller_first_unanswered());
+  const int64_t seq = spec.sequence_number();
+  if (seq > order.next) {
+    order.early[seq] = std::move(push);
+  } else {
+    queue_.push_back(std::move(push));  // its turn (or a resend of an earlier call)
+    if (seq == order.next) order.next++;
+  }
+  for (auto it = order.early.begin(); it != order.early.end() && it->first <= order.next;) {
+    if (it->first == order.next) order.next++;
+    queue_.push_back(std::move(it->second));
+    it = order.early.erase(it);
+  }
+  queue_cv_.SignalAll();
 }
 
 void CoreWorker::ReleaseTaskReferences(const rpc::TaskSpec& spec) {
@@ -692,7 +802,26 @@ void CoreWorker::RunTaskLoop() {
     executing_ = true;
     *push->reply = ExecuteTask(*push->request);
     executing_ = false;
+    // Read what is needed before answering: the request and reply are gone after Finish.
+    const rpc::TaskSpec& spec = push->request->task();
+    const bool created = spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK &&
+                         !push->reply->returns(0).is_application_error();
+    const std::string actor_id = spec.actor_id();
+    const int concurrency = spec.max_concurrency();
     push->reactor->Finish(grpc::Status::OK);
+    if (created) {
+      current_actor_ = *ActorId::FromBinary(actor_id);
+      // More calls at once: extra threads take from the same queue (order is then not kept).
+      for (int i = 1; i < concurrency; ++i) {
+        extra_executors_.emplace_back([this] { RunTaskLoop(); });
+      }
+    }
+    absl::MutexLock lock(&queue_mu_);
+    if (exit_after_task_) {
+      exit_requested_ = true;
+      queue_cv_.SignalAll();
+      return;
+    }
   }
 }
 

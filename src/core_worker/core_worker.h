@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -26,9 +27,11 @@
 #include "src/common/ids.h"
 #include "src/core_worker/memory_store.h"
 #include "src/core_worker/reference_counter.h"
+#include "src/core_worker/actor_task_submitter.h"
 #include "src/core_worker/task_submitter.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/core_worker_client.h"
+#include "src/rpc/gcs_client.h"
 #include "src/rpc/raylet_client.h"
 
 namespace grpc {
@@ -55,6 +58,7 @@ using TaskFunction =
 struct CoreWorkerOptions {
   bool is_driver = true;
   std::string raylet_address;  // this node's raylet
+  std::string gcs_address;
   std::string token;
   std::string node_ip = "127.0.0.1";
   JobId job_id;
@@ -120,6 +124,24 @@ class CoreWorker {
   std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_ready,
                          absl::Time deadline);
   void Cancel(const ObjectRefInfo& ref, bool force);
+  // Actors: registers the actor with the GCS (which places and creates it); returns its ID.
+  // AlreadyExists when the name is taken.
+  absl::StatusOr<ActorId> CreateActor(const std::string& factory_name,
+                                      std::vector<TaskArgSpec> args,
+                                      const TaskSubmitOptions& options,
+                                      const rpc::ActorInfo& actor_options);
+  ObjectRefInfo SubmitActorTask(const ActorId& actor_id, const std::string& method_name,
+                                std::vector<TaskArgSpec> args);
+  absl::Status KillActor(const ActorId& actor_id, bool no_restart);
+  // The live actor with that name, if any.
+  absl::StatusOr<std::optional<ActorId>> GetNamedActor(const std::string& name,
+                                                       const std::string& namespace_name);
+  // Worker mode, inside an actor: tell the GCS the actor is leaving, and exit once the current
+  // call has been answered.
+  void ExitActorAfterCurrentTask();
+  const std::string& namespace_name() const { return namespace_name_; }
+  void set_namespace_name(std::string ns) { namespace_name_ = std::move(ns); }
+
   void AddLocalRef(const ObjectRefInfo& ref) { references_.AddLocal(ref); }
   void RemoveLocalRef(const ObjectId& id) { references_.RemoveLocal(id); }
 
@@ -147,6 +169,12 @@ class CoreWorker {
   rpc::PushTaskReply ExecuteTask(const rpc::PushTaskRequest& request);
   absl::StatusOr<rpc::ReturnObject> StoreTaskReturn(const ObjectId& id, size_t size,
                                                     const std::function<void(char*)>& write);
+  // Fills in a TaskSpec's common fields and holds its argument references until it is done.
+  rpc::TaskSpec BuildTaskSpec(const TaskId& task_id, const std::string& function_name,
+                              std::vector<TaskArgSpec> args,
+                              std::vector<ObjectId>* owned_dependencies);
+  // Worker mode: queues a pushed task, keeping actor calls of each caller in order.
+  void EnqueuePush(std::shared_ptr<PendingPush> push);
   void TimerLoop();
   void SetBlocked(bool blocked);
   // A writable mapping of the object file at `path` (`size` bytes): reused from an earlier
@@ -169,6 +197,9 @@ class CoreWorker {
   MemoryStore memory_store_;
   ReferenceCounter references_;
   std::unique_ptr<TaskSubmitter> submitter_;
+  std::unique_ptr<GcsClient> gcs_;
+  std::unique_ptr<ActorTaskSubmitter> actor_submitter_;
+  std::string namespace_name_ = "default";
   std::unique_ptr<GrpcService> service_;
   std::unique_ptr<grpc::Server> server_;
   const TaskId put_task_id_ = TaskId::FromRandom();
@@ -183,6 +214,15 @@ class CoreWorker {
   absl::CondVar queue_cv_;
   std::deque<std::shared_ptr<PendingPush>> queue_ ABSL_GUARDED_BY(queue_mu_);
   bool exit_requested_ ABSL_GUARDED_BY(queue_mu_) = false;
+  bool exit_after_task_ ABSL_GUARDED_BY(queue_mu_) = false;
+  // Per caller: the next actor-call sequence number to run, and calls that arrived early.
+  struct CallerOrder {
+    int64_t next = -1;
+    std::map<int64_t, std::shared_ptr<PendingPush>> early;
+  };
+  absl::flat_hash_map<std::string, CallerOrder> caller_order_ ABSL_GUARDED_BY(queue_mu_);
+  ActorId current_actor_;
+  std::vector<std::thread> extra_executors_;  // actors with max_concurrency > 1
   std::atomic<bool> executing_{false};
   std::atomic<int> blocked_depth_{0};
 

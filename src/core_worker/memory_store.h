@@ -22,7 +22,7 @@
 namespace troupe {
 
 struct StoredObject {
-  enum class Error { kNone, kApplication, kTaskFailed, kLost, kCancelled };
+  enum class Error { kNone, kApplication, kTaskFailed, kLost, kCancelled, kActorDied };
   Error error = Error::kNone;
   std::string error_message;  // for system errors
   // The value: inline_value, or in_plasma with node_id/raylet_address/size; for kApplication the

@@ -191,4 +191,58 @@ grpc::ServerUnaryReactor* PubSubGrpcService::PublishLogs(grpc::CallbackServerCon
   });
 }
 
+// ---- Actors ----
+
+ServerUnaryReactor* ActorInfoGrpcService::RegisterActor(CallbackServerContext* context,
+                                                        const rpc::RegisterActorRequest* request,
+                                                        rpc::RegisterActorReply*) {
+  // Scheduling starts inside; it may send RPCs but never blocks on them.
+  return Respond(context, *auth_, [&] { return actors_->RegisterActor(*request); });
+}
+
+ServerUnaryReactor* ActorInfoGrpcService::GetActorInfo(CallbackServerContext* context,
+                                                       const rpc::GetActorInfoRequest* request,
+                                                       rpc::GetActorInfoReply* reply) {
+  return Respond(context, *auth_, [&]() -> absl::Status {
+    auto actor = actors_->GetActor(*request);
+    if (!actor.ok()) return actor.status();
+    *reply->mutable_actor() = std::move(*actor);
+    return absl::OkStatus();
+  });
+}
+
+ServerUnaryReactor* ActorInfoGrpcService::GetAllActorInfo(CallbackServerContext* context,
+                                                          const rpc::GetAllActorInfoRequest*,
+                                                          rpc::GetAllActorInfoReply* reply) {
+  return Respond(context, *auth_, [&] {
+    for (auto& actor : actors_->GetAllActors()) *reply->add_actors() = std::move(actor);
+    return absl::OkStatus();
+  });
+}
+
+ServerUnaryReactor* ActorInfoGrpcService::KillActor(CallbackServerContext* context,
+                                                    const rpc::KillActorRequest* request,
+                                                    rpc::KillActorReply*) {
+  return Respond(context, *auth_,
+                 [&] { return actors_->KillActor(request->actor_id(), request->no_restart()); });
+}
+
+ServerUnaryReactor* ActorInfoGrpcService::ReportWorkerExit(
+    CallbackServerContext* context, const rpc::ReportWorkerExitRequest* request,
+    rpc::ReportWorkerExitReply*) {
+  return Respond(context, *auth_, [&] {
+    actors_->OnWorkerExit(request->worker_id(), request->how());
+    return absl::OkStatus();
+  });
+}
+
+ServerUnaryReactor* ActorInfoGrpcService::ReportActorExit(CallbackServerContext* context,
+                                                          const rpc::ReportActorExitRequest* request,
+                                                          rpc::ReportActorExitReply*) {
+  return Respond(context, *auth_, [&] {
+    actors_->OnActorExit(request->actor_id());
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace troupe

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "proto/gcs.grpc.pb.h"
+#include "src/gcs/actor_manager.h"
 #include "src/gcs/job_manager.h"
 #include "src/gcs/kv_manager.h"
 #include "src/gcs/node_manager.h"
@@ -110,6 +111,34 @@ class PubSubGrpcService : public rpc::PubSubService::CallbackService {
   const TokenAuthenticator* auth_;
   Publisher* publisher_;
   Publisher* log_publisher_;
+};
+
+class ActorInfoGrpcService : public rpc::ActorInfoService::CallbackService {
+ public:
+  ActorInfoGrpcService(const TokenAuthenticator* auth, ActorManager* actors)
+      : auth_(auth), actors_(actors) {}
+  grpc::ServerUnaryReactor* RegisterActor(grpc::CallbackServerContext* context,
+                                          const rpc::RegisterActorRequest* request,
+                                          rpc::RegisterActorReply* reply) override;
+  grpc::ServerUnaryReactor* GetActorInfo(grpc::CallbackServerContext* context,
+                                         const rpc::GetActorInfoRequest* request,
+                                         rpc::GetActorInfoReply* reply) override;
+  grpc::ServerUnaryReactor* GetAllActorInfo(grpc::CallbackServerContext* context,
+                                            const rpc::GetAllActorInfoRequest* request,
+                                            rpc::GetAllActorInfoReply* reply) override;
+  grpc::ServerUnaryReactor* KillActor(grpc::CallbackServerContext* context,
+                                      const rpc::KillActorRequest* request,
+                                      rpc::KillActorReply* reply) override;
+  grpc::ServerUnaryReactor* ReportWorkerExit(grpc::CallbackServerContext* context,
+                                             const rpc::ReportWorkerExitRequest* request,
+                                             rpc::ReportWorkerExitReply* reply) override;
+  grpc::ServerUnaryReactor* ReportActorExit(grpc::CallbackServerContext* context,
+                                            const rpc::ReportActorExitRequest* request,
+                                            rpc::ReportActorExitReply* reply) override;
+
+ private:
+  const TokenAuthenticator* auth_;
+  ActorManager* actors_;
 };
 
 }  // namespace troupe

@@ -53,6 +53,7 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
       kv_(store_.get()),
       nodes_(options_.token.cluster_id(), store_.get(), &publisher_, &clock_),
       jobs_(store_.get(), &publisher_, &clock_),
+      actors_(store_.get(), &publisher_, &nodes_, &clock_, options_.token.ToString()),
       prober_(std::make_unique<GrpcNodeProber>(options_.token.ToString())),
       health_checker_(
           options_.health_check, &clock_, prober_.get(),
@@ -60,14 +61,17 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
       node_service_(&auth_, &nodes_, absl::ToInt64Milliseconds(options_.health_check.period)),
       job_service_(&auth_, &jobs_),
       kv_service_(&auth_, &kv_),
-      pubsub_service_(&auth_, &publisher_, &log_publisher_) {
+      pubsub_service_(&auth_, &publisher_, &log_publisher_),
+      actor_service_(&auth_, &actors_) {
   nodes_.AddNodeAddedListener([this](const rpc::NodeInfo& node) {
     health_checker_.AddNode(*NodeId::FromBinary(node.node_id()),
                             absl::StrCat(node.node_ip(), ":", node.raylet_port()));
   });
   nodes_.AddNodeRemovedListener([this](const rpc::NodeInfo& node) {
     health_checker_.RemoveNode(*NodeId::FromBinary(node.node_id()));
+    actors_.OnNodeDead(node);
   });
+  jobs_.AddJobFinishedListener([this](const std::string& job_id) { actors_.OnJobFinished(job_id); });
 }
 
 GcsServer::~GcsServer() { Stop(); }
@@ -86,7 +90,8 @@ absl::Status GcsServer::Start() {
   cluster_service_ = std::make_unique<ClusterInfoGrpcService>(&auth_, info);
   auto server = StartGrpcServer(
       options_.bind_address, options_.port,
-      {cluster_service_.get(), &node_service_, &job_service_, &kv_service_, &pubsub_service_},
+      {cluster_service_.get(), &node_service_, &job_service_, &kv_service_, &pubsub_service_,
+       &actor_service_},
       &bound_port_);
   if (!server.ok()) return server.status();
   server_ = std::move(*server);
@@ -99,6 +104,7 @@ absl::Status GcsServer::Start() {
 void GcsServer::TimerLoop() {
   while (!stop_timer_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
     health_checker_.Tick();
+    actors_.Tick();
     publisher_.ExpirePolls();
     log_publisher_.ExpirePolls();
   }

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "src/common/clock.h"
+#include "src/gcs/actor_manager.h"
 #include "src/gcs/gcs_grpc_services.h"
 #include "src/gcs/health_checker.h"
 #include "src/gcs/job_manager.h"
@@ -58,6 +59,7 @@ class GcsServer {
   KvManager kv_;
   NodeManager nodes_;
   JobManager jobs_;
+  ActorManager actors_;
   std::unique_ptr<GrpcNodeProber> prober_;
   HealthChecker health_checker_;
 
@@ -66,6 +68,7 @@ class GcsServer {
   JobInfoGrpcService job_service_;
   InternalKvGrpcService kv_service_;
   PubSubGrpcService pubsub_service_;
+  ActorInfoGrpcService actor_service_;
   std::unique_ptr<grpc::Server> server_;
   int bound_port_ = 0;
 

@@ -55,14 +55,24 @@ absl::StatusOr<JobId> JobManager::AddJob(rpc::JobInfo job) {
 absl::Status JobManager::MarkJobFinished(const std::string& job_id_binary) {
   auto job_id = JobId::FromBinary(job_id_binary);
   if (!job_id.ok()) return job_id.status();
-  absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(*job_id);
-  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job_id->Hex()));
-  if (it->second.state() == rpc::JobInfo::FINISHED) return absl::OkStatus();
-  it->second.set_state(rpc::JobInfo::FINISHED);
-  it->second.set_end_time_ms(absl::ToUnixMillis(clock_->Now()));
-  SaveAndPublishLocked(it->second);
+  std::vector<std::function<void(const std::string&)>> listeners;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(*job_id);
+    if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("no job ", job_id->Hex()));
+    if (it->second.state() == rpc::JobInfo::FINISHED) return absl::OkStatus();
+    it->second.set_state(rpc::JobInfo::FINISHED);
+    it->second.set_end_time_ms(absl::ToUnixMillis(clock_->Now()));
+    SaveAndPublishLocked(it->second);
+    listeners = finished_listeners_;
+  }
+  for (const auto& listener : listeners) listener(job_id_binary);
   return absl::OkStatus();
+}
+
+void JobManager::AddJobFinishedListener(std::function<void(const std::string&)> listener) {
+  absl::MutexLock lock(&mu_);
+  finished_listeners_.push_back(std::move(listener));
 }
 
 std::vector<rpc::JobInfo> JobManager::GetAllJobs() const {

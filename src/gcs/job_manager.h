@@ -3,6 +3,7 @@
 // persistent store. Changes are saved and published on the JOB channel. Thread-safe.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -27,6 +28,8 @@ class JobManager {
   // NotFound for an unknown job; finishing twice is fine.
   absl::Status MarkJobFinished(const std::string& job_id);
   std::vector<rpc::JobInfo> GetAllJobs() const;
+  // Runs (without the lock) when a job finishes.
+  void AddJobFinishedListener(std::function<void(const std::string& job_id)> listener);
 
  private:
   void SaveAndPublishLocked(const rpc::JobInfo& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -37,6 +40,7 @@ class JobManager {
   mutable absl::Mutex mu_;
   uint32_t last_job_number_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<JobId, rpc::JobInfo> jobs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void(const std::string&)>> finished_listeners_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace troupe

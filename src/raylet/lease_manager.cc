@@ -156,6 +156,7 @@ void LeaseManager::PopWorkerFor(const rpc::JobInfo& job, std::shared_ptr<Grant> 
     }
     rpc::RequestWorkerLeaseReply reply;
     const std::string lease_id = LeaseId::FromRandom().Binary();
+    (*worker)->detached = grant->pending.request.resource_spec().detached_actor();
     {
       absl::MutexLock lock(&mu_);
       leases_[lease_id] = {*worker, grant->allocation, false};

@@ -248,6 +248,8 @@ Raylet::Raylet(RayletOptions options)
             TROUPE_LOG(Info) << "worker " << worker.worker_id.ShortHex() << " (pid "
                              << worker.pid << ") " << how;
             lease_manager_.OnWorkerExit(worker);
+            // Actors live in workers: the GCS restarts or buries the one this worker held.
+            (void)gcs_.ReportWorkerExit(worker.worker_id.Binary(), options_.node_id.Binary(), how);
           }),
       lease_manager_(options_.node_id, options_.resources, &worker_pool_,
                      [this](const JobId& job_id) { return LookupJob(job_id); }),

@@ -198,7 +198,9 @@ void WorkerPool::KillJobWorkers(const JobId& job_id) {
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, entry] : workers_) {
-      if (entry.worker->job_id == job_id && !entry.worker->is_driver) pids.push_back(entry.worker->pid);
+      if (entry.worker->job_id == job_id && !entry.worker->is_driver && !entry.worker->detached) {
+        pids.push_back(entry.worker->pid);
+      }
     }
   }
   for (int pid : pids) kill(-pid, SIGKILL);

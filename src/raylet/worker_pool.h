@@ -41,6 +41,7 @@ struct Worker {
   std::string cuda_visible_devices;
   bool is_driver = false;
   std::string log_path;  // the worker's stdout and stderr
+  bool detached = false;  // holds a detached actor: survives the end of its job
 };
 
 class WorkerPool {
@@ -71,6 +72,7 @@ class WorkerPool {
                               bool is_driver);
   // Kills the worker (if still running) and forgets it.
   void KillWorker(const WorkerId& worker_id);
+  // Kills the job's workers, except those holding detached actors.
   void KillJobWorkers(const JobId& job_id);
   // Checks for exited processes and idle workers past their timeout. Called periodically.
   void Tick();

@@ -19,6 +19,7 @@ GcsClient::GcsClient(std::string address, std::string token, absl::Duration time
   job_stub_ = rpc::JobInfoService::NewStub(channel);
   kv_stub_ = rpc::InternalKVService::NewStub(channel);
   pubsub_stub_ = rpc::PubSubService::NewStub(channel);
+  actor_stub_ = rpc::ActorInfoService::NewStub(channel);
 }
 
 template <typename Stub, typename Request, typename Reply>
@@ -152,6 +153,45 @@ absl::StatusOr<std::vector<std::string>> GcsClient::KVKeys(const std::string& ns
 absl::StatusOr<rpc::PollReply> GcsClient::Poll(const rpc::PollRequest& request) {
   return Call(pubsub_stub_.get(), &rpc::PubSubService::Stub::Poll, request,
               absl::Milliseconds(request.timeout_ms()));
+}
+
+absl::Status GcsClient::RegisterActor(const rpc::RegisterActorRequest& request) {
+  return Call(actor_stub_.get(), &rpc::ActorInfoService::Stub::RegisterActor, request).status();
+}
+
+absl::StatusOr<rpc::ActorInfo> GcsClient::GetActorInfo(const rpc::GetActorInfoRequest& request) {
+  TROUPE_ASSIGN_OR_RETURN(auto reply, Call(actor_stub_.get(),
+                                           &rpc::ActorInfoService::Stub::GetActorInfo, request));
+  return reply.actor();
+}
+
+absl::StatusOr<std::vector<rpc::ActorInfo>> GcsClient::GetAllActorInfo() {
+  TROUPE_ASSIGN_OR_RETURN(auto reply, Call(actor_stub_.get(),
+                                           &rpc::ActorInfoService::Stub::GetAllActorInfo,
+                                           rpc::GetAllActorInfoRequest()));
+  return std::vector<rpc::ActorInfo>(reply.actors().begin(), reply.actors().end());
+}
+
+absl::Status GcsClient::KillActor(const std::string& actor_id, bool no_restart) {
+  rpc::KillActorRequest request;
+  request.set_actor_id(actor_id);
+  request.set_no_restart(no_restart);
+  return Call(actor_stub_.get(), &rpc::ActorInfoService::Stub::KillActor, request).status();
+}
+
+absl::Status GcsClient::ReportWorkerExit(const std::string& worker_id, const std::string& node_id,
+                                         const std::string& how) {
+  rpc::ReportWorkerExitRequest request;
+  request.set_worker_id(worker_id);
+  request.set_node_id(node_id);
+  request.set_how(how);
+  return Call(actor_stub_.get(), &rpc::ActorInfoService::Stub::ReportWorkerExit, request).status();
+}
+
+absl::Status GcsClient::ReportActorExit(const std::string& actor_id) {
+  rpc::ReportActorExitRequest request;
+  request.set_actor_id(actor_id);
+  return Call(actor_stub_.get(), &rpc::ActorInfoService::Stub::ReportActorExit, request).status();
 }
 
 absl::Status GcsClient::PublishLogs(const rpc::PublishLogsRequest& request) {

@@ -44,6 +44,15 @@ class GcsClient {
   absl::StatusOr<bool> KVExists(const std::string& ns, const std::string& key);
   absl::StatusOr<std::vector<std::string>> KVKeys(const std::string& ns, const std::string& prefix);
 
+  // Actors.
+  absl::Status RegisterActor(const rpc::RegisterActorRequest& request);
+  absl::StatusOr<rpc::ActorInfo> GetActorInfo(const rpc::GetActorInfoRequest& request);
+  absl::StatusOr<std::vector<rpc::ActorInfo>> GetAllActorInfo();
+  absl::Status KillActor(const std::string& actor_id, bool no_restart);
+  absl::Status ReportWorkerExit(const std::string& worker_id, const std::string& node_id,
+                                const std::string& how);
+  absl::Status ReportActorExit(const std::string& actor_id);
+
   // Pubsub: waits up to request.timeout_ms (plus the usual call timeout) for new messages.
   absl::StatusOr<rpc::PollReply> Poll(const rpc::PollRequest& request);
   absl::Status PublishLogs(const rpc::PublishLogsRequest& request);
@@ -63,6 +72,7 @@ class GcsClient {
   std::unique_ptr<rpc::JobInfoService::Stub> job_stub_;
   std::unique_ptr<rpc::InternalKVService::Stub> kv_stub_;
   std::unique_ptr<rpc::PubSubService::Stub> pubsub_stub_;
+  std::unique_ptr<rpc::ActorInfoService::Stub> actor_stub_;
 };
 
 }  // namespace troupe

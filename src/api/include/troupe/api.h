@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "troupe/actor.h"
 #include "troupe/errors.h"
 #include "troupe/function_registry.h"
 #include "troupe/object_ref.h"

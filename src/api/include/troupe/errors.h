@@ -79,6 +79,13 @@ class SerializationError : public TroupeError {
   using TroupeError::TroupeError;
 };
 
+// The actor is dead (or died while running the call): the message says why — its constructor
+// threw, its process crashed (exit code or signal), its node died, it was killed, it exited.
+class ActorDiedError : public TroupeError {
+ public:
+  using TroupeError::TroupeError;
+};
+
 // Init was not called, or the cluster cannot be reached.
 class RuntimeError : public TroupeError {
  public:

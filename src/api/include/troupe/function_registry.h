@@ -27,6 +27,8 @@ struct InvokeResult {
 };
 
 using FunctionInvoker = std::function<InvokeResult(const std::vector<Buffer>& args)>;
+// Runs an actor factory (a function returning T*); the instance is owned by the result.
+using CreatorInvoker = std::function<std::shared_ptr<void>(const std::vector<Buffer>& args)>;
 using MethodInvoker = std::function<InvokeResult(void* instance, const std::vector<Buffer>& args)>;
 
 template <typename F>
@@ -83,6 +85,19 @@ FunctionInvoker MakeFunctionInvoker(F f) {
 }
 
 template <typename F>
+CreatorInvoker MakeCreatorInvoker(F f) {
+  using Traits = FunctionTraits<F>;
+  using Class = std::remove_pointer_t<typename Traits::Return>;
+  return [f](const std::vector<Buffer>& args) -> std::shared_ptr<void> {
+    if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
+    auto decoded = DecodeArgs<typename Traits::ArgsTuple>(
+        args, std::make_index_sequence<Traits::kArity>());
+    Class* instance = std::apply(f, std::move(decoded));
+    return std::shared_ptr<void>(instance, [](void* p) { delete static_cast<Class*>(p); });
+  };
+}
+
+template <typename F>
 MethodInvoker MakeMethodInvoker(F f) {
   using Traits = FunctionTraits<F>;
   return [f](void* instance, const std::vector<Buffer>& args) {
@@ -113,6 +128,8 @@ class FunctionRegistry {
                   "TROUPE_REMOTE takes functions, static member functions and member functions");
     if constexpr (FunctionTraits<F>::kIsMember) {
       methods_[name] = MakeMethodInvoker(f);
+    } else if constexpr (std::is_pointer_v<typename FunctionTraits<F>::Return>) {
+      creators_[name] = MakeCreatorInvoker(f);  // a factory: T* Create(...)
     } else {
       functions_[name] = MakeFunctionInvoker(f);
     }
@@ -121,6 +138,7 @@ class FunctionRegistry {
   // nullptr if no function of that name is registered.
   const FunctionInvoker* FindFunction(const std::string& name) const;
   const MethodInvoker* FindMethod(const std::string& name) const;
+  const CreatorInvoker* FindCreator(const std::string& name) const;
   // The registered name of `f`; throws TroupeError naming the fix if it was never registered.
   template <typename F>
   const std::string& NameOf(F f) const {
@@ -133,6 +151,7 @@ class FunctionRegistry {
   [[noreturn]] static void ThrowNotRegistered();
   std::unordered_map<std::string, FunctionInvoker> functions_;
   std::unordered_map<std::string, MethodInvoker> methods_;
+  std::unordered_map<std::string, CreatorInvoker> creators_;
   std::unordered_map<std::string, std::string> names_;
 };
 

@@ -49,6 +49,17 @@ struct TaskOptions {
   SchedulingStrategy strategy;
 };
 
+struct ActorOptions {
+  std::string name;
+  std::string namespace_name;
+  std::map<std::string, double> resources;  // held for the actor's lifetime; default none
+  int max_restarts = 0;
+  int max_task_retries = 0;
+  int max_concurrency = 1;
+  bool detached = false;
+  SchedulingStrategy strategy;
+};
+
 class Runtime {
  public:
   virtual ~Runtime() = default;
@@ -67,6 +78,19 @@ class Runtime {
   virtual std::vector<bool> Wait(const std::vector<RefInfo>& refs, int num_ready,
                                  int64_t timeout_ms) = 0;
   virtual void Cancel(const RefInfo& ref, bool force) = 0;
+
+  // Actors. CreateActor returns the actor's ID (binary); throws TroupeError when the name is
+  // taken.
+  virtual std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
+                                  const ActorOptions& options) = 0;
+  virtual RefInfo SubmitActorTask(const std::string& actor_id, const std::string& method_name,
+                                  std::vector<TaskArgument> args) = 0;
+  virtual void KillActor(const std::string& actor_id, bool no_restart) = 0;
+  // The ID of the live actor with that name, or "".
+  virtual std::string GetNamedActor(const std::string& name, const std::string& namespace_name) = 0;
+  // Inside an actor: leave after the current call (no restart).
+  virtual void ExitActor() = 0;
+  virtual bool WasCurrentActorRestarted() = 0;
 
   // Reference counting: every live ObjectRef in this process holds one local reference.
   virtual void AddLocalRef(const RefInfo& ref) = 0;

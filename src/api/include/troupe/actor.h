@@ -1,0 +1,192 @@
+// Actors: stateful workers. troupe::Actor(Factory).Set...().Remote(args...) creates one (the GCS
+// places it on a node and keeps it alive: restarts, death causes); handle.Task(&T::Method)
+// .Remote(args...) calls it. Calls from one caller run in the order they were made (unless
+// max_concurrency > 1). Handles can be copied and sent to tasks and other actors.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "troupe/function_registry.h"
+#include "troupe/object_ref.h"
+#include "troupe/runtime.h"
+#include "troupe/task.h"
+
+namespace troupe {
+
+// SetLifetime(Detached{}): the actor outlives the job that created it (until killed).
+struct Detached {};
+
+template <typename T, typename F>
+class ActorTaskCaller;
+
+template <typename T>
+class ActorHandle {
+ public:
+  ActorHandle() = default;
+  explicit ActorHandle(std::string actor_id) : actor_id_(std::move(actor_id)) {}
+
+  // handle.Task(&T::Method).Remote(args...)
+  template <typename F>
+  ActorTaskCaller<T, F> Task(F method) const {
+    return ActorTaskCaller<T, F>(actor_id_, method);
+  }
+  // Kills the actor; with no_restart = false it restarts if it has restarts left.
+  void Kill(bool no_restart = true) const {
+    internal::Runtime* runtime = internal::CurrentRuntime();
+    if (runtime == nullptr) internal::ThrowNotInitialized();
+    runtime->KillActor(actor_id_, no_restart);
+  }
+  std::string ID() const { return HexOf(actor_id_); }
+  const std::string& binary_id() const { return actor_id_; }
+  bool IsNil() const { return actor_id_.empty(); }
+
+  template <typename Packer>
+  void msgpack_pack(Packer& packer) const {
+    packer.pack(actor_id_);
+  }
+  void msgpack_unpack(const msgpack::object& object) { actor_id_ = object.as<std::string>(); }
+
+ private:
+  std::string actor_id_;
+};
+
+namespace internal {
+template <typename T>
+struct IsSerializable<ActorHandle<T>> : std::true_type {};
+}  // namespace internal
+
+template <typename T, typename F>
+class ActorTaskCaller {
+ public:
+  using Traits = internal::FunctionTraits<F>;
+  using Return = std::decay_t<typename Traits::Return>;
+
+  ActorTaskCaller(std::string actor_id, F method) : actor_id_(std::move(actor_id)), method_(method) {}
+
+  template <typename... A>
+  ObjectRef<Return> Remote(A&&... args) {
+    static_assert(Traits::kIsMember, "handle.Task() takes a member function: &Class::Method");
+    static_assert(std::is_base_of_v<typename Traits::Class, T>,
+                  "the method does not belong to this actor's class");
+    static_assert(sizeof...(A) == Traits::kArity,
+                  "troupe: Remote() got a different number of arguments than the method takes");
+    internal::Runtime* runtime = internal::CurrentRuntime();
+    if (runtime == nullptr) internal::ThrowNotInitialized();
+    const std::string& name = internal::FunctionRegistry::Instance().NameOf(method_);
+    auto arguments = internal::MakeArguments<typename Traits::ArgsTuple>(
+        std::index_sequence_for<A...>(), std::forward<A>(args)...);
+    internal::RefInfo ref = runtime->SubmitActorTask(actor_id_, name, std::move(arguments));
+    ObjectRef<Return> result(ref);
+    runtime->RemoveLocalRef(ref.object_id);
+    return result;
+  }
+
+ private:
+  std::string actor_id_;
+  F method_;
+};
+
+template <typename F>
+class ActorCreator {
+ public:
+  using Traits = internal::FunctionTraits<F>;
+  using Class = std::remove_pointer_t<typename Traits::Return>;
+  static_assert(std::is_pointer_v<typename Traits::Return>,
+                "troupe::Actor takes a factory returning a new object: static T* Create(...)");
+
+  explicit ActorCreator(F factory) : factory_(factory) {}
+
+  ActorCreator& SetName(std::string name) {
+    options_.name = std::move(name);
+    return *this;
+  }
+  ActorCreator& SetNamespace(std::string ns) {
+    options_.namespace_name = std::move(ns);
+    return *this;
+  }
+  // Held for the actor's whole life, e.g. {{"GPU", 1}}. Default: none.
+  ActorCreator& SetResources(std::map<std::string, double> resources) {
+    options_.resources = std::move(resources);
+    return *this;
+  }
+  // Restarts after a crash or node death (-1: forever; default 0).
+  ActorCreator& SetMaxRestarts(int n) {
+    options_.max_restarts = n;
+    return *this;
+  }
+  // Calls in flight when the actor died are resent to the restarted actor this many times
+  // (at-least-once, in order); 0 (default): they fail with ActorDiedError (at-most-once).
+  ActorCreator& SetMaxTaskRetries(int n) {
+    options_.max_task_retries = n;
+    return *this;
+  }
+  // Run up to n calls at once (then calls are not ordered).
+  ActorCreator& SetMaxConcurrency(int n) {
+    options_.max_concurrency = n;
+    return *this;
+  }
+  ActorCreator& SetLifetime(Detached) {
+    options_.detached = true;
+    return *this;
+  }
+  ActorCreator& SetSchedulingStrategy(Spread) {
+    options_.strategy = {internal::SchedulingStrategy::Kind::kSpread, "", false};
+    return *this;
+  }
+  ActorCreator& SetSchedulingStrategy(NodeAffinity affinity) {
+    options_.strategy = {internal::SchedulingStrategy::Kind::kNodeAffinity, affinity.node_id,
+                         affinity.soft};
+    return *this;
+  }
+
+  template <typename... A>
+  ActorHandle<Class> Remote(A&&... args) {
+    static_assert(sizeof...(A) == Traits::kArity,
+                  "troupe: Remote() got a different number of arguments than the factory takes");
+    internal::Runtime* runtime = internal::CurrentRuntime();
+    if (runtime == nullptr) internal::ThrowNotInitialized();
+    const std::string& name = internal::FunctionRegistry::Instance().NameOf(factory_);
+    auto arguments = internal::MakeArguments<typename Traits::ArgsTuple>(
+        std::index_sequence_for<A...>(), std::forward<A>(args)...);
+    return ActorHandle<Class>(runtime->CreateActor(name, std::move(arguments), options_));
+  }
+
+ private:
+  F factory_;
+  internal::ActorOptions options_;
+};
+
+template <typename F>
+ActorCreator<F> Actor(F factory) {
+  return ActorCreator<F>(factory);
+}
+
+// The live actor named `name` in namespace `ns` (default: this job's namespace), if any.
+template <typename T>
+std::optional<ActorHandle<T>> GetActor(const std::string& name, const std::string& ns = "") {
+  internal::Runtime* runtime = internal::CurrentRuntime();
+  if (runtime == nullptr) internal::ThrowNotInitialized();
+  std::string id = runtime->GetNamedActor(name, ns);
+  if (id.empty()) return std::nullopt;
+  return ActorHandle<T>(id);
+}
+
+// Inside an actor method: the actor leaves once this call returns, and is not restarted.
+inline void ExitActor() {
+  internal::Runtime* runtime = internal::CurrentRuntime();
+  if (runtime == nullptr) internal::ThrowNotInitialized();
+  runtime->ExitActor();
+}
+
+// Inside an actor: whether this instance is a restart (the previous one died).
+inline bool WasCurrentActorRestarted() {
+  internal::Runtime* runtime = internal::CurrentRuntime();
+  return runtime != nullptr && runtime->WasCurrentActorRestarted();
+}
+
+}  // namespace troupe

@@ -1,0 +1,149 @@
+#include "src/core_worker/actor_task_submitter.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace troupe {
+
+ActorTaskSubmitter::ActorTaskSubmitter(GcsClient* gcs, ClientPool<CoreWorkerClient>* workers,
+                                       std::string caller_worker_id, Callbacks callbacks)
+    : gcs_(gcs),
+      workers_(workers),
+      caller_worker_id_(std::move(caller_worker_id)),
+      callbacks_(std::move(callbacks)) {}
+
+void ActorTaskSubmitter::Submit(const ActorId& actor_id, rpc::TaskSpec spec) {
+  std::optional<std::string> dead_cause;
+  {
+    absl::MutexLock lock(&mu_);
+    ActorState& actor = actors_[actor_id];
+    if (actor.dead) {
+      dead_cause = actor.death_cause;
+    } else {
+      const int64_t seq = actor.next_seq++;
+      spec.set_sequence_number(seq);
+      spec.set_caller_worker_id(caller_worker_id_);
+      actor.unanswered[seq].spec = std::move(spec);
+      if (!actor.resolving) PushLocked(actor_id, actor, seq);
+      return;
+    }
+  }
+  callbacks_.on_failure(spec, StoredObject::Error::kActorDied,
+                        absl::StrCat("the actor is dead: ", *dead_cause));
+}
+
+void ActorTaskSubmitter::PushLocked(const ActorId& actor_id, ActorState& actor, int64_t seq) {
+  if (shut_down_) return;
+  Call& call = actor.unanswered.at(seq);
+  call.sent = true;
+  call.attempts++;
+  rpc::PushTaskRequest request;
+  *request.mutable_task() = call.spec;
+  request.mutable_task()->set_caller_first_unanswered(actor.unanswered.begin()->first);
+  const std::string address = actor.address;
+  in_flight_++;
+  workers_->Get(address)->PushTaskAsync(
+      std::move(request), [this, actor_id, seq, address](absl::StatusOr<rpc::PushTaskReply> r) {
+        OnReply(actor_id, seq, address, std::move(r));
+      });
+}
+
+void ActorTaskSubmitter::OnReply(const ActorId& actor_id, int64_t seq, const std::string& address,
+                                 absl::StatusOr<rpc::PushTaskReply> reply) {
+  std::optional<rpc::TaskSpec> answered;
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_--;
+    if (shut_down_) return;
+    ActorState& actor = actors_[actor_id];
+    auto it = actor.unanswered.find(seq);
+    if (it == actor.unanswered.end()) return;  // already failed or answered
+    if (reply.ok()) {
+      answered = std::move(it->second.spec);
+      actor.unanswered.erase(it);
+    } else if (actor.address == address && !actor.resolving) {
+      // The actor's worker is gone or unreachable: ask the GCS what became of it.
+      actor.resolving = true;
+      actor.next_lookup = absl::InfinitePast();
+    }
+  }
+  if (answered) callbacks_.on_reply(*answered, std::move(*reply));
+}
+
+void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& info) {
+  std::vector<std::tuple<rpc::TaskSpec, StoredObject::Error, std::string>> failures;
+  {
+    absl::MutexLock lock(&mu_);
+    ActorState& actor = actors_[actor_id];
+    actor.max_task_retries = info.max_task_retries();
+    switch (info.state()) {
+      case rpc::ActorInfo::DEAD:
+        actor.dead = true;
+        actor.resolving = false;
+        actor.death_cause = info.death_cause();
+        for (auto& [seq, call] : actor.unanswered) {
+          failures.emplace_back(std::move(call.spec), StoredObject::Error::kActorDied,
+                                absl::StrCat("the actor is dead: ", info.death_cause()));
+        }
+        actor.unanswered.clear();
+        break;
+      case rpc::ActorInfo::ALIVE:
+        if (info.worker_address() == actor.address) {
+          // The GCS has not noticed the death yet: look again shortly.
+          actor.next_lookup = absl::Now() + absl::Milliseconds(50);
+          break;
+        }
+        actor.address = info.worker_address();
+        actor.resolving = false;
+        for (auto it = actor.unanswered.begin(); it != actor.unanswered.end();) {
+          Call& call = it->second;
+          const bool may_resend =
+              actor.max_task_retries < 0 || call.attempts <= actor.max_task_retries;
+          if (call.sent && !may_resend) {
+            failures.emplace_back(
+                std::move(call.spec), StoredObject::Error::kActorDied,
+                absl::StrCat("the actor died while running this call (", info.death_cause(),
+                             "); SetMaxTaskRetries lets calls be resent to the restarted actor"));
+            it = actor.unanswered.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        for (auto& [seq, call] : actor.unanswered) PushLocked(actor_id, actor, seq);
+        break;
+      default:  // PENDING_CREATION, RESTARTING
+        actor.next_lookup = absl::Now() + absl::Milliseconds(20);
+        break;
+    }
+  }
+  for (auto& [spec, error, message] : failures) callbacks_.on_failure(spec, error, message);
+}
+
+void ActorTaskSubmitter::Tick() {
+  std::vector<ActorId> lookups;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    const absl::Time now = absl::Now();
+    for (auto& [id, actor] : actors_) {
+      if (actor.resolving && !actor.dead && now >= actor.next_lookup) {
+        actor.next_lookup = now + absl::Milliseconds(20);
+        lookups.push_back(id);
+      }
+    }
+  }
+  for (const auto& id : lookups) {
+    rpc::GetActorInfoRequest request;
+    request.set_actor_id(id.Binary());
+    auto info = gcs_->GetActorInfo(request);
+    if (info.ok()) Apply(id, *info);
+  }
+}
+
+void ActorTaskSubmitter::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shut_down_ = true;
+  auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ == 0; };
+  mu_.AwaitWithTimeout(absl::Condition(&drained), absl::Seconds(5));
+}
+
+}  // namespace troupe

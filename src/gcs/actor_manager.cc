@@ -1,0 +1,372 @@
+#include "src/gcs/actor_manager.h"
+
+#include "absl/strings/str_cat.h"
+#include "src/common/logging.h"
+#include "src/common/resources.h"
+#include "src/scheduling/scheduling_policy.h"
+
+namespace troupe {
+namespace {
+constexpr char kTable[] = "ACTOR";
+constexpr absl::Duration kRetryDelay = absl::Seconds(1);
+}  // namespace
+
+ActorManager::ActorManager(StoreClient* store, Publisher* publisher, NodeManager* nodes,
+                           const Clock* clock, const std::string& token)
+    : store_(store),
+      publisher_(publisher),
+      nodes_(nodes),
+      clock_(clock),
+      raylets_(token),
+      workers_(token) {}
+
+void ActorManager::SetStateLocked(Actor& actor, rpc::ActorInfo::State state) {
+  actor.info.set_state(state);
+  if (state == rpc::ActorInfo::DEAD) {
+    actor.info.set_end_time_ms(absl::ToUnixMillis(clock_->Now()));
+    TROUPE_LOG(Info) << "actor " << BytesToHex(actor.info.actor_id()).substr(0, 8) << " ("
+                     << actor.info.class_name() << ") is DEAD: " << actor.info.death_cause();
+  }
+  PutLogged(store_, kTable, actor.info.actor_id(), actor.info.SerializeAsString());
+  rpc::PubMessage message;
+  message.set_channel(rpc::ACTOR_CHANNEL);
+  message.set_key(actor.info.actor_id());
+  *message.mutable_actor() = actor.info;
+  publisher_->Publish(std::move(message));
+}
+
+absl::Status ActorManager::DoRegisterActor(const rpc::RegisterActorRequest& request) {
+  auto id = ActorId::FromBinary(request.actor().actor_id());
+  if (!id.ok()) return id.status();
+  absl::MutexLock lock(&mu_);
+  if (actors_.contains(*id)) return absl::AlreadyExistsError("actor already registered");
+  const rpc::ActorInfo& incoming = request.actor();
+  if (!incoming.name().empty()) {
+    for (const auto& [other_id, other] : actors_) {
+      if (other.info.name() == incoming.name() &&
+          other.info.namespace_name() == incoming.namespace_name() &&
+          other.info.state() != rpc::ActorInfo::DEAD) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "an actor named '", incoming.name(), "' already exists in namespace '",
+            incoming.namespace_name(), "' (pick another name, or troupe::GetActor it)"));
+      }
+    }
+  }
+  Actor& actor = actors_[*id];
+  actor.info = incoming;
+  actor.info.set_state(rpc::ActorInfo::PENDING_CREATION);
+  actor.info.set_start_time_ms(absl::ToUnixMillis(clock_->Now()));
+  actor.creation_task = request.creation_task();
+  SetStateLocked(actor, rpc::ActorInfo::PENDING_CREATION);
+  ScheduleLocked(actor);
+  return absl::OkStatus();
+}
+
+absl::Status ActorManager::RegisterActor(const rpc::RegisterActorRequest& request) {
+  absl::Status status = DoRegisterActor(request);
+  SendOutbox();
+  return status;
+}
+
+void ActorManager::ScheduleLocked(Actor& actor) {
+  std::map<std::string, double> amounts(actor.info.required_resources().begin(),
+                                        actor.info.required_resources().end());
+  ResourceSet demand = *ResourceSet::FromMap(amounts);
+  std::vector<NodeView> views;
+  for (const auto& usage : nodes_->GetAllResourceUsage()) {
+    auto node = NodeId::FromBinary(usage.node_id());
+    auto total = ResourceSet::FromMap({usage.total().begin(), usage.total().end()});
+    auto available = ResourceSet::FromMap({usage.available().begin(), usage.available().end()});
+    if (node.ok() && total.ok() && available.ok()) {
+      views.push_back({*node, usage.raylet_address(), *total, *available});
+    }
+  }
+  SchedulingDecision decision = ChooseNode(demand, actor.creation_task.strategy(), NodeId::Nil(),
+                                           views, &spread_counter_);
+  const ActorId id = *ActorId::FromBinary(actor.info.actor_id());
+  switch (decision.kind) {
+    case SchedulingDecision::Kind::kLocal:
+    case SchedulingDecision::Kind::kRemote: {
+      actor.scheduling = true;
+      outbox_.push_back({id, ++actor.attempt, decision.raylet_address});
+      return;
+    }
+    case SchedulingDecision::Kind::kInfeasible:
+      actor.retry_at = clock_->Now() + kRetryDelay;
+      if (actor.info.pending_reason() != decision.reason) {
+        actor.info.set_pending_reason(decision.reason);
+        SetStateLocked(actor, actor.info.state());
+      }
+      return;
+    case SchedulingDecision::Kind::kFailed:
+      actor.info.set_death_cause(absl::StrCat("cannot be scheduled: ", decision.reason));
+      SetStateLocked(actor, rpc::ActorInfo::DEAD);
+      return;
+  }
+}
+
+void ActorManager::SendOutbox() {
+  std::vector<LeaseToSend> outbox;
+  {
+    absl::MutexLock lock(&mu_);
+    outbox.swap(outbox_);
+  }
+  for (const auto& lease : outbox) {
+    RequestLease(lease.id, lease.attempt, lease.raylet_address, /*grant_or_reject=*/false);
+  }
+}
+
+void ActorManager::RequestLease(const ActorId& id, uint64_t attempt,
+                                const std::string& raylet_address, bool grant_or_reject) {
+  rpc::RequestWorkerLeaseRequest request;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = actors_.find(id);
+    if (it == actors_.end()) return;
+    const rpc::TaskSpec& creation = it->second.creation_task;
+    rpc::TaskSpec* spec = request.mutable_resource_spec();
+    spec->set_job_id(creation.job_id());
+    spec->set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
+    *spec->mutable_required_resources() = creation.required_resources();
+    *spec->mutable_strategy() = creation.strategy();
+    spec->set_function_name(creation.function_name());
+    spec->set_detached_actor(it->second.info.detached());
+  }
+  request.set_grant_or_reject(grant_or_reject);
+  raylets_.Get(raylet_address)
+      ->RequestWorkerLeaseAsync(request, [this, id, attempt, raylet_address](
+                                             absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
+        OnLeaseReply(id, attempt, raylet_address, std::move(reply));
+      });
+}
+
+void ActorManager::OnLeaseReply(const ActorId& id, uint64_t attempt,
+                                const std::string& raylet_address,
+                                absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
+  if (reply.ok() && !reply->retry_at_raylet_address().empty()) {
+    return RequestLease(id, attempt, reply->retry_at_raylet_address(), true);
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = actors_.find(id);
+  const bool granted = reply.ok() && !reply->lease_id().empty();
+  if (it == actors_.end() || it->second.attempt != attempt ||
+      it->second.info.state() == rpc::ActorInfo::DEAD) {
+    if (granted) raylets_.Get(raylet_address)->ReturnWorkerAsync(reply->lease_id(), false);
+    return;
+  }
+  Actor& actor = it->second;
+  if (!granted) {
+    actor.scheduling = false;
+    if (reply.ok() && reply->rejected() && !reply->failure_message().empty()) {
+      actor.info.set_death_cause(absl::StrCat("cannot be scheduled: ", reply->failure_message()));
+      SetStateLocked(actor, rpc::ActorInfo::DEAD);
+      return;
+    }
+    if (reply.ok() && reply->infeasible()) actor.info.set_pending_reason(reply->failure_message());
+    actor.retry_at = clock_->Now() + (reply.ok() && reply->rejected() ? absl::Milliseconds(100)
+                                                                     : kRetryDelay);
+    return;
+  }
+  actor.info.set_node_id(reply->node_id());
+  actor.info.set_worker_id(reply->worker_id());
+  actor.info.set_worker_address(reply->worker_address());
+  actor.info.set_pid(reply->worker_pid());
+  actor.info.set_raylet_address(raylet_address);
+  actor.info.set_lease_id(reply->lease_id());
+  actor.info.clear_pending_reason();
+  by_worker_[reply->worker_id()] = id;
+  rpc::PushTaskRequest push;
+  *push.mutable_task() = actor.creation_task;
+  push.mutable_task()->set_actor_num_restarts(static_cast<int32_t>(actor.info.num_restarts()));
+  for (int gpu : reply->gpu_ids()) push.add_gpu_ids(gpu);
+  workers_.Get(reply->worker_address())
+      ->PushTaskAsync(std::move(push), [this, id, attempt](absl::StatusOr<rpc::PushTaskReply> r) {
+        OnCreated(id, attempt, std::move(r));
+      });
+}
+
+void ActorManager::OnCreated(const ActorId& id, uint64_t attempt,
+                             absl::StatusOr<rpc::PushTaskReply> reply) {
+  absl::MutexLock lock(&mu_);
+  auto it = actors_.find(id);
+  if (it == actors_.end() || it->second.attempt != attempt) return;
+  Actor& actor = it->second;
+  actor.scheduling = false;
+  if (actor.info.state() == rpc::ActorInfo::DEAD) return;
+  if (!reply.ok()) return;  // the worker died: its exit report restarts or buries the actor
+  const rpc::ReturnObject* result = reply->returns_size() > 0 ? &reply->returns(0) : nullptr;
+  if (result != nullptr && result->is_application_error()) {
+    actor.no_restart = true;
+    actor.info.set_death_cause(absl::StrCat("the constructor threw ", result->exception_type(),
+                                            ": ", result->error_message()));
+    SetStateLocked(actor, rpc::ActorInfo::DEAD);
+    (void)raylets_.Get(actor.info.raylet_address())->KillLeasedWorker(actor.info.lease_id());
+    return;
+  }
+  if (actor.kill_requested) {
+    (void)raylets_.Get(actor.info.raylet_address())->KillLeasedWorker(actor.info.lease_id());
+    return;
+  }
+  SetStateLocked(actor, rpc::ActorInfo::ALIVE);
+}
+
+void ActorManager::OnActorFailedLocked(Actor& actor, const std::string& cause) {
+  by_worker_.erase(actor.info.worker_id());
+  actor.info.clear_worker_address();
+  actor.info.clear_lease_id();
+  const bool restarts_left =
+      actor.info.max_restarts() < 0 || actor.info.num_restarts() < actor.info.max_restarts();
+  if (actor.no_restart || actor.exiting || !restarts_left) {
+    actor.info.set_death_cause(
+        restarts_left || actor.no_restart || actor.exiting
+            ? cause
+            : absl::StrCat(cause, " (no restarts left: max_restarts=", actor.info.max_restarts(),
+                           ")"));
+    SetStateLocked(actor, rpc::ActorInfo::DEAD);
+    return;
+  }
+  actor.info.set_num_restarts(actor.info.num_restarts() + 1);
+  actor.info.set_death_cause(cause);  // why it is restarting
+  actor.kill_requested = false;
+  SetStateLocked(actor, rpc::ActorInfo::RESTARTING);
+  ScheduleLocked(actor);
+}
+
+void ActorManager::OnWorkerExit(const std::string& worker_id, const std::string& how) {
+  DoWorkerExit(worker_id, how);
+  SendOutbox();
+}
+
+void ActorManager::DoWorkerExit(const std::string& worker_id, const std::string& how) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_worker_.find(worker_id);
+  if (it == by_worker_.end()) return;
+  Actor& actor = actors_[it->second];
+  by_worker_.erase(it);
+  if (actor.info.state() == rpc::ActorInfo::DEAD) return;
+  std::string cause;
+  if (actor.exiting) {
+    cause = "the actor exited with troupe::ExitActor()";
+  } else if (actor.kill_requested) {
+    cause = actor.death_cause.empty() ? "killed by troupe::Kill" : actor.death_cause;
+  } else {
+    cause = absl::StrCat("the actor's process (pid ", actor.info.pid(), ") ", how);
+  }
+  OnActorFailedLocked(actor, cause);
+}
+
+void ActorManager::OnActorExit(const std::string& actor_id) {
+  auto id = ActorId::FromBinary(actor_id);
+  if (!id.ok()) return;
+  absl::MutexLock lock(&mu_);
+  if (auto it = actors_.find(*id); it != actors_.end()) it->second.exiting = true;
+}
+
+void ActorManager::OnNodeDead(const rpc::NodeInfo& node) {
+  {
+    absl::MutexLock lock(&mu_);
+    OnNodeDeadLocked(node);
+  }
+  SendOutbox();
+}
+
+void ActorManager::OnNodeDeadLocked(const rpc::NodeInfo& node) {
+  for (auto& [id, actor] : actors_) {
+    if (actor.info.node_id() == node.node_id() && actor.info.state() != rpc::ActorInfo::DEAD &&
+        !actor.info.worker_id().empty()) {
+      OnActorFailedLocked(actor, absl::StrCat("its node ", BytesToHex(node.node_id()).substr(0, 8),
+                                              " died (", node.death_reason(), ")"));
+    }
+  }
+}
+
+void ActorManager::OnJobFinished(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, actor] : actors_) {
+    if (actor.info.job_id() != job_id || actor.info.detached() ||
+        actor.info.state() == rpc::ActorInfo::DEAD) {
+      continue;
+    }
+    actor.no_restart = true;
+    actor.kill_requested = true;
+    actor.death_cause = "its job finished (the actor is not detached)";
+    if (!actor.info.lease_id().empty()) {
+      raylets_.Get(actor.info.raylet_address())->ReturnWorkerAsync(actor.info.lease_id(), true);
+    }
+    by_worker_.erase(actor.info.worker_id());
+    actor.info.set_death_cause(actor.death_cause);
+    SetStateLocked(actor, rpc::ActorInfo::DEAD);
+  }
+}
+
+absl::Status ActorManager::KillActor(const std::string& actor_id, bool no_restart) {
+  auto id = ActorId::FromBinary(actor_id);
+  if (!id.ok()) return id.status();
+  std::string raylet, lease;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = actors_.find(*id);
+    if (it == actors_.end()) return absl::NotFoundError(absl::StrCat("no actor ", id->Hex()));
+    Actor& actor = it->second;
+    if (actor.info.state() == rpc::ActorInfo::DEAD) return absl::OkStatus();
+    actor.kill_requested = true;
+    actor.no_restart = no_restart;
+    actor.death_cause = no_restart ? "killed by troupe::Kill" : "killed by troupe::Kill (restarting)";
+    if (actor.info.lease_id().empty()) {
+      if (no_restart) {
+        actor.info.set_death_cause(actor.death_cause);
+        SetStateLocked(actor, rpc::ActorInfo::DEAD);
+      }
+      return absl::OkStatus();
+    }
+    raylet = actor.info.raylet_address();
+    lease = actor.info.lease_id();
+  }
+  // The worker's exit report finishes the job (restart, or DEAD with the cause).
+  return raylets_.Get(raylet)->KillLeasedWorker(lease);
+}
+
+absl::StatusOr<rpc::ActorInfo> ActorManager::GetActor(
+    const rpc::GetActorInfoRequest& request) const {
+  absl::MutexLock lock(&mu_);
+  if (!request.actor_id().empty()) {
+    auto id = ActorId::FromBinary(request.actor_id());
+    if (!id.ok()) return id.status();
+    auto it = actors_.find(*id);
+    if (it == actors_.end()) return absl::NotFoundError(absl::StrCat("no actor ", id->Hex()));
+    return it->second.info;
+  }
+  for (const auto& [id, actor] : actors_) {
+    if (actor.info.name() == request.name() &&
+        actor.info.namespace_name() == request.namespace_name() &&
+        actor.info.state() != rpc::ActorInfo::DEAD) {
+      return actor.info;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no live actor named '", request.name(),
+                                          "' in namespace '", request.namespace_name(), "'"));
+}
+
+std::vector<rpc::ActorInfo> ActorManager::GetAllActors() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<rpc::ActorInfo> all;
+  for (const auto& [id, actor] : actors_) all.push_back(actor.info);
+  return all;
+}
+
+void ActorManager::Tick() {
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    for (auto& [id, actor] : actors_) {
+      const auto state = actor.info.state();
+      if ((state == rpc::ActorInfo::PENDING_CREATION || state == rpc::ActorInfo::RESTARTING) &&
+          !actor.scheduling && actor.retry_at <= now) {
+        ScheduleLocked(actor);
+      }
+    }
+  }
+  SendOutbox();
+}
+
+}  // namespace troupe

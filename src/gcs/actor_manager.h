@@ -1,0 +1,98 @@
+// The GCS's actor table and actor lifecycle. An actor is registered with its creation task,
+// then scheduled: the GCS picks a node with the scheduling policy, leases a dedicated worker
+// there (following spillback like any caller), and pushes the creation task to it. States are
+// PENDING_CREATION -> ALIVE -> (RESTARTING -> ALIVE)* -> DEAD, each saved and published on the
+// ACTOR channel with the node, worker address, pid and, for DEAD, the cause. Deaths come from
+// raylets (worker exits), the node table (node deaths), users (KillActor, ExitActor) and jobs
+// (a non-detached actor dies with its job). Restarts follow max_restarts.
+// Thread-safe; RPC callbacks arrive on gRPC threads.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/gcs.pb.h"
+#include "src/common/clock.h"
+#include "src/common/ids.h"
+#include "src/gcs/node_manager.h"
+#include "src/gcs/publisher.h"
+#include "src/gcs/store_client.h"
+#include "src/rpc/core_worker_client.h"
+#include "src/rpc/raylet_client.h"
+
+namespace troupe {
+
+class ActorManager {
+ public:
+  ActorManager(StoreClient* store, Publisher* publisher, NodeManager* nodes, const Clock* clock,
+               const std::string& token);
+
+  // AlreadyExists when the name is taken in its namespace by an actor that is not DEAD.
+  absl::Status RegisterActor(const rpc::RegisterActorRequest& request);
+  // By ID, or by name within a namespace (NotFound for none, or only dead ones).
+  absl::StatusOr<rpc::ActorInfo> GetActor(const rpc::GetActorInfoRequest& request) const;
+  std::vector<rpc::ActorInfo> GetAllActors() const;
+  absl::Status KillActor(const std::string& actor_id, bool no_restart);
+
+  void OnWorkerExit(const std::string& worker_id, const std::string& how);
+  void OnActorExit(const std::string& actor_id);
+  void OnNodeDead(const rpc::NodeInfo& node);
+  void OnJobFinished(const std::string& job_id);
+  // Retries placements that are waiting (no node fits yet, or a lease attempt failed).
+  void Tick();
+
+ private:
+  struct Actor {
+    rpc::ActorInfo info;
+    rpc::TaskSpec creation_task;
+    bool scheduling = false;        // a lease or creation push is in flight
+    absl::Time retry_at = absl::InfinitePast();
+    uint64_t attempt = 0;           // tells replies of an earlier placement attempt apart
+    bool kill_requested = false;
+    bool no_restart = false;
+    bool exiting = false;           // ExitActor was called
+    std::string death_cause;        // set by the killer before the worker exits
+  };
+
+  absl::Status DoRegisterActor(const rpc::RegisterActorRequest& request);
+  void DoWorkerExit(const std::string& worker_id, const std::string& how);
+  void OnNodeDeadLocked(const rpc::NodeInfo& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Places the actor, or notes why it waits. Lease requests go to outbox_, sent by
+  // SendOutbox() once the lock is released.
+  void ScheduleLocked(Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendOutbox() ABSL_LOCKS_EXCLUDED(mu_);
+  void RequestLease(const ActorId& id, uint64_t attempt, const std::string& raylet_address,
+                    bool grant_or_reject);
+  void OnLeaseReply(const ActorId& id, uint64_t attempt, const std::string& raylet_address,
+                    absl::StatusOr<rpc::RequestWorkerLeaseReply> reply);
+  void OnCreated(const ActorId& id, uint64_t attempt, absl::StatusOr<rpc::PushTaskReply> reply);
+  // The actor's worker is gone: restart it or declare it dead.
+  void OnActorFailedLocked(Actor& actor, const std::string& cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetStateLocked(Actor& actor, rpc::ActorInfo::State state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  StoreClient* store_;
+  Publisher* publisher_;
+  NodeManager* nodes_;
+  const Clock* clock_;
+  ClientPool<RayletClient> raylets_;
+  ClientPool<CoreWorkerClient> workers_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<ActorId, Actor> actors_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, ActorId> by_worker_ ABSL_GUARDED_BY(mu_);
+  uint64_t spread_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  struct LeaseToSend {
+    ActorId id;
+    uint64_t attempt;
+    std::string raylet_address;
+  };
+  std::vector<LeaseToSend> outbox_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace troupe

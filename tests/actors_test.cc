@@ -1,0 +1,237 @@
+// Actors on real clusters: ordering, state, names, kills, restarts, death causes, GPU packing.
+// Like tasks_test, this binary is also the worker program.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <set>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "tests/test_cluster.h"
+#include "troupe/api.h"
+
+namespace {
+
+class Counter {
+ public:
+  explicit Counter(int start) : value_(start) {}
+  static Counter* Create(int start) { return new Counter(start); }
+  static Counter* Broken(int) { throw std::invalid_argument("no counters today"); }
+  int Add(int x) { return value_ += x; }
+  int Get() { return value_; }
+  int Pid() { return static_cast<int>(getpid()); }
+  bool Restarted() { return troupe::WasCurrentActorRestarted(); }
+  std::string Devices() {
+    const char* devices = std::getenv("CUDA_VISIBLE_DEVICES");
+    return devices ? devices : "<unset>";
+  }
+  std::string Node() { return std::getenv("TROUPE_NODE_ID"); }
+  int Leave() {
+    troupe::ExitActor();
+    return value_;
+  }
+
+ private:
+  int value_;
+};
+
+// A task that uses an actor through a handle it was given.
+int AddThroughHandle(troupe::ActorHandle<Counter> counter, int x) {
+  return *troupe::Get(counter.Task(&Counter::Add).Remote(x));
+}
+
+TROUPE_REMOTE(Counter::Create, Counter::Broken, &Counter::Add, &Counter::Get, &Counter::Pid,
+              &Counter::Restarted, &Counter::Devices, &Counter::Node, &Counter::Leave,
+              AddThroughHandle);
+
+using troupe::testing::TestCluster;
+
+class Driver {
+ public:
+  explicit Driver(TestCluster& cluster, std::string ns = "default") {
+    troupe::Config config;
+    config.address = cluster.gcs_address();
+    config.token = cluster.token();
+    config.namespace_name = ns;
+    troupe::Init(config);
+  }
+  ~Driver() { troupe::Shutdown(); }
+};
+
+TEST(ActorsTest, CallsRunInOrderAndStateLives) {
+  TestCluster cluster({"--num-cpus=2"});
+  Driver driver(cluster);
+  auto counter = troupe::Actor(Counter::Create).Remote(0);
+  std::vector<troupe::ObjectRef<int>> totals;
+  for (int i = 1; i <= 10000; ++i) totals.push_back(counter.Task(&Counter::Add).Remote(1));
+  auto values = troupe::Get(totals);
+  for (int i = 0; i < 10000; ++i) ASSERT_EQ(*values[i], i + 1) << "call " << i << " out of order";
+  EXPECT_EQ(*troupe::Get(counter.Task(&Counter::Get).Remote()), 10000);
+  // Handles travel to tasks, which call the same actor.
+  EXPECT_EQ(*troupe::Get(troupe::Task(AddThroughHandle).Remote(counter, 5)), 10005);
+}
+
+TEST(ActorsTest, NamedDetachedActorIsFoundByAnotherDriver) {
+  TestCluster cluster({"--num-cpus=2"});
+  {
+    Driver first(cluster, "shop");
+    auto counter = troupe::Actor(Counter::Create)
+                       .SetName("inventory")
+                       .SetLifetime(troupe::Detached{})
+                       .Remote(40);
+    EXPECT_EQ(*troupe::Get(counter.Task(&Counter::Add).Remote(2)), 42);
+    try {
+      troupe::Actor(Counter::Create).SetName("inventory").Remote(0);
+      FAIL() << "a duplicate name must be refused";
+    } catch (const troupe::TroupeError& e) {
+      EXPECT_TRUE(absl::StrContains(e.what(), "already exists")) << e.what();
+    }
+  }
+  Driver second(cluster, "shop");
+  auto found = troupe::GetActor<Counter>("inventory");
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(*troupe::Get(found->Task(&Counter::Get).Remote()), 42);
+  EXPECT_FALSE(troupe::GetActor<Counter>("inventory", "other-namespace").has_value());
+  found->Kill();
+  for (int i = 0; i < 50 && troupe::GetActor<Counter>("inventory"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(troupe::GetActor<Counter>("inventory").has_value());
+}
+
+TEST(ActorsTest, KillWithAndWithoutRestart) {
+  TestCluster cluster({"--num-cpus=2"});
+  Driver driver(cluster);
+  auto counter = troupe::Actor(Counter::Create).SetMaxRestarts(1).Remote(7);
+  const int first_pid = *troupe::Get(counter.Task(&Counter::Pid).Remote());
+  counter.Kill(/*no_restart=*/false);
+  // The restarted instance starts from its constructor again.
+  int value = -1;
+  for (int i = 0; i < 100 && value != 7; ++i) {
+    try {
+      value = *troupe::Get(counter.Task(&Counter::Get).Remote());
+    } catch (const troupe::ActorDiedError&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  EXPECT_EQ(value, 7);
+  EXPECT_NE(*troupe::Get(counter.Task(&Counter::Pid).Remote()), first_pid);
+  EXPECT_TRUE(*troupe::Get(counter.Task(&Counter::Restarted).Remote()));
+  counter.Kill();
+  try {
+    for (int i = 0; i < 100; ++i) {
+      troupe::Get(counter.Task(&Counter::Get).Remote());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL() << "calls to a killed actor must fail";
+  } catch (const troupe::ActorDiedError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), "killed by troupe::Kill")) << e.what();
+  }
+}
+
+TEST(ActorsTest, CrashedActorRestartsAndResendsCallsInOrder) {
+  TestCluster cluster({"--num-cpus=2"});
+  Driver driver(cluster);
+  auto counter =
+      troupe::Actor(Counter::Create).SetMaxRestarts(2).SetMaxTaskRetries(-1).Remote(0);
+  EXPECT_FALSE(*troupe::Get(counter.Task(&Counter::Restarted).Remote()));
+  const int pid = *troupe::Get(counter.Task(&Counter::Pid).Remote());
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  // Calls made around the crash all reach the new instance, in order (at least once).
+  std::vector<troupe::ObjectRef<int>> totals;
+  for (int i = 0; i < 100; ++i) totals.push_back(counter.Task(&Counter::Add).Remote(1));
+  auto values = troupe::Get(totals);
+  for (int i = 1; i < 100; ++i) EXPECT_GT(*values[i], *values[i - 1]) << i;
+  EXPECT_EQ(*values[99], 100);
+  EXPECT_TRUE(*troupe::Get(counter.Task(&Counter::Restarted).Remote()));
+}
+
+TEST(ActorsTest, DeathCausesReachTheCaller) {
+  TestCluster cluster({"--num-cpus=2"});
+  Driver driver(cluster);
+  auto broken = troupe::Actor(Counter::Broken).Remote(0);
+  try {
+    troupe::Get(broken.Task(&Counter::Get).Remote());
+    FAIL() << "expected ActorDiedError";
+  } catch (const troupe::ActorDiedError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), "constructor threw std::invalid_argument: no counters today"))
+        << e.what();
+  }
+  auto crashing = troupe::Actor(Counter::Create).Remote(0);
+  const int pid = *troupe::Get(crashing.Task(&Counter::Pid).Remote());
+  kill(pid, SIGKILL);
+  try {
+    for (int i = 0; i < 100; ++i) {
+      troupe::Get(crashing.Task(&Counter::Get).Remote());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL() << "expected ActorDiedError";
+  } catch (const troupe::ActorDiedError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), "was killed by signal 9")) << e.what();
+  }
+  auto leaving = troupe::Actor(Counter::Create).Remote(3);
+  EXPECT_EQ(*troupe::Get(leaving.Task(&Counter::Leave).Remote()), 3);
+  try {
+    for (int i = 0; i < 100; ++i) {
+      troupe::Get(leaving.Task(&Counter::Get).Remote());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL() << "expected ActorDiedError";
+  } catch (const troupe::ActorDiedError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), "ExitActor")) << e.what();
+  }
+}
+
+TEST(ActorsTest, FractionalGpuActorsPackOntoDevices) {
+  TestCluster cluster({"--num-cpus=1"});
+  cluster.AddWorker({"--num-cpus=4", "--num-gpus=2"});
+  Driver driver(cluster);
+  std::vector<troupe::ActorHandle<Counter>> actors;
+  for (int i = 0; i < 4; ++i) {
+    actors.push_back(troupe::Actor(Counter::Create).SetResources({{"GPU", 0.5}}).Remote(i));
+  }
+  std::multiset<std::string> devices;
+  for (auto& actor : actors) devices.insert(*troupe::Get(actor.Task(&Counter::Devices).Remote()));
+  EXPECT_EQ(devices, (std::multiset<std::string>{"0", "0", "1", "1"}));
+  // A fifth does not fit: it waits (no GPU share left).
+  auto extra = troupe::Actor(Counter::Create).SetResources({{"GPU", 0.5}}).Remote(9);
+  auto pending = troupe::Wait(std::vector<troupe::ObjectRef<int>>{extra.Task(&Counter::Get).Remote()},
+                              1, std::chrono::milliseconds(1000));
+  EXPECT_TRUE(pending.ready.empty());
+  actors[0].Kill();  // frees half a GPU
+  EXPECT_EQ(*troupe::Get(extra.Task(&Counter::Get).Remote(), std::chrono::seconds(20)), 9);
+}
+
+TEST(ActorsTest, ActorMovesWhenItsNodeDies) {
+  TestCluster cluster({"--num-cpus=1"});
+  std::string doomed = cluster.AddWorker({"--num-cpus=1", R"(--resources={"slot": 1})"});
+  std::string survivor = cluster.AddWorker({"--num-cpus=1", R"(--resources={"slot": 1})"});
+  Driver driver(cluster);
+  auto counter = troupe::Actor(Counter::Create)
+                     .SetResources({{"slot", 1}})
+                     .SetSchedulingStrategy(troupe::NodeAffinity{doomed, /*soft=*/true})
+                     .SetMaxRestarts(1)
+                     .Remote(5);
+  ASSERT_EQ(*troupe::Get(counter.Task(&Counter::Node).Remote()), doomed);
+  const int raylet_pid = troupe::testing::FindNode(cluster.Status(), doomed)["raylet_pid"];
+  ASSERT_EQ(kill(raylet_pid, SIGKILL), 0);
+  std::string node;
+  for (int i = 0; i < 200 && node != survivor; ++i) {
+    try {
+      node = *troupe::Get(counter.Task(&Counter::Node).Remote(), std::chrono::seconds(10));
+    } catch (const troupe::ActorDiedError&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  EXPECT_EQ(node, survivor);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -171,6 +171,11 @@ TEST(ActorsTest, DeathCausesReachTheCaller) {
   } catch (const troupe::ActorDiedError& e) {
     EXPECT_TRUE(absl::StrContains(e.what(), "was killed by signal 9")) << e.what();
   }
+  // `troupe status --actors` shows the dead with their causes.
+  auto listing = cluster.Troupe({"status", "--actors"});
+  EXPECT_EQ(listing.exit_code, 0) << listing.err;
+  EXPECT_TRUE(absl::StrContains(listing.out, "constructor threw std::invalid_argument")) << listing.out;
+  EXPECT_TRUE(absl::StrContains(listing.out, "Counter::Create")) << listing.out;
   auto leaving = troupe::Actor(Counter::Create).Remote(3);
   EXPECT_EQ(*troupe::Get(leaving.Task(&Counter::Leave).Remote()), 3);
   try {

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -157,6 +158,28 @@ TestCluster::TestCluster(const std::vector<std::string>& head_flags) {
 }
 
 TestCluster::~TestCluster() {
+  // Everything a test leased or reserved must have been given back: available == total on every
+  // alive node (reports arrive every 100 ms, and job cleanup takes a moment).
+  // (Skipped when the test took the head down.)
+  nlohmann::json status;
+  bool balanced = false;
+  for (int attempt = 0; attempt < 50 && !balanced; ++attempt) {
+    CommandResult result = Troupe({"status", "--format=json"});
+    if (result.exit_code != 0) {
+      balanced = true;
+      break;
+    }
+    status = nlohmann::json::parse(result.out, nullptr, false);
+    balanced = !status.is_discarded() && status.contains("nodes");
+    for (const auto& node : status["nodes"]) {
+      if (node["state"] == "ALIVE" && node["resources_total"] != node["resources_available"]) {
+        balanced = false;
+      }
+    }
+    if (!balanced) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(balanced) << "resources leaked (available != total) after the test: "
+                        << status.dump(2);
   Troupe({"stop", "--force"});
   // Nothing started for this cluster may outlive it.
   EXPECT_TRUE(ProcessesMentioning(temp_root_).empty()) << "processes left behind in " << temp_root_;

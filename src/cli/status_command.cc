@@ -129,10 +129,60 @@ void PrintJson(const rpc::GetClusterInfoReply& info, const std::string& address,
   printf("%s\n", out.dump(2).c_str());
 }
 
+const char* ActorStateName(rpc::ActorInfo::State state) {
+  switch (state) {
+    case rpc::ActorInfo::DEPENDENCIES_UNREADY: return "DEPENDENCIES_UNREADY";
+    case rpc::ActorInfo::PENDING_CREATION: return "PENDING_CREATION";
+    case rpc::ActorInfo::ALIVE: return "ALIVE";
+    case rpc::ActorInfo::RESTARTING: return "RESTARTING";
+    case rpc::ActorInfo::DEAD: return "DEAD";
+    default: return "UNKNOWN";
+  }
+}
+
+int PrintActors(GcsClient* gcs, const std::string& format) {
+  auto actors = gcs->GetAllActorInfo();
+  if (!actors.ok()) {
+    fprintf(stderr, "troupe status: %s\n", std::string(actors.status().message()).c_str());
+    return 1;
+  }
+  if (format == "json") {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& actor : *actors) {
+      out.push_back({{"actor_id", BytesToHex(actor.actor_id())},
+                     {"state", ActorStateName(actor.state())},
+                     {"class", actor.class_name()},
+                     {"name", actor.name()},
+                     {"namespace", actor.namespace_name()},
+                     {"node_id", BytesToHex(actor.node_id())},
+                     {"pid", actor.pid()},
+                     {"num_restarts", actor.num_restarts()},
+                     {"death_cause", actor.death_cause()},
+                     {"pending_reason", actor.pending_reason()},
+                     {"job_id", BytesToHex(actor.job_id())}});
+    }
+    printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  printf("%-16s %-17s %-24s %-16s %-9s %-7s %s\n", "ACTOR", "STATE", "CLASS", "NAME", "NODE", "PID",
+         "RESTARTS / CAUSE");
+  for (const auto& actor : *actors) {
+    std::string detail = std::to_string(actor.num_restarts());
+    if (!actor.death_cause().empty()) detail += "  " + actor.death_cause();
+    if (!actor.pending_reason().empty()) detail += "  pending: " + actor.pending_reason();
+    printf("%-16s %-17s %-24s %-16s %-9s %-7d %s\n", BytesToHex(actor.actor_id()).substr(0, 16).c_str(),
+           ActorStateName(actor.state()), actor.class_name().c_str(), actor.name().c_str(),
+           BytesToHex(actor.node_id()).substr(0, 8).c_str(), actor.pid(), detail.c_str());
+  }
+  if (actors->empty()) printf("(no actors)\n");
+  return 0;
+}
+
 }  // namespace
 
 int StatusCommand(const std::vector<std::string>& args) {
   std::string address, token, temp_dir, format = "text";
+  bool show_actors = false;
   FlagParser flags("troupe status", "Shows the cluster's nodes and resources.");
   flags.AddString("address", &address,
                   "host:port of the head (default: $TROUPE_ADDRESS, or this machine's latest "
@@ -141,6 +191,8 @@ int StatusCommand(const std::vector<std::string>& args) {
   flags.AddString("temp-dir", &temp_dir,
                   "Root of session directories (default: $TROUPE_TEMP_DIR or /tmp/troupe).");
   flags.AddString("format", &format, "Output format: text or json.");
+  flags.AddBool("actors", &show_actors,
+                "List actors instead: state, class, node, pid, restarts and death cause.");
   auto fail = [](const std::string& message, int code) {
     fprintf(stderr, "troupe status: %s\n", message.c_str());
     return code;
@@ -164,6 +216,7 @@ int StatusCommand(const std::vector<std::string>& args) {
                              "point --address at a running head.";
     return fail(absl::StrCat(info.status().message(), hint), 1);
   }
+  if (show_actors) return PrintActors(&gcs, format);
   auto nodes = gcs.GetAllNodeInfo();
   auto usages = gcs.GetAllResourceUsage();
   if (!nodes.ok()) return fail(std::string(nodes.status().message()), 1);

@@ -34,6 +34,68 @@ def submit_many(n):
     return n
 
 
+@ray.remote
+class Echo:
+    def small(self):
+        return 0
+
+    def small_with_arg(self, x):
+        return x
+
+
+@ray.remote
+def call_actor(actor, n, with_arg):
+    arg = ray.put(1)
+    if with_arg:
+        ray.get([actor.small_with_arg.remote(arg) for _ in range(n)])
+    else:
+        ray.get([actor.small.remote() for _ in range(n)])
+    return n
+
+
+def actor_metrics(seconds):
+    actor = Echo.remote()
+    ray.get(actor.small.remote())
+
+    def sync_calls():
+        for _ in range(100):
+            ray.get(actor.small.remote())
+    report("1_1_actor_calls_sync", rate(100, seconds, sync_calls), "per_second")
+    report("1_1_actor_calls_async",
+           rate(1000, seconds, lambda: ray.get([actor.small.remote() for _ in range(1000)])),
+           "per_second")
+    report("1_1_actor_call_sync_latency_us", 1e6 / rate(100, seconds, sync_calls), "microseconds")
+    ray.kill(actor)
+
+    actor = Echo.options(max_concurrency=16).remote()
+    ray.get(actor.small.remote())
+    report("1_1_actor_calls_concurrent",
+           rate(1000, seconds, lambda: ray.get([actor.small.remote() for _ in range(1000)])),
+           "per_second")
+    ray.kill(actor)
+
+    actors = [Echo.remote() for _ in range(4)]
+    ray.get([a.small.remote() for a in actors])
+    report("1_n_actor_calls_async",
+           rate(1000, seconds,
+                lambda: ray.get([actors[i % 4].small.remote() for i in range(1000)])),
+           "per_second")
+    for with_arg in (False, True):
+        report("n_n_actor_calls_with_arg_async" if with_arg else "n_n_actor_calls_async",
+               rate(4000, seconds,
+                    lambda: ray.get([call_actor.remote(a, 1000, with_arg) for a in actors])),
+               "per_second")
+    for a in actors:
+        ray.kill(a)
+
+    def create():
+        batch = [Echo.remote() for _ in range(8)]
+        ray.get([a.small.remote() for a in batch])
+        for a in batch:
+            ray.kill(a)
+    report("actor_creation_per_second", rate(8, seconds, create), "per_second")
+
+
 def main():
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
@@ -76,6 +138,7 @@ def main():
     outer = ray.put([ray.put(i) for i in range(10000)])
     report("single_client_get_object_containing_10k_refs",
            rate(1, seconds, lambda: ray.get(outer)), "per_second")
+    actor_metrics(seconds)
     ray.shutdown()
 
 

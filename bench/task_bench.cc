@@ -24,7 +24,27 @@ int SubmitMany(int n) {
   return n;
 }
 
-TROUPE_REMOTE(SmallValue, SubmitMany);
+class Echo {
+ public:
+  static Echo* Create() { return new Echo(); }
+  int Small() { return 0; }
+  int SmallWithArg(int x) { return x; }
+};
+
+// A client task calling its own actor `n` times (optionally with an object argument).
+int CallActor(troupe::ActorHandle<Echo> actor, int n, bool with_arg) {
+  std::vector<troupe::ObjectRef<int>> refs;
+  refs.reserve(n);
+  auto arg = troupe::Put(1);
+  for (int i = 0; i < n; ++i) {
+    refs.push_back(with_arg ? actor.Task(&Echo::SmallWithArg).Remote(arg)
+                            : actor.Task(&Echo::Small).Remote());
+  }
+  troupe::Get(refs);
+  return n;
+}
+
+TROUPE_REMOTE(SmallValue, SubmitMany, Echo::Create, &Echo::Small, &Echo::SmallWithArg, CallActor);
 
 using Clock = std::chrono::steady_clock;
 
@@ -118,6 +138,67 @@ int main(int argc, char** argv) {
     Report("single_client_get_object_containing_10k_refs",
            Rate(1, seconds, [&] { troupe::Get(outer); }), "per_second");
   }
+  {
+    auto actor = troupe::Actor(Echo::Create).Remote();
+    troupe::Get(actor.Task(&Echo::Small).Remote());
+    Report("1_1_actor_calls_sync", Rate(100, seconds, [&] {
+             for (int i = 0; i < 100; ++i) troupe::Get(actor.Task(&Echo::Small).Remote());
+           }),
+           "per_second");
+    Report("1_1_actor_calls_async", Rate(1000, seconds, [&] {
+             std::vector<troupe::ObjectRef<int>> refs;
+             for (int i = 0; i < 1000; ++i) refs.push_back(actor.Task(&Echo::Small).Remote());
+             troupe::Get(refs);
+           }),
+           "per_second");
+    // The physical floor of a synchronous call: a bare gRPC round trip to the actor's process.
+    const double floor_us = troupe::internal::MeasureRawRoundTripMicros(actor.binary_id(), 2000);
+    Report("grpc_unary_round_trip_us", floor_us, "microseconds");
+    const double sync_calls = Rate(100, seconds, [&] {
+      for (int i = 0; i < 100; ++i) troupe::Get(actor.Task(&Echo::Small).Remote());
+    });
+    Report("1_1_actor_call_sync_latency_us", 1e6 / sync_calls, "microseconds");
+    actor.Kill();
+  }
+  {
+    auto actor = troupe::Actor(Echo::Create).SetMaxConcurrency(16).Remote();
+    troupe::Get(actor.Task(&Echo::Small).Remote());
+    Report("1_1_actor_calls_concurrent", Rate(1000, seconds, [&] {
+             std::vector<troupe::ObjectRef<int>> refs;
+             for (int i = 0; i < 1000; ++i) refs.push_back(actor.Task(&Echo::Small).Remote());
+             troupe::Get(refs);
+           }),
+           "per_second");
+    actor.Kill();
+  }
+  {
+    std::vector<troupe::ActorHandle<Echo>> actors;
+    for (int i = 0; i < 4; ++i) actors.push_back(troupe::Actor(Echo::Create).Remote());
+    for (auto& actor : actors) troupe::Get(actor.Task(&Echo::Small).Remote());
+    Report("1_n_actor_calls_async", Rate(1000, seconds, [&] {
+             std::vector<troupe::ObjectRef<int>> refs;
+             for (int i = 0; i < 1000; ++i) refs.push_back(actors[i % 4].Task(&Echo::Small).Remote());
+             troupe::Get(refs);
+           }),
+           "per_second");
+    for (bool with_arg : {false, true}) {
+      Report(with_arg ? "n_n_actor_calls_with_arg_async" : "n_n_actor_calls_async",
+             Rate(4000, seconds, [&] {
+               std::vector<troupe::ObjectRef<int>> clients;
+               for (auto& actor : actors) clients.push_back(troupe::Task(CallActor).Remote(actor, 1000, with_arg));
+               troupe::Get(clients);
+             }),
+             "per_second");
+    }
+    for (auto& actor : actors) actor.Kill();
+  }
+  Report("actor_creation_per_second", Rate(8, seconds, [] {
+           std::vector<troupe::ActorHandle<Echo>> actors;
+           for (int i = 0; i < 8; ++i) actors.push_back(troupe::Actor(Echo::Create).Remote());
+           for (auto& actor : actors) troupe::Get(actor.Task(&Echo::Small).Remote());
+           for (auto& actor : actors) actor.Kill();
+         }),
+         "per_second");
   troupe::Shutdown();
   return 0;
 }

@@ -327,6 +327,7 @@ struct ProcessRuntime {
   std::unique_ptr<CoreWorker> core;
   std::unique_ptr<CoreWorkerRuntime> runtime;
   JobId job_id;
+  std::string token;
   absl::Notification stop_logs;
   std::thread log_printer;
 };
@@ -479,6 +480,8 @@ void Init(const Config& config) {
   std::string token = config.token;
   const bool embedded = address.empty();
   if (embedded) {
+    // The embedded GCS and raylet share this process's stderr: keep it to warnings.
+    if (MinLogSeverity() < LogSeverity::kWarning) SetMinLogSeverity(LogSeverity::kWarning);
     StartEmbeddedCluster(config, p.get(), &address, &token);
   } else {
     auto target = ResolveClusterTarget(address, token, ResolveTempRoot(""));
@@ -487,6 +490,7 @@ void Init(const Config& config) {
     token = target->token;
   }
   p->gcs = std::make_unique<GcsClient>(address, token);
+  p->token = token;
   auto info = p->gcs->GetClusterInfo();
   if (!info.ok()) throw RuntimeError("cannot reach the cluster: " + std::string(info.status().message()));
   const std::string raylet_address = FindLocalRaylet(p->gcs.get(), address);
@@ -554,6 +558,26 @@ internal::RuntimeStats internal::GetRuntimeStats() {
   absl::MutexLock lock(&process_mu);
   if (process == nullptr) return {};
   return {process->core->num_tracked_references(), process->core->num_stored_objects()};
+}
+
+double internal::MeasureRawRoundTripMicros(const std::string& actor_id, int calls) {
+  std::string address, token;
+  {
+    absl::MutexLock lock(&process_mu);
+    if (process == nullptr) ThrowNotInitialized();
+    rpc::GetActorInfoRequest request;
+    request.set_actor_id(actor_id);
+    auto info = process->gcs->GetActorInfo(request);
+    if (!info.ok()) ThrowFor(info.status());
+    address = info->worker_address();
+    token = process->token;
+  }
+  auto client = std::make_shared<CoreWorkerClient>(address, token);
+  const std::string unknown = ObjectId::FromIndex(TaskId::FromRandom(), 1).Binary();
+  (void)client->GetObjectStatus(unknown, absl::ZeroDuration());  // connect
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < calls; ++i) (void)client->GetObjectStatus(unknown, absl::ZeroDuration());
+  return absl::ToDoubleMicroseconds(absl::Now() - start) / calls;
 }
 
 bool IsInitialized() {

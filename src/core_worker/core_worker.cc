@@ -290,7 +290,14 @@ rpc::TaskSpec CoreWorker::BuildTaskSpec(const TaskId& task_id, const std::string
   std::vector<ObjectRefInfo> held;
   for (auto& arg : args) {
     rpc::TaskArg* out = spec.add_args();
-    if (arg.by_reference) {
+    std::optional<StoredObject> ready;
+    if (arg.by_reference && references_.OwnedByMe(arg.ref)) ready = memory_store_.GetIfReady(arg.ref.id);
+    if (ready && ready->error == StoredObject::Error::kNone && !ready->value.in_plasma()) {
+      // A small value we own and already have travels inline: the worker need not ask for it.
+      // The reference is still held until the task is done (values inside it may be borrowed).
+      out->set_inline_value(ready->value.inline_value());
+      held.push_back(arg.ref);
+    } else if (arg.by_reference) {
       out->set_object_id(arg.ref.id.Binary());
       out->set_owner_address(arg.ref.owner_address);
       held.push_back(arg.ref);

@@ -155,6 +155,10 @@ struct RuntimeStats {
   size_t stored_objects = 0;      // values kept in this process's memory store
 };
 RuntimeStats GetRuntimeStats();
+// Benchmarks only: the mean time (microseconds) of `calls` bare gRPC unary round trips to the
+// process that hosts the actor (an owner query for an unknown object): the physical floor of an
+// actor call.
+double MeasureRawRoundTripMicros(const std::string& actor_id, int calls);
 }  // namespace internal
 
 }  // namespace troupe

@@ -82,13 +82,16 @@ int main(int argc, char** argv) {
   troupe::Init(config);
 
   Report("single_client_get_calls",
-         Rate(1000, seconds, [ref = troupe::Put(0)] {
-           for (int i = 0; i < 1000; ++i) troupe::Get(ref);
-         }),
+         Rate(1000, seconds,
+              [ref = troupe::Put(0)] {
+                for (int i = 0; i < 1000; ++i) troupe::Get(ref);
+              }),
          "per_second");
-  Report("single_client_put_calls", Rate(1000, seconds, [] {
-           for (int i = 0; i < 1000; ++i) troupe::Put(0);
-         }),
+  Report("single_client_put_calls",
+         Rate(1000, seconds,
+              [] {
+                for (int i = 0; i < 1000; ++i) troupe::Put(0);
+              }),
          "per_second");
   {
     // 80 MB like Ray's np.zeros(10 * 1024 * 1024, dtype=np.int64).
@@ -99,8 +102,7 @@ int main(int argc, char** argv) {
     // The physical references: a plain memcpy of the same size into memory already in use
     // (warm), and into freshly allocated memory (the kernel zeroes and maps every page).
     std::vector<int64_t> warm(big.size(), 1);
-    double warm_copies =
-        Rate(1, seconds, [&] { std::memcpy(warm.data(), big.data(), bytes); });
+    double warm_copies = Rate(1, seconds, [&] { std::memcpy(warm.data(), big.data(), bytes); });
     Report("memcpy_warm_gigabytes", warm_copies * bytes / 1e9, "GB_per_second");
     double fresh_copies = Rate(1, seconds, [&] {
       std::vector<int64_t> copy(big.size());
@@ -108,28 +110,38 @@ int main(int argc, char** argv) {
     });
     Report("memcpy_fresh_gigabytes", fresh_copies * bytes / 1e9, "GB_per_second");
   }
-  Report("single_client_tasks_sync", Rate(100, seconds, [] {
-           for (int i = 0; i < 100; ++i) troupe::Get(troupe::Task(SmallValue).Remote());
-         }),
+  Report("single_client_tasks_sync",
+         Rate(100, seconds,
+              [] {
+                for (int i = 0; i < 100; ++i) troupe::Get(troupe::Task(SmallValue).Remote());
+              }),
          "per_second");
-  Report("single_client_tasks_async", Rate(1000, seconds, [] {
-           std::vector<troupe::ObjectRef<int>> refs;
-           refs.reserve(1000);
-           for (int i = 0; i < 1000; ++i) refs.push_back(troupe::Task(SmallValue).Remote());
-           troupe::Get(refs);
-         }),
+  Report("single_client_tasks_async",
+         Rate(1000, seconds,
+              [] {
+                std::vector<troupe::ObjectRef<int>> refs;
+                refs.reserve(1000);
+                for (int i = 0; i < 1000; ++i) refs.push_back(troupe::Task(SmallValue).Remote());
+                troupe::Get(refs);
+              }),
          "per_second");
-  Report("multi_client_tasks_async", Rate(4000, seconds, [] {
-           std::vector<troupe::ObjectRef<int>> clients;
-           for (int c = 0; c < 4; ++c) clients.push_back(troupe::Task(SubmitMany).Remote(1000));
-           troupe::Get(clients);
-         }),
+  Report("multi_client_tasks_async",
+         Rate(4000, seconds,
+              [] {
+                std::vector<troupe::ObjectRef<int>> clients;
+                for (int c = 0; c < 4; ++c)
+                  clients.push_back(troupe::Task(SubmitMany).Remote(1000));
+                troupe::Get(clients);
+              }),
          "per_second");
-  Report("single_client_wait_1k_refs", Rate(1, seconds, [] {
-           std::vector<troupe::ObjectRef<int>> not_ready;
-           for (int i = 0; i < 1000; ++i) not_ready.push_back(troupe::Task(SmallValue).Remote());
-           while (!not_ready.empty()) not_ready = troupe::Wait(not_ready, 1).unready;
-         }),
+  Report("single_client_wait_1k_refs",
+         Rate(1, seconds,
+              [] {
+                std::vector<troupe::ObjectRef<int>> not_ready;
+                for (int i = 0; i < 1000; ++i)
+                  not_ready.push_back(troupe::Task(SmallValue).Remote());
+                while (!not_ready.empty()) not_ready = troupe::Wait(not_ready, 1).unready;
+              }),
          "per_second");
   {
     std::vector<troupe::ObjectRef<int>> refs;
@@ -141,15 +153,19 @@ int main(int argc, char** argv) {
   {
     auto actor = troupe::Actor(Echo::Create).Remote();
     troupe::Get(actor.Task(&Echo::Small).Remote());
-    Report("1_1_actor_calls_sync", Rate(100, seconds, [&] {
-             for (int i = 0; i < 100; ++i) troupe::Get(actor.Task(&Echo::Small).Remote());
-           }),
+    Report("1_1_actor_calls_sync",
+           Rate(100, seconds,
+                [&] {
+                  for (int i = 0; i < 100; ++i) troupe::Get(actor.Task(&Echo::Small).Remote());
+                }),
            "per_second");
-    Report("1_1_actor_calls_async", Rate(1000, seconds, [&] {
-             std::vector<troupe::ObjectRef<int>> refs;
-             for (int i = 0; i < 1000; ++i) refs.push_back(actor.Task(&Echo::Small).Remote());
-             troupe::Get(refs);
-           }),
+    Report("1_1_actor_calls_async",
+           Rate(1000, seconds,
+                [&] {
+                  std::vector<troupe::ObjectRef<int>> refs;
+                  for (int i = 0; i < 1000; ++i) refs.push_back(actor.Task(&Echo::Small).Remote());
+                  troupe::Get(refs);
+                }),
            "per_second");
     // The physical floor of a synchronous call: a bare gRPC round trip to the actor's process.
     const double floor_us = troupe::internal::MeasureRawRoundTripMicros(actor.binary_id(), 2000);
@@ -163,11 +179,13 @@ int main(int argc, char** argv) {
   {
     auto actor = troupe::Actor(Echo::Create).SetMaxConcurrency(16).Remote();
     troupe::Get(actor.Task(&Echo::Small).Remote());
-    Report("1_1_actor_calls_concurrent", Rate(1000, seconds, [&] {
-             std::vector<troupe::ObjectRef<int>> refs;
-             for (int i = 0; i < 1000; ++i) refs.push_back(actor.Task(&Echo::Small).Remote());
-             troupe::Get(refs);
-           }),
+    Report("1_1_actor_calls_concurrent",
+           Rate(1000, seconds,
+                [&] {
+                  std::vector<troupe::ObjectRef<int>> refs;
+                  for (int i = 0; i < 1000; ++i) refs.push_back(actor.Task(&Echo::Small).Remote());
+                  troupe::Get(refs);
+                }),
            "per_second");
     actor.Kill();
   }
@@ -175,29 +193,36 @@ int main(int argc, char** argv) {
     std::vector<troupe::ActorHandle<Echo>> actors;
     for (int i = 0; i < 4; ++i) actors.push_back(troupe::Actor(Echo::Create).Remote());
     for (auto& actor : actors) troupe::Get(actor.Task(&Echo::Small).Remote());
-    Report("1_n_actor_calls_async", Rate(1000, seconds, [&] {
-             std::vector<troupe::ObjectRef<int>> refs;
-             for (int i = 0; i < 1000; ++i) refs.push_back(actors[i % 4].Task(&Echo::Small).Remote());
-             troupe::Get(refs);
-           }),
+    Report("1_n_actor_calls_async",
+           Rate(1000, seconds,
+                [&] {
+                  std::vector<troupe::ObjectRef<int>> refs;
+                  for (int i = 0; i < 1000; ++i)
+                    refs.push_back(actors[i % 4].Task(&Echo::Small).Remote());
+                  troupe::Get(refs);
+                }),
            "per_second");
     for (bool with_arg : {false, true}) {
       Report(with_arg ? "n_n_actor_calls_with_arg_async" : "n_n_actor_calls_async",
-             Rate(4000, seconds, [&] {
-               std::vector<troupe::ObjectRef<int>> clients;
-               for (auto& actor : actors) clients.push_back(troupe::Task(CallActor).Remote(actor, 1000, with_arg));
-               troupe::Get(clients);
-             }),
+             Rate(4000, seconds,
+                  [&] {
+                    std::vector<troupe::ObjectRef<int>> clients;
+                    for (auto& actor : actors)
+                      clients.push_back(troupe::Task(CallActor).Remote(actor, 1000, with_arg));
+                    troupe::Get(clients);
+                  }),
              "per_second");
     }
     for (auto& actor : actors) actor.Kill();
   }
-  Report("actor_creation_per_second", Rate(8, seconds, [] {
-           std::vector<troupe::ActorHandle<Echo>> actors;
-           for (int i = 0; i < 8; ++i) actors.push_back(troupe::Actor(Echo::Create).Remote());
-           for (auto& actor : actors) troupe::Get(actor.Task(&Echo::Small).Remote());
-           for (auto& actor : actors) actor.Kill();
-         }),
+  Report("actor_creation_per_second",
+         Rate(8, seconds,
+              [] {
+                std::vector<troupe::ActorHandle<Echo>> actors;
+                for (int i = 0; i < 8; ++i) actors.push_back(troupe::Actor(Echo::Create).Remote());
+                for (auto& actor : actors) troupe::Get(actor.Task(&Echo::Small).Remote());
+                for (auto& actor : actors) actor.Kill();
+              }),
          "per_second");
   troupe::Shutdown();
   return 0;

@@ -134,8 +134,7 @@ TEST(ActorsTest, KillWithAndWithoutRestart) {
 TEST(ActorsTest, CrashedActorRestartsAndResendsCallsInOrder) {
   TestCluster cluster({"--num-cpus=2"});
   Driver driver(cluster);
-  auto counter =
-      troupe::Actor(Counter::Create).SetMaxRestarts(2).SetMaxTaskRetries(-1).Remote(0);
+  auto counter = troupe::Actor(Counter::Create).SetMaxRestarts(2).SetMaxTaskRetries(-1).Remote(0);
   EXPECT_FALSE(*troupe::Get(counter.Task(&Counter::Restarted).Remote()));
   const int pid = *troupe::Get(counter.Task(&Counter::Pid).Remote());
   ASSERT_EQ(kill(pid, SIGKILL), 0);
@@ -156,7 +155,8 @@ TEST(ActorsTest, DeathCausesReachTheCaller) {
     troupe::Get(broken.Task(&Counter::Get).Remote());
     FAIL() << "expected ActorDiedError";
   } catch (const troupe::ActorDiedError& e) {
-    EXPECT_TRUE(absl::StrContains(e.what(), "constructor threw std::invalid_argument: no counters today"))
+    EXPECT_TRUE(
+        absl::StrContains(e.what(), "constructor threw std::invalid_argument: no counters today"))
         << e.what();
   }
   auto crashing = troupe::Actor(Counter::Create).Remote(0);
@@ -174,7 +174,8 @@ TEST(ActorsTest, DeathCausesReachTheCaller) {
   // `troupe status --actors` shows the dead with their causes.
   auto listing = cluster.Troupe({"status", "--actors"});
   EXPECT_EQ(listing.exit_code, 0) << listing.err;
-  EXPECT_TRUE(absl::StrContains(listing.out, "constructor threw std::invalid_argument")) << listing.out;
+  EXPECT_TRUE(absl::StrContains(listing.out, "constructor threw std::invalid_argument"))
+      << listing.out;
   EXPECT_TRUE(absl::StrContains(listing.out, "Counter::Create")) << listing.out;
   auto leaving = troupe::Actor(Counter::Create).Remote(3);
   EXPECT_EQ(*troupe::Get(leaving.Task(&Counter::Leave).Remote()), 3);
@@ -202,8 +203,9 @@ TEST(ActorsTest, FractionalGpuActorsPackOntoDevices) {
   EXPECT_EQ(devices, (std::multiset<std::string>{"0", "0", "1", "1"}));
   // A fifth does not fit: it waits (no GPU share left).
   auto extra = troupe::Actor(Counter::Create).SetResources({{"GPU", 0.5}}).Remote(9);
-  auto pending = troupe::Wait(std::vector<troupe::ObjectRef<int>>{extra.Task(&Counter::Get).Remote()},
-                              1, std::chrono::milliseconds(1000));
+  auto pending =
+      troupe::Wait(std::vector<troupe::ObjectRef<int>>{extra.Task(&Counter::Get).Remote()}, 1,
+                   std::chrono::milliseconds(1000));
   EXPECT_TRUE(pending.ready.empty());
   actors[0].Kill();  // frees half a GPU
   EXPECT_EQ(*troupe::Get(extra.Task(&Counter::Get).Remote(), std::chrono::seconds(20)), 9);

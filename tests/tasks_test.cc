@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <numeric>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -59,7 +59,9 @@ std::vector<uint8_t> MakeBytes(int64_t size, int seed) {
   return bytes;
 }
 
-uint64_t ChecksumOf(const std::vector<uint8_t>& bytes) { return Checksum(bytes.data(), bytes.size()); }
+uint64_t ChecksumOf(const std::vector<uint8_t>& bytes) {
+  return Checksum(bytes.data(), bytes.size());
+}
 
 std::string NodeOfTask(int sleep_ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
@@ -295,8 +297,8 @@ TEST(TasksTest, InfeasibleTaskRunsOnceANodeThatFitsJoins) {
   TestCluster cluster({"--num-cpus=1"});
   Driver driver(cluster);
   auto result = troupe::Task(Plus).SetResources({{"CPU", 1}, {"special", 1}}).Remote(2, 3);
-  auto early = troupe::Wait(std::vector<troupe::ObjectRef<int>>{result}, 1,
-                            std::chrono::milliseconds(1500));
+  auto early =
+      troupe::Wait(std::vector<troupe::ObjectRef<int>>{result}, 1, std::chrono::milliseconds(1500));
   EXPECT_TRUE(early.ready.empty());
   // `troupe status` says what is missing.
   auto demands = cluster.Status()["infeasible_demands"];
@@ -313,7 +315,8 @@ TEST(TasksTest, GpuTasksSeeTheirDevices) {
   Driver driver(cluster);
   std::vector<troupe::ObjectRef<std::string>> whole;
   for (int i = 0; i < 4; ++i) {
-    whole.push_back(troupe::Task(VisibleDevices).SetResources({{"CPU", 1}, {"GPU", 1}}).Remote(1500));
+    whole.push_back(
+        troupe::Task(VisibleDevices).SetResources({{"CPU", 1}, {"GPU", 1}}).Remote(1500));
   }
   std::set<std::string> seen;
   for (const auto& devices : troupe::Get(whole)) seen.insert(*devices);
@@ -374,8 +377,9 @@ TEST(TasksTest, RefsInsideContainersAreBorrowedAcrossNodes) {
     refs.push_back(troupe::Task(Plus).Remote(1000, 0));  // one still being computed
     auto outer = troupe::Put(refs);
     refs.clear();  // only the container keeps them alive now
-    auto sum = troupe::Task(SumRefs).SetSchedulingStrategy(troupe::NodeAffinity{other}).Remote(
-        *troupe::Get(outer));
+    auto sum = troupe::Task(SumRefs)
+                   .SetSchedulingStrategy(troupe::NodeAffinity{other})
+                   .Remote(*troupe::Get(outer));
     EXPECT_EQ(*troupe::Get(sum), 5050 + 1000);
   }
   // Everything is released once the driver drops its references (borrowers included).
@@ -473,8 +477,8 @@ TEST(TasksTest, WorkersRunTheDriversProgramWithoutASharedFilesystem) {
   }
   chmod(copy.c_str(), 0755);
   // The driver deletes its executable after Init; workers can only come from the GCS copy.
-  std::string command = "TROUPE_ADDRESS=" + cluster.gcs_address() + " TROUPE_TOKEN=" +
-                        cluster.token() + " " + copy + " 2>&1";
+  std::string command = "TROUPE_ADDRESS=" + cluster.gcs_address() +
+                        " TROUPE_TOKEN=" + cluster.token() + " " + copy + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string output;

@@ -26,7 +26,9 @@ std::atomic<Runtime*> current_runtime{nullptr};
 }  // namespace
 
 Runtime* CurrentRuntime() { return current_runtime.load(std::memory_order_acquire); }
-void SetCurrentRuntime(Runtime* runtime) { current_runtime.store(runtime, std::memory_order_release); }
+void SetCurrentRuntime(Runtime* runtime) {
+  current_runtime.store(runtime, std::memory_order_release);
+}
 
 std::vector<RefInfo>*& ContainedRefsCollector() {
   thread_local std::vector<RefInfo>* collector = nullptr;

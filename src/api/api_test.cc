@@ -1,9 +1,10 @@
 // The API templates (serialization, registry, Task/Put/Get/Wait) against an in-process fake
 // runtime that runs each task at once. The real runtime is tested in tests/.
+#include "troupe/api.h"
+
 #include <map>
 
 #include "gtest/gtest.h"
-#include "troupe/api.h"
 
 namespace {
 
@@ -32,8 +33,8 @@ int SumRefs(std::vector<troupe::ObjectRef<int>> refs) {
   return sum;
 }
 
-TROUPE_REMOTE(Plus, Scale, Midpoint, TROUPE_FUNC(Overloaded, int), TROUPE_FUNC(Overloaded, int, int),
-              Ones, Fail, Nothing, SumRefs);
+TROUPE_REMOTE(Plus, Scale, Midpoint, TROUPE_FUNC(Overloaded, int),
+              TROUPE_FUNC(Overloaded, int, int), Ones, Fail, Nothing, SumRefs);
 
 using troupe::internal::Buffer;
 using troupe::internal::RefInfo;
@@ -49,7 +50,8 @@ class FakeRuntime : public troupe::internal::Runtime {
     for (auto& arg : args) {
       buffers.push_back(arg.by_reference ? objects.at(arg.ref.object_id) : Hold(arg.value));
     }
-    const auto* invoker = troupe::internal::FunctionRegistry::Instance().FindFunction(function_name);
+    const auto* invoker =
+        troupe::internal::FunctionRegistry::Instance().FindFunction(function_name);
     EXPECT_NE(invoker, nullptr) << function_name;
     RefInfo ref = NewRef();
     try {

@@ -9,10 +9,9 @@
 #include <sstream>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/notification.h"
 #include "src/common/cluster_target.h"
 #include "src/common/logging.h"
 #include "src/common/package.h"
@@ -98,8 +97,7 @@ class CoreWorkerRuntime : public internal::Runtime {
     return ToApi(core_->SubmitTask(function_name, std::move(specs), submit));
   }
 
-  std::string CreateActor(const std::string& factory_name,
-                          std::vector<internal::TaskArgument> args,
+  std::string CreateActor(const std::string& factory_name, std::vector<internal::TaskArgument> args,
                           const internal::ActorOptions& options) override {
     TaskSubmitOptions submit;
     submit.resources = options.resources;
@@ -176,7 +174,6 @@ class CoreWorkerRuntime : public internal::Runtime {
   }
 
  public:
-
   internal::RefInfo Put(size_t size, const std::function<void(char*)>& write,
                         std::vector<internal::RefInfo> contained) override {
     std::vector<ObjectRefInfo> inner;
@@ -236,16 +233,18 @@ TaskOutcome ExecuteRegistered(const rpc::TaskSpec& spec, const std::vector<Objec
       std::shared_ptr<internal::InvokeResult> result;
       if (spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK) {
         const auto* creator = registry.FindCreator(spec.function_name());
-        if (creator == nullptr) throw TroupeError("actor factory " + spec.function_name() +
-                                                  " is not registered (TROUPE_REMOTE)");
+        if (creator == nullptr)
+          throw TroupeError("actor factory " + spec.function_name() +
+                            " is not registered (TROUPE_REMOTE)");
         actor_restarted = spec.actor_num_restarts() > 0;
         actor_instance = (*creator)(buffers);
         result = std::make_shared<internal::InvokeResult>();
         result->value = internal::Serialize(msgpack::type::nil_t());
       } else {
         const auto* method = registry.FindMethod(spec.function_name());
-        if (method == nullptr) throw TroupeError("actor method " + spec.function_name() +
-                                                 " is not registered (TROUPE_REMOTE)");
+        if (method == nullptr)
+          throw TroupeError("actor method " + spec.function_name() +
+                            " is not registered (TROUPE_REMOTE)");
         if (!actor_instance) throw TroupeError("this worker holds no actor");
         result = std::make_shared<internal::InvokeResult>((*method)(actor_instance.get(), buffers));
       }
@@ -347,8 +346,8 @@ void PrintWorkerLogs(GcsClient* gcs, JobId job_id, absl::Notification* stop) {
       for (const auto& message : reply->messages()) {
         const rpc::LogBatch& batch = message.log();
         if (batch.job_id() != job_id.Binary()) continue;
-        const std::string prefix = absl::StrCat("(pid=", batch.pid(), ", node=",
-                                                BytesToHex(batch.node_id()).substr(0, 8), ") ");
+        const std::string prefix = absl::StrCat(
+            "(pid=", batch.pid(), ", node=", BytesToHex(batch.node_id()).substr(0, 8), ") ");
         std::string text;
         for (const auto& line : batch.lines()) absl::StrAppend(&text, prefix, line, "\n");
         fwrite(text.data(), 1, text.size(), stdout);
@@ -408,7 +407,8 @@ void StartEmbeddedCluster(const Config& config, ProcessRuntime* p, std::string* 
   GcsServerOptions gcs_options;
   gcs_options.port = 0;
   gcs_options.token = cluster_token;
-  p->embedded_gcs = std::make_unique<GcsServer>(gcs_options, std::make_unique<InMemoryStoreClient>());
+  p->embedded_gcs =
+      std::make_unique<GcsServer>(gcs_options, std::make_unique<InMemoryStoreClient>());
   if (auto status = p->embedded_gcs->Start(); !status.ok()) {
     throw RuntimeError("cannot start the embedded GCS: " + std::string(status.message()));
   }
@@ -423,10 +423,10 @@ void StartEmbeddedCluster(const Config& config, ProcessRuntime* p, std::string* 
   resources.Set(kCpu, FixedPoint(config.num_cpus >= 0 ? config.num_cpus : DetectNumCpus()));
   resources.Set(kGpu, FixedPoint(config.num_gpus >= 0 ? config.num_gpus : DetectNumGpus()));
   resources.Set(kMemory, FixedPoint(static_cast<double>(DefaultMemoryBytes())));
-  resources.Set(kObjectStoreMemory,
-                FixedPoint(static_cast<double>(config.object_store_memory >= 0
-                                                   ? config.object_store_memory
-                                                   : DefaultObjectStoreBytes())));
+  resources.Set(
+      kObjectStoreMemory,
+      FixedPoint(static_cast<double>(config.object_store_memory >= 0 ? config.object_store_memory
+                                                                     : DefaultObjectStoreBytes())));
   raylet_options.resources = resources;
   p->embedded_raylet = std::make_unique<Raylet>(raylet_options);
   if (auto status = p->embedded_raylet->Start(); !status.ok()) {
@@ -492,7 +492,8 @@ void Init(const Config& config) {
   p->gcs = std::make_unique<GcsClient>(address, token);
   p->token = token;
   auto info = p->gcs->GetClusterInfo();
-  if (!info.ok()) throw RuntimeError("cannot reach the cluster: " + std::string(info.status().message()));
+  if (!info.ok())
+    throw RuntimeError("cannot reach the cluster: " + std::string(info.status().message()));
   const std::string raylet_address = FindLocalRaylet(p->gcs.get(), address);
 
   // The job: workers run this same executable, fetched by digest on other machines.
@@ -512,8 +513,9 @@ void Init(const Config& config) {
     auto exists = p->gcs->KVExists(kExecutablesNamespace, job.executable_digest());
     if (exists.ok() && !*exists) {
       auto put = p->gcs->KVPut(kExecutablesNamespace, job.executable_digest(), binary, false);
-      if (!put.ok()) throw RuntimeError("cannot upload this executable to the GCS: " +
-                                        std::string(put.status().message()));
+      if (!put.ok())
+        throw RuntimeError("cannot upload this executable to the GCS: " +
+                           std::string(put.status().message()));
     }
   }
   if (!config.working_dir.empty()) {
@@ -523,12 +525,14 @@ void Init(const Config& config) {
     auto exists = p->gcs->KVExists(kPackagesNamespace, job.working_dir_digest());
     if (exists.ok() && !*exists) {
       auto put = p->gcs->KVPut(kPackagesNamespace, job.working_dir_digest(), *package, false);
-      if (!put.ok()) throw RuntimeError("cannot upload the working directory: " +
-                                        std::string(put.status().message()));
+      if (!put.ok())
+        throw RuntimeError("cannot upload the working directory: " +
+                           std::string(put.status().message()));
     }
   }
   auto job_id = p->gcs->AddJob(job);
-  if (!job_id.ok()) throw RuntimeError("cannot register the job: " + std::string(job_id.status().message()));
+  if (!job_id.ok())
+    throw RuntimeError("cannot register the job: " + std::string(job_id.status().message()));
   p->job_id = *JobId::FromBinary(*job_id);
 
   CoreWorkerOptions options;

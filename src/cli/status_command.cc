@@ -8,12 +8,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
-#include "src/common/cluster_target.h"
 #include "src/cli/commands.h"
-#include "src/common/session.h"
+#include "src/common/cluster_target.h"
 #include "src/common/flag_parser.h"
 #include "src/common/ids.h"
 #include "src/common/resources.h"
+#include "src/common/session.h"
 #include "src/rpc/gcs_client.h"
 
 namespace troupe {
@@ -131,12 +131,18 @@ void PrintJson(const rpc::GetClusterInfoReply& info, const std::string& address,
 
 const char* ActorStateName(rpc::ActorInfo::State state) {
   switch (state) {
-    case rpc::ActorInfo::DEPENDENCIES_UNREADY: return "DEPENDENCIES_UNREADY";
-    case rpc::ActorInfo::PENDING_CREATION: return "PENDING_CREATION";
-    case rpc::ActorInfo::ALIVE: return "ALIVE";
-    case rpc::ActorInfo::RESTARTING: return "RESTARTING";
-    case rpc::ActorInfo::DEAD: return "DEAD";
-    default: return "UNKNOWN";
+    case rpc::ActorInfo::DEPENDENCIES_UNREADY:
+      return "DEPENDENCIES_UNREADY";
+    case rpc::ActorInfo::PENDING_CREATION:
+      return "PENDING_CREATION";
+    case rpc::ActorInfo::ALIVE:
+      return "ALIVE";
+    case rpc::ActorInfo::RESTARTING:
+      return "RESTARTING";
+    case rpc::ActorInfo::DEAD:
+      return "DEAD";
+    default:
+      return "UNKNOWN";
   }
 }
 
@@ -170,8 +176,9 @@ int PrintActors(GcsClient* gcs, const std::string& format) {
     std::string detail = std::to_string(actor.num_restarts());
     if (!actor.death_cause().empty()) detail += "  " + actor.death_cause();
     if (!actor.pending_reason().empty()) detail += "  pending: " + actor.pending_reason();
-    printf("%-16s %-17s %-24s %-16s %-9s %-7d %s\n", BytesToHex(actor.actor_id()).substr(0, 16).c_str(),
-           ActorStateName(actor.state()), actor.class_name().c_str(), actor.name().c_str(),
+    printf("%-16s %-17s %-24s %-16s %-9s %-7d %s\n",
+           BytesToHex(actor.actor_id()).substr(0, 16).c_str(), ActorStateName(actor.state()),
+           actor.class_name().c_str(), actor.name().c_str(),
            BytesToHex(actor.node_id()).substr(0, 8).c_str(), actor.pid(), detail.c_str());
   }
   if (actors->empty()) printf("(no actors)\n");

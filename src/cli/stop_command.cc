@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "src/cli/commands.h"
-#include "src/common/session.h"
 #include "src/common/flag_parser.h"
+#include "src/common/session.h"
 
 namespace troupe {
 namespace {

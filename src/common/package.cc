@@ -24,8 +24,8 @@ absl::Status PackInto(const std::string& root, const std::string& relative, int6
   const std::string dir = relative.empty() ? root : root + "/" + relative;
   DIR* handle = opendir(dir.c_str());
   if (handle == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot read directory ", dir, ": ",
-                                                   std::strerror(errno)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read directory ", dir, ": ", std::strerror(errno)));
   }
   std::vector<std::string> names;
   while (dirent* entry = readdir(handle)) {
@@ -75,8 +75,8 @@ absl::Status MakeParents(const std::string& path) {
 absl::StatusOr<std::string> PackDirectory(const std::string& dir, int64_t max_bytes) {
   struct stat st;
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat("working directory ", dir,
-                                                   " is not a directory"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("working directory ", dir, " is not a directory"));
   }
   std::string out;
   if (auto status = PackInto(dir, "", max_bytes, &out); !status.ok()) return status;

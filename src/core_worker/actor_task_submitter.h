@@ -45,7 +45,7 @@ class ActorTaskSubmitter {
     int attempts = 0;
   };
   struct ActorState {
-    std::string address;        // of the live worker; "" while unknown
+    std::string address;  // of the live worker; "" while unknown
     bool resolving = true;
     absl::Time next_lookup = absl::InfinitePast();
     bool dead = false;

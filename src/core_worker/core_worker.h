@@ -13,8 +13,8 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,9 +25,9 @@
 #include "absl/time/time.h"
 #include "proto/worker.grpc.pb.h"
 #include "src/common/ids.h"
+#include "src/core_worker/actor_task_submitter.h"
 #include "src/core_worker/memory_store.h"
 #include "src/core_worker/reference_counter.h"
-#include "src/core_worker/actor_task_submitter.h"
 #include "src/core_worker/task_submitter.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/core_worker_client.h"
@@ -36,7 +36,8 @@
 
 namespace grpc {
 class Server;
-}
+class ServerUnaryReactor;
+}  // namespace grpc
 
 namespace troupe {
 
@@ -154,13 +155,19 @@ class CoreWorker {
 
  private:
   class GrpcService;
-  struct PendingPush;
+  // A PushTask waiting for the task loop; finished by it.
+  struct PendingPush {
+    const rpc::PushTaskRequest* request;
+    rpc::PushTaskReply* reply;
+    grpc::ServerUnaryReactor* reactor;
+  };
 
   // Reads one ready object: inline, or mapped from this node's store (fetching it here first).
   GetResult Materialize(const ObjectRefInfo& ref, const StoredObject& object);
   absl::StatusOr<ObjectBuffer> MapLocalObject(const ObjectId& id);
   // The object's value, from our memory store (owned) or its owner (borrowed).
-  absl::StatusOr<std::optional<StoredObject>> Resolve(const ObjectRefInfo& ref, absl::Time deadline);
+  absl::StatusOr<std::optional<StoredObject>> Resolve(const ObjectRefInfo& ref,
+                                                      absl::Time deadline);
   void StoreReturns(const rpc::TaskSpec& spec, const rpc::PushTaskReply& reply);
   void FailTask(const rpc::TaskSpec& spec, StoredObject::Error error, const std::string& message);
   void ReleaseTaskReferences(const rpc::TaskSpec& spec);

@@ -33,9 +33,8 @@ TEST(MemoryStoreTest, CallbacksRunOnPutOrExpire) {
   MemoryStore store;
   ObjectId ready_later = NewId(), never = NewId();
   int fired = 0, expired = 0;
-  store.OnReady(ready_later, absl::InfiniteFuture(), [&](std::optional<StoredObject> o) {
-    fired += o.has_value();
-  });
+  store.OnReady(ready_later, absl::InfiniteFuture(),
+                [&](std::optional<StoredObject> o) { fired += o.has_value(); });
   store.OnReady(never, absl::Now(), [&](std::optional<StoredObject> o) { expired += !o; });
   store.Put(ready_later, Inline("y"));
   store.ExpireWaiters(absl::Now() + absl::Seconds(1));

@@ -61,8 +61,7 @@ class ReferenceCounter {
     bool reported = false;  // borrowed: the owner knows we hold it
   };
   // Removes the entry if nothing needs it; returns the callback to run, if any.
-  std::function<void()> MaybeReleaseLocked(const ObjectId& id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::function<void()> MaybeReleaseLocked(const ObjectId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::string self_address_;
   FreeCallback on_owned_free_;

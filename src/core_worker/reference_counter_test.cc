@@ -8,14 +8,15 @@ namespace {
 class ReferenceCounterTest : public ::testing::Test {
  protected:
   ReferenceCounterTest()
-      : counter_([this](const ObjectId& id, std::vector<ObjectRefInfo> contained) {
-                   freed_.push_back(id);
-                   for (const auto& inner : contained) counter_.RemoveLocal(inner.id);
-                 },
-                 [this](const ObjectId& id, const std::string& owner, bool owner_knows) {
-                   released_.push_back(id);
-                   if (owner_knows) told_owner_.push_back(owner);
-                 }) {
+      : counter_(
+            [this](const ObjectId& id, std::vector<ObjectRefInfo> contained) {
+              freed_.push_back(id);
+              for (const auto& inner : contained) counter_.RemoveLocal(inner.id);
+            },
+            [this](const ObjectId& id, const std::string& owner, bool owner_knows) {
+              released_.push_back(id);
+              if (owner_knows) told_owner_.push_back(owner);
+            }) {
     counter_.SetSelfAddress("me:1");
   }
   ObjectRefInfo Mine() { return {ObjectId::FromIndex(TaskId::FromRandom(), 1), "me:1"}; }

@@ -73,8 +73,9 @@ void TaskSubmitter::ScheduleLocked(const std::string& key, Actions* actions) {
   // Fill leased workers, least busy first.
   const int depth = PipelineDepth(queue.lease_spec, queue.average_rtt_ms);
   while (!queue.tasks.empty() && !queue.workers.empty()) {
-    auto least = std::min_element(queue.workers.begin(), queue.workers.end(),
-                                  [](const auto& a, const auto& b) { return a->in_flight < b->in_flight; });
+    auto least =
+        std::min_element(queue.workers.begin(), queue.workers.end(),
+                         [](const auto& a, const auto& b) { return a->in_flight < b->in_flight; });
     if ((*least)->in_flight >= depth) break;
     (*least)->in_flight++;
     rpc::TaskSpec spec = std::move(queue.tasks.front());
@@ -84,8 +85,8 @@ void TaskSubmitter::ScheduleLocked(const std::string& key, Actions* actions) {
   }
   // Ask for more workers while tasks wait.
   if (queue.tasks.empty() || absl::Now() < queue.retry_leases_at) return;
-  const int wanted = std::min<int>(static_cast<int>(queue.tasks.size()),
-                                   options_.max_pending_lease_requests);
+  const int wanted =
+      std::min<int>(static_cast<int>(queue.tasks.size()), options_.max_pending_lease_requests);
   while (queue.pending_lease_requests < wanted) {
     queue.pending_lease_requests++;
     actions->lease_requests.emplace_back(key, queue.lease_spec);
@@ -149,8 +150,8 @@ void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& sp
     } else if (reply->infeasible()) {
       if (!queue.warned_infeasible) {
         queue.warned_infeasible = true;
-        warning = absl::StrCat("task ", spec.function_name(), " cannot be scheduled yet: ",
-                               reply->failure_message(),
+        warning = absl::StrCat("task ", spec.function_name(),
+                               " cannot be scheduled yet: ", reply->failure_message(),
                                ". It stays pending until a node with these resources joins.");
       }
       queue.retry_leases_at = absl::Now() + options_.infeasible_retry;
@@ -185,13 +186,14 @@ void TaskSubmitter::Push(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spe
   for (int id : worker->gpu_ids) request.add_gpu_ids(id);
   uint64_t call_id;
   if (!BeginCall(&call_id)) return;
-  SetCanceller(call_id, workers_->Get(worker->worker_address)
-                            ->PushTaskAsync(std::move(request),
-                                            [this, worker, spec = std::move(spec), call_id](
-                                                absl::StatusOr<rpc::PushTaskReply> reply) mutable {
-                                              OnPushReply(worker, std::move(spec), std::move(reply));
-                                              EndCall(call_id);
-                                            }));
+  SetCanceller(call_id,
+               workers_->Get(worker->worker_address)
+                   ->PushTaskAsync(std::move(request),
+                                   [this, worker, spec = std::move(spec),
+                                    call_id](absl::StatusOr<rpc::PushTaskReply> reply) mutable {
+                                     OnPushReply(worker, std::move(spec), std::move(reply));
+                                     EndCall(call_id);
+                                   }));
 }
 
 void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spec,

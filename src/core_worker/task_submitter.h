@@ -80,7 +80,7 @@ class TaskSubmitter {
     absl::Time retry_leases_at = absl::InfinitePast();
     bool warned_infeasible = false;
     double average_rtt_ms = -1;  // push to reply, moving average; -1 until measured
-    rpc::TaskSpec lease_spec;  // resources, strategy and job of the queue's tasks
+    rpc::TaskSpec lease_spec;    // resources, strategy and job of the queue's tasks
   };
   struct Running {
     std::string key;

@@ -81,8 +81,8 @@ void ActorManager::ScheduleLocked(Actor& actor) {
       views.push_back({*node, usage.raylet_address(), *total, *available});
     }
   }
-  SchedulingDecision decision = ChooseNode(demand, actor.creation_task.strategy(), NodeId::Nil(),
-                                           views, &spread_counter_);
+  SchedulingDecision decision =
+      ChooseNode(demand, actor.creation_task.strategy(), NodeId::Nil(), views, &spread_counter_);
   const ActorId id = *ActorId::FromBinary(actor.info.actor_id());
   switch (decision.kind) {
     case SchedulingDecision::Kind::kLocal:
@@ -163,8 +163,8 @@ void ActorManager::OnLeaseReply(const ActorId& id, uint64_t attempt,
       return;
     }
     if (reply.ok() && reply->infeasible()) actor.info.set_pending_reason(reply->failure_message());
-    actor.retry_at = clock_->Now() + (reply.ok() && reply->rejected() ? absl::Milliseconds(100)
-                                                                     : kRetryDelay);
+    actor.retry_at =
+        clock_->Now() + (reply.ok() && reply->rejected() ? absl::Milliseconds(100) : kRetryDelay);
     return;
   }
   actor.info.set_node_id(reply->node_id());
@@ -217,11 +217,10 @@ void ActorManager::OnActorFailedLocked(Actor& actor, const std::string& cause) {
   const bool restarts_left =
       actor.info.max_restarts() < 0 || actor.info.num_restarts() < actor.info.max_restarts();
   if (actor.no_restart || actor.exiting || !restarts_left) {
-    actor.info.set_death_cause(
-        restarts_left || actor.no_restart || actor.exiting
-            ? cause
-            : absl::StrCat(cause, " (no restarts left: max_restarts=", actor.info.max_restarts(),
-                           ")"));
+    actor.info.set_death_cause(restarts_left || actor.no_restart || actor.exiting
+                                   ? cause
+                                   : absl::StrCat(cause, " (no restarts left: max_restarts=",
+                                                  actor.info.max_restarts(), ")"));
     SetStateLocked(actor, rpc::ActorInfo::DEAD);
     return;
   }
@@ -311,7 +310,8 @@ absl::Status ActorManager::KillActor(const std::string& actor_id, bool no_restar
     if (actor.info.state() == rpc::ActorInfo::DEAD) return absl::OkStatus();
     actor.kill_requested = true;
     actor.no_restart = no_restart;
-    actor.death_cause = no_restart ? "killed by troupe::Kill" : "killed by troupe::Kill (restarting)";
+    actor.death_cause =
+        no_restart ? "killed by troupe::Kill" : "killed by troupe::Kill (restarting)";
     if (actor.info.lease_id().empty()) {
       if (no_restart) {
         actor.info.set_death_cause(actor.death_cause);

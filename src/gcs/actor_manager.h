@@ -49,13 +49,13 @@ class ActorManager {
   struct Actor {
     rpc::ActorInfo info;
     rpc::TaskSpec creation_task;
-    bool scheduling = false;        // a lease or creation push is in flight
+    bool scheduling = false;  // a lease or creation push is in flight
     absl::Time retry_at = absl::InfinitePast();
-    uint64_t attempt = 0;           // tells replies of an earlier placement attempt apart
+    uint64_t attempt = 0;  // tells replies of an earlier placement attempt apart
     bool kill_requested = false;
     bool no_restart = false;
-    bool exiting = false;           // ExitActor was called
-    std::string death_cause;        // set by the killer before the worker exits
+    bool exiting = false;     // ExitActor was called
+    std::string death_cause;  // set by the killer before the worker exits
   };
 
   absl::Status DoRegisterActor(const rpc::RegisterActorRequest& request);
@@ -73,8 +73,7 @@ class ActorManager {
   // The actor's worker is gone: restart it or declare it dead.
   void OnActorFailedLocked(Actor& actor, const std::string& cause)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SetStateLocked(Actor& actor, rpc::ActorInfo::State state)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetStateLocked(Actor& actor, rpc::ActorInfo::State state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   StoreClient* store_;
   Publisher* publisher_;

@@ -236,9 +236,9 @@ ServerUnaryReactor* ActorInfoGrpcService::ReportWorkerExit(
   });
 }
 
-ServerUnaryReactor* ActorInfoGrpcService::ReportActorExit(CallbackServerContext* context,
-                                                          const rpc::ReportActorExitRequest* request,
-                                                          rpc::ReportActorExitReply*) {
+ServerUnaryReactor* ActorInfoGrpcService::ReportActorExit(
+    CallbackServerContext* context, const rpc::ReportActorExitRequest* request,
+    rpc::ReportActorExitReply*) {
   return Respond(context, *auth_, [&] {
     actors_->OnActorExit(request->actor_id());
     return absl::OkStatus();

@@ -71,7 +71,8 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
     health_checker_.RemoveNode(*NodeId::FromBinary(node.node_id()));
     actors_.OnNodeDead(node);
   });
-  jobs_.AddJobFinishedListener([this](const std::string& job_id) { actors_.OnJobFinished(job_id); });
+  jobs_.AddJobFinishedListener(
+      [this](const std::string& job_id) { actors_.OnJobFinished(job_id); });
 }
 
 GcsServer::~GcsServer() { Stop(); }
@@ -88,11 +89,10 @@ absl::Status GcsServer::Start() {
   rpc::GetClusterInfoReply info = MakeClusterInfo(options_);
   info.set_gcs_address(absl::StrCat(options_.bind_address, ":", options_.port));
   cluster_service_ = std::make_unique<ClusterInfoGrpcService>(&auth_, info);
-  auto server = StartGrpcServer(
-      options_.bind_address, options_.port,
-      {cluster_service_.get(), &node_service_, &job_service_, &kv_service_, &pubsub_service_,
-       &actor_service_},
-      &bound_port_);
+  auto server = StartGrpcServer(options_.bind_address, options_.port,
+                                {cluster_service_.get(), &node_service_, &job_service_,
+                                 &kv_service_, &pubsub_service_, &actor_service_},
+                                &bound_port_);
   if (!server.ok()) return server.status();
   server_ = std::move(*server);
   timer_ = std::thread([this] { TimerLoop(); });

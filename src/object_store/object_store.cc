@@ -92,10 +92,11 @@ absl::StatusOr<std::string> ObjectStore::Create(const ObjectId& id, int64_t size
     return absl::AlreadyExistsError(absl::StrCat("object ", id.Hex(), " already exists"));
   }
   if (size > options_.capacity_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "object store full: an object of ", FormatBytes(size), " is larger than the whole store (",
-        FormatBytes(options_.capacity_bytes), "); start the node with a larger "
-        "--object-store-memory"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("object store full: an object of ", FormatBytes(size),
+                     " is larger than the whole store (", FormatBytes(options_.capacity_bytes),
+                     "); start the node with a larger "
+                     "--object-store-memory"));
   }
   const std::string path = ShmPath(id);
   const bool reused = ReuseFileLocked(size, path);
@@ -117,9 +118,9 @@ absl::StatusOr<std::string> ObjectStore::Create(const ObjectId& id, int64_t size
     if (size > 0 && posix_fallocate(fd, 0, size) != 0) {
       close(fd);
       unlink(path.c_str());
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "object store full: the shared-memory filesystem holding ", options_.shm_dir,
-          " has no room for ", FormatBytes(size), " (check `df -h /dev/shm`)"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("object store full: the shared-memory filesystem holding ", options_.shm_dir,
+                       " has no room for ", FormatBytes(size), " (check `df -h /dev/shm`)"));
     }
     close(fd);
   }
@@ -160,9 +161,9 @@ absl::StatusOr<ObjectStore::Location> ObjectStore::Get(const ObjectId& id) {
     bool fits = MakeRoomLocked(entry.size);
     entry.pins--;
     if (!fits) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "object store full: cannot restore spilled object ", id.Hex(), " of ",
-          FormatBytes(entry.size), " because everything in memory is pinned"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("object store full: cannot restore spilled object ", id.Hex(), " of ",
+                       FormatBytes(entry.size), " because everything in memory is pinned"));
     }
     if (auto status = RestoreLocked(id, entry); !status.ok()) return status;
   } else {

@@ -18,7 +18,8 @@ class ObjectStoreTest : public ::testing::Test {
  protected:
   ObjectStoreTest() {
     static int counter = 0;
-    std::string base = std::string(std::getenv("TEST_TMPDIR")) + "/store" + std::to_string(counter++);
+    std::string base =
+        std::string(std::getenv("TEST_TMPDIR")) + "/store" + std::to_string(counter++);
     store_ = std::make_unique<ObjectStore>(
         ObjectStoreOptions{base + "/shm", base + "/spill", /*capacity_bytes=*/100});
   }

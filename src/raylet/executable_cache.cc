@@ -53,8 +53,8 @@ absl::StatusOr<std::string> ExecutableCache::Resolve(const rpc::JobInfo& job) {
   if (rename(tmp.c_str(), cached.c_str()) != 0) {
     return absl::InternalError(absl::StrCat("cannot move the executable into ", cached));
   }
-  TROUPE_LOG(Info) << "fetched job executable " << digest.substr(0, 12) << " ("
-                   << (*bytes)->size() << " bytes) into " << cached;
+  TROUPE_LOG(Info) << "fetched job executable " << digest.substr(0, 12) << " (" << (*bytes)->size()
+                   << " bytes) into " << cached;
   path_by_digest_[digest] = cached;
   return cached;
 }
@@ -70,11 +70,12 @@ absl::StatusOr<std::string> ExecutableCache::ResolveWorkingDir(const rpc::JobInf
   auto package = gcs_->KVGet(kPackagesNamespace, digest);
   if (!package.ok()) return package.status();
   if (!package->has_value()) {
-    return absl::NotFoundError(absl::StrCat("the job's working directory (sha256 ", digest,
-                                            ") is not in the GCS"));
+    return absl::NotFoundError(
+        absl::StrCat("the job's working directory (sha256 ", digest, ") is not in the GCS"));
   }
   if (Sha256Hex(**package) != digest) {
-    return absl::DataLossError("the working directory fetched from the GCS does not match its digest");
+    return absl::DataLossError(
+        "the working directory fetched from the GCS does not match its digest");
   }
   mkdir(cache_dir_.c_str(), 0755);
   TROUPE_RETURN_IF_ERROR(UnpackDirectory(**package, dir));

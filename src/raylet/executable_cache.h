@@ -21,7 +21,8 @@ inline constexpr char kPackagesNamespace[] = "troupe_packages";
 
 class ExecutableCache {
  public:
-  ExecutableCache(std::string cache_dir, GcsClient* gcs) : cache_dir_(std::move(cache_dir)), gcs_(gcs) {}
+  ExecutableCache(std::string cache_dir, GcsClient* gcs)
+      : cache_dir_(std::move(cache_dir)), gcs_(gcs) {}
 
   absl::StatusOr<std::string> Resolve(const rpc::JobInfo& job);
   // The directory workers of `job` start in: its working-directory package unpacked here

@@ -21,10 +21,7 @@ rpc::RequestWorkerLeaseReply Rejected(const std::string& message) {
 
 LeaseManager::LeaseManager(NodeId local_node, const ResourceSet& total, WorkerPool* pool,
                            JobLookup lookup_job)
-    : local_node_(local_node),
-      pool_(pool),
-      lookup_job_(std::move(lookup_job)),
-      resources_(total) {}
+    : local_node_(local_node), pool_(pool), lookup_job_(std::move(lookup_job)), resources_(total) {}
 
 std::vector<NodeView> LeaseManager::ViewsLocked() const {
   std::vector<NodeView> views;
@@ -41,8 +38,7 @@ std::vector<NodeView> LeaseManager::ViewsLocked() const {
   return views;
 }
 
-void LeaseManager::RequestLease(const rpc::RequestWorkerLeaseRequest& request,
-                                LeaseCallback done) {
+void LeaseManager::RequestLease(const rpc::RequestWorkerLeaseRequest& request, LeaseCallback done) {
   const rpc::TaskSpec& spec = request.resource_spec();
   std::map<std::string, double> amounts(spec.required_resources().begin(),
                                         spec.required_resources().end());
@@ -74,7 +70,8 @@ void LeaseManager::RequestLease(const rpc::RequestWorkerLeaseRequest& request,
             }
           }
           std::string entry = absl::StrCat("{", demand->ToString(), "}: ", decision.reason);
-          if (!infeasible_.contains(entry)) TROUPE_LOG(Warning) << "infeasible task demand " << entry;
+          if (!infeasible_.contains(entry))
+            TROUPE_LOG(Warning) << "infeasible task demand " << entry;
           infeasible_[entry] = absl::Now();
           answer_now.emplace();
           answer_now->set_infeasible(true);
@@ -123,7 +120,7 @@ void LeaseManager::StartGrants(std::vector<Grant> grants) {
     absl::StatusOr<rpc::JobInfo> job =
         job_id.ok() ? lookup_job_(*job_id) : absl::StatusOr<rpc::JobInfo>(job_id.status());
     std::function<void(Grant&, const std::string&)> fail = [this](Grant& g,
-                                                                 const std::string& message) {
+                                                                  const std::string& message) {
       {
         absl::MutexLock lock(&mu_);
         resources_.Free(g.allocation);
@@ -144,32 +141,33 @@ void LeaseManager::StartGrants(std::vector<Grant> grants) {
 void LeaseManager::PopWorkerFor(const rpc::JobInfo& job, std::shared_ptr<Grant> grant,
                                 std::vector<int> gpu_ids, int attempts_left,
                                 std::function<void(Grant&, const std::string&)> fail) {
-  pool_->PopWorker(job, absl::StrJoin(gpu_ids, ","), [=](absl::StatusOr<std::shared_ptr<Worker>> worker) {
-    if (!worker.ok()) {
-      // A worker can fail to start on an overloaded node; try a fresh one before giving up.
-      if (attempts_left > 1) {
-        TROUPE_LOG(Warning) << "starting a worker failed (" << worker.status().message()
-                            << "); trying again";
-        return PopWorkerFor(job, grant, gpu_ids, attempts_left - 1, fail);
-      }
-      return fail(*grant, absl::StrCat("cannot start a worker: ", worker.status().message()));
-    }
-    rpc::RequestWorkerLeaseReply reply;
-    const std::string lease_id = LeaseId::FromRandom().Binary();
-    (*worker)->detached = grant->pending.request.resource_spec().detached_actor();
-    {
-      absl::MutexLock lock(&mu_);
-      leases_[lease_id] = {*worker, grant->allocation, false};
-      lease_of_worker_[(*worker)->worker_id] = lease_id;
-    }
-    reply.set_worker_address((*worker)->address);
-    reply.set_worker_id((*worker)->worker_id.Binary());
-    reply.set_lease_id(lease_id);
-    reply.set_node_id(local_node_.Binary());
-    reply.set_worker_pid((*worker)->pid);
-    for (int id : gpu_ids) reply.add_gpu_ids(id);
-    grant->pending.done(reply);
-  });
+  pool_->PopWorker(
+      job, absl::StrJoin(gpu_ids, ","), [=](absl::StatusOr<std::shared_ptr<Worker>> worker) {
+        if (!worker.ok()) {
+          // A worker can fail to start on an overloaded node; try a fresh one before giving up.
+          if (attempts_left > 1) {
+            TROUPE_LOG(Warning) << "starting a worker failed (" << worker.status().message()
+                                << "); trying again";
+            return PopWorkerFor(job, grant, gpu_ids, attempts_left - 1, fail);
+          }
+          return fail(*grant, absl::StrCat("cannot start a worker: ", worker.status().message()));
+        }
+        rpc::RequestWorkerLeaseReply reply;
+        const std::string lease_id = LeaseId::FromRandom().Binary();
+        (*worker)->detached = grant->pending.request.resource_spec().detached_actor();
+        {
+          absl::MutexLock lock(&mu_);
+          leases_[lease_id] = {*worker, grant->allocation, false};
+          lease_of_worker_[(*worker)->worker_id] = lease_id;
+        }
+        reply.set_worker_address((*worker)->address);
+        reply.set_worker_id((*worker)->worker_id.Binary());
+        reply.set_lease_id(lease_id);
+        reply.set_node_id(local_node_.Binary());
+        reply.set_worker_pid((*worker)->pid);
+        for (int id : gpu_ids) reply.add_gpu_ids(id);
+        grant->pending.done(reply);
+      });
 }
 
 void LeaseManager::ReleaseLocked(const std::string& lease_id) {

@@ -21,8 +21,8 @@
 #include "proto/raylet.pb.h"
 #include "src/common/ids.h"
 #include "src/raylet/local_resources.h"
-#include "src/scheduling/scheduling_policy.h"
 #include "src/raylet/worker_pool.h"
+#include "src/scheduling/scheduling_policy.h"
 
 namespace troupe {
 
@@ -31,8 +31,7 @@ class LeaseManager {
   using LeaseCallback = std::function<void(rpc::RequestWorkerLeaseReply)>;
   using JobLookup = std::function<absl::StatusOr<rpc::JobInfo>(const JobId&)>;
 
-  LeaseManager(NodeId local_node, const ResourceSet& total, WorkerPool* pool,
-               JobLookup lookup_job);
+  LeaseManager(NodeId local_node, const ResourceSet& total, WorkerPool* pool, JobLookup lookup_job);
 
   void RequestLease(const rpc::RequestWorkerLeaseRequest& request, LeaseCallback done);
   // NotFound for an unknown lease.

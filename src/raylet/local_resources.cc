@@ -69,8 +69,7 @@ std::optional<Allocation> LocalResources::Allocate(const ResourceSet& demand) {
     // Best fit: the device with the least free capacity that still fits.
     int best = -1;
     for (size_t device = 0; device < gpu_free_.size(); ++device) {
-      if (gpu_free_[device] >= gpu_demand &&
-          (best < 0 || gpu_free_[device] < gpu_free_[best])) {
+      if (gpu_free_[device] >= gpu_demand && (best < 0 || gpu_free_[device] < gpu_free_[best])) {
         best = static_cast<int>(device);
       }
     }

@@ -59,12 +59,12 @@ TEST(LocalResourcesTest, CustomResourcesAndBlockedCpus) {
 TEST(LocalResourcesTest, OverSubscriptionIsRepaidNotForgotten) {
   LocalResources node(Res({{"CPU", 1}}));
   auto blocked = node.Allocate(Res({{"CPU", 1}}));
-  node.ReleaseCpus(*blocked);                    // blocked in Get
+  node.ReleaseCpus(*blocked);                      // blocked in Get
   auto nested = node.Allocate(Res({{"CPU", 1}}));  // runs meanwhile
   ASSERT_TRUE(nested);
   node.ReacquireCpus(*blocked);  // unblocked: 2 CPUs in use on a 1-CPU node
   EXPECT_FALSE(node.Allocate(Res({{"CPU", 1}})));
-  node.Free(*nested);            // pays the debt: still nothing free
+  node.Free(*nested);  // pays the debt: still nothing free
   EXPECT_FALSE(node.Allocate(Res({{"CPU", 1}})));
   node.Free(*blocked);
   EXPECT_EQ(node.available(), node.total());  // never more than the total

@@ -60,10 +60,11 @@ absl::Status ObjectManager::Transfer(const ObjectId& id, const std::string& from
         break;
       }
       fd = open(path->c_str(), O_RDWR | O_CLOEXEC);
-      if (fd < 0 || (size > 0 && (mapped = static_cast<char*>(mmap(nullptr, size,
-                                                                    PROT_WRITE, MAP_SHARED, fd,
-                                                                    0))) == MAP_FAILED)) {
-        status = absl::InternalError(absl::StrCat("cannot map ", *path, ": ", std::strerror(errno)));
+      if (fd < 0 ||
+          (size > 0 && (mapped = static_cast<char*>(
+                            mmap(nullptr, size, PROT_WRITE, MAP_SHARED, fd, 0))) == MAP_FAILED)) {
+        status =
+            absl::InternalError(absl::StrCat("cannot map ", *path, ": ", std::strerror(errno)));
         mapped = nullptr;
         context.TryCancel();
         break;
@@ -78,7 +79,8 @@ absl::Status ObjectManager::Transfer(const ObjectId& id, const std::string& from
     received += chunk.data().size();
   }
   grpc::Status finish = reader->Finish();
-  if (status.ok() && !finish.ok()) status = FromGrpcStatus(finish, absl::StrCat("raylet at ", from));
+  if (status.ok() && !finish.ok())
+    status = FromGrpcStatus(finish, absl::StrCat("raylet at ", from));
   if (status.ok() && fd < 0) status = absl::NotFoundError("the remote node sent nothing");
   if (status.ok() && received != size) {
     status = absl::DataLossError(absl::StrCat("received ", received, " of ", size, " bytes"));

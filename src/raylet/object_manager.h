@@ -4,9 +4,9 @@
 // Thread-safe; Fetch blocks the calling thread for the transfer.
 #pragma once
 
-#include <string>
-
 #include <grpcpp/grpcpp.h>
+
+#include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"

@@ -1,11 +1,10 @@
 #include "src/raylet/raylet.h"
 
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
@@ -29,7 +28,8 @@ bool IsFatal(const absl::Status& status) {
 }
 
 RayletOptions WithDefaults(RayletOptions options) {
-  if (options.session_dir.empty()) options.session_dir = "/tmp/troupe/raylet-" + options.node_id.Hex();
+  if (options.session_dir.empty())
+    options.session_dir = "/tmp/troupe/raylet-" + options.node_id.Hex();
   if (options.object_store_dir.empty()) {
     options.object_store_dir = absl::StrCat("/dev/shm/troupe-", options.node_id.Hex());
   }
@@ -225,8 +225,7 @@ Raylet::Raylet(RayletOptions options)
       gcs_(options_.gcs_address, options_.token, absl::Seconds(5)),
       auth_(*ClusterToken::Parse(options_.token)),
       object_store_({options_.object_store_dir, options_.spill_dir,
-                     static_cast<int64_t>(
-                         options_.resources.Get(kObjectStoreMemory).ToDouble())}),
+                     static_cast<int64_t>(options_.resources.Get(kObjectStoreMemory).ToDouble())}),
       object_manager_(&object_store_, *ClusterToken::Parse(options_.token)),
       executables_(options_.executable_cache_dir, &gcs_),
       worker_pool_(
@@ -245,8 +244,8 @@ Raylet::Raylet(RayletOptions options)
               (void)gcs_.MarkJobFinished(worker.job_id.Binary());
               return;
             }
-            TROUPE_LOG(Info) << "worker " << worker.worker_id.ShortHex() << " (pid "
-                             << worker.pid << ") " << how;
+            TROUPE_LOG(Info) << "worker " << worker.worker_id.ShortHex() << " (pid " << worker.pid
+                             << ") " << how;
             lease_manager_.OnWorkerExit(worker);
             // Actors live in workers: the GCS restarts or buries the one this worker held.
             (void)gcs_.ReportWorkerExit(worker.worker_id.Binary(), options_.node_id.Binary(), how);
@@ -370,10 +369,10 @@ absl::Status Raylet::RegisterWithRetry(bool re_register) {
     }
     if (IsFatal(reply.status())) return reply.status();
     if (absl::Now() - start > options_.gcs_reconnect_timeout) {
-      return absl::UnavailableError(absl::StrCat(
-          "could not register with the GCS at ", options_.gcs_address, " for ",
-          absl::FormatDuration(options_.gcs_reconnect_timeout),
-          "; last error: ", reply.status().message()));
+      return absl::UnavailableError(
+          absl::StrCat("could not register with the GCS at ", options_.gcs_address, " for ",
+                       absl::FormatDuration(options_.gcs_reconnect_timeout),
+                       "; last error: ", reply.status().message()));
     }
     stop_.WaitForNotificationWithTimeout(absl::Milliseconds(500));
   }
@@ -406,7 +405,8 @@ absl::Status Raylet::ReportLoop() {
     usage.set_node_id(options_.node_id.Binary());
     MapFromResources(options_.resources, usage.mutable_total());
     MapFromResources(lease_manager_.Available(), usage.mutable_available());
-    for (const auto& demand : lease_manager_.InfeasibleDemands()) usage.add_infeasible_demands(demand);
+    for (const auto& demand : lease_manager_.InfeasibleDemands())
+      usage.add_infeasible_demands(demand);
     {
       absl::MutexLock lock(&mu_);
       usage.set_report_seq(++report_seq_);
@@ -435,10 +435,10 @@ absl::Status Raylet::ReportLoop() {
       connected = false;
     }
     if (absl::Now() - last_contact > options_.gcs_reconnect_timeout) {
-      return absl::UnavailableError(absl::StrCat(
-          "the head (GCS at ", options_.gcs_address, ") has been unreachable for ",
-          absl::FormatDuration(options_.gcs_reconnect_timeout), "; last error: ",
-          status.message()));
+      return absl::UnavailableError(
+          absl::StrCat("the head (GCS at ", options_.gcs_address, ") has been unreachable for ",
+                       absl::FormatDuration(options_.gcs_reconnect_timeout),
+                       "; last error: ", status.message()));
     }
   }
   std::string reason;

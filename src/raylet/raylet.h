@@ -35,19 +35,19 @@ class Server;
 namespace troupe {
 
 struct RayletOptions {
-  std::string gcs_address;            // host:port of the head's GCS
-  std::string token;                  // cluster token text
+  std::string gcs_address;  // host:port of the head's GCS
+  std::string token;        // cluster token text
   NodeId node_id = NodeId::FromRandom();
   std::string node_ip = "127.0.0.1";  // advertised to the cluster
   std::string bind_address = "127.0.0.1";
-  int port = 0;                       // 0: any free port
-  ResourceSet resources;              // totals this node offers
+  int port = 0;           // 0: any free port
+  ResourceSet resources;  // totals this node offers
   std::map<std::string, std::string> labels;
   bool is_head = false;
-  std::string session_dir;            // logs go to <session_dir>/logs
-  std::string object_store_dir;       // default: /dev/shm/troupe-<node id>
-  std::string spill_dir;              // default: <session_dir>/spill
-  std::string executable_cache_dir;   // default: <session_dir>/executables
+  std::string session_dir;           // logs go to <session_dir>/logs
+  std::string object_store_dir;      // default: /dev/shm/troupe-<node id>
+  std::string spill_dir;             // default: <session_dir>/spill
+  std::string executable_cache_dir;  // default: <session_dir>/executables
   absl::Duration report_period = absl::Milliseconds(100);
   absl::Duration gcs_reconnect_timeout = absl::Seconds(60);
   absl::Duration worker_idle_timeout = absl::Seconds(60);

@@ -26,10 +26,12 @@ int RayletMain(const std::vector<std::string>& args) {
   flags.AddString("bind", &bind, "Address to listen on (default: --node-ip-address).");
   flags.AddInt("port", &port, "Port to listen on (0: any free port).");
   flags.AddBool("head", &head, "This is the head node.");
-  flags.AddString("session-dir", &options.session_dir,
-                  "Session directory: worker logs go to its logs/ (default: /tmp/troupe/raylet-<node id>).");
-  flags.AddString("object-store-dir", &options.object_store_dir,
-                  "Shared-memory directory of the object store (default: /dev/shm/troupe-<node id>).");
+  flags.AddString(
+      "session-dir", &options.session_dir,
+      "Session directory: worker logs go to its logs/ (default: /tmp/troupe/raylet-<node id>).");
+  flags.AddString(
+      "object-store-dir", &options.object_store_dir,
+      "Shared-memory directory of the object store (default: /dev/shm/troupe-<node id>).");
   flags.AddString("spill-dir", &options.spill_dir,
                   "Where full object stores spill objects (default: <session dir>/spill).");
   flags.AddInt("report-period-ms", &report_period_ms, "How often resources are reported.");

@@ -142,8 +142,8 @@ absl::Status WorkerPool::RegisterWorker(const WorkerId& worker_id, int pid, int 
     auto it = workers_.find(worker_id);
     if (it == workers_.end()) {
       if (!is_driver) {
-        return absl::NotFoundError(absl::StrCat("worker ", worker_id.Hex(),
-                                                " was not started by this raylet"));
+        return absl::NotFoundError(
+            absl::StrCat("worker ", worker_id.Hex(), " was not started by this raylet"));
       }
       Entry& entry = workers_[worker_id];
       entry.worker = std::make_shared<Worker>();
@@ -250,10 +250,9 @@ void WorkerPool::Tick() {
   for (int pid : to_kill) kill(-pid, SIGKILL);
   for (auto& e : exited) {
     for (auto& done : e.waiting) {
-      done(absl::UnavailableError(absl::StrCat("worker process ", e.worker->pid, " ", e.how,
-                                               " before it registered; see ", options_.log_dir,
-                                               "/worker-", e.worker->worker_id.ShortHex(),
-                                               ".log")));
+      done(absl::UnavailableError(
+          absl::StrCat("worker process ", e.worker->pid, " ", e.how, " before it registered; see ",
+                       options_.log_dir, "/worker-", e.worker->worker_id.ShortHex(), ".log")));
     }
     on_exit_(*e.worker, e.how);
   }

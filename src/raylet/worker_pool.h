@@ -40,7 +40,7 @@ struct Worker {
   std::string address;  // host:port once registered
   std::string cuda_visible_devices;
   bool is_driver = false;
-  std::string log_path;  // the worker's stdout and stderr
+  std::string log_path;   // the worker's stdout and stderr
   bool detached = false;  // holds a detached actor: survives the end of its job
 };
 
@@ -98,8 +98,7 @@ class WorkerPool {
     std::vector<PopCallback> waiting;  // pops waiting for this worker to register
   };
   absl::StatusOr<int> StartProcess(const rpc::JobInfo& job, const WorkerId& worker_id,
-                                   const Program& program,
-                                   const std::string& cuda_visible_devices);
+                                   const Program& program, const std::string& cuda_visible_devices);
   static std::string KeyOf(const JobId& job_id, const std::string& cuda_visible_devices);
 
   const WorkerPoolOptions options_;

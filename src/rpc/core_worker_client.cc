@@ -1,21 +1,12 @@
 #include "src/rpc/core_worker_client.h"
 
 #include "absl/strings/str_cat.h"
+#include "src/rpc/async_call.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/grpc_status.h"
 #include "src/rpc/server.h"
 
 namespace troupe {
-namespace {
-
-template <typename Request, typename Reply>
-struct AsyncCall {
-  grpc::ClientContext context;
-  Request request;
-  Reply reply;
-};
-
-}  // namespace
 
 CoreWorkerClient::CoreWorkerClient(std::string address, std::string token)
     : address_(std::move(address)),
@@ -29,7 +20,8 @@ std::function<void()> CoreWorkerClient::PushTaskAsync(
   AttachToken(&call->context, token_);
   call->request = std::move(request);
   stub_->async()->PushTask(&call->context, &call->request, &call->reply,
-                           [call, self = shared_from_this(), done = std::move(done), peer = peer_name_](grpc::Status status) {
+                           [call, self = shared_from_this(), done = std::move(done),
+                            peer = peer_name_](grpc::Status status) {
                              if (!status.ok()) return done(FromGrpcStatus(status, peer));
                              done(std::move(call->reply));
                            });
@@ -78,8 +70,7 @@ void CoreWorkerClient::AddBorrowersAsync(const std::vector<std::string>& ids,
 
 void CoreWorkerClient::RemoveBorrowersAsync(const std::vector<std::string>& ids,
                                             const std::string& borrower) {
-  auto call =
-      std::make_shared<AsyncCall<rpc::RemoveBorrowersRequest, rpc::RemoveBorrowersReply>>();
+  auto call = std::make_shared<AsyncCall<rpc::RemoveBorrowersRequest, rpc::RemoveBorrowersReply>>();
   AttachToken(&call->context, token_);
   for (const auto& id : ids) call->request.add_object_ids(id);
   call->request.set_borrower_address(borrower);
@@ -90,7 +81,8 @@ void CoreWorkerClient::RemoveBorrowersAsync(const std::vector<std::string>& ids,
 void CoreWorkerClient::ExitAsync() {
   auto call = std::make_shared<AsyncCall<rpc::ExitRequest, rpc::ExitReply>>();
   AttachToken(&call->context, token_);
-  stub_->async()->Exit(&call->context, &call->request, &call->reply, [call, self = shared_from_this()](grpc::Status) {});
+  stub_->async()->Exit(&call->context, &call->request, &call->reply,
+                       [call, self = shared_from_this()](grpc::Status) {});
 }
 
 }  // namespace troupe

@@ -58,7 +58,8 @@ absl::StatusOr<std::vector<rpc::ResourceUsage>> GcsClient::ReportResourceUsage(
   rpc::ReportResourceUsageRequest request;
   *request.mutable_usage() = usage;
   TROUPE_ASSIGN_OR_RETURN(
-      auto reply, Call(node_stub_.get(), &rpc::NodeInfoService::Stub::ReportResourceUsage, request));
+      auto reply,
+      Call(node_stub_.get(), &rpc::NodeInfoService::Stub::ReportResourceUsage, request));
   return std::vector<rpc::ResourceUsage>(reply.cluster().begin(), reply.cluster().end());
 }
 
@@ -160,15 +161,15 @@ absl::Status GcsClient::RegisterActor(const rpc::RegisterActorRequest& request) 
 }
 
 absl::StatusOr<rpc::ActorInfo> GcsClient::GetActorInfo(const rpc::GetActorInfoRequest& request) {
-  TROUPE_ASSIGN_OR_RETURN(auto reply, Call(actor_stub_.get(),
-                                           &rpc::ActorInfoService::Stub::GetActorInfo, request));
+  TROUPE_ASSIGN_OR_RETURN(
+      auto reply, Call(actor_stub_.get(), &rpc::ActorInfoService::Stub::GetActorInfo, request));
   return reply.actor();
 }
 
 absl::StatusOr<std::vector<rpc::ActorInfo>> GcsClient::GetAllActorInfo() {
-  TROUPE_ASSIGN_OR_RETURN(auto reply, Call(actor_stub_.get(),
-                                           &rpc::ActorInfoService::Stub::GetAllActorInfo,
-                                           rpc::GetAllActorInfoRequest()));
+  TROUPE_ASSIGN_OR_RETURN(auto reply,
+                          Call(actor_stub_.get(), &rpc::ActorInfoService::Stub::GetAllActorInfo,
+                               rpc::GetAllActorInfoRequest()));
   return std::vector<rpc::ActorInfo>(reply.actors().begin(), reply.actors().end());
 }
 

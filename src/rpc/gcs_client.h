@@ -27,7 +27,8 @@ class GcsClient {
   absl::StatusOr<rpc::RegisterNodeReply> RegisterNode(const rpc::RegisterNodeRequest& request);
   absl::Status UnregisterNode(const std::string& node_id, const std::string& reason);
   // Returns the cluster view (every alive node's latest report).
-  absl::StatusOr<std::vector<rpc::ResourceUsage>> ReportResourceUsage(const rpc::ResourceUsage& usage);
+  absl::StatusOr<std::vector<rpc::ResourceUsage>> ReportResourceUsage(
+      const rpc::ResourceUsage& usage);
   absl::StatusOr<std::vector<rpc::NodeInfo>> GetAllNodeInfo();
   absl::StatusOr<std::vector<rpc::ResourceUsage>> GetAllResourceUsage();
 

@@ -1,22 +1,12 @@
 #include "src/rpc/raylet_client.h"
 
 #include "absl/strings/str_cat.h"
+#include "src/rpc/async_call.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/grpc_status.h"
 #include "src/rpc/server.h"
 
 namespace troupe {
-namespace {
-
-// State of one asynchronous call, alive until its callback runs.
-template <typename Request, typename Reply>
-struct AsyncCall {
-  grpc::ClientContext context;
-  Request request;
-  Reply reply;
-};
-
-}  // namespace
 
 RayletClient::RayletClient(std::string address, std::string token)
     : address_(std::move(address)),
@@ -28,10 +18,9 @@ RayletClient::RayletClient(std::string address, std::string token)
 }
 
 template <typename Request, typename Reply>
-absl::StatusOr<Reply> RayletClient::Call(
-    grpc::Status (rpc::NodeManagerService::Stub::*method)(grpc::ClientContext*, const Request&,
-                                                          Reply*),
-    const Request& request, absl::Duration timeout) {
+absl::StatusOr<Reply> RayletClient::Call(grpc::Status (rpc::NodeManagerService::Stub::*method)(
+                                             grpc::ClientContext*, const Request&, Reply*),
+                                         const Request& request, absl::Duration timeout) {
   grpc::ClientContext context;
   AttachToken(&context, token_);
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
@@ -46,9 +35,10 @@ void RayletClient::HealthCheckAsync(absl::Duration timeout,
   auto call = std::make_shared<AsyncCall<rpc::HealthCheckRequest, rpc::HealthCheckReply>>();
   AttachToken(&call->context, token_);
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  stub_->async()->HealthCheck(&call->context, &call->request, &call->reply,
-                              [call, self = shared_from_this(), done = std::move(done), peer = peer_name_](
-                                  grpc::Status status) { done(FromGrpcStatus(status, peer)); });
+  stub_->async()->HealthCheck(
+      &call->context, &call->request, &call->reply,
+      [call, self = shared_from_this(), done = std::move(done),
+       peer = peer_name_](grpc::Status status) { done(FromGrpcStatus(status, peer)); });
 }
 
 absl::StatusOr<rpc::GetNodeStatsReply> RayletClient::GetNodeStats(absl::Duration timeout) {
@@ -63,17 +53,18 @@ absl::StatusOr<rpc::RegisterWorkerReply> RayletClient::RegisterWorker(
 std::function<void()> RayletClient::RequestWorkerLeaseAsync(
     const rpc::RequestWorkerLeaseRequest& request,
     std::function<void(absl::StatusOr<rpc::RequestWorkerLeaseReply>)> done) {
-  auto call = std::make_shared<
-      AsyncCall<rpc::RequestWorkerLeaseRequest, rpc::RequestWorkerLeaseReply>>();
+  auto call =
+      std::make_shared<AsyncCall<rpc::RequestWorkerLeaseRequest, rpc::RequestWorkerLeaseReply>>();
   AttachToken(&call->context, token_);
   call->request = request;
-  stub_->async()->RequestWorkerLease(
-      &call->context, &call->request, &call->reply,
-      [call, self = shared_from_this(), done = std::move(done), peer = peer_name_](grpc::Status status) {
-        if (!status.ok()) return done(FromGrpcStatus(status, peer));
-        done(std::move(call->reply));
-      });
-  std::weak_ptr<AsyncCall<rpc::RequestWorkerLeaseRequest, rpc::RequestWorkerLeaseReply>> weak = call;
+  stub_->async()->RequestWorkerLease(&call->context, &call->request, &call->reply,
+                                     [call, self = shared_from_this(), done = std::move(done),
+                                      peer = peer_name_](grpc::Status status) {
+                                       if (!status.ok()) return done(FromGrpcStatus(status, peer));
+                                       done(std::move(call->reply));
+                                     });
+  std::weak_ptr<AsyncCall<rpc::RequestWorkerLeaseRequest, rpc::RequestWorkerLeaseReply>> weak =
+      call;
   return [weak] {
     if (auto live = weak.lock()) live->context.TryCancel();
   };

@@ -26,7 +26,8 @@ class RayletClient : public std::enable_shared_from_this<RayletClient> {
   void HealthCheckAsync(absl::Duration timeout, std::function<void(absl::Status)> done);
   absl::StatusOr<rpc::GetNodeStatsReply> GetNodeStats(absl::Duration timeout = absl::Seconds(10));
 
-  absl::StatusOr<rpc::RegisterWorkerReply> RegisterWorker(const rpc::RegisterWorkerRequest& request);
+  absl::StatusOr<rpc::RegisterWorkerReply> RegisterWorker(
+      const rpc::RegisterWorkerRequest& request);
   // `done` runs on a gRPC thread once the raylet grants, redirects or refuses. The returned
   // function cancels the request (done then runs with CANCELLED).
   std::function<void()> RequestWorkerLeaseAsync(
@@ -37,7 +38,8 @@ class RayletClient : public std::enable_shared_from_this<RayletClient> {
   absl::Status KillLeasedWorker(const std::string& lease_id);
   absl::Status NotifyBlocked(const std::string& worker_id, bool blocked);
 
-  absl::StatusOr<std::string> CreateObject(const std::string& object_id, int64_t size, bool primary);
+  absl::StatusOr<std::string> CreateObject(const std::string& object_id, int64_t size,
+                                           bool primary);
   absl::Status SealObject(const std::string& object_id);
   absl::StatusOr<std::vector<rpc::LocalObject>> GetObjects(const std::vector<std::string>& ids);
   void ReleaseObjectsAsync(const std::vector<std::string>& ids);
@@ -49,10 +51,9 @@ class RayletClient : public std::enable_shared_from_this<RayletClient> {
 
  private:
   template <typename Request, typename Reply>
-  absl::StatusOr<Reply> Call(
-      grpc::Status (rpc::NodeManagerService::Stub::*method)(grpc::ClientContext*, const Request&,
-                                                            Reply*),
-      const Request& request, absl::Duration timeout);
+  absl::StatusOr<Reply> Call(grpc::Status (rpc::NodeManagerService::Stub::*method)(
+                                 grpc::ClientContext*, const Request&, Reply*),
+                             const Request& request, absl::Duration timeout);
 
   std::string address_;
   std::string token_;

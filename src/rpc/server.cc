@@ -1,6 +1,7 @@
 #include "src/rpc/server.h"
 
 #include <arpa/inet.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -8,8 +9,6 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
-
-#include <grpcpp/generic/generic_stub.h>
 
 #include "absl/strings/str_cat.h"
 

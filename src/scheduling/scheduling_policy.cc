@@ -77,12 +77,12 @@ SchedulingDecision ChooseNode(const ResourceSet& demand, const rpc::SchedulingSt
       });
       // A node that is not (yet) in the view may be joining: wait for it. One that is there but
       // can never fit the task will not change: fail.
-      decision.kind = known ? SchedulingDecision::Kind::kFailed
-                            : SchedulingDecision::Kind::kInfeasible;
-      decision.reason = absl::StrCat("NodeAffinity: node ", BytesToHex(strategy.node_id()),
-                                     known ? " can never fit {" + demand.ToString() + "}"
-                                           : " is not in the cluster (yet)",
-                                     " (soft affinity falls back to other nodes)");
+      decision.kind =
+          known ? SchedulingDecision::Kind::kFailed : SchedulingDecision::Kind::kInfeasible;
+      decision.reason = absl::StrCat(
+          "NodeAffinity: node ", BytesToHex(strategy.node_id()),
+          known ? " can never fit {" + demand.ToString() + "}" : " is not in the cluster (yet)",
+          " (soft affinity falls back to other nodes)");
       return decision;
     }
   }

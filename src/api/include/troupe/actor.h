@@ -66,7 +66,8 @@ class ActorTaskCaller {
   using Traits = internal::FunctionTraits<F>;
   using Return = std::decay_t<typename Traits::Return>;
 
-  ActorTaskCaller(std::string actor_id, F method) : actor_id_(std::move(actor_id)), method_(method) {}
+  ActorTaskCaller(std::string actor_id, F method)
+      : actor_id_(std::move(actor_id)), method_(method) {}
 
   template <typename... A>
   ObjectRef<Return> Remote(A&&... args) {

@@ -99,8 +99,9 @@ std::shared_ptr<T> Get(const ObjectRef<T>& ref,
 }
 
 template <typename T>
-std::vector<std::shared_ptr<T>> Get(const std::vector<ObjectRef<T>>& refs,
-                                    std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+std::vector<std::shared_ptr<T>> Get(
+    const std::vector<ObjectRef<T>>& refs,
+    std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
   std::vector<internal::RefInfo> infos;
   infos.reserve(refs.size());
   for (const auto& ref : refs) infos.push_back(ref.info());
@@ -114,8 +115,9 @@ std::vector<std::shared_ptr<T>> Get(const std::vector<ObjectRef<T>>& refs,
 // Zero-copy read of a numeric array: the view points into the object store's shared memory
 // when the object is on this node.
 template <typename T>
-std::shared_ptr<ArrayView<T>> GetView(const ObjectRef<std::vector<T>>& ref,
-                                      std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+std::shared_ptr<ArrayView<T>> GetView(
+    const ObjectRef<std::vector<T>>& ref,
+    std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
   auto buffers = internal::RequireRuntime().Get({ref.info()}, internal::ToMillis(timeout));
   return internal::DeserializeView<ArrayView<T>>(buffers[0]);
 }
@@ -136,7 +138,8 @@ WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_ready,
   std::vector<bool> ready =
       internal::RequireRuntime().Wait(infos, num_ready, internal::ToMillis(timeout));
   WaitResult<T> result;
-  for (size_t i = 0; i < refs.size(); ++i) (ready[i] ? result.ready : result.unready).push_back(refs[i]);
+  for (size_t i = 0; i < refs.size(); ++i)
+    (ready[i] ? result.ready : result.unready).push_back(refs[i]);
   return result;
 }
 

@@ -19,9 +19,8 @@ class TaskError : public TroupeError {
  public:
   TaskError(std::string function_name, std::string exception_type, std::string exception_message,
             std::string node_id, int pid)
-      : TroupeError("task " + function_name + " failed on node " + node_id.substr(0, 8) +
-                    " (pid " + std::to_string(pid) + "): " + exception_type + ": " +
-                    exception_message),
+      : TroupeError("task " + function_name + " failed on node " + node_id.substr(0, 8) + " (pid " +
+                    std::to_string(pid) + "): " + exception_type + ": " + exception_message),
         function_name_(std::move(function_name)),
         exception_type_(std::move(exception_type)),
         exception_message_(std::move(exception_message)),

@@ -77,8 +77,8 @@ FunctionInvoker MakeFunctionInvoker(F f) {
   using Traits = FunctionTraits<F>;
   return [f](const std::vector<Buffer>& args) {
     if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
-    auto decoded = DecodeArgs<typename Traits::ArgsTuple>(
-        args, std::make_index_sequence<Traits::kArity>());
+    auto decoded =
+        DecodeArgs<typename Traits::ArgsTuple>(args, std::make_index_sequence<Traits::kArity>());
     return RunAndSerialize<typename Traits::Return>(
         [&]() -> decltype(auto) { return std::apply(f, std::move(decoded)); });
   };
@@ -90,8 +90,8 @@ CreatorInvoker MakeCreatorInvoker(F f) {
   using Class = std::remove_pointer_t<typename Traits::Return>;
   return [f](const std::vector<Buffer>& args) -> std::shared_ptr<void> {
     if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
-    auto decoded = DecodeArgs<typename Traits::ArgsTuple>(
-        args, std::make_index_sequence<Traits::kArity>());
+    auto decoded =
+        DecodeArgs<typename Traits::ArgsTuple>(args, std::make_index_sequence<Traits::kArity>());
     Class* instance = std::apply(f, std::move(decoded));
     return std::shared_ptr<void>(instance, [](void* p) { delete static_cast<Class*>(p); });
   };
@@ -102,8 +102,8 @@ MethodInvoker MakeMethodInvoker(F f) {
   using Traits = FunctionTraits<F>;
   return [f](void* instance, const std::vector<Buffer>& args) {
     if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
-    auto decoded = DecodeArgs<typename Traits::ArgsTuple>(
-        args, std::make_index_sequence<Traits::kArity>());
+    auto decoded =
+        DecodeArgs<typename Traits::ArgsTuple>(args, std::make_index_sequence<Traits::kArity>());
     auto* self = static_cast<typename Traits::Class*>(instance);
     return RunAndSerialize<typename Traits::Return>([&]() -> decltype(auto) {
       return std::apply([&](auto&&... a) -> decltype(auto) { return (self->*f)(std::move(a)...); },
@@ -187,8 +187,8 @@ struct OverloadSelector {
 
 // Registers remote functions: TROUPE_REMOTE(Plus, Counter::Create, &Counter::Add);
 // Use at namespace scope in a .cc file of the executable.
-#define TROUPE_REMOTE(...)                                                                \
-  static const bool TROUPE_INTERNAL_CONCAT(troupe_remote_registered_, __COUNTER__) =     \
+#define TROUPE_REMOTE(...)                                                           \
+  static const bool TROUPE_INTERNAL_CONCAT(troupe_remote_registered_, __COUNTER__) = \
       ::troupe::internal::RegisterRemote(#__VA_ARGS__, __VA_ARGS__)
 
 // Selects one overload: TROUPE_FUNC(Overloaded, int, int).

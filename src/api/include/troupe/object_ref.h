@@ -6,7 +6,6 @@
 #pragma once
 
 #include <msgpack.hpp>
-
 #include <string>
 #include <utility>
 

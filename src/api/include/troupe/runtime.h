@@ -29,8 +29,8 @@ struct Buffer {
 
 struct TaskArgument {
   bool by_reference = false;
-  std::string value;              // serialized, when passed by value
-  RefInfo ref;                    // when passed by reference (resolved before the task runs)
+  std::string value;               // serialized, when passed by value
+  RefInfo ref;                     // when passed by reference (resolved before the task runs)
   std::vector<RefInfo> contained;  // ObjectRefs inside `value`, kept alive for the task
 };
 

@@ -9,14 +9,13 @@
 // Stateless; thread-safe.
 #pragma once
 
-#include <msgpack.hpp>
-
 #include <array>
 #include <cstring>
 #include <deque>
 #include <list>
 #include <map>
 #include <memory>
+#include <msgpack.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -205,9 +204,11 @@ std::shared_ptr<T> Deserialize(const Buffer& buffer) {
       }
       uint64_t count;
       std::memcpy(&count, buffer.data + 2, 8);
-      if (kRawHeaderSize + count * sizeof(Element) > buffer.size) ThrowDecodeError("truncated array");
+      if (kRawHeaderSize + count * sizeof(Element) > buffer.size)
+        ThrowDecodeError("truncated array");
       auto out = std::make_shared<T>(count);
-      if (count > 0) std::memcpy(out->data(), buffer.data + kRawHeaderSize, count * sizeof(Element));
+      if (count > 0)
+        std::memcpy(out->data(), buffer.data + kRawHeaderSize, count * sizeof(Element));
       return out;
     }
   }

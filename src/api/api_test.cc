@@ -97,6 +97,12 @@ class FakeRuntime : public troupe::internal::Runtime {
   std::string GetNamedActor(const std::string&, const std::string&) override { return ""; }
   void ExitActor() override {}
   bool WasCurrentActorRestarted() override { return false; }
+  std::string CreatePlacementGroup(const troupe::internal::PlacementGroupSpec&) override {
+    throw troupe::TroupeError("placement groups need a real cluster");
+  }
+  void RemovePlacementGroup(const std::string&) override {}
+  bool WaitPlacementGroup(const std::string&, int64_t) override { return false; }
+  std::string GetPlacementGroup(const std::string&) override { return ""; }
   void AddLocalRef(const RefInfo& ref) override { ++refcounts[ref.object_id]; }
   void RemoveLocalRef(const std::string& id) override {
     if (--refcounts[id] == 0) refcounts.erase(id);

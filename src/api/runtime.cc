@@ -94,7 +94,39 @@ class CoreWorkerRuntime : public internal::Runtime {
     submit.max_retries = options.max_retries;
     submit.retry_exceptions = options.retry_exceptions;
     submit.strategy = ToStrategy(options.strategy);
+    submit.placement_group_id = options.placement_group_id;
+    submit.bundle_index = options.bundle_index;
     return ToApi(core_->SubmitTask(function_name, std::move(specs), submit));
+  }
+
+  std::string CreatePlacementGroup(const internal::PlacementGroupSpec& spec) override {
+    rpc::PlacementGroupInfo group;
+    group.set_name(spec.name);
+    group.set_strategy(static_cast<rpc::PlacementGroupInfo::Strategy>(spec.strategy));
+    for (const auto& bundle : spec.bundles) {
+      rpc::Bundle* out = group.add_bundles();
+      for (const auto& [name, amount] : bundle) (*out->mutable_resources())[name] = amount;
+    }
+    auto id = core_->CreatePlacementGroup(std::move(group));
+    if (!id.ok()) ThrowFor(id.status());
+    return id->Binary();
+  }
+  void RemovePlacementGroup(const std::string& id) override {
+    auto group = PlacementGroupId::FromBinary(id);
+    if (!group.ok()) throw TroupeError("not a placement group");
+    if (auto status = core_->RemovePlacementGroup(*group); !status.ok()) ThrowFor(status);
+  }
+  bool WaitPlacementGroup(const std::string& id, int64_t timeout_ms) override {
+    auto group = PlacementGroupId::FromBinary(id);
+    if (!group.ok()) throw TroupeError("not a placement group");
+    auto placed = core_->WaitPlacementGroup(*group, DeadlineOf(timeout_ms));
+    if (!placed.ok()) ThrowFor(placed.status());
+    return *placed;
+  }
+  std::string GetPlacementGroup(const std::string& name) override {
+    auto id = core_->GetPlacementGroup(name);
+    if (!id.ok()) ThrowFor(id.status());
+    return id->has_value() ? (*id)->Binary() : "";
   }
 
   std::string CreateActor(const std::string& factory_name, std::vector<internal::TaskArgument> args,
@@ -109,6 +141,8 @@ class CoreWorkerRuntime : public internal::Runtime {
     info.set_max_task_retries(options.max_task_retries);
     info.set_max_concurrency(options.max_concurrency);
     info.set_detached(options.detached);
+    info.set_placement_group_id(options.placement_group_id);
+    info.set_bundle_index(options.bundle_index);
     auto id = core_->CreateActor(factory_name, ToArgSpecs(std::move(args)), submit, info);
     if (!id.ok()) ThrowFor(id.status());
     return id->Binary();

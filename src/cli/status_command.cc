@@ -46,7 +46,8 @@ std::vector<std::string> OrderedNames(const std::map<std::string, double>& total
 }
 
 void PrintText(const rpc::GetClusterInfoReply& info, const std::string& address,
-               const std::vector<NodeRow>& rows) {
+               const std::vector<NodeRow>& rows,
+               const std::vector<rpc::PlacementGroupInfo>& groups) {
   printf("======== Troupe cluster status: %s ========\n",
          absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::Now(), absl::LocalTimeZone()).c_str());
   printf("Cluster %s, GCS at %s, version %s\n\n", BytesToHex(info.cluster_id()).c_str(),
@@ -85,6 +86,17 @@ void PrintText(const rpc::GetClusterInfoReply& info, const std::string& address,
   if (!infeasible.empty()) {
     printf("\nPending: tasks that no node can run (they start when a node that fits joins)\n");
     for (const auto& demand : infeasible) printf(" %s\n", demand.c_str());
+  }
+  bool header = false;
+  for (const auto& group : groups) {
+    if (group.state() != rpc::PlacementGroupInfo::PENDING &&
+        group.state() != rpc::PlacementGroupInfo::RESCHEDULING) {
+      continue;
+    }
+    if (!header) printf("\nPending placement groups\n");
+    header = true;
+    printf(" %s %s: %s\n", BytesToHex(group.placement_group_id()).substr(0, 16).c_str(),
+           group.name().c_str(), group.pending_reason().c_str());
   }
 }
 
@@ -248,7 +260,9 @@ int StatusCommand(const std::vector<std::string>& args) {
   if (format == "json") {
     PrintJson(*info, target->address, rows);
   } else {
-    PrintText(*info, target->address, rows);
+    auto groups = gcs.GetAllPlacementGroups();
+    PrintText(*info, target->address, rows,
+              groups.ok() ? *groups : std::vector<rpc::PlacementGroupInfo>());
   }
   return 0;
 }

@@ -203,6 +203,21 @@ ObjectRefInfo CoreWorker::SubmitTask(const std::string& function_name,
   spec.set_retry_exceptions(options.retry_exceptions);
   spec.set_name(options.name);
   *spec.mutable_strategy() = options.strategy;
+  if (!options.placement_group_id.empty()) {
+    // Into a bundle: lease where the bundle is; that raylet hands out its reserved resources.
+    auto bundle = ResolveBundle(options.placement_group_id, options.bundle_index);
+    if (!bundle.ok()) {
+      FailTask(spec, StoredObject::Error::kTaskFailed,
+               absl::StrCat("task ", function_name,
+                            " cannot run in its placement group: ", bundle.status().message()));
+      return result;
+    }
+    spec.set_placement_group_id(options.placement_group_id);
+    spec.set_bundle_index(bundle->second);
+    spec.mutable_strategy()->set_kind(rpc::SchedulingStrategy::NODE_AFFINITY);
+    spec.mutable_strategy()->set_node_id(bundle->first.Binary());
+    spec.mutable_strategy()->set_soft(false);
+  }
   if (owned_dependencies.empty()) {
     submitter_->Submit(std::move(spec));
     return result;
@@ -260,6 +275,69 @@ ObjectRefInfo CoreWorker::SubmitActorTask(const ActorId& actor_id, const std::st
   spec.set_actor_id(actor_id.Binary());
   actor_submitter_->Submit(actor_id, std::move(spec));
   return result;
+}
+
+absl::StatusOr<std::pair<NodeId, int>> CoreWorker::ResolveBundle(const std::string& group_id,
+                                                                 int index) {
+  rpc::GetPlacementGroupRequest request;
+  request.set_placement_group_id(group_id);
+  for (int attempt = 0;; ++attempt) {
+    auto group = gcs_->GetPlacementGroup(request);
+    if (!group.ok()) return group.status();
+    if (group->state() == rpc::PlacementGroupInfo::REMOVED) {
+      return absl::NotFoundError("the placement group was removed");
+    }
+    if (index >= group->bundles_size()) {
+      return absl::NotFoundError(absl::StrCat("the placement group has no bundle ", index));
+    }
+    if (group->state() == rpc::PlacementGroupInfo::CREATED) {
+      const int chosen =
+          index >= 0 ? index : static_cast<int>(next_bundle_++ % group->bundles_size());
+      auto node = NodeId::FromBinary(group->bundles(chosen).node_id());
+      if (!node.ok()) return node.status();
+      return std::make_pair(*node, index >= 0 ? index : chosen);
+    }
+    if (attempt == 250)
+      options_.warn("waiting for a placement group to be placed before submitting");
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+absl::StatusOr<PlacementGroupId> CoreWorker::CreatePlacementGroup(rpc::PlacementGroupInfo group) {
+  const PlacementGroupId id = PlacementGroupId::FromRandom();
+  group.set_placement_group_id(id.Binary());
+  group.set_creator_job_id(options_.job_id.Binary());
+  TROUPE_RETURN_IF_ERROR(gcs_->CreatePlacementGroup(group));
+  return id;
+}
+
+absl::Status CoreWorker::RemovePlacementGroup(const PlacementGroupId& id) {
+  return gcs_->RemovePlacementGroup(id.Binary());
+}
+
+absl::StatusOr<bool> CoreWorker::WaitPlacementGroup(const PlacementGroupId& id,
+                                                    absl::Time deadline) {
+  rpc::GetPlacementGroupRequest request;
+  request.set_placement_group_id(id.Binary());
+  while (true) {
+    auto group = gcs_->GetPlacementGroup(request);
+    if (!group.ok()) return group.status();
+    if (group->state() == rpc::PlacementGroupInfo::CREATED) return true;
+    if (group->state() == rpc::PlacementGroupInfo::REMOVED || absl::Now() >= deadline) return false;
+    absl::SleepFor(std::min(absl::Milliseconds(20), deadline - absl::Now()));
+  }
+}
+
+absl::StatusOr<std::optional<PlacementGroupId>> CoreWorker::GetPlacementGroup(
+    const std::string& name) {
+  rpc::GetPlacementGroupRequest request;
+  request.set_name(name);
+  auto group = gcs_->GetPlacementGroup(request);
+  if (group.status().code() == absl::StatusCode::kNotFound)
+    return std::optional<PlacementGroupId>();
+  if (!group.ok()) return group.status();
+  return std::optional<PlacementGroupId>(
+      *PlacementGroupId::FromBinary(group->placement_group_id()));
 }
 
 absl::Status CoreWorker::KillActor(const ActorId& actor_id, bool no_restart) {

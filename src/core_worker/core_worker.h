@@ -95,6 +95,8 @@ struct TaskArgSpec {
 };
 
 struct TaskSubmitOptions {
+  std::string placement_group_id;  // binary; "" for none
+  int bundle_index = -1;
   std::string name;
   std::map<std::string, double> resources;
   int max_retries = 3;
@@ -137,6 +139,13 @@ class CoreWorker {
   // The live actor with that name, if any.
   absl::StatusOr<std::optional<ActorId>> GetNamedActor(const std::string& name,
                                                        const std::string& namespace_name);
+  // Placement groups (thin wrappers over the GCS service).
+  absl::StatusOr<PlacementGroupId> CreatePlacementGroup(rpc::PlacementGroupInfo group);
+  absl::Status RemovePlacementGroup(const PlacementGroupId& id);
+  // True once placed; false at `deadline` or if the group was removed.
+  absl::StatusOr<bool> WaitPlacementGroup(const PlacementGroupId& id, absl::Time deadline);
+  absl::StatusOr<std::optional<PlacementGroupId>> GetPlacementGroup(const std::string& name);
+
   // Worker mode, inside an actor: tell the GCS the actor is leaving, and exit once the current
   // call has been answered.
   void ExitActorAfterCurrentTask();
@@ -180,6 +189,9 @@ class CoreWorker {
   rpc::TaskSpec BuildTaskSpec(const TaskId& task_id, const std::string& function_name,
                               std::vector<TaskArgSpec> args,
                               std::vector<ObjectId>* owned_dependencies);
+  // The node holding bundle `index` (-1: one of the bundles, in turn) of a placed group; waits
+  // until the group is placed. NotFound if it does not exist or was removed.
+  absl::StatusOr<std::pair<NodeId, int>> ResolveBundle(const std::string& group_id, int index);
   // Worker mode: queues a pushed task, keeping actor calls of each caller in order.
   void EnqueuePush(std::shared_ptr<PendingPush> push);
   void TimerLoop();
@@ -207,6 +219,7 @@ class CoreWorker {
   std::unique_ptr<GcsClient> gcs_;
   std::unique_ptr<ActorTaskSubmitter> actor_submitter_;
   std::string namespace_name_ = "default";
+  std::atomic<uint32_t> next_bundle_{0};
   std::unique_ptr<GrpcService> service_;
   std::unique_ptr<grpc::Server> server_;
   const TaskId put_task_id_ = TaskId::FromRandom();

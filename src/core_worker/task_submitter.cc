@@ -27,7 +27,7 @@ std::string TaskSubmitter::KeyOf(const rpc::TaskSpec& spec) {
   std::string key = spec.job_id();
   for (const auto& [name, amount] : resources) absl::StrAppend(&key, "|", name, "=", amount);
   absl::StrAppend(&key, "|", spec.strategy().kind(), "/", spec.strategy().node_id(), "/",
-                  spec.strategy().soft());
+                  spec.strategy().soft(), "|", spec.placement_group_id(), "/", spec.bundle_index());
   return key;
 }
 
@@ -61,6 +61,8 @@ void TaskSubmitter::Submit(rpc::TaskSpec spec) {
       *queue.lease_spec.mutable_required_resources() = spec.required_resources();
       *queue.lease_spec.mutable_strategy() = spec.strategy();
       queue.lease_spec.set_function_name(spec.function_name());
+      queue.lease_spec.set_placement_group_id(spec.placement_group_id());
+      queue.lease_spec.set_bundle_index(spec.bundle_index());
     }
     queue.tasks.push_back(std::move(spec));
     ScheduleLocked(key, &actions);

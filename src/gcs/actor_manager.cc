@@ -69,6 +69,24 @@ absl::Status ActorManager::RegisterActor(const rpc::RegisterActorRequest& reques
 }
 
 void ActorManager::ScheduleLocked(Actor& actor) {
+  const ActorId actor_id = *ActorId::FromBinary(actor.info.actor_id());
+  if (!actor.info.placement_group_id().empty()) {
+    // In a placement group: the bundle's node, once the group is placed.
+    auto bundle = locate_bundle_(actor.info.placement_group_id(), actor.info.bundle_index());
+    if (!bundle.ok()) {
+      if (bundle.status().code() == absl::StatusCode::kNotFound) {
+        actor.info.set_death_cause(std::string(bundle.status().message()));
+        SetStateLocked(actor, rpc::ActorInfo::DEAD);
+        return;
+      }
+      actor.retry_at = clock_->Now() + absl::Milliseconds(100);
+      actor.info.set_pending_reason(std::string(bundle.status().message()));
+      return;
+    }
+    actor.scheduling = true;
+    outbox_.push_back({actor_id, ++actor.attempt, bundle->first, bundle->second});
+    return;
+  }
   std::map<std::string, double> amounts(actor.info.required_resources().begin(),
                                         actor.info.required_resources().end());
   ResourceSet demand = *ResourceSet::FromMap(amounts);
@@ -112,12 +130,14 @@ void ActorManager::SendOutbox() {
     outbox.swap(outbox_);
   }
   for (const auto& lease : outbox) {
-    RequestLease(lease.id, lease.attempt, lease.raylet_address, /*grant_or_reject=*/false);
+    RequestLease(lease.id, lease.attempt, lease.raylet_address, /*grant_or_reject=*/false,
+                 lease.bundle_index);
   }
 }
 
 void ActorManager::RequestLease(const ActorId& id, uint64_t attempt,
-                                const std::string& raylet_address, bool grant_or_reject) {
+                                const std::string& raylet_address, bool grant_or_reject,
+                                int bundle_index) {
   rpc::RequestWorkerLeaseRequest request;
   {
     absl::MutexLock lock(&mu_);
@@ -131,6 +151,11 @@ void ActorManager::RequestLease(const ActorId& id, uint64_t attempt,
     *spec->mutable_strategy() = creation.strategy();
     spec->set_function_name(creation.function_name());
     spec->set_detached_actor(it->second.info.detached());
+    if (!it->second.info.placement_group_id().empty()) {
+      spec->set_placement_group_id(it->second.info.placement_group_id());
+      spec->set_bundle_index(bundle_index);
+      spec->clear_strategy();
+    }
   }
   request.set_grant_or_reject(grant_or_reject);
   raylets_.Get(raylet_address)
@@ -227,6 +252,7 @@ void ActorManager::OnActorFailedLocked(Actor& actor, const std::string& cause) {
   actor.info.set_num_restarts(actor.info.num_restarts() + 1);
   actor.info.set_death_cause(cause);  // why it is restarting
   actor.kill_requested = false;
+  actor.death_cause.clear();
   SetStateLocked(actor, rpc::ActorInfo::RESTARTING);
   ScheduleLocked(actor);
 }
@@ -298,6 +324,26 @@ void ActorManager::OnJobFinished(const std::string& job_id) {
   }
 }
 
+void ActorManager::KillActorsInPlacementGroup(const std::string& placement_group_id) {
+  std::vector<std::string> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, actor] : actors_) {
+      if (actor.info.placement_group_id() == placement_group_id &&
+          actor.info.state() != rpc::ActorInfo::DEAD) {
+        ids.push_back(id.Binary());
+      }
+    }
+  }
+  for (const auto& id : ids) {
+    {
+      absl::MutexLock lock(&mu_);
+      actors_[*ActorId::FromBinary(id)].death_cause = "its placement group was removed";
+    }
+    (void)KillActor(id, /*no_restart=*/true);
+  }
+}
+
 absl::Status ActorManager::KillActor(const std::string& actor_id, bool no_restart) {
   auto id = ActorId::FromBinary(actor_id);
   if (!id.ok()) return id.status();
@@ -310,8 +356,10 @@ absl::Status ActorManager::KillActor(const std::string& actor_id, bool no_restar
     if (actor.info.state() == rpc::ActorInfo::DEAD) return absl::OkStatus();
     actor.kill_requested = true;
     actor.no_restart = no_restart;
-    actor.death_cause =
-        no_restart ? "killed by troupe::Kill" : "killed by troupe::Kill (restarting)";
+    if (actor.death_cause.empty()) {  // a cause set by the caller (group removal) stays
+      actor.death_cause =
+          no_restart ? "killed by troupe::Kill" : "killed by troupe::Kill (restarting)";
+    }
     if (actor.info.lease_id().empty()) {
       if (no_restart) {
         actor.info.set_death_cause(actor.death_cause);

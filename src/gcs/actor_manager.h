@@ -8,6 +8,7 @@
 // Thread-safe; RPC callbacks arrive on gRPC threads.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,12 @@ class ActorManager {
   void OnActorExit(const std::string& actor_id);
   void OnNodeDead(const rpc::NodeInfo& node);
   void OnJobFinished(const std::string& job_id);
+  // The group was removed: its actors die (no restart).
+  void KillActorsInPlacementGroup(const std::string& placement_group_id);
+  // Where an actor's bundle lives: (raylet address, bundle index), or why not yet.
+  using BundleLocator = std::function<absl::StatusOr<std::pair<std::string, int>>(
+      const std::string& placement_group_id, int bundle_index)>;
+  void set_bundle_locator(BundleLocator locator) { locate_bundle_ = std::move(locator); }
   // Retries placements that are waiting (no node fits yet, or a lease attempt failed).
   void Tick();
 
@@ -66,7 +73,7 @@ class ActorManager {
   void ScheduleLocked(Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendOutbox() ABSL_LOCKS_EXCLUDED(mu_);
   void RequestLease(const ActorId& id, uint64_t attempt, const std::string& raylet_address,
-                    bool grant_or_reject);
+                    bool grant_or_reject, int bundle_index = -1);
   void OnLeaseReply(const ActorId& id, uint64_t attempt, const std::string& raylet_address,
                     absl::StatusOr<rpc::RequestWorkerLeaseReply> reply);
   void OnCreated(const ActorId& id, uint64_t attempt, absl::StatusOr<rpc::PushTaskReply> reply);
@@ -86,10 +93,12 @@ class ActorManager {
   absl::flat_hash_map<ActorId, Actor> actors_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ActorId> by_worker_ ABSL_GUARDED_BY(mu_);
   uint64_t spread_counter_ ABSL_GUARDED_BY(mu_) = 0;
+  BundleLocator locate_bundle_;
   struct LeaseToSend {
     ActorId id;
     uint64_t attempt;
     std::string raylet_address;
+    int bundle_index = -1;  // for actors in a placement group
   };
   std::vector<LeaseToSend> outbox_ ABSL_GUARDED_BY(mu_);
 };

@@ -245,4 +245,38 @@ ServerUnaryReactor* ActorInfoGrpcService::ReportActorExit(
   });
 }
 
+// ---- Placement groups ----
+
+ServerUnaryReactor* PlacementGroupGrpcService::CreatePlacementGroup(
+    CallbackServerContext* context, const rpc::CreatePlacementGroupRequest* request,
+    rpc::CreatePlacementGroupReply*) {
+  return Respond(context, *auth_, [&] { return groups_->Create(request->placement_group()); });
+}
+
+ServerUnaryReactor* PlacementGroupGrpcService::RemovePlacementGroup(
+    CallbackServerContext* context, const rpc::RemovePlacementGroupRequest* request,
+    rpc::RemovePlacementGroupReply*) {
+  return Respond(context, *auth_, [&] { return groups_->Remove(request->placement_group_id()); });
+}
+
+ServerUnaryReactor* PlacementGroupGrpcService::GetPlacementGroup(
+    CallbackServerContext* context, const rpc::GetPlacementGroupRequest* request,
+    rpc::GetPlacementGroupReply* reply) {
+  return Respond(context, *auth_, [&]() -> absl::Status {
+    auto group = groups_->Get(*request);
+    if (!group.ok()) return group.status();
+    *reply->mutable_placement_group() = std::move(*group);
+    return absl::OkStatus();
+  });
+}
+
+ServerUnaryReactor* PlacementGroupGrpcService::GetAllPlacementGroup(
+    CallbackServerContext* context, const rpc::GetAllPlacementGroupRequest*,
+    rpc::GetAllPlacementGroupReply* reply) {
+  return Respond(context, *auth_, [&] {
+    for (auto& group : groups_->GetAll()) *reply->add_placement_groups() = std::move(group);
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace troupe

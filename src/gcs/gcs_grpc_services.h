@@ -10,6 +10,7 @@
 #include "src/gcs/job_manager.h"
 #include "src/gcs/kv_manager.h"
 #include "src/gcs/node_manager.h"
+#include "src/gcs/placement_group_manager.h"
 #include "src/gcs/publisher.h"
 #include "src/rpc/auth.h"
 
@@ -139,6 +140,28 @@ class ActorInfoGrpcService : public rpc::ActorInfoService::CallbackService {
  private:
   const TokenAuthenticator* auth_;
   ActorManager* actors_;
+};
+
+class PlacementGroupGrpcService : public rpc::PlacementGroupService::CallbackService {
+ public:
+  PlacementGroupGrpcService(const TokenAuthenticator* auth, PlacementGroupManager* groups)
+      : auth_(auth), groups_(groups) {}
+  grpc::ServerUnaryReactor* CreatePlacementGroup(grpc::CallbackServerContext* context,
+                                                 const rpc::CreatePlacementGroupRequest* request,
+                                                 rpc::CreatePlacementGroupReply* reply) override;
+  grpc::ServerUnaryReactor* RemovePlacementGroup(grpc::CallbackServerContext* context,
+                                                 const rpc::RemovePlacementGroupRequest* request,
+                                                 rpc::RemovePlacementGroupReply* reply) override;
+  grpc::ServerUnaryReactor* GetPlacementGroup(grpc::CallbackServerContext* context,
+                                              const rpc::GetPlacementGroupRequest* request,
+                                              rpc::GetPlacementGroupReply* reply) override;
+  grpc::ServerUnaryReactor* GetAllPlacementGroup(grpc::CallbackServerContext* context,
+                                                 const rpc::GetAllPlacementGroupRequest* request,
+                                                 rpc::GetAllPlacementGroupReply* reply) override;
+
+ private:
+  const TokenAuthenticator* auth_;
+  PlacementGroupManager* groups_;
 };
 
 }  // namespace troupe

@@ -54,6 +54,9 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
       nodes_(options_.token.cluster_id(), store_.get(), &publisher_, &clock_),
       jobs_(store_.get(), &publisher_, &clock_),
       actors_(store_.get(), &publisher_, &nodes_, &clock_, options_.token.ToString()),
+      placement_groups_(
+          store_.get(), &publisher_, &nodes_, &clock_, options_.token.ToString(),
+          [this](const std::string& group) { actors_.KillActorsInPlacementGroup(group); }),
       prober_(std::make_unique<GrpcNodeProber>(options_.token.ToString())),
       health_checker_(
           options_.health_check, &clock_, prober_.get(),
@@ -62,13 +65,33 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
       job_service_(&auth_, &jobs_),
       kv_service_(&auth_, &kv_),
       pubsub_service_(&auth_, &publisher_, &log_publisher_),
-      actor_service_(&auth_, &actors_) {
+      actor_service_(&auth_, &actors_),
+      placement_group_service_(&auth_, &placement_groups_) {
+  actors_.set_bundle_locator([this](const std::string& group_id,
+                                    int index) -> absl::StatusOr<std::pair<std::string, int>> {
+    rpc::GetPlacementGroupRequest request;
+    request.set_placement_group_id(group_id);
+    auto group = placement_groups_.Get(request);
+    if (!group.ok()) return group.status();
+    if (group->state() == rpc::PlacementGroupInfo::REMOVED) {
+      return absl::NotFoundError("its placement group was removed");
+    }
+    if (group->state() != rpc::PlacementGroupInfo::CREATED) {
+      return absl::UnavailableError("waiting for its placement group to be placed");
+    }
+    if (index >= group->bundles_size()) {
+      return absl::NotFoundError(absl::StrCat("the placement group has no bundle ", index));
+    }
+    const int chosen = index >= 0 ? index : 0;
+    return std::make_pair(group->bundles(chosen).raylet_address(), index);
+  });
   nodes_.AddNodeAddedListener([this](const rpc::NodeInfo& node) {
     health_checker_.AddNode(*NodeId::FromBinary(node.node_id()),
                             absl::StrCat(node.node_ip(), ":", node.raylet_port()));
   });
   nodes_.AddNodeRemovedListener([this](const rpc::NodeInfo& node) {
     health_checker_.RemoveNode(*NodeId::FromBinary(node.node_id()));
+    placement_groups_.OnNodeDead(node);  // first: restarting actors need their bundles' new homes
     actors_.OnNodeDead(node);
   });
   jobs_.AddJobFinishedListener(
@@ -89,10 +112,11 @@ absl::Status GcsServer::Start() {
   rpc::GetClusterInfoReply info = MakeClusterInfo(options_);
   info.set_gcs_address(absl::StrCat(options_.bind_address, ":", options_.port));
   cluster_service_ = std::make_unique<ClusterInfoGrpcService>(&auth_, info);
-  auto server = StartGrpcServer(options_.bind_address, options_.port,
-                                {cluster_service_.get(), &node_service_, &job_service_,
-                                 &kv_service_, &pubsub_service_, &actor_service_},
-                                &bound_port_);
+  auto server =
+      StartGrpcServer(options_.bind_address, options_.port,
+                      {cluster_service_.get(), &node_service_, &job_service_, &kv_service_,
+                       &pubsub_service_, &actor_service_, &placement_group_service_},
+                      &bound_port_);
   if (!server.ok()) return server.status();
   server_ = std::move(*server);
   timer_ = std::thread([this] { TimerLoop(); });
@@ -105,6 +129,7 @@ void GcsServer::TimerLoop() {
   while (!stop_timer_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
     health_checker_.Tick();
     actors_.Tick();
+    placement_groups_.Tick();
     publisher_.ExpirePolls();
     log_publisher_.ExpirePolls();
   }

@@ -60,6 +60,7 @@ class GcsServer {
   NodeManager nodes_;
   JobManager jobs_;
   ActorManager actors_;
+  PlacementGroupManager placement_groups_;
   std::unique_ptr<GrpcNodeProber> prober_;
   HealthChecker health_checker_;
 
@@ -69,6 +70,7 @@ class GcsServer {
   InternalKvGrpcService kv_service_;
   PubSubGrpcService pubsub_service_;
   ActorInfoGrpcService actor_service_;
+  PlacementGroupGrpcService placement_group_service_;
   std::unique_ptr<grpc::Server> server_;
   int bound_port_ = 0;
 

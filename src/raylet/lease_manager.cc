@@ -47,7 +47,36 @@ void LeaseManager::RequestLease(const rpc::RequestWorkerLeaseRequest& request, L
   std::optional<rpc::RequestWorkerLeaseReply> answer_now;
   {
     absl::MutexLock lock(&mu_);
-    if (request.grant_or_reject()) {
+    if (spec.bundle_reservation()) {
+      // Reserve a placement-group bundle now, or refuse (the GCS tries elsewhere or later).
+      auto allocation = resources_.Allocate(*demand);
+      if (!allocation) return done(Rejected(""));
+      const std::string reservation = LeaseId::FromRandom().Binary();
+      Bundle& bundle = bundles_[reservation];
+      bundle.placement_group_id = spec.placement_group_id();
+      bundle.index = spec.bundle_index();
+      bundle.node_allocation = *allocation;
+      bundle.pool = std::make_unique<LocalResources>(*demand);
+      rpc::RequestWorkerLeaseReply reply;
+      reply.set_lease_id(reservation);
+      reply.set_node_id(local_node_.Binary());
+      return done(reply);
+    }
+    const bool elsewhere = spec.strategy().kind() == rpc::SchedulingStrategy::NODE_AFFINITY &&
+                           spec.strategy().node_id() != local_node_.Binary();
+    if (!spec.placement_group_id().empty() && elsewhere) {
+      // The bundle lives on another node: send the caller there.
+      answer_now = Rejected("the node holding the placement group's bundle is not in the cluster");
+      for (const NodeView& node : cluster_) {
+        if (node.node_id.Binary() == spec.strategy().node_id()) {
+          answer_now.emplace();
+          answer_now->set_retry_at_raylet_address(node.raylet_address);
+        }
+      }
+    } else if (!spec.placement_group_id().empty()) {
+      // The bundle is here: wait for room in it.
+      queue_.push_back({request, *demand, std::move(done)});
+    } else if (request.grant_or_reject()) {
       // After a spillback: grant here or say no (the caller then asks its own raylet again).
       if (!demand->IsSubsetOf(resources_.available())) answer_now = Rejected("");
     } else {
@@ -85,7 +114,9 @@ void LeaseManager::RequestLease(const rpc::RequestWorkerLeaseRequest& request, L
           break;
       }
     }
-    if (!answer_now) queue_.push_back({request, *demand, std::move(done)});
+    if (!answer_now && spec.placement_group_id().empty()) {
+      queue_.push_back({request, *demand, std::move(done)});
+    }
   }
   if (answer_now) return done(*answer_now);
   Dispatch();
@@ -94,15 +125,59 @@ void LeaseManager::RequestLease(const rpc::RequestWorkerLeaseRequest& request, L
 std::vector<LeaseManager::Grant> LeaseManager::CollectGrantsLocked() {
   std::vector<Grant> grants;
   for (auto it = queue_.begin(); it != queue_.end();) {
-    auto allocation = resources_.Allocate(it->demand);
+    const rpc::TaskSpec& spec = it->request.resource_spec();
+    std::optional<Allocation> allocation;
+    std::string from_bundle;
+    if (spec.placement_group_id().empty()) {
+      allocation = resources_.Allocate(it->demand);
+    } else {
+      bool group_here = false;
+      for (auto& [reservation, bundle] : bundles_) {
+        if (bundle.placement_group_id != spec.placement_group_id()) continue;
+        if (spec.bundle_index() >= 0 && bundle.index != spec.bundle_index()) continue;
+        group_here = true;
+        allocation = bundle.pool->Allocate(it->demand);
+        if (allocation) {
+          from_bundle = reservation;
+          break;
+        }
+      }
+      if (!group_here) {
+        it->done(Rejected(absl::StrCat("placement group ", BytesToHex(spec.placement_group_id()),
+                                       " has no bundle ", spec.bundle_index(),
+                                       " on this node (removed, or being rescheduled)")));
+        it = queue_.erase(it);
+        continue;
+      }
+    }
     if (!allocation) {
       ++it;
       continue;
     }
-    grants.push_back({std::move(*it), std::move(*allocation)});
+    std::vector<int> gpu_ids = NodeGpuIdsLocked(from_bundle, *allocation);
+    grants.push_back({std::move(*it), std::move(*allocation), from_bundle, std::move(gpu_ids)});
     it = queue_.erase(it);
   }
   return grants;
+}
+
+std::vector<int> LeaseManager::NodeGpuIdsLocked(const std::string& bundle,
+                                                const Allocation& allocation) {
+  std::vector<int> ids = allocation.GpuIds();
+  if (bundle.empty()) return ids;
+  const Allocation& reserved = bundles_.at(bundle).node_allocation;
+  for (int& id : ids) {
+    if (id < static_cast<int>(reserved.gpu_shares.size())) id = reserved.gpu_shares[id].first;
+  }
+  return ids;
+}
+
+void LeaseManager::FreeLocked(const std::string& bundle, const Allocation& allocation) {
+  if (bundle.empty()) {
+    resources_.Free(allocation);
+  } else if (auto it = bundles_.find(bundle); it != bundles_.end()) {
+    it->second.pool->Free(allocation);
+  }  // else: the bundle is gone and took its resources with it
 }
 
 void LeaseManager::Dispatch() {
@@ -132,23 +207,22 @@ void LeaseManager::StartGrants(std::vector<Grant> grants) {
       fail(grant, absl::StrCat("cannot start a worker: ", job.status().message()));
       continue;
     }
-    std::vector<int> gpu_ids = grant.allocation.GpuIds();
     auto shared = std::make_shared<Grant>(std::move(grant));
-    PopWorkerFor(*job, shared, gpu_ids, /*attempts_left=*/3, fail);
+    PopWorkerFor(*job, shared, /*attempts_left=*/3, fail);
   }
 }
 
 void LeaseManager::PopWorkerFor(const rpc::JobInfo& job, std::shared_ptr<Grant> grant,
-                                std::vector<int> gpu_ids, int attempts_left,
+                                int attempts_left,
                                 std::function<void(Grant&, const std::string&)> fail) {
   pool_->PopWorker(
-      job, absl::StrJoin(gpu_ids, ","), [=](absl::StatusOr<std::shared_ptr<Worker>> worker) {
+      job, absl::StrJoin(grant->gpu_ids, ","), [=](absl::StatusOr<std::shared_ptr<Worker>> worker) {
         if (!worker.ok()) {
           // A worker can fail to start on an overloaded node; try a fresh one before giving up.
           if (attempts_left > 1) {
             TROUPE_LOG(Warning) << "starting a worker failed (" << worker.status().message()
                                 << "); trying again";
-            return PopWorkerFor(job, grant, gpu_ids, attempts_left - 1, fail);
+            return PopWorkerFor(job, grant, attempts_left - 1, fail);
           }
           return fail(*grant, absl::StrCat("cannot start a worker: ", worker.status().message()));
         }
@@ -157,7 +231,7 @@ void LeaseManager::PopWorkerFor(const rpc::JobInfo& job, std::shared_ptr<Grant> 
         (*worker)->detached = grant->pending.request.resource_spec().detached_actor();
         {
           absl::MutexLock lock(&mu_);
-          leases_[lease_id] = {*worker, grant->allocation, false};
+          leases_[lease_id] = {*worker, grant->allocation, false, grant->bundle};
           lease_of_worker_[(*worker)->worker_id] = lease_id;
         }
         reply.set_worker_address((*worker)->address);
@@ -165,7 +239,7 @@ void LeaseManager::PopWorkerFor(const rpc::JobInfo& job, std::shared_ptr<Grant> 
         reply.set_lease_id(lease_id);
         reply.set_node_id(local_node_.Binary());
         reply.set_worker_pid((*worker)->pid);
-        for (int id : gpu_ids) reply.add_gpu_ids(id);
+        for (int id : grant->gpu_ids) reply.add_gpu_ids(id);
         grant->pending.done(reply);
       });
 }
@@ -173,22 +247,38 @@ void LeaseManager::PopWorkerFor(const rpc::JobInfo& job, std::shared_ptr<Grant> 
 void LeaseManager::ReleaseLocked(const std::string& lease_id) {
   auto it = leases_.find(lease_id);
   if (it == leases_.end()) return;
-  if (it->second.blocked) resources_.ReacquireCpus(it->second.allocation);
-  resources_.Free(it->second.allocation);
+  if (it->second.blocked && it->second.bundle.empty()) {
+    resources_.ReacquireCpus(it->second.allocation);
+  }
+  FreeLocked(it->second.bundle, it->second.allocation);
   lease_of_worker_.erase(it->second.worker->worker_id);
   leases_.erase(it);
 }
 
 absl::Status LeaseManager::ReturnWorker(const std::string& lease_id, bool disconnect_worker) {
   std::shared_ptr<Worker> worker;
+  std::vector<WorkerId> bundle_workers;
+  bool was_reservation = false;
   {
     absl::MutexLock lock(&mu_);
-    auto it = leases_.find(lease_id);
-    if (it == leases_.end()) return absl::NotFoundError("unknown lease (already returned?)");
-    worker = it->second.worker;
-    ReleaseLocked(lease_id);
+    if (auto bundle = bundles_.find(lease_id); bundle != bundles_.end()) {
+      // A reservation: the group leaves this node, and its workers here go with it.
+      was_reservation = true;
+      resources_.Free(bundle->second.node_allocation);
+      for (const auto& [id, lease] : leases_) {
+        if (lease.bundle == lease_id) bundle_workers.push_back(lease.worker->worker_id);
+      }
+      bundles_.erase(bundle);
+    } else {
+      auto it = leases_.find(lease_id);
+      if (it == leases_.end()) return absl::NotFoundError("unknown lease (already returned?)");
+      worker = it->second.worker;
+      ReleaseLocked(lease_id);
+    }
   }
-  if (disconnect_worker) {
+  if (was_reservation) {
+    for (const auto& id : bundle_workers) pool_->KillWorker(id);
+  } else if (disconnect_worker) {
     pool_->KillWorker(worker->worker_id);
   } else {
     pool_->PushWorker(worker);
@@ -225,7 +315,7 @@ void LeaseManager::NotifyBlocked(const WorkerId& worker_id, bool blocked) {
     auto it = lease_of_worker_.find(worker_id);
     if (it == lease_of_worker_.end()) return;
     Lease& lease = leases_[it->second];
-    if (lease.blocked == blocked) return;
+    if (lease.blocked == blocked || !lease.bundle.empty()) return;  // bundles keep their CPUs
     lease.blocked = blocked;
     if (blocked) {
       resources_.ReleaseCpus(lease.allocation);

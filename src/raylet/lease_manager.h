@@ -4,7 +4,10 @@
 // is missing) should serve it. Local requests wait in a FIFO queue until the resources are
 // free, then get a worker from the pool; the resources stay reserved until the lease is
 // returned or its worker dies. Queued requests move to another node when the cluster view
-// shows one that can serve them now.
+// shows one that can serve them now. Placement-group bundles are reservations (a lease with
+// bundle_reservation, granted at once or refused): their resources leave the node's pool and
+// serve only that group's leases; returning the reservation frees them and kills the group's
+// workers here.
 // Thread-safe; callbacks run without the lock held.
 #pragma once
 
@@ -64,18 +67,35 @@ class LeaseManager {
     std::shared_ptr<Worker> worker;
     Allocation allocation;
     bool blocked = false;
+    std::string bundle;  // reservation the resources came from ("" = the node's own)
   };
   struct Grant {
     Pending pending;
     Allocation allocation;
+    std::string bundle;
+    std::vector<int> gpu_ids;  // node device ids
   };
+  // A placement-group bundle reserved on this node: resources taken from the node, handed out
+  // to the group's tasks and actors from `pool`.
+  struct Bundle {
+    std::string placement_group_id;
+    int index = 0;
+    Allocation node_allocation;
+    std::unique_ptr<LocalResources> pool;
+  };
+  void PopWorkerFor(const rpc::JobInfo& job, std::shared_ptr<Grant> grant, int attempts_left,
+                    std::function<void(Grant&, const std::string&)> fail);
+  // Frees `allocation` back where it came from (a bundle's pool or the node).
+  void FreeLocked(const std::string& bundle, const Allocation& allocation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Node device ids of a grant from `bundle`'s pool (pool devices map onto the node's).
+  std::vector<int> NodeGpuIdsLocked(const std::string& bundle, const Allocation& allocation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::vector<NodeView> ViewsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes resources for queued requests that fit now; the caller starts their workers.
   std::vector<Grant> CollectGrantsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartGrants(std::vector<Grant> grants);
-  void PopWorkerFor(const rpc::JobInfo& job, std::shared_ptr<Grant> grant, std::vector<int> gpu_ids,
-                    int attempts_left, std::function<void(Grant&, const std::string&)> fail);
   void ReleaseLocked(const std::string& lease_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch();
 
@@ -90,6 +110,7 @@ class LeaseManager {
   absl::flat_hash_map<WorkerId, std::string> lease_of_worker_ ABSL_GUARDED_BY(mu_);
   std::vector<NodeView> cluster_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<NodeId> dead_nodes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Bundle> bundles_ ABSL_GUARDED_BY(mu_);  // by reservation id
   uint64_t spread_counter_ ABSL_GUARDED_BY(mu_) = 0;
   // Infeasible demands (with why) and when they were last asked for.
   absl::flat_hash_map<std::string, absl::Time> infeasible_ ABSL_GUARDED_BY(mu_);

@@ -20,6 +20,7 @@ GcsClient::GcsClient(std::string address, std::string token, absl::Duration time
   kv_stub_ = rpc::InternalKVService::NewStub(channel);
   pubsub_stub_ = rpc::PubSubService::NewStub(channel);
   actor_stub_ = rpc::ActorInfoService::NewStub(channel);
+  placement_group_stub_ = rpc::PlacementGroupService::NewStub(channel);
 }
 
 template <typename Stub, typename Request, typename Reply>
@@ -193,6 +194,38 @@ absl::Status GcsClient::ReportActorExit(const std::string& actor_id) {
   rpc::ReportActorExitRequest request;
   request.set_actor_id(actor_id);
   return Call(actor_stub_.get(), &rpc::ActorInfoService::Stub::ReportActorExit, request).status();
+}
+
+absl::Status GcsClient::CreatePlacementGroup(const rpc::PlacementGroupInfo& group) {
+  rpc::CreatePlacementGroupRequest request;
+  *request.mutable_placement_group() = group;
+  return Call(placement_group_stub_.get(), &rpc::PlacementGroupService::Stub::CreatePlacementGroup,
+              request)
+      .status();
+}
+
+absl::Status GcsClient::RemovePlacementGroup(const std::string& id) {
+  rpc::RemovePlacementGroupRequest request;
+  request.set_placement_group_id(id);
+  return Call(placement_group_stub_.get(), &rpc::PlacementGroupService::Stub::RemovePlacementGroup,
+              request)
+      .status();
+}
+
+absl::StatusOr<rpc::PlacementGroupInfo> GcsClient::GetPlacementGroup(
+    const rpc::GetPlacementGroupRequest& request) {
+  TROUPE_ASSIGN_OR_RETURN(auto reply,
+                          Call(placement_group_stub_.get(),
+                               &rpc::PlacementGroupService::Stub::GetPlacementGroup, request));
+  return reply.placement_group();
+}
+
+absl::StatusOr<std::vector<rpc::PlacementGroupInfo>> GcsClient::GetAllPlacementGroups() {
+  TROUPE_ASSIGN_OR_RETURN(auto reply, Call(placement_group_stub_.get(),
+                                           &rpc::PlacementGroupService::Stub::GetAllPlacementGroup,
+                                           rpc::GetAllPlacementGroupRequest()));
+  return std::vector<rpc::PlacementGroupInfo>(reply.placement_groups().begin(),
+                                              reply.placement_groups().end());
 }
 
 absl::Status GcsClient::PublishLogs(const rpc::PublishLogsRequest& request) {

@@ -54,6 +54,13 @@ class GcsClient {
                                 const std::string& how);
   absl::Status ReportActorExit(const std::string& actor_id);
 
+  // Placement groups.
+  absl::Status CreatePlacementGroup(const rpc::PlacementGroupInfo& group);
+  absl::Status RemovePlacementGroup(const std::string& id);
+  absl::StatusOr<rpc::PlacementGroupInfo> GetPlacementGroup(
+      const rpc::GetPlacementGroupRequest& request);
+  absl::StatusOr<std::vector<rpc::PlacementGroupInfo>> GetAllPlacementGroups();
+
   // Pubsub: waits up to request.timeout_ms (plus the usual call timeout) for new messages.
   absl::StatusOr<rpc::PollReply> Poll(const rpc::PollRequest& request);
   absl::Status PublishLogs(const rpc::PublishLogsRequest& request);
@@ -74,6 +81,7 @@ class GcsClient {
   std::unique_ptr<rpc::InternalKVService::Stub> kv_stub_;
   std::unique_ptr<rpc::PubSubService::Stub> pubsub_stub_;
   std::unique_ptr<rpc::ActorInfoService::Stub> actor_stub_;
+  std::unique_ptr<rpc::PlacementGroupService::Stub> placement_group_stub_;
 };
 
 }  // namespace troupe

@@ -109,4 +109,69 @@ SchedulingDecision ChooseNode(const ResourceSet& demand, const rpc::SchedulingSt
   return Place(*feasible[0], local_node);
 }
 
+BundleAssignment AssignBundles(const std::vector<ResourceSet>& bundles,
+                               rpc::PlacementGroupInfo::Strategy strategy,
+                               const std::vector<NodeView>& nodes,
+                               const std::vector<NodeId>& excluded) {
+  BundleAssignment result;
+  std::vector<ResourceSet> free;
+  std::vector<bool> usable;
+  for (const auto& node : nodes) {
+    free.push_back(node.available);
+    usable.push_back(std::find(excluded.begin(), excluded.end(), node.node_id) == excluded.end());
+  }
+  auto pack_on_one = [&]() {
+    ResourceSet sum;
+    for (const auto& bundle : bundles) sum += bundle;
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      if (usable[n] && sum.IsSubsetOf(free[n])) {
+        result.node_of_bundle.assign(bundles.size(), static_cast<int>(n));
+        return true;
+      }
+    }
+    result.reason = absl::StrCat("no node has {", sum.ToString(), "} free for all ", bundles.size(),
+                                 " bundles together");
+    return false;
+  };
+  if (strategy == rpc::PlacementGroupInfo::STRICT_PACK) {
+    result.ok = pack_on_one();
+    return result;
+  }
+  if (strategy == rpc::PlacementGroupInfo::PACK && pack_on_one()) {
+    result.ok = true;
+    return result;
+  }
+  const bool distinct = strategy == rpc::PlacementGroupInfo::STRICT_SPREAD ||
+                        strategy == rpc::PlacementGroupInfo::SPREAD;
+  std::vector<bool> used(nodes.size(), false);
+  result.node_of_bundle.assign(bundles.size(), -1);
+  for (size_t b = 0; b < bundles.size(); ++b) {
+    int chosen = -1;
+    for (int pass = 0; pass < 2 && chosen < 0; ++pass) {
+      // Pass 0 avoids nodes already holding a bundle (for spreading); pass 1 allows them,
+      // except under STRICT_SPREAD.
+      if (pass == 1 && strategy == rpc::PlacementGroupInfo::STRICT_SPREAD) break;
+      for (size_t n = 0; n < nodes.size() && chosen < 0; ++n) {
+        if (!usable[n] || (pass == 0 && distinct && used[n])) continue;
+        if (bundles[b].IsSubsetOf(free[n])) chosen = static_cast<int>(n);
+      }
+    }
+    if (chosen < 0) {
+      result.reason = strategy == rpc::PlacementGroupInfo::STRICT_SPREAD
+                          ? absl::StrCat("STRICT_SPREAD needs ", bundles.size(),
+                                         " different nodes with room for a bundle each; bundle ", b,
+                                         " {", bundles[b].ToString(), "} finds none left")
+                          : absl::StrCat("bundle ", b, " {", bundles[b].ToString(),
+                                         "} fits on no node with free resources");
+      result.node_of_bundle.clear();
+      return result;
+    }
+    free[chosen] -= bundles[b];
+    used[chosen] = true;
+    result.node_of_bundle[b] = chosen;
+  }
+  result.ok = true;
+  return result;
+}
+
 }  // namespace troupe

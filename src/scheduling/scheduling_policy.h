@@ -40,6 +40,21 @@ SchedulingDecision ChooseNode(const ResourceSet& demand, const rpc::SchedulingSt
                               const NodeId& local_node, const std::vector<NodeView>& nodes,
                               uint64_t* spread_counter, double spread_threshold = 0.5);
 
+// Placement-group bundles onto nodes (by index into `nodes`), using what the nodes have free:
+//   STRICT_PACK   all on one node;
+//   PACK          all on one node if possible, else first fit;
+//   STRICT_SPREAD each on a different node (never one in `excluded`);
+//   SPREAD        different nodes where possible, else any with room.
+struct BundleAssignment {
+  bool ok = false;
+  std::vector<int> node_of_bundle;
+  std::string reason;  // when !ok: why the group waits
+};
+BundleAssignment AssignBundles(const std::vector<ResourceSet>& bundles,
+                               rpc::PlacementGroupInfo::Strategy strategy,
+                               const std::vector<NodeView>& nodes,
+                               const std::vector<NodeId>& excluded = {});
+
 // "no node has GPU: 8 (largest: 4)" — what makes `demand` infeasible in `nodes`.
 std::string DescribeInfeasible(const ResourceSet& demand, const std::vector<NodeView>& nodes);
 

@@ -81,5 +81,30 @@ TEST_F(SchedulingPolicyTest, NodeAffinityHardAndSoft) {
   EXPECT_EQ(Choose(Res({{"CPU", 1}}), nodes, affinity).kind, SchedulingDecision::Kind::kLocal);
 }
 
+TEST_F(SchedulingPolicyTest, BundleAssignmentFollowsTheStrategy) {
+  std::vector<NodeView> nodes = {Node("a", {{"CPU", 4}}, {{"CPU", 4}}),
+                                 Node("b", {{"CPU", 4}}, {{"CPU", 4}})};
+  std::vector<ResourceSet> three = {Res({{"CPU", 1}}), Res({{"CPU", 1}}), Res({{"CPU", 1}})};
+  auto pack = AssignBundles(three, rpc::PlacementGroupInfo::PACK, nodes);
+  ASSERT_TRUE(pack.ok);
+  EXPECT_EQ(pack.node_of_bundle, (std::vector<int>{0, 0, 0}));
+  auto spread = AssignBundles(three, rpc::PlacementGroupInfo::SPREAD, nodes);
+  ASSERT_TRUE(spread.ok);
+  EXPECT_EQ(spread.node_of_bundle, (std::vector<int>{0, 1, 0}));
+  auto strict = AssignBundles(three, rpc::PlacementGroupInfo::STRICT_SPREAD, nodes);
+  EXPECT_FALSE(strict.ok);
+  EXPECT_TRUE(absl::StrContains(strict.reason, "STRICT_SPREAD needs 3 different nodes"))
+      << strict.reason;
+  nodes.push_back(Node("c", {{"CPU", 1}}, {{"CPU", 1}}));
+  EXPECT_TRUE(AssignBundles(three, rpc::PlacementGroupInfo::STRICT_SPREAD, nodes).ok);
+  std::vector<ResourceSet> big = {Res({{"CPU", 3}}), Res({{"CPU", 3}})};
+  EXPECT_FALSE(AssignBundles(big, rpc::PlacementGroupInfo::STRICT_PACK, nodes).ok);
+  auto packed = AssignBundles(big, rpc::PlacementGroupInfo::PACK, nodes);  // falls back
+  ASSERT_TRUE(packed.ok);
+  EXPECT_EQ(packed.node_of_bundle, (std::vector<int>{0, 1}));
+  EXPECT_FALSE(
+      AssignBundles(three, rpc::PlacementGroupInfo::STRICT_SPREAD, nodes, {nodes[2].node_id}).ok);
+}
+
 }  // namespace
 }  // namespace troupe

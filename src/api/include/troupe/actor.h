@@ -135,6 +135,12 @@ class ActorCreator {
     options_.detached = true;
     return *this;
   }
+  // Live inside a bundle of the group (-1: any bundle).
+  ActorCreator& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1) {
+    options_.placement_group_id = group.binary_id();
+    options_.bundle_index = bundle_index;
+    return *this;
+  }
   ActorCreator& SetSchedulingStrategy(Spread) {
     options_.strategy = {internal::SchedulingStrategy::Kind::kSpread, "", false};
     return *this;

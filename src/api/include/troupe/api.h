@@ -27,6 +27,7 @@
 #include "troupe/errors.h"
 #include "troupe/function_registry.h"
 #include "troupe/object_ref.h"
+#include "troupe/placement_group.h"
 #include "troupe/runtime.h"
 #include "troupe/serialization.h"
 #include "troupe/task.h"

@@ -41,7 +41,15 @@ struct SchedulingStrategy {
   bool soft = false;        // kNodeAffinity: fall back to any node if that one cannot run it
 };
 
+struct PlacementGroupSpec {
+  std::string name;
+  std::vector<std::map<std::string, double>> bundles;
+  int strategy = 0;  // PACK, SPREAD, STRICT_PACK, STRICT_SPREAD (rpc order)
+};
+
 struct TaskOptions {
+  std::string placement_group_id;  // binary; "" for none
+  int bundle_index = -1;           // -1: any bundle of the group
   std::string name;
   std::map<std::string, double> resources = {{"CPU", 1}};
   int max_retries = 3;
@@ -50,6 +58,8 @@ struct TaskOptions {
 };
 
 struct ActorOptions {
+  std::string placement_group_id;
+  int bundle_index = -1;
   std::string name;
   std::string namespace_name;
   std::map<std::string, double> resources;  // held for the actor's lifetime; default none
@@ -91,6 +101,13 @@ class Runtime {
   // Inside an actor: leave after the current call (no restart).
   virtual void ExitActor() = 0;
   virtual bool WasCurrentActorRestarted() = 0;
+
+  // Placement groups. CreatePlacementGroup returns the group's ID; throws on bad input or a
+  // taken name. WaitPlacementGroup: true once placed (false after timeout_ms, or if removed).
+  virtual std::string CreatePlacementGroup(const PlacementGroupSpec& spec) = 0;
+  virtual void RemovePlacementGroup(const std::string& id) = 0;
+  virtual bool WaitPlacementGroup(const std::string& id, int64_t timeout_ms) = 0;
+  virtual std::string GetPlacementGroup(const std::string& name) = 0;  // "" if none
 
   // Reference counting: every live ObjectRef in this process holds one local reference.
   virtual void AddLocalRef(const RefInfo& ref) = 0;

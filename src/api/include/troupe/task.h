@@ -11,6 +11,7 @@
 
 #include "troupe/function_registry.h"
 #include "troupe/object_ref.h"
+#include "troupe/placement_group.h"
 #include "troupe/runtime.h"
 
 namespace troupe {
@@ -93,6 +94,12 @@ class TaskCaller {
   // Also rerun when the function throws (default: an exception is final).
   TaskCaller& SetRetryExceptions(bool retry) {
     options_.retry_exceptions = retry;
+    return *this;
+  }
+  // Run inside a bundle of the group (-1: any bundle).
+  TaskCaller& SetPlacementGroup(const PlacementGroup& group, int bundle_index = -1) {
+    options_.placement_group_id = group.binary_id();
+    options_.bundle_index = bundle_index;
     return *this;
   }
   TaskCaller& SetSchedulingStrategy(Spread) {

@@ -3,6 +3,9 @@
 #include "absl/strings/str_cat.h"
 
 namespace troupe {
+namespace {
+constexpr absl::Duration kUnreachableLimit = absl::Seconds(30);
+}  // namespace
 
 ActorTaskSubmitter::ActorTaskSubmitter(GcsClient* gcs, ClientPool<CoreWorkerClient>* workers,
                                        std::string caller_worker_id, Callbacks callbacks)
@@ -64,6 +67,7 @@ void ActorTaskSubmitter::OnReply(const ActorId& actor_id, int64_t seq, const std
       // The actor's worker is gone or unreachable: ask the GCS what became of it.
       actor.resolving = true;
       actor.next_lookup = absl::InfinitePast();
+      actor.unreachable_since = absl::Now();
     }
   }
   if (answered) callbacks_.on_reply(*answered, std::move(*reply));
@@ -88,12 +92,27 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
         break;
       case rpc::ActorInfo::ALIVE:
         if (info.worker_address() == actor.address) {
-          // The GCS has not noticed the death yet: look again shortly.
-          actor.next_lookup = absl::Now() + absl::Milliseconds(50);
+          if (absl::Now() - actor.unreachable_since < kUnreachableLimit) {
+            // The GCS has not noticed the death yet: look again shortly.
+            actor.next_lookup = absl::Now() + absl::Milliseconds(50);
+            break;
+          }
+          // Never wait forever on a worker the GCS believes alive but nobody can reach.
+          for (auto& [seq, call] : actor.unanswered) {
+            failures.emplace_back(std::move(call.spec), StoredObject::Error::kActorDied,
+                                  absl::StrCat("the actor's worker at ", actor.address,
+                                               " has been unreachable for ",
+                                               absl::FormatDuration(kUnreachableLimit),
+                                               " while the GCS reports it alive"));
+          }
+          actor.unanswered.clear();
+          actor.resolving = false;
+          actor.unreachable_since = absl::InfiniteFuture();
           break;
         }
         actor.address = info.worker_address();
         actor.resolving = false;
+        actor.unreachable_since = absl::InfiniteFuture();
         for (auto it = actor.unanswered.begin(); it != actor.unanswered.end();) {
           Call& call = it->second;
           const bool may_resend =

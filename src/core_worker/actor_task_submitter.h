@@ -48,6 +48,7 @@ class ActorTaskSubmitter {
     std::string address;  // of the live worker; "" while unknown
     bool resolving = true;
     absl::Time next_lookup = absl::InfinitePast();
+    absl::Time unreachable_since = absl::InfiniteFuture();  // pushes failing at `address`
     bool dead = false;
     std::string death_cause;
     int64_t max_task_retries = 0;

@@ -212,27 +212,31 @@ void ActorManager::OnLeaseReply(const ActorId& id, uint64_t attempt,
 
 void ActorManager::OnCreated(const ActorId& id, uint64_t attempt,
                              absl::StatusOr<rpc::PushTaskReply> reply) {
-  absl::MutexLock lock(&mu_);
-  auto it = actors_.find(id);
-  if (it == actors_.end() || it->second.attempt != attempt) return;
-  Actor& actor = it->second;
-  actor.scheduling = false;
-  if (actor.info.state() == rpc::ActorInfo::DEAD) return;
-  if (!reply.ok()) return;  // the worker died: its exit report restarts or buries the actor
-  const rpc::ReturnObject* result = reply->returns_size() > 0 ? &reply->returns(0) : nullptr;
-  if (result != nullptr && result->is_application_error()) {
-    actor.no_restart = true;
-    actor.info.set_death_cause(absl::StrCat("the constructor threw ", result->exception_type(),
-                                            ": ", result->error_message()));
-    SetStateLocked(actor, rpc::ActorInfo::DEAD);
-    (void)raylets_.Get(actor.info.raylet_address())->KillLeasedWorker(actor.info.lease_id());
-    return;
+  std::string kill_raylet, kill_lease;  // a worker to stop, once the lock is released
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = actors_.find(id);
+    if (it == actors_.end() || it->second.attempt != attempt) return;
+    Actor& actor = it->second;
+    actor.scheduling = false;
+    if (actor.info.state() == rpc::ActorInfo::DEAD) return;
+    if (!reply.ok()) return;  // the worker died: its exit report restarts or buries the actor
+    const rpc::ReturnObject* result = reply->returns_size() > 0 ? &reply->returns(0) : nullptr;
+    if (result != nullptr && result->is_application_error()) {
+      actor.no_restart = true;
+      actor.info.set_death_cause(absl::StrCat("the constructor threw ", result->exception_type(),
+                                              ": ", result->error_message()));
+      SetStateLocked(actor, rpc::ActorInfo::DEAD);
+      kill_raylet = actor.info.raylet_address();
+      kill_lease = actor.info.lease_id();
+    } else if (actor.kill_requested) {
+      kill_raylet = actor.info.raylet_address();
+      kill_lease = actor.info.lease_id();
+    } else {
+      SetStateLocked(actor, rpc::ActorInfo::ALIVE);
+    }
   }
-  if (actor.kill_requested) {
-    (void)raylets_.Get(actor.info.raylet_address())->KillLeasedWorker(actor.info.lease_id());
-    return;
-  }
-  SetStateLocked(actor, rpc::ActorInfo::ALIVE);
+  if (!kill_lease.empty()) (void)raylets_.Get(kill_raylet)->KillLeasedWorker(kill_lease);
 }
 
 void ActorManager::OnActorFailedLocked(Actor& actor, const std::string& cause) {

@@ -248,7 +248,9 @@ Raylet::Raylet(RayletOptions options)
                              << ") " << how;
             lease_manager_.OnWorkerExit(worker);
             // Actors live in workers: the GCS restarts or buries the one this worker held.
-            (void)gcs_.ReportWorkerExit(worker.worker_id.Binary(), options_.node_id.Binary(), how);
+            // Sent by the report loop (retried until the GCS has it).
+            absl::MutexLock lock(&mu_);
+            unreported_exits_.emplace_back(worker.worker_id.Binary(), how);
           }),
       lease_manager_(options_.node_id, options_.resources, &worker_pool_,
                      [this](const JobId& job_id) { return LookupJob(job_id); }),
@@ -401,6 +403,18 @@ absl::Status Raylet::ReportLoop() {
   bool connected = true;
   while (!stop_.WaitForNotificationWithTimeout(options_.report_period)) {
     worker_pool_.Tick();
+    std::vector<std::pair<std::string, std::string>> exits;
+    {
+      absl::MutexLock lock(&mu_);
+      exits.swap(unreported_exits_);
+    }
+    for (size_t i = 0; i < exits.size(); ++i) {
+      if (!gcs_.ReportWorkerExit(exits[i].first, options_.node_id.Binary(), exits[i].second).ok()) {
+        absl::MutexLock lock(&mu_);  // keep the rest for the next round
+        unreported_exits_.insert(unreported_exits_.begin(), exits.begin() + i, exits.end());
+        break;
+      }
+    }
     rpc::ResourceUsage usage;
     usage.set_node_id(options_.node_id.Binary());
     MapFromResources(options_.resources, usage.mutable_total());

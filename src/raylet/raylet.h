@@ -102,6 +102,9 @@ class Raylet {
   std::string cluster_id_ ABSL_GUARDED_BY(mu_);  // set by the first registration
   int64_t report_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<JobId, rpc::JobInfo> jobs_ ABSL_GUARDED_BY(mu_);
+  // Worker exits not yet acknowledged by the GCS (it decides actors' fates on them): resent by
+  // the report loop until they get through.
+  std::vector<std::pair<std::string, std::string>> unreported_exits_ ABSL_GUARDED_BY(mu_);
 };
 
 // `troupe raylet ...`: runs a raylet in the foreground until SIGTERM/SIGINT. Returns the exit code.

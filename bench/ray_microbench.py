@@ -95,6 +95,14 @@ def actor_metrics(seconds):
             ray.kill(a)
     report("actor_creation_per_second", rate(8, seconds, create), "per_second")
 
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    def pg_cycle():
+        pg = placement_group([{"CPU": 1}])
+        ray.get(pg.ready())
+        remove_placement_group(pg)
+    report("placement_group_create_removal_per_second", rate(1, seconds, pg_cycle), "per_second")
+
 
 def main():
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 2.0

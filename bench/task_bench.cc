@@ -224,6 +224,12 @@ int main(int argc, char** argv) {
                 for (auto& actor : actors) actor.Kill();
               }),
          "per_second");
+  Report("placement_group_create_removal_per_second", Rate(1, seconds, [] {
+           auto group = troupe::CreatePlacementGroup({"", {{{"CPU", 1}}}, troupe::PlacementStrategy::kPack});
+           group.Wait(std::chrono::seconds(30));
+           troupe::RemovePlacementGroup(group);
+         }),
+         "per_second");
   troupe::Shutdown();
   return 0;
 }

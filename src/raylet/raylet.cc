@@ -47,7 +47,7 @@ void MapFromResources(const ResourceSet& resources, T* out) {
 
 }  // namespace
 
-// gRPC glue for NodeManagerService; placement-group bundle methods arrive with placement groups.
+// gRPC glue for NodeManagerService.
 class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
  public:
   explicit GrpcService(Raylet* raylet) : r_(raylet) {}

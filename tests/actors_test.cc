@@ -190,6 +190,24 @@ TEST(ActorsTest, DeathCausesReachTheCaller) {
   }
 }
 
+TEST(ActorsTest, OutOfMemoryIsTheCauseWhenTheMonitorKillsTheActor) {
+  TestCluster cluster({"--num-cpus=1"});
+  // A node whose threshold is always exceeded: its newest worker is killed for memory.
+  std::string tight = cluster.AddWorker({"--num-cpus=1", "--memory-usage-threshold=0.001",
+                                         R"(--resources={"tight": 1})"});
+  Driver driver(cluster);
+  auto actor = troupe::Actor(Counter::Create).SetResources({{"tight", 1}}).Remote(0);
+  try {
+    for (int i = 0; i < 200; ++i) {
+      troupe::Get(actor.Task(&Counter::Get).Remote(), std::chrono::seconds(10));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL() << "the memory monitor should have killed the actor";
+  } catch (const troupe::ActorDiedError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), "ran out of memory")) << e.what();
+  }
+}
+
 TEST(ActorsTest, FractionalGpuActorsPackOntoDevices) {
   TestCluster cluster({"--num-cpus=1"});
   cluster.AddWorker({"--num-cpus=4", "--num-gpus=2"});

@@ -36,6 +36,7 @@ struct StartOptions {
   std::string temp_dir;
   int64_t port = kDefaultGcsPort;
   int64_t raylet_port = 0;
+  double memory_usage_threshold = 0.95;
   int64_t connect_timeout_s = 10;
   int64_t health_check_period_ms = 1000;
   int64_t health_check_timeout_ms = 1000;
@@ -75,6 +76,7 @@ absl::StatusOr<int> StartRaylet(const StartOptions& options, const Session& sess
       absl::StrCat("--session-dir=", session.dir()),
       absl::StrCat("--object-store-dir=", ObjectStoreDirOf(session)),
       absl::StrCat("--gcs-reconnect-timeout-s=", options.gcs_reconnect_timeout_s),
+      absl::StrCat("--memory-usage-threshold=", options.memory_usage_threshold),
   };
   if (options.head) args.push_back("--head");
   for (auto& arg : options.node.ToArgs()) args.push_back(std::move(arg));
@@ -265,6 +267,9 @@ int StartCommand(const std::vector<std::string>& args) {
                   "Cluster token when joining (default: $TROUPE_TOKEN, or a local session's).");
   flags.AddInt("port", &options.port, "Head: the GCS port.");
   flags.AddInt("raylet-port", &options.raylet_port, "The raylet's port (0: any free port).");
+  flags.AddDouble("memory-usage-threshold", &options.memory_usage_threshold,
+                  "Kill the newest worker when more than this fraction of the machine's memory "
+                  "is in use (1: never).");
   flags.AddString("node-ip-address", &options.node_ip,
                   "Address other nodes use to reach this one; daemons also listen on it "
                   "(default: 127.0.0.1 for a head, the address routing to the head when joining).");

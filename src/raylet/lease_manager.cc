@@ -231,7 +231,7 @@ void LeaseManager::PopWorkerFor(const rpc::JobInfo& job, std::shared_ptr<Grant> 
         (*worker)->detached = grant->pending.request.resource_spec().detached_actor();
         {
           absl::MutexLock lock(&mu_);
-          leases_[lease_id] = {*worker, grant->allocation, false, grant->bundle};
+          leases_[lease_id] = {*worker, grant->allocation, false, grant->bundle, next_order_++};
           lease_of_worker_[(*worker)->worker_id] = lease_id;
         }
         reply.set_worker_address((*worker)->address);
@@ -376,6 +376,15 @@ void LeaseManager::RejectAllPending(const std::string& why) {
     pending.swap(queue_);
   }
   for (auto& request : pending) request.done(Rejected(why));
+}
+
+std::shared_ptr<Worker> LeaseManager::NewestLeasedWorker() const {
+  absl::MutexLock lock(&mu_);
+  const Lease* newest = nullptr;
+  for (const auto& [id, lease] : leases_) {
+    if (newest == nullptr || lease.order > newest->order) newest = &lease;
+  }
+  return newest ? newest->worker : nullptr;
 }
 
 ResourceSet LeaseManager::Available() const {

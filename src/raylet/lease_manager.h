@@ -51,6 +51,9 @@ class LeaseManager {
   // Refuses every queued request (the raylet is shutting down).
   void RejectAllPending(const std::string& why);
 
+  // The worker of the most recently granted lease (what the memory monitor stops first).
+  std::shared_ptr<Worker> NewestLeasedWorker() const;
+
   ResourceSet Available() const;
   // Demands this node was asked for that no node can run, with why, for status.
   std::vector<std::string> InfeasibleDemands() const;
@@ -68,6 +71,7 @@ class LeaseManager {
     Allocation allocation;
     bool blocked = false;
     std::string bundle;  // reservation the resources came from ("" = the node's own)
+    uint64_t order = 0;  // grant order
   };
   struct Grant {
     Pending pending;
@@ -111,6 +115,7 @@ class LeaseManager {
   std::vector<NodeView> cluster_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<NodeId> dead_nodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Bundle> bundles_ ABSL_GUARDED_BY(mu_);  // by reservation id
+  uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t spread_counter_ ABSL_GUARDED_BY(mu_) = 0;
   // Infeasible demands (with why) and when they were last asked for.
   absl::flat_hash_map<std::string, absl::Time> infeasible_ ABSL_GUARDED_BY(mu_);

@@ -4,9 +4,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
 #include "src/rpc/server.h"
@@ -250,7 +252,12 @@ Raylet::Raylet(RayletOptions options)
             // Actors live in workers: the GCS restarts or buries the one this worker held.
             // Sent by the report loop (retried until the GCS has it).
             absl::MutexLock lock(&mu_);
-            unreported_exits_.emplace_back(worker.worker_id.Binary(), how);
+            std::string cause = how;
+            if (auto reason = kill_reasons_.find(worker.worker_id); reason != kill_reasons_.end()) {
+              cause = reason->second;  // e.g. the memory monitor's
+              kill_reasons_.erase(reason);
+            }
+            unreported_exits_.emplace_back(worker.worker_id.Binary(), cause);
           }),
       lease_manager_(options_.node_id, options_.resources, &worker_pool_,
                      [this](const JobId& job_id) { return LookupJob(job_id); }),
@@ -402,6 +409,7 @@ absl::Status Raylet::ReportLoop() {
   absl::Time last_contact = absl::Now();
   bool connected = true;
   while (!stop_.WaitForNotificationWithTimeout(options_.report_period)) {
+    CheckMemory();
     worker_pool_.Tick();
     std::vector<std::pair<std::string, std::string>> exits;
     {
@@ -466,6 +474,37 @@ absl::Status Raylet::ReportLoop() {
     TROUPE_LOG(Info) << "unregistered from the GCS: " << reason;
   }
   return absl::OkStatus();
+}
+
+void Raylet::CheckMemory() {
+  if (options_.memory_usage_threshold >= 1) return;
+  std::ifstream meminfo("/proc/meminfo");
+  double total = 0, available = 0;
+  for (std::string key; meminfo >> key;) {
+    double kb = 0;
+    meminfo >> kb;
+    if (key == "MemTotal:") total = kb;
+    if (key == "MemAvailable:") available = kb;
+    meminfo.ignore(64, '\n');
+  }
+  if (total <= 0) return;
+  const double usage = 1 - available / total;
+  if (usage <= options_.memory_usage_threshold) return;
+  std::shared_ptr<Worker> victim;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Now() - last_memory_kill_ < absl::Seconds(1)) return;
+    victim = lease_manager_.NewestLeasedWorker();
+    if (!victim) return;
+    last_memory_kill_ = absl::Now();
+    kill_reasons_[victim->worker_id] = absl::StrFormat(
+        "was killed because its node ran out of memory (%.0f%% in use, over the %.0f%% "
+        "threshold; the newest worker goes first)",
+        usage * 100, options_.memory_usage_threshold * 100);
+  }
+  TROUPE_LOG(Warning) << "node memory at " << usage * 100 << "%: killing worker "
+                      << victim->worker_id.ShortHex() << " (pid " << victim->pid << ")";
+  worker_pool_.KillWorker(victim->worker_id);
 }
 
 void Raylet::RequestStop(const std::string& reason) {

@@ -51,6 +51,9 @@ struct RayletOptions {
   absl::Duration report_period = absl::Milliseconds(100);
   absl::Duration gcs_reconnect_timeout = absl::Seconds(60);
   absl::Duration worker_idle_timeout = absl::Seconds(60);
+  // Above this fraction of the machine's memory in use, the newest leased worker is killed
+  // (its task retries, its actor restarts or dies with an out-of-memory cause). 1 disables it.
+  double memory_usage_threshold = 0.95;
 };
 
 class Raylet {
@@ -80,6 +83,8 @@ class Raylet {
   void FollowJobs();
   absl::StatusOr<rpc::JobInfo> LookupJob(const JobId& job_id);
   void Shutdown();
+  // Kills the newest leased worker when the node is out of memory (at most once a second).
+  void CheckMemory();
 
   RayletOptions options_;
   GcsClient gcs_;
@@ -105,6 +110,8 @@ class Raylet {
   // Worker exits not yet acknowledged by the GCS (it decides actors' fates on them): resent by
   // the report loop until they get through.
   std::vector<std::pair<std::string, std::string>> unreported_exits_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<WorkerId, std::string> kill_reasons_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_memory_kill_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 // `troupe raylet ...`: runs a raylet in the foreground until SIGTERM/SIGINT. Returns the exit code.

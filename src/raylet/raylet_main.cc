@@ -32,6 +32,9 @@ int RayletMain(const std::vector<std::string>& args) {
   flags.AddString(
       "object-store-dir", &options.object_store_dir,
       "Shared-memory directory of the object store (default: /dev/shm/troupe-<node id>).");
+  flags.AddDouble("memory-usage-threshold", &options.memory_usage_threshold,
+                  "Fraction of the machine's memory in use above which the newest worker is "
+                  "killed (1: never).");
   flags.AddString("spill-dir", &options.spill_dir,
                   "Where full object stores spill objects (default: <session dir>/spill).");
   flags.AddInt("report-period-ms", &report_period_ms, "How often resources are reported.");

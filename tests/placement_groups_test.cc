@@ -1,5 +1,7 @@
 // Placement groups on real clusters: strategies, pending until nodes fit, bundles hosting tasks
 // and actors (with their GPUs), removal freeing everything.
+#include <signal.h>
+
 #include <cstdlib>
 #include <set>
 #include <thread>
@@ -119,6 +121,38 @@ TEST(PlacementGroupsTest, ActorsLiveInTheirBundleAndDieWithTheGroup) {
   } catch (const troupe::ActorDiedError& e) {
     EXPECT_TRUE(absl::StrContains(e.what(), "placement group was removed")) << e.what();
   }
+}
+
+TEST(PlacementGroupsTest, BundlesOfADeadNodeMoveToAnotherNode) {
+  TestCluster cluster({"--num-cpus=1"});
+  std::vector<std::string> workers;
+  for (int i = 0; i < 3; ++i)
+    workers.push_back(cluster.AddWorker({"--num-cpus=1", R"(--resources={"slot": 1})"}));
+  Driver driver(cluster);
+  auto group = troupe::CreatePlacementGroup(
+      {"movable", {{{"slot", 1}}, {{"slot", 1}}}, troupe::PlacementStrategy::kStrictSpread});
+  ASSERT_TRUE(group.Wait(std::chrono::seconds(10)));
+  std::string first = *troupe::Get(
+      troupe::Task(WhereAmI).SetResources({{"slot", 1}}).SetPlacementGroup(group, 0).Remote(0));
+  std::string second = *troupe::Get(
+      troupe::Task(WhereAmI).SetResources({{"slot", 1}}).SetPlacementGroup(group, 1).Remote(0));
+  ASSERT_NE(first, second);
+  const int raylet_pid = troupe::testing::FindNode(cluster.Status(), first)["raylet_pid"];
+  ASSERT_EQ(kill(raylet_pid, SIGKILL), 0);
+  // Once the node is declared dead, bundle 0 is reserved again on the spare node.
+  std::string moved;
+  for (int i = 0; i < 100 && (moved.empty() || moved == first); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    try {
+      moved = *troupe::Get(
+          troupe::Task(WhereAmI).SetResources({{"slot", 1}}).SetPlacementGroup(group, 0).Remote(0),
+          std::chrono::seconds(10));
+    } catch (const troupe::TroupeError&) {
+    }
+  }
+  EXPECT_NE(moved, first);
+  EXPECT_NE(moved, second);  // still STRICT_SPREAD
+  troupe::RemovePlacementGroup(group);
 }
 
 }  // namespace

@@ -99,11 +99,11 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
           }
           // Never wait forever on a worker the GCS believes alive but nobody can reach.
           for (auto& [seq, call] : actor.unanswered) {
-            failures.emplace_back(std::move(call.spec), StoredObject::Error::kActorDied,
-                                  absl::StrCat("the actor's worker at ", actor.address,
-                                               " has been unreachable for ",
-                                               absl::FormatDuration(kUnreachableLimit),
-                                               " while the GCS reports it alive"));
+            failures.emplace_back(
+                std::move(call.spec), StoredObject::Error::kActorDied,
+                absl::StrCat("the actor's worker at ", actor.address, " has been unreachable for ",
+                             absl::FormatDuration(kUnreachableLimit),
+                             " while the GCS reports it alive"));
           }
           actor.unanswered.clear();
           actor.resolving = false;

@@ -65,8 +65,20 @@ void LeaseManager::RequestLease(const rpc::RequestWorkerLeaseRequest& request, L
     const bool elsewhere = spec.strategy().kind() == rpc::SchedulingStrategy::NODE_AFFINITY &&
                            spec.strategy().node_id() != local_node_.Binary();
     if (!spec.placement_group_id().empty() && elsewhere) {
-      // The bundle lives on another node: send the caller there.
-      answer_now = Rejected("the node holding the placement group's bundle is not in the cluster");
+      // The bundle lives on another node: send the caller there. A node we do not know yet may
+      // still be joining (ask again later); a dead one means the group moved (fail the task).
+      auto target = NodeId::FromBinary(spec.strategy().node_id());
+      if (target.ok() && dead_nodes_.contains(*target)) {
+        answer_now = Rejected(
+            "the node holding its placement-group bundle died; the group is "
+            "being rescheduled (submit again)");
+      } else {
+        answer_now.emplace();
+        answer_now->set_infeasible(true);
+        answer_now->set_failure_message(
+            "the node holding its placement-group bundle is not "
+            "known here yet");
+      }
       for (const NodeView& node : cluster_) {
         if (node.node_id.Binary() == spec.strategy().node_id()) {
           answer_now.emplace();

@@ -90,15 +90,7 @@ void ActorManager::ScheduleLocked(Actor& actor) {
   std::map<std::string, double> amounts(actor.info.required_resources().begin(),
                                         actor.info.required_resources().end());
   ResourceSet demand = *ResourceSet::FromMap(amounts);
-  std::vector<NodeView> views;
-  for (const auto& usage : nodes_->GetAllResourceUsage()) {
-    auto node = NodeId::FromBinary(usage.node_id());
-    auto total = ResourceSet::FromMap({usage.total().begin(), usage.total().end()});
-    auto available = ResourceSet::FromMap({usage.available().begin(), usage.available().end()});
-    if (node.ok() && total.ok() && available.ok()) {
-      views.push_back({*node, usage.raylet_address(), *total, *available});
-    }
-  }
+  std::vector<NodeView> views = NodeViewsFromUsage(nodes_->GetAllResourceUsage());
   SchedulingDecision decision =
       ChooseNode(demand, actor.creation_task.strategy(), NodeId::Nil(), views, &spread_counter_);
   const ActorId id = *ActorId::FromBinary(actor.info.actor_id());

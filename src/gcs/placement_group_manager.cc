@@ -83,15 +83,7 @@ void PlacementGroupManager::ScheduleLocked(Group& group) {
     }
   }
   if (missing.empty()) return;
-  std::vector<NodeView> views;
-  for (const auto& usage : nodes_->GetAllResourceUsage()) {
-    auto node = NodeId::FromBinary(usage.node_id());
-    auto total = ResourceSet::FromMap({usage.total().begin(), usage.total().end()});
-    auto available = ResourceSet::FromMap({usage.available().begin(), usage.available().end()});
-    if (node.ok() && total.ok() && available.ok()) {
-      views.push_back({*node, usage.raylet_address(), *total, *available});
-    }
-  }
+  std::vector<NodeView> views = NodeViewsFromUsage(nodes_->GetAllResourceUsage());
   std::sort(views.begin(), views.end(),
             [](const NodeView& a, const NodeView& b) { return a.node_id < b.node_id; });
   auto strategy = group.info.strategy();

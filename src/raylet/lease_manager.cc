@@ -343,14 +343,7 @@ void LeaseManager::UpdateClusterView(const std::vector<rpc::ResourceUsage>& clus
   std::vector<std::string> addresses;
   {
     absl::MutexLock lock(&mu_);
-    cluster_.clear();
-    for (const auto& usage : cluster) {
-      auto node_id = NodeId::FromBinary(usage.node_id());
-      auto total = ResourceSet::FromMap({usage.total().begin(), usage.total().end()});
-      auto available = ResourceSet::FromMap({usage.available().begin(), usage.available().end()});
-      if (!node_id.ok() || !total.ok() || !available.ok()) continue;
-      cluster_.push_back({*node_id, usage.raylet_address(), *total, *available});
-    }
+    cluster_ = NodeViewsFromUsage(cluster);
     // Queued requests that another node can serve right now go there.
     const std::vector<NodeView> views = ViewsLocked();
     for (auto it = queue_.begin(); it != queue_.end();) {

@@ -31,6 +31,19 @@ SchedulingDecision Place(const NodeView& node, const NodeId& local_node) {
 
 }  // namespace
 
+std::vector<NodeView> NodeViewsFromUsage(const std::vector<rpc::ResourceUsage>& usages) {
+  std::vector<NodeView> views;
+  for (const auto& usage : usages) {
+    auto node = NodeId::FromBinary(usage.node_id());
+    auto total = ResourceSet::FromMap({usage.total().begin(), usage.total().end()});
+    auto available = ResourceSet::FromMap({usage.available().begin(), usage.available().end()});
+    if (node.ok() && total.ok() && available.ok()) {
+      views.push_back({*node, usage.raylet_address(), *total, *available});
+    }
+  }
+  return views;
+}
+
 std::string DescribeInfeasible(const ResourceSet& demand, const std::vector<NodeView>& nodes) {
   std::vector<std::string> missing;
   for (const auto& [name, amount] : demand.amounts()) {

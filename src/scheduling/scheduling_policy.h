@@ -28,6 +28,9 @@ struct NodeView {
   ResourceSet available;
 };
 
+// The cluster view as the GCS reports it (alive nodes' latest ResourceUsage), as NodeViews.
+std::vector<NodeView> NodeViewsFromUsage(const std::vector<rpc::ResourceUsage>& usages);
+
 struct SchedulingDecision {
   enum class Kind { kLocal, kRemote, kInfeasible, kFailed };
   Kind kind = Kind::kInfeasible;

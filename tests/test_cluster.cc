@@ -8,7 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -35,6 +39,44 @@ std::string ReadFileOrEmpty(const std::string& path) {
 std::string TestTmpDir() {
   const char* dir = std::getenv("TEST_TMPDIR");
   return dir ? dir : "/tmp";
+}
+
+// If the test is killed (a Bazel timeout sends SIGTERM first), stop every cluster it started so
+// no daemon outlives it. Everything the handler touches is prepared in advance: it only forks
+// and execs, which is allowed in a signal handler.
+constexpr int kMaxClusters = 64;
+char* stop_argv[kMaxClusters][5];
+std::atomic<int> num_clusters{0};
+
+void StopClustersAndExit(int signal_number) {
+  const int n = std::min(num_clusters.load(), kMaxClusters);
+  for (int i = 0; i < n; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      execv(stop_argv[i][0], stop_argv[i]);
+      _exit(127);
+    }
+    if (pid > 0) waitpid(pid, nullptr, 0);
+  }
+  signal(signal_number, SIG_DFL);
+  raise(signal_number);
+}
+
+void RegisterForCleanup(const std::string& binary, const std::string& temp_root) {
+  const int slot = num_clusters.load();
+  if (slot >= kMaxClusters) return;
+  stop_argv[slot][0] = strdup(binary.c_str());
+  stop_argv[slot][1] = strdup("stop");
+  stop_argv[slot][2] = strdup("--force");
+  stop_argv[slot][3] = strdup(("--temp-dir=" + temp_root).c_str());
+  stop_argv[slot][4] = nullptr;
+  num_clusters = slot + 1;
+  static bool installed = [] {
+    signal(SIGTERM, StopClustersAndExit);
+    signal(SIGINT, StopClustersAndExit);
+    return true;
+  }();
+  (void)installed;
 }
 
 }  // namespace
@@ -147,6 +189,7 @@ int TestCluster::GcsPid() const {
 TestCluster::TestCluster(const std::vector<std::string>& head_flags) {
   static std::atomic<int> counter{0};
   temp_root_ = absl::StrCat(TestTmpDir(), "/cluster_", getpid(), "_", counter++);
+  RegisterForCleanup(TroupeBinary(), temp_root_);
   const int port = PickFreePort();
   std::vector<std::string> args = {"start", "--head", absl::StrCat("--port=", port)};
   args.insert(args.end(), head_flags.begin(), head_flags.end());

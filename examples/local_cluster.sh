@@ -18,6 +18,7 @@ echo
 echo "== a driver on the cluster"
 TROUPE_ADDRESS="127.0.0.1:$PORT" "$DRIVER"
 echo
+sleep 1  # raylets report every 100 ms and idle leases return after 50 ms: let status catch up
 "$TROUPE" status
 echo
 "$TROUPE" stop

@@ -256,59 +256,48 @@ class CoreWorkerRuntime : public internal::Runtime {
 std::shared_ptr<void> actor_instance;
 bool actor_restarted = false;
 
-// Runs a registered function, actor factory or actor method for a pushed task (worker mode).
-TaskOutcome ExecuteRegistered(const rpc::TaskSpec& spec, const std::vector<ObjectBuffer>& args) {
-  TaskOutcome outcome;
+// Runs the function, actor factory or actor method a task names; throws what it throws.
+std::shared_ptr<internal::InvokeResult> Invoke(const rpc::TaskSpec& spec,
+                                               const std::vector<internal::Buffer>& args) {
   const auto& registry = internal::FunctionRegistry::Instance();
-  if (spec.type() != rpc::TaskSpec::NORMAL_TASK) {
-    std::vector<internal::Buffer> buffers;
-    for (const auto& arg : args) buffers.push_back({arg.data, arg.size, arg.holder});
-    try {
-      std::shared_ptr<internal::InvokeResult> result;
-      if (spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK) {
-        const auto* creator = registry.FindCreator(spec.function_name());
-        if (creator == nullptr)
-          throw TroupeError("actor factory " + spec.function_name() +
-                            " is not registered (TROUPE_REMOTE)");
-        actor_restarted = spec.actor_num_restarts() > 0;
-        actor_instance = (*creator)(buffers);
-        result = std::make_shared<internal::InvokeResult>();
-        result->value = internal::Serialize(msgpack::type::nil_t());
-      } else {
-        const auto* method = registry.FindMethod(spec.function_name());
-        if (method == nullptr)
-          throw TroupeError("actor method " + spec.function_name() +
-                            " is not registered (TROUPE_REMOTE)");
-        if (!actor_instance) throw TroupeError("this worker holds no actor");
-        result = std::make_shared<internal::InvokeResult>((*method)(actor_instance.get(), buffers));
-      }
-      outcome.size = result->value.size();
-      outcome.write = [result](char* out) { result->value.CopyTo(out); };
-      outcome.keep_alive = result;
-    } catch (const std::exception& e) {
-      outcome.threw = true;
-      outcome.exception_type = internal::DemangledTypeName(typeid(e));
-      outcome.exception_message = e.what();
-    } catch (...) {
-      outcome.threw = true;
-      outcome.exception_type = "unknown exception";
-      outcome.exception_message = "a non-std::exception was thrown";
+  const std::string& name = spec.function_name();
+  switch (spec.type()) {
+    case rpc::TaskSpec::ACTOR_CREATION_TASK: {
+      const auto* creator = registry.FindCreator(name);
+      if (creator == nullptr)
+        throw TroupeError("actor factory " + name + " is not registered (TROUPE_REMOTE)");
+      actor_restarted = spec.actor_num_restarts() > 0;
+      actor_instance = (*creator)(args);
+      auto result = std::make_shared<internal::InvokeResult>();
+      result->value = internal::Serialize(msgpack::type::nil_t());
+      return result;
     }
-    return outcome;
+    case rpc::TaskSpec::ACTOR_TASK: {
+      const auto* method = registry.FindMethod(name);
+      if (method == nullptr)
+        throw TroupeError("actor method " + name + " is not registered (TROUPE_REMOTE)");
+      if (!actor_instance) throw TroupeError("this worker holds no actor");
+      return std::make_shared<internal::InvokeResult>((*method)(actor_instance.get(), args));
+    }
+    default: {
+      const auto* invoker = registry.FindFunction(name);
+      if (invoker == nullptr) {
+        throw TroupeError("function " + name +
+                          " is not registered in this executable (TROUPE_REMOTE)");
+      }
+      return std::make_shared<internal::InvokeResult>((*invoker)(args));
+    }
   }
-  const auto* invoker = registry.FindFunction(spec.function_name());
-  if (invoker == nullptr) {
-    outcome.threw = true;
-    outcome.exception_type = "troupe::TroupeError";
-    outcome.exception_message = "function " + spec.function_name() +
-                                " is not registered in this executable (TROUPE_REMOTE)";
-    return outcome;
-  }
+}
+
+// Runs a pushed task (worker mode) and reports its result or the exception it threw.
+TaskOutcome ExecuteRegistered(const rpc::TaskSpec& spec, const std::vector<ObjectBuffer>& args) {
   std::vector<internal::Buffer> buffers;
   buffers.reserve(args.size());
   for (const auto& arg : args) buffers.push_back({arg.data, arg.size, arg.holder});
+  TaskOutcome outcome;
   try {
-    auto result = std::make_shared<internal::InvokeResult>((*invoker)(buffers));
+    std::shared_ptr<internal::InvokeResult> result = Invoke(spec, buffers);
     outcome.size = result->value.size();
     outcome.write = [result](char* out) { result->value.CopyTo(out); };
     outcome.keep_alive = result;

@@ -10,3 +10,12 @@ def cuda_compatible():
         "//bazel:cuda_off": ["//bazel:incompatible"],
         "//conditions:default": [],
     })
+
+def if_cuda(if_true, if_false = []):
+    """`if_true` in builds with CUDA (toolkit found, not --config=nocuda), else `if_false`."""
+    if not CUDA_FOUND:
+        return if_false
+    return select({
+        "//bazel:cuda_off": if_false,
+        "//conditions:default": if_true,
+    })

@@ -170,6 +170,29 @@ class CoreWorkerRuntime : public internal::Runtime {
   void ExitActor() override { core_->ExitActorAfterCurrentTask(); }
   bool WasCurrentActorRestarted() override;
 
+  std::optional<std::string> KvGet(const std::string& ns, const std::string& key) override {
+    auto value = core_->gcs().KVGet(ns, key);
+    if (!value.ok()) ThrowFor(value.status());
+    return *value;
+  }
+  bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
+             bool overwrite) override {
+    auto added = core_->gcs().KVPut(ns, key, value, overwrite);
+    if (!added.ok()) ThrowFor(added.status());
+    return *added;
+  }
+  int64_t KvDelete(const std::string& ns, const std::string& key, bool by_prefix) override {
+    auto deleted = core_->gcs().KVDel(ns, key, by_prefix);
+    if (!deleted.ok()) ThrowFor(deleted.status());
+    return *deleted;
+  }
+  std::string JobNamespace() override { return JobKvNamespace(core_->job_id()); }
+  std::string CurrentActorId() override {
+    const ActorId& id = core_->current_actor_id();
+    return id.IsNil() ? "" : id.Binary();
+  }
+  std::string NodeIp() override { return core_->node_ip(); }
+
  private:
   static rpc::SchedulingStrategy ToStrategy(const internal::SchedulingStrategy& strategy) {
     rpc::SchedulingStrategy out;

@@ -54,6 +54,8 @@ absl::StatusOr<std::string> HexToBytes(std::string_view hex) {
   return bytes;
 }
 
+std::string JobKvNamespace(const JobId& job_id) { return "job-" + job_id.Hex(); }
+
 JobId JobId::FromInt(uint32_t value) {
   JobId id;
   for (int i = 0; i < 4; ++i) id.bytes_[i] = static_cast<uint8_t>(value >> (8 * (3 - i)));

@@ -100,6 +100,10 @@ class JobId : public BaseId<JobId, 4> {
   uint32_t ToInt() const;
 };
 
+// The GCS KV namespace that belongs to a job: "job-<hex>". The GCS deletes it when the job ends,
+// so per-job state (e.g. collective rendezvous keys) never outlives the job.
+std::string JobKvNamespace(const JobId& job_id);
+
 // An object is the `index`-th return (index >= 1) or the `index`-th put of the task that created
 // it, so its owner can be derived from the ID: task ID bytes, then the index big-endian.
 class ObjectId : public BaseId<ObjectId, TaskId::Size() + 4> {

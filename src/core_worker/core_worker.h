@@ -114,6 +114,11 @@ class CoreWorker {
   void Shutdown();
   const std::string& address() const { return address_; }
   const NodeId& node_id() const { return node_id_; }
+  const JobId& job_id() const { return options_.job_id; }
+  const std::string& node_ip() const { return options_.node_ip; }
+  // Inside an actor (worker mode): the actor's ID; nil elsewhere.
+  const ActorId& current_actor_id() const { return current_actor_; }
+  GcsClient& gcs() { return *gcs_; }
 
   // Returns the result's reference with one local reference held for the caller.
   ObjectRefInfo SubmitTask(const std::string& function_name, std::vector<TaskArgSpec> args,

@@ -94,8 +94,11 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
     placement_groups_.OnNodeDead(node);  // first: restarting actors need their bundles' new homes
     actors_.OnNodeDead(node);
   });
-  jobs_.AddJobFinishedListener(
-      [this](const std::string& job_id) { actors_.OnJobFinished(job_id); });
+  jobs_.AddJobFinishedListener([this](const std::string& job_id) {
+    actors_.OnJobFinished(job_id);
+    auto id = JobId::FromBinary(job_id);
+    if (id.ok()) kv_.Del(JobKvNamespace(*id), "", /*by_prefix=*/true, [](auto) {});
+  });
 }
 
 GcsServer::~GcsServer() { Stop(); }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,19 @@ class Runtime {
   virtual void RemovePlacementGroup(const std::string& id) = 0;
   virtual bool WaitPlacementGroup(const std::string& id, int64_t timeout_ms) = 0;
   virtual std::string GetPlacementGroup(const std::string& name) = 0;  // "" if none
+
+  // The cluster's key-value store (GCS KV). Namespaces named by JobNamespace() are deleted when
+  // the job finishes. KvPut returns false when the key exists and `overwrite` is false.
+  virtual std::optional<std::string> KvGet(const std::string& ns, const std::string& key) = 0;
+  virtual bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
+                     bool overwrite) = 0;
+  virtual int64_t KvDelete(const std::string& ns, const std::string& key, bool by_prefix) = 0;
+  // "job-<job id hex>": a KV namespace that lives as long as this process's job.
+  virtual std::string JobNamespace() = 0;
+  // Inside an actor: its ID (binary); "" elsewhere.
+  virtual std::string CurrentActorId() = 0;
+  // The address peers on other nodes reach this process at (the node's IP).
+  virtual std::string NodeIp() = 0;
 
   // Reference counting: every live ObjectRef in this process holds one local reference.
   virtual void AddLocalRef(const RefInfo& ref) = 0;

@@ -1,0 +1,665 @@
+#include "src/collective/mesh.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace troupe::collective {
+namespace {
+
+constexpr char kPeerPayload[] = "troupe.collective/peer";
+constexpr absl::Duration kSlice = absl::Milliseconds(50);
+constexpr char kClosedHow[] =
+    "its connection closed (the process exited, or it left the group)";
+
+bool IsAbort(const std::string& message) { return message.rfind("ABORT\n", 0) == 0; }
+
+std::string Errno(const char* what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
+
+std::string RandomHex(int bytes) {
+  std::random_device device;
+  std::string out;
+  for (int i = 0; i < bytes; ++i) absl::StrAppend(&out, absl::Hex(device() & 0xff, absl::kZeroPad2));
+  return out;
+}
+
+// Processes with the same boot id share /dev/shm (same kernel); the path is stable per boot.
+std::string HostKey() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id.empty() ? "unknown-host" : id;
+}
+
+int Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  return static_cast<int>(syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value,
+                                  timeout, nullptr, 0));
+}
+
+int MillisUntil(absl::Time deadline) {
+  const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+  return static_cast<int>(std::clamp<int64_t>(ms, 0, INT_MAX));
+}
+
+void SetNonBlocking(int fd) { fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+void SetNoDelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+// Writes all of `data` to a non-blocking socket before `deadline`.
+absl::Status WriteAll(int fd, const std::string& data, absl::Time deadline) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += n;
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EINTR) return absl::UnavailableError(Errno("send"));
+    pollfd entry{fd, POLLOUT, 0};
+    if (poll(&entry, 1, MillisUntil(deadline)) == 0) {
+      return absl::DeadlineExceededError("timed out sending");
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string Frame(const std::string& message) {
+  const uint32_t size = message.size();
+  std::string out(reinterpret_cast<const char*>(&size), 4);
+  return out + message;
+}
+
+// Takes one whole frame off the front of `buffer`, if there is one.
+std::optional<std::string> TakeFrame(std::string* buffer) {
+  if (buffer->size() < 4) return std::nullopt;
+  uint32_t size;
+  std::memcpy(&size, buffer->data(), 4);
+  if (buffer->size() < 4 + size) return std::nullopt;
+  std::string message = buffer->substr(4, size);
+  buffer->erase(0, 4 + size);
+  return message;
+}
+
+// Reads one frame from a socket (used while connecting, before a peer has a Peer entry).
+absl::StatusOr<std::string> ReadFrame(int fd, absl::Time deadline) {
+  std::string buffer;
+  char chunk[512];
+  while (true) {
+    if (auto frame = TakeFrame(&buffer)) return *frame;
+    ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+    if (n > 0) {
+      buffer.append(chunk, n);
+      continue;
+    }
+    if (n == 0) return absl::UnavailableError("connection closed");
+    if (errno != EAGAIN && errno != EINTR) return absl::UnavailableError(Errno("recv"));
+    pollfd entry{fd, POLLIN, 0};
+    if (poll(&entry, 1, MillisUntil(deadline)) == 0) {
+      return absl::DeadlineExceededError("timed out waiting for an answer");
+    }
+  }
+}
+
+absl::StatusOr<int> ConnectTcp(const std::string& address, absl::Time deadline) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+    return absl::InvalidArgumentError("bad address " + address);
+  }
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError("bad address " + address);
+  }
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return absl::InternalError(Errno("socket"));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 &&
+      errno != EINPROGRESS) {
+    close(fd);
+    return absl::UnavailableError(Errno("connect"));
+  }
+  pollfd entry{fd, POLLOUT, 0};
+  int error = 0;
+  socklen_t length = sizeof(error);
+  if (poll(&entry, 1, MillisUntil(deadline)) != 1 ||
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 || error != 0) {
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", address, ": ",
+                                               std::strerror(error ? error : ETIMEDOUT)));
+  }
+  SetNoDelay(fd);
+  return fd;
+}
+
+// --- Shared memory -------------------------------------------------------------------------
+
+// Inbox layout: [doorbell: 64 B][ring states: 128 B per sender][page-aligned data: ring_bytes
+// per sender]. The ring from sender s lives in the receiver's inbox at index s.
+struct alignas(64) RingState {
+  std::atomic<uint64_t> written{0};  // bytes the sender has put in, ever
+  char pad1[56];
+  std::atomic<uint64_t> read{0};  // bytes the receiver has taken out, ever
+  char pad2[56];
+};
+static_assert(sizeof(RingState) == 128);
+
+size_t DataOffset(int world_size) {
+  const size_t header = 64 + sizeof(RingState) * world_size;
+  return (header + 4095) / 4096 * 4096;
+}
+
+size_t InboxSize(int world_size, size_t ring_bytes) {
+  return DataOffset(world_size) + ring_bytes * world_size;
+}
+
+}  // namespace
+
+struct Mesh::Inbox {
+  std::atomic<uint32_t> seq;       // rung by peers after they change a ring this member uses
+  std::atomic<uint32_t> sleepers;  // > 0 while this member sleeps on seq
+
+  RingState* ring(int sender) {
+    return reinterpret_cast<RingState*>(reinterpret_cast<char*>(this) + 64) + sender;
+  }
+  char* data(int sender, int world_size, size_t ring_bytes) {
+    return reinterpret_cast<char*>(this) + DataOffset(world_size) + ring_bytes * sender;
+  }
+  void Ring() {
+    seq.fetch_add(1);
+    if (sleepers.load() > 0) Futex(&seq, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+};
+
+namespace {
+
+// A link over two shared-memory rings: ours (in our inbox, written by the peer) and the peer's
+// (in its inbox, written by us). Both sides ring the other's doorbell after a change.
+class ShmLink : public Link {
+ public:
+  ShmLink(RingState* in, char* in_data, RingState* out, char* out_data, size_t capacity,
+          Mesh::Inbox* peer)
+      : in_(in), in_data_(in_data), out_(out), out_data_(out_data), capacity_(capacity),
+        peer_(peer) {}
+
+  absl::StatusOr<size_t> Write(const char* data, size_t n, size_t unit) override {
+    const uint64_t written = out_->written.load(std::memory_order_relaxed);
+    const uint64_t space = capacity_ - (written - out_->read.load(std::memory_order_acquire));
+    const size_t offset = written % capacity_;
+    size_t take = std::min<uint64_t>({n, space, capacity_ - offset});
+    take -= take % unit;
+    if (take == 0) return 0;
+    std::memcpy(out_data_ + offset, data, take);
+    out_->written.store(written + take, std::memory_order_release);
+    peer_->Ring();
+    return take;
+  }
+
+  absl::StatusOr<std::pair<const char*, size_t>> Readable() override {
+    const uint64_t read = in_->read.load(std::memory_order_relaxed);
+    const uint64_t available = in_->written.load(std::memory_order_acquire) - read;
+    const size_t offset = read % capacity_;
+    return std::make_pair(in_data_ + offset, std::min<uint64_t>(available, capacity_ - offset));
+  }
+
+  void Consume(size_t n) override {
+    in_->read.store(in_->read.load(std::memory_order_relaxed) + n, std::memory_order_release);
+    peer_->Ring();
+  }
+
+ private:
+  RingState* in_;
+  char* in_data_;
+  RingState* out_;
+  char* out_data_;
+  size_t capacity_;
+  Mesh::Inbox* peer_;
+};
+
+class TcpLink : public Link {
+ public:
+  explicit TcpLink(int fd) : fd_(fd), buffer_(kBufferBytes) {}
+
+  absl::StatusOr<size_t> Write(const char* data, size_t n, size_t unit) override {
+    // Whole units only, so the receiver's reads stay aligned: a partial unit is held back.
+    n -= n % unit;
+    if (n == 0) return 0;
+    ssize_t sent = send(fd_, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EAGAIN || errno == EINTR) return 0;
+      return absl::UnavailableError(Errno("send"));
+    }
+    const size_t partial = sent % unit;
+    if (partial != 0) {  // finish the unit we started (rare; blocks at most briefly)
+      std::string rest(data + sent, unit - partial);
+      if (auto status = WriteAll(fd_, rest, absl::Now() + absl::Seconds(30)); !status.ok()) {
+        return status;
+      }
+      sent += unit - partial;
+    }
+    return static_cast<size_t>(sent);
+  }
+
+  absl::StatusOr<std::pair<const char*, size_t>> Readable() override {
+    if (begin_ == end_) begin_ = end_ = 0;
+    if (end_ == buffer_.size() && begin_ > 0) {  // make room: move the remainder to the front
+      std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    if (end_ < buffer_.size()) {
+      ssize_t n = recv(fd_, buffer_.data() + end_, buffer_.size() - end_, MSG_DONTWAIT);
+      if (n == 0) return absl::UnavailableError("connection closed");
+      if (n < 0 && errno != EAGAIN && errno != EINTR) return absl::UnavailableError(Errno("recv"));
+      if (n > 0) end_ += n;
+    }
+    return std::make_pair(static_cast<const char*>(buffer_.data() + begin_), end_ - begin_);
+  }
+
+  void Consume(size_t n) override { begin_ += n; }
+  int fd() const override { return fd_; }
+
+ private:
+  static constexpr size_t kBufferBytes = 512 << 10;
+  int fd_;
+  std::vector<char> buffer_;
+  size_t begin_ = 0, end_ = 0;
+};
+
+}  // namespace
+
+absl::Status PeerError(absl::StatusCode code, int rank, const std::string& message) {
+  absl::Status status(code, message);
+  status.SetPayload(kPeerPayload, absl::Cord(std::to_string(rank)));
+  return status;
+}
+
+int PeerOf(const absl::Status& status) {
+  auto payload = status.GetPayload(kPeerPayload);
+  int rank = -1;
+  if (payload && absl::SimpleAtoi(std::string(*payload), &rank)) return rank;
+  return -1;
+}
+
+Mesh::Mesh(MeshOptions options)
+    : options_(std::move(options)), nonce_(RandomHex(12)), host_(HostKey()),
+      peers_(options_.world_size), links_(options_.world_size) {}
+
+Mesh::~Mesh() {
+  for (Peer& peer : peers_) {
+    if (peer.control_fd >= 0) close(peer.control_fd);
+    if (peer.data_fd >= 0) close(peer.data_fd);
+    if (peer.inbox != nullptr) munmap(peer.inbox, peer.inbox_size);
+  }
+  if (listen_fd_ >= 0) close(listen_fd_);
+  if (inbox_ != nullptr) munmap(inbox_, inbox_size_);
+  if (!inbox_path_.empty()) unlink(inbox_path_.c_str());
+}
+
+absl::StatusOr<std::unique_ptr<Mesh>> Mesh::Connect(const MeshOptions& options,
+                                                    const KvAccess& kv) {
+  std::unique_ptr<Mesh> mesh(new Mesh(options));
+  absl::Status status = mesh->Rendezvous(kv);
+  // Whether it worked or not, our key has served its purpose (or would mislead a retry).
+  kv.del(options.key_prefix + "rank/" + std::to_string(options.rank));
+  if (!status.ok()) return status;
+  return mesh;
+}
+
+absl::Status Mesh::Rendezvous(const KvAccess& kv) {
+  const absl::Time deadline = absl::Now() + options_.rendezvous_timeout;
+  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  if (inet_pton(AF_INET, options_.listen_ip.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError("bad listen address " + options_.listen_ip);
+  }
+  socklen_t length = sizeof(addr);
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(listen_fd_, 2 * options_.world_size) != 0 ||
+      getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
+    return absl::InternalError(Errno("listen"));
+  }
+  SetNonBlocking(listen_fd_);
+  if (options_.data_links && options_.world_size > 1) {
+    inbox_path_ = "/dev/shm/troupe-coll-" + nonce_;
+    inbox_size_ = InboxSize(options_.world_size, options_.ring_bytes);
+    int fd = open(inbox_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return absl::InternalError(Errno("creating the shared-memory inbox"));
+    if (ftruncate(fd, inbox_size_) != 0) {
+      close(fd);
+      return absl::ResourceExhaustedError(Errno("sizing the shared-memory inbox"));
+    }
+    void* map = mmap(nullptr, inbox_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) return absl::InternalError(Errno("mapping the shared-memory inbox"));
+    inbox_ = static_cast<Inbox*>(map);  // a fresh file: all zero, which is the initial state
+  }
+  kv.put(options_.key_prefix + "rank/" + std::to_string(options_.rank),
+         absl::StrCat(nonce_, "\n", host_, "\n", options_.listen_ip, ":", ntohs(addr.sin_port)));
+
+  for (int peer = 0; peer < options_.rank; ++peer) {
+    if (auto status = ConnectTo(peer, kv, deadline); !status.ok()) return status;
+  }
+  if (auto status = AcceptFrom(options_.world_size - 1 - options_.rank, deadline); !status.ok()) {
+    return status;
+  }
+  if (auto status = ReadyRound(deadline); !status.ok()) return status;
+  // Everyone has mapped our inbox: the file name is no longer needed.
+  if (!inbox_path_.empty()) unlink(inbox_path_.c_str());
+  inbox_path_.clear();
+  close(listen_fd_);
+  listen_fd_ = -1;
+
+  for (int peer = 0; peer < options_.world_size; ++peer) {
+    if (peer == options_.rank || !options_.data_links) continue;
+    Peer& p = peers_[peer];
+    if (p.inbox != nullptr) {
+      const size_t ring = options_.ring_bytes;
+      links_[peer] = std::make_unique<ShmLink>(
+          inbox_->ring(peer), inbox_->data(peer, options_.world_size, ring),
+          p.inbox->ring(options_.rank), p.inbox->data(options_.rank, options_.world_size, ring),
+          ring, p.inbox);
+    } else {
+      links_[peer] = std::make_unique<TcpLink>(p.data_fd);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mesh::ConnectTo(int peer, const KvAccess& kv, absl::Time deadline) {
+  const std::string key = options_.key_prefix + "rank/" + std::to_string(peer);
+  absl::Duration backoff = absl::Milliseconds(2);
+  std::string last_problem = "it has not published its address";
+  auto retry = [&]() -> absl::Status {
+    if (absl::Now() + backoff >= deadline) {
+      return PeerError(absl::StatusCode::kDeadlineExceeded, peer,
+                       absl::StrCat("rank ", peer, " did not join within ",
+                                    absl::FormatDuration(options_.rendezvous_timeout), " (",
+                                    last_problem, ")"));
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(100));
+    return absl::OkStatus();
+  };
+  while (true) {
+    std::optional<std::string> value = kv.get(key);
+    if (!value) {
+      if (auto status = retry(); !status.ok()) return status;
+      continue;
+    }
+    std::vector<std::string> fields = absl::StrSplit(*value, '\n');
+    if (fields.size() != 3) return absl::InternalError("malformed rendezvous key " + key);
+    const std::string& peer_nonce = fields[0];
+    const bool shared_memory =
+        options_.data_links && !options_.force_tcp && fields[1] == host_;
+    // The control connection, then (between hosts) the data connection.
+    bool stale = false;
+    for (const char* kind : {"control", "data"}) {
+      if (std::string(kind) == "data" && (!options_.data_links || shared_memory)) break;
+      auto fd = ConnectTcp(fields[2], std::min(deadline, absl::Now() + absl::Seconds(5)));
+      if (!fd.ok()) {  // not listening (yet, or any more: a key left by a dead member)
+        last_problem = std::string(fd.status().message());
+        stale = true;
+        break;
+      }
+      const std::string hello = absl::StrCat("HELLO\n", options_.group, "\n", options_.rank, "\n",
+                                             nonce_, "\n", peer_nonce, "\n", kind, "\n",
+                                             shared_memory ? 1 : 0);
+      absl::Status sent = WriteAll(*fd, Frame(hello), deadline);
+      auto answer = sent.ok() ? ReadFrame(*fd, deadline) : absl::StatusOr<std::string>(sent);
+      if (!answer.ok() || *answer != "OK") {
+        close(*fd);
+        last_problem = answer.ok() ? *answer : std::string(answer.status().message());
+        if (!answer.ok() && absl::IsDeadlineExceeded(answer.status())) {
+          return PeerError(absl::StatusCode::kDeadlineExceeded, peer,
+                           absl::StrCat("rank ", peer, " did not accept our connection within ",
+                                        absl::FormatDuration(options_.rendezvous_timeout)));
+        }
+        stale = true;
+        break;
+      }
+      (std::string(kind) == "control" ? peers_[peer].control_fd : peers_[peer].data_fd) = *fd;
+    }
+    if (stale) {
+      if (peers_[peer].control_fd >= 0) close(peers_[peer].control_fd);
+      peers_[peer].control_fd = -1;
+      if (auto status = retry(); !status.ok()) return status;
+      continue;
+    }
+    if (shared_memory) return MapPeerInbox(peer, peer_nonce);
+    return absl::OkStatus();
+  }
+}
+
+absl::Status Mesh::AcceptFrom(int expected_peers, absl::Time deadline) {
+  // Control connections from every higher rank, plus data connections from those on other hosts.
+  int missing_control = expected_peers;
+  int missing_data = 0;
+  while (missing_control > 0 || missing_data > 0) {
+    pollfd entry{listen_fd_, POLLIN, 0};
+    if (poll(&entry, 1, MillisUntil(deadline)) == 0) {
+      std::string absent;
+      int first_absent = -1;
+      for (int peer = options_.rank + 1; peer < options_.world_size; ++peer) {
+        if (peers_[peer].control_fd < 0) {
+          absl::StrAppend(&absent, absent.empty() ? "" : ", ", peer);
+          if (first_absent < 0) first_absent = peer;
+        }
+      }
+      return PeerError(absl::StatusCode::kDeadlineExceeded, first_absent,
+                       absl::StrCat("rank(s) ", absent.empty() ? "?" : absent,
+                                    " did not join within ",
+                                    absl::FormatDuration(options_.rendezvous_timeout)));
+    }
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) continue;
+    SetNoDelay(fd);
+    auto hello = ReadFrame(fd, std::min(deadline, absl::Now() + absl::Seconds(10)));
+    std::vector<std::string> fields;
+    if (hello.ok()) fields = absl::StrSplit(*hello, '\n');
+    int peer = -1;
+    std::string refusal;
+    if (fields.size() != 7 || fields[0] != "HELLO" || !absl::SimpleAtoi(fields[2], &peer)) {
+      refusal = "not a collective hello";
+    } else if (fields[1] != options_.group) {
+      refusal = "this member belongs to group '" + options_.group + "'";
+    } else if (fields[4] != nonce_) {
+      refusal = "STALE: that address belongs to an earlier incarnation of the group";
+    } else if (peer <= options_.rank || peer >= options_.world_size) {
+      refusal = absl::StrCat("rank ", peer, " should not connect to rank ", options_.rank);
+    } else if ((fields[5] == "control" ? peers_[peer].control_fd : peers_[peer].data_fd) >= 0) {
+      refusal = absl::StrCat("rank ", peer, " is already connected (two members with one rank?)");
+    }
+    if (!refusal.empty()) {
+      (void)WriteAll(fd, Frame(refusal), absl::Now() + absl::Seconds(1));
+      close(fd);
+      continue;
+    }
+    if (!WriteAll(fd, Frame("OK"), deadline).ok()) {
+      close(fd);
+      continue;
+    }
+    if (fields[5] == "control") {
+      peers_[peer].control_fd = fd;
+      --missing_control;
+      if (fields[6] == "1") {
+        if (auto status = MapPeerInbox(peer, fields[3]); !status.ok()) return status;
+      } else if (options_.data_links) {
+        ++missing_data;
+      }
+    } else {
+      peers_[peer].data_fd = fd;
+      --missing_data;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mesh::MapPeerInbox(int peer, const std::string& nonce) {
+  const std::string path = "/dev/shm/troupe-coll-" + nonce;
+  const size_t size = InboxSize(options_.world_size, options_.ring_bytes);
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(Errno(("opening rank " + std::to_string(peer) +
+                                                "'s shared-memory inbox " + path).c_str()));
+  void* map = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return absl::InternalError(Errno("mapping a peer's inbox"));
+  peers_[peer].inbox = static_cast<Inbox*>(map);
+  peers_[peer].inbox_size = size;
+  return absl::OkStatus();
+}
+
+absl::Status Mesh::ReadyRound(absl::Time deadline) {
+  for (int peer = 0; peer < options_.world_size; ++peer) {
+    if (peer == options_.rank) continue;
+    if (auto status = SendControl(peer, "READY"); !status.ok()) return status;
+  }
+  for (int peer = 0; peer < options_.world_size; ++peer) {
+    if (peer == options_.rank) continue;
+    auto message = ReceiveControl(peer, deadline);
+    if (!message.ok()) return message.status();
+    if (*message != "READY") return absl::InternalError("unexpected message " + *message);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mesh::SendControl(int peer, const std::string& message) {
+  if (peers_[peer].control_fd < 0) return PeerGone(peer, "its connection is closed");
+  absl::Status status =
+      WriteAll(peers_[peer].control_fd, Frame(message), absl::Now() + absl::Seconds(30));
+  if (!status.ok()) return PeerGone(peer, std::string(status.message()));
+  return absl::OkStatus();
+}
+
+bool Mesh::ReadAvailable(Peer& peer) {
+  char chunk[4096];
+  while (true) {
+    ssize_t n = recv(peer.control_fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+    if (n > 0) {
+      peer.pending.append(chunk, n);
+      continue;
+    }
+    return n == 0 || (errno != EAGAIN && errno != EINTR);
+  }
+}
+
+absl::Status Mesh::AbortError(int peer, const std::string& message) {
+  std::vector<std::string> fields = absl::StrSplit(message, absl::MaxSplits('\n', 2));
+  int parsed = -1;
+  const int cause =
+      fields.size() == 3 && absl::SimpleAtoi(fields[1], &parsed) && parsed >= 0 ? parsed : peer;
+  return PeerError(absl::StatusCode::kAborted, cause,
+                   absl::StrCat("rank ", peer, " aborted the group: ",
+                                fields.size() == 3 ? fields[2] : "no reason given"));
+}
+
+absl::StatusOr<std::optional<std::string>> Mesh::PollControl(int peer) {
+  Peer& p = peers_[peer];
+  if (p.control_fd < 0) return PeerGone(peer, "its connection is closed");
+  const bool closed = ReadAvailable(p);
+  std::optional<std::string> message = TakeFrame(&p.pending);
+  if (message && IsAbort(*message)) {
+    p.pending = Frame(*message) + p.pending;  // stays: later calls report the same abort
+    return AbortError(peer, *message);
+  }
+  if (!message && closed) return PeerGone(peer, kClosedHow);
+  return message;
+}
+
+absl::StatusOr<std::string> Mesh::ReceiveControl(int peer, absl::Time deadline) {
+  while (true) {
+    auto message = PollControl(peer);
+    if (!message.ok()) return message.status();
+    if (message->has_value()) return **message;
+    pollfd entry{peers_[peer].control_fd, POLLIN, 0};
+    if (poll(&entry, 1, MillisUntil(deadline)) == 0) {
+      return PeerError(absl::StatusCode::kDeadlineExceeded, peer,
+                       absl::StrCat("timed out waiting for rank ", peer));
+    }
+  }
+}
+
+absl::Status Mesh::CheckPeers() {
+  if (aborted_) return absl::CancelledError("this member left the group");
+  for (int peer = 0; peer < options_.world_size; ++peer) {
+    if (peer == options_.rank) continue;
+    Peer& p = peers_[peer];
+    if (p.control_fd < 0) return PeerGone(peer, "its connection is closed");
+    // Only aborts and hang-ups matter here; other messages stay queued for ReceiveControl.
+    const bool closed = ReadAvailable(p);
+    std::string scan = p.pending;
+    while (auto message = TakeFrame(&scan)) {
+      if (IsAbort(*message)) return AbortError(peer, *message);
+    }
+    if (closed) return PeerGone(peer, kClosedHow);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mesh::PeerGone(int peer, const std::string& how) {
+  return PeerError(absl::StatusCode::kUnavailable, peer,
+                   absl::StrCat("rank ", peer, " is gone: ", how));
+}
+
+uint32_t Mesh::doorbell() const { return inbox_ ? inbox_->seq.load() : 0; }
+
+absl::Status Mesh::WaitForProgress(uint32_t doorbell_seen, std::vector<pollfd>* fds,
+                                   absl::Time deadline) {
+  const absl::Time now = absl::Now();
+  if (now >= deadline) return absl::DeadlineExceededError("deadline");
+  const absl::Time until = std::min(deadline, now + kSlice);
+  if (!fds->empty()) {
+    // Waiting on sockets; if shared-memory links are busy too, look back at them every 1 ms.
+    bool any_shared = false;
+    for (const Peer& p : peers_) any_shared |= p.inbox != nullptr;
+    const int timeout = any_shared ? std::min(1, MillisUntil(until)) : MillisUntil(until);
+    poll(fds->data(), fds->size(), timeout);
+  } else if (inbox_ != nullptr) {
+    inbox_->sleepers.fetch_add(1);
+    const absl::Duration left = until - now;
+    timespec timeout = absl::ToTimespec(left);
+    Futex(&inbox_->seq, FUTEX_WAIT, doorbell_seen, &timeout);
+    inbox_->sleepers.fetch_sub(1);
+  } else {
+    absl::SleepFor(std::min(absl::Milliseconds(1), until - now));
+  }
+  return CheckPeers();
+}
+
+void Mesh::Abort(const absl::Status& status) {
+  if (aborted_.exchange(true)) return;
+  int cause = PeerOf(status);
+  if (cause < 0) cause = options_.rank;
+  const std::string message =
+      Frame(absl::StrCat("ABORT\n", cause, "\n", status.message()));
+  for (int peer = 0; peer < options_.world_size; ++peer) {
+    Peer& p = peers_[peer];
+    if (peer == options_.rank || p.control_fd < 0) continue;
+    (void)send(p.control_fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    // FIN after the message (not a reset): peers read the reason, then see the close.
+    shutdown(p.control_fd, SHUT_WR);
+    if (p.data_fd >= 0) shutdown(p.data_fd, SHUT_RDWR);
+  }
+}
+
+}  // namespace troupe::collective

@@ -1,0 +1,136 @@
+// The connections between the members of a collective group, set up by rendezvous through the
+// GCS KV:
+//
+//   1. each member listens on a TCP port, creates its shared-memory inbox and publishes
+//      "nonce, host, address" under <job namespace>/collective/<group>/rank/<r>;
+//   2. member r connects to every lower rank j, handing over the nonce it read for j; j accepts
+//      only its current nonce, so a key left by an earlier incarnation of the group is refused
+//      and re-read (never silently joined);
+//   3. once all are connected (a READY round), each member unlinks its inbox file and deletes its
+//      key: nothing is left behind in the KV or in /dev/shm.
+//
+// Per peer there is a control connection (aborts, liveness: a dead peer's socket closes) and a
+// data Link: a shared-memory ring in the receiver's inbox when both are on one host, else a
+// second TCP connection. A member waits on its own futex doorbell, which peers ring when they
+// put data in or take it out of a ring it uses.
+// Thread-compatible: one operation at a time (the group serialises them).
+#pragma once
+
+#include <poll.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace troupe::collective {
+
+// Errors that a member caused carry its rank (see PeerOf).
+absl::Status PeerError(absl::StatusCode code, int rank, const std::string& message);
+int PeerOf(const absl::Status& status);  // -1 when none
+
+// Where rendezvous keys live and how to reach them (the GCS KV in production).
+struct KvAccess {
+  std::function<std::optional<std::string>(const std::string& key)> get;
+  std::function<void(const std::string& key, const std::string& value)> put;
+  std::function<void(const std::string& key)> del;
+};
+
+struct MeshOptions {
+  std::string group;
+  int world_size = 0;
+  int rank = 0;
+  std::string key_prefix;    // "collective/<group>/"
+  std::string listen_ip;     // the address peers on other hosts reach us at
+  bool data_links = true;    // false: control connections only (the NCCL backend)
+  bool force_tcp = false;    // TCP data links even between members on one host
+  size_t ring_bytes = 4 << 20;
+  absl::Duration rendezvous_timeout = absl::Minutes(5);
+};
+
+// A byte stream to one peer. Writes and reads never block; positions stay multiples of the
+// unit the caller writes and reads in (both sides use the same units).
+class Link {
+ public:
+  virtual ~Link() = default;
+  // Copies up to `n` bytes in (rounded down to `unit`); returns how many were taken.
+  virtual absl::StatusOr<size_t> Write(const char* data, size_t n, size_t unit) = 0;
+  // Contiguous readable bytes (possibly fewer than are buffered), without consuming them.
+  virtual absl::StatusOr<std::pair<const char*, size_t>> Readable() = 0;
+  virtual void Consume(size_t n) = 0;
+  // TCP links: the socket, to poll when blocked. -1 for shared memory.
+  virtual int fd() const { return -1; }
+};
+
+class Mesh {
+ public:
+  // Rendezvous with every other member; fails after options.rendezvous_timeout.
+  static absl::StatusOr<std::unique_ptr<Mesh>> Connect(const MeshOptions& options,
+                                                       const KvAccess& kv);
+  ~Mesh();
+
+  int rank() const { return options_.rank; }
+  int world_size() const { return options_.world_size; }
+  Link* link(int peer) { return links_[peer].get(); }
+  bool shares_memory_with(int peer) const { return peers_[peer].inbox != nullptr; }
+
+  // Control messages: a small message to one peer (rendezvous of backends, e.g. the NCCL id),
+  // and receiving one before `deadline`.
+  absl::Status SendControl(int peer, const std::string& message);
+  absl::StatusOr<std::string> ReceiveControl(int peer, absl::Time deadline);
+
+  // Blocks until a doorbell ring, activity on `fds` (poll entries), 50 ms, or `deadline`. Checks
+  // every peer's control connection: an error names the peer that died or aborted.
+  absl::Status WaitForProgress(uint32_t doorbell_seen, std::vector<pollfd>* fds,
+                               absl::Time deadline);
+  uint32_t doorbell() const;
+  // Non-blocking liveness check of every peer (what WaitForProgress does between sleeps).
+  absl::Status CheckPeers();
+
+  // Tells every peer why this member gives up (they fail with `status`, naming its rank as the
+  // cause unless it names another) and closes all connections. Idempotent; may be called while
+  // another thread runs an operation, which then fails within 50 ms.
+  void Abort(const absl::Status& status);
+
+  struct Inbox;  // a member's shared-memory segment: doorbell + one ring per sender
+
+ private:
+  struct Peer {
+    int control_fd = -1;
+    int data_fd = -1;
+    Inbox* inbox = nullptr;  // the peer's inbox, mapped here (same host only)
+    size_t inbox_size = 0;
+    std::string pending;  // control bytes read but not yet a whole message
+  };
+  explicit Mesh(MeshOptions options);
+  absl::Status Rendezvous(const KvAccess& kv);
+  absl::Status ConnectTo(int peer, const KvAccess& kv, absl::Time deadline);
+  absl::Status AcceptFrom(int expected_peers, absl::Time deadline);
+  absl::Status MapPeerInbox(int peer, const std::string& nonce);
+  absl::Status ReadyRound(absl::Time deadline);
+  absl::Status PeerGone(int peer, const std::string& how);
+  // Reads whatever the peer's control connection has; true if the peer closed it.
+  static bool ReadAvailable(Peer& peer);
+  static absl::Status AbortError(int peer, const std::string& message);
+  // Parses a whole control message from the peer if one has arrived; aborts become errors.
+  absl::StatusOr<std::optional<std::string>> PollControl(int peer);
+
+  MeshOptions options_;
+  std::string nonce_;
+  std::string host_;  // boot id: equal for processes that can share /dev/shm
+  int listen_fd_ = -1;
+  std::string inbox_path_;
+  Inbox* inbox_ = nullptr;  // our own: peers write into it
+  size_t inbox_size_ = 0;
+  std::vector<Peer> peers_;
+  std::vector<std::unique_ptr<Link>> links_;
+  std::atomic<bool> aborted_{false};  // Abort may come from another thread
+};
+
+}  // namespace troupe::collective

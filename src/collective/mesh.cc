@@ -99,15 +99,22 @@ std::optional<std::string> TakeFrame(std::string* buffer) {
   return message;
 }
 
-// Reads one frame from a socket (used while connecting, before a peer has a Peer entry).
+// Reads one frame from a socket (used while connecting, before a peer has a Peer entry). Reads
+// exactly one frame, never into the next: what follows belongs to the Peer's buffer.
 absl::StatusOr<std::string> ReadFrame(int fd, absl::Time deadline) {
   std::string buffer;
-  char chunk[512];
-  while (true) {
-    if (auto frame = TakeFrame(&buffer)) return *frame;
-    ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+  size_t want = 4;
+  while (buffer.size() < want) {
+    char chunk[512];
+    ssize_t n = recv(fd, chunk, std::min(sizeof(chunk), want - buffer.size()), 0);
     if (n > 0) {
       buffer.append(chunk, n);
+      if (buffer.size() == 4 && want == 4) {
+        uint32_t size;
+        std::memcpy(&size, buffer.data(), 4);
+        if (size > (1 << 20)) return absl::InvalidArgumentError("oversized control message");
+        want = 4 + size;
+      }
       continue;
     }
     if (n == 0) return absl::UnavailableError("connection closed");
@@ -117,6 +124,7 @@ absl::StatusOr<std::string> ReadFrame(int fd, absl::Time deadline) {
       return absl::DeadlineExceededError("timed out waiting for an answer");
     }
   }
+  return buffer.substr(4);
 }
 
 absl::StatusOr<int> ConnectTcp(const std::string& address, absl::Time deadline) {

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""PyTorch gloo's side of the collective benchmark: the same operations, sizes, dtype (f32) and
+rank counts as bench/collective_bench.cc, one JSON object per line. Ranks are processes on this
+machine (torch.multiprocessing), rendezvous over loopback TCP.
+
+torch 1.13 (Debian) has no reduce_scatter in gloo: that row is measured the way a gloo user has to
+do it, all_reduce of the whole input then keeping the own block, and marked "emulated".
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def sizes(args):
+    out, b = [], args.min_bytes
+    while b <= args.max_bytes:
+        out.append(b)
+        b *= args.factor
+    if args.extra_bytes > 0:
+        out.append(args.extra_bytes)
+    return sorted(out)
+
+
+def member(rank, world, args, port, queue):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    lines = []
+    for op in ("allreduce", "allgather", "reduce_scatter"):
+        for nbytes in sizes(args):
+            count = nbytes // 4
+            block = count // world
+            a = torch.ones(count)
+            outs = [torch.zeros(block) for _ in range(world)]
+            mine = torch.ones(block)
+
+            def once():
+                if op == "allreduce":
+                    dist.all_reduce(a)
+                elif op == "allgather":
+                    dist.all_gather(outs, mine)
+                else:  # emulated: all-reduce everything, keep this rank's block
+                    dist.all_reduce(a)
+                    a[rank * block:(rank + 1) * block].clone()
+
+            once()
+            dist.barrier()
+            start = time.perf_counter()
+            once()
+            estimate = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+            dist.broadcast(estimate, 0)
+            iterations = int(min(max(args.seconds / max(estimate.item(), 1e-7), 3), 100000))
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(iterations):
+                once()
+            elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+            per_op = elapsed.item() / iterations
+            algbw = nbytes / per_op / 1e9
+            bus = (2.0 if op == "allreduce" else 1.0) * (world - 1) / world
+            lines.append(json.dumps({
+                "impl": "gloo", "op": op, "ranks": world, "bytes": nbytes,
+                "time_us": round(per_op * 1e6, 2), "algbw_gbps": round(algbw, 4),
+                "busbw_gbps": round(algbw * bus, 4),
+                **({"note": "emulated (all_reduce + slice)"} if op == "reduce_scatter" else {})}))
+    if rank == 0:
+        queue.put("\n".join(lines))
+    dist.destroy_process_group()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--min-bytes", type=int, default=1024)
+    parser.add_argument("--max-bytes", type=int, default=256 << 20)
+    parser.add_argument("--factor", type=int, default=4)
+    parser.add_argument("--extra-bytes", type=int, default=45 << 20)
+    parser.add_argument("--seconds", type=float, default=0.5)
+    parser.add_argument("--ranks", type=int, nargs="*", default=[2, 4])
+    args = parser.parse_args()
+    ctx = mp.get_context("spawn")
+    for world in args.ranks:
+        queue = ctx.SimpleQueue()
+        port = 29600 + world
+        procs = [ctx.Process(target=member, args=(r, world, args, port, queue)) for r in range(world)]
+        for p in procs:
+            p.start()
+        print(queue.get(), flush=True)
+        for p in procs:
+            p.join()
+            if p.exitcode != 0:
+                sys.exit("gloo rank exited with %d" % p.exitcode)
+
+
+if __name__ == "__main__":
+    main()

@@ -23,9 +23,12 @@ class Counter {
   int Get() { return value_; }
   int Pid() { return static_cast<int>(getpid()); }
   bool Restarted() { return troupe::WasCurrentActorRestarted(); }
+  // "<TROUPE_GPU_IDS as GetGpuIds sees them>|<CUDA_VISIBLE_DEVICES>".
   std::string Devices() {
-    const char* devices = std::getenv("CUDA_VISIBLE_DEVICES");
-    return devices ? devices : "<unset>";
+    std::string ids;
+    for (int id : troupe::GetGpuIds()) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    return ids + "|" + (visible ? visible : "<unset>");
   }
   std::string Node() { return std::getenv("TROUPE_NODE_ID"); }
   int Leave() {
@@ -218,7 +221,9 @@ TEST(ActorsTest, FractionalGpuActorsPackOntoDevices) {
   }
   std::multiset<std::string> devices;
   for (auto& actor : actors) devices.insert(*troupe::Get(actor.Task(&Counter::Devices).Remote()));
-  EXPECT_EQ(devices, (std::multiset<std::string>{"0", "0", "1", "1"}));
+  // Default --gpu-visibility=all: every GPU stays visible (NCCL can reach peer devices); each
+  // actor learns its own from GetGpuIds().
+  EXPECT_EQ(devices, (std::multiset<std::string>{"0|<unset>", "0|<unset>", "1|<unset>", "1|<unset>"}));
   // A fifth does not fit: it waits (no GPU share left).
   auto extra = troupe::Actor(Counter::Create).SetResources({{"GPU", 0.5}}).Remote(9);
   auto pending =
@@ -227,6 +232,23 @@ TEST(ActorsTest, FractionalGpuActorsPackOntoDevices) {
   EXPECT_TRUE(pending.ready.empty());
   actors[0].Kill();  // frees half a GPU
   EXPECT_EQ(*troupe::Get(extra.Task(&Counter::Get).Remote(), std::chrono::seconds(20)), 9);
+}
+
+TEST(ActorsTest, AssignedGpuVisibilityMasksCudaVisibleDevices) {
+  TestCluster cluster({"--num-cpus=1"});
+  cluster.AddWorker({"--num-cpus=4", "--num-gpus=3", "--gpu-visibility=assigned"});
+  Driver driver(cluster);
+  auto one = troupe::Actor(Counter::Create).SetResources({{"GPU", 1}}).Remote(0);
+  auto two = troupe::Actor(Counter::Create).SetResources({{"GPU", 2}}).Remote(0);
+  std::multiset<std::string> devices = {*troupe::Get(one.Task(&Counter::Devices).Remote()),
+                                        *troupe::Get(two.Task(&Counter::Devices).Remote())};
+  // Each sees only its own GPUs; which ones depends on placement order.
+  EXPECT_TRUE(devices == (std::multiset<std::string>{"0|0", "1,2|1,2"}) ||
+              devices == (std::multiset<std::string>{"2|2", "0,1|0,1"}))
+      << *devices.begin() << " " << *devices.rbegin();
+  auto bad = cluster.Troupe({"start", "--address=" + cluster.gcs_address(), "--gpu-visibility=some"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(bad.err, "--gpu-visibility must be 'all' or 'assigned'")) << bad.err;
 }
 
 TEST(ActorsTest, ActorMovesWhenItsNodeDies) {

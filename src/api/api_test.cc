@@ -103,6 +103,16 @@ class FakeRuntime : public troupe::internal::Runtime {
   void RemovePlacementGroup(const std::string&) override {}
   bool WaitPlacementGroup(const std::string&, int64_t) override { return false; }
   std::string GetPlacementGroup(const std::string&) override { return ""; }
+  std::optional<std::string> KvGet(const std::string&, const std::string&) override {
+    return std::nullopt;
+  }
+  bool KvPut(const std::string&, const std::string&, const std::string&, bool) override {
+    return true;
+  }
+  int64_t KvDelete(const std::string&, const std::string&, bool) override { return 0; }
+  std::string JobNamespace() override { return "job-test"; }
+  std::string CurrentActorId() override { return ""; }
+  std::string NodeIp() override { return "127.0.0.1"; }
   void AddLocalRef(const RefInfo& ref) override { ++refcounts[ref.object_id]; }
   void RemoveLocalRef(const std::string& id) override {
     if (--refcounts[id] == 0) refcounts.erase(id);

@@ -57,10 +57,10 @@ ncclRedOp_t ToNccl(ReduceOp op) {
 absl::StatusOr<int> ChooseDevice(int rank) {
   auto count = CudaDeviceCount();
   if (!count.ok()) return count.status();
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const char* visibility = std::getenv("TROUPE_GPU_VISIBILITY");
   const char* leased = std::getenv("TROUPE_GPU_IDS");
   if (leased != nullptr && *leased != '\0') {
-    if (visible != nullptr) return 0;  // masked to our GPUs: ours come first
+    if (visibility != nullptr && std::string(visibility) == "assigned") return 0;  // masked
     int first = 0;
     std::vector<std::string> ids = absl::StrSplit(leased, ',');
     if (absl::SimpleAtoi(ids[0], &first) && first < *count) return first;

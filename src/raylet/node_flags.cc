@@ -17,6 +17,10 @@ void NodeFlags::Register(FlagParser* parser) {
   parser->AddBytes("memory", &memory, "Schedulable memory in bytes, e.g. 8GiB (-1: 70% of RAM).");
   parser->AddBytes("object-store-memory", &object_store_memory,
                    "Object store size in bytes, e.g. 2GiB (-1: 30% of RAM, at most /dev/shm).");
+  parser->AddString("gpu-visibility", &gpu_visibility,
+                    "Which GPUs a GPU worker sees: 'all' (every GPU of the node; TROUPE_GPU_IDS "
+                    "names its own, and NCCL can reach its peers' devices) or 'assigned' "
+                    "(CUDA_VISIBLE_DEVICES masked to its own).");
   parser->AddString("labels", &labels_json,
                     "Node labels as a JSON object of strings, e.g. '{\"zone\": \"a\"}'.");
 }
@@ -41,6 +45,10 @@ absl::StatusOr<ResourceSet> NodeFlags::BuildResources(std::string* gpu_note) con
     return absl::InvalidArgumentError("--num-cpus must be >= 0");
   }
   if (num_gpus < 0 && num_gpus != -1) return absl::InvalidArgumentError("--num-gpus must be >= 0");
+  if (gpu_visibility != "all" && gpu_visibility != "assigned") {
+    return absl::InvalidArgumentError("--gpu-visibility must be 'all' or 'assigned', got '" +
+                                      gpu_visibility + "'");
+  }
   if (memory < -1) return absl::InvalidArgumentError("--memory must be >= 0");
   if (object_store_memory < -1) {
     return absl::InvalidArgumentError("--object-store-memory must be >= 0");
@@ -94,6 +102,7 @@ std::vector<std::string> NodeFlags::ToArgs() const {
   }
   if (!resources_json.empty()) args.push_back(absl::StrCat("--resources=", resources_json));
   if (!labels_json.empty()) args.push_back(absl::StrCat("--labels=", labels_json));
+  if (gpu_visibility != "all") args.push_back("--gpu-visibility=" + gpu_visibility);
   return args;
 }
 

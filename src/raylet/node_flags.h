@@ -21,6 +21,10 @@ struct NodeFlags {
   int64_t memory = -1;
   int64_t object_store_memory = -1;
   std::string labels_json;
+  // "all": GPU workers see every GPU of the node (CUDA_VISIBLE_DEVICES untouched) and learn
+  // theirs from TROUPE_GPU_IDS, so NCCL can reach peer devices; "assigned": CUDA_VISIBLE_DEVICES
+  // is masked to the worker's GPUs (Ray's default).
+  std::string gpu_visibility = "all";
 
   void Register(FlagParser* parser);
   // The node's total resources, detecting what was not given. InvalidArgument names the flag.

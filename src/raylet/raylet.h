@@ -44,6 +44,7 @@ struct RayletOptions {
   ResourceSet resources;  // totals this node offers
   std::map<std::string, std::string> labels;
   bool is_head = false;
+  bool mask_gpus = false;  // --gpu-visibility=assigned
   std::string session_dir;           // logs go to <session_dir>/logs
   std::string object_store_dir;      // default: /dev/shm/troupe-<node id>
   std::string spill_dir;             // default: <session_dir>/spill

@@ -67,6 +67,7 @@ int RayletMain(const std::vector<std::string>& args) {
   if (!labels.ok()) return fail(std::string(labels.status().message()));
   options.resources = *resources;
   options.labels = *labels;
+  options.mask_gpus = node_flags.gpu_visibility == "assigned";
   options.bind_address = bind.empty() ? options.node_ip : bind;
   options.port = static_cast<int>(port);
   options.is_head = head;

@@ -9,7 +9,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "src/common/logging.h"
 
 extern char** environ;
@@ -24,6 +27,25 @@ WorkerPool::WorkerPool(WorkerPoolOptions options, ExecutableResolver resolve_exe
 
 WorkerPool::~WorkerPool() { KillAll(); }
 
+namespace {
+
+// Leased GPU indices (as the raylet numbers them) as a CUDA_VISIBLE_DEVICES value: indices into
+// the raylet's own CUDA_VISIBLE_DEVICES when it has one.
+std::string MaskedDevices(const std::string& gpu_ids) {
+  const char* own = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (own == nullptr || *own == '\0') return gpu_ids;
+  std::vector<std::string> visible = absl::StrSplit(own, ',');
+  std::vector<std::string> out;
+  for (absl::string_view id : absl::StrSplit(gpu_ids, ',')) {
+    size_t index = 0;
+    const bool known = absl::SimpleAtoi(id, &index) && index < visible.size();
+    out.push_back(known ? visible[index] : std::string(id));
+  }
+  return absl::StrJoin(out, ",");
+}
+
+}  // namespace
+
 std::string WorkerPool::KeyOf(const JobId& job_id, const std::string& cuda_visible_devices) {
   return absl::StrCat(job_id.Hex(), "/", cuda_visible_devices);
 }
@@ -36,7 +58,10 @@ absl::StatusOr<int> WorkerPool::StartProcess(const rpc::JobInfo& job, const Work
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     std::string entry = *e;
-    if (entry.rfind("TROUPE_", 0) == 0 || entry.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;
+    if (entry.rfind("TROUPE_", 0) == 0) continue;
+    // Masking replaces the raylet's own CUDA_VISIBLE_DEVICES; otherwise workers inherit it, so
+    // their device numbers are the ones the raylet detected and leases.
+    if (options_.mask_gpus && entry.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;
     env.push_back(entry);
   }
   env.push_back("TROUPE_WORKER_MODE=1");
@@ -51,7 +76,9 @@ absl::StatusOr<int> WorkerPool::StartProcess(const rpc::JobInfo& job, const Work
   env.push_back("TROUPE_JOB_ID=" + BytesToHex(job.job_id()));
   env.push_back("TROUPE_WORKER_ID=" + worker_id.Hex());
   if (!cuda_visible_devices.empty()) {
-    env.push_back("CUDA_VISIBLE_DEVICES=" + cuda_visible_devices);
+    env.push_back("TROUPE_GPU_IDS=" + cuda_visible_devices);
+    env.push_back(std::string("TROUPE_GPU_VISIBILITY=") + (options_.mask_gpus ? "assigned" : "all"));
+    if (options_.mask_gpus) env.push_back("CUDA_VISIBLE_DEVICES=" + MaskedDevices(cuda_visible_devices));
   }
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());

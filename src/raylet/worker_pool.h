@@ -30,6 +30,7 @@ struct WorkerPoolOptions {
   std::string token;
   std::string log_dir;
   absl::Duration idle_timeout = absl::Seconds(60);
+  bool mask_gpus = false;  // CUDA_VISIBLE_DEVICES = the worker's GPUs (else all stay visible)
   absl::Duration startup_timeout = absl::Seconds(60);
 };
 

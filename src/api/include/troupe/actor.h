@@ -4,6 +4,7 @@
 // max_concurrency > 1). Handles can be copied and sent to tasks and other actors.
 #pragma once
 
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -191,6 +192,22 @@ inline void ExitActor() {
 }
 
 // Inside an actor: whether this instance is a restart (the previous one died).
+// The GPUs leased to this worker (the node's GPU indices, from TROUPE_GPU_IDS); empty in a
+// driver or a worker without GPUs. With the raylet's default --gpu-visibility=all every GPU of
+// the node is visible and these are the CUDA device numbers to use; with =assigned the worker
+// sees only these, as devices 0..n-1.
+inline std::vector<int> GetGpuIds() {
+  std::vector<int> ids;
+  const char* env = std::getenv("TROUPE_GPU_IDS");
+  for (const char* p = env; p != nullptr && *p != '\0';) {
+    char* end = nullptr;
+    ids.push_back(static_cast<int>(std::strtol(p, &end, 10)));
+    if (end == p) break;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return ids;
+}
+
 inline bool WasCurrentActorRestarted() {
   internal::Runtime* runtime = internal::CurrentRuntime();
   return runtime != nullptr && runtime->WasCurrentActorRestarted();

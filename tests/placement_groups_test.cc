@@ -20,8 +20,9 @@ class Trainer {
   static Trainer* Create() { return new Trainer(); }
   std::string Node() { return std::getenv("TROUPE_NODE_ID"); }
   std::string Devices() {
-    const char* devices = std::getenv("CUDA_VISIBLE_DEVICES");
-    return devices ? devices : "<unset>";
+    std::string ids;
+    for (int id : troupe::GetGpuIds()) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    return ids.empty() ? "<unset>" : ids;
   }
 };
 

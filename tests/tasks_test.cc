@@ -79,10 +79,12 @@ int SlowOnce(std::string pid_file, int value) {
   return value * 2;
 }
 
+// The GPUs leased to this task ("a,b"), or "<unset>".
 std::string VisibleDevices(int sleep_ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
-  const char* devices = std::getenv("CUDA_VISIBLE_DEVICES");
-  return devices ? devices : "<unset>";
+  std::string ids;
+  for (int id : troupe::GetGpuIds()) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  return ids.empty() ? "<unset>" : ids;
 }
 
 int Sleep(int ms) {

@@ -128,6 +128,9 @@ absl::StatusOr<bool> CpuBackend::AdvanceRecv(const OpContext& ctx, const Step& s
         std::memcpy(t.header + t.done, data, take);
       } else if (t.stage == 1) {
         if (t.reduce) {
+          if (t.base != nullptr && t.base != t.data) {
+            std::memcpy(t.data + t.done, t.base + t.done, take);
+          }
           ReduceInto(step.dtype, step.op, t.data + t.done, data, take / unit);
         } else {
           std::memcpy(t.data + t.done, data, take);
@@ -223,17 +226,20 @@ absl::Status CpuBackend::Exchange(const OpContext& ctx, Step& step) {
   }
 }
 
-absl::Status CpuBackend::RingReduceScatter(char* data, size_t count, DataType dtype, ReduceOp op,
-                                           int shift, const OpContext& ctx,
-                                           uint16_t first_step) {
+absl::Status CpuBackend::RingReduceScatter(const char* input, char* work, size_t count,
+                                           DataType dtype, ReduceOp op, int shift,
+                                           const OpContext& ctx, uint16_t first_step) {
   const size_t unit = ElementSize(dtype);
   const int next = Mod(rank_ + 1, world_), prev = Mod(rank_ - 1, world_);
   for (int s = 0; s < world_ - 1; ++s) {
     auto [send_offset, send_count] = ChunkOf(count, world_, Mod(rank_ - s + shift, world_));
     auto [recv_offset, recv_count] = ChunkOf(count, world_, Mod(rank_ - s - 1 + shift, world_));
     Step step{ctx.seq, static_cast<uint16_t>(first_step + s), dtype, op, {}, {}};
-    step.sends.push_back({next, data + send_offset * unit, send_count * unit});
-    step.recvs.push_back({prev, data + recv_offset * unit, recv_count * unit, /*reduce=*/true});
+    // Step 0 sends from the input; later steps forward what the previous step reduced.
+    const char* from = s == 0 ? input : work;
+    step.sends.push_back({next, const_cast<char*>(from) + send_offset * unit, send_count * unit});
+    step.recvs.push_back({prev, work + recv_offset * unit, recv_count * unit, /*reduce=*/true,
+                          input + recv_offset * unit});
     if (auto status = Exchange(ctx, step); !status.ok()) return status;
   }
   return absl::OkStatus();
@@ -281,7 +287,7 @@ absl::Status CpuBackend::AllReduce(void* data_ptr, size_t count, DataType dtype,
     if (op == ReduceOp::kAvg) FinishAverage(dtype, data, count, world_);
     return absl::OkStatus();
   }
-  if (auto status = RingReduceScatter(data, count, dtype, op, 0, ctx, 0); !status.ok()) {
+  if (auto status = RingReduceScatter(data, data, count, dtype, op, 0, ctx, 0); !status.ok()) {
     return status;
   }
   if (op == ReduceOp::kAvg) {
@@ -333,9 +339,8 @@ absl::Status CpuBackend::ReduceScatter(const void* send_ptr, void* recv, size_t 
     std::memcpy(recv, scratch, bytes);
   } else {
     char* work = Scratch(bytes * world_);
-    std::memcpy(work, send, bytes * world_);
     // shift -1: afterwards this member holds chunk `rank` (its own block).
-    if (auto status = RingReduceScatter(work, recv_count * world_, dtype, op, -1, ctx, 0);
+    if (auto status = RingReduceScatter(send, work, recv_count * world_, dtype, op, -1, ctx, 0);
         !status.ok()) {
       return status;
     }
@@ -399,13 +404,9 @@ absl::Status CpuBackend::Reduce(void* data_ptr, size_t count, DataType dtype, Re
     if (op == ReduceOp::kAvg) FinishAverage(dtype, data, count, world_);
     return absl::OkStatus();
   }
-  // Ring reduce-scatter (on a copy: non-roots keep their input), then gather the chunks.
-  char* work = data;
-  if (rank_ != root) {
-    work = Scratch(bytes);
-    std::memcpy(work, data, bytes);
-  }
-  if (auto status = RingReduceScatter(work, count, dtype, op, -1, ctx, 0); !status.ok()) {
+  // Ring reduce-scatter (into scratch on non-roots: they keep their input), then gather.
+  char* work = rank_ == root ? data : Scratch(bytes);
+  if (auto status = RingReduceScatter(data, work, count, dtype, op, -1, ctx, 0); !status.ok()) {
     return status;
   }
   auto [offset, owned] = ChunkOf(count, world_, rank_);

@@ -53,6 +53,9 @@ class CpuBackend : public CommBackend {
     char* data;
     size_t bytes;
     bool reduce = false;  // receives: combine into `data` instead of copying
+    // Reducing receives: data = base (op) incoming, when base is not data itself (it saves
+    // copying the whole input first; only received ranges are touched).
+    const char* base = nullptr;
     // Progress, kept by Exchange.
     int stage = 0;  // 0 header, 1 payload, 2 padding, 3 done
     size_t done = 0;
@@ -72,10 +75,12 @@ class CpuBackend : public CommBackend {
   void FillHeader(const OpContext& ctx, const Step& step, Transfer& t);
   absl::Status LinkError(int peer, const absl::Status& status);
 
-  // Ring reduce-scatter of `data` (count elements in n chunks) in place: afterwards this member
-  // holds the reduction of chunk (rank + 1 + shift) mod n. Steps start at `first_step`.
-  absl::Status RingReduceScatter(char* data, size_t count, DataType dtype, ReduceOp op,
-                                 int shift, const OpContext& ctx, uint16_t first_step);
+  // Ring reduce-scatter of `input` (count elements in n chunks) into `work` (which may be
+  // `input`): afterwards work holds the reduction of chunk (rank + 1 + shift) mod n. Steps start
+  // at `first_step`.
+  absl::Status RingReduceScatter(const char* input, char* work, size_t count, DataType dtype,
+                                 ReduceOp op, int shift, const OpContext& ctx,
+                                 uint16_t first_step);
   // Ring all-gather in place: each member starts holding chunk (rank + shift) mod n.
   absl::Status RingAllGather(char* data, size_t count, DataType dtype, int shift,
                              const OpContext& ctx, uint16_t first_step);

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/driver.h"
 #include "tests/test_cluster.h"
 #include "troupe/api.h"
 
@@ -51,17 +52,7 @@ TROUPE_REMOTE(Counter::Create, Counter::Broken, &Counter::Add, &Counter::Get, &C
 
 using troupe::testing::TestCluster;
 
-class Driver {
- public:
-  explicit Driver(TestCluster& cluster, std::string ns = "default") {
-    troupe::Config config;
-    config.address = cluster.gcs_address();
-    config.token = cluster.token();
-    config.namespace_name = ns;
-    troupe::Init(config);
-  }
-  ~Driver() { troupe::Shutdown(); }
-};
+using troupe::testing::Driver;
 
 TEST(ActorsTest, CallsRunInOrderAndStateLives) {
   TestCluster cluster({"--num-cpus=2"});

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "src/collective/reduce.h"
+#include "tests/driver.h"
 #include "tests/test_cluster.h"
 #include "troupe/api.h"
 #include "troupe/collective.h"
@@ -320,16 +321,7 @@ TROUPE_REMOTE(Member::Create, &Member::Pid, &Member::Join, &Member::Check, &Memb
 using troupe::testing::TestCluster;
 using Members = std::vector<troupe::ActorHandle<Member>>;
 
-class Driver {
- public:
-  explicit Driver(TestCluster& cluster) {
-    troupe::Config config;
-    config.address = cluster.gcs_address();
-    config.token = cluster.token();
-    troupe::Init(config);
-  }
-  ~Driver() { troupe::Shutdown(); }
-};
+using troupe::testing::Driver;
 
 Members StartMembers(int n) {
   Members members;

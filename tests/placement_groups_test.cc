@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/driver.h"
 #include "tests/test_cluster.h"
 #include "troupe/api.h"
 
@@ -30,16 +31,7 @@ TROUPE_REMOTE(WhereAmI, Trainer::Create, &Trainer::Node, &Trainer::Devices);
 
 using troupe::testing::TestCluster;
 
-class Driver {
- public:
-  explicit Driver(TestCluster& cluster) {
-    troupe::Config config;
-    config.address = cluster.gcs_address();
-    config.token = cluster.token();
-    troupe::Init(config);
-  }
-  ~Driver() { troupe::Shutdown(); }
-};
+using troupe::testing::Driver;
 
 TEST(PlacementGroupsTest, StrictSpreadWaitsForAThirdNode) {
   TestCluster cluster({"--num-cpus=2"});

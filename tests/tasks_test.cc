@@ -18,6 +18,7 @@
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "src/rpc/raylet_client.h"
+#include "tests/driver.h"
 #include "tests/test_cluster.h"
 #include "troupe/api.h"
 
@@ -123,16 +124,7 @@ TROUPE_REMOTE(Plus, SumOfSquares, Tree, MakeBytes, ChecksumOf, NodeOfTask, Fail,
 using troupe::testing::TestCluster;
 
 // Connects this test's driver to `cluster`; shuts down when the test ends.
-class Driver {
- public:
-  explicit Driver(TestCluster& cluster) {
-    troupe::Config config;
-    config.address = cluster.gcs_address();
-    config.token = cluster.token();
-    troupe::Init(config);
-  }
-  ~Driver() { troupe::Shutdown(); }
-};
+using troupe::testing::Driver;
 
 std::string HeadRayletAddress(TestCluster& cluster) {
   nlohmann::json status = cluster.Status();

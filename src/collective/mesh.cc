@@ -161,8 +161,10 @@ absl::StatusOr<int> ConnectTcp(const std::string& address, absl::Time deadline) 
 
 // --- Shared memory -------------------------------------------------------------------------
 
-// Inbox layout: [doorbell: 64 B][ring states: 128 B per sender][page-aligned data: ring_bytes
-// per sender]. The ring from sender s lives in the receiver's inbox at index s.
+// Inbox layout: [doorbell: 64 B][ring states: 128 B per sender][page-aligned data, one ring per
+// sender]. The ring from sender s lives in the receiver's inbox at index s. The ring algorithms
+// stream from rank - 1, which gets the big ring; the others carry small messages (and the
+// scatter/gather steps of broadcast and reduce, which still stream through a smaller ring).
 struct alignas(64) RingState {
   std::atomic<uint64_t> written{0};  // bytes the sender has put in, ever
   char pad1[56];
@@ -171,14 +173,23 @@ struct alignas(64) RingState {
 };
 static_assert(sizeof(RingState) == 128);
 
-size_t DataOffset(int world_size) {
-  const size_t header = 64 + sizeof(RingState) * world_size;
-  return (header + 4095) / 4096 * 4096;
-}
+constexpr size_t kSmallRingBytes = 256 << 10;
 
-size_t InboxSize(int world_size, size_t ring_bytes) {
-  return DataOffset(world_size) + ring_bytes * world_size;
-}
+struct InboxLayout {
+  int receiver, world_size;
+  size_t big_ring;
+
+  size_t RingBytes(int sender) const {
+    return sender == (receiver + world_size - 1) % world_size ? big_ring
+                                                             : std::min(big_ring, kSmallRingBytes);
+  }
+  size_t DataOffset(int sender) const {
+    size_t offset = (64 + sizeof(RingState) * world_size + 4095) / 4096 * 4096;
+    for (int s = 0; s < sender; ++s) offset += RingBytes(s);
+    return offset;
+  }
+  size_t Size() const { return DataOffset(world_size); }
+};
 
 }  // namespace
 
@@ -189,8 +200,8 @@ struct Mesh::Inbox {
   RingState* ring(int sender) {
     return reinterpret_cast<RingState*>(reinterpret_cast<char*>(this) + 64) + sender;
   }
-  char* data(int sender, int world_size, size_t ring_bytes) {
-    return reinterpret_cast<char*>(this) + DataOffset(world_size) + ring_bytes * sender;
+  char* data(const InboxLayout& layout, int sender) {
+    return reinterpret_cast<char*>(this) + layout.DataOffset(sender);
   }
   void Ring() {
     seq.fetch_add(1);
@@ -204,16 +215,17 @@ namespace {
 // (in its inbox, written by us). Both sides ring the other's doorbell after a change.
 class ShmLink : public Link {
  public:
-  ShmLink(RingState* in, char* in_data, RingState* out, char* out_data, size_t capacity,
-          Mesh::Inbox* peer)
-      : in_(in), in_data_(in_data), out_(out), out_data_(out_data), capacity_(capacity),
-        peer_(peer) {}
+  ShmLink(RingState* in, char* in_data, size_t in_capacity, RingState* out, char* out_data,
+          size_t out_capacity, Mesh::Inbox* peer)
+      : in_(in), in_data_(in_data), in_capacity_(in_capacity), out_(out), out_data_(out_data),
+        out_capacity_(out_capacity), peer_(peer) {}
 
   absl::StatusOr<size_t> Write(const char* data, size_t n, size_t unit) override {
     const uint64_t written = out_->written.load(std::memory_order_relaxed);
-    const uint64_t space = capacity_ - (written - out_->read.load(std::memory_order_acquire));
-    const size_t offset = written % capacity_;
-    size_t take = std::min<uint64_t>({n, space, capacity_ - offset});
+    const uint64_t space =
+        out_capacity_ - (written - out_->read.load(std::memory_order_acquire));
+    const size_t offset = written % out_capacity_;
+    size_t take = std::min<uint64_t>({n, space, out_capacity_ - offset});
     take -= take % unit;
     if (take == 0) return 0;
     std::memcpy(out_data_ + offset, data, take);
@@ -225,8 +237,8 @@ class ShmLink : public Link {
   absl::StatusOr<std::pair<const char*, size_t>> Readable() override {
     const uint64_t read = in_->read.load(std::memory_order_relaxed);
     const uint64_t available = in_->written.load(std::memory_order_acquire) - read;
-    const size_t offset = read % capacity_;
-    return std::make_pair(in_data_ + offset, std::min<uint64_t>(available, capacity_ - offset));
+    const size_t offset = read % in_capacity_;
+    return std::make_pair(in_data_ + offset, std::min<uint64_t>(available, in_capacity_ - offset));
   }
 
   void Consume(size_t n) override {
@@ -237,9 +249,10 @@ class ShmLink : public Link {
  private:
   RingState* in_;
   char* in_data_;
+  size_t in_capacity_;
   RingState* out_;
   char* out_data_;
-  size_t capacity_;
+  size_t out_capacity_;
   Mesh::Inbox* peer_;
 };
 
@@ -350,12 +363,15 @@ absl::Status Mesh::Rendezvous(const KvAccess& kv) {
   SetNonBlocking(listen_fd_);
   if (options_.data_links && options_.world_size > 1) {
     inbox_path_ = "/dev/shm/troupe-coll-" + nonce_;
-    inbox_size_ = InboxSize(options_.world_size, options_.ring_bytes);
+    inbox_size_ = InboxLayout{options_.rank, options_.world_size, options_.ring_bytes}.Size();
     int fd = open(inbox_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return absl::InternalError(Errno("creating the shared-memory inbox"));
-    if (ftruncate(fd, inbox_size_) != 0) {
+    // Allocated now, so a full /dev/shm is this clear error rather than a SIGBUS mid-operation.
+    if (int error = posix_fallocate(fd, 0, inbox_size_); error != 0) {
       close(fd);
-      return absl::ResourceExhaustedError(Errno("sizing the shared-memory inbox"));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "cannot allocate the ", inbox_size_ >> 10, " KiB shared-memory inbox in /dev/shm: ",
+          std::strerror(error), " (free space there, or use Transport::kTcp)"));
     }
     void* map = mmap(nullptr, inbox_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
@@ -382,11 +398,12 @@ absl::Status Mesh::Rendezvous(const KvAccess& kv) {
     if (peer == options_.rank || !options_.data_links) continue;
     Peer& p = peers_[peer];
     if (p.inbox != nullptr) {
-      const size_t ring = options_.ring_bytes;
+      const InboxLayout ours{options_.rank, options_.world_size, options_.ring_bytes};
+      const InboxLayout theirs{peer, options_.world_size, options_.ring_bytes};
       links_[peer] = std::make_unique<ShmLink>(
-          inbox_->ring(peer), inbox_->data(peer, options_.world_size, ring),
-          p.inbox->ring(options_.rank), p.inbox->data(options_.rank, options_.world_size, ring),
-          ring, p.inbox);
+          inbox_->ring(peer), inbox_->data(ours, peer), ours.RingBytes(peer),
+          p.inbox->ring(options_.rank), p.inbox->data(theirs, options_.rank),
+          theirs.RingBytes(options_.rank), p.inbox);
     } else {
       links_[peer] = std::make_unique<TcpLink>(p.data_fd);
     }
@@ -525,7 +542,7 @@ absl::Status Mesh::AcceptFrom(int expected_peers, absl::Time deadline) {
 
 absl::Status Mesh::MapPeerInbox(int peer, const std::string& nonce) {
   const std::string path = "/dev/shm/troupe-coll-" + nonce;
-  const size_t size = InboxSize(options_.world_size, options_.ring_bytes);
+  const size_t size = InboxLayout{peer, options_.world_size, options_.ring_bytes}.Size();
   int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return absl::InternalError(Errno(("opening rank " + std::to_string(peer) +
                                                 "'s shared-memory inbox " + path).c_str()));

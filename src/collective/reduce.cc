@@ -7,6 +7,14 @@
 namespace troupe::collective {
 namespace {
 
+template <typename To, typename From>
+To BitCast(From from) {
+  static_assert(sizeof(To) == sizeof(From));
+  To to;
+  std::memcpy(&to, &from, sizeof(to));
+  return to;
+}
+
 template <typename T>
 T Combine(ReduceOp op, T a, T b) {
   switch (op) {
@@ -194,14 +202,11 @@ float HalfToFloat(uint16_t half) {
     }
     bits = sign | ((113 - shift) << 23) | ((mantissa & 0x3ff) << 13);
   }
-  float out;
-  std::memcpy(&out, &bits, 4);
-  return out;
+  return BitCast<float>(bits);
 }
 
 uint16_t FloatToHalf(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
+  const uint32_t bits = BitCast<uint32_t>(value);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
   const uint32_t abs = bits & 0x7fffffff;
   if (abs >= 0x7f800000) {  // inf / nan
@@ -226,15 +231,11 @@ uint16_t FloatToHalf(float value) {
 }
 
 float BFloat16ToFloat(uint16_t value) {
-  const uint32_t bits = static_cast<uint32_t>(value) << 16;
-  float out;
-  std::memcpy(&out, &bits, 4);
-  return out;
+  return BitCast<float>(static_cast<uint32_t>(value) << 16);
 }
 
 uint16_t FloatToBFloat16(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
+  uint32_t bits = BitCast<uint32_t>(value);
   if ((bits & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((bits >> 16) | 0x40);  // nan
   bits += 0x7fff + ((bits >> 16) & 1);  // round to nearest even
   return static_cast<uint16_t>(bits >> 16);

@@ -1,0 +1,279 @@
+#include "examples/fashion_mnist/fashion_mnist.h"
+
+#include <zlib.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "troupe/train_data.h"
+#include "troupe/train_torch.h"
+
+namespace fashion_mnist {
+namespace {
+
+namespace nn = torch::nn;
+
+std::string ReadGzip(const std::string& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    throw std::runtime_error("cannot open " + path +
+                             " (install dataset-fashion-mnist, or pass --data-dir)");
+  }
+  std::string out;
+  char chunk[1 << 16];
+  int n;
+  while ((n = gzread(file, chunk, sizeof(chunk))) > 0) out.append(chunk, n);
+  const bool failed = n < 0;
+  gzclose(file);
+  if (failed) throw std::runtime_error(path + ": not a readable gzip file");
+  return out;
+}
+
+uint32_t BigEndian(const std::string& data, size_t offset) {
+  const auto* p = reinterpret_cast<const unsigned char*>(data.data() + offset);
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+}
+
+struct BasicBlockImpl : nn::Module {
+  BasicBlockImpl(int64_t in, int64_t out, int64_t stride)
+      : conv1(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)),
+        bn1(out),
+        conv2(nn::Conv2dOptions(out, out, 3).stride(1).padding(1).bias(false)),
+        bn2(out) {
+    register_module("conv1", conv1);
+    register_module("bn1", bn1);
+    register_module("conv2", conv2);
+    register_module("bn2", bn2);
+    if (stride != 1 || in != out) {
+      downsample = nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
+                                  nn::BatchNorm2d(out));
+      register_module("downsample", downsample);
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    torch::Tensor identity = downsample.is_empty() ? x : downsample->forward(x);
+    x = torch::relu(bn1(conv1(x)));
+    x = bn2(conv2(x));
+    return torch::relu(x + identity);
+  }
+  nn::Conv2d conv1;
+  nn::BatchNorm2d bn1;
+  nn::Conv2d conv2;
+  nn::BatchNorm2d bn2;
+  nn::Sequential downsample{nullptr};
+};
+TORCH_MODULE(BasicBlock);
+
+struct ResNet18Impl : nn::Module {
+  ResNet18Impl()
+      : conv1(nn::Conv2dOptions(1, 64, 7).stride(2).padding(3).bias(false)), bn1(64), fc(512, 10) {
+    register_module("conv1", conv1);
+    register_module("bn1", bn1);
+    int64_t in = 64;
+    const int64_t widths[] = {64, 128, 256, 512};
+    for (int i = 0; i < 4; ++i) {
+      nn::Sequential layer(BasicBlock(in, widths[i], i == 0 ? 1 : 2),
+                           BasicBlock(widths[i], widths[i], 1));
+      layers.push_back(register_module("layer" + std::to_string(i + 1), layer));
+      in = widths[i];
+    }
+    register_module("fc", fc);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(bn1(conv1(x)));
+    x = torch::max_pool2d(x, 3, 2, 1);
+    for (auto& layer : layers) x = layer->forward(x);
+    x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
+    return fc(x);
+  }
+  nn::Conv2d conv1;
+  nn::BatchNorm2d bn1;
+  std::vector<nn::Sequential> layers;
+  nn::Linear fc;
+};
+TORCH_MODULE(ResNet18);
+
+struct MlpImpl : nn::Module {
+  MlpImpl() : fc1(784, 512), fc2(512, 512), fc3(512, 10) {
+    register_module("fc1", fc1);
+    register_module("fc2", fc2);
+    register_module("fc3", fc3);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(fc1(x.flatten(1)));
+    x = torch::relu(fc2(x));
+    return fc3(x);
+  }
+  nn::Linear fc1, fc2, fc3;
+};
+TORCH_MODULE(Mlp);
+
+std::string Get(const troupe::train::LoopConfig& config, const std::string& key,
+                const std::string& fallback) {
+  auto it = config.find(key);
+  return it == config.end() ? fallback : it->second;
+}
+
+// Random 28x28 crops of the images padded by 2, and random horizontal flips.
+torch::Tensor Augment(const torch::Tensor& batch, std::mt19937& random) {
+  torch::Tensor padded = torch::constant_pad_nd(batch, {2, 2, 2, 2}, (0 - kMean) / kStd);
+  torch::Tensor out = torch::empty_like(batch);
+  for (int64_t i = 0; i < batch.size(0); ++i) {
+    const int dy = random() % 5, dx = random() % 5;
+    torch::Tensor crop = padded[i].narrow(1, dy, 28).narrow(2, dx, 28);
+    out[i].copy_(random() % 2 ? crop.flip({2}) : crop);
+  }
+  return out;
+}
+
+}  // namespace
+
+Split Load(const std::string& dir, const std::string& prefix) {
+  const std::string images_path = dir + "/" + prefix + "-images-idx3-ubyte.gz";
+  const std::string labels_path = dir + "/" + prefix + "-labels-idx1-ubyte.gz";
+  const std::string images = ReadGzip(images_path), labels = ReadGzip(labels_path);
+  if (images.size() < 16 || BigEndian(images, 0) != 2051) {
+    throw std::runtime_error(images_path + ": not an IDX image file (magic 2051)");
+  }
+  if (labels.size() < 8 || BigEndian(labels, 0) != 2049) {
+    throw std::runtime_error(labels_path + ": not an IDX label file (magic 2049)");
+  }
+  const int64_t n = BigEndian(images, 4), rows = BigEndian(images, 8), cols = BigEndian(images, 12);
+  if (rows != 28 || cols != 28 || images.size() != 16 + static_cast<size_t>(n * 784) ||
+      BigEndian(labels, 4) != n || labels.size() != 8 + static_cast<size_t>(n)) {
+    throw std::runtime_error(prefix + ": image and label files do not match (truncated?)");
+  }
+  Split split;
+  split.images = torch::from_blob(const_cast<char*>(images.data()) + 16, {n, 1, 28, 28},
+                                  torch::kUInt8)
+                     .to(torch::kFloat32)
+                     .div_(255)
+                     .sub_(kMean)
+                     .div_(kStd);
+  split.labels =
+      torch::from_blob(const_cast<char*>(labels.data()) + 8, {n}, torch::kUInt8).to(torch::kInt64);
+  return split;
+}
+
+std::shared_ptr<torch::nn::Module> MakeResNet18() { return ResNet18().ptr(); }
+std::shared_ptr<torch::nn::Module> MakeMlp() { return Mlp().ptr(); }
+
+torch::Tensor Forward(torch::nn::Module& model, const torch::Tensor& input) {
+  if (auto* resnet = model.as<ResNet18Impl>()) return resnet->forward(input);
+  if (auto* mlp = model.as<MlpImpl>()) return mlp->forward(input);
+  throw std::invalid_argument("unknown model");
+}
+
+void TrainLoop(const troupe::train::LoopConfig& config) {
+  const auto& ctx = troupe::train::GetContext();
+  const std::string model_name = Get(config, "model", "resnet18");
+  const int epochs = std::stoi(Get(config, "epochs", "1"));
+  const int64_t batch_size = std::stoll(Get(config, "batch_size", "128"));
+  const double lr = std::stod(Get(config, "lr", "0.001"));
+  const bool cosine = Get(config, "lr_schedule", "constant") == "cosine";
+  const bool augment = Get(config, "augment", "0") == "1";
+  const int64_t limit_batches = std::stoll(Get(config, "limit_batches", "0"));
+  const int64_t test_limit = std::stoll(Get(config, "test_limit", "0"));
+  const uint64_t seed = std::stoull(Get(config, "seed", "0"));
+  const std::string data_dir = Get(config, "data_dir", kDefaultDataDir);
+
+  torch::manual_seed(seed);
+  Split train = Load(data_dir, "train"), test = Load(data_dir, "t10k");
+  if (test_limit > 0 && test_limit < test.images.size(0)) {
+    test.images = test.images.narrow(0, 0, test_limit);
+    test.labels = test.labels.narrow(0, 0, test_limit);
+  }
+  auto model = model_name == "mlp" ? MakeMlp() : MakeResNet18();
+  auto ddp = troupe::train::torch::PrepareModel(model);  // rank 0's weights everywhere
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(lr));
+
+  int start_epoch = 0;
+  if (auto checkpoint = troupe::train::GetCheckpoint()) {
+    torch::serialize::InputArchive archive;
+    archive.load_from(*checkpoint + "/model.pt");
+    model->load(archive);
+    torch::serialize::InputArchive optimizer_archive;
+    optimizer_archive.load_from(*checkpoint + "/optimizer.pt");
+    optimizer.load(optimizer_archive);
+    std::ifstream(*checkpoint + "/epoch.txt") >> start_epoch;
+  }
+
+  troupe::train::DistributedSampler sampler(train.images.size(0), ctx.world_rank, ctx.world_size,
+                                            /*shuffle=*/true, seed);
+  std::mt19937 random(seed * 1000 + ctx.world_rank);
+  for (int epoch = start_epoch; epoch < epochs; ++epoch) {
+    const double epoch_lr = cosine ? lr * 0.5 * (1 + std::cos(M_PI * epoch / epochs)) : lr;
+    for (auto& group : optimizer.param_groups()) {
+      static_cast<torch::optim::AdamOptions&>(group.options()).lr(epoch_lr);
+    }
+    model->train();
+    const auto start = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    int64_t seen = 0, batches = 0;
+    for (const auto& indices : troupe::train::Batches(sampler.Indices(epoch), batch_size)) {
+      if (limit_batches > 0 && batches >= limit_batches) break;
+      torch::Tensor index = torch::tensor(indices, torch::kInt64);
+      torch::Tensor x = train.images.index_select(0, index);
+      if (augment) x = Augment(x, random);
+      torch::Tensor y = train.labels.index_select(0, index);
+      torch::Tensor loss = torch::nn::functional::cross_entropy(Forward(*model, x), y);
+      optimizer.zero_grad();
+      loss.backward();
+      ddp->SynchronizeGradients();
+      optimizer.step();
+      loss_sum += loss.item<double>() * indices.size();
+      seen += indices.size();
+      ++batches;
+    }
+    const double train_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    // Test: each rank takes every world_size-th image; sums are combined across ranks.
+    model->eval();
+    torch::NoGradGuard no_grad;
+    double test_loss = 0, correct = 0, tested = 0;
+    const int64_t n_test = test.images.size(0);
+    for (int64_t begin = ctx.world_rank * 1000; begin < n_test; begin += ctx.world_size * 1000) {
+      const int64_t n = std::min<int64_t>(1000, n_test - begin);
+      torch::Tensor logits = Forward(*model, test.images.narrow(0, begin, n));
+      torch::Tensor y = test.labels.narrow(0, begin, n);
+      test_loss += torch::nn::functional::cross_entropy(
+                       logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                       .item<double>();
+      correct += logits.argmax(1).eq(y).sum().item<double>();
+      tested += n;
+    }
+    auto sums = troupe::train::torch::SumAcrossWorkers(
+        {loss_sum, static_cast<double>(seen), test_loss, correct, tested});
+
+    std::string checkpoint_dir;
+    if (ctx.world_rank == 0) {
+      checkpoint_dir = (std::filesystem::temp_directory_path() /
+                        ("troupe-ckpt-" + ctx.experiment + "-" + std::to_string(getpid())))
+                           .string();
+      std::filesystem::create_directories(checkpoint_dir);
+      torch::serialize::OutputArchive archive;
+      model->save(archive);
+      archive.save_to(checkpoint_dir + "/model.pt");
+      torch::serialize::OutputArchive optimizer_archive;
+      optimizer.save(optimizer_archive);
+      optimizer_archive.save_to(checkpoint_dir + "/optimizer.pt");
+      std::ofstream(checkpoint_dir + "/epoch.txt") << epoch + 1;
+    }
+    troupe::train::Report({{"epoch", epoch + 1},
+                           {"train_loss", sums[0] / std::max(1.0, sums[1])},
+                           {"test_loss", sums[2] / std::max(1.0, sums[4])},
+                           {"accuracy", sums[3] / std::max(1.0, sums[4])},
+                           {"images_per_s", sums[1] / train_seconds},
+                           {"epoch_s", train_seconds},
+                           {"lr", epoch_lr}},
+                          checkpoint_dir);
+  }
+}
+
+}  // namespace fashion_mnist
+
+TROUPE_TRAIN_LOOP(fashion_mnist::TrainLoop);

@@ -1,0 +1,98 @@
+#include "examples/fashion_mnist/run.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "examples/fashion_mnist/fashion_mnist.h"
+#include "src/common/flag_parser.h"
+#include "troupe/api.h"
+#include "troupe/train.h"
+
+namespace fashion_mnist {
+
+int RunExample(int argc, char** argv, const std::string& program, const std::string& model,
+               int default_epochs, int default_limit_batches) {
+  // Started by a raylet as a worker: run the train loop's actors here, never return.
+  if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
+  std::string address, storage_path = "/tmp/troupe_results", data_dir = kDefaultDataDir;
+  std::string lr_schedule = "constant", name = program;
+  int64_t num_workers = 2, epochs = default_epochs, max_failures = 0, batch_size = 128;
+  int64_t limit_batches = default_limit_batches, test_limit = 0, cpus_per_worker = 1, seed = 0;
+  double lr = 1e-3;
+  bool use_gpu = false, augment = false;
+  troupe::FlagParser flags(program, "Data-parallel training of a " + model +
+                                        " on FashionMNIST over Troupe worker actors.");
+  flags.AddString("address", &address,
+                  "Cluster to run on (default: $TROUPE_ADDRESS, else an embedded cluster).");
+  flags.AddInt("num-workers", &num_workers, "Worker actors (data-parallel ranks).");
+  flags.AddInt("cpus-per-worker", &cpus_per_worker, "CPUs (and intra-op threads) per worker.");
+  flags.AddBool("use-gpu", &use_gpu, "One GPU per worker, NCCL group (needs a CUDA build).");
+  flags.AddInt("epochs", &epochs, "Epochs to train.");
+  flags.AddInt("batch-size", &batch_size, "Batch size per worker.");
+  flags.AddDouble("lr", &lr, "Adam learning rate.");
+  flags.AddString("lr-schedule", &lr_schedule, "constant, or cosine (decay over --epochs).");
+  flags.AddBool("augment", &augment, "Random crops (pad 2) and horizontal flips.");
+  flags.AddInt("limit-batches", &limit_batches, "Batches per epoch per worker (0: all).");
+  flags.AddInt("test-limit", &test_limit, "Test images to evaluate on (0: all 10,000).");
+  flags.AddString("data-dir", &data_dir, "Directory of the FashionMNIST .gz IDX files.");
+  flags.AddString("storage-path", &storage_path, "Where checkpoints go (driver's machine).");
+  flags.AddString("name", &name, "Run name (checkpoints under <storage-path>/<name>).");
+  flags.AddInt("max-failures", &max_failures, "Restarts after worker failures (-1: forever).");
+  flags.AddInt("seed", &seed, "Shuffling and initialisation seed.");
+  auto status = flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
+  if (flags.help_requested()) {
+    std::printf("%s", flags.Usage().c_str());
+    return 0;
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), std::string(status.message()).c_str());
+    return 2;
+  }
+  if (lr_schedule != "constant" && lr_schedule != "cosine") {
+    std::fprintf(stderr, "%s: --lr-schedule must be constant or cosine\n", program.c_str());
+    return 2;
+  }
+  troupe::Config config;
+  config.address = address;
+  troupe::Init(config);
+
+  troupe::train::ScalingConfig scaling;
+  scaling.num_workers = static_cast<int>(num_workers);
+  scaling.use_gpu = use_gpu;
+  scaling.resources_per_worker = {{"CPU", static_cast<double>(cpus_per_worker)}};
+  troupe::train::RunConfig run;
+  run.name = name;
+  run.storage_path = storage_path;
+  run.failure_config.max_failures = static_cast<int>(max_failures);
+  run.checkpoint_config.num_to_keep = 2;
+  run.checkpoint_config.score_attribute = "accuracy";
+  troupe::train::DataParallelTrainer trainer(
+      TrainLoop,
+      {{"model", model},
+       {"epochs", std::to_string(epochs)},
+       {"batch_size", std::to_string(batch_size)},
+       {"lr", std::to_string(lr)},
+       {"lr_schedule", lr_schedule},
+       {"augment", augment ? "1" : "0"},
+       {"limit_batches", std::to_string(limit_batches)},
+       {"test_limit", std::to_string(test_limit)},
+       {"data_dir", data_dir},
+       {"seed", std::to_string(seed)}},
+      scaling, run);
+  troupe::train::Result result = trainer.Fit();
+  troupe::Shutdown();
+  if (!result.error.empty()) {
+    std::fprintf(stderr, "%s: training failed: %s\n", program.c_str(), result.error.c_str());
+    return 1;
+  }
+  std::printf("done: %zu epochs, test accuracy %.4f, restarts %d\n",
+              result.metrics_history.size(), result.metrics["accuracy"], result.restarts);
+  if (result.best_checkpoint) {
+    std::printf("best checkpoint: %s (accuracy %.4f)\n", result.best_checkpoint->path.c_str(),
+                result.best_checkpoint->metrics["accuracy"]);
+  }
+  return 0;
+}
+
+}  // namespace fashion_mnist

@@ -1,0 +1,124 @@
+// Data-parallel training across worker actors, shaped like Ray Train:
+//
+//   void TrainLoop(const troupe::train::LoopConfig& config) {
+//     const auto& ctx = troupe::train::GetContext();        // world_rank, world_size, ...
+//     ... train on this rank's shard, all-reducing gradients (troupe/train_torch.h) ...
+//     troupe::train::Report({{"epoch", e}, {"loss", l}}, checkpoint_dir);
+//   }
+//   TROUPE_TRAIN_LOOP(TrainLoop);
+//
+//   troupe::train::DataParallelTrainer trainer(TrainLoop, {{"lr", "0.001"}},
+//       troupe::train::ScalingConfig{.num_workers = 2},
+//       troupe::train::RunConfig{.name = "fashion", .storage_path = "/tmp/results"});
+//   troupe::train::Result result = trainer.Fit();
+//
+// Fit reserves a placement group (one bundle per worker), starts a worker actor in each bundle,
+// orders ranks by node then GPU, forms a collective group (NCCL with GPUs, CPU otherwise) and runs
+// the loop on every worker. Reports come back in order; checkpoints are copied to the driver's
+// storage_path; when a worker or its node dies, every worker restarts from the latest checkpoint,
+// up to FailureConfig::max_failures times. See docs/train.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace troupe::train {
+
+using LoopConfig = std::map<std::string, std::string>;
+using Metrics = std::map<std::string, double>;
+using TrainLoopFn = void (*)(const LoopConfig& config);
+
+struct ScalingConfig {
+  int num_workers = 1;
+  bool use_gpu = false;  // one GPU per worker, and an NCCL group
+  // Per worker; default {CPU: 1} (+ {GPU: 1} with use_gpu).
+  std::map<std::string, double> resources_per_worker;
+  std::string placement_strategy = "PACK";  // PACK, SPREAD, STRICT_PACK, STRICT_SPREAD
+};
+
+struct CheckpointConfig {
+  int num_to_keep = 0;          // 0: keep every checkpoint
+  std::string score_attribute;  // metric ranking checkpoints ("" : the newest are best)
+  std::string score_order = "max";  // or "min"
+};
+
+struct FailureConfig {
+  int max_failures = 0;  // restarts allowed after a worker failure; -1: forever
+};
+
+struct RunConfig {
+  std::string name = "train";
+  std::string storage_path = "~/troupe_results";  // on the driver's machine
+  CheckpointConfig checkpoint_config;
+  FailureConfig failure_config;
+  bool verbose = true;  // print a progress line per report
+};
+
+struct Checkpoint {
+  std::string path;  // directory under storage_path/name
+  Metrics metrics;   // reported with it
+};
+
+struct Result {
+  Metrics metrics;                     // the last report
+  std::vector<Metrics> metrics_history;  // every report, in order
+  std::optional<Checkpoint> best_checkpoint;
+  std::optional<Checkpoint> latest_checkpoint;
+  std::string error;  // empty when training finished
+  int restarts = 0;   // worker-group restarts after failures
+};
+
+class DataParallelTrainer {
+ public:
+  // `loop` must be registered with TROUPE_TRAIN_LOOP in the executable.
+  DataParallelTrainer(TrainLoopFn loop, LoopConfig config, ScalingConfig scaling,
+                      RunConfig run = {});
+  // Runs training to the end (or to a failure beyond max_failures, reported in Result::error).
+  // Needs troupe::Init() first. Throws TroupeError for bad configurations.
+  Result Fit();
+
+ private:
+  TrainLoopFn loop_;
+  LoopConfig config_;
+  ScalingConfig scaling_;
+  RunConfig run_;
+};
+
+// Inside the train loop.
+struct Context {
+  int world_rank = 0;
+  int local_rank = 0;  // among the workers on this node
+  int world_size = 1;
+  int local_world_size = 1;
+  int node_rank = 0;
+  int cpus = 1;            // CPUs reserved for this worker (intra-op threads are set to it)
+  std::string group;       // the collective group of the workers (troupe/collective.h)
+  std::string experiment;  // RunConfig::name
+  std::vector<int> gpu_ids;
+};
+const Context& GetContext();
+
+// Reports metrics (and optionally a checkpoint directory) from every rank; a synchronisation
+// point like a collective. Rank 0's report is what the driver records; its checkpoint directory
+// is copied to the driver's storage_path.
+void Report(const Metrics& metrics, const std::string& checkpoint_dir = "");
+
+// The checkpoint to resume from (a local directory), if training restarted after a failure or
+// resumed; nullopt on a fresh start.
+std::optional<std::string> GetCheckpoint();
+
+namespace internal {
+bool RegisterTrainLoop(const char* name, TrainLoopFn loop);
+}  // namespace internal
+
+}  // namespace troupe::train
+
+// Registers a train loop (namespace scope, in a .cc file of the executable).
+#define TROUPE_TRAIN_LOOP(fn)                                                           \
+  static const bool TROUPE_TRAIN_INTERNAL_CONCAT(troupe_train_loop_, __COUNTER__) =    \
+      ::troupe::train::internal::RegisterTrainLoop(#fn, fn)
+#define TROUPE_TRAIN_INTERNAL_CONCAT2(a, b) a##b
+#define TROUPE_TRAIN_INTERNAL_CONCAT(a, b) TROUPE_TRAIN_INTERNAL_CONCAT2(a, b)

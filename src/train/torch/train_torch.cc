@@ -1,0 +1,164 @@
+#include "troupe/train_torch.h"
+
+#include <stdexcept>
+
+#include "troupe/train.h"
+
+namespace troupe::train::torch {
+namespace {
+
+namespace coll = troupe::collective;
+
+void CheckFloat(const ::torch::Tensor& t, const std::string& what) {
+  if (t.scalar_type() != ::torch::kFloat32) {
+    throw std::invalid_argument("PrepareModel: " + what + " is " +
+                                std::string(c10::toString(t.scalar_type())) +
+                                "; only float32 parameters are supported");
+  }
+}
+
+// Broadcasts tensors from rank 0 through one flat buffer.
+void BroadcastTensors(const std::vector<::torch::Tensor>& tensors, const std::string& group) {
+  if (tensors.empty()) return;
+  std::vector<::torch::Tensor> flat_parts;
+  for (const auto& t : tensors) flat_parts.push_back(t.detach().reshape(-1).to(::torch::kFloat32));
+  ::torch::Tensor flat = ::torch::cat(flat_parts).contiguous();
+  coll::Broadcast(flat.data_ptr<float>(), flat.numel(), coll::DataType::kFloat32, 0, group);
+  ::torch::NoGradGuard no_grad;
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()).to(t.scalar_type()));
+    offset += t.numel();
+  }
+}
+
+}  // namespace
+
+DistributedModel::DistributedModel(std::shared_ptr<::torch::nn::Module> module,
+                                   DistributedOptions options)
+    : module_(std::move(module)), options_(options) {
+  const Context& ctx = GetContext();
+  group_ = ctx.group;
+  world_size_ = ctx.world_size;
+  ::torch::set_num_threads(std::max(1, ctx.cpus));
+  if (world_size_ == 1) return;  // nothing to average: no hooks, no overhead
+  std::vector<::torch::Tensor> params, buffers;
+  for (auto& p : module_->parameters()) {
+    CheckFloat(p, "a parameter");
+    params.push_back(p);
+  }
+  for (auto& b : module_->buffers()) buffers.push_back(b);
+  BroadcastTensors(params, group_);
+  BroadcastTensors(buffers, group_);
+  // Buckets in reverse parameter order: the order in which backward produces gradients.
+  int64_t filled = 0;
+  for (auto it = params.rbegin(); it != params.rend(); ++it) {
+    if (!it->requires_grad()) continue;
+    const int64_t bytes = it->numel() * 4;
+    if (buckets_.empty() || (filled > 0 && filled + bytes > options_.bucket_bytes)) {
+      buckets_.emplace_back();
+      filled = 0;
+    }
+    buckets_.back().params.push_back({*it, filled / 4});
+    filled += bytes;
+  }
+  for (Bucket& bucket : buckets_) {
+    const auto& [last, offset] = bucket.params.back();
+    bucket.flat = ::torch::zeros({offset + last.numel()}, last.options().requires_grad(false));
+  }
+}
+
+void DistributedModel::RegisterHooks() {
+  std::weak_ptr<DistributedModel> self = weak_from_this();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (size_t i = 0; i < buckets_[b].params.size(); ++i) {
+      ::torch::Tensor param = buckets_[b].params[i].first;
+      // The hook outlives nothing: once the model wrapper is gone it does nothing.
+      param.register_hook([self, b, i](::torch::Tensor grad) {
+        if (auto model = self.lock()) model->OnGradient(b, i, grad);
+      });
+    }
+  }
+}
+
+DistributedModel::~DistributedModel() {
+  // Outstanding all-reduces reference our buffers: let them finish.
+  for (Bucket& bucket : buckets_) {
+    if (bucket.launched) {
+      try {
+        bucket.work.Wait();
+      } catch (const std::exception&) {
+      }
+    }
+  }
+}
+
+void DistributedModel::OnGradient(size_t b, size_t i, const ::torch::Tensor& grad) {
+  Bucket& bucket = buckets_[b];
+  auto& [param, offset] = bucket.params[i];
+  bucket.flat.narrow(0, offset, param.numel()).copy_(grad.detach().reshape(-1));
+  ++bucket.arrived;
+  LaunchReadyBuckets(false);
+}
+
+void DistributedModel::LaunchReadyBuckets(bool all) {
+  // In bucket order on every rank, so the group sees the same sequence of all-reduces.
+  while (next_launch_ < buckets_.size()) {
+    Bucket& bucket = buckets_[next_launch_];
+    if (!all && bucket.arrived < static_cast<int>(bucket.params.size())) return;
+    coll::CallOptions call;
+    bucket.work = coll::AllReduceAsync(bucket.flat.data_ptr<float>(), bucket.flat.numel(),
+                                       coll::DataType::kFloat32, coll::ReduceOp::kAvg, group_,
+                                       call);
+    bucket.launched = true;
+    ++next_launch_;
+  }
+}
+
+void DistributedModel::SynchronizeGradients() {
+  if (world_size_ == 1) return;
+  LaunchReadyBuckets(true);  // parameters without a gradient this step contribute zeros
+  ::torch::NoGradGuard no_grad;
+  for (Bucket& bucket : buckets_) {
+    bucket.work.Wait();
+    for (auto& [param, offset] : bucket.params) {
+      ::torch::Tensor averaged = bucket.flat.narrow(0, offset, param.numel()).view(param.sizes());
+      if (param.grad().defined()) {
+        param.mutable_grad().copy_(averaged);
+      } else {
+        param.mutable_grad() = averaged.clone();
+      }
+    }
+    bucket.flat.zero_();
+    bucket.arrived = 0;
+    bucket.launched = false;
+  }
+  next_launch_ = 0;
+  if (options_.broadcast_buffers) BroadcastBuffers();
+}
+
+void DistributedModel::BroadcastBuffers() {
+  std::vector<::torch::Tensor> buffers;
+  for (auto& b : module_->buffers()) {
+    if (b.is_floating_point()) buffers.push_back(b);
+  }
+  BroadcastTensors(buffers, group_);
+}
+
+std::shared_ptr<DistributedModel> PrepareModel(std::shared_ptr<::torch::nn::Module> module,
+                                               DistributedOptions options) {
+  auto model = std::make_shared<DistributedModel>(std::move(module), options);
+  model->RegisterHooks();
+  return model;
+}
+
+std::vector<double> SumAcrossWorkers(std::vector<double> values) {
+  const Context& ctx = GetContext();
+  if (ctx.world_size > 1 && !values.empty()) {
+    coll::AllReduce(values.data(), values.size(), coll::DataType::kFloat64, coll::ReduceOp::kSum,
+                    ctx.group);
+  }
+  return values;
+}
+
+}  // namespace troupe::train::torch

@@ -1,0 +1,36 @@
+// The worker actor of DataParallelTrainer: one per bundle; runs the registered train loop with a
+// Context, and hands rank 0's reports (metrics + packed checkpoint) to the driver, which polls
+// them while the loop runs (the actor has two executor threads). Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "troupe/train.h"
+
+namespace troupe::train::internal {
+
+// One report as it travels to the driver: metrics and the checkpoint package ("" for none).
+using WireReport = std::pair<Metrics, std::string>;
+
+class TrainWorker {
+ public:
+  static TrainWorker* Create();
+
+  // {node id hex, leased GPU ids "a,b"}: where this worker runs, to order ranks.
+  std::vector<std::string> Where();
+  // Runs the loop to its end. `ranks`: world_rank, local_rank, world_size, local_world_size,
+  // node_rank, cpus. `checkpoint`: a package to resume from ("" for a fresh start).
+  bool Run(std::string loop_name, LoopConfig config, std::vector<int64_t> ranks,
+           std::string group, std::string experiment, std::string checkpoint);
+  // Rank 0's reports since the last poll, in order.
+  std::vector<WireReport> PollReports();
+};
+
+// Worker-process state the free functions (GetContext, Report, GetCheckpoint) read.
+void QueueReport(WireReport report);
+
+}  // namespace troupe::train::internal

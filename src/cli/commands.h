@@ -10,5 +10,7 @@ namespace troupe {
 int StartCommand(const std::vector<std::string>& args);
 int StopCommand(const std::vector<std::string>& args);
 int StatusCommand(const std::vector<std::string>& args);
+// `troupe train launch [flags] -- CMD ARGS...` (src/cli/train_launch_command.cc).
+int TrainLaunchCommand(const std::vector<std::string>& args);
 
 }  // namespace troupe

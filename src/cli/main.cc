@@ -1,6 +1,7 @@
 // `troupe`: the command-line entry point. The same executable also runs the daemons it starts
 // (`troupe gcs-server`, `troupe raylet`), so a node needs one binary.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "src/common/logging.h"
 #include "src/gcs/gcs_server.h"
 #include "src/raylet/raylet.h"
+#include "troupe/api.h"
 
 namespace {
 
@@ -21,6 +23,7 @@ constexpr char kUsage[] =
     "  start       Start a head node (--head) or join a cluster (--address=HOST:PORT)\n"
     "  stop        Stop every Troupe process started on this machine\n"
     "  status      Show the cluster's nodes and resources\n"
+    "  train launch  Run a distributed training script as N ranks (torchrun-style)\n"
     "\n"
     "Daemons (started for you by `troupe start`):\n"
     "  gcs-server  Run the global control store in the foreground\n"
@@ -31,6 +34,8 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `troupe train launch` runs its ranks' actors in workers started from this same executable.
+  if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
   if (const char* level = std::getenv("TROUPE_LOG_LEVEL"); level && !std::strcmp(level, "debug")) {
     troupe::SetMinLogSeverity(troupe::LogSeverity::kDebug);
   }
@@ -48,6 +53,13 @@ int main(int argc, char** argv) {
   if (command == "start") return troupe::StartCommand(args);
   if (command == "stop") return troupe::StopCommand(args);
   if (command == "status") return troupe::StatusCommand(args);
+  if (command == "train") {
+    if (args.empty() || args[0] != "launch") {
+      fprintf(stderr, "troupe train: the subcommand is `launch`: troupe train launch --help\n");
+      return 2;
+    }
+    return troupe::TrainLaunchCommand(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
   if (command == "gcs-server") return troupe::GcsServerMain(args);
   if (command == "raylet") return troupe::RayletMain(args);
   fprintf(stderr, "troupe: unknown command '%s'\n\n%s", command.c_str(), kUsage);

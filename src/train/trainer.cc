@@ -75,11 +75,31 @@ Result DataParallelTrainer::Fit() {
   CheckpointStore checkpoints(ExpandHome(run_.storage_path) + "/" + run_.name,
                               run_.checkpoint_config);
   Result result;
-  auto log = [&](const std::string& line) {
-    if (run_.verbose) std::fprintf(stderr, "[train %s] %s\n", run_.name.c_str(), line.c_str());
-  };
 
   for (int attempt = 0;; ++attempt) {
+    std::string failure;
+    try {
+      failure = RunAttempt(attempt, bundle, strategy, cpus, loop_name, checkpoints, result);
+    } catch (const TroupeError& e) {  // e.g. a worker that could not be started
+      failure = std::string("starting the workers failed: ") + e.what();
+    }
+    result.best_checkpoint = checkpoints.Best();
+    result.latest_checkpoint = checkpoints.Latest();
+    if (failure.empty() || !result.error.empty()) return result;
+    Log("worker failure: " + failure);
+    const int allowed = run_.failure_config.max_failures;
+    if (allowed >= 0 && attempt >= allowed) {
+      result.error = failure;
+      return result;
+    }
+    ++result.restarts;
+  }
+}
+
+std::string DataParallelTrainer::RunAttempt(int attempt, const std::map<std::string, double>& bundle,
+                                            int strategy, int cpus, const std::string& loop_name,
+                                            CheckpointStore& checkpoints, Result& result) {
+  {
     // Place one bundle per worker, start a worker in each, and rank them by node then GPU.
     Gang gang;
     gang.group = CreatePlacementGroup(
@@ -88,10 +108,9 @@ Result DataParallelTrainer::Fit() {
          static_cast<PlacementStrategy>(strategy)});
     if (!gang.group.Wait(kPlacementTimeout)) {
       RemovePlacementGroup(gang.group);
-      result.error = absl::StrCat("cannot place ", scaling_.num_workers, " workers of ",
+      return result.error = absl::StrCat("cannot place ", scaling_.num_workers, " workers of ",
                                   FormatMetrics(bundle), " (", scaling_.placement_strategy,
                                   ") within 60 s: the cluster lacks the resources");
-      return result;
     }
     std::vector<ActorHandle<TrainWorker>> placed;
     std::vector<ObjectRef<std::vector<std::string>>> where;
@@ -143,9 +162,9 @@ Result DataParallelTrainer::Fit() {
     if (auto latest = checkpoints.Latest(); latest && attempt > 0) {
       auto packed = PackDirectory(latest->path, int64_t{8} << 30);
       if (packed.ok()) resume = std::move(*packed);
-      log("restarting from " + latest->path);
+      Log("restarting from " + latest->path);
     }
-    log(absl::StrCat("attempt ", attempt + 1, ": ", scaling_.num_workers, " workers on ",
+    Log(absl::StrCat("attempt ", attempt + 1, ": ", scaling_.num_workers, " workers on ",
                      node_rank.size(), " node(s)"));
     std::vector<ObjectRef<bool>> runs;
     for (int r = 0; r < scaling_.num_workers; ++r) {
@@ -173,7 +192,7 @@ Result DataParallelTrainer::Fit() {
             absl::StrAppend(&line, " | checkpoint NOT saved: ", path.status().message());
           }
         }
-        log(line);
+        Log(line);
       }
     };
     std::string failure;
@@ -204,18 +223,12 @@ Result DataParallelTrainer::Fit() {
     for (auto& worker : gang.workers) worker.Kill();
     collective::DestroyGroup(group);
     RemovePlacementGroup(gang.group);
-    result.best_checkpoint = checkpoints.Best();
-    result.latest_checkpoint = checkpoints.Latest();
-    if (failure.empty()) return result;
-
-    log("worker failure: " + failure);
-    const int allowed = run_.failure_config.max_failures;
-    if (allowed >= 0 && attempt >= allowed) {
-      result.error = failure;
-      return result;
-    }
-    ++result.restarts;
+    return failure;
   }
+}
+
+void DataParallelTrainer::Log(const std::string& line) const {
+  if (run_.verbose) std::fprintf(stderr, "[train %s] %s\n", run_.name.c_str(), line.c_str());
 }
 
 }  // namespace troupe::train

@@ -27,6 +27,8 @@
 
 namespace troupe::train {
 
+class CheckpointStore;  // src/train/checkpoints.h
+
 using LoopConfig = std::map<std::string, std::string>;
 using Metrics = std::map<std::string, double>;
 using TrainLoopFn = void (*)(const LoopConfig& config);
@@ -81,6 +83,12 @@ class DataParallelTrainer {
   Result Fit();
 
  private:
+  // One placement of the workers, run until done or a failure (returned; "" when done).
+  std::string RunAttempt(int attempt, const std::map<std::string, double>& bundle, int strategy,
+                         int cpus, const std::string& loop_name, CheckpointStore& checkpoints,
+                         Result& result);
+  void Log(const std::string& line) const;
+
   TrainLoopFn loop_;
   LoopConfig config_;
   ScalingConfig scaling_;

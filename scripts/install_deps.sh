@@ -8,6 +8,8 @@ PACKAGES=(
   g++ protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libabsl-dev libhiredis-dev redis-server libmsgpack-cxx-dev libcpp-httplib-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev python3
+  libtorch-dev zlib1g-dev dataset-fashion-mnist     # the train library and its examples
+  python3-torch                                     # DDP/gloo scripts for the launcher tests
 )
 
 missing=()

@@ -44,8 +44,7 @@ class Member {
   }
 
   // Runs the sweep; rank 0 returns the JSON lines.
-  std::string Run(int64_t min_bytes, int64_t max_bytes, int factor, int64_t extra,
-                  double seconds) {
+  std::string Run(int64_t min_bytes, int64_t max_bytes, int factor, int64_t extra, double seconds) {
     const int rank = coll::GetRank("bench"), world = coll::GetWorldSize("bench");
     Sweep sweep{min_bytes, max_bytes, factor, {}, seconds};
     if (extra > 0) sweep.extra_bytes.push_back(extra);
@@ -59,7 +58,8 @@ class Member {
         std::vector<float> a(count, 1.0f), b(count, 0.0f);
         auto once = [&] {
           if (std::strcmp(op, "allreduce") == 0) {
-            coll::AllReduce(a.data(), count, coll::DataType::kFloat32, coll::ReduceOp::kSum, "bench");
+            coll::AllReduce(a.data(), count, coll::DataType::kFloat32, coll::ReduceOp::kSum,
+                            "bench");
           } else if (std::strcmp(op, "allgather") == 0) {
             coll::AllGather(a.data(), b.data(), block, coll::DataType::kFloat32, "bench");
           } else {
@@ -72,19 +72,22 @@ class Member {
         coll::Barrier("bench");
         auto start = std::chrono::steady_clock::now();
         once();
-        double estimate = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        double estimate =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         coll::Broadcast(&estimate, 1, coll::DataType::kFloat64, 0, "bench");
-        const int iterations = std::clamp(static_cast<int>(seconds / std::max(estimate, 1e-7)), 3, 100000);
+        const int iterations =
+            std::clamp(static_cast<int>(seconds / std::max(estimate, 1e-7)), 3, 100000);
         coll::Barrier("bench");
         start = std::chrono::steady_clock::now();
         for (int i = 0; i < iterations; ++i) once();
-        double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         // The slowest member's time is the operation's time.
         coll::AllReduce(&elapsed, 1, coll::DataType::kFloat64, coll::ReduceOp::kMax, "bench");
         const double per_op = elapsed / iterations;
         const double algbw = bytes / per_op / 1e9;
         const double factor_bus = std::strcmp(op, "allreduce") == 0 ? 2.0 * (world - 1) / world
-                                                                   : 1.0 * (world - 1) / world;
+                                                                    : 1.0 * (world - 1) / world;
         char line[256];
         std::snprintf(line, sizeof(line),
                       "{\"impl\": \"troupe\", \"op\": \"%s\", \"ranks\": %d, \"bytes\": %lld, "
@@ -123,10 +126,12 @@ int main(int argc, char** argv) {
     std::vector<troupe::ActorHandle<Member>> members;
     for (int r = 0; r < world; ++r) members.push_back(troupe::Actor(Member::Create).Remote());
     std::vector<troupe::ObjectRef<std::string>> joined, results;
-    for (int r = 0; r < world; ++r) joined.push_back(members[r].Task(&Member::Join).Remote(world, r));
+    for (int r = 0; r < world; ++r)
+      joined.push_back(members[r].Task(&Member::Join).Remote(world, r));
     troupe::Get(joined);
     for (int r = 0; r < world; ++r) {
-      results.push_back(members[r].Task(&Member::Run).Remote(min_bytes, max_bytes, factor, extra, seconds));
+      results.push_back(
+          members[r].Task(&Member::Run).Remote(min_bytes, max_bytes, factor, extra, seconds));
     }
     std::fputs(troupe::Get(results[0])->c_str(), stdout);
     std::fflush(stdout);

@@ -28,8 +28,7 @@ double TrainSteps(std::shared_ptr<torch::nn::Module> model,
   std::chrono::steady_clock::time_point start;
   for (int i = 0; i < warmup + steps; ++i) {
     if (i == warmup) start = std::chrono::steady_clock::now();
-    torch::Tensor loss =
-        torch::nn::functional::cross_entropy(fashion_mnist::Forward(*model, x), y);
+    torch::Tensor loss = torch::nn::functional::cross_entropy(fashion_mnist::Forward(*model, x), y);
     optimizer.zero_grad();
     loss.backward();
     if (ddp != nullptr) ddp->SynchronizeGradients();
@@ -43,8 +42,8 @@ double TrainSteps(std::shared_ptr<torch::nn::Module> model,
 void BenchLoop(const troupe::train::LoopConfig& config) {
   auto model = fashion_mnist::MakeResNet18();
   auto ddp = troupe::train::torch::PrepareModel(model);
-  const double rate = TrainSteps(model, ddp.get(), std::stoi(config.at("warmup")),
-                                 std::stoi(config.at("steps")));
+  const double rate =
+      TrainSteps(model, ddp.get(), std::stoi(config.at("warmup")), std::stoi(config.at("steps")));
   // Global throughput: every worker's images.
   auto total = troupe::train::torch::SumAcrossWorkers({rate});
   troupe::train::Report({{"images_per_s", total[0]}});
@@ -78,10 +77,11 @@ int main(int argc, char** argv) {
     run.name = "train_bench";
     run.storage_path = "/tmp/troupe_bench_results";
     run.verbose = false;
-    auto result = troupe::train::DataParallelTrainer(
-                      BenchLoop, {{"steps", std::to_string(steps)}, {"warmup", std::to_string(warmup)}},
-                      scaling, run)
-                      .Fit();
+    auto result =
+        troupe::train::DataParallelTrainer(
+            BenchLoop, {{"steps", std::to_string(steps)}, {"warmup", std::to_string(warmup)}},
+            scaling, run)
+            .Fit();
     troupe::Shutdown();
     if (!result.error.empty()) {
       std::fprintf(stderr, "train_bench: %s\n", result.error.c_str());

@@ -29,11 +29,11 @@ namespace coll = troupe::collective;
 using coll::DataType;
 using coll::ReduceOp;
 
-constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16,
-                                  DataType::kBFloat16, DataType::kInt32,  DataType::kInt64,
+constexpr DataType kAllTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
+                                  DataType::kBFloat16, DataType::kInt32,   DataType::kInt64,
                                   DataType::kUInt8};
-constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin,
-                                ReduceOp::kMax, ReduceOp::kAvg};
+constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax,
+                                ReduceOp::kAvg};
 
 // --- Inputs and the reference ------------------------------------------------------------------
 // Member r's element i is a small integer that every member can compute, so each member checks
@@ -58,13 +58,20 @@ void Store(DataType dtype, void* base, size_t index, double value) {
   char* at = static_cast<char*>(base) + index * coll::ElementSize(dtype);
   auto put = [at](auto typed) { std::memcpy(at, &typed, sizeof(typed)); };
   switch (dtype) {
-    case DataType::kFloat32: return put(static_cast<float>(value));
-    case DataType::kFloat64: return put(value);
-    case DataType::kFloat16: return put(coll::FloatToHalf(static_cast<float>(value)));
-    case DataType::kBFloat16: return put(coll::FloatToBFloat16(static_cast<float>(value)));
-    case DataType::kInt32: return put(static_cast<int32_t>(value));
-    case DataType::kInt64: return put(static_cast<int64_t>(value));
-    case DataType::kUInt8: return put(static_cast<uint8_t>(static_cast<int64_t>(value) & 0xff));
+    case DataType::kFloat32:
+      return put(static_cast<float>(value));
+    case DataType::kFloat64:
+      return put(value);
+    case DataType::kFloat16:
+      return put(coll::FloatToHalf(static_cast<float>(value)));
+    case DataType::kBFloat16:
+      return put(coll::FloatToBFloat16(static_cast<float>(value)));
+    case DataType::kInt32:
+      return put(static_cast<int32_t>(value));
+    case DataType::kInt64:
+      return put(static_cast<int64_t>(value));
+    case DataType::kUInt8:
+      return put(static_cast<uint8_t>(static_cast<int64_t>(value) & 0xff));
   }
 }
 
@@ -75,13 +82,20 @@ double Load(DataType dtype, const void* base, size_t index) {
     return typed;
   };
   switch (dtype) {
-    case DataType::kFloat32: return get(float{});
-    case DataType::kFloat64: return get(double{});
-    case DataType::kFloat16: return coll::HalfToFloat(get(uint16_t{}));
-    case DataType::kBFloat16: return coll::BFloat16ToFloat(get(uint16_t{}));
-    case DataType::kInt32: return get(int32_t{});
-    case DataType::kInt64: return get(int64_t{});
-    case DataType::kUInt8: return get(uint8_t{});
+    case DataType::kFloat32:
+      return get(float{});
+    case DataType::kFloat64:
+      return get(double{});
+    case DataType::kFloat16:
+      return coll::HalfToFloat(get(uint16_t{}));
+    case DataType::kBFloat16:
+      return coll::BFloat16ToFloat(get(uint16_t{}));
+    case DataType::kInt32:
+      return get(int32_t{});
+    case DataType::kInt64:
+      return get(int64_t{});
+    case DataType::kUInt8:
+      return get(uint8_t{});
   }
   return 0;
 }
@@ -98,10 +112,19 @@ double Expected(uint32_t seed, int world, size_t index, DataType dtype, ReduceOp
   for (int r = 1; r < world; ++r) {
     const double v = InputValue(seed, r, index, dtype, op);
     switch (op) {
-      case ReduceOp::kSum: case ReduceOp::kAvg: acc += v; break;
-      case ReduceOp::kProduct: acc *= v; break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        acc += v;
+        break;
+      case ReduceOp::kProduct:
+        acc *= v;
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
     }
   }
   if (dtype == DataType::kUInt8) acc = static_cast<double>(static_cast<int64_t>(acc) & 0xff);
@@ -113,8 +136,8 @@ double Expected(uint32_t seed, int world, size_t index, DataType dtype, ReduceOp
 
 bool Close(DataType dtype, double got, double want) {
   const double tolerance = dtype == DataType::kFloat16 || dtype == DataType::kBFloat16 ? 1e-2
-                           : dtype == DataType::kFloat32                                  ? 1e-6
-                                                                                          : 1e-12;
+                           : dtype == DataType::kFloat32                               ? 1e-6
+                                                                                       : 1e-12;
   return std::abs(got - want) <= tolerance * std::max(1.0, std::abs(want));
 }
 
@@ -131,42 +154,48 @@ std::string CheckAll(const std::string& group, const std::vector<int64_t>& count
     for (DataType dtype : kAllTypes) {
       const size_t unit = coll::ElementSize(dtype);
       auto mismatch = [&](const std::string& what, size_t i, double got, double want) {
-        return absl::StrCat("rank ", rank, ": ", what, ": element ", i, " is ", got,
-                            ", expected ", want);
+        return absl::StrCat("rank ", rank, ": ", what, ": element ", i, " is ", got, ", expected ",
+                            want);
       };
       for (ReduceOp op : kAllOps) {
         // AllReduce.
         buffer.assign(count * unit, 0);
-        for (size_t i = 0; i < count; ++i) Store(dtype, buffer.data(), i, InputValue(seed, rank, i, dtype, op));
+        for (size_t i = 0; i < count; ++i)
+          Store(dtype, buffer.data(), i, InputValue(seed, rank, i, dtype, op));
         coll::AllReduce(buffer.data(), count, dtype, op, group);
         for (size_t i = 0; i < count; ++i) {
           const double want = Expected(seed, world, i, dtype, op);
           if (!Close(dtype, Load(dtype, buffer.data(), i), want)) {
-            return mismatch(Describe("allreduce", dtype, op, count), i, Load(dtype, buffer.data(), i), want);
+            return mismatch(Describe("allreduce", dtype, op, count), i,
+                            Load(dtype, buffer.data(), i), want);
           }
         }
         // ReduceScatter: `count` elements per member; element i of block b is input index
         // b * count + i.
         buffer.assign(count * world * unit, 0);
-        for (size_t i = 0; i < count * world; ++i) Store(dtype, buffer.data(), i, InputValue(seed, rank, i, dtype, op));
+        for (size_t i = 0; i < count * world; ++i)
+          Store(dtype, buffer.data(), i, InputValue(seed, rank, i, dtype, op));
         out.assign(count * unit, 0);
         coll::ReduceScatter(buffer.data(), out.data(), count, dtype, op, group);
         for (size_t i = 0; i < count; ++i) {
           const double want = Expected(seed, world, rank * count + i, dtype, op);
           if (!Close(dtype, Load(dtype, out.data(), i), want)) {
-            return mismatch(Describe("reduce_scatter", dtype, op, count), i, Load(dtype, out.data(), i), want);
+            return mismatch(Describe("reduce_scatter", dtype, op, count), i,
+                            Load(dtype, out.data(), i), want);
           }
         }
         // Reduce to a root that moves with the seed; others keep their input.
         const int root = (seed + static_cast<int>(op)) % world;
         buffer.assign(count * unit, 0);
-        for (size_t i = 0; i < count; ++i) Store(dtype, buffer.data(), i, InputValue(seed, rank, i, dtype, op));
+        for (size_t i = 0; i < count; ++i)
+          Store(dtype, buffer.data(), i, InputValue(seed, rank, i, dtype, op));
         coll::Reduce(buffer.data(), count, dtype, op, root, group);
         for (size_t i = 0; i < count; ++i) {
           const double got = Load(dtype, buffer.data(), i);
           if (rank == root) {
             const double want = Expected(seed, world, i, dtype, op);
-            if (!Close(dtype, got, want)) return mismatch(Describe("reduce", dtype, op, count), i, got, want);
+            if (!Close(dtype, got, want))
+              return mismatch(Describe("reduce", dtype, op, count), i, got, want);
           } else if (got != InputValue(seed, rank, i, dtype, op)) {
             return mismatch(Describe("reduce (a non-root's input changed)", dtype, op, count), i,
                             got, InputValue(seed, rank, i, dtype, op));
@@ -176,7 +205,8 @@ std::string CheckAll(const std::string& group, const std::vector<int64_t>& count
       const ReduceOp none = ReduceOp::kSum;
       // AllGather: member r's block is its inputs.
       buffer.assign(count * unit, 0);
-      for (size_t i = 0; i < count; ++i) Store(dtype, buffer.data(), i, InputValue(seed, rank, i, dtype, none));
+      for (size_t i = 0; i < count; ++i)
+        Store(dtype, buffer.data(), i, InputValue(seed, rank, i, dtype, none));
       out.assign(count * world * unit, 0);
       coll::AllGather(buffer.data(), out.data(), count, dtype, group);
       for (int r = 0; r < world; ++r) {
@@ -192,18 +222,21 @@ std::string CheckAll(const std::string& group, const std::vector<int64_t>& count
       const int root = seed % world;
       buffer.assign(count * unit, 0);
       if (rank == root) {
-        for (size_t i = 0; i < count; ++i) Store(dtype, buffer.data(), i, InputValue(seed, root, i, dtype, none));
+        for (size_t i = 0; i < count; ++i)
+          Store(dtype, buffer.data(), i, InputValue(seed, root, i, dtype, none));
       }
       coll::Broadcast(buffer.data(), count, dtype, root, group);
       for (size_t i = 0; i < count; ++i) {
         const double want = InputValue(seed, root, i, dtype, none);
         if (Load(dtype, buffer.data(), i) != want) {
-          return mismatch(Describe("broadcast", dtype, none, count), i, Load(dtype, buffer.data(), i), want);
+          return mismatch(Describe("broadcast", dtype, none, count), i,
+                          Load(dtype, buffer.data(), i), want);
         }
       }
       // Send/Recv around the ring: rank 0 sends first, the others receive first.
       std::vector<char> mine(count * unit), theirs(count * unit);
-      for (size_t i = 0; i < count; ++i) Store(dtype, mine.data(), i, InputValue(seed, rank, i, dtype, none));
+      for (size_t i = 0; i < count; ++i)
+        Store(dtype, mine.data(), i, InputValue(seed, rank, i, dtype, none));
       if (world > 1) {
         const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
         if (rank == 0) {
@@ -216,7 +249,8 @@ std::string CheckAll(const std::string& group, const std::vector<int64_t>& count
         for (size_t i = 0; i < count; ++i) {
           const double want = InputValue(seed, prev, i, dtype, none);
           if (Load(dtype, theirs.data(), i) != want) {
-            return mismatch(Describe("recv", dtype, none, count), i, Load(dtype, theirs.data(), i), want);
+            return mismatch(Describe("recv", dtype, none, count), i, Load(dtype, theirs.data(), i),
+                            want);
           }
         }
       }
@@ -287,8 +321,8 @@ class Member {
     const int rank = coll::GetRank(group);
     for (int i = 0; i < n; ++i) {
       std::fill(buffers[i].begin(), buffers[i].end(), (rank + 1) * (i + 1));
-      works.push_back(coll::AllReduceAsync(buffers[i].data(), buffers[i].size(),
-                                           DataType::kInt64, ReduceOp::kSum, group));
+      works.push_back(coll::AllReduceAsync(buffers[i].data(), buffers[i].size(), DataType::kInt64,
+                                           ReduceOp::kSum, group));
     }
     const int world = coll::GetWorldSize(group);
     const int64_t ranks_sum = world * (world + 1) / 2;
@@ -342,9 +376,10 @@ void JoinAll(const Members& members, const std::string& group, bool tcp = false,
   std::vector<troupe::ObjectRef<std::string>> joined(members.size());
   for (int rank : order) {
     const int delay = random() % 400;
-    joined[rank] = members[rank].Task(&Member::Join)
-                       .Remote(static_cast<int>(members.size()), rank, group, delay, tcp, 30000,
-                               timeout_ms);
+    joined[rank] =
+        members[rank]
+            .Task(&Member::Join)
+            .Remote(static_cast<int>(members.size()), rank, group, delay, tcp, 30000, timeout_ms);
   }
   for (size_t rank = 0; rank < members.size(); ++rank) {
     ASSERT_EQ(*troupe::Get(joined[rank]), "ok") << "rank " << rank;
@@ -391,7 +426,8 @@ TEST(CollectivesTest, EveryOpEveryTypeOnTwoRayletsUpTo64MB) {
     CheckAllMembers(members, "g2", {1, 2, 3, 7, 1000, 4099, 16411, 100003}, 1);
     // 64 MB: all-reduce and the ring paths once more at the largest size.
     std::vector<troupe::ObjectRef<std::string>> big;
-    for (const auto& m : members) big.push_back(m.Task(&Member::SumLoop).Remote(std::string("g2"), int64_t{16 << 20}, 2));
+    for (const auto& m : members)
+      big.push_back(m.Task(&Member::SumLoop).Remote(std::string("g2"), int64_t{16 << 20}, 2));
     for (auto& result : big) EXPECT_EQ(*troupe::Get(result), "ok 3");
   }
   EXPECT_EQ(CountShmInboxes(), shm_before) << "shared-memory inboxes left in /dev/shm";
@@ -410,7 +446,8 @@ TEST(CollectivesTest, FourToEightMembersOnThreeRaylets) {
   CheckAllMembers(members, "g8", {1, 3, 9, 2053, 70001}, 3);
   // Async operations queue in order and overlap with the caller.
   std::vector<troupe::ObjectRef<std::string>> results;
-  for (const auto& m : members) results.push_back(m.Task(&Member::AsyncSums).Remote(std::string("g8"), 6));
+  for (const auto& m : members)
+    results.push_back(m.Task(&Member::AsyncSums).Remote(std::string("g8"), 6));
   for (auto& result : results) EXPECT_EQ(*troupe::Get(result), "ok");
 }
 
@@ -434,7 +471,8 @@ TEST(CollectivesTest, KilledMemberFailsTheOthersWithinTheTimeoutAndTheGroupCanBe
   const int victim_pid = *troupe::Get(members[victim].Task(&Member::Pid).Remote());
   std::vector<troupe::ObjectRef<std::string>> results;
   for (const auto& m : members) {
-    results.push_back(m.Task(&Member::SumLoop).Remote(std::string("doomed"), int64_t{16 << 20}, 1000));
+    results.push_back(
+        m.Task(&Member::SumLoop).Remote(std::string("doomed"), int64_t{16 << 20}, 1000));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // well into the all-reduces
   const auto killed_at = std::chrono::steady_clock::now();
@@ -448,7 +486,8 @@ TEST(CollectivesTest, KilledMemberFailsTheOthersWithinTheTimeoutAndTheGroupCanBe
     EXPECT_TRUE(absl::StartsWith(result, "error[rank=2,op=allreduce,group=doomed]")) << result;
     EXPECT_TRUE(absl::StrContains(result, "collective group 'doomed' allreduce")) << result;
     EXPECT_TRUE(absl::StrContains(result, "rank 2")) << result;
-    EXPECT_LT(waited, timeout_ms / 1000.0) << "rank " << rank << " failed only after " << waited << " s";
+    EXPECT_LT(waited, timeout_ms / 1000.0)
+        << "rank " << rank << " failed only after " << waited << " s";
   }
   // The survivors leave the broken group; a fresh member replaces the dead one; it works again.
   for (int rank = 0; rank < 4; ++rank) {
@@ -471,7 +510,8 @@ TEST(CollectivesTest, MismatchedCallsAreReportedNotCorrupted) {
     EXPECT_TRUE(absl::StrContains(result, "matching sizes")) << result;
   }
   // The group stays broken and says why.
-  const std::string later = *troupe::Get(members[0].Task(&Member::AllReduceCount).Remote(std::string("mismatch"), int64_t{10}));
+  const std::string later = *troupe::Get(
+      members[0].Task(&Member::AllReduceCount).Remote(std::string("mismatch"), int64_t{10}));
   EXPECT_TRUE(absl::StrContains(later, "the group is broken since allreduce #0 failed")) << later;
 }
 
@@ -480,8 +520,10 @@ TEST(CollectivesTest, RendezvousTimeoutNamesTheMissingRank) {
   Driver driver(cluster);
   Members members = StartMembers(2);
   // World of 3, but rank 2 never comes.
-  auto r0 = members[0].Task(&Member::Join).Remote(3, 0, std::string("lonely"), 0, false, 1500, 5000);
-  auto r1 = members[1].Task(&Member::Join).Remote(3, 1, std::string("lonely"), 0, false, 1500, 5000);
+  auto r0 =
+      members[0].Task(&Member::Join).Remote(3, 0, std::string("lonely"), 0, false, 1500, 5000);
+  auto r1 =
+      members[1].Task(&Member::Join).Remote(3, 1, std::string("lonely"), 0, false, 1500, 5000);
   const std::string e0 = *troupe::Get(r0), e1 = *troupe::Get(r1);
   EXPECT_TRUE(absl::StrContains(e0, "rank(s) 2 did not join")) << e0;
   EXPECT_TRUE(absl::StrContains(e1, "rank(s) 2 did not join")) << e1;
@@ -497,7 +539,9 @@ TEST(CollectivesTest, DriverDeclaredGroupIsJoinedAtFirstUseAndLeavesNothingBehin
     // Ranks need not follow the order of the handles.
     coll::CreateGroup(members, {2, 0, 1}, coll::Backend::kCpu, "declared");
     std::vector<troupe::ObjectRef<std::string>> results;
-    for (const auto& m : members) results.push_back(m.Task(&Member::SumLoop).Remote(std::string("declared"), int64_t{1 << 20}, 3));
+    for (const auto& m : members)
+      results.push_back(
+          m.Task(&Member::SumLoop).Remote(std::string("declared"), int64_t{1 << 20}, 3));
     for (auto& result : results) EXPECT_EQ(*troupe::Get(result), "ok 6");  // 1 + 2 + 3
     // Bad declarations are refused with what to fix.
     try {
@@ -526,7 +570,8 @@ TEST(CollectivesTest, BadArgumentsGetClearErrors) {
     }
   };
   expect_error([] { coll::InitGroup(2, 5, coll::Backend::kCpu, "x"); }, "rank 5 is outside [0, 2)");
-  expect_error([] { coll::InitGroup(0, 0, coll::Backend::kCpu, "x"); }, "world size 0 must be >= 1");
+  expect_error([] { coll::InitGroup(0, 0, coll::Backend::kCpu, "x"); },
+               "world size 0 must be >= 1");
   expect_error([] { coll::InitGroup(1, 0, coll::Backend::kCpu, "a/b"); }, "without '/'");
   expect_error([] { coll::Barrier("nobody"); }, "this process is not a member");
   // A world of one works without peers, and rejects a second init under the same name.

@@ -70,8 +70,12 @@ TEST(TrainLaunchTest, DdpScriptRunsAcrossTwoNodesWithTorchrunEnvironment) {
   CommandResult result = Launch(cluster, {"--num-workers=2", "--", kPython, script});
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   // One rank per node (1 CPU each): node ranks 0 and 1, one local rank each.
-  EXPECT_TRUE(absl::StrContains(result.out, "[rank 0] rank=0 world=2 local_rank=0 local_world=1 node_rank=0 omp=1 same=True")) << result.out;
-  EXPECT_TRUE(absl::StrContains(result.out, "[rank 1] rank=1 world=2 local_rank=0 local_world=1 node_rank=1 omp=1 same=True")) << result.out;
+  EXPECT_TRUE(absl::StrContains(
+      result.out, "[rank 0] rank=0 world=2 local_rank=0 local_world=1 node_rank=0 omp=1 same=True"))
+      << result.out;
+  EXPECT_TRUE(absl::StrContains(
+      result.out, "[rank 1] rank=1 world=2 local_rank=0 local_world=1 node_rank=1 omp=1 same=True"))
+      << result.out;
 }
 
 TEST(TrainLaunchTest, FailingRankStopsTheOthersAndItsStatusIsReturned) {
@@ -103,7 +107,8 @@ TEST(TrainLaunchTest, GroupRestartsAfterAFailure) {
              {"MODE=fail_once", "MARKER=" + marker});
   EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
   EXPECT_TRUE(absl::StrContains(result.err, "rank 0 exited with status 5")) << result.err;
-  EXPECT_TRUE(absl::StrContains(result.err, "restarting all ranks (1 of 1 restarts)")) << result.err;
+  EXPECT_TRUE(absl::StrContains(result.err, "restarting all ranks (1 of 1 restarts)"))
+      << result.err;
   EXPECT_TRUE(absl::StrContains(result.out, "same=True")) << result.out;
 }
 

@@ -3,6 +3,8 @@
 // order, a SIGKILLed worker makes the trainer resume from the latest checkpoint, and bucketed
 // overlapping all-reduce gives the same parameters as one plain all-reduce of all gradients.
 // This binary is also the worker program.
+#include "troupe/train.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,7 +20,6 @@
 #include "tests/test_cluster.h"
 #include "troupe/api.h"
 #include "troupe/collective.h"
-#include "troupe/train.h"
 #include "troupe/train_data.h"
 #include "troupe/train_torch.h"
 
@@ -35,7 +36,8 @@ std::string Get(const train::LoopConfig& config, const std::string& key) {
 // Sum of every parameter: equal on all ranks iff they hold the same model (practically).
 double Checksum(torch::nn::Module& model) {
   double sum = 0;
-  for (const auto& p : model.parameters()) sum += p.detach().to(torch::kFloat64).sum().item<double>();
+  for (const auto& p : model.parameters())
+    sum += p.detach().to(torch::kFloat64).sum().item<double>();
   return sum;
 }
 
@@ -88,7 +90,8 @@ void MlpLoop(const train::LoopConfig& config) {
       coll::AllGather(&mine, all.data(), 1, coll::DataType::kFloat64, ctx.group);
       for (double other : all) mismatches += other != mine;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(Get(config, "epoch_sleep_ms"))));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(std::stoi(Get(config, "epoch_sleep_ms"))));
     auto sums = train::torch::SumAcrossWorkers({loss_sum / batches, mismatches});
     std::string dir;
     if (ctx.world_rank == 0) {
@@ -146,7 +149,8 @@ void BucketLoop(const train::LoopConfig& config) {
   }
   double diff = 0;
   auto pa = a->parameters(), pb = b->parameters();
-  for (size_t i = 0; i < pa.size(); ++i) diff = std::max(diff, (pa[i] - pb[i]).abs().max().item<double>());
+  for (size_t i = 0; i < pa.size(); ++i)
+    diff = std::max(diff, (pa[i] - pb[i]).abs().max().item<double>());
   train::Report({{"max_param_diff", diff}, {"buckets", static_cast<double>(ddp->num_buckets())}});
 }
 TROUPE_TRAIN_LOOP(BucketLoop);
@@ -191,7 +195,8 @@ TEST(TrainTest, TwoAndThreeWorkersOnThreeNodesTrainInLockstep) {
     }
     // One worker per node (1 CPU each, SPREAD): node ranks 0..n-1.
     EXPECT_EQ(result.metrics.at("node_rank_sum"), workers * (workers - 1) / 2);
-    EXPECT_LT(result.metrics_history[2].at("train_loss"), result.metrics_history[0].at("train_loss"));
+    EXPECT_LT(result.metrics_history[2].at("train_loss"),
+              result.metrics_history[0].at("train_loss"));
     ASSERT_TRUE(result.latest_checkpoint.has_value());
     EXPECT_TRUE(std::filesystem::exists(result.latest_checkpoint->path + "/model.pt"));
     EXPECT_EQ(result.restarts, 0);

@@ -48,8 +48,9 @@ struct BasicBlockImpl : nn::Module {
     register_module("conv2", conv2);
     register_module("bn2", bn2);
     if (stride != 1 || in != out) {
-      downsample = nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
-                                  nn::BatchNorm2d(out));
+      downsample =
+          nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
+                         nn::BatchNorm2d(out));
       register_module("downsample", downsample);
     }
   }
@@ -147,12 +148,12 @@ Split Load(const std::string& dir, const std::string& prefix) {
     throw std::runtime_error(prefix + ": image and label files do not match (truncated?)");
   }
   Split split;
-  split.images = torch::from_blob(const_cast<char*>(images.data()) + 16, {n, 1, 28, 28},
-                                  torch::kUInt8)
-                     .to(torch::kFloat32)
-                     .div_(255)
-                     .sub_(kMean)
-                     .div_(kStd);
+  split.images =
+      torch::from_blob(const_cast<char*>(images.data()) + 16, {n, 1, 28, 28}, torch::kUInt8)
+          .to(torch::kFloat32)
+          .div_(255)
+          .sub_(kMean)
+          .div_(kStd);
   split.labels =
       torch::from_blob(const_cast<char*>(labels.data()) + 8, {n}, torch::kUInt8).to(torch::kInt64);
   return split;
@@ -240,9 +241,10 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
       const int64_t n = std::min<int64_t>(1000, n_test - begin);
       torch::Tensor logits = Forward(*model, test.images.narrow(0, begin, n));
       torch::Tensor y = test.labels.narrow(0, begin, n);
-      test_loss += torch::nn::functional::cross_entropy(
-                       logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                       .item<double>();
+      test_loss +=
+          torch::nn::functional::cross_entropy(
+              logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+              .item<double>();
       correct += logits.argmax(1).eq(y).sum().item<double>();
       tested += n;
     }

@@ -67,27 +67,26 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
   run.failure_config.max_failures = static_cast<int>(max_failures);
   run.checkpoint_config.num_to_keep = 2;
   run.checkpoint_config.score_attribute = "accuracy";
-  troupe::train::DataParallelTrainer trainer(
-      TrainLoop,
-      {{"model", model},
-       {"epochs", std::to_string(epochs)},
-       {"batch_size", std::to_string(batch_size)},
-       {"lr", std::to_string(lr)},
-       {"lr_schedule", lr_schedule},
-       {"augment", augment ? "1" : "0"},
-       {"limit_batches", std::to_string(limit_batches)},
-       {"test_limit", std::to_string(test_limit)},
-       {"data_dir", data_dir},
-       {"seed", std::to_string(seed)}},
-      scaling, run);
+  troupe::train::DataParallelTrainer trainer(TrainLoop,
+                                             {{"model", model},
+                                              {"epochs", std::to_string(epochs)},
+                                              {"batch_size", std::to_string(batch_size)},
+                                              {"lr", std::to_string(lr)},
+                                              {"lr_schedule", lr_schedule},
+                                              {"augment", augment ? "1" : "0"},
+                                              {"limit_batches", std::to_string(limit_batches)},
+                                              {"test_limit", std::to_string(test_limit)},
+                                              {"data_dir", data_dir},
+                                              {"seed", std::to_string(seed)}},
+                                             scaling, run);
   troupe::train::Result result = trainer.Fit();
   troupe::Shutdown();
   if (!result.error.empty()) {
     std::fprintf(stderr, "%s: training failed: %s\n", program.c_str(), result.error.c_str());
     return 1;
   }
-  std::printf("done: %zu epochs, test accuracy %.4f, restarts %d\n",
-              result.metrics_history.size(), result.metrics["accuracy"], result.restarts);
+  std::printf("done: %zu epochs, test accuracy %.4f, restarts %d\n", result.metrics_history.size(),
+              result.metrics["accuracy"], result.restarts);
   if (result.best_checkpoint) {
     std::printf("best checkpoint: %s (accuracy %.4f)\n", result.best_checkpoint->path.c_str(),
                 result.best_checkpoint->metrics["accuracy"]);

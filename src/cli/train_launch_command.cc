@@ -111,8 +111,8 @@ class LaunchRank {
 }  // namespace
 }  // namespace troupe
 
-TROUPE_REMOTE(troupe::LaunchRank::Create, &troupe::LaunchRank::Where,
-              &troupe::LaunchRank::FreePort, &troupe::LaunchRank::Run);
+TROUPE_REMOTE(troupe::LaunchRank::Create, &troupe::LaunchRank::Where, &troupe::LaunchRank::FreePort,
+              &troupe::LaunchRank::Run);
 
 namespace troupe {
 
@@ -134,8 +134,9 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
   flags.AddInt("max-failures", &max_failures, "Restarts of the whole group after a failure.");
   flags.AddString("working-dir", &working_dir,
                   "Directory copied to every node; ranks start inside it.");
-  flags.AddString("address", &address, "Cluster (default: $TROUPE_ADDRESS, else the local one, "
-                                       "else an embedded single-node cluster).");
+  flags.AddString("address", &address,
+                  "Cluster (default: $TROUPE_ADDRESS, else the local one, "
+                  "else an embedded single-node cluster).");
   flags.AddString("token", &token, "Cluster token (default: $TROUPE_TOKEN or the local one).");
   flags.AddString("temp-dir", &temp_dir, "Where local sessions live (default /tmp/troupe).");
   auto parsed = flags.Parse(args);
@@ -148,13 +149,15 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
     return 2;
   }
   if (command.empty()) {
-    std::fprintf(stderr, "troupe train launch: no command: put it after --, e.g. "
-                         "`troupe train launch --num-workers 2 -- python3 train.py`\n");
+    std::fprintf(stderr,
+                 "troupe train launch: no command: put it after --, e.g. "
+                 "`troupe train launch --num-workers 2 -- python3 train.py`\n");
     return 2;
   }
   if (num_workers < 1 || cpus < 1 || gpus < 0) {
-    std::fprintf(stderr, "troupe train launch: --num-workers and --cpus-per-worker must be >= 1, "
-                         "--gpus-per-worker >= 0\n");
+    std::fprintf(stderr,
+                 "troupe train launch: --num-workers and --cpus-per-worker must be >= 1, "
+                 "--gpus-per-worker >= 0\n");
     return 2;
   }
   Config config;
@@ -164,11 +167,13 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
     config.address = target->address;
     config.token = target->token;
   } else if (!address.empty()) {
-    std::fprintf(stderr, "troupe train launch: %s\n", std::string(target.status().message()).c_str());
+    std::fprintf(stderr, "troupe train launch: %s\n",
+                 std::string(target.status().message()).c_str());
     return 1;
   } else {
-    std::fprintf(stderr, "troupe train launch: no running cluster found; using an embedded "
-                         "single-node cluster\n");
+    std::fprintf(stderr,
+                 "troupe train launch: no running cluster found; using an embedded "
+                 "single-node cluster\n");
   }
   try {
     Init(config);
@@ -182,12 +187,13 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
   int exit_code = 0;
   for (int attempt = 0;; ++attempt) {
     std::string failure;
-    PlacementGroup group = CreatePlacementGroup(
-        {"", std::vector<std::map<std::string, double>>(num_workers, bundle),
-         PlacementStrategy::kPack});
+    PlacementGroup group =
+        CreatePlacementGroup({"", std::vector<std::map<std::string, double>>(num_workers, bundle),
+                              PlacementStrategy::kPack});
     if (!group.Wait(std::chrono::seconds(60))) {
-      std::fprintf(stderr, "troupe train launch: cannot place %lld ranks of %lld CPU / %lld GPU "
-                           "within 60 s: the cluster lacks the resources\n",
+      std::fprintf(stderr,
+                   "troupe train launch: cannot place %lld ranks of %lld CPU / %lld GPU "
+                   "within 60 s: the cluster lacks the resources\n",
                    static_cast<long long>(num_workers), static_cast<long long>(cpus),
                    static_cast<long long>(gpus));
       RemovePlacementGroup(group);
@@ -200,7 +206,8 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
       std::vector<ActorHandle<LaunchRank>> placed;
       std::vector<std::vector<std::string>> where;
       for (int i = 0; i < num_workers; ++i) {
-        placed.push_back(Actor(LaunchRank::Create).SetResources(bundle).SetPlacementGroup(group, i).Remote());
+        placed.push_back(
+            Actor(LaunchRank::Create).SetResources(bundle).SetPlacementGroup(group, i).Remote());
       }
       for (auto& actor : placed) where.push_back(*Get(actor.Task(&LaunchRank::Where).Remote()));
       std::map<std::string, int> node_index;
@@ -209,8 +216,9 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
         order[i] = i;
         node_index.emplace(where[i][0], static_cast<int>(node_index.size()));
       }
-      std::stable_sort(order.begin(), order.end(),
-                       [&](int a, int b) { return node_index[where[a][0]] < node_index[where[b][0]]; });
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+        return node_index[where[a][0]] < node_index[where[b][0]];
+      });
       std::map<std::string, int> local_count, local_next;
       for (int i : order) ++local_count[where[i][0]];
       for (int i : order) ranks.push_back(placed[i]);
@@ -222,8 +230,8 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
       for (char** e = environ; *e; ++e) {
         const std::string entry = *e;
         const std::string name = entry.substr(0, entry.find('='));
-        if (name.rfind("TROUPE_", 0) == 0 || name == "PWD" || name == "OLDPWD" ||
-            name == "SHLVL" || name == "_") {
+        if (name.rfind("TROUPE_", 0) == 0 || name == "PWD" || name == "OLDPWD" || name == "SHLVL" ||
+            name == "_") {
           continue;
         }
         inherited.push_back(entry);
@@ -233,16 +241,16 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
         const auto& w = where[order[rank]];
         std::vector<std::string> env = inherited;
         env.insert(env.end(), {
-            "MASTER_ADDR=" + master_addr,
-            absl::StrCat("MASTER_PORT=", master_port),
-            absl::StrCat("WORLD_SIZE=", num_workers),
-            absl::StrCat("RANK=", rank),
-            absl::StrCat("LOCAL_RANK=", local_next[w[0]]++),
-            absl::StrCat("LOCAL_WORLD_SIZE=", local_count[w[0]]),
-            absl::StrCat("NODE_RANK=", node_index[w[0]]),
-            absl::StrCat("OMP_NUM_THREADS=", cpus),
-            "CUDA_VISIBLE_DEVICES=" + w[2],
-        });
+                                  "MASTER_ADDR=" + master_addr,
+                                  absl::StrCat("MASTER_PORT=", master_port),
+                                  absl::StrCat("WORLD_SIZE=", num_workers),
+                                  absl::StrCat("RANK=", rank),
+                                  absl::StrCat("LOCAL_RANK=", local_next[w[0]]++),
+                                  absl::StrCat("LOCAL_WORLD_SIZE=", local_count[w[0]]),
+                                  absl::StrCat("NODE_RANK=", node_index[w[0]]),
+                                  absl::StrCat("OMP_NUM_THREADS=", cpus),
+                                  "CUDA_VISIBLE_DEVICES=" + w[2],
+                              });
         runs.push_back(ranks[rank].Task(&LaunchRank::Run).Remote(command, env, rank));
       }
       std::vector<bool> done(num_workers, false);

@@ -59,9 +59,8 @@ class CommBackend {
 
 // The NCCL backend registers its factory here when it is linked in (CUDA builds); without it,
 // Backend::kNccl is refused with a clear error.
-using NcclFactory =
-    std::function<absl::StatusOr<std::unique_ptr<CommBackend>>(std::unique_ptr<Mesh> mesh,
-                                                               absl::Time deadline)>;
+using NcclFactory = std::function<absl::StatusOr<std::unique_ptr<CommBackend>>(
+    std::unique_ptr<Mesh> mesh, absl::Time deadline)>;
 void RegisterNcclFactory(NcclFactory factory);
 const NcclFactory* GetNcclFactory();
 

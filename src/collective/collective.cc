@@ -24,8 +24,8 @@ auto* groups ABSL_GUARDED_BY(groups_mu) = new std::map<std::string, std::shared_
 NcclFactory* nccl_factory = nullptr;
 
 [[noreturn]] void Fail(const std::string& group, const char* op, const std::string& message) {
-  throw CollectiveError(
-      absl::StrCat("collective group '", group, "' ", op, ": ", message), group, op, -1);
+  throw CollectiveError(absl::StrCat("collective group '", group, "' ", op, ": ", message), group,
+                        op, -1);
 }
 
 ::troupe::internal::Runtime& RuntimeFor(const std::string& group, const char* op) {
@@ -44,13 +44,12 @@ std::string DeclarationKey(const std::string& name) { return "collective/" + nam
 
 KvAccess KvOf(::troupe::internal::Runtime& runtime) {
   const std::string ns = runtime.JobNamespace();
-  return {[&runtime, ns](const std::string& key) { return runtime.KvGet(ns, key); },
-          [&runtime, ns](const std::string& key, const std::string& value) {
-            runtime.KvPut(ns, key, value, /*overwrite=*/true);
-          },
-          [&runtime, ns](const std::string& key) {
-            runtime.KvDelete(ns, key, /*by_prefix=*/false);
-          }};
+  return {
+      [&runtime, ns](const std::string& key) { return runtime.KvGet(ns, key); },
+      [&runtime, ns](const std::string& key, const std::string& value) {
+        runtime.KvPut(ns, key, value, /*overwrite=*/true);
+      },
+      [&runtime, ns](const std::string& key) { runtime.KvDelete(ns, key, /*by_prefix=*/false); }};
 }
 
 void CheckName(const std::string& name, const char* op) {
@@ -79,8 +78,8 @@ std::shared_ptr<Group> Join(int world_size, int rank, Backend backend, const std
   mesh_options.group = name;
   mesh_options.world_size = world_size;
   mesh_options.rank = rank;
-  mesh_options.key_prefix = absl::StrCat("collective/", name, "/", incarnation,
-                                         incarnation.empty() ? "" : "/");
+  mesh_options.key_prefix =
+      absl::StrCat("collective/", name, "/", incarnation, incarnation.empty() ? "" : "/");
   mesh_options.listen_ip = runtime.NodeIp();
   mesh_options.data_links = backend == Backend::kCpu;
   mesh_options.force_tcp = options.transport == Transport::kTcp;
@@ -99,11 +98,11 @@ std::shared_ptr<Group> Join(int world_size, int rank, Backend backend, const std
   } else {
     auto made = (*nccl_factory)(std::move(*mesh), deadline);
     if (!made.ok()) {
-      ThrowCollectiveError(name, op,
-                           PeerError(made.status().code(), PeerOf(made.status()),
-                                     absl::StrCat("collective group '", name, "' rank ", rank,
-                                                  ": NCCL setup failed: ",
-                                                  made.status().message())));
+      ThrowCollectiveError(
+          name, op,
+          PeerError(made.status().code(), PeerOf(made.status()),
+                    absl::StrCat("collective group '", name, "' rank ", rank,
+                                 ": NCCL setup failed: ", made.status().message())));
     }
     comm = std::move(*made);
   }
@@ -119,8 +118,8 @@ struct Declaration {
 };
 
 // The driver's declaration of group `name`, as seen by the actor `actor_id` (hex).
-std::optional<Declaration> ReadDeclaration(::troupe::internal::Runtime& runtime, const std::string& name,
-                                           const std::string& actor_id) {
+std::optional<Declaration> ReadDeclaration(::troupe::internal::Runtime& runtime,
+                                           const std::string& name, const std::string& actor_id) {
   auto value = runtime.KvGet(runtime.JobNamespace(), DeclarationKey(name));
   if (!value) return std::nullopt;
   std::vector<std::string> lines = absl::StrSplit(*value, '\n');
@@ -191,7 +190,9 @@ void CheckRank(const std::string& group, const char* op, const char* what, int v
 
 }  // namespace
 
-void RegisterNcclFactory(NcclFactory factory) { nccl_factory = new NcclFactory(std::move(factory)); }
+void RegisterNcclFactory(NcclFactory factory) {
+  nccl_factory = new NcclFactory(std::move(factory));
+}
 const NcclFactory* GetNcclFactory() { return nccl_factory; }
 
 void Work::Wait() {
@@ -214,8 +215,9 @@ void InitGroup(int world_size, int rank, Backend backend, const std::string& nam
   {
     absl::MutexLock lock(&groups_mu);
     if (groups->count(name)) {
-      Fail(name, "init", "already initialized in this process; DestroyGroup(\"" + name +
-                             "\") first to create it again");
+      Fail(name, "init",
+           "already initialized in this process; DestroyGroup(\"" + name +
+               "\") first to create it again");
     }
   }
   auto group = Join(world_size, rank, backend, name, options, "");
@@ -247,7 +249,9 @@ bool IsGroupInitialized(const std::string& name) {
 }
 
 int GetRank(const std::string& name) { return FindGroup(name, "get_rank")->rank(); }
-int GetWorldSize(const std::string& name) { return FindGroup(name, "get_world_size")->world_size(); }
+int GetWorldSize(const std::string& name) {
+  return FindGroup(name, "get_world_size")->world_size();
+}
 
 namespace internal {
 void DeclareGroup(const std::vector<std::string>& actor_ids, const std::vector<int>& ranks,
@@ -256,14 +260,16 @@ void DeclareGroup(const std::vector<std::string>& actor_ids, const std::vector<i
   CheckName(name, op);
   if (actor_ids.empty()) Fail(name, op, "no actors given");
   if (actor_ids.size() != ranks.size()) {
-    Fail(name, op, absl::StrCat(actor_ids.size(), " actors but ", ranks.size(),
-                                " ranks: give one rank per actor"));
+    Fail(name, op,
+         absl::StrCat(actor_ids.size(), " actors but ", ranks.size(),
+                      " ranks: give one rank per actor"));
   }
   std::vector<bool> seen(actor_ids.size());
   for (int rank : ranks) {
     if (rank < 0 || rank >= static_cast<int>(ranks.size()) || seen[rank]) {
-      Fail(name, op, absl::StrCat("ranks must be 0..", ranks.size() - 1,
-                                  ", each exactly once (got ", rank, ")"));
+      Fail(name, op,
+           absl::StrCat("ranks must be 0..", ranks.size() - 1, ", each exactly once (got ", rank,
+                        ")"));
     }
     seen[rank] = true;
   }
@@ -371,8 +377,7 @@ Prepared PrepareSend(const void* data, size_t count, DataType dtype, int peer,
           }};
 }
 
-Prepared PrepareRecv(void* data, size_t count, DataType dtype, int peer,
-                     const std::string& name) {
+Prepared PrepareRecv(void* data, size_t count, DataType dtype, int peer, const std::string& name) {
   auto group = FindGroup(name, "recv");
   CheckCount(name, "recv", data, count);
   CheckRank(name, "recv", "peer", peer, group->world_size());
@@ -388,8 +393,8 @@ void AllReduce(void* data, size_t count, DataType dtype, ReduceOp op, const std:
                const CallOptions& call) {
   RunNow(PrepareAllReduce(data, count, dtype, op, group), call);
 }
-void AllGather(const void* send, void* recv, size_t count, DataType dtype,
-               const std::string& group, const CallOptions& call) {
+void AllGather(const void* send, void* recv, size_t count, DataType dtype, const std::string& group,
+               const CallOptions& call) {
   RunNow(PrepareAllGather(send, recv, count, dtype, group), call);
 }
 void ReduceScatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op,
@@ -416,8 +421,8 @@ void Recv(void* data, size_t count, DataType dtype, int peer, const std::string&
   RunNow(PrepareRecv(data, count, dtype, peer, group), call);
 }
 
-Work AllReduceAsync(void* data, size_t count, DataType dtype, ReduceOp op,
-                    const std::string& group, const CallOptions& call) {
+Work AllReduceAsync(void* data, size_t count, DataType dtype, ReduceOp op, const std::string& group,
+                    const CallOptions& call) {
   return StartNow(PrepareAllReduce(data, count, dtype, op, group), call);
 }
 Work AllGatherAsync(const void* send, void* recv, size_t count, DataType dtype,

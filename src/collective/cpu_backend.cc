@@ -45,20 +45,30 @@ void CpuRelax() {
 
 const char* OpName(OpCode op) {
   switch (op) {
-    case OpCode::kAllReduce: return "allreduce";
-    case OpCode::kAllGather: return "allgather";
-    case OpCode::kReduceScatter: return "reduce_scatter";
-    case OpCode::kBroadcast: return "broadcast";
-    case OpCode::kReduce: return "reduce";
-    case OpCode::kBarrier: return "barrier";
-    case OpCode::kSendRecv: return "send/recv";
+    case OpCode::kAllReduce:
+      return "allreduce";
+    case OpCode::kAllGather:
+      return "allgather";
+    case OpCode::kReduceScatter:
+      return "reduce_scatter";
+    case OpCode::kBroadcast:
+      return "broadcast";
+    case OpCode::kReduce:
+      return "reduce";
+    case OpCode::kBarrier:
+      return "barrier";
+    case OpCode::kSendRecv:
+      return "send/recv";
   }
   return "?";
 }
 
 CpuBackend::CpuBackend(std::unique_ptr<Mesh> mesh)
-    : mesh_(std::move(mesh)), rank_(mesh_->rank()), world_(mesh_->world_size()),
-      sent_to_(world_), received_from_(world_) {}
+    : mesh_(std::move(mesh)),
+      rank_(mesh_->rank()),
+      world_(mesh_->world_size()),
+      sent_to_(world_),
+      received_from_(world_) {}
 
 char* CpuBackend::Scratch(size_t bytes) {
   if (scratch_.size() < bytes) scratch_.resize(bytes);
@@ -78,8 +88,7 @@ absl::Status CpuBackend::LinkError(int peer, const absl::Status& status) {
                    absl::StrCat("rank ", peer, " is gone: ", status.message()));
 }
 
-absl::StatusOr<bool> CpuBackend::AdvanceSend(const OpContext& ctx, const Step& step,
-                                             Transfer& t) {
+absl::StatusOr<bool> CpuBackend::AdvanceSend(const OpContext& ctx, const Step& step, Transfer& t) {
   Link* link = mesh_->link(t.peer);
   const size_t unit = ElementSize(step.dtype);
   bool progressed = false;
@@ -108,8 +117,7 @@ absl::StatusOr<bool> CpuBackend::AdvanceSend(const OpContext& ctx, const Step& s
   return progressed;
 }
 
-absl::StatusOr<bool> CpuBackend::AdvanceRecv(const OpContext& ctx, const Step& step,
-                                             Transfer& t) {
+absl::StatusOr<bool> CpuBackend::AdvanceRecv(const OpContext& ctx, const Step& step, Transfer& t) {
   Link* link = mesh_->link(t.peer);
   const size_t unit = ElementSize(step.dtype);
   bool progressed = false;
@@ -144,9 +152,8 @@ absl::StatusOr<bool> CpuBackend::AdvanceRecv(const OpContext& ctx, const Step& s
     if (t.stage == 0) {  // a whole header: is the peer in the same operation as we are?
       WireHeader got;
       std::memcpy(&got, t.header, sizeof(got));
-      if (got.seq != step.seq || got.step != step.index ||
-          got.op != static_cast<uint8_t>(ctx.op) || got.dtype != static_cast<uint8_t>(step.dtype) ||
-          got.bytes != t.bytes) {
+      if (got.seq != step.seq || got.step != step.index || got.op != static_cast<uint8_t>(ctx.op) ||
+          got.dtype != static_cast<uint8_t>(step.dtype) || got.bytes != t.bytes) {
         return PeerError(
             absl::StatusCode::kFailedPrecondition, t.peer,
             absl::StrCat("rank ", t.peer, " is in ", OpName(static_cast<OpCode>(got.op)), " #",
@@ -216,11 +223,11 @@ absl::Status CpuBackend::Exchange(const OpContext& ctx, Step& step) {
       for (const Transfer& t : step.sends) {
         if (t.stage != 3 && waiting_for < 0) waiting_for = t.peer;
       }
-      return PeerError(absl::StatusCode::kDeadlineExceeded, waiting_for,
-                       absl::StrCat("timed out after ", absl::FormatDuration(ctx.timeout),
-                                    " waiting for rank ", waiting_for,
-                                    " (it is stuck, slower than the timeout, or not calling ",
-                                    OpName(ctx.op), ")"));
+      return PeerError(
+          absl::StatusCode::kDeadlineExceeded, waiting_for,
+          absl::StrCat("timed out after ", absl::FormatDuration(ctx.timeout), " waiting for rank ",
+                       waiting_for, " (it is stuck, slower than the timeout, or not calling ",
+                       OpName(ctx.op), ")"));
     }
     if (!status.ok()) return status;
   }
@@ -282,7 +289,8 @@ absl::Status CpuBackend::AllReduce(void* data_ptr, size_t count, DataType dtype,
     // Combine in rank order, so every member computes bit-identical results.
     char* scratch = Scratch(bytes * world_);
     std::memcpy(scratch + rank_ * bytes, data, bytes);
-    for (int peer = 1; peer < world_; ++peer) ReduceInto(dtype, op, scratch, scratch + peer * bytes, count);
+    for (int peer = 1; peer < world_; ++peer)
+      ReduceInto(dtype, op, scratch, scratch + peer * bytes, count);
     std::memcpy(data, scratch, bytes);
     if (op == ReduceOp::kAvg) FinishAverage(dtype, data, count, world_);
     return absl::OkStatus();
@@ -381,8 +389,8 @@ absl::Status CpuBackend::Broadcast(void* data_ptr, size_t count, DataType dtype,
   return RingAllGather(data, count, dtype, 0, ctx, 1);
 }
 
-absl::Status CpuBackend::Reduce(void* data_ptr, size_t count, DataType dtype, ReduceOp op,
-                                int root, const OpContext& ctx) {
+absl::Status CpuBackend::Reduce(void* data_ptr, size_t count, DataType dtype, ReduceOp op, int root,
+                                const OpContext& ctx) {
   char* data = static_cast<char*>(data_ptr);
   const size_t unit = ElementSize(dtype), bytes = count * unit;
   if (world_ == 1) return absl::OkStatus();
@@ -399,7 +407,8 @@ absl::Status CpuBackend::Reduce(void* data_ptr, size_t count, DataType dtype, Re
     if (auto status = Exchange(ctx, step); !status.ok()) return status;
     if (rank_ != root) return absl::OkStatus();
     std::memcpy(scratch + root * bytes, data, bytes);
-    for (int peer = 1; peer < world_; ++peer) ReduceInto(dtype, op, scratch, scratch + peer * bytes, count);
+    for (int peer = 1; peer < world_; ++peer)
+      ReduceInto(dtype, op, scratch, scratch + peer * bytes, count);
     std::memcpy(data, scratch, bytes);
     if (op == ReduceOp::kAvg) FinishAverage(dtype, data, count, world_);
     return absl::OkStatus();
@@ -439,8 +448,8 @@ absl::Status CpuBackend::Send(const void* data, size_t count, DataType dtype, in
                               const OpContext& ctx) {
   // Point-to-point messages are numbered per pair: other members do not take part.
   Step step{sent_to_[peer]++, 0, dtype, ReduceOp::kSum, {}, {}};
-  step.sends.push_back({peer, static_cast<char*>(const_cast<void*>(data)),
-                        count * ElementSize(dtype)});
+  step.sends.push_back(
+      {peer, static_cast<char*>(const_cast<void*>(data)), count * ElementSize(dtype)});
   return Exchange(ctx, step);
 }
 

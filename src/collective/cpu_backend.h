@@ -79,8 +79,7 @@ class CpuBackend : public CommBackend {
   // `input`): afterwards work holds the reduction of chunk (rank + 1 + shift) mod n. Steps start
   // at `first_step`.
   absl::Status RingReduceScatter(const char* input, char* work, size_t count, DataType dtype,
-                                 ReduceOp op, int shift, const OpContext& ctx,
-                                 uint16_t first_step);
+                                 ReduceOp op, int shift, const OpContext& ctx, uint16_t first_step);
   // Ring all-gather in place: each member starts holding chunk (rank + shift) mod n.
   absl::Status RingAllGather(char* data, size_t count, DataType dtype, int shift,
                              const OpContext& ctx, uint16_t first_step);

@@ -10,8 +10,12 @@ void ThrowCollectiveError(const std::string& group, const char* op, const absl::
 
 Group::Group(std::string name, int rank, int world_size, GroupOptions options,
              std::string incarnation, std::unique_ptr<CommBackend> backend)
-    : name_(std::move(name)), rank_(rank), world_size_(world_size), options_(options),
-      incarnation_(std::move(incarnation)), backend_(std::move(backend)),
+    : name_(std::move(name)),
+      rank_(rank),
+      world_size_(world_size),
+      options_(options),
+      incarnation_(std::move(incarnation)),
+      backend_(std::move(backend)),
       thread_([this] { Loop(); }) {}
 
 Group::~Group() {
@@ -34,28 +38,27 @@ bool Group::broken() const {
 absl::Status Group::Execute(Pending& pending) {
   const char* op_name = OpName(pending.op);
   if (!broken_.ok()) {
-    return PeerError(broken_.code(), PeerOf(broken_),
-                     absl::StrCat("collective group '", name_, "' ", op_name,
-                                  ": the group is broken since ", broken_by_, " failed (",
-                                  broken_.message(), "); DestroyGroup(\"", name_,
-                                  "\") and create it again"));
+    return PeerError(
+        broken_.code(), PeerOf(broken_),
+        absl::StrCat("collective group '", name_, "' ", op_name, ": the group is broken since ",
+                     broken_by_, " failed (", broken_.message(), "); DestroyGroup(\"", name_,
+                     "\") and create it again"));
   }
   OpContext ctx;
   ctx.op = pending.op;
   ctx.seq = pending.op == OpCode::kSendRecv ? 0 : next_seq_++;
-  ctx.timeout = pending.call.timeout.count() > 0
-                    ? absl::Milliseconds(pending.call.timeout.count())
-                    : absl::Milliseconds(options_.timeout.count());
+  ctx.timeout = pending.call.timeout.count() > 0 ? absl::Milliseconds(pending.call.timeout.count())
+                                                 : absl::Milliseconds(options_.timeout.count());
   ctx.deadline = absl::Now() + ctx.timeout;
   ctx.cuda_stream = pending.call.cuda_stream;
   absl::Status status = pending.operation(*backend_, ctx);
   if (status.ok()) return status;
   // Failure messages name the group and the operation; the peer at fault stays attached.
   const std::string what = absl::StrCat(op_name, " #", ctx.seq);
-  absl::Status failed = PeerError(
-      status.code(), PeerOf(status),
-      absl::StrCat("collective group '", name_, "' ", what, " (rank ", rank_, " of ",
-                   world_size_, "): ", status.message()));
+  absl::Status failed =
+      PeerError(status.code(), PeerOf(status),
+                absl::StrCat("collective group '", name_, "' ", what, " (rank ", rank_, " of ",
+                             world_size_, "): ", status.message()));
   broken_ = failed;
   broken_by_ = what;
   backend_->Abort(status);

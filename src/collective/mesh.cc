@@ -25,8 +25,7 @@ namespace {
 
 constexpr char kPeerPayload[] = "troupe.collective/peer";
 constexpr absl::Duration kSlice = absl::Milliseconds(50);
-constexpr char kClosedHow[] =
-    "its connection closed (the process exited, or it left the group)";
+constexpr char kClosedHow[] = "its connection closed (the process exited, or it left the group)";
 
 bool IsAbort(const std::string& message) { return message.rfind("ABORT\n", 0) == 0; }
 
@@ -35,7 +34,8 @@ std::string Errno(const char* what) { return absl::StrCat(what, ": ", std::strer
 std::string RandomHex(int bytes) {
   std::random_device device;
   std::string out;
-  for (int i = 0; i < bytes; ++i) absl::StrAppend(&out, absl::Hex(device() & 0xff, absl::kZeroPad2));
+  for (int i = 0; i < bytes; ++i)
+    absl::StrAppend(&out, absl::Hex(device() & 0xff, absl::kZeroPad2));
   return out;
 }
 
@@ -48,8 +48,8 @@ std::string HostKey() {
 }
 
 int Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
-  return static_cast<int>(syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value,
-                                  timeout, nullptr, 0));
+  return static_cast<int>(
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0));
 }
 
 int MillisUntil(absl::Time deadline) {
@@ -141,8 +141,7 @@ absl::StatusOr<int> ConnectTcp(const std::string& address, absl::Time deadline) 
   }
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return absl::InternalError(Errno("socket"));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 &&
-      errno != EINPROGRESS) {
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 && errno != EINPROGRESS) {
     close(fd);
     return absl::UnavailableError(Errno("connect"));
   }
@@ -181,7 +180,7 @@ struct InboxLayout {
 
   size_t RingBytes(int sender) const {
     return sender == (receiver + world_size - 1) % world_size ? big_ring
-                                                             : std::min(big_ring, kSmallRingBytes);
+                                                              : std::min(big_ring, kSmallRingBytes);
   }
   size_t DataOffset(int sender) const {
     size_t offset = (64 + sizeof(RingState) * world_size + 4095) / 4096 * 4096;
@@ -217,13 +216,17 @@ class ShmLink : public Link {
  public:
   ShmLink(RingState* in, char* in_data, size_t in_capacity, RingState* out, char* out_data,
           size_t out_capacity, Mesh::Inbox* peer)
-      : in_(in), in_data_(in_data), in_capacity_(in_capacity), out_(out), out_data_(out_data),
-        out_capacity_(out_capacity), peer_(peer) {}
+      : in_(in),
+        in_data_(in_data),
+        in_capacity_(in_capacity),
+        out_(out),
+        out_data_(out_data),
+        out_capacity_(out_capacity),
+        peer_(peer) {}
 
   absl::StatusOr<size_t> Write(const char* data, size_t n, size_t unit) override {
     const uint64_t written = out_->written.load(std::memory_order_relaxed);
-    const uint64_t space =
-        out_capacity_ - (written - out_->read.load(std::memory_order_acquire));
+    const uint64_t space = out_capacity_ - (written - out_->read.load(std::memory_order_acquire));
     const size_t offset = written % out_capacity_;
     size_t take = std::min<uint64_t>({n, space, out_capacity_ - offset});
     take -= take % unit;
@@ -322,8 +325,11 @@ int PeerOf(const absl::Status& status) {
 }
 
 Mesh::Mesh(MeshOptions options)
-    : options_(std::move(options)), nonce_(RandomHex(12)), host_(HostKey()),
-      peers_(options_.world_size), links_(options_.world_size) {}
+    : options_(std::move(options)),
+      nonce_(RandomHex(12)),
+      host_(HostKey()),
+      peers_(options_.world_size),
+      links_(options_.world_size) {}
 
 Mesh::~Mesh() {
   for (Peer& peer : peers_) {
@@ -400,10 +406,10 @@ absl::Status Mesh::Rendezvous(const KvAccess& kv) {
     if (p.inbox != nullptr) {
       const InboxLayout ours{options_.rank, options_.world_size, options_.ring_bytes};
       const InboxLayout theirs{peer, options_.world_size, options_.ring_bytes};
-      links_[peer] = std::make_unique<ShmLink>(
-          inbox_->ring(peer), inbox_->data(ours, peer), ours.RingBytes(peer),
-          p.inbox->ring(options_.rank), p.inbox->data(theirs, options_.rank),
-          theirs.RingBytes(options_.rank), p.inbox);
+      links_[peer] = std::make_unique<ShmLink>(inbox_->ring(peer), inbox_->data(ours, peer),
+                                               ours.RingBytes(peer), p.inbox->ring(options_.rank),
+                                               p.inbox->data(theirs, options_.rank),
+                                               theirs.RingBytes(options_.rank), p.inbox);
     } else {
       links_[peer] = std::make_unique<TcpLink>(p.data_fd);
     }
@@ -417,10 +423,10 @@ absl::Status Mesh::ConnectTo(int peer, const KvAccess& kv, absl::Time deadline) 
   std::string last_problem = "it has not published its address";
   auto retry = [&]() -> absl::Status {
     if (absl::Now() + backoff >= deadline) {
-      return PeerError(absl::StatusCode::kDeadlineExceeded, peer,
-                       absl::StrCat("rank ", peer, " did not join within ",
-                                    absl::FormatDuration(options_.rendezvous_timeout), " (",
-                                    last_problem, ")"));
+      return PeerError(
+          absl::StatusCode::kDeadlineExceeded, peer,
+          absl::StrCat("rank ", peer, " did not join within ",
+                       absl::FormatDuration(options_.rendezvous_timeout), " (", last_problem, ")"));
     }
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Milliseconds(100));
@@ -435,8 +441,7 @@ absl::Status Mesh::ConnectTo(int peer, const KvAccess& kv, absl::Time deadline) 
     std::vector<std::string> fields = absl::StrSplit(*value, '\n');
     if (fields.size() != 3) return absl::InternalError("malformed rendezvous key " + key);
     const std::string& peer_nonce = fields[0];
-    const bool shared_memory =
-        options_.data_links && !options_.force_tcp && fields[1] == host_;
+    const bool shared_memory = options_.data_links && !options_.force_tcp && fields[1] == host_;
     // The control connection, then (between hosts) the data connection.
     bool stale = false;
     for (const char* kind : {"control", "data"}) {
@@ -447,9 +452,9 @@ absl::Status Mesh::ConnectTo(int peer, const KvAccess& kv, absl::Time deadline) 
         stale = true;
         break;
       }
-      const std::string hello = absl::StrCat("HELLO\n", options_.group, "\n", options_.rank, "\n",
-                                             nonce_, "\n", peer_nonce, "\n", kind, "\n",
-                                             shared_memory ? 1 : 0);
+      const std::string hello =
+          absl::StrCat("HELLO\n", options_.group, "\n", options_.rank, "\n", nonce_, "\n",
+                       peer_nonce, "\n", kind, "\n", shared_memory ? 1 : 0);
       absl::Status sent = WriteAll(*fd, Frame(hello), deadline);
       auto answer = sent.ok() ? ReadFrame(*fd, deadline) : absl::StatusOr<std::string>(sent);
       if (!answer.ok() || *answer != "OK") {
@@ -491,10 +496,10 @@ absl::Status Mesh::AcceptFrom(int expected_peers, absl::Time deadline) {
           if (first_absent < 0) first_absent = peer;
         }
       }
-      return PeerError(absl::StatusCode::kDeadlineExceeded, first_absent,
-                       absl::StrCat("rank(s) ", absent.empty() ? "?" : absent,
-                                    " did not join within ",
-                                    absl::FormatDuration(options_.rendezvous_timeout)));
+      return PeerError(
+          absl::StatusCode::kDeadlineExceeded, first_absent,
+          absl::StrCat("rank(s) ", absent.empty() ? "?" : absent, " did not join within ",
+                       absl::FormatDuration(options_.rendezvous_timeout)));
     }
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) continue;
@@ -544,8 +549,9 @@ absl::Status Mesh::MapPeerInbox(int peer, const std::string& nonce) {
   const std::string path = "/dev/shm/troupe-coll-" + nonce;
   const size_t size = InboxLayout{peer, options_.world_size, options_.ring_bytes}.Size();
   int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return absl::InternalError(Errno(("opening rank " + std::to_string(peer) +
-                                                "'s shared-memory inbox " + path).c_str()));
+  if (fd < 0)
+    return absl::InternalError(
+        Errno(("opening rank " + std::to_string(peer) + "'s shared-memory inbox " + path).c_str()));
   void* map = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (map == MAP_FAILED) return absl::InternalError(Errno("mapping a peer's inbox"));
@@ -675,8 +681,7 @@ void Mesh::Abort(const absl::Status& status) {
   if (aborted_.exchange(true)) return;
   int cause = PeerOf(status);
   if (cause < 0) cause = options_.rank;
-  const std::string message =
-      Frame(absl::StrCat("ABORT\n", cause, "\n", status.message()));
+  const std::string message = Frame(absl::StrCat("ABORT\n", cause, "\n", status.message()));
   for (int peer = 0; peer < options_.world_size; ++peer) {
     Peer& p = peers_[peer];
     if (peer == options_.rank || p.control_fd < 0) continue;

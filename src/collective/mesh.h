@@ -46,10 +46,10 @@ struct MeshOptions {
   std::string group;
   int world_size = 0;
   int rank = 0;
-  std::string key_prefix;    // "collective/<group>/"
-  std::string listen_ip;     // the address peers on other hosts reach us at
-  bool data_links = true;    // false: control connections only (the NCCL backend)
-  bool force_tcp = false;    // TCP data links even between members on one host
+  std::string key_prefix;  // "collective/<group>/"
+  std::string listen_ip;   // the address peers on other hosts reach us at
+  bool data_links = true;  // false: control connections only (the NCCL backend)
+  bool force_tcp = false;  // TCP data links even between members on one host
   size_t ring_bytes = 4 << 20;
   absl::Duration rendezvous_timeout = absl::Minutes(5);
 };

@@ -31,24 +31,36 @@ namespace {
 
 ncclDataType_t ToNccl(DataType dtype) {
   switch (dtype) {
-    case DataType::kFloat32: return ncclFloat32;
-    case DataType::kFloat64: return ncclFloat64;
-    case DataType::kFloat16: return ncclFloat16;
-    case DataType::kBFloat16: return ncclBfloat16;
-    case DataType::kInt32: return ncclInt32;
-    case DataType::kInt64: return ncclInt64;
-    case DataType::kUInt8: return ncclUint8;
+    case DataType::kFloat32:
+      return ncclFloat32;
+    case DataType::kFloat64:
+      return ncclFloat64;
+    case DataType::kFloat16:
+      return ncclFloat16;
+    case DataType::kBFloat16:
+      return ncclBfloat16;
+    case DataType::kInt32:
+      return ncclInt32;
+    case DataType::kInt64:
+      return ncclInt64;
+    case DataType::kUInt8:
+      return ncclUint8;
   }
   return ncclFloat32;
 }
 
 ncclRedOp_t ToNccl(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kProduct: return ncclProd;
-    case ReduceOp::kMin: return ncclMin;
-    case ReduceOp::kMax: return ncclMax;
-    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kProduct:
+      return ncclProd;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kAvg:
+      return ncclAvg;
   }
   return ncclSum;
 }
@@ -154,15 +166,13 @@ class NcclBackend : public CommBackend {
   }
   absl::Status Send(const void* data, size_t count, DataType dtype, int peer,
                     const OpContext& ctx) override {
-    return Launch(ctx, [&](cudaStream_t s) {
-      return ncclSend(data, count, ToNccl(dtype), peer, comm_, s);
-    });
+    return Launch(
+        ctx, [&](cudaStream_t s) { return ncclSend(data, count, ToNccl(dtype), peer, comm_, s); });
   }
   absl::Status Recv(void* data, size_t count, DataType dtype, int peer,
                     const OpContext& ctx) override {
-    return Launch(ctx, [&](cudaStream_t s) {
-      return ncclRecv(data, count, ToNccl(dtype), peer, comm_, s);
-    });
+    return Launch(
+        ctx, [&](cudaStream_t s) { return ncclRecv(data, count, ToNccl(dtype), peer, comm_, s); });
   }
 
   void Abort(const absl::Status& status) override { mesh_->Abort(status); }
@@ -209,10 +219,10 @@ class NcclBackend : public CommBackend {
       }
       if (auto peers = mesh_->CheckPeers(); !peers.ok()) return peers;
       if (absl::Now() >= ctx.deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "timed out after ", absl::FormatDuration(ctx.timeout),
-            " waiting for the NCCL kernel (a member is stuck or did not call ", OpName(ctx.op),
-            ")"));
+        return absl::DeadlineExceededError(
+            absl::StrCat("timed out after ", absl::FormatDuration(ctx.timeout),
+                         " waiting for the NCCL kernel (a member is stuck or did not call ",
+                         OpName(ctx.op), ")"));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
@@ -227,7 +237,7 @@ class NcclBackend : public CommBackend {
 };
 
 absl::StatusOr<std::unique_ptr<CommBackend>> MakeNcclBackend(std::unique_ptr<Mesh> mesh,
-                                                            absl::Time deadline) {
+                                                             absl::Time deadline) {
   auto device = ChooseDevice(mesh->rank());
   if (!device.ok()) return device.status();
   auto backend = std::make_unique<NcclBackend>(std::move(mesh), *device);

@@ -17,10 +17,10 @@ namespace {
 namespace coll = troupe::collective;
 
 // Skips the test unless at least `needed` GPUs are usable.
-#define REQUIRE_GPUS(needed)                                                              \
-  do {                                                                                    \
-    auto count = troupe::CudaDeviceCount();                                               \
-    if (!count.ok()) GTEST_SKIP() << "no GPU: " << count.status().message();              \
+#define REQUIRE_GPUS(needed)                                                                 \
+  do {                                                                                       \
+    auto count = troupe::CudaDeviceCount();                                                  \
+    if (!count.ok()) GTEST_SKIP() << "no GPU: " << count.status().message();                 \
     if (*count < (needed)) GTEST_SKIP() << "needs " << (needed) << " GPUs, have " << *count; \
   } while (0)
 
@@ -28,7 +28,8 @@ namespace coll = troupe::collective;
 // and the last element as seen on the host.
 std::vector<float> DeviceAllReduce(const std::string& name, size_t count, float value) {
   float* device = nullptr;
-  if (cudaMalloc(&device, count * sizeof(float)) != cudaSuccess) throw std::runtime_error("cudaMalloc");
+  if (cudaMalloc(&device, count * sizeof(float)) != cudaSuccess)
+    throw std::runtime_error("cudaMalloc");
   std::vector<float> host(count, value);
   cudaMemcpy(device, host.data(), count * sizeof(float), cudaMemcpyHostToDevice);
   coll::AllReduce(device, count, coll::DataType::kFloat32, coll::ReduceOp::kSum, name);

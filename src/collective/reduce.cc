@@ -132,24 +132,36 @@ size_t ElementSize(DataType dtype) {
 
 const char* DataTypeName(DataType dtype) {
   switch (dtype) {
-    case DataType::kFloat32: return "f32";
-    case DataType::kFloat64: return "f64";
-    case DataType::kFloat16: return "f16";
-    case DataType::kBFloat16: return "bf16";
-    case DataType::kInt32: return "i32";
-    case DataType::kInt64: return "i64";
-    case DataType::kUInt8: return "u8";
+    case DataType::kFloat32:
+      return "f32";
+    case DataType::kFloat64:
+      return "f64";
+    case DataType::kFloat16:
+      return "f16";
+    case DataType::kBFloat16:
+      return "bf16";
+    case DataType::kInt32:
+      return "i32";
+    case DataType::kInt64:
+      return "i64";
+    case DataType::kUInt8:
+      return "u8";
   }
   return "?";
 }
 
 const char* ReduceOpName(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kProduct: return "prod";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kAvg: return "avg";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kProduct:
+      return "prod";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kAvg:
+      return "avg";
   }
   return "?";
 }
@@ -158,12 +170,18 @@ void ReduceInto(DataType dtype, ReduceOp op, void* dst_ptr, const void* src_ptr,
   char* dst = static_cast<char*>(dst_ptr);
   const char* src = static_cast<const char*>(src_ptr);
   switch (dtype) {
-    case DataType::kFloat32: return ReduceFloat<float>(op, dst, src, count);
-    case DataType::kFloat64: return ReduceFloat<double>(op, dst, src, count);
-    case DataType::kInt32: return ReduceInteger<int32_t, uint32_t>(op, dst, src, count);
-    case DataType::kInt64: return ReduceInteger<int64_t, uint64_t>(op, dst, src, count);
-    case DataType::kUInt8: return ReduceInteger<uint8_t, uint8_t>(op, dst, src, count);
-    case DataType::kFloat16: return Reduce16<HalfToFloat, FloatToHalf>(op, dst, src, count);
+    case DataType::kFloat32:
+      return ReduceFloat<float>(op, dst, src, count);
+    case DataType::kFloat64:
+      return ReduceFloat<double>(op, dst, src, count);
+    case DataType::kInt32:
+      return ReduceInteger<int32_t, uint32_t>(op, dst, src, count);
+    case DataType::kInt64:
+      return ReduceInteger<int64_t, uint64_t>(op, dst, src, count);
+    case DataType::kUInt8:
+      return ReduceInteger<uint8_t, uint8_t>(op, dst, src, count);
+    case DataType::kFloat16:
+      return Reduce16<HalfToFloat, FloatToHalf>(op, dst, src, count);
     case DataType::kBFloat16:
       return Reduce16<BFloat16ToFloat, FloatToBFloat16>(op, dst, src, count);
   }
@@ -172,12 +190,18 @@ void ReduceInto(DataType dtype, ReduceOp op, void* dst_ptr, const void* src_ptr,
 void FinishAverage(DataType dtype, void* data_ptr, size_t count, int world_size) {
   char* data = static_cast<char*>(data_ptr);
   switch (dtype) {
-    case DataType::kFloat32: return DivideLoop<float>(data, count, world_size);
-    case DataType::kFloat64: return DivideLoop<double>(data, count, world_size);
-    case DataType::kInt32: return DivideLoop<int32_t>(data, count, world_size);
-    case DataType::kInt64: return DivideLoop<int64_t>(data, count, world_size);
-    case DataType::kUInt8: return DivideLoop<uint8_t>(data, count, world_size);
-    case DataType::kFloat16: return Divide16<HalfToFloat, FloatToHalf>(data, count, world_size);
+    case DataType::kFloat32:
+      return DivideLoop<float>(data, count, world_size);
+    case DataType::kFloat64:
+      return DivideLoop<double>(data, count, world_size);
+    case DataType::kInt32:
+      return DivideLoop<int32_t>(data, count, world_size);
+    case DataType::kInt64:
+      return DivideLoop<int64_t>(data, count, world_size);
+    case DataType::kUInt8:
+      return DivideLoop<uint8_t>(data, count, world_size);
+    case DataType::kFloat16:
+      return Divide16<HalfToFloat, FloatToHalf>(data, count, world_size);
     case DataType::kBFloat16:
       return Divide16<BFloat16ToFloat, FloatToBFloat16>(data, count, world_size);
   }
@@ -213,8 +237,8 @@ uint16_t FloatToHalf(float value) {
     return sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0);
   }
   if (abs >= 0x477ff000) return sign | 0x7c00;  // rounds to a value above the f16 range
-  if (abs < 0x38800000) {                        // below the smallest normal: subnormal or 0
-    if (abs < 0x33000000) return sign;           // rounds to zero
+  if (abs < 0x38800000) {                       // below the smallest normal: subnormal or 0
+    if (abs < 0x33000000) return sign;          // rounds to zero
     const uint32_t exponent = abs >> 23;
     const uint32_t mantissa = (abs & 0x7fffff) | 0x800000;
     const int shift = 126 - exponent;  // value / 2^-24, as an integer
@@ -230,9 +254,7 @@ uint16_t FloatToHalf(float value) {
   return sign | static_cast<uint16_t>(half);
 }
 
-float BFloat16ToFloat(uint16_t value) {
-  return BitCast<float>(static_cast<uint32_t>(value) << 16);
-}
+float BFloat16ToFloat(uint16_t value) { return BitCast<float>(static_cast<uint32_t>(value) << 16); }
 
 uint16_t FloatToBFloat16(float value) {
   uint32_t bits = BitCast<uint32_t>(value);

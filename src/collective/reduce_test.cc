@@ -18,9 +18,9 @@ TEST(ReduceTest, HalfRoundTripsEveryFiniteValue) {
   }
   EXPECT_EQ(HalfToFloat(0x3c00), 1.0f);
   EXPECT_EQ(HalfToFloat(0xc000), -2.0f);
-  EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
-  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);               // largest finite
-  EXPECT_EQ(FloatToHalf(70000.0f), 0x7c00);               // overflows to inf
+  EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.0f, -24));         // smallest subnormal
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);                      // largest finite
+  EXPECT_EQ(FloatToHalf(70000.0f), 0x7c00);                      // overflows to inf
   EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie rounds to even
   EXPECT_EQ(FloatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
   EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(NAN))));

@@ -31,8 +31,10 @@ int StrategyIndex(const std::string& name) {
   for (int i = 0; i < 4; ++i) {
     if (name == kNames[i]) return i;
   }
-  throw TroupeError("ScalingConfig.placement_strategy must be PACK, SPREAD, STRICT_PACK or "
-                    "STRICT_SPREAD, got '" + name + "'");
+  throw TroupeError(
+      "ScalingConfig.placement_strategy must be PACK, SPREAD, STRICT_PACK or "
+      "STRICT_SPREAD, got '" +
+      name + "'");
 }
 
 std::string FormatMetrics(const Metrics& metrics) {
@@ -46,24 +48,38 @@ std::string RandomSuffix() {
   return absl::StrFormat("%08x", random());
 }
 
-// One attempt: the placed workers and their ranks.
+// One attempt: the placed workers and their ranks. Its destructor tears the attempt down
+// whatever happened: the workers, their collective group and their bundles.
 struct Gang {
   PlacementGroup group;
+  std::vector<ActorHandle<TrainWorker>> placed;   // by bundle
   std::vector<ActorHandle<TrainWorker>> workers;  // by rank
   std::vector<std::vector<int64_t>> ranks;        // per worker: the Context numbers
+  std::string collective_group;
+
+  ~Gang() {
+    try {
+      for (auto& worker : placed) worker.Kill();
+      if (!collective_group.empty()) collective::DestroyGroup(collective_group);
+      if (!group.IsNil()) RemovePlacementGroup(group);
+    } catch (const TroupeError&) {
+      // The cluster is going away; nothing more to free.
+    }
+  }
 };
 
 }  // namespace
 
-DataParallelTrainer::DataParallelTrainer(TrainLoopFn loop, LoopConfig config,
-                                         ScalingConfig scaling, RunConfig run)
+DataParallelTrainer::DataParallelTrainer(TrainLoopFn loop, LoopConfig config, ScalingConfig scaling,
+                                         RunConfig run)
     : loop_(loop), config_(std::move(config)), scaling_(std::move(scaling)), run_(std::move(run)) {}
 
 Result DataParallelTrainer::Fit() {
   const std::string loop_name = internal::TrainLoopName(loop_);
   if (loop_name.empty()) {
-    throw TroupeError("the train loop is not registered: add TROUPE_TRAIN_LOOP(<your loop>) at "
-                      "namespace scope in a .cc file of this executable");
+    throw TroupeError(
+        "the train loop is not registered: add TROUPE_TRAIN_LOOP(<your loop>) at "
+        "namespace scope in a .cc file of this executable");
   }
   if (scaling_.num_workers < 1) throw TroupeError("ScalingConfig.num_workers must be >= 1");
   std::map<std::string, double> bundle = scaling_.resources_per_worker;
@@ -96,135 +112,130 @@ Result DataParallelTrainer::Fit() {
   }
 }
 
-std::string DataParallelTrainer::RunAttempt(int attempt, const std::map<std::string, double>& bundle,
+std::string DataParallelTrainer::RunAttempt(int attempt,
+                                            const std::map<std::string, double>& bundle,
                                             int strategy, int cpus, const std::string& loop_name,
                                             CheckpointStore& checkpoints, Result& result) {
-  {
-    // Place one bundle per worker, start a worker in each, and rank them by node then GPU.
-    Gang gang;
-    gang.group = CreatePlacementGroup(
-        {run_.name + "-" + RandomSuffix(),
-         std::vector<std::map<std::string, double>>(scaling_.num_workers, bundle),
-         static_cast<PlacementStrategy>(strategy)});
-    if (!gang.group.Wait(kPlacementTimeout)) {
-      RemovePlacementGroup(gang.group);
-      return result.error = absl::StrCat("cannot place ", scaling_.num_workers, " workers of ",
-                                  FormatMetrics(bundle), " (", scaling_.placement_strategy,
-                                  ") within 60 s: the cluster lacks the resources");
-    }
-    std::vector<ActorHandle<TrainWorker>> placed;
-    std::vector<ObjectRef<std::vector<std::string>>> where;
-    for (int i = 0; i < scaling_.num_workers; ++i) {
-      placed.push_back(Actor(TrainWorker::Create)
-                           .SetResources(bundle)
-                           .SetPlacementGroup(gang.group, i)
-                           .SetMaxConcurrency(2)  // Run and PollReports side by side
-                           .Remote());
-      where.push_back(placed.back().Task(&TrainWorker::Where).Remote());
-    }
-    struct Slot {
-      int bundle;
-      std::string node;
-      int gpu;
-    };
-    std::vector<Slot> slots;
-    std::map<std::string, int> node_first_bundle;
-    for (int i = 0; i < scaling_.num_workers; ++i) {
-      auto w = *Get(where[i]);
-      const int gpu = w[1].empty() ? -1 : std::stoi(w[1]);
-      slots.push_back({i, w[0], gpu});
-      node_first_bundle.emplace(w[0], i);
-    }
-    std::sort(slots.begin(), slots.end(), [&](const Slot& a, const Slot& b) {
-      return std::make_tuple(node_first_bundle[a.node], a.gpu, a.bundle) <
-             std::make_tuple(node_first_bundle[b.node], b.gpu, b.bundle);
-    });
-    std::map<std::string, int> node_rank, local_count;
-    for (const Slot& s : slots) {
-      node_rank.emplace(s.node, static_cast<int>(node_rank.size()));
-      ++local_count[s.node];
-    }
-    std::map<std::string, int> local_next;
-    for (int rank = 0; rank < scaling_.num_workers; ++rank) {
-      const Slot& s = slots[rank];
-      gang.workers.push_back(placed[s.bundle]);
-      gang.ranks.push_back({rank, local_next[s.node]++, scaling_.num_workers, local_count[s.node],
-                            node_rank[s.node], cpus});
-    }
-    const std::string group = run_.name + "-" + RandomSuffix();
-    std::vector<int> ranks(scaling_.num_workers);
-    for (int r = 0; r < scaling_.num_workers; ++r) ranks[r] = r;
-    collective::CreateGroup(gang.workers, ranks,
-                            scaling_.use_gpu ? collective::Backend::kNccl : collective::Backend::kCpu,
-                            group);
-
-    std::string resume;
-    if (auto latest = checkpoints.Latest(); latest && attempt > 0) {
-      auto packed = PackDirectory(latest->path, int64_t{8} << 30);
-      if (packed.ok()) resume = std::move(*packed);
-      Log("restarting from " + latest->path);
-    }
-    Log(absl::StrCat("attempt ", attempt + 1, ": ", scaling_.num_workers, " workers on ",
-                     node_rank.size(), " node(s)"));
-    std::vector<ObjectRef<bool>> runs;
-    for (int r = 0; r < scaling_.num_workers; ++r) {
-      runs.push_back(gang.workers[r].Task(&TrainWorker::Run)
-                         .Remote(loop_name, config_, gang.ranks[r], group, run_.name, resume));
-    }
-
-    // Collect rank 0's reports while the loop runs; stop at the first failure.
-    auto drain = [&] {
-      std::vector<WireReport> reports;
-      try {
-        reports = *Get(gang.workers[0].Task(&TrainWorker::PollReports).Remote());
-      } catch (const TroupeError&) {
-        return;  // rank 0 is gone; its unsent reports are lost with it
-      }
-      for (auto& [metrics, package] : reports) {
-        result.metrics = metrics;
-        result.metrics_history.push_back(metrics);
-        std::string line = FormatMetrics(metrics);
-        if (!package.empty()) {
-          auto path = checkpoints.Add(package, metrics);
-          if (path.ok()) {
-            absl::StrAppend(&line, " | checkpoint ", *path);
-          } else {
-            absl::StrAppend(&line, " | checkpoint NOT saved: ", path.status().message());
-          }
-        }
-        Log(line);
-      }
-    };
-    std::string failure;
-    size_t finished = 0;
-    std::vector<bool> done(runs.size(), false);
-    while (finished < runs.size() && failure.empty()) {
-      std::vector<ObjectRef<bool>> pending;
-      for (size_t i = 0; i < runs.size(); ++i) {
-        if (!done[i]) pending.push_back(runs[i]);
-      }
-      Wait(pending, 1, std::chrono::milliseconds(200));  // until one finishes, or a while
-      for (size_t i = 0; i < runs.size(); ++i) {
-        if (done[i] || Wait(std::vector<ObjectRef<bool>>{runs[i]}, 1, std::chrono::milliseconds(0))
-                           .ready.empty()) {
-          continue;
-        }
-        done[i] = true;
-        ++finished;
-        try {
-          Get(runs[i]);
-        } catch (const TroupeError& e) {
-          if (failure.empty()) failure = absl::StrCat("rank ", i, ": ", e.what());
-        }
-      }
-      drain();
-    }
-    // Tear this attempt down whatever happened: the workers, their group and their bundles.
-    for (auto& worker : gang.workers) worker.Kill();
-    collective::DestroyGroup(group);
-    RemovePlacementGroup(gang.group);
-    return failure;
+  // Place one bundle per worker, start a worker in each, and rank them by node then GPU.
+  Gang gang;
+  std::vector<ActorHandle<TrainWorker>>& placed = gang.placed;
+  gang.group = CreatePlacementGroup(
+      {run_.name + "-" + RandomSuffix(),
+       std::vector<std::map<std::string, double>>(scaling_.num_workers, bundle),
+       static_cast<PlacementStrategy>(strategy)});
+  if (!gang.group.Wait(kPlacementTimeout)) {
+    return result.error = absl::StrCat("cannot place ", scaling_.num_workers, " workers of ",
+                                       FormatMetrics(bundle), " (", scaling_.placement_strategy,
+                                       ") within 60 s: the cluster lacks the resources");
   }
+  std::vector<ObjectRef<std::vector<std::string>>> where;
+  for (int i = 0; i < scaling_.num_workers; ++i) {
+    placed.push_back(Actor(TrainWorker::Create)
+                         .SetResources(bundle)
+                         .SetPlacementGroup(gang.group, i)
+                         .SetMaxConcurrency(2)  // Run and PollReports side by side
+                         .Remote());
+    where.push_back(placed.back().Task(&TrainWorker::Where).Remote());
+  }
+  struct Slot {
+    int bundle;
+    std::string node;
+    int gpu;
+  };
+  std::vector<Slot> slots;
+  std::map<std::string, int> node_first_bundle;
+  for (int i = 0; i < scaling_.num_workers; ++i) {
+    auto w = *Get(where[i]);
+    const int gpu = w[1].empty() ? -1 : std::stoi(w[1]);
+    slots.push_back({i, w[0], gpu});
+    node_first_bundle.emplace(w[0], i);
+  }
+  std::sort(slots.begin(), slots.end(), [&](const Slot& a, const Slot& b) {
+    return std::make_tuple(node_first_bundle[a.node], a.gpu, a.bundle) <
+           std::make_tuple(node_first_bundle[b.node], b.gpu, b.bundle);
+  });
+  std::map<std::string, int> node_rank, local_count;
+  for (const Slot& s : slots) {
+    node_rank.emplace(s.node, static_cast<int>(node_rank.size()));
+    ++local_count[s.node];
+  }
+  std::map<std::string, int> local_next;
+  for (int rank = 0; rank < scaling_.num_workers; ++rank) {
+    const Slot& s = slots[rank];
+    gang.workers.push_back(placed[s.bundle]);
+    gang.ranks.push_back({rank, local_next[s.node]++, scaling_.num_workers, local_count[s.node],
+                          node_rank[s.node], cpus});
+  }
+  const std::string group = gang.collective_group = run_.name + "-" + RandomSuffix();
+  std::vector<int> ranks(scaling_.num_workers);
+  for (int r = 0; r < scaling_.num_workers; ++r) ranks[r] = r;
+  collective::CreateGroup(gang.workers, ranks,
+                          scaling_.use_gpu ? collective::Backend::kNccl : collective::Backend::kCpu,
+                          group);
+
+  std::string resume;
+  if (auto latest = checkpoints.Latest(); latest && attempt > 0) {
+    auto packed = PackDirectory(latest->path, int64_t{8} << 30);
+    if (packed.ok()) resume = std::move(*packed);
+    Log("restarting from " + latest->path);
+  }
+  Log(absl::StrCat("attempt ", attempt + 1, ": ", scaling_.num_workers, " workers on ",
+                   node_rank.size(), " node(s)"));
+  std::vector<ObjectRef<bool>> runs;
+  for (int r = 0; r < scaling_.num_workers; ++r) {
+    runs.push_back(gang.workers[r]
+                       .Task(&TrainWorker::Run)
+                       .Remote(loop_name, config_, gang.ranks[r], group, run_.name, resume));
+  }
+
+  // Collect rank 0's reports while the loop runs; stop at the first failure.
+  auto drain = [&] {
+    std::vector<WireReport> reports;
+    try {
+      reports = *Get(gang.workers[0].Task(&TrainWorker::PollReports).Remote());
+    } catch (const TroupeError&) {
+      return;  // rank 0 is gone; its unsent reports are lost with it
+    }
+    for (auto& [metrics, package] : reports) {
+      result.metrics = metrics;
+      result.metrics_history.push_back(metrics);
+      std::string line = FormatMetrics(metrics);
+      if (!package.empty()) {
+        auto path = checkpoints.Add(package, metrics);
+        if (path.ok()) {
+          absl::StrAppend(&line, " | checkpoint ", *path);
+        } else {
+          absl::StrAppend(&line, " | checkpoint NOT saved: ", path.status().message());
+        }
+      }
+      Log(line);
+    }
+  };
+  std::string failure;
+  size_t finished = 0;
+  std::vector<bool> done(runs.size(), false);
+  while (finished < runs.size() && failure.empty()) {
+    std::vector<ObjectRef<bool>> pending;
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (!done[i]) pending.push_back(runs[i]);
+    }
+    Wait(pending, 1, std::chrono::milliseconds(200));  // until one finishes, or a while
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (done[i] || Wait(std::vector<ObjectRef<bool>>{runs[i]}, 1, std::chrono::milliseconds(0))
+                         .ready.empty()) {
+        continue;
+      }
+      done[i] = true;
+      ++finished;
+      try {
+        Get(runs[i]);
+      } catch (const TroupeError& e) {
+        if (failure.empty()) failure = absl::StrCat("rank ", i, ": ", e.what());
+      }
+    }
+    drain();
+  }
+  return failure;  // ~Gang tears the attempt down
 }
 
 void DataParallelTrainer::Log(const std::string& line) const {

@@ -61,10 +61,14 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
   }
   {
     std::lock_guard<std::mutex> lock(mu);
-    context = Context{static_cast<int>(ranks.at(0)), static_cast<int>(ranks.at(1)),
-                      static_cast<int>(ranks.at(2)), static_cast<int>(ranks.at(3)),
-                      static_cast<int>(ranks.at(4)), static_cast<int>(ranks.at(5)),
-                      group,                         experiment,
+    context = Context{static_cast<int>(ranks.at(0)),
+                      static_cast<int>(ranks.at(1)),
+                      static_cast<int>(ranks.at(2)),
+                      static_cast<int>(ranks.at(3)),
+                      static_cast<int>(ranks.at(4)),
+                      static_cast<int>(ranks.at(5)),
+                      group,
+                      experiment,
                       GetGpuIds()};
     resume_dir.reset();
     if (!checkpoint.empty()) {

@@ -24,8 +24,8 @@ class TrainWorker {
   std::vector<std::string> Where();
   // Runs the loop to its end. `ranks`: world_rank, local_rank, world_size, local_world_size,
   // node_rank, cpus. `checkpoint`: a package to resume from ("" for a fresh start).
-  bool Run(std::string loop_name, LoopConfig config, std::vector<int64_t> ranks,
-           std::string group, std::string experiment, std::string checkpoint);
+  bool Run(std::string loop_name, LoopConfig config, std::vector<int64_t> ranks, std::string group,
+           std::string experiment, std::string checkpoint);
   // Rank 0's reports since the last poll, in order.
   std::vector<WireReport> PollReports();
 };

@@ -107,9 +107,9 @@ void DistributedModel::LaunchReadyBuckets(bool all) {
     Bucket& bucket = buckets_[next_launch_];
     if (!all && bucket.arrived < static_cast<int>(bucket.params.size())) return;
     coll::CallOptions call;
-    bucket.work = coll::AllReduceAsync(bucket.flat.data_ptr<float>(), bucket.flat.numel(),
-                                       coll::DataType::kFloat32, coll::ReduceOp::kAvg, group_,
-                                       call);
+    bucket.work =
+        coll::AllReduceAsync(bucket.flat.data_ptr<float>(), bucket.flat.numel(),
+                             coll::DataType::kFloat32, coll::ReduceOp::kAvg, group_, call);
     bucket.launched = true;
     ++next_launch_;
   }

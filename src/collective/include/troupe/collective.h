@@ -141,8 +141,8 @@ void Reduce(void* data, size_t count, DataType dtype, ReduceOp op, int root,
 void Barrier(const std::string& group = "default", const CallOptions& call = {});
 void Send(const void* data, size_t count, DataType dtype, int peer,
           const std::string& group = "default", const CallOptions& call = {});
-void Recv(void* data, size_t count, DataType dtype, int peer,
-          const std::string& group = "default", const CallOptions& call = {});
+void Recv(void* data, size_t count, DataType dtype, int peer, const std::string& group = "default",
+          const CallOptions& call = {});
 
 // The same, started in the background (in call order, after the caller's earlier operations on
 // the group); Wait() on the result.
@@ -167,15 +167,25 @@ Work RecvAsync(void* data, size_t count, DataType dtype, int peer,
 template <typename T>
 constexpr DataType DataTypeOf();
 template <>
-constexpr DataType DataTypeOf<float>() { return DataType::kFloat32; }
+constexpr DataType DataTypeOf<float>() {
+  return DataType::kFloat32;
+}
 template <>
-constexpr DataType DataTypeOf<double>() { return DataType::kFloat64; }
+constexpr DataType DataTypeOf<double>() {
+  return DataType::kFloat64;
+}
 template <>
-constexpr DataType DataTypeOf<int32_t>() { return DataType::kInt32; }
+constexpr DataType DataTypeOf<int32_t>() {
+  return DataType::kInt32;
+}
 template <>
-constexpr DataType DataTypeOf<int64_t>() { return DataType::kInt64; }
+constexpr DataType DataTypeOf<int64_t>() {
+  return DataType::kInt64;
+}
 template <>
-constexpr DataType DataTypeOf<uint8_t>() { return DataType::kUInt8; }
+constexpr DataType DataTypeOf<uint8_t>() {
+  return DataType::kUInt8;
+}
 
 template <typename T>
 void AllReduce(std::vector<T>& data, ReduceOp op, const std::string& group = "default",

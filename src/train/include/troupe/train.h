@@ -42,8 +42,8 @@ struct ScalingConfig {
 };
 
 struct CheckpointConfig {
-  int num_to_keep = 0;          // 0: keep every checkpoint
-  std::string score_attribute;  // metric ranking checkpoints ("" : the newest are best)
+  int num_to_keep = 0;              // 0: keep every checkpoint
+  std::string score_attribute;      // metric ranking checkpoints ("" : the newest are best)
   std::string score_order = "max";  // or "min"
 };
 
@@ -65,7 +65,7 @@ struct Checkpoint {
 };
 
 struct Result {
-  Metrics metrics;                     // the last report
+  Metrics metrics;                       // the last report
   std::vector<Metrics> metrics_history;  // every report, in order
   std::optional<Checkpoint> best_checkpoint;
   std::optional<Checkpoint> latest_checkpoint;
@@ -125,8 +125,8 @@ bool RegisterTrainLoop(const char* name, TrainLoopFn loop);
 }  // namespace troupe::train
 
 // Registers a train loop (namespace scope, in a .cc file of the executable).
-#define TROUPE_TRAIN_LOOP(fn)                                                           \
-  static const bool TROUPE_TRAIN_INTERNAL_CONCAT(troupe_train_loop_, __COUNTER__) =    \
+#define TROUPE_TRAIN_LOOP(fn)                                                       \
+  static const bool TROUPE_TRAIN_INTERNAL_CONCAT(troupe_train_loop_, __COUNTER__) = \
       ::troupe::train::internal::RegisterTrainLoop(#fn, fn)
 #define TROUPE_TRAIN_INTERNAL_CONCAT2(a, b) a##b
 #define TROUPE_TRAIN_INTERNAL_CONCAT(a, b) TROUPE_TRAIN_INTERNAL_CONCAT2(a, b)

@@ -19,9 +19,13 @@ namespace troupe::train {
 // takes every world_size-th index starting at r. Each rank gets the same number of samples.
 class DistributedSampler {
  public:
-  DistributedSampler(int64_t size, int rank, int world_size, bool shuffle = true,
-                     uint64_t seed = 0, bool drop_last = false)
-      : size_(size), rank_(rank), world_(world_size), shuffle_(shuffle), seed_(seed),
+  DistributedSampler(int64_t size, int rank, int world_size, bool shuffle = true, uint64_t seed = 0,
+                     bool drop_last = false)
+      : size_(size),
+        rank_(rank),
+        world_(world_size),
+        shuffle_(shuffle),
+        seed_(seed),
         drop_last_(drop_last) {}
 
   std::vector<int64_t> Indices(int64_t epoch) const {

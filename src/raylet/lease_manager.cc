@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "src/common/logging.h"
@@ -215,11 +217,29 @@ void LeaseManager::StartGrants(std::vector<Grant> grants) {
       g.pending.done(Rejected(message));
       Dispatch();
     };
-    if (!job.ok()) {
-      fail(grant, absl::StrCat("cannot start a worker: ", job.status().message()));
+    auto shared = std::make_shared<Grant>(std::move(grant));
+    if (!job.ok() && (absl::IsDeadlineExceeded(job.status()) || absl::IsUnavailable(job.status()))) {
+      // The GCS is slow or briefly away (an overloaded machine): keep asking off this thread
+      // rather than failing the lease, which would fail an actor's creation for good.
+      TROUPE_LOG(Warning) << "looking up the job failed (" << job.status().message()
+                          << "); retrying";
+      std::thread([this, shared, fail, job_id = *job_id] {
+        absl::StatusOr<rpc::JobInfo> found = absl::DeadlineExceededError("not tried");
+        for (int attempt = 0; attempt < 5 && !found.ok(); ++attempt) {
+          absl::SleepFor(absl::Milliseconds(200));
+          found = lookup_job_(job_id);
+        }
+        if (!found.ok()) {
+          return fail(*shared, absl::StrCat("cannot start a worker: ", found.status().message()));
+        }
+        PopWorkerFor(*found, shared, /*attempts_left=*/3, fail);
+      }).detach();
       continue;
     }
-    auto shared = std::make_shared<Grant>(std::move(grant));
+    if (!job.ok()) {
+      fail(*shared, absl::StrCat("cannot start a worker: ", job.status().message()));
+      continue;
+    }
     PopWorkerFor(*job, shared, /*attempts_left=*/3, fail);
   }
 }

@@ -87,7 +87,6 @@ class NcclBackend : public CommBackend {
   ~NcclBackend() override {
     if (comm_ != nullptr) ncclCommAbort(comm_);  // also frees a communicator stuck in a kernel
     if (event_ != nullptr) cudaEventDestroy(event_);
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (scratch_ != nullptr) cudaFree(scratch_);
   }
 
@@ -116,11 +115,6 @@ class NcclBackend : public CommBackend {
       return NcclToStatus(started, "ncclCommInitRankConfig");
     }
     if (auto s = WaitForComm("creating the NCCL communicator", deadline); !s.ok()) return s;
-    if (auto s = CudaToStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
-                              "cudaStreamCreate");
-        !s.ok()) {
-      return s;
-    }
     if (auto s = CudaToStatus(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming),
                               "cudaEventCreate");
         !s.ok()) {
@@ -194,11 +188,14 @@ class NcclBackend : public CommBackend {
     }
   }
 
-  // Enqueues an NCCL operation on the caller's stream (or ours), then waits for it to finish on
-  // the GPU while watching for asynchronous NCCL errors, dead peers and the deadline.
+  // Enqueues an NCCL operation on the caller's stream — by default the legacy default stream, so it
+  // runs after whatever the caller queued there (LibTorch's default stream is that one) — then
+  // waits for it to finish on the GPU while watching for asynchronous NCCL errors, dead peers
+  // and the deadline.
   template <typename Enqueue>
   absl::Status Launch(const OpContext& ctx, Enqueue enqueue) {
-    cudaStream_t stream = ctx.cuda_stream ? static_cast<cudaStream_t>(ctx.cuda_stream) : stream_;
+    cudaStream_t stream =
+        ctx.cuda_stream ? static_cast<cudaStream_t>(ctx.cuda_stream) : cudaStreamLegacy;
     if (auto s = CudaToStatus(cudaSetDevice(device_), "cudaSetDevice"); !s.ok()) return s;
     ncclResult_t result = enqueue(stream);
     if (result != ncclSuccess && result != ncclInProgress) {
@@ -231,7 +228,6 @@ class NcclBackend : public CommBackend {
   std::unique_ptr<Mesh> mesh_;
   const int device_;
   ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
   cudaEvent_t event_ = nullptr;
   void* scratch_ = nullptr;
 };

@@ -575,6 +575,10 @@ void Init(const Config& config) {
         throw RuntimeError("cannot upload the working directory: " +
                            std::string(put.status().message()));
     }
+  } else if (!Env("TROUPE_WORKING_DIR_DIGEST").empty()) {
+    // A submitted job (src/jobs): its working directory is already in the GCS; this driver's
+    // workers start in it too.
+    job.set_working_dir_digest(Env("TROUPE_WORKING_DIR_DIGEST"));
   }
   auto job_id = p->gcs->AddJob(job);
   if (!job_id.ok())

@@ -9,6 +9,7 @@
 #include "src/cli/commands.h"
 #include "src/common/logging.h"
 #include "src/gcs/gcs_server.h"
+#include "src/http/http_server.h"
 #include "src/raylet/raylet.h"
 #include "troupe/api.h"
 
@@ -28,6 +29,7 @@ constexpr char kUsage[] =
     "Daemons (started for you by `troupe start`):\n"
     "  gcs-server  Run the global control store in the foreground\n"
     "  raylet      Run a raylet in the foreground\n"
+    "  http-server Run the head's HTTP server (jobs API, /metrics) in the foreground\n"
     "\n"
     "`troupe <command> --help` shows a command's flags.\n";
 
@@ -62,6 +64,7 @@ int main(int argc, char** argv) {
   }
   if (command == "gcs-server") return troupe::GcsServerMain(args);
   if (command == "raylet") return troupe::RayletMain(args);
+  if (command == "http-server") return troupe::HttpServerMain(args);
   fprintf(stderr, "troupe: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

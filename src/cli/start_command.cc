@@ -35,6 +35,7 @@ struct StartOptions {
   std::string bind;
   std::string temp_dir;
   int64_t port = kDefaultGcsPort;
+  int64_t http_port = 8265;
   int64_t raylet_port = 0;
   double memory_usage_threshold = 0.95;
   int64_t connect_timeout_s = 10;
@@ -93,6 +94,28 @@ absl::StatusOr<int> StartRaylet(const StartOptions& options, const Session& sess
   return *pid;
 }
 
+// The head's HTTP server (jobs API, state, /metrics); returns its URL once it answers.
+absl::StatusOr<std::string> StartHttpServer(const StartOptions& options, const Session& session,
+                                            const std::string& gcs_address) {
+  auto pid = SpawnDaemon({"http-server", absl::StrCat("--address=", gcs_address),
+                          absl::StrCat("--token-file=", session.TokenPath()),
+                          absl::StrCat("--bind=", options.bind),
+                          absl::StrCat("--port=", options.http_port)},
+                         session.LogPath("http"));
+  if (!pid.ok()) return pid.status();
+  if (auto status = session.RecordDaemon("http", *pid); !status.ok()) return status;
+  const std::string listen = absl::StrCat(options.bind, ":", options.http_port);
+  if (auto status = WaitUntilReady(*pid, "the HTTP server", session.LogPath("http"),
+                                   absl::Seconds(20), [&] { return TcpConnectable(listen); });
+      !status.ok()) {
+    kill(*pid, SIGKILL);
+    return status;
+  }
+  const std::string url = absl::StrCat("http://", options.node_ip, ":", options.http_port);
+  if (auto status = session.WriteFile("http_address", url); !status.ok()) return status;
+  return url;
+}
+
 // --block: stay in the foreground until a signal, then stop the daemons started here.
 int BlockUntilSignal(const Session& session) {
   sigset_t signals;
@@ -114,8 +137,8 @@ int BlockUntilSignal(const Session& session) {
       break;
     }
   }
-  // Raylets first, so they can unregister from the GCS before it goes.
-  for (const char* name : {"raylet", "gcs"}) {
+  // The HTTP server (a driver) first, then raylets, so they can unregister from the GCS.
+  for (const char* name : {"http", "raylet", "gcs"}) {
     for (const auto& daemon : session.LiveDaemons()) {
       if (daemon.name != name) continue;
       kill(daemon.pid, SIGTERM);
@@ -130,6 +153,12 @@ int StartHead(StartOptions& options) {
   if (auto status = CheckPortAvailable(options.bind, static_cast<int>(options.port));
       !status.ok()) {
     return Fail(std::string(status.message()));
+  }
+  if (options.http_port > 0) {
+    if (auto status = CheckPortAvailable(options.bind, static_cast<int>(options.http_port));
+        !status.ok()) {
+      return Fail(std::string(status.message()) + " (the HTTP port: pick --http-port, or 0)");
+    }
   }
   const std::string root = ResolveTempRoot(options.temp_dir);
   auto session = Session::Create(root);
@@ -172,6 +201,16 @@ int StartHead(StartOptions& options) {
     kill(*gcs_pid, SIGTERM);
     return Fail(std::string(raylet_pid.status().message()));
   }
+  std::string http_address;
+  if (options.http_port > 0) {
+    auto http = StartHttpServer(options, *session, gcs_address);
+    if (!http.ok()) {
+      kill(*raylet_pid, SIGTERM);
+      kill(*gcs_pid, SIGTERM);
+      return Fail(std::string(http.status().message()));
+    }
+    http_address = *http;
+  }
   if (auto status = session->MarkLatest(); !status.ok()) {
     fprintf(stderr, "troupe start: warning: %s\n", std::string(status.message()).c_str());
   }
@@ -179,6 +218,9 @@ int StartHead(StartOptions& options) {
   printf("Started a Troupe head node (cluster %s).\n", token.cluster_id().Hex().c_str());
   printf("  GCS address:  %s\n", gcs_address.c_str());
   printf("  Node ID:      %s\n", node_id.Hex().c_str());
+  if (!http_address.empty()) {
+    printf("  HTTP API:     %s (jobs, state, /metrics)\n", http_address.c_str());
+  }
   printf("  Session dir:  %s (logs in logs/)\n", session->dir().c_str());
   printf("  Token file:   %s (mode 0600; required by every call)\n\n",
          session->TokenPath().c_str());
@@ -266,6 +308,8 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddString("token", &options.token,
                   "Cluster token when joining (default: $TROUPE_TOKEN, or a local session's).");
   flags.AddInt("port", &options.port, "Head: the GCS port.");
+  flags.AddInt("http-port", &options.http_port,
+               "Head: the HTTP port (jobs REST API, state, /metrics); 0: no HTTP server.");
   flags.AddInt("raylet-port", &options.raylet_port, "The raylet's port (0: any free port).");
   flags.AddDouble("memory-usage-threshold", &options.memory_usage_threshold,
                   "Kill the newest worker when more than this fraction of the machine's memory "

@@ -79,13 +79,14 @@ int StopCommand(const std::vector<std::string>& args) {
     return 2;
   }
   const std::string root = ResolveTempRoot(temp_dir);
-  std::vector<Target> raylets, others;
+  std::vector<Target> http, raylets, others;
   for (const auto& session : Session::All(root)) {
     for (const auto& daemon : session.LiveDaemons()) {
-      (daemon.name == "raylet" ? raylets : others).push_back({session, daemon});
+      (daemon.name == "raylet" ? raylets : daemon.name == "http" ? http : others)
+          .push_back({session, daemon});
     }
   }
-  const size_t total = raylets.size() + others.size();
+  const size_t total = http.size() + raylets.size() + others.size();
   if (total == 0) {
     printf("No Troupe processes are running on this machine (looked in %s).\n", root.c_str());
     return 0;
@@ -94,9 +95,12 @@ int StopCommand(const std::vector<std::string>& args) {
   if (force) {
     std::vector<Target> all = raylets;
     all.insert(all.end(), others.begin(), others.end());
+    all.insert(all.end(), http.begin(), http.end());
     stubborn = SignalAndWait(all, SIGKILL, absl::Seconds(5));
   } else {
-    stubborn = SignalAndWait(raylets, SIGTERM, absl::Seconds(grace_s));
+    stubborn = SignalAndWait(http, SIGTERM, absl::Seconds(grace_s));
+    auto after_http = SignalAndWait(raylets, SIGTERM, absl::Seconds(grace_s));
+    stubborn.insert(stubborn.end(), after_http.begin(), after_http.end());
     auto rest = SignalAndWait(others, SIGTERM, absl::Seconds(grace_s));
     stubborn.insert(stubborn.end(), rest.begin(), rest.end());
     if (!stubborn.empty()) {
@@ -106,7 +110,7 @@ int StopCommand(const std::vector<std::string>& args) {
     }
   }
   for (const auto& session : Session::All(root)) {
-    for (const char* name : {"gcs", "raylet"}) {
+    for (const char* name : {"gcs", "raylet", "http"}) {
       bool alive = false;
       for (const auto& daemon : session.LiveDaemons()) alive |= daemon.name == name;
       if (!alive) session.ForgetDaemon(name);

@@ -12,6 +12,8 @@
 namespace troupe {
 
 inline constexpr int64_t kMaxPackageBytes = 100 << 20;
+// The GCS KV namespace holding packages, keyed by the SHA-256 (hex) of their bytes.
+inline constexpr char kPackagesNamespace[] = "troupe_packages";
 
 // InvalidArgument if `dir` is not a directory or its files add up to more than `max_bytes`.
 absl::StatusOr<std::string> PackDirectory(const std::string& dir,

@@ -17,7 +17,6 @@
 namespace troupe {
 
 inline constexpr char kExecutablesNamespace[] = "troupe_executables";
-inline constexpr char kPackagesNamespace[] = "troupe_packages";
 
 class ExecutableCache {
  public:

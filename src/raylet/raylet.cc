@@ -427,6 +427,10 @@ absl::Status Raylet::ReportLoop() {
     usage.set_node_id(options_.node_id.Binary());
     MapFromResources(options_.resources, usage.mutable_total());
     MapFromResources(lease_manager_.Available(), usage.mutable_available());
+    const ObjectStoreStats store = object_store_.Stats();
+    usage.set_object_store_used_bytes(store.used_bytes);
+    usage.set_object_store_spilled_bytes(store.spilled_bytes);
+    usage.set_object_store_num_objects(store.num_objects);
     for (const auto& demand : lease_manager_.InfeasibleDemands())
       usage.add_infeasible_demands(demand);
     {

@@ -1,0 +1,209 @@
+#include "src/jobs/supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "src/common/package.h"
+#include "src/common/sha256.h"
+#include "src/jobs/job_record.h"
+#include "src/jobs/packages.h"
+#include "troupe/api.h"
+
+namespace troupe::jobs {
+namespace {
+
+internal::Runtime& Runtime() {
+  internal::Runtime* runtime = internal::CurrentRuntime();
+  if (runtime == nullptr) throw TroupeError("the job supervisor runs without a runtime");
+  return *runtime;
+}
+
+int64_t NowMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+JobRecord Load(const std::string& id) {
+  auto value = Runtime().KvGet(kJobsNamespace, RecordKey(id));
+  if (!value) throw TroupeError("job " + id + " has no record");
+  return JobRecord::parse(*value);
+}
+
+void Save(const std::string& id, const JobRecord& record) {
+  Runtime().KvPut(kJobsNamespace, RecordKey(id), record.dump(), /*overwrite=*/true);
+}
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+// Unpacks the job's working-directory package (if any) and returns the directory to run in.
+std::string PrepareWorkingDir(const std::string& id, const JobRecord& record,
+                              std::string* digest) {
+  const std::string uri = record.value("runtime_env", JobRecord::object()).value("working_dir", "");
+  const std::string dir = (std::filesystem::temp_directory_path() / ("troupe-job-" + id)).string();
+  std::filesystem::create_directories(dir);
+  if (uri.empty()) return dir;
+  auto parsed = ParsePackageUri(uri);
+  if (!parsed.ok()) throw TroupeError(std::string(parsed.status().message()));
+  *digest = *parsed;
+  auto package = Runtime().KvGet(kPackagesNamespace, *digest);
+  if (!package) throw TroupeError("working_dir " + uri + " was not uploaded to the cluster");
+  if (auto status = UnpackDirectory(*package, dir); !status.ok()) {
+    throw TroupeError("cannot unpack working_dir: " + std::string(status.message()));
+  }
+  return dir;
+}
+
+}  // namespace
+
+JobSupervisor* JobSupervisor::Create(std::string submission_id) {
+  return new JobSupervisor(std::move(submission_id));
+}
+
+void JobSupervisor::Finish(const std::string& status, const std::string& message, int exit_code) {
+  JobRecord record = Load(id_);
+  record["status"] = status;
+  record["message"] = message;
+  record["end_time"] = NowMillis();
+  if (exit_code >= 0) record["driver_exit_code"] = exit_code;
+  if (status == kFailed) record["error_type"] = "JOB_ENTRYPOINT_COMMAND_ERROR";
+  Save(id_, record);
+}
+
+bool JobSupervisor::Run() {
+  JobRecord record = Load(id_);
+  std::string digest, dir;
+  try {
+    dir = PrepareWorkingDir(id_, record, &digest);
+  } catch (const TroupeError& e) {
+    Finish(kFailed, std::string("could not prepare the job: ") + e.what(), -1);
+    ExitActor();
+    return false;
+  }
+  // The entrypoint's environment: ours without the worker-mode variables, plus how to reach the
+  // cluster.
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    if (std::strncmp(*e, "TROUPE_", 7) != 0) env.push_back(*e);
+  }
+  env.push_back("TROUPE_ADDRESS=" + Env("TROUPE_GCS_ADDRESS"));
+  env.push_back("TROUPE_TOKEN=" + Env("TROUPE_TOKEN"));
+  env.push_back("TROUPE_JOB_SUBMISSION_ID=" + id_);
+  if (!digest.empty()) env.push_back("TROUPE_WORKING_DIR_DIGEST=" + digest);
+  std::vector<char*> envp;
+  for (auto& entry : env) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  const std::string entrypoint = record.value("entrypoint", "");
+
+  int out[2];
+  if (pipe(out) != 0) {
+    Finish(kFailed, std::string("pipe: ") + std::strerror(errno), -1);
+    ExitActor();
+    return false;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_requested_) {
+      finished_ = true;
+      Finish(kStopped, "stopped before it started", -1);
+      ExitActor();
+      return false;
+    }
+    const pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+      setsid();  // its own process group: Stop signals everything it started
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(137);
+      if (chdir(dir.c_str()) != 0) _exit(126);
+      dup2(out[1], STDOUT_FILENO);
+      dup2(out[1], STDERR_FILENO);
+      close(out[0]);
+      close(out[1]);
+      execle("/bin/sh", "sh", "-c", entrypoint.c_str(), static_cast<char*>(nullptr), envp.data());
+      _exit(127);
+    }
+    pid_ = pid;
+  }
+  close(out[1]);
+  record["status"] = kRunning;
+  record["message"] = "the entrypoint is running";
+  record["start_time"] = NowMillis();
+  record["driver_node_id"] = Env("TROUPE_NODE_ID");
+  Save(id_, record);
+
+  // Collect output (the last kMaxLogBytes), publishing it every 300 ms while it changes.
+  std::string logs;
+  bool dirty = false;
+  auto last_flush = std::chrono::steady_clock::now();
+  auto flush = [&] {
+    Runtime().KvPut(kJobsNamespace, LogsKey(id_), logs, /*overwrite=*/true);
+    dirty = false;
+    last_flush = std::chrono::steady_clock::now();
+  };
+  char chunk[8192];
+  while (true) {
+    pollfd entry{out[0], POLLIN, 0};
+    if (poll(&entry, 1, 300) > 0) {
+      ssize_t n = read(out[0], chunk, sizeof(chunk));
+      if (n <= 0) break;
+      logs.append(chunk, n);
+      if (logs.size() > kMaxLogBytes) logs.erase(0, logs.size() - kMaxLogBytes);
+      dirty = true;
+    }
+    if (dirty && std::chrono::steady_clock::now() - last_flush > std::chrono::milliseconds(300)) {
+      flush();
+    }
+  }
+  close(out[0]);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  flush();
+  std::lock_guard<std::mutex> lock(mu_);
+  finished_ = true;
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (stop_requested_) {
+    Finish(kStopped, "stopped by request", code);
+  } else if (WIFEXITED(status) && code == 0) {
+    Finish(kSucceeded, "the entrypoint finished", 0);
+  } else if (WIFEXITED(status)) {
+    Finish(kFailed, absl::StrCat("the entrypoint exited with status ", code), code);
+  } else {
+    Finish(kFailed, absl::StrCat("the entrypoint was killed by signal ", WTERMSIG(status)), code);
+  }
+  ExitActor();  // frees the entrypoint's resources
+  return true;
+}
+
+bool JobSupervisor::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool running = !finished_;
+  stop_requested_ = true;
+  if (pid_ > 0 && !finished_) {
+    kill(-pid_, SIGTERM);
+    const pid_t group = pid_;
+    std::thread([group] {
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      kill(-group, SIGKILL);  // whatever ignored SIGTERM (a no-op once the group is gone)
+    }).detach();
+  }
+  return running;
+}
+
+}  // namespace troupe::jobs
+
+TROUPE_REMOTE(troupe::jobs::JobSupervisor::Create, &troupe::jobs::JobSupervisor::Run,
+              &troupe::jobs::JobSupervisor::Stop);

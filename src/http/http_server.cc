@@ -29,6 +29,9 @@ using nlohmann::json;
 
 constexpr size_t kMaxJsonBody = 1 << 20;
 constexpr char kVersion[] = "0.1.0";
+// A sample value: integers exactly, others with full precision.
+std::string Num(double value) { return absl::StrFormat("%.17g", value); }
+
 constexpr double kLatencyBuckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5};
 
 // Request counts and latencies, for /metrics.
@@ -124,9 +127,6 @@ json MapToJson(const google::protobuf::Map<std::string, double>& map) {
   for (const auto& [k, v] : map) out[k] = v;
   return out;
 }
-
-// A sample value: integers exactly, others with full precision.
-std::string Num(double value) { return absl::StrFormat("%.17g", value); }
 
 // Prometheus label values: escape backslash, quote and newline.
 std::string Label(const std::string& value) {

@@ -193,11 +193,20 @@ TestCluster::TestCluster(const std::vector<std::string>& head_flags) {
   const int port = PickFreePort();
   std::vector<std::string> args = {"start", "--head", absl::StrCat("--port=", port)};
   args.insert(args.end(), head_flags.begin(), head_flags.end());
+  // No HTTP server unless the test asks for one (tests run in parallel: 8265 would clash).
+  bool http = false;
+  for (const auto& flag : head_flags) http |= absl::StartsWith(flag, "--http-port");
+  if (!http) args.push_back("--http-port=0");
   CommandResult result = Troupe(args);
   EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
   gcs_address_ = absl::StrCat("127.0.0.1:", port);
   token_ = std::string(absl::StripAsciiWhitespace(ReadFileOrEmpty(HeadSessionDir() + "/token")));
   gcs_ = std::make_unique<GcsClient>(gcs_address_, token_, absl::Seconds(5));
+}
+
+std::string TestCluster::HttpAddress() const {
+  return std::string(
+      absl::StripAsciiWhitespace(ReadFileOrEmpty(HeadSessionDir() + "/http_address")));
 }
 
 TestCluster::~TestCluster() {

@@ -53,6 +53,9 @@ class TestCluster {
   const std::string& temp_root() const { return temp_root_; }
   // The session directory of the head.
   std::string HeadSessionDir() const;
+  // http://127.0.0.1:PORT of the head's HTTP server (start the cluster with
+  // "--http-port=<PickFreePort()>"); "" without one.
+  std::string HttpAddress() const;
   // Paths of every raylet log of this cluster.
   std::vector<std::string> RayletLogs() const;
   // The pid of the head's GCS process (from its pid file), 0 if unknown.

@@ -12,5 +12,8 @@ int StopCommand(const std::vector<std::string>& args);
 int StatusCommand(const std::vector<std::string>& args);
 // `troupe train launch [flags] -- CMD ARGS...` (src/cli/train_launch_command.cc).
 int TrainLaunchCommand(const std::vector<std::string>& args);
+// `troupe job ...` and `troupe list ...` (src/cli/job_command.cc): clients of the head's HTTP API.
+int JobCommand(const std::vector<std::string>& args);
+int ListCommand(const std::vector<std::string>& args);
 
 }  // namespace troupe

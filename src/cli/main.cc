@@ -24,6 +24,8 @@ constexpr char kUsage[] =
     "  start       Start a head node (--head) or join a cluster (--address=HOST:PORT)\n"
     "  stop        Stop every Troupe process started on this machine\n"
     "  status      Show the cluster's nodes and resources\n"
+    "  job         Submit and manage jobs: submit, status, logs, stop, list, delete\n"
+    "  list        List nodes, actors, jobs or placement groups (JSON)\n"
     "  train launch  Run a distributed training script as N ranks (torchrun-style)\n"
     "\n"
     "Daemons (started for you by `troupe start`):\n"
@@ -55,6 +57,8 @@ int main(int argc, char** argv) {
   if (command == "start") return troupe::StartCommand(args);
   if (command == "stop") return troupe::StopCommand(args);
   if (command == "status") return troupe::StatusCommand(args);
+  if (command == "job") return troupe::JobCommand(args);
+  if (command == "list") return troupe::ListCommand(args);
   if (command == "train") {
     if (args.empty() || args[0] != "launch") {
       fprintf(stderr, "troupe train: the subcommand is `launch`: troupe train launch --help\n");

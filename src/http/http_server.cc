@@ -412,13 +412,13 @@ class Server {
     gauge("troupe_nodes", "Nodes by state.");
     absl::StrAppend(&out, "troupe_nodes{state=\"alive\"} ", alive, "\ntroupe_nodes{state=\"dead\"} ",
                     dead, "\n");
-    gauge("troupe_node_resource_total", "Resources an alive node offers.");
+    gauge("troupe_node_resource_capacity", "Resources an alive node offers.");
     std::string available_lines, store_used, store_spilled;
     for (const auto& n : nodes.body) {
       if (n["state"] != "ALIVE") continue;
       const std::string node = n["node_id"];
       for (const auto& [k, v] : n["resources_total"].items()) {
-        absl::StrAppend(&out, "troupe_node_resource_total{node_id=\"", node, "\",resource=\"",
+        absl::StrAppend(&out, "troupe_node_resource_capacity{node_id=\"", node, "\",resource=\"",
                         Label(k), "\"} ", Num(v.get<double>()), "\n");
       }
       if (!n.contains("resources_available")) continue;

@@ -247,7 +247,8 @@ void WorkerPool::Tick() {
     for (auto it = workers_.begin(); it != workers_.end();) {
       Entry& entry = it->second;
       if (entry.worker->is_driver) {
-        if (kill(entry.worker->pid, 0) != 0) {
+        if (kill(entry.worker->pid, 0) != 0) {  // not our child: all we can see is that it is gone
+          exited.push_back({entry.worker, "exited", std::move(entry.waiting)});
           workers_.erase(it++);
         } else {
           ++it;

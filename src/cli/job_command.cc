@@ -1,0 +1,324 @@
+// `troupe job submit|status|logs|stop|list` and `troupe list ...`: clients of the head's HTTP API
+// (src/http). The API address comes from --address, $TROUPE_API_ADDRESS, or the local session's
+// http_address; the token from --token, $TROUPE_TOKEN, or the local session.
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "src/cli/commands.h"
+#include "src/common/flag_parser.h"
+#include "src/common/package.h"
+#include "src/common/session.h"
+#include "src/common/sha256.h"
+#include "src/jobs/packages.h"
+
+namespace troupe {
+namespace {
+
+using nlohmann::json;
+
+struct ApiTarget {
+  std::string url;  // http://host:port
+  std::string token;
+};
+
+int Fail(const std::string& command, const std::string& message, int code = 1) {
+  std::fprintf(stderr, "troupe %s: %s\n", command.c_str(), message.c_str());
+  return code;
+}
+
+// Where the HTTP API is and the token to use; an error message if unknown.
+std::optional<ApiTarget> ResolveApi(const std::string& address_flag, const std::string& token_flag,
+                                    const std::string& temp_dir, std::string* error) {
+  ApiTarget target{address_flag, token_flag};
+  if (target.url.empty() && std::getenv("TROUPE_API_ADDRESS")) {
+    target.url = std::getenv("TROUPE_API_ADDRESS");
+  }
+  if (target.token.empty() && std::getenv("TROUPE_TOKEN")) target.token = std::getenv("TROUPE_TOKEN");
+  auto session = Session::Latest(ResolveTempRoot(temp_dir));
+  if (session.ok()) {
+    if (target.url.empty()) {
+      auto url = session->ReadFile("http_address");
+      if (url.ok()) target.url = *url;
+    }
+    if (target.token.empty()) {
+      auto token = session->ReadFile("token");
+      if (token.ok()) target.token = std::string(absl::StripAsciiWhitespace(*token));
+    }
+  }
+  if (target.url.empty()) {
+    *error = "no HTTP API address: pass --address=http://HEAD:8265 or set TROUPE_API_ADDRESS "
+             "(or run this on the head, started with `troupe start --head`)";
+    return std::nullopt;
+  }
+  if (!absl::StartsWith(target.url, "http://")) target.url = "http://" + target.url;
+  if (target.token.empty()) {
+    *error = "no cluster token: pass --token or set TROUPE_TOKEN (the head's <session>/token)";
+    return std::nullopt;
+  }
+  return target;
+}
+
+struct Response {
+  int status = 0;
+  json body;
+  std::string error;  // transport error
+};
+
+Response Call(const ApiTarget& api, const std::string& method, const std::string& path,
+              const std::string& body = "", const std::string& content_type = "application/json") {
+  httplib::Client client(api.url);
+  client.set_read_timeout(60, 0);
+  httplib::Headers headers = {{"Authorization", "Bearer " + api.token}};
+  httplib::Result result = method == "GET"    ? client.Get(path.c_str(), headers)
+                           : method == "POST" ? client.Post(path.c_str(), headers, body, content_type.c_str())
+                           : method == "PUT"  ? client.Put(path.c_str(), headers, body, content_type.c_str())
+                                              : client.Delete(path.c_str(), headers);
+  Response out;
+  if (!result) {
+    out.error = "cannot reach the HTTP API at " + api.url + ": " + httplib::to_string(result.error());
+    return out;
+  }
+  out.status = result->status;
+  out.body = json::parse(result->body, nullptr, false);
+  if (out.body.is_discarded()) out.body = json{{"error", result->body}};
+  return out;
+}
+
+// The error text of a failed call.
+std::string Problem(const Response& r) {
+  if (!r.error.empty()) return r.error;
+  return absl::StrCat("HTTP ", r.status, ": ", r.body.value("error", r.body.dump()));
+}
+
+std::string ShellQuote(const std::string& arg) {
+  if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                            "0123456789_-./=:,+@%") == std::string::npos) {
+    return arg;
+  }
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Streams the job's output until it ends; returns the final record.
+json Follow(const ApiTarget& api, const std::string& id) {
+  httplib::Client client(api.url);
+  client.set_read_timeout(3600, 0);
+  client.Get(("/api/jobs/" + id + "/logs/tail").c_str(),
+             httplib::Headers{{"Authorization", "Bearer " + api.token}},
+             [](const char* data, size_t length) {
+               std::fwrite(data, 1, length, stdout);
+               std::fflush(stdout);
+               return true;
+             });
+  return Call(api, "GET", "/api/jobs/" + id).body;
+}
+
+int ExitCodeOf(const json& record) {
+  const std::string status = record.value("status", "");
+  if (status == "SUCCEEDED") return 0;
+  if (status == "FAILED" && record.contains("driver_exit_code") &&
+      record["driver_exit_code"].is_number() && record["driver_exit_code"].get<int>() != 0) {
+    return record["driver_exit_code"].get<int>();
+  }
+  return 1;
+}
+
+int Submit(const std::vector<std::string>& all_args) {
+  auto dashes = std::find(all_args.begin(), all_args.end(), "--");
+  const std::vector<std::string> args(all_args.begin(), dashes);
+  const std::vector<std::string> command(dashes == all_args.end() ? dashes : dashes + 1,
+                                         all_args.end());
+  std::string address, token, temp_dir, working_dir, submission_id, metadata;
+  double cpus = 0, gpus = 0;
+  bool no_wait = false;
+  FlagParser flags("troupe job submit",
+                   "Runs CMD as a job on the cluster; waits and streams its output unless "
+                   "--no-wait; exits with the job's status.\n  troupe job submit --working-dir . "
+                   "-- ./my_app --epochs 5");
+  flags.AddString("address", &address, "The head's HTTP API, http://HOST:8265.");
+  flags.AddString("token", &token, "Cluster token (default: $TROUPE_TOKEN or the local one).");
+  flags.AddString("temp-dir", &temp_dir, "Where local sessions live (default /tmp/troupe).");
+  flags.AddString("working-dir", &working_dir,
+                  "Directory uploaded (<= 100 MiB) and unpacked where the job and its workers run.");
+  flags.AddString("submission-id", &submission_id, "The job's id (default: generated).");
+  flags.AddDouble("entrypoint-num-cpus", &cpus, "CPUs reserved for the entrypoint.");
+  flags.AddDouble("entrypoint-num-gpus", &gpus, "GPUs reserved for the entrypoint.");
+  flags.AddString("metadata", &metadata, "k=v[,k=v...] attached to the job.");
+  flags.AddBool("no-wait", &no_wait, "Return once submitted.");
+  auto parsed = flags.Parse(args);
+  if (flags.help_requested()) return std::printf("%s", flags.Usage().c_str()), 0;
+  if (!parsed.ok()) return Fail("job submit", std::string(parsed.message()), 2);
+  if (command.empty()) {
+    return Fail("job submit", "no command: put it after --, e.g. `troupe job submit -- ./my_app`", 2);
+  }
+  std::string error;
+  auto api = ResolveApi(address, token, temp_dir, &error);
+  if (!api) return Fail("job submit", error);
+  json request = {{"entrypoint", absl::StrJoin(command, " ", [](std::string* out, const std::string& a) {
+                     out->append(ShellQuote(a));
+                   })}};
+  if (!submission_id.empty()) request["submission_id"] = submission_id;
+  if (cpus > 0) request["entrypoint_num_cpus"] = cpus;
+  if (gpus > 0) request["entrypoint_num_gpus"] = gpus;
+  if (!metadata.empty()) {
+    json meta = json::object();
+    for (absl::string_view pair : absl::StrSplit(metadata, ',')) {
+      std::vector<std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+      if (kv.size() != 2 || kv[0].empty()) {
+        return Fail("job submit", "--metadata wants k=v[,k=v...], got '" + metadata + "'", 2);
+      }
+      meta[kv[0]] = kv[1];
+    }
+    request["metadata"] = meta;
+  }
+  if (!working_dir.empty()) {
+    auto package = PackDirectory(working_dir);
+    if (!package.ok()) return Fail("job submit", "--working-dir: " + std::string(package.status().message()));
+    const std::string digest = Sha256Hex(*package);
+    const std::string path = "/api/packages/gcs/" + jobs::PackageName(digest);
+    if (Call(*api, "GET", path).status != 200) {
+      Response put = Call(*api, "PUT", path, *package, "application/octet-stream");
+      if (put.status != 200) return Fail("job submit", "uploading --working-dir: " + Problem(put));
+    }
+    request["runtime_env"] = {{"working_dir", jobs::PackageUri(digest)}};
+  }
+  Response submitted = Call(*api, "POST", "/api/jobs/", request.dump());
+  if (submitted.status != 200) return Fail("job submit", Problem(submitted));
+  const std::string id = submitted.body.value("submission_id", "");
+  std::fprintf(stderr, "Job '%s' submitted.\n", id.c_str());
+  if (no_wait) {
+    std::fprintf(stderr, "  troupe job status %s\n  troupe job logs %s --follow\n  troupe job stop %s\n",
+                 id.c_str(), id.c_str(), id.c_str());
+    return 0;
+  }
+  json record = Follow(*api, id);
+  std::fprintf(stderr, "Job '%s' %s: %s\n", id.c_str(), record.value("status", "?").c_str(),
+               record.value("message", "").c_str());
+  return ExitCodeOf(record);
+}
+
+// status / logs / stop / list / delete share their flags.
+int Simple(const std::string& verb, const std::vector<std::string>& args) {
+  std::string address, token, temp_dir;
+  bool follow = false;
+  FlagParser flags("troupe job " + verb, "See `troupe job --help`.");
+  flags.AddString("address", &address, "The head's HTTP API, http://HOST:8265.");
+  flags.AddString("token", &token, "Cluster token (default: $TROUPE_TOKEN or the local one).");
+  flags.AddString("temp-dir", &temp_dir, "Where local sessions live (default /tmp/troupe).");
+  if (verb == "logs") flags.AddBool("follow", &follow, "Keep printing until the job ends.");
+  std::vector<std::string> flag_args, positional;
+  for (const auto& arg : args) (absl::StartsWith(arg, "--") ? flag_args : positional).push_back(arg);
+  auto parsed = flags.Parse(flag_args);
+  if (flags.help_requested()) return std::printf("%s", flags.Usage().c_str()), 0;
+  if (!parsed.ok()) return Fail("job " + verb, std::string(parsed.message()), 2);
+  if (verb != "list" && positional.size() != 1) {
+    return Fail("job " + verb, "give one submission id: troupe job " + verb + " <id>", 2);
+  }
+  std::string error;
+  auto api = ResolveApi(address, token, temp_dir, &error);
+  if (!api) return Fail("job " + verb, error);
+  const std::string id = positional.empty() ? "" : positional[0];
+  if (verb == "logs" && follow) {
+    return ExitCodeOf(Follow(*api, id)) == 0 ? 0 : 0;  // the logs were printed either way
+  }
+  Response r = verb == "status" ? Call(*api, "GET", "/api/jobs/" + id)
+               : verb == "logs" ? Call(*api, "GET", "/api/jobs/" + id + "/logs")
+               : verb == "stop" ? Call(*api, "POST", "/api/jobs/" + id + "/stop")
+               : verb == "delete" ? Call(*api, "DELETE", "/api/jobs/" + id)
+                                  : Call(*api, "GET", "/api/jobs/");
+  if (r.status != 200) return Fail("job " + verb, Problem(r));
+  if (verb == "status") {
+    std::printf("%s: %s (%s)\n", id.c_str(), r.body.value("status", "?").c_str(),
+                r.body.value("message", "").c_str());
+  } else if (verb == "logs") {
+    std::fputs(r.body.value("logs", "").c_str(), stdout);
+  } else if (verb == "stop") {
+    std::printf(r.body.value("stopped", false) ? "Stopping job '%s'.\n"
+                                               : "Job '%s' was not running.\n",
+                id.c_str());
+  } else if (verb == "delete") {
+    std::printf("Deleted job '%s'.\n", id.c_str());
+  } else {
+    std::printf("%-36s %-10s %-8s %s\n", "SUBMISSION ID", "STATUS", "EXIT", "ENTRYPOINT");
+    for (const auto& job : r.body) {
+      const std::string exit_code =
+          job.contains("driver_exit_code") && job["driver_exit_code"].is_number()
+              ? std::to_string(job["driver_exit_code"].get<int>())
+              : "-";
+      std::printf("%-36s %-10s %-8s %s\n", job.value("submission_id", "").c_str(),
+                  job.value("status", "").c_str(), exit_code.c_str(),
+                  job.value("entrypoint", "").c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int JobCommand(const std::vector<std::string>& args) {
+  static const char kUsage[] =
+      "Usage: troupe job <submit|status|logs|stop|list|delete> ...\n"
+      "  submit [flags] -- CMD ARGS...   run CMD on the cluster (waits, streams output)\n"
+      "  status ID                       PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED\n"
+      "  logs ID [--follow]              the job's output\n"
+      "  stop ID                         stop the job, its workers and actors\n"
+      "  list                            every submitted job\n"
+      "  delete ID                       forget a finished job\n"
+      "Flags: --address=http://HEAD:8265 --token=T (defaults: the local head)\n";
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::printf("%s", kUsage);
+    return args.empty() ? 2 : 0;
+  }
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args[0] == "submit") return Submit(rest);
+  for (const char* verb : {"status", "logs", "stop", "list", "delete"}) {
+    if (args[0] == verb) return Simple(verb, rest);
+  }
+  std::fprintf(stderr, "troupe job: unknown subcommand '%s'\n%s", args[0].c_str(), kUsage);
+  return 2;
+}
+
+int ListCommand(const std::vector<std::string>& args) {
+  static const std::map<std::string, std::string> kPaths = {
+      {"nodes", "/api/v0/nodes"},
+      {"actors", "/api/v0/actors"},
+      {"jobs", "/api/v0/jobs"},
+      {"placement-groups", "/api/v0/placement_groups"}};
+  if (args.empty() || (!kPaths.count(args[0]) && args[0] != "tasks")) {
+    std::fprintf(stderr, "Usage: troupe list <nodes|actors|jobs|placement-groups> [--address=URL]"
+                         " [--token=T]\n");
+    return 2;
+  }
+  if (args[0] == "tasks") {
+    return Fail("list", "tasks are not tracked cluster-wide yet (owners keep them); see "
+                        "`troupe list actors` and `troupe status`");
+  }
+  std::string address, token, temp_dir;
+  FlagParser flags("troupe list", "Lists the cluster's " + args[0] + " as JSON.");
+  flags.AddString("address", &address, "The head's HTTP API, http://HOST:8265.");
+  flags.AddString("token", &token, "Cluster token (default: $TROUPE_TOKEN or the local one).");
+  flags.AddString("temp-dir", &temp_dir, "Where local sessions live (default /tmp/troupe).");
+  auto parsed = flags.Parse(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!parsed.ok()) return Fail("list", std::string(parsed.message()), 2);
+  std::string error;
+  auto api = ResolveApi(address, token, temp_dir, &error);
+  if (!api) return Fail("list", error);
+  Response r = Call(*api, "GET", kPaths.at(args[0]));
+  if (r.status != 200) return Fail("list", Problem(r));
+  std::printf("%s\n", r.body.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace troupe

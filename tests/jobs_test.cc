@@ -1,0 +1,175 @@
+// Jobs on a real 3-node cluster through `troupe job ...` and the REST API: a Troupe program with a
+// working directory succeeds and its output is kept; a failing entrypoint reports its exit code;
+// stopping a long job frees everything; records outlive their drivers; bad requests (JSON,
+// fields, size, token, origin) get clear 4xx and change nothing; /metrics passes promtool.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "tests/test_cluster.h"
+
+namespace {
+
+using nlohmann::json;
+using troupe::testing::CommandResult;
+using troupe::testing::PickFreePort;
+using troupe::testing::TestCluster;
+
+std::string JobProgram() {
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/", std::getenv("TEST_WORKSPACE"),
+                      "/tests/job_program");
+}
+
+class JobsTest : public ::testing::Test {
+ protected:
+  JobsTest() : cluster_({"--num-cpus=1", absl::StrCat("--http-port=", PickFreePort())}) {
+    cluster_.AddWorker({"--num-cpus=1"});
+    cluster_.AddWorker({"--num-cpus=1"});
+  }
+
+  CommandResult Job(std::vector<std::string> args) {
+    args.insert(args.begin(), "job");
+    args.insert(args.begin() + 2, "--address=" + cluster_.HttpAddress());
+    args.insert(args.begin() + 3, "--token=" + cluster_.token());
+    return troupe::testing::RunTroupe(args);
+  }
+
+  // A raw HTTP request to the head (token unless given).
+  httplib::Result Request(const std::string& method, const std::string& path,
+                          const std::string& body = "", httplib::Headers headers = {},
+                          bool with_token = true) {
+    httplib::Client client(cluster_.HttpAddress());
+    if (with_token) headers.emplace("Authorization", "Bearer " + cluster_.token());
+    if (method == "POST") return client.Post(path.c_str(), headers, body, "application/json");
+    return client.Get(path.c_str(), headers);
+  }
+
+  json JobRecord(const std::string& id) {
+    auto r = Request("GET", "/api/jobs/" + id);
+    return r ? json::parse(r->body, nullptr, false) : json();
+  }
+
+  TestCluster cluster_;
+};
+
+TEST_F(JobsTest, TroupeProgramWithWorkingDirSucceedsAndItsOutputIsKept) {
+  const std::string dir = absl::StrCat(testing::TempDir(), "/workdir");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/message.txt") << "hello from the working dir\n";
+  CommandResult r = Job({"submit", "--working-dir=" + dir, "--submission-id=tally-1",
+                         "--metadata=owner=tests,kind=demo", "--", JobProgram()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "driver reads: hello from the working dir")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "task reads: hello from the working dir")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.out, "sum of squares: 30")) << r.out;
+  EXPECT_TRUE(absl::StrContains(r.err, "Job 'tally-1' SUCCEEDED")) << r.err;
+  // The record and the output outlive the driver.
+  json record = JobRecord("tally-1");
+  EXPECT_EQ(record["status"], "SUCCEEDED");
+  EXPECT_EQ(record["driver_exit_code"], 0);
+  EXPECT_EQ(record["metadata"]["owner"], "tests");
+  CommandResult logs = Job({"logs", "tally-1"});
+  EXPECT_TRUE(absl::StrContains(logs.out, "sum of squares: 30")) << logs.out;
+  CommandResult list = Job({"list"});
+  EXPECT_TRUE(absl::StrContains(list.out, "tally-1")) << list.out;
+  EXPECT_TRUE(absl::StrContains(list.out, "SUCCEEDED")) << list.out;
+  // A submission id can be used once.
+  CommandResult again = Job({"submit", "--submission-id=tally-1", "--", "true"});
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(again.err, "already exists")) << again.err;
+}
+
+TEST_F(JobsTest, FailingEntrypointReportsItsExitCode) {
+  CommandResult r = Job({"submit", "--submission-id=boom", "--", "sh", "-c", "echo boom; exit 7"});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  json record = JobRecord("boom");
+  EXPECT_EQ(record["status"], "FAILED");
+  EXPECT_EQ(record["driver_exit_code"], 7);
+  EXPECT_EQ(record["message"], "the entrypoint exited with status 7");
+  EXPECT_TRUE(absl::StrContains(r.out, "boom"));
+}
+
+TEST_F(JobsTest, StoppingALongJobStopsItsDriverAndActors) {
+  CommandResult r = Job({"submit", "--no-wait", "--submission-id=long", "--", JobProgram(), "--hold"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Wait until it holds its actor (1 CPU somewhere).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!absl::StrContains(Job({"logs", "long"}).out, "holding an actor") &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_EQ(JobRecord("long")["status"], "RUNNING");
+  CommandResult stop = Job({"stop", "long"});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+  std::string status;
+  while (std::chrono::steady_clock::now() < deadline) {
+    status = JobRecord("long")["status"];
+    if (status == "STOPPED") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_EQ(status, "STOPPED");
+  // ~TestCluster checks that every node's resources are all available again.
+}
+
+TEST_F(JobsTest, BadRequestsGetClearErrorsAndChangeNothing) {
+  auto expect = [](const httplib::Result& r, int status, const std::string& text) {
+    ASSERT_TRUE(r) << "no answer";
+    EXPECT_EQ(r->status, status) << r->body;
+    EXPECT_TRUE(absl::StrContains(r->body, text)) << r->body;
+  };
+  expect(Request("POST", "/api/jobs/", "{not json"), 400, "not valid JSON");
+  expect(Request("POST", "/api/jobs/", "{}"), 400, "'entrypoint' is required");
+  expect(Request("POST", "/api/jobs/", R"({"entrypoint": "true", "colour": 1})"), 400,
+         "unknown field 'colour'");
+  expect(Request("POST", "/api/jobs/", R"({"entrypoint": "true", "entrypoint_num_cpus": -1})"),
+         400, "entrypoint_num_cpus");
+  expect(Request("POST", "/api/jobs/",
+                 R"({"entrypoint": "true", "runtime_env": {"working_dir": "/home/me"}})"),
+         400, "must be an uploaded package");
+  expect(Request("POST", "/api/jobs/", std::string(2 << 20, ' ')), 413, "limited to");
+  expect(Request("POST", "/api/jobs/", R"({"entrypoint": "true"})", {}, /*with_token=*/false), 401,
+         "Authorization: Bearer");
+  expect(Request("POST", "/api/jobs/", R"({"entrypoint": "true"})",
+                 {{"Authorization", "Bearer troupe_x_wrong"}}, false),
+         401, "wrong token");
+  expect(Request("POST", "/api/jobs/", R"({"entrypoint": "true"})",
+                 {{"Origin", "http://evil.example"}}),
+         403, "cross-origin");
+  expect(Request("GET", "/api/jobs/", "", {{"Sec-Fetch-Site", "cross-site"}}), 403,
+         "cross-origin");
+  expect(Request("GET", "/api/jobs/nope"), 404, "no job");
+  // /api/version answers without a token (clients negotiate with it).
+  expect(Request("GET", "/api/version", "", {}, false), 200, "version");
+  // None of them made a job.
+  auto list = Request("GET", "/api/jobs/");
+  ASSERT_TRUE(list);
+  EXPECT_EQ(json::parse(list->body), json::array());
+}
+
+TEST_F(JobsTest, MetricsPassPromtoolAndCountTheCluster) {
+  auto r = Request("GET", "/metrics");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_TRUE(absl::StrContains(r->body, "troupe_nodes{state=\"alive\"} 3")) << r->body;
+  EXPECT_TRUE(absl::StrContains(r->body, "troupe_node_resource_capacity{")) << r->body;
+  EXPECT_TRUE(absl::StrContains(r->body, "troupe_object_store_used_bytes{")) << r->body;
+  if (!std::filesystem::exists("/usr/bin/promtool")) GTEST_SKIP() << "no promtool (Debian prometheus)";
+  const std::string path = absl::StrCat(testing::TempDir(), "/metrics.txt");
+  std::ofstream(path) << r->body;
+  const int code = std::system(("/usr/bin/promtool check metrics < " + path + " > " + path +
+                                ".out 2>&1").c_str());
+  std::ifstream out(path + ".out");
+  std::string report((std::istreambuf_iterator<char>(out)), {});
+  EXPECT_EQ(code, 0) << report;
+}
+
+}  // namespace

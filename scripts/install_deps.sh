@@ -10,6 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev libgtest-dev libgmock-dev python3
   libtorch-dev zlib1g-dev dataset-fashion-mnist     # the train library and its examples
   python3-torch                                     # DDP/gloo scripts for the launcher tests
+  prometheus curl                                   # scraping /metrics in the jobs tests
 )
 
 missing=()

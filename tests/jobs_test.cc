@@ -2,6 +2,8 @@
 // working directory succeeds and its output is kept; a failing entrypoint reports its exit code;
 // stopping a long job frees everything; records outlive their drivers; bad requests (JSON,
 // fields, size, token, origin) get clear 4xx and change nothing; /metrics passes promtool.
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -155,6 +157,28 @@ TEST_F(JobsTest, BadRequestsGetClearErrorsAndChangeNothing) {
   EXPECT_EQ(json::parse(list->body), json::array());
 }
 
+TEST_F(JobsTest, ListAndLogsCommands) {
+  auto troupe = [&](std::vector<std::string> args) {
+    args.push_back("--temp-dir=" + cluster_.temp_root());
+    return troupe::testing::RunTroupe(args);
+  };
+  CommandResult nodes = troupe({"list", "nodes"});
+  ASSERT_EQ(nodes.exit_code, 0) << nodes.err;
+  json parsed = json::parse(nodes.out, nullptr, false);
+  ASSERT_TRUE(parsed.is_array()) << nodes.out;
+  EXPECT_EQ(parsed.size(), 3u);
+  CommandResult tasks = troupe({"list", "tasks"});
+  EXPECT_NE(tasks.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(tasks.err, "not tracked")) << tasks.err;
+  CommandResult files = troupe({"logs"});
+  EXPECT_TRUE(absl::StrContains(files.out, "/logs/http.log")) << files.out;
+  EXPECT_TRUE(absl::StrContains(files.out, "/logs/raylet.log")) << files.out;
+  CommandResult gcs = troupe({"logs", "gcs"});
+  EXPECT_TRUE(absl::StrContains(gcs.out, "==> ")) << gcs.out;
+  CommandResult none = troupe({"logs", "no-such-log"});
+  EXPECT_NE(none.exit_code, 0);
+}
+
 TEST_F(JobsTest, MetricsPassPromtoolAndCountTheCluster) {
   auto r = Request("GET", "/metrics");
   ASSERT_TRUE(r);
@@ -170,6 +194,45 @@ TEST_F(JobsTest, MetricsPassPromtoolAndCountTheCluster) {
   std::ifstream out(path + ".out");
   std::string report((std::istreambuf_iterator<char>(out)), {});
   EXPECT_EQ(code, 0) << report;
+}
+
+// A real Prometheus server scrapes /metrics with the bearer token and can query the result.
+TEST_F(JobsTest, PrometheusScrapesTheHead) {
+  if (!std::filesystem::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no /usr/bin/prometheus";
+  const std::string dir = absl::StrCat(testing::TempDir(), "/prometheus");
+  std::filesystem::create_directories(dir + "/data");
+  std::ofstream(dir + "/token") << cluster_.token();
+  const std::string target = cluster_.HttpAddress().substr(7);  // host:port
+  std::ofstream(dir + "/prometheus.yml")
+      << "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: troupe\n"
+      << "    authorization:\n      credentials_file: " << dir << "/token\n"
+      << "    static_configs:\n      - targets: ['" << target << "']\n";
+  const int port = PickFreePort();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    freopen((dir + "/prometheus.log").c_str(), "w", stderr);
+    execl("/usr/bin/prometheus", "prometheus", ("--config.file=" + dir + "/prometheus.yml").c_str(),
+          ("--storage.tsdb.path=" + dir + "/data").c_str(),
+          ("--web.listen-address=127.0.0.1:" + std::to_string(port)).c_str(), nullptr);
+    _exit(127);
+  }
+  httplib::Client prometheus("127.0.0.1", port);
+  std::string answer;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto r = prometheus.Get("/api/v1/query?query=troupe_nodes%7Bstate%3D%22alive%22%7D");
+    if (r && r->status == 200 && absl::StrContains(r->body, "\"3\"")) {
+      answer = r->body;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  auto up = prometheus.Get("/api/v1/query?query=up%7Bjob%3D%22troupe%22%7D");
+  kill(pid, SIGTERM);
+  waitpid(pid, nullptr, 0);
+  EXPECT_TRUE(absl::StrContains(answer, "\"3\"")) << "Prometheus never saw 3 alive nodes";
+  ASSERT_TRUE(up);
+  EXPECT_TRUE(absl::StrContains(up->body, "\"1\"")) << up->body;  // the scrape succeeded
 }
 
 }  // namespace

@@ -15,5 +15,6 @@ int TrainLaunchCommand(const std::vector<std::string>& args);
 // `troupe job ...` and `troupe list ...` (src/cli/job_command.cc): clients of the head's HTTP API.
 int JobCommand(const std::vector<std::string>& args);
 int ListCommand(const std::vector<std::string>& args);
+int LogsCommand(const std::vector<std::string>& args);
 
 }  // namespace troupe

@@ -1,7 +1,11 @@
 // `troupe job submit|status|logs|stop|list` and `troupe list ...`: clients of the head's HTTP API
 // (src/http). The API address comes from --address, $TROUPE_API_ADDRESS, or the local session's
 // http_address; the token from --token, $TROUPE_TOKEN, or the local session.
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -318,6 +322,67 @@ int ListCommand(const std::vector<std::string>& args) {
   Response r = Call(*api, "GET", kPaths.at(args[0]));
   if (r.status != 200) return Fail("list", Problem(r));
   std::printf("%s\n", r.body.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace troupe
+
+namespace troupe {
+
+int LogsCommand(const std::vector<std::string>& args) {
+  std::string temp_dir, actor, address, token;
+  FlagParser flags("troupe logs",
+                   "Lists this machine's Troupe log files (daemons and workers of every local "
+                   "session), or prints those whose name contains NAME:\n  troupe logs\n  troupe "
+                   "logs raylet\n  troupe logs --actor=<actor id prefix>   (on the actor's node)");
+  flags.AddString("temp-dir", &temp_dir, "Where local sessions live (default /tmp/troupe).");
+  flags.AddString("actor", &actor, "Print the log of the worker holding this actor.");
+  flags.AddString("address", &address, "The head's HTTP API (for --actor).");
+  flags.AddString("token", &token, "Cluster token (for --actor).");
+  std::vector<std::string> flag_args, names;
+  for (const auto& arg : args) (absl::StartsWith(arg, "--") ? flag_args : names).push_back(arg);
+  auto parsed = flags.Parse(flag_args);
+  if (flags.help_requested()) return std::printf("%s", flags.Usage().c_str()), 0;
+  if (!parsed.ok()) return Fail("logs", std::string(parsed.message()), 2);
+  if (!actor.empty()) {
+    std::string error;
+    auto api = ResolveApi(address, token, temp_dir, &error);
+    if (!api) return Fail("logs", error);
+    Response actors = Call(*api, "GET", "/api/v0/actors");
+    if (actors.status != 200) return Fail("logs", Problem(actors));
+    std::string worker;
+    for (const auto& a : actors.body) {
+      if (absl::StartsWith(a.value("actor_id", ""), actor)) worker = a.value("worker_id", "");
+    }
+    if (worker.empty()) return Fail("logs", "no actor with an id starting with " + actor);
+    names = {"worker-" + worker.substr(0, 8)};
+  }
+  std::vector<std::string> files;
+  for (const auto& session : Session::All(ResolveTempRoot(temp_dir))) {
+    const std::string dir = session.dir() + "/logs";
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+      files.push_back(entry.path().string());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  int printed = 0;
+  for (const auto& file : files) {
+    if (names.empty()) {
+      std::printf("%s\n", file.c_str());
+      continue;
+    }
+    const std::string base = std::filesystem::path(file).filename().string();
+    if (!absl::StrContains(base, names[0])) continue;
+    std::printf("==> %s <==\n", file.c_str());
+    std::ifstream in(file);
+    std::cout << in.rdbuf() << std::flush;
+    ++printed;
+  }
+  if (!names.empty() && printed == 0) {
+    return Fail("logs", "no log file here matches '" + names[0] +
+                            "' (worker logs live on the node that ran the worker)");
+  }
   return 0;
 }
 

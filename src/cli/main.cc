@@ -26,6 +26,7 @@ constexpr char kUsage[] =
     "  status      Show the cluster's nodes and resources\n"
     "  job         Submit and manage jobs: submit, status, logs, stop, list, delete\n"
     "  list        List nodes, actors, jobs or placement groups (JSON)\n"
+    "  logs        List or print this machine's log files (daemons, workers, --actor=ID)\n"
     "  train launch  Run a distributed training script as N ranks (torchrun-style)\n"
     "\n"
     "Daemons (started for you by `troupe start`):\n"
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
   if (command == "status") return troupe::StatusCommand(args);
   if (command == "job") return troupe::JobCommand(args);
   if (command == "list") return troupe::ListCommand(args);
+  if (command == "logs") return troupe::LogsCommand(args);
   if (command == "train") {
     if (args.empty() || args[0] != "launch") {
       fprintf(stderr, "troupe train: the subcommand is `launch`: troupe train launch --help\n");

@@ -330,6 +330,7 @@ class Server {
                      {"state", ActorState(a.state())},
                      {"node_id", BytesToHex(a.node_id())},
                      {"pid", a.pid()},
+                     {"worker_id", BytesToHex(a.worker_id())},
                      {"num_restarts", a.num_restarts()},
                      {"job_id", BytesToHex(a.job_id())},
                      {"detached", a.detached()},

@@ -38,7 +38,9 @@ int main(int argc, char** argv) {
   std::cout << "task reads: " << *troupe::Get(troupe::Task(ReadMessage).Remote()) << std::endl;
   auto tally = troupe::Actor(Tally::Create).SetResources({{"CPU", 1}}).Remote();
   int sum = 0;
-  for (int i = 1; i <= 4; ++i) sum = *troupe::Get(tally.Task(&Tally::Add).Remote(*troupe::Get(troupe::Task(Square).Remote(i))));
+  for (int i = 1; i <= 4; ++i)
+    sum =
+        *troupe::Get(tally.Task(&Tally::Add).Remote(*troupe::Get(troupe::Task(Square).Remote(i))));
   std::cout << "sum of squares: " << sum << std::endl;
   if (hold) {
     std::cout << "holding an actor" << std::endl;

@@ -101,7 +101,8 @@ TEST_F(JobsTest, FailingEntrypointReportsItsExitCode) {
 }
 
 TEST_F(JobsTest, StoppingALongJobStopsItsDriverAndActors) {
-  CommandResult r = Job({"submit", "--no-wait", "--submission-id=long", "--", JobProgram(), "--hold"});
+  CommandResult r =
+      Job({"submit", "--no-wait", "--submission-id=long", "--", JobProgram(), "--hold"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Wait until it holds its actor (1 CPU somewhere).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -132,8 +133,8 @@ TEST_F(JobsTest, BadRequestsGetClearErrorsAndChangeNothing) {
   expect(Request("POST", "/api/jobs/", "{}"), 400, "'entrypoint' is required");
   expect(Request("POST", "/api/jobs/", R"({"entrypoint": "true", "colour": 1})"), 400,
          "unknown field 'colour'");
-  expect(Request("POST", "/api/jobs/", R"({"entrypoint": "true", "entrypoint_num_cpus": -1})"),
-         400, "entrypoint_num_cpus");
+  expect(Request("POST", "/api/jobs/", R"({"entrypoint": "true", "entrypoint_num_cpus": -1})"), 400,
+         "entrypoint_num_cpus");
   expect(Request("POST", "/api/jobs/",
                  R"({"entrypoint": "true", "runtime_env": {"working_dir": "/home/me"}})"),
          400, "must be an uploaded package");
@@ -146,8 +147,7 @@ TEST_F(JobsTest, BadRequestsGetClearErrorsAndChangeNothing) {
   expect(Request("POST", "/api/jobs/", R"({"entrypoint": "true"})",
                  {{"Origin", "http://evil.example"}}),
          403, "cross-origin");
-  expect(Request("GET", "/api/jobs/", "", {{"Sec-Fetch-Site", "cross-site"}}), 403,
-         "cross-origin");
+  expect(Request("GET", "/api/jobs/", "", {{"Sec-Fetch-Site", "cross-site"}}), 403, "cross-origin");
   expect(Request("GET", "/api/jobs/nope"), 404, "no job");
   // /api/version answers without a token (clients negotiate with it).
   expect(Request("GET", "/api/version", "", {}, false), 200, "version");
@@ -186,11 +186,12 @@ TEST_F(JobsTest, MetricsPassPromtoolAndCountTheCluster) {
   EXPECT_TRUE(absl::StrContains(r->body, "troupe_nodes{state=\"alive\"} 3")) << r->body;
   EXPECT_TRUE(absl::StrContains(r->body, "troupe_node_resource_capacity{")) << r->body;
   EXPECT_TRUE(absl::StrContains(r->body, "troupe_object_store_used_bytes{")) << r->body;
-  if (!std::filesystem::exists("/usr/bin/promtool")) GTEST_SKIP() << "no promtool (Debian prometheus)";
+  if (!std::filesystem::exists("/usr/bin/promtool"))
+    GTEST_SKIP() << "no promtool (Debian prometheus)";
   const std::string path = absl::StrCat(testing::TempDir(), "/metrics.txt");
   std::ofstream(path) << r->body;
-  const int code = std::system(("/usr/bin/promtool check metrics < " + path + " > " + path +
-                                ".out 2>&1").c_str());
+  const int code = std::system(
+      ("/usr/bin/promtool check metrics < " + path + " > " + path + ".out 2>&1").c_str());
   std::ifstream out(path + ".out");
   std::string report((std::istreambuf_iterator<char>(out)), {});
   EXPECT_EQ(code, 0) << report;

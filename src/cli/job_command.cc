@@ -3,10 +3,10 @@
 // http_address; the token from --token, $TROUPE_TOKEN, or the local session.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <cstdlib>
 #include <map>
 #include <optional>
 #include <string>
@@ -48,7 +48,8 @@ std::optional<ApiTarget> ResolveApi(const std::string& address_flag, const std::
   if (target.url.empty() && std::getenv("TROUPE_API_ADDRESS")) {
     target.url = std::getenv("TROUPE_API_ADDRESS");
   }
-  if (target.token.empty() && std::getenv("TROUPE_TOKEN")) target.token = std::getenv("TROUPE_TOKEN");
+  if (target.token.empty() && std::getenv("TROUPE_TOKEN"))
+    target.token = std::getenv("TROUPE_TOKEN");
   auto session = Session::Latest(ResolveTempRoot(temp_dir));
   if (session.ok()) {
     if (target.url.empty()) {
@@ -61,8 +62,9 @@ std::optional<ApiTarget> ResolveApi(const std::string& address_flag, const std::
     }
   }
   if (target.url.empty()) {
-    *error = "no HTTP API address: pass --address=http://HEAD:8265 or set TROUPE_API_ADDRESS "
-             "(or run this on the head, started with `troupe start --head`)";
+    *error =
+        "no HTTP API address: pass --address=http://HEAD:8265 or set TROUPE_API_ADDRESS "
+        "(or run this on the head, started with `troupe start --head`)";
     return std::nullopt;
   }
   if (!absl::StartsWith(target.url, "http://")) target.url = "http://" + target.url;
@@ -84,13 +86,15 @@ Response Call(const ApiTarget& api, const std::string& method, const std::string
   httplib::Client client(api.url);
   client.set_read_timeout(60, 0);
   httplib::Headers headers = {{"Authorization", "Bearer " + api.token}};
-  httplib::Result result = method == "GET"    ? client.Get(path.c_str(), headers)
-                           : method == "POST" ? client.Post(path.c_str(), headers, body, content_type.c_str())
-                           : method == "PUT"  ? client.Put(path.c_str(), headers, body, content_type.c_str())
-                                              : client.Delete(path.c_str(), headers);
+  httplib::Result result =
+      method == "GET"    ? client.Get(path.c_str(), headers)
+      : method == "POST" ? client.Post(path.c_str(), headers, body, content_type.c_str())
+      : method == "PUT"  ? client.Put(path.c_str(), headers, body, content_type.c_str())
+                         : client.Delete(path.c_str(), headers);
   Response out;
   if (!result) {
-    out.error = "cannot reach the HTTP API at " + api.url + ": " + httplib::to_string(result.error());
+    out.error =
+        "cannot reach the HTTP API at " + api.url + ": " + httplib::to_string(result.error());
     return out;
   }
   out.status = result->status;
@@ -154,8 +158,9 @@ int Submit(const std::vector<std::string>& all_args) {
   flags.AddString("address", &address, "The head's HTTP API, http://HOST:8265.");
   flags.AddString("token", &token, "Cluster token (default: $TROUPE_TOKEN or the local one).");
   flags.AddString("temp-dir", &temp_dir, "Where local sessions live (default /tmp/troupe).");
-  flags.AddString("working-dir", &working_dir,
-                  "Directory uploaded (<= 100 MiB) and unpacked where the job and its workers run.");
+  flags.AddString(
+      "working-dir", &working_dir,
+      "Directory uploaded (<= 100 MiB) and unpacked where the job and its workers run.");
   flags.AddString("submission-id", &submission_id, "The job's id (default: generated).");
   flags.AddDouble("entrypoint-num-cpus", &cpus, "CPUs reserved for the entrypoint.");
   flags.AddDouble("entrypoint-num-gpus", &gpus, "GPUs reserved for the entrypoint.");
@@ -165,14 +170,16 @@ int Submit(const std::vector<std::string>& all_args) {
   if (flags.help_requested()) return std::printf("%s", flags.Usage().c_str()), 0;
   if (!parsed.ok()) return Fail("job submit", std::string(parsed.message()), 2);
   if (command.empty()) {
-    return Fail("job submit", "no command: put it after --, e.g. `troupe job submit -- ./my_app`", 2);
+    return Fail("job submit", "no command: put it after --, e.g. `troupe job submit -- ./my_app`",
+                2);
   }
   std::string error;
   auto api = ResolveApi(address, token, temp_dir, &error);
   if (!api) return Fail("job submit", error);
-  json request = {{"entrypoint", absl::StrJoin(command, " ", [](std::string* out, const std::string& a) {
-                     out->append(ShellQuote(a));
-                   })}};
+  json request = {
+      {"entrypoint", absl::StrJoin(command, " ", [](std::string* out, const std::string& a) {
+         out->append(ShellQuote(a));
+       })}};
   if (!submission_id.empty()) request["submission_id"] = submission_id;
   if (cpus > 0) request["entrypoint_num_cpus"] = cpus;
   if (gpus > 0) request["entrypoint_num_gpus"] = gpus;
@@ -189,7 +196,8 @@ int Submit(const std::vector<std::string>& all_args) {
   }
   if (!working_dir.empty()) {
     auto package = PackDirectory(working_dir);
-    if (!package.ok()) return Fail("job submit", "--working-dir: " + std::string(package.status().message()));
+    if (!package.ok())
+      return Fail("job submit", "--working-dir: " + std::string(package.status().message()));
     const std::string digest = Sha256Hex(*package);
     const std::string path = "/api/packages/gcs/" + jobs::PackageName(digest);
     if (Call(*api, "GET", path).status != 200) {
@@ -203,7 +211,8 @@ int Submit(const std::vector<std::string>& all_args) {
   const std::string id = submitted.body.value("submission_id", "");
   std::fprintf(stderr, "Job '%s' submitted.\n", id.c_str());
   if (no_wait) {
-    std::fprintf(stderr, "  troupe job status %s\n  troupe job logs %s --follow\n  troupe job stop %s\n",
+    std::fprintf(stderr,
+                 "  troupe job status %s\n  troupe job logs %s --follow\n  troupe job stop %s\n",
                  id.c_str(), id.c_str(), id.c_str());
     return 0;
   }
@@ -223,7 +232,8 @@ int Simple(const std::string& verb, const std::vector<std::string>& args) {
   flags.AddString("temp-dir", &temp_dir, "Where local sessions live (default /tmp/troupe).");
   if (verb == "logs") flags.AddBool("follow", &follow, "Keep printing until the job ends.");
   std::vector<std::string> flag_args, positional;
-  for (const auto& arg : args) (absl::StartsWith(arg, "--") ? flag_args : positional).push_back(arg);
+  for (const auto& arg : args)
+    (absl::StartsWith(arg, "--") ? flag_args : positional).push_back(arg);
   auto parsed = flags.Parse(flag_args);
   if (flags.help_requested()) return std::printf("%s", flags.Usage().c_str()), 0;
   if (!parsed.ok()) return Fail("job " + verb, std::string(parsed.message()), 2);
@@ -237,9 +247,9 @@ int Simple(const std::string& verb, const std::vector<std::string>& args) {
   if (verb == "logs" && follow) {
     return ExitCodeOf(Follow(*api, id)) == 0 ? 0 : 0;  // the logs were printed either way
   }
-  Response r = verb == "status" ? Call(*api, "GET", "/api/jobs/" + id)
-               : verb == "logs" ? Call(*api, "GET", "/api/jobs/" + id + "/logs")
-               : verb == "stop" ? Call(*api, "POST", "/api/jobs/" + id + "/stop")
+  Response r = verb == "status"   ? Call(*api, "GET", "/api/jobs/" + id)
+               : verb == "logs"   ? Call(*api, "GET", "/api/jobs/" + id + "/logs")
+               : verb == "stop"   ? Call(*api, "POST", "/api/jobs/" + id + "/stop")
                : verb == "delete" ? Call(*api, "DELETE", "/api/jobs/" + id)
                                   : Call(*api, "GET", "/api/jobs/");
   if (r.status != 200) return Fail("job " + verb, Problem(r));
@@ -249,9 +259,9 @@ int Simple(const std::string& verb, const std::vector<std::string>& args) {
   } else if (verb == "logs") {
     std::fputs(r.body.value("logs", "").c_str(), stdout);
   } else if (verb == "stop") {
-    std::printf(r.body.value("stopped", false) ? "Stopping job '%s'.\n"
-                                               : "Job '%s' was not running.\n",
-                id.c_str());
+    std::printf(
+        r.body.value("stopped", false) ? "Stopping job '%s'.\n" : "Job '%s' was not running.\n",
+        id.c_str());
   } else if (verb == "delete") {
     std::printf("Deleted job '%s'.\n", id.c_str());
   } else {
@@ -301,13 +311,15 @@ int ListCommand(const std::vector<std::string>& args) {
       {"jobs", "/api/v0/jobs"},
       {"placement-groups", "/api/v0/placement_groups"}};
   if (args.empty() || (!kPaths.count(args[0]) && args[0] != "tasks")) {
-    std::fprintf(stderr, "Usage: troupe list <nodes|actors|jobs|placement-groups> [--address=URL]"
-                         " [--token=T]\n");
+    std::fprintf(stderr,
+                 "Usage: troupe list <nodes|actors|jobs|placement-groups> [--address=URL]"
+                 " [--token=T]\n");
     return 2;
   }
   if (args[0] == "tasks") {
-    return Fail("list", "tasks are not tracked cluster-wide yet (owners keep them); see "
-                        "`troupe list actors` and `troupe status`");
+    return Fail("list",
+                "tasks are not tracked cluster-wide yet (owners keep them); see "
+                "`troupe list actors` and `troupe status`");
   }
   std::string address, token, temp_dir;
   FlagParser flags("troupe list", "Lists the cluster's " + args[0] + " as JSON.");

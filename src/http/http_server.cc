@@ -41,14 +41,16 @@ class HttpMetrics {
     std::lock_guard<std::mutex> lock(mu_);
     ++requests_[{route, status}];
     Histogram& h = latency_[route];
-    for (size_t i = 0; i < std::size(kLatencyBuckets); ++i) h.buckets[i] += seconds <= kLatencyBuckets[i];
+    for (size_t i = 0; i < std::size(kLatencyBuckets); ++i)
+      h.buckets[i] += seconds <= kLatencyBuckets[i];
     ++h.count;
     h.sum += seconds;
   }
   void ObserveGcs(const std::string& method, double seconds) {
     std::lock_guard<std::mutex> lock(mu_);
     Histogram& h = gcs_latency_[method];
-    for (size_t i = 0; i < std::size(kLatencyBuckets); ++i) h.buckets[i] += seconds <= kLatencyBuckets[i];
+    for (size_t i = 0; i < std::size(kLatencyBuckets); ++i)
+      h.buckets[i] += seconds <= kLatencyBuckets[i];
     ++h.count;
     h.sum += seconds;
   }
@@ -81,9 +83,9 @@ class HttpMetrics {
         absl::StrAppend(out, name, "_bucket{", label, "=\"", value, "\",le=\"", kLatencyBuckets[i],
                         "\"} ", h.buckets[i], "\n");
       }
-      absl::StrAppend(out, name, "_bucket{", label, "=\"", value, "\",le=\"+Inf\"} ", h.count,
-                      "\n", name, "_sum{", label, "=\"", value, "\"} ", Num(h.sum), "\n", name,
-                      "_count{", label, "=\"", value, "\"} ", h.count, "\n");
+      absl::StrAppend(out, name, "_bucket{", label, "=\"", value, "\",le=\"+Inf\"} ", h.count, "\n",
+                      name, "_sum{", label, "=\"", value, "\"} ", Num(h.sum), "\n", name, "_count{",
+                      label, "=\"", value, "\"} ", h.count, "\n");
     }
   }
 
@@ -97,28 +99,40 @@ template <typename F>
 auto Timed(HttpMetrics& metrics, const char* method, F call) {
   const auto start = std::chrono::steady_clock::now();
   auto result = call();
-  metrics.ObserveGcs(method, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  metrics.ObserveGcs(
+      method, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return result;
 }
 
 const char* ActorState(rpc::ActorInfo::State state) {
   switch (state) {
-    case rpc::ActorInfo::DEPENDENCIES_UNREADY: return "DEPENDENCIES_UNREADY";
-    case rpc::ActorInfo::PENDING_CREATION: return "PENDING_CREATION";
-    case rpc::ActorInfo::ALIVE: return "ALIVE";
-    case rpc::ActorInfo::RESTARTING: return "RESTARTING";
-    case rpc::ActorInfo::DEAD: return "DEAD";
-    default: return "UNKNOWN";
+    case rpc::ActorInfo::DEPENDENCIES_UNREADY:
+      return "DEPENDENCIES_UNREADY";
+    case rpc::ActorInfo::PENDING_CREATION:
+      return "PENDING_CREATION";
+    case rpc::ActorInfo::ALIVE:
+      return "ALIVE";
+    case rpc::ActorInfo::RESTARTING:
+      return "RESTARTING";
+    case rpc::ActorInfo::DEAD:
+      return "DEAD";
+    default:
+      return "UNKNOWN";
   }
 }
 
 const char* GroupState(rpc::PlacementGroupInfo::State state) {
   switch (state) {
-    case rpc::PlacementGroupInfo::PENDING: return "PENDING";
-    case rpc::PlacementGroupInfo::CREATED: return "CREATED";
-    case rpc::PlacementGroupInfo::REMOVED: return "REMOVED";
-    case rpc::PlacementGroupInfo::RESCHEDULING: return "RESCHEDULING";
-    default: return "UNKNOWN";
+    case rpc::PlacementGroupInfo::PENDING:
+      return "PENDING";
+    case rpc::PlacementGroupInfo::CREATED:
+      return "CREATED";
+    case rpc::PlacementGroupInfo::REMOVED:
+      return "REMOVED";
+    case rpc::PlacementGroupInfo::RESCHEDULING:
+      return "RESCHEDULING";
+    default:
+      return "UNKNOWN";
   }
 }
 
@@ -150,22 +164,22 @@ class Server {
                              : httplib::Server::HandlerResponse::Handled;
     });
     http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                           StartOf(req))
-                                 .count();
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - StartOf(req)).count();
       metrics_.Observe(Route(req), res.status, seconds);
     });
     http.Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
-      Send(res, {200, json{{"version", "1"}, {"troupe_version", kVersion},
-                            {"ray_version", "troupe"}, {"ray_commit", ""}}});
+      Send(res, {200, json{{"version", "1"},
+                           {"troupe_version", kVersion},
+                           {"ray_version", "troupe"},
+                           {"ray_commit", ""}}});
     });
     http.Post("/api/jobs/?", [this](const httplib::Request& req, httplib::Response& res) {
       if (!JsonBody(req, res)) return;
       Send(res, jobs_.Submit(req.body));
     });
-    http.Get("/api/jobs/?", [this](const httplib::Request&, httplib::Response& res) {
-      Send(res, jobs_.List());
-    });
+    http.Get("/api/jobs/?",
+             [this](const httplib::Request&, httplib::Response& res) { Send(res, jobs_.List()); });
     http.Get(R"(/api/jobs/([^/]+)/?)", [this](const httplib::Request& req, httplib::Response& res) {
       Send(res, jobs_.Get(req.matches[1]));
     });
@@ -173,8 +187,9 @@ class Server {
              [this](const httplib::Request& req, httplib::Response& res) {
                Send(res, jobs_.Logs(req.matches[1]));
              });
-    http.Get(R"(/api/jobs/([^/]+)/logs/tail/?)",
-             [this](const httplib::Request& req, httplib::Response& res) { Tail(req.matches[1], res); });
+    http.Get(
+        R"(/api/jobs/([^/]+)/logs/tail/?)",
+        [this](const httplib::Request& req, httplib::Response& res) { Tail(req.matches[1], res); });
     http.Post(R"(/api/jobs/([^/]+)/stop/?)",
               [this](const httplib::Request& req, httplib::Response& res) {
                 Send(res, jobs_.Stop(req.matches[1]));
@@ -191,13 +206,17 @@ class Server {
              [this](const httplib::Request& req, httplib::Response& res) {
                Send(res, jobs_.HasPackage(req.matches[1]));
              });
-    http.Get("/api/v0/nodes", [this](const httplib::Request&, httplib::Response& res) { Send(res, Nodes()); });
-    http.Get("/api/v0/actors", [this](const httplib::Request&, httplib::Response& res) { Send(res, Actors()); });
+    http.Get("/api/v0/nodes",
+             [this](const httplib::Request&, httplib::Response& res) { Send(res, Nodes()); });
+    http.Get("/api/v0/actors",
+             [this](const httplib::Request&, httplib::Response& res) { Send(res, Actors()); });
     http.Get("/api/v0/placement_groups",
              [this](const httplib::Request&, httplib::Response& res) { Send(res, Groups()); });
-    http.Get("/api/v0/jobs", [this](const httplib::Request&, httplib::Response& res) { Send(res, Drivers()); });
-    http.Get("/api/cluster_status",
-             [this](const httplib::Request&, httplib::Response& res) { Send(res, ClusterStatus()); });
+    http.Get("/api/v0/jobs",
+             [this](const httplib::Request&, httplib::Response& res) { Send(res, Drivers()); });
+    http.Get("/api/cluster_status", [this](const httplib::Request&, httplib::Response& res) {
+      Send(res, ClusterStatus());
+    });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(Metrics(), "text/plain; version=0.0.4; charset=utf-8");
     });
@@ -258,8 +277,8 @@ class Server {
   static bool JsonBody(const httplib::Request& req, httplib::Response& res) {
     if (req.body.size() > kMaxJsonBody) {
       Send(res, jobs::Error(413, absl::StrCat("the body is ", req.body.size(),
-                                              " bytes; JSON requests are limited to ",
-                                              kMaxJsonBody, " bytes")));
+                                              " bytes; JSON requests are limited to ", kMaxJsonBody,
+                                              " bytes")));
       return false;
     }
     return true;
@@ -267,7 +286,8 @@ class Server {
 
   // Streams the job's output as it grows, until the job has ended and everything was sent.
   void Tail(const std::string& id, httplib::Response& res) {
-    if (!jobs_.Record(id)) return Send(res, jobs::Error(404, "no job with submission_id '" + id + "'"));
+    if (!jobs_.Record(id))
+      return Send(res, jobs::Error(404, "no job with submission_id '" + id + "'"));
     auto sent = std::make_shared<size_t>(0);
     res.set_chunked_content_provider(
         "text/plain", [this, id, sent](size_t, httplib::DataSink& sink) {
@@ -291,7 +311,8 @@ class Server {
 
   jobs::Reply Nodes() {
     auto nodes = Timed(metrics_, "GetAllNodeInfo", [&] { return gcs_->GetAllNodeInfo(); });
-    auto usage = Timed(metrics_, "GetAllResourceUsage", [&] { return gcs_->GetAllResourceUsage(); });
+    auto usage =
+        Timed(metrics_, "GetAllResourceUsage", [&] { return gcs_->GetAllResourceUsage(); });
     if (!nodes.ok()) return jobs::Error(503, std::string(nodes.status().message()));
     std::map<std::string, rpc::ResourceUsage> by_node;
     if (usage.ok()) {
@@ -341,7 +362,8 @@ class Server {
   }
 
   jobs::Reply Groups() {
-    auto groups = Timed(metrics_, "GetAllPlacementGroups", [&] { return gcs_->GetAllPlacementGroups(); });
+    auto groups =
+        Timed(metrics_, "GetAllPlacementGroups", [&] { return gcs_->GetAllPlacementGroups(); });
     if (!groups.ok()) return jobs::Error(503, std::string(groups.status().message()));
     static const char* kStrategies[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
     json out = json::array();
@@ -389,14 +411,17 @@ class Server {
         continue;
       }
       ++alive;
-      for (const auto& [k, v] : node["resources_total"].items()) total[k] = total.value(k, 0.0) + v.get<double>();
+      for (const auto& [k, v] : node["resources_total"].items())
+        total[k] = total.value(k, 0.0) + v.get<double>();
       if (node.contains("resources_available")) {
         for (const auto& [k, v] : node["resources_available"].items()) {
           available[k] = available.value(k, 0.0) + v.get<double>();
         }
       }
     }
-    return {200, json{{"alive_nodes", alive}, {"dead_nodes", dead}, {"resources_total", total},
+    return {200, json{{"alive_nodes", alive},
+                      {"dead_nodes", dead},
+                      {"resources_total", total},
                       {"resources_available", available}}};
   }
 
@@ -411,8 +436,8 @@ class Server {
       for (const auto& n : nodes.body) (n["state"] == "ALIVE" ? alive : dead)++;
     }
     gauge("troupe_nodes", "Nodes by state.");
-    absl::StrAppend(&out, "troupe_nodes{state=\"alive\"} ", alive, "\ntroupe_nodes{state=\"dead\"} ",
-                    dead, "\n");
+    absl::StrAppend(&out, "troupe_nodes{state=\"alive\"} ", alive,
+                    "\ntroupe_nodes{state=\"dead\"} ", dead, "\n");
     gauge("troupe_node_resource_capacity", "Resources an alive node offers.");
     std::string available_lines, store_used, store_spilled;
     for (const auto& n : nodes.body) {
@@ -457,7 +482,8 @@ class Server {
       absl::StrAppend(&out, "troupe_placement_groups{state=\"", state, "\"} ", n, "\n");
     }
     std::map<std::string, int> job_states;
-    for (const char* s : {jobs::kPending, jobs::kRunning, jobs::kStopped, jobs::kSucceeded, jobs::kFailed}) {
+    for (const char* s :
+         {jobs::kPending, jobs::kRunning, jobs::kStopped, jobs::kSucceeded, jobs::kFailed}) {
       job_states[s] = 0;
     }
     if (auto submitted = jobs_.List(); submitted.status == 200) {
@@ -502,8 +528,8 @@ absl::Status RunHttpServer(const HttpServerOptions& options) {
   server.Install(http);
   if (!http.bind_to_port(options.bind.c_str(), options.port)) {
     Shutdown();
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind, ":",
-                                               options.port, " (in use? pick --http-port)"));
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind, ":", options.port,
+                                               " (in use? pick --http-port)"));
   }
   running_server = &http;
   std::thread stopper([&http] {

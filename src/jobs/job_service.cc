@@ -50,7 +50,7 @@ Reply JobService::Submit(const std::string& request_body) {
   if (request.is_discarded()) return Error(400, "the body is not valid JSON");
   if (!request.is_object()) return Error(400, "the body must be a JSON object");
   static const std::set<std::string> kKnown = {
-      "entrypoint",          "submission_id",       "runtime_env",         "metadata",
+      "entrypoint",          "submission_id",       "runtime_env",          "metadata",
       "entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources", "job_id"};
   for (const auto& [key, value] : request.items()) {
     if (!kKnown.count(key)) {
@@ -61,14 +61,16 @@ Reply JobService::Submit(const std::string& request_body) {
   }
   if (!request.contains("entrypoint") || !request["entrypoint"].is_string() ||
       request["entrypoint"].get<std::string>().empty()) {
-    return Error(400, "field 'entrypoint' is required: the shell command to run, e.g. "
-                      "\"./my_app --epochs 5\"");
+    return Error(400,
+                 "field 'entrypoint' is required: the shell command to run, e.g. "
+                 "\"./my_app --epochs 5\"");
   }
   std::string id;
   if (request.contains("submission_id") && !request["submission_id"].is_null()) {
     if (!request["submission_id"].is_string() || !ValidId(request["submission_id"])) {
-      return Error(400, "field 'submission_id' must be 1-128 characters of letters, digits, "
-                        "'_', '-' or '.'");
+      return Error(400,
+                   "field 'submission_id' must be 1-128 characters of letters, digits, "
+                   "'_', '-' or '.'");
     }
     id = request["submission_id"];
   } else {
@@ -175,7 +177,8 @@ std::optional<json> JobService::Record(const std::string& id) {
   if (record.is_discarded()) return std::nullopt;
   // A job still PENDING/RUNNING whose supervisor is gone will never be updated: it failed.
   const std::string status = record.value("status", "");
-  if (!IsTerminal(status) && NowMillis() - record.value("start_time", int64_t{0}) > kSupervisorGraceMs &&
+  if (!IsTerminal(status) &&
+      NowMillis() - record.value("start_time", int64_t{0}) > kSupervisorGraceMs &&
       !Supervisor(id).has_value()) {
     auto again = gcs_->KVGet(kJobsNamespace, RecordKey(id));  // it may have just finished
     if (again.ok() && again->has_value()) record = json::parse(**again, nullptr, false);
@@ -223,8 +226,8 @@ Reply JobService::Stop(const std::string& id) {
   auto supervisor = Supervisor(id);
   if (!supervisor) return {200, json{{"stopped", false}}};
   try {
-    const bool stopped = *troupe::Get(supervisor->Task(&JobSupervisor::Stop).Remote(),
-                                      std::chrono::seconds(10));
+    const bool stopped =
+        *troupe::Get(supervisor->Task(&JobSupervisor::Stop).Remote(), std::chrono::seconds(10));
     return {200, json{{"stopped", stopped}}};
   } catch (const TroupeError& e) {
     return Error(503, std::string("could not reach the job supervisor: ") + e.what());
@@ -248,7 +251,8 @@ Reply JobService::PutPackage(const std::string& name, const std::string& bytes) 
   if (!digest.ok()) return Error(400, std::string(digest.status().message()));
   if (static_cast<int64_t>(bytes.size()) > kMaxPackageBytes) {
     return Error(413, absl::StrCat("the package is ", bytes.size() >> 20, " MiB; the limit is ",
-                                   kMaxPackageBytes >> 20, " MiB (leave large data out of "
+                                   kMaxPackageBytes >> 20,
+                                   " MiB (leave large data out of "
                                    "working_dir and read it from shared storage)"));
   }
   if (Sha256Hex(bytes) != *digest) {

@@ -50,8 +50,7 @@ std::string Env(const char* name) {
 }
 
 // Unpacks the job's working-directory package (if any) and returns the directory to run in.
-std::string PrepareWorkingDir(const std::string& id, const JobRecord& record,
-                              std::string* digest) {
+std::string PrepareWorkingDir(const std::string& id, const JobRecord& record, std::string* digest) {
   const std::string uri = record.value("runtime_env", JobRecord::object()).value("working_dir", "");
   const std::string dir = (std::filesystem::temp_directory_path() / ("troupe-job-" + id)).string();
   std::filesystem::create_directories(dir);

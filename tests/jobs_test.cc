@@ -186,6 +186,14 @@ TEST_F(JobsTest, MetricsPassPromtoolAndCountTheCluster) {
   EXPECT_TRUE(absl::StrContains(r->body, "troupe_nodes{state=\"alive\"} 3")) << r->body;
   EXPECT_TRUE(absl::StrContains(r->body, "troupe_node_resource_capacity{")) << r->body;
   EXPECT_TRUE(absl::StrContains(r->body, "troupe_object_store_used_bytes{")) << r->body;
+  // The job program submits 5 tasks (1 + 4 squares), all finishing.
+  CommandResult job = Job({"submit", "--", JobProgram()});
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+  r = Request("GET", "/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(absl::StrContains(r->body, "troupe_tasks_total{state=\"submitted\"} 5")) << r->body;
+  EXPECT_TRUE(absl::StrContains(r->body, "troupe_tasks_total{state=\"finished\"} 5")) << r->body;
+  EXPECT_TRUE(absl::StrContains(r->body, "troupe_jobs{status=\"SUCCEEDED\"} 1")) << r->body;
   if (!std::filesystem::exists("/usr/bin/promtool"))
     GTEST_SKIP() << "no promtool (Debian prometheus)";
   const std::string path = absl::StrCat(testing::TempDir(), "/metrics.txt");

@@ -100,13 +100,29 @@ absl::Status CoreWorker::Start() {
             FailTask(spec, error, message);
           }});
   timer_ = std::thread([this] { TimerLoop(); });
+  metrics_reporter_ = std::thread([this] {
+    while (!stop_timer_.WaitForNotificationWithTimeout(absl::Seconds(2))) ReportTaskCounters();
+  });
   return absl::OkStatus();
+}
+
+void CoreWorker::ReportTaskCounters() {
+  const TaskSubmitter::Counters& c = submitter_->counters();
+  std::string value = absl::StrCat(c.submitted.load(), " ", c.finished.load(), " ", c.failed.load(),
+                                   " ", c.retried.load());
+  if (value == last_reported_counters_ || c.submitted.load() == 0) return;
+  // One key per process that submitted tasks; the head's /metrics adds them up.
+  if (gcs_->KVPut(kTaskCountersNamespace, options_.worker_id.Hex(), value, true).ok()) {
+    last_reported_counters_ = value;
+  }
 }
 
 void CoreWorker::Shutdown() {
   if (!server_) return;
   stop_timer_.Notify();
   if (timer_.joinable()) timer_.join();
+  if (metrics_reporter_.joinable()) metrics_reporter_.join();
+  ReportTaskCounters();  // a short-lived driver's tasks count too
   if (submitter_) submitter_->Shutdown();
   if (actor_submitter_) actor_submitter_->Shutdown();
   std::deque<std::shared_ptr<PendingPush>> unrun;

@@ -104,6 +104,10 @@ struct TaskSubmitOptions {
   rpc::SchedulingStrategy strategy;
 };
 
+// GCS KV namespace of per-process task counters: key worker id (hex), value "submitted finished
+// failed retried". Kept after the process ends, so the sums are cluster totals.
+inline constexpr char kTaskCountersNamespace[] = "troupe_task_counters";
+
 class CoreWorker {
  public:
   explicit CoreWorker(CoreWorkerOptions options);
@@ -266,6 +270,10 @@ class CoreWorker {
 
   absl::Notification stop_timer_;
   std::thread timer_;
+  // Every 2 s (and at shutdown): this process's task counters into the GCS KV, for /metrics.
+  void ReportTaskCounters();
+  std::thread metrics_reporter_;
+  std::string last_reported_counters_;
 };
 
 }  // namespace troupe

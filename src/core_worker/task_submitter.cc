@@ -50,6 +50,7 @@ void TaskSubmitter::EndCall(uint64_t call_id) {
 }
 
 void TaskSubmitter::Submit(rpc::TaskSpec spec) {
+  if (spec.attempt() == 0) ++counters_.submitted;
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
@@ -176,6 +177,7 @@ void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& sp
   }
   if (!warning.empty()) callbacks_.warn(warning);
   for (const auto& task : failed) {
+    ++counters_.failed;
     callbacks_.on_failure(task, StoredObject::Error::kTaskFailed,
                           absl::StrCat("task ", task.function_name(), " cannot run: ", failure));
   }
@@ -230,6 +232,7 @@ void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskS
   }
   if (!reply.ok()) {
     if (cancelled) {
+      ++counters_.failed;
       callbacks_.on_failure(spec, StoredObject::Error::kCancelled,
                             absl::StrCat("task ", spec.function_name(), " was cancelled"));
     } else {
@@ -244,6 +247,7 @@ void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskS
         (spec.max_retries() < 0 || spec.attempt() < spec.max_retries())) {
       RetryOrFail(std::move(spec), StoredObject::Error::kApplication, "");
     } else {
+      ++(threw ? counters_.failed : counters_.finished);
       callbacks_.on_reply(spec, std::move(*reply));
     }
   }
@@ -253,6 +257,7 @@ void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskS
 void TaskSubmitter::RetryOrFail(rpc::TaskSpec spec, StoredObject::Error error,
                                 const std::string& message) {
   if (spec.max_retries() >= 0 && spec.attempt() >= spec.max_retries()) {
+    ++counters_.failed;
     callbacks_.on_failure(spec, error,
                           absl::StrCat(message, "; gave up after ", spec.attempt() + 1,
                                        " attempt(s) (SetMaxRetries raises the limit)"));
@@ -262,6 +267,7 @@ void TaskSubmitter::RetryOrFail(rpc::TaskSpec spec, StoredObject::Error error,
     TROUPE_LOG(Warning) << message << "; retrying (attempt " << spec.attempt() + 2 << ")";
   }
   spec.set_attempt(spec.attempt() + 1);
+  ++counters_.retried;
   Submit(std::move(spec));
 }
 
@@ -288,6 +294,7 @@ bool TaskSubmitter::Cancel(const TaskId& task_id, bool force) {
     }
   }
   if (dropped) {
+    ++counters_.failed;
     callbacks_.on_failure(*dropped, StoredObject::Error::kCancelled,
                           absl::StrCat("task ", dropped->function_name(), " was cancelled"));
     return true;

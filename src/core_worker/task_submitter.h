@@ -8,6 +8,7 @@
 // Thread-safe. Callbacks run on gRPC threads, without the submitter's lock held.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -49,6 +50,14 @@ class TaskSubmitter {
 
   TaskSubmitter(TaskSubmitterOptions options, ClientPool<RayletClient>* raylets,
                 ClientPool<CoreWorkerClient>* workers, Callbacks callbacks);
+
+  // What this process's tasks did so far (for cluster metrics): submitted (first attempts),
+  // finished (ran without an application error), failed (gave up, threw, or were cancelled),
+  // retried (attempts after the first).
+  struct Counters {
+    std::atomic<int64_t> submitted{0}, finished{0}, failed{0}, retried{0};
+  };
+  const Counters& counters() const { return counters_; }
 
   void Submit(rpc::TaskSpec spec);
   // Queued: dropped and failed as cancelled (true). Running and `force`: its worker is killed
@@ -124,6 +133,7 @@ class TaskSubmitter {
   absl::flat_hash_map<std::string, Queue> queues_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<TaskId, Running> running_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<TaskId> cancelled_ ABSL_GUARDED_BY(mu_);
+  Counters counters_;
 };
 
 }  // namespace troupe

@@ -9,14 +9,17 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "proto/gcs.pb.h"
 #include "src/common/flag_parser.h"
 #include "src/common/ids.h"
 #include "src/common/package.h"
+#include "src/core_worker/core_worker.h"
 #include "src/jobs/job_record.h"
 #include "src/jobs/job_service.h"
 #include "src/rpc/gcs_client.h"
@@ -488,6 +491,28 @@ class Server {
     }
     if (auto submitted = jobs_.List(); submitted.status == 200) {
       for (const auto& j : submitted.body) ++job_states[j.value("status", "")];
+    }
+    // Tasks, summed over the counters every submitting process reports (src/core_worker).
+    int64_t tasks[4] = {0, 0, 0, 0};
+    auto keys = Timed(metrics_, "KVKeys", [&] { return gcs_->KVKeys(kTaskCountersNamespace, ""); });
+    if (keys.ok()) {
+      for (const auto& key : *keys) {
+        auto value = gcs_->KVGet(kTaskCountersNamespace, key);
+        if (!value.ok() || !value->has_value()) continue;
+        std::vector<std::string> fields = absl::StrSplit(**value, ' ');
+        for (size_t i = 0; i < 4 && i < fields.size(); ++i) {
+          int64_t n = 0;
+          if (absl::SimpleAtoi(fields[i], &n)) tasks[i] += n;
+        }
+      }
+    }
+    absl::StrAppend(&out,
+                    "# HELP troupe_tasks_total Tasks (not actor calls) by what happened to "
+                    "them: submitted (first attempts), finished, failed, retried.\n"
+                    "# TYPE troupe_tasks_total counter\n");
+    const char* kTaskStates[] = {"submitted", "finished", "failed", "retried"};
+    for (int i = 0; i < 4; ++i) {
+      absl::StrAppend(&out, "troupe_tasks_total{state=\"", kTaskStates[i], "\"} ", tasks[i], "\n");
     }
     gauge("troupe_jobs", "Submitted jobs by status.");
     for (const auto& [state, n] : job_states) {

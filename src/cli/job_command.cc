@@ -75,6 +75,19 @@ std::optional<ApiTarget> ResolveApi(const std::string& address_flag, const std::
   return target;
 }
 
+// --address, --token and --temp-dir: how every HTTP-API command finds the head.
+struct ApiFlags {
+  std::string address, token, temp_dir;
+  void Register(FlagParser* flags) {
+    flags->AddString("address", &address, "The head's HTTP API, http://HOST:8265.");
+    flags->AddString("token", &token, "Cluster token (default: $TROUPE_TOKEN or the local one).");
+    flags->AddString("temp-dir", &temp_dir, "Where local sessions live (default /tmp/troupe).");
+  }
+  std::optional<ApiTarget> Resolve(std::string* error) const {
+    return ResolveApi(address, token, temp_dir, error);
+  }
+};
+
 struct Response {
   int status = 0;
   json body;
@@ -148,16 +161,15 @@ int Submit(const std::vector<std::string>& all_args) {
   const std::vector<std::string> args(all_args.begin(), dashes);
   const std::vector<std::string> command(dashes == all_args.end() ? dashes : dashes + 1,
                                          all_args.end());
-  std::string address, token, temp_dir, working_dir, submission_id, metadata;
+  ApiFlags api_flags;
+  std::string working_dir, submission_id, metadata;
   double cpus = 0, gpus = 0;
   bool no_wait = false;
   FlagParser flags("troupe job submit",
                    "Runs CMD as a job on the cluster; waits and streams its output unless "
                    "--no-wait; exits with the job's status.\n  troupe job submit --working-dir . "
                    "-- ./my_app --epochs 5");
-  flags.AddString("address", &address, "The head's HTTP API, http://HOST:8265.");
-  flags.AddString("token", &token, "Cluster token (default: $TROUPE_TOKEN or the local one).");
-  flags.AddString("temp-dir", &temp_dir, "Where local sessions live (default /tmp/troupe).");
+  api_flags.Register(&flags);
   flags.AddString(
       "working-dir", &working_dir,
       "Directory uploaded (<= 100 MiB) and unpacked where the job and its workers run.");
@@ -174,7 +186,7 @@ int Submit(const std::vector<std::string>& all_args) {
                 2);
   }
   std::string error;
-  auto api = ResolveApi(address, token, temp_dir, &error);
+  auto api = api_flags.Resolve(&error);
   if (!api) return Fail("job submit", error);
   json request = {
       {"entrypoint", absl::StrJoin(command, " ", [](std::string* out, const std::string& a) {
@@ -224,12 +236,10 @@ int Submit(const std::vector<std::string>& all_args) {
 
 // status / logs / stop / list / delete share their flags.
 int Simple(const std::string& verb, const std::vector<std::string>& args) {
-  std::string address, token, temp_dir;
+  ApiFlags api_flags;
   bool follow = false;
   FlagParser flags("troupe job " + verb, "See `troupe job --help`.");
-  flags.AddString("address", &address, "The head's HTTP API, http://HOST:8265.");
-  flags.AddString("token", &token, "Cluster token (default: $TROUPE_TOKEN or the local one).");
-  flags.AddString("temp-dir", &temp_dir, "Where local sessions live (default /tmp/troupe).");
+  api_flags.Register(&flags);
   if (verb == "logs") flags.AddBool("follow", &follow, "Keep printing until the job ends.");
   std::vector<std::string> flag_args, positional;
   for (const auto& arg : args)
@@ -241,11 +251,12 @@ int Simple(const std::string& verb, const std::vector<std::string>& args) {
     return Fail("job " + verb, "give one submission id: troupe job " + verb + " <id>", 2);
   }
   std::string error;
-  auto api = ResolveApi(address, token, temp_dir, &error);
+  auto api = api_flags.Resolve(&error);
   if (!api) return Fail("job " + verb, error);
   const std::string id = positional.empty() ? "" : positional[0];
   if (verb == "logs" && follow) {
-    return ExitCodeOf(Follow(*api, id)) == 0 ? 0 : 0;  // the logs were printed either way
+    Follow(*api, id);  // prints the output until the job ends
+    return 0;
   }
   Response r = verb == "status"   ? Call(*api, "GET", "/api/jobs/" + id)
                : verb == "logs"   ? Call(*api, "GET", "/api/jobs/" + id + "/logs")
@@ -321,15 +332,13 @@ int ListCommand(const std::vector<std::string>& args) {
                 "tasks are not tracked cluster-wide yet (owners keep them); see "
                 "`troupe list actors` and `troupe status`");
   }
-  std::string address, token, temp_dir;
+  ApiFlags api_flags;
   FlagParser flags("troupe list", "Lists the cluster's " + args[0] + " as JSON.");
-  flags.AddString("address", &address, "The head's HTTP API, http://HOST:8265.");
-  flags.AddString("token", &token, "Cluster token (default: $TROUPE_TOKEN or the local one).");
-  flags.AddString("temp-dir", &temp_dir, "Where local sessions live (default /tmp/troupe).");
+  api_flags.Register(&flags);
   auto parsed = flags.Parse(std::vector<std::string>(args.begin() + 1, args.end()));
   if (!parsed.ok()) return Fail("list", std::string(parsed.message()), 2);
   std::string error;
-  auto api = ResolveApi(address, token, temp_dir, &error);
+  auto api = api_flags.Resolve(&error);
   if (!api) return Fail("list", error);
   Response r = Call(*api, "GET", kPaths.at(args[0]));
   if (r.status != 200) return Fail("list", Problem(r));
@@ -342,15 +351,14 @@ int ListCommand(const std::vector<std::string>& args) {
 namespace troupe {
 
 int LogsCommand(const std::vector<std::string>& args) {
-  std::string temp_dir, actor, address, token;
+  ApiFlags api_flags;
+  std::string actor;
   FlagParser flags("troupe logs",
                    "Lists this machine's Troupe log files (daemons and workers of every local "
                    "session), or prints those whose name contains NAME:\n  troupe logs\n  troupe "
                    "logs raylet\n  troupe logs --actor=<actor id prefix>   (on the actor's node)");
-  flags.AddString("temp-dir", &temp_dir, "Where local sessions live (default /tmp/troupe).");
+  api_flags.Register(&flags);
   flags.AddString("actor", &actor, "Print the log of the worker holding this actor.");
-  flags.AddString("address", &address, "The head's HTTP API (for --actor).");
-  flags.AddString("token", &token, "Cluster token (for --actor).");
   std::vector<std::string> flag_args, names;
   for (const auto& arg : args) (absl::StartsWith(arg, "--") ? flag_args : names).push_back(arg);
   auto parsed = flags.Parse(flag_args);
@@ -358,7 +366,7 @@ int LogsCommand(const std::vector<std::string>& args) {
   if (!parsed.ok()) return Fail("logs", std::string(parsed.message()), 2);
   if (!actor.empty()) {
     std::string error;
-    auto api = ResolveApi(address, token, temp_dir, &error);
+    auto api = api_flags.Resolve(&error);
     if (!api) return Fail("logs", error);
     Response actors = Call(*api, "GET", "/api/v0/actors");
     if (actors.status != 200) return Fail("logs", Problem(actors));
@@ -370,7 +378,7 @@ int LogsCommand(const std::vector<std::string>& args) {
     names = {"worker-" + worker.substr(0, 8)};
   }
   std::vector<std::string> files;
-  for (const auto& session : Session::All(ResolveTempRoot(temp_dir))) {
+  for (const auto& session : Session::All(ResolveTempRoot(api_flags.temp_dir))) {
     const std::string dir = session.dir() + "/logs";
     std::error_code error;
     for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {

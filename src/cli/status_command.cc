@@ -141,23 +141,6 @@ void PrintJson(const rpc::GetClusterInfoReply& info, const std::string& address,
   printf("%s\n", out.dump(2).c_str());
 }
 
-const char* ActorStateName(rpc::ActorInfo::State state) {
-  switch (state) {
-    case rpc::ActorInfo::DEPENDENCIES_UNREADY:
-      return "DEPENDENCIES_UNREADY";
-    case rpc::ActorInfo::PENDING_CREATION:
-      return "PENDING_CREATION";
-    case rpc::ActorInfo::ALIVE:
-      return "ALIVE";
-    case rpc::ActorInfo::RESTARTING:
-      return "RESTARTING";
-    case rpc::ActorInfo::DEAD:
-      return "DEAD";
-    default:
-      return "UNKNOWN";
-  }
-}
-
 int PrintActors(GcsClient* gcs, const std::string& format) {
   auto actors = gcs->GetAllActorInfo();
   if (!actors.ok()) {
@@ -168,7 +151,7 @@ int PrintActors(GcsClient* gcs, const std::string& format) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& actor : *actors) {
       out.push_back({{"actor_id", BytesToHex(actor.actor_id())},
-                     {"state", ActorStateName(actor.state())},
+                     {"state", rpc::ActorInfo::State_Name(actor.state())},
                      {"class", actor.class_name()},
                      {"name", actor.name()},
                      {"namespace", actor.namespace_name()},
@@ -189,9 +172,10 @@ int PrintActors(GcsClient* gcs, const std::string& format) {
     if (!actor.death_cause().empty()) detail += "  " + actor.death_cause();
     if (!actor.pending_reason().empty()) detail += "  pending: " + actor.pending_reason();
     printf("%-16s %-17s %-24s %-16s %-9s %-7d %s\n",
-           BytesToHex(actor.actor_id()).substr(0, 16).c_str(), ActorStateName(actor.state()),
-           actor.class_name().c_str(), actor.name().c_str(),
-           BytesToHex(actor.node_id()).substr(0, 8).c_str(), actor.pid(), detail.c_str());
+           BytesToHex(actor.actor_id()).substr(0, 16).c_str(),
+           rpc::ActorInfo::State_Name(actor.state()).c_str(), actor.class_name().c_str(),
+           actor.name().c_str(), BytesToHex(actor.node_id()).substr(0, 8).c_str(), actor.pid(),
+           detail.c_str());
   }
   if (actors->empty()) printf("(no actors)\n");
   return 0;

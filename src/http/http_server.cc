@@ -107,38 +107,6 @@ auto Timed(HttpMetrics& metrics, const char* method, F call) {
   return result;
 }
 
-const char* ActorState(rpc::ActorInfo::State state) {
-  switch (state) {
-    case rpc::ActorInfo::DEPENDENCIES_UNREADY:
-      return "DEPENDENCIES_UNREADY";
-    case rpc::ActorInfo::PENDING_CREATION:
-      return "PENDING_CREATION";
-    case rpc::ActorInfo::ALIVE:
-      return "ALIVE";
-    case rpc::ActorInfo::RESTARTING:
-      return "RESTARTING";
-    case rpc::ActorInfo::DEAD:
-      return "DEAD";
-    default:
-      return "UNKNOWN";
-  }
-}
-
-const char* GroupState(rpc::PlacementGroupInfo::State state) {
-  switch (state) {
-    case rpc::PlacementGroupInfo::PENDING:
-      return "PENDING";
-    case rpc::PlacementGroupInfo::CREATED:
-      return "CREATED";
-    case rpc::PlacementGroupInfo::REMOVED:
-      return "REMOVED";
-    case rpc::PlacementGroupInfo::RESCHEDULING:
-      return "RESCHEDULING";
-    default:
-      return "UNKNOWN";
-  }
-}
-
 json MapToJson(const google::protobuf::Map<std::string, double>& map) {
   json out = json::object();
   for (const auto& [k, v] : map) out[k] = v;
@@ -351,7 +319,7 @@ class Server {
                      {"class_name", a.class_name()},
                      {"name", a.name()},
                      {"namespace", a.namespace_name()},
-                     {"state", ActorState(a.state())},
+                     {"state", rpc::ActorInfo::State_Name(a.state())},
                      {"node_id", BytesToHex(a.node_id())},
                      {"pid", a.pid()},
                      {"worker_id", BytesToHex(a.worker_id())},
@@ -368,15 +336,14 @@ class Server {
     auto groups =
         Timed(metrics_, "GetAllPlacementGroups", [&] { return gcs_->GetAllPlacementGroups(); });
     if (!groups.ok()) return jobs::Error(503, std::string(groups.status().message()));
-    static const char* kStrategies[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
     json out = json::array();
     for (const auto& g : *groups) {
       json bundles = json::array();
       for (const auto& b : g.bundles()) bundles.push_back(MapToJson(b.resources()));
       out.push_back({{"placement_group_id", BytesToHex(g.placement_group_id())},
                      {"name", g.name()},
-                     {"state", GroupState(g.state())},
-                     {"strategy", kStrategies[g.strategy() % 4]},
+                     {"state", rpc::PlacementGroupInfo::State_Name(g.state())},
+                     {"strategy", rpc::PlacementGroupInfo::Strategy_Name(g.strategy())},
                      {"bundles", bundles},
                      {"pending_reason", g.pending_reason()}});
     }

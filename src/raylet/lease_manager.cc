@@ -206,8 +206,6 @@ void LeaseManager::Dispatch() {
 void LeaseManager::StartGrants(std::vector<Grant> grants) {
   for (auto& grant : grants) {
     auto job_id = JobId::FromBinary(grant.pending.request.resource_spec().job_id());
-    absl::StatusOr<rpc::JobInfo> job =
-        job_id.ok() ? lookup_job_(*job_id) : absl::StatusOr<rpc::JobInfo>(job_id.status());
     std::function<void(Grant&, const std::string&)> fail = [this](Grant& g,
                                                                   const std::string& message) {
       {
@@ -217,30 +215,34 @@ void LeaseManager::StartGrants(std::vector<Grant> grants) {
       g.pending.done(Rejected(message));
       Dispatch();
     };
+    if (!job_id.ok()) {
+      fail(grant, absl::StrCat("cannot start a worker: ", job_id.status().message()));
+      continue;
+    }
     auto shared = std::make_shared<Grant>(std::move(grant));
-    if (!job.ok() && (absl::IsDeadlineExceeded(job.status()) || absl::IsUnavailable(job.status()))) {
-      // The GCS is slow or briefly away (an overloaded machine): keep asking off this thread
-      // rather than failing the lease, which would fail an actor's creation for good.
-      TROUPE_LOG(Warning) << "looking up the job failed (" << job.status().message()
-                          << "); retrying";
-      std::thread([this, shared, fail, job_id = *job_id] {
-        absl::StatusOr<rpc::JobInfo> found = absl::DeadlineExceededError("not tried");
-        for (int attempt = 0; attempt < 5 && !found.ok(); ++attempt) {
-          absl::SleepFor(absl::Milliseconds(200));
-          found = lookup_job_(job_id);
-        }
-        if (!found.ok()) {
-          return fail(*shared, absl::StrCat("cannot start a worker: ", found.status().message()));
-        }
-        PopWorkerFor(*found, shared, /*attempts_left=*/3, fail);
-      }).detach();
+    absl::StatusOr<rpc::JobInfo> job = lookup_job_(*job_id, /*cached_only=*/true);
+    if (job.ok()) {
+      PopWorkerFor(*job, shared, /*attempts_left=*/3, fail);
       continue;
     }
-    if (!job.ok()) {
-      fail(*shared, absl::StrCat("cannot start a worker: ", job.status().message()));
-      continue;
-    }
-    PopWorkerFor(*job, shared, /*attempts_left=*/3, fail);
+    // A job this raylet has not seen yet: ask the GCS off this thread (it may be a gRPC callback
+    // thread the GCS needs too, when both live in one process), retrying while it is slow.
+    std::thread([this, shared, fail, job_id = *job_id] {
+      absl::StatusOr<rpc::JobInfo> found = lookup_job_(job_id, /*cached_only=*/false);
+      for (int attempt = 0; attempt < 5 && !found.ok() &&
+                            (absl::IsDeadlineExceeded(found.status()) ||
+                             absl::IsUnavailable(found.status()));
+           ++attempt) {
+        TROUPE_LOG(Warning) << "looking up job " << job_id.Hex() << " failed ("
+                            << found.status().message() << "); retrying";
+        absl::SleepFor(absl::Milliseconds(200));
+        found = lookup_job_(job_id, /*cached_only=*/false);
+      }
+      if (!found.ok()) {
+        return fail(*shared, absl::StrCat("cannot start a worker: ", found.status().message()));
+      }
+      PopWorkerFor(*found, shared, /*attempts_left=*/3, fail);
+    }).detach();
   }
 }
 

@@ -32,7 +32,8 @@ namespace troupe {
 class LeaseManager {
  public:
   using LeaseCallback = std::function<void(rpc::RequestWorkerLeaseReply)>;
-  using JobLookup = std::function<absl::StatusOr<rpc::JobInfo>(const JobId&)>;
+  // The job's info. With cached_only, answers NotFound at once instead of asking the GCS.
+  using JobLookup = std::function<absl::StatusOr<rpc::JobInfo>(const JobId&, bool cached_only)>;
 
   LeaseManager(NodeId local_node, const ResourceSet& total, WorkerPool* pool, JobLookup lookup_job);
 

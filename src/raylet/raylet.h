@@ -82,7 +82,8 @@ class Raylet {
   // Follows job and node changes: when a job finishes, its workers here are killed; dead nodes
   // are remembered so tasks bound to them fail instead of waiting.
   void FollowJobs();
-  absl::StatusOr<rpc::JobInfo> LookupJob(const JobId& job_id);
+  // The job's info from this raylet's cache, else (unless cached_only) from the GCS.
+  absl::StatusOr<rpc::JobInfo> LookupJob(const JobId& job_id, bool cached_only);
   void Shutdown();
   // Kills the newest leased worker when the node is out of memory (at most once a second).
   void CheckMemory();

@@ -23,7 +23,49 @@ rpc::RequestWorkerLeaseReply Rejected(const std::string& message) {
 
 LeaseManager::LeaseManager(NodeId local_node, const ResourceSet& total, WorkerPool* pool,
                            JobLookup lookup_job)
-    : local_node_(local_node), pool_(pool), lookup_job_(std::move(lookup_job)), resources_(total) {}
+    : local_node_(local_node), pool_(pool), lookup_job_(std::move(lookup_job)), resources_(total),
+      lookup_thread_([this] { LookupLoop(); }) {}
+
+LeaseManager::~LeaseManager() {
+  {
+    absl::MutexLock lock(&lookup_mu_);
+    stop_lookups_ = true;
+  }
+  lookup_thread_.join();
+}
+
+void LeaseManager::LookupLoop() {
+  while (true) {
+    JobLookupRequest request;
+    {
+      absl::MutexLock lock(&lookup_mu_);
+      lookup_mu_.Await(absl::Condition(
+          +[](LeaseManager* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->lookup_mu_) {
+            return self->stop_lookups_ || !self->lookups_.empty();
+          },
+          this));
+      if (stop_lookups_) return;
+      request = std::move(lookups_.front());
+      lookups_.pop_front();
+    }
+    absl::StatusOr<rpc::JobInfo> found = lookup_job_(request.job_id, /*cached_only=*/false);
+    for (int attempt = 0; attempt < 5 && !found.ok() &&
+                          (absl::IsDeadlineExceeded(found.status()) ||
+                           absl::IsUnavailable(found.status()));
+         ++attempt) {
+      TROUPE_LOG(Warning) << "looking up job " << request.job_id.Hex() << " failed ("
+                          << found.status().message() << "); retrying";
+      absl::SleepFor(absl::Milliseconds(200));
+      found = lookup_job_(request.job_id, /*cached_only=*/false);
+    }
+    if (!found.ok()) {
+      request.fail(*request.grant,
+                   absl::StrCat("cannot start a worker: ", found.status().message()));
+      continue;
+    }
+    PopWorkerFor(*found, request.grant, /*attempts_left=*/3, request.fail);
+  }
+}
 
 std::vector<NodeView> LeaseManager::ViewsLocked() const {
   std::vector<NodeView> views;
@@ -219,30 +261,12 @@ void LeaseManager::StartGrants(std::vector<Grant> grants) {
       fail(grant, absl::StrCat("cannot start a worker: ", job_id.status().message()));
       continue;
     }
-    auto shared = std::make_shared<Grant>(std::move(grant));
-    absl::StatusOr<rpc::JobInfo> job = lookup_job_(*job_id, /*cached_only=*/true);
-    if (job.ok()) {
-      PopWorkerFor(*job, shared, /*attempts_left=*/3, fail);
-      continue;
-    }
-    // A job this raylet has not seen yet: ask the GCS off this thread (it may be a gRPC callback
-    // thread the GCS needs too, when both live in one process), retrying while it is slow.
-    std::thread([this, shared, fail, job_id = *job_id] {
-      absl::StatusOr<rpc::JobInfo> found = lookup_job_(job_id, /*cached_only=*/false);
-      for (int attempt = 0; attempt < 5 && !found.ok() &&
-                            (absl::IsDeadlineExceeded(found.status()) ||
-                             absl::IsUnavailable(found.status()));
-           ++attempt) {
-        TROUPE_LOG(Warning) << "looking up job " << job_id.Hex() << " failed ("
-                            << found.status().message() << "); retrying";
-        absl::SleepFor(absl::Milliseconds(200));
-        found = lookup_job_(job_id, /*cached_only=*/false);
-      }
-      if (!found.ok()) {
-        return fail(*shared, absl::StrCat("cannot start a worker: ", found.status().message()));
-      }
-      PopWorkerFor(*found, shared, /*attempts_left=*/3, fail);
-    }).detach();
+    // Workers are started by one long-lived thread: a worker dies with the thread that forked it
+    // (PR_SET_PDEATHSIG), and gRPC retires its callback threads. That thread also asks the GCS
+    // about jobs this raylet has not cached (from a gRPC callback it could starve a GCS living
+    // in the same process).
+    absl::MutexLock lock(&lookup_mu_);
+    lookups_.push_back({std::make_shared<Grant>(std::move(grant)), *job_id, fail});
   }
 }
 

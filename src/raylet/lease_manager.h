@@ -12,6 +12,7 @@
 #pragma once
 
 #include <deque>
+#include <thread>
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,6 +37,7 @@ class LeaseManager {
   using JobLookup = std::function<absl::StatusOr<rpc::JobInfo>(const JobId&, bool cached_only)>;
 
   LeaseManager(NodeId local_node, const ResourceSet& total, WorkerPool* pool, JobLookup lookup_job);
+  ~LeaseManager();
 
   void RequestLease(const rpc::RequestWorkerLeaseRequest& request, LeaseCallback done);
   // NotFound for an unknown lease.
@@ -120,6 +122,19 @@ class LeaseManager {
   uint64_t spread_counter_ ABSL_GUARDED_BY(mu_) = 0;
   // Infeasible demands (with why) and when they were last asked for.
   absl::flat_hash_map<std::string, absl::Time> infeasible_ ABSL_GUARDED_BY(mu_);
+
+  // Granted leases wait here for the long-lived thread that looks up their job (from the cache,
+  // else the GCS) and starts their workers (workers die with the thread that forked them).
+  struct JobLookupRequest {
+    std::shared_ptr<Grant> grant;
+    JobId job_id;
+    std::function<void(Grant&, const std::string&)> fail;
+  };
+  void LookupLoop();
+  absl::Mutex lookup_mu_;
+  std::deque<JobLookupRequest> lookups_ ABSL_GUARDED_BY(lookup_mu_);
+  bool stop_lookups_ ABSL_GUARDED_BY(lookup_mu_) = false;
+  std::thread lookup_thread_;
 };
 
 }  // namespace troupe

@@ -4,5 +4,6 @@
 set -euo pipefail
 VENV=${1:-$HOME/.cache/troupe-bench-venv}
 if [ ! -x "$VENV/bin/python" ]; then python3 -m venv "$VENV"; fi
-"$VENV/bin/python" -c "import ray, numpy" 2>/dev/null || "$VENV/bin/pip" install -q ray numpy
+"$VENV/bin/python" -c "import ray.job_submission, aiohttp, numpy" 2>/dev/null ||
+  "$VENV/bin/pip" install -q "ray[default]" numpy  # [default]: the jobs SDK, for tests/jobs_test.cc
 echo "$VENV/bin/python"

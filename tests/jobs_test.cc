@@ -205,6 +205,43 @@ TEST_F(JobsTest, MetricsPassPromtoolAndCountTheCluster) {
   EXPECT_EQ(code, 0) << report;
 }
 
+// Ray's own Python client (ray.job_submission, from the benchmark virtualenv that
+// bench/setup_peers.sh makes) drives the API: submit, status, logs, list, info.
+TEST_F(JobsTest, RaysJobSubmissionClientWorks) {
+  const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
+  const std::string python = home + "/.cache/troupe-bench-venv/bin/python";
+  if (!std::filesystem::exists(python) ||
+      std::system((python + " -c 'import ray.job_submission, aiohttp' 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "no Ray with the jobs SDK (pip install 'ray[default]') in " << python;
+  }
+  const std::string script = absl::StrCat(testing::TempDir(), "/ray_client.py");
+  std::ofstream(script)
+      << "import sys, time\n"
+         "from ray.job_submission import JobSubmissionClient, JobStatus\n"
+         "c = JobSubmissionClient(sys.argv[1], headers={'Authorization': "
+         "'Bearer ' + sys.argv[2]})\n"
+         "jid = c.submit_job(entrypoint='echo hello from ray', "
+         "metadata={'via': 'ray'})\n"
+         "for _ in range(100):\n"
+         "    if c.get_job_status(jid) in (JobStatus.SUCCEEDED, JobStatus.FAILED):"
+         " break\n"
+         "    time.sleep(0.2)\n"
+         "info = c.get_job_info(jid)\n"
+         "print('status', info.status, 'exit', info.driver_exit_code)\n"
+         "print('logs', c.get_job_logs(jid).strip())\n"
+         "print('listed', jid in [j.submission_id for j in c.list_jobs()])\n";
+  const std::string out = absl::StrCat(testing::TempDir(), "/ray_client.out");
+  const int code = std::system((python + " " + script + " " + cluster_.HttpAddress() + " " +
+                                cluster_.token() + " > " + out + " 2>&1")
+                                   .c_str());
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(code, 0) << text;
+  EXPECT_TRUE(absl::StrContains(text, "status SUCCEEDED exit 0")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "logs hello from ray")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "listed True")) << text;
+}
+
 // A real Prometheus server scrapes /metrics with the bearer token and can query the result.
 TEST_F(JobsTest, PrometheusScrapesTheHead) {
   if (!std::filesystem::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no /usr/bin/prometheus";

@@ -139,11 +139,13 @@ class Server {
           std::chrono::duration<double>(std::chrono::steady_clock::now() - StartOf(req)).count();
       metrics_.Observe(Route(req), res.status, seconds);
     });
+    // "version" is Ray's Jobs API version and "ray_version" the Ray release whose API this
+    // follows: Ray's clients gate features on them.
     http.Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
-      Send(res, {200, json{{"version", "1"},
+      Send(res, {200, json{{"version", "4"},
                            {"troupe_version", kVersion},
-                           {"ray_version", "troupe"},
-                           {"ray_commit", ""}}});
+                           {"ray_version", "2.60.0"},
+                           {"ray_commit", "troupe"}}});
     });
     http.Post("/api/jobs/?", [this](const httplib::Request& req, httplib::Response& res) {
       if (!JsonBody(req, res)) return;

@@ -49,14 +49,22 @@ Reply JobService::Submit(const std::string& request_body) {
   json request = json::parse(request_body, nullptr, /*allow_exceptions=*/false);
   if (request.is_discarded()) return Error(400, "the body is not valid JSON");
   if (!request.is_object()) return Error(400, "the body must be a JSON object");
-  static const std::set<std::string> kKnown = {
-      "entrypoint",          "submission_id",       "runtime_env",          "metadata",
-      "entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_resources", "job_id"};
+  static const std::set<std::string> kKnown = {"entrypoint",
+                                               "submission_id",
+                                               "runtime_env",
+                                               "metadata",
+                                               "entrypoint_num_cpus",
+                                               "entrypoint_num_gpus",
+                                               "entrypoint_memory",
+                                               "entrypoint_resources",
+                                               "job_id",
+                                               "entrypoint_label_selector"};
   for (const auto& [key, value] : request.items()) {
     if (!kKnown.count(key)) {
       return Error(400, "unknown field '" + key +
                             "'; accepted: entrypoint, submission_id, runtime_env, metadata, "
-                            "entrypoint_num_cpus, entrypoint_num_gpus, entrypoint_resources");
+                            "entrypoint_num_cpus, entrypoint_num_gpus, entrypoint_memory, "
+                            "entrypoint_resources");
     }
   }
   if (!request.contains("entrypoint") || !request["entrypoint"].is_string() ||
@@ -104,13 +112,21 @@ Reply JobService::Submit(const std::string& request_body) {
     if (!value.is_string()) return Error(400, "metadata." + key + " must be a string");
   }
   std::map<std::string, double> resources;
-  for (const char* field : {"entrypoint_num_cpus", "entrypoint_num_gpus"}) {
+  for (const auto& [field, resource] :
+       std::map<std::string, std::string>{{"entrypoint_num_cpus", "CPU"},
+                                          {"entrypoint_num_gpus", "GPU"},
+                                          {"entrypoint_memory", "memory"}}) {
     if (!request.contains(field) || request[field].is_null()) continue;
     if (!request[field].is_number() || request[field].get<double>() < 0) {
-      return Error(400, std::string("field '") + field + "' must be a number >= 0");
+      return Error(400, "field '" + field + "' must be a number >= 0");
     }
     const double amount = request[field];
-    if (amount > 0) resources[std::string(field) == "entrypoint_num_cpus" ? "CPU" : "GPU"] = amount;
+    if (amount > 0) resources[resource] = amount;
+  }
+  if (request.contains("entrypoint_label_selector") &&
+      !request["entrypoint_label_selector"].is_null() &&
+      !request["entrypoint_label_selector"].empty()) {
+    return Error(400, "entrypoint_label_selector is not supported; use entrypoint_resources");
   }
   if (request.contains("entrypoint_resources") && !request["entrypoint_resources"].is_null()) {
     const json& custom = request["entrypoint_resources"];

@@ -1,5 +1,6 @@
 // Working-directory packages as the jobs API names them: "gcs://troupe_pkg_<sha256>.pkg" (like
 // Ray's "gcs://_ray_pkg_<hash>.zip"), stored in the GCS KV under the digest (src/common/package.h).
+// Stateless; thread-safe.
 #pragma once
 
 #include <string>

@@ -194,6 +194,17 @@ TEST_F(JobsTest, MetricsPassPromtoolAndCountTheCluster) {
   EXPECT_TRUE(absl::StrContains(r->body, "troupe_tasks_total{state=\"submitted\"} 5")) << r->body;
   EXPECT_TRUE(absl::StrContains(r->body, "troupe_tasks_total{state=\"finished\"} 5")) << r->body;
   EXPECT_TRUE(absl::StrContains(r->body, "troupe_jobs{status=\"SUCCEEDED\"} 1")) << r->body;
+  // The GCS publishes its handler latencies every 5 s.
+  for (int i = 0;
+       i < 60 && !absl::StrContains(r->body, "troupe_gcs_server_rpc_duration_seconds_count"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    r = Request("GET", "/metrics");
+    ASSERT_TRUE(r);
+  }
+  EXPECT_TRUE(absl::StrContains(
+      r->body,
+      "troupe_gcs_server_rpc_duration_seconds_count{method=\"/troupe.rpc.JobInfoService/AddJob\"}"))
+      << r->body;
   if (!std::filesystem::exists("/usr/bin/promtool"))
     GTEST_SKIP() << "no promtool (Debian prometheus)";
   const std::string path = absl::StrCat(testing::TempDir(), "/metrics.txt");

@@ -119,7 +119,7 @@ absl::Status GcsServer::Start() {
       StartGrpcServer(options_.bind_address, options_.port,
                       {cluster_service_.get(), &node_service_, &job_service_, &kv_service_,
                        &pubsub_service_, &actor_service_, &placement_group_service_},
-                      &bound_port_);
+                      &bound_port_, &rpc_latencies_);
   if (!server.ok()) return server.status();
   server_ = std::move(*server);
   timer_ = std::thread([this] { TimerLoop(); });
@@ -129,7 +129,14 @@ absl::Status GcsServer::Start() {
 }
 
 void GcsServer::TimerLoop() {
+  int ticks = 0;
   while (!stop_timer_.WaitForNotificationWithTimeout(absl::Milliseconds(100))) {
+    if (++ticks % 50 == 0) {  // every 5 s: this server's RPC latencies, for the head's /metrics
+      kv_.Put(kMetricsNamespace, kGcsRpcLatencyKey,
+              rpc_latencies_.RenderPrometheus("troupe_gcs_server_rpc_duration_seconds",
+                                              "Time the GCS takes to answer each RPC method."),
+              /*overwrite=*/true, [](auto) {});
+    }
     health_checker_.Tick();
     actors_.Tick();
     placement_groups_.Tick();

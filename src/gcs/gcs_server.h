@@ -20,12 +20,18 @@
 #include "src/gcs/store_client.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/raylet_client.h"
+#include "src/rpc/rpc_latency.h"
 
 namespace grpc {
 class Server;
 }
 
 namespace troupe {
+
+// The GCS publishes its RPC latency histograms (Prometheus text) in its KV every 5 s, under
+// (kMetricsNamespace, kGcsRpcLatencyKey); the head's HTTP server adds them to /metrics.
+inline constexpr char kMetricsNamespace[] = "troupe_metrics";
+inline constexpr char kGcsRpcLatencyKey[] = "gcs_rpc_latency";
 
 struct GcsServerOptions {
   std::string bind_address = "127.0.0.1";
@@ -71,6 +77,7 @@ class GcsServer {
   PubSubGrpcService pubsub_service_;
   ActorInfoGrpcService actor_service_;
   PlacementGroupGrpcService placement_group_service_;
+  RpcLatencies rpc_latencies_;
   std::unique_ptr<grpc::Server> server_;
   int bound_port_ = 0;
 

@@ -20,6 +20,7 @@
 #include "src/common/ids.h"
 #include "src/common/package.h"
 #include "src/core_worker/core_worker.h"
+#include "src/gcs/gcs_server.h"
 #include "src/jobs/job_record.h"
 #include "src/jobs/job_service.h"
 #include "src/rpc/gcs_client.h"
@@ -488,6 +489,11 @@ class Server {
       absl::StrAppend(&out, "troupe_jobs{status=\"", state, "\"} ", n, "\n");
     }
     metrics_.Render(&out);
+    // The GCS's own handler latencies, as it last published them (every 5 s).
+    if (auto gcs_latencies = gcs_->KVGet(kMetricsNamespace, kGcsRpcLatencyKey);
+        gcs_latencies.ok() && gcs_latencies->has_value()) {
+      out += **gcs_latencies;
+    }
     return out;
   }
 

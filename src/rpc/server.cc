@@ -39,8 +39,13 @@ absl::Status CheckPortAvailable(const std::string& host, int port) {
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& host, int port, const std::vector<grpc::Service*>& services,
-    int* bound_port) {
+    int* bound_port, RpcLatencies* latencies) {
   grpc::ServerBuilder builder;
+  if (latencies != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    creators.push_back(latencies->InterceptorFactory());
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
   // gRPC enables SO_REUSEPORT by default, which would let two heads share a port silently.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(512 << 20);

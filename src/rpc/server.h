@@ -14,14 +14,16 @@
 #include "absl/status/statusor.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/grpc_status.h"
+#include "src/rpc/rpc_latency.h"
 
 namespace troupe {
 
 // Listens on host:port (port 0: any free port, reported in *bound_port) and serves `services`.
 // Fails with a message that names the address and, for a taken port, says what to do.
+// With `latencies`, every call's server-side latency is recorded there, per method.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& host, int port, const std::vector<grpc::Service*>& services,
-    int* bound_port);
+    int* bound_port, RpcLatencies* latencies = nullptr);
 
 // OK if host:port can be bound right now; otherwise Unavailable saying why and what to do.
 absl::Status CheckPortAvailable(const std::string& host, int port);

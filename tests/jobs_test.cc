@@ -194,6 +194,12 @@ TEST_F(JobsTest, MetricsPassPromtoolAndCountTheCluster) {
   EXPECT_TRUE(absl::StrContains(r->body, "troupe_tasks_total{state=\"submitted\"} 5")) << r->body;
   EXPECT_TRUE(absl::StrContains(r->body, "troupe_tasks_total{state=\"finished\"} 5")) << r->body;
   EXPECT_TRUE(absl::StrContains(r->body, "troupe_jobs{status=\"SUCCEEDED\"} 1")) << r->body;
+  // ... and at least the 4 actor calls of Tally::Add (the HTTP server's calls to job supervisors
+  // count too).
+  const std::string finished_calls = "troupe_actor_calls_total{state=\"finished\"} ";
+  const size_t at = r->body.find(finished_calls);
+  ASSERT_NE(at, std::string::npos) << r->body;
+  EXPECT_GE(std::stoi(r->body.substr(at + finished_calls.size())), 4) << r->body;
   // The GCS publishes its handler latencies every 5 s.
   for (int i = 0;
        i < 60 && !absl::StrContains(r->body, "troupe_gcs_server_rpc_duration_seconds_count"); ++i) {

@@ -94,9 +94,13 @@ absl::Status CoreWorker::Start() {
       gcs_.get(), &workers_, options_.worker_id.Binary(),
       ActorTaskSubmitter::Callbacks{
           [this](const rpc::TaskSpec& spec, rpc::PushTaskReply reply) {
+            bool threw = false;
+            for (const auto& ret : reply.returns()) threw |= ret.is_application_error();
+            ++(threw ? actor_calls_.failed : actor_calls_.finished);
             StoreReturns(spec, reply);
           },
           [this](const rpc::TaskSpec& spec, StoredObject::Error error, const std::string& message) {
+            ++actor_calls_.failed;
             FailTask(spec, error, message);
           }});
   timer_ = std::thread([this] { TimerLoop(); });
@@ -108,9 +112,11 @@ absl::Status CoreWorker::Start() {
 
 void CoreWorker::ReportTaskCounters() {
   const TaskSubmitter::Counters& c = submitter_->counters();
+  const TaskSubmitter::Counters& a = actor_calls_;
   std::string value = absl::StrCat(c.submitted.load(), " ", c.finished.load(), " ", c.failed.load(),
-                                   " ", c.retried.load());
-  if (value == last_reported_counters_ || c.submitted.load() == 0) return;
+                                   " ", c.retried.load(), " ", a.submitted.load(), " ",
+                                   a.finished.load(), " ", a.failed.load());
+  if (value == last_reported_counters_ || c.submitted.load() + a.submitted.load() == 0) return;
   // One key per process that submitted tasks; the head's /metrics adds them up.
   if (gcs_->KVPut(kTaskCountersNamespace, options_.worker_id.Hex(), value, true).ok()) {
     last_reported_counters_ = value;
@@ -286,6 +292,7 @@ ObjectRefInfo CoreWorker::SubmitActorTask(const ActorId& actor_id, const std::st
   const TaskId task_id = TaskId::FromRandom();
   const ObjectRefInfo result{ObjectId::FromIndex(task_id, 1), address_};
   references_.AddLocal(result);
+  ++actor_calls_.submitted;
   rpc::TaskSpec spec = BuildTaskSpec(task_id, method_name, std::move(args), nullptr);
   spec.set_type(rpc::TaskSpec::ACTOR_TASK);
   spec.set_actor_id(actor_id.Binary());

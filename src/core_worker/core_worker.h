@@ -105,7 +105,8 @@ struct TaskSubmitOptions {
 };
 
 // GCS KV namespace of per-process task counters: key worker id (hex), value "submitted finished
-// failed retried". Kept after the process ends, so the sums are cluster totals.
+// failed retried" for tasks, then "submitted finished failed" for actor calls. Kept after the
+// process ends, so the sums are cluster totals.
 inline constexpr char kTaskCountersNamespace[] = "troupe_task_counters";
 
 class CoreWorker {
@@ -274,6 +275,7 @@ class CoreWorker {
   void ReportTaskCounters();
   std::thread metrics_reporter_;
   std::string last_reported_counters_;
+  TaskSubmitter::Counters actor_calls_;  // actor calls made by this process (retried unused)
 };
 
 }  // namespace troupe

@@ -463,14 +463,14 @@ class Server {
       for (const auto& j : submitted.body) ++job_states[j.value("status", "")];
     }
     // Tasks, summed over the counters every submitting process reports (src/core_worker).
-    int64_t tasks[4] = {0, 0, 0, 0};
+    int64_t tasks[7] = {0, 0, 0, 0, 0, 0, 0};
     auto keys = Timed(metrics_, "KVKeys", [&] { return gcs_->KVKeys(kTaskCountersNamespace, ""); });
     if (keys.ok()) {
       for (const auto& key : *keys) {
         auto value = gcs_->KVGet(kTaskCountersNamespace, key);
         if (!value.ok() || !value->has_value()) continue;
         std::vector<std::string> fields = absl::StrSplit(**value, ' ');
-        for (size_t i = 0; i < 4 && i < fields.size(); ++i) {
+        for (size_t i = 0; i < 7 && i < fields.size(); ++i) {
           int64_t n = 0;
           if (absl::SimpleAtoi(fields[i], &n)) tasks[i] += n;
         }
@@ -483,6 +483,12 @@ class Server {
     const char* kTaskStates[] = {"submitted", "finished", "failed", "retried"};
     for (int i = 0; i < 4; ++i) {
       absl::StrAppend(&out, "troupe_tasks_total{state=\"", kTaskStates[i], "\"} ", tasks[i], "\n");
+    }
+    absl::StrAppend(&out, "# HELP troupe_actor_calls_total Actor method calls by outcome.\n",
+                    "# TYPE troupe_actor_calls_total counter\n");
+    for (int i = 0; i < 3; ++i) {
+      absl::StrAppend(&out, "troupe_actor_calls_total{state=\"", kTaskStates[i], "\"} ",
+                      tasks[4 + i], "\n");
     }
     gauge("troupe_jobs", "Submitted jobs by status.");
     for (const auto& [state, n] : job_states) {

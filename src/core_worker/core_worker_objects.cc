@@ -141,10 +141,11 @@ absl::StatusOr<CoreWorker::WriteTarget> CoreWorker::MapForWrite(const std::strin
 
 void CoreWorker::SetBlocked(bool blocked) {
   if (options_.is_driver || !executing_) return;
+  // Best effort: if the raylet cannot be told, it only lends this worker's CPU a little later.
   if (blocked) {
-    if (blocked_depth_++ == 0) raylet_->NotifyBlocked(options_.worker_id.Binary(), true);
+    if (blocked_depth_++ == 0) (void)raylet_->NotifyBlocked(options_.worker_id.Binary(), true);
   } else {
-    if (--blocked_depth_ == 0) raylet_->NotifyBlocked(options_.worker_id.Binary(), false);
+    if (--blocked_depth_ == 0) (void)raylet_->NotifyBlocked(options_.worker_id.Binary(), false);
   }
 }
 

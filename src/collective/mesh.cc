@@ -326,7 +326,7 @@ int PeerOf(const absl::Status& status) {
 
 Mesh::Mesh(MeshOptions options)
     : options_(std::move(options)),
-      nonce_(RandomHex(12)),
+      nonce_(absl::StrCat(getpid(), "-", RandomHex(12))),
       host_(HostKey()),
       peers_(options_.world_size),
       links_(options_.world_size) {}

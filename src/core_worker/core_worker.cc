@@ -131,11 +131,16 @@ void CoreWorker::Shutdown() {
   ReportTaskCounters();  // a short-lived driver's tasks count too
   if (submitter_) submitter_->Shutdown();
   if (actor_submitter_) actor_submitter_->Shutdown();
+  // Every call this worker holds gets an answer: the gRPC server's shutdown waits for them all.
   std::deque<std::shared_ptr<PendingPush>> unrun;
   {
     absl::MutexLock lock(&queue_mu_);
     exit_requested_ = true;
     unrun.swap(queue_);
+    for (auto& [caller, order] : caller_order_) {
+      for (auto& [seq, push] : order.early) unrun.push_back(std::move(push));
+      order.early.clear();
+    }
     queue_cv_.SignalAll();
   }
   for (auto& push : unrun) {
@@ -387,6 +392,12 @@ void CoreWorker::ExitActorAfterCurrentTask() {
 void CoreWorker::EnqueuePush(std::shared_ptr<PendingPush> push) {
   const rpc::TaskSpec& spec = push->request->task();
   absl::MutexLock lock(&queue_mu_);
+  if (exit_requested_) {
+    // Leaving (ExitActor, or shutting down): nothing will run it. Answer now — a call left
+    // unanswered would hold the gRPC server's shutdown, and this process, forever.
+    push->reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the worker is exiting"));
+    return;
+  }
   if (spec.type() != rpc::TaskSpec::ACTOR_TASK) {
     queue_.push_back(std::move(push));
     queue_cv_.Signal();

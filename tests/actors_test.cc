@@ -184,11 +184,33 @@ TEST(ActorsTest, DeathCausesReachTheCaller) {
   }
 }
 
+// Regression: calls that reached an actor after it called ExitActor were never answered, which
+// kept its process (stuck in gRPC server shutdown) and the actor "alive" until callers gave up
+// with "unreachable". Now every such call fails with the real cause.
+TEST(ActorsTest, CallsInFlightWhenAnActorExitsFailWithTheExitCause) {
+  TestCluster cluster({"--num-cpus=2"});
+  Driver driver(cluster);
+  for (int round = 0; round < 3; ++round) {
+    auto leaving = troupe::Actor(Counter::Create).Remote(round);
+    auto left = leaving.Task(&Counter::Leave).Remote();
+    std::vector<troupe::ObjectRef<int>> behind;  // pipelined right behind the exit
+    for (int i = 0; i < 200; ++i) behind.push_back(leaving.Task(&Counter::Add).Remote(1));
+    EXPECT_EQ(*troupe::Get(left), round);
+    for (auto& call : behind) {
+      try {
+        troupe::Get(call);
+      } catch (const troupe::ActorDiedError& e) {
+        ASSERT_TRUE(absl::StrContains(e.what(), "ExitActor")) << e.what();
+      }
+    }
+  }
+}
+
 TEST(ActorsTest, OutOfMemoryIsTheCauseWhenTheMonitorKillsTheActor) {
   TestCluster cluster({"--num-cpus=1"});
   // A node whose threshold is always exceeded: its newest worker is killed for memory.
-  std::string tight = cluster.AddWorker({"--num-cpus=1", "--memory-usage-threshold=0.001",
-                                         R"(--resources={"tight": 1})"});
+  std::string tight = cluster.AddWorker(
+      {"--num-cpus=1", "--memory-usage-threshold=0.001", R"(--resources={"tight": 1})"});
   Driver driver(cluster);
   auto actor = troupe::Actor(Counter::Create).SetResources({{"tight", 1}}).Remote(0);
   try {
@@ -214,7 +236,8 @@ TEST(ActorsTest, FractionalGpuActorsPackOntoDevices) {
   for (auto& actor : actors) devices.insert(*troupe::Get(actor.Task(&Counter::Devices).Remote()));
   // Default --gpu-visibility=all: every GPU stays visible (NCCL can reach peer devices); each
   // actor learns its own from GetGpuIds().
-  EXPECT_EQ(devices, (std::multiset<std::string>{"0|<unset>", "0|<unset>", "1|<unset>", "1|<unset>"}));
+  EXPECT_EQ(devices,
+            (std::multiset<std::string>{"0|<unset>", "0|<unset>", "1|<unset>", "1|<unset>"}));
   // A fifth does not fit: it waits (no GPU share left).
   auto extra = troupe::Actor(Counter::Create).SetResources({{"GPU", 0.5}}).Remote(9);
   auto pending =
@@ -237,9 +260,11 @@ TEST(ActorsTest, AssignedGpuVisibilityMasksCudaVisibleDevices) {
   EXPECT_TRUE(devices == (std::multiset<std::string>{"0|0", "1,2|1,2"}) ||
               devices == (std::multiset<std::string>{"2|2", "0,1|0,1"}))
       << *devices.begin() << " " << *devices.rbegin();
-  auto bad = cluster.Troupe({"start", "--address=" + cluster.gcs_address(), "--gpu-visibility=some"});
+  auto bad =
+      cluster.Troupe({"start", "--address=" + cluster.gcs_address(), "--gpu-visibility=some"});
   EXPECT_NE(bad.exit_code, 0);
-  EXPECT_TRUE(absl::StrContains(bad.err, "--gpu-visibility must be 'all' or 'assigned'")) << bad.err;
+  EXPECT_TRUE(absl::StrContains(bad.err, "--gpu-visibility must be 'all' or 'assigned'"))
+      << bad.err;
 }
 
 TEST(ActorsTest, ActorMovesWhenItsNodeDies) {

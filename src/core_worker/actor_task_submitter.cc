@@ -1,6 +1,7 @@
 #include "src/core_worker/actor_task_submitter.h"
 
 #include "absl/strings/str_cat.h"
+#include "src/common/logging.h"
 
 namespace troupe {
 namespace {
@@ -65,6 +66,9 @@ void ActorTaskSubmitter::OnReply(const ActorId& actor_id, int64_t seq, const std
       actor.unanswered.erase(it);
     } else if (actor.address == address && !actor.resolving) {
       // The actor's worker is gone or unreachable: ask the GCS what became of it.
+      TROUPE_LOG(Warning) << "call " << seq << " to actor " << actor_id.Hex().substr(0, 8)
+                          << " at " << address << " failed (" << reply.status().message()
+                          << "); asking the GCS about the actor";
       actor.resolving = true;
       actor.next_lookup = absl::InfinitePast();
       actor.unreachable_since = absl::Now();

@@ -8,20 +8,11 @@ Prints, per operation, rank count and size: time and bus bandwidth of both, and 
   python3 bench/collective_bench.py            # needs Debian's python3-torch (/usr/bin/python3)
 """
 import argparse
-import json
 import os
-import subprocess
-import sys
+
+from bench_common import json_lines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def records(command):
-    out = subprocess.run(command, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.stderr.write(out.stderr[-3000:])
-        raise SystemExit("%s failed with %d" % (" ".join(command), out.returncode))
-    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
 def human(nbytes):
@@ -44,8 +35,8 @@ def main():
     common = ["--max-bytes=%d" % args.max_bytes, "--seconds=%g" % args.seconds]
     troupe, gloo = [], []
     for world in args.ranks:  # one rank count at a time, alternating, so both see the same machine
-        troupe += records([args.troupe, "--ranks=%d" % world] + common)
-        gloo += records([args.python, os.path.join(HERE, "gloo_bench.py"), "--ranks", str(world),
+        troupe += json_lines([args.troupe, "--ranks=%d" % world] + common)
+        gloo += json_lines([args.python, os.path.join(HERE, "gloo_bench.py"), "--ranks", str(world),
                          "--max-bytes", str(args.max_bytes), "--seconds", str(args.seconds)])
     by_key = {(r["op"], r["ranks"], r["bytes"]): r for r in gloo}
     print("%-15s %5s %9s | %12s %10s | %12s %10s | %7s" % (

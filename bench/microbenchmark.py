@@ -7,26 +7,15 @@ side by side in one run, with Ray's metric names and the Troupe/Ray ratio per me
   python3 bench/microbenchmark.py --python ~/.cache/troupe-bench-venv/bin/python
 """
 import argparse
-import json
 import os
-import subprocess
-import sys
+
+from bench_common import json_lines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run(command):
-    out = subprocess.run(command, capture_output=True, text=True)
-    results = {}
-    for line in out.stdout.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            record = json.loads(line)
-            results[record["metric"]] = (record["value"], record["unit"])
-    if out.returncode != 0:
-        sys.stderr.write(out.stderr[-3000:])
-        raise SystemExit("%s failed with %d" % (command[0], out.returncode))
-    return results
+    return {r["metric"]: (r["value"], r["unit"]) for r in json_lines(command)}
 
 
 def main():

@@ -11,21 +11,16 @@
 Each configuration runs --repeats times, alternating, and the median is reported.
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
+
+from bench_common import json_lines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def rate(command):
-    out = subprocess.run(command, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.stderr.write(out.stderr[-3000:])
-        raise SystemExit("%s failed with %d" % (" ".join(command), out.returncode))
-    return [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")][-1]["images_per_s"]
+    return json_lines(command)[-1]["images_per_s"]
 
 
 def main():

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -260,12 +261,12 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
         for (int r = 0; r < num_workers; ++r) {
           if (!done[r]) pending.push_back(runs[r]);
         }
-        Wait(pending, 1, std::chrono::milliseconds(200));
+        std::set<std::string> ready;
+        for (const auto& ref : Wait(pending, 1, std::chrono::milliseconds(200)).ready) {
+          ready.insert(ref.ID());
+        }
         for (int r = 0; r < num_workers && failure.empty(); ++r) {
-          if (done[r] || Wait(std::vector<ObjectRef<int>>{runs[r]}, 1, std::chrono::milliseconds(0))
-                             .ready.empty()) {
-            continue;
-          }
+          if (done[r] || !ready.count(runs[r].ID())) continue;
           done[r] = true;
           ++finished;
           try {

@@ -34,12 +34,6 @@ NcclFactory* nccl_factory = nullptr;
   return *runtime;
 }
 
-std::string Hex(const std::string& bytes) {
-  std::string out;
-  for (unsigned char c : bytes) absl::StrAppend(&out, absl::Hex(c, absl::kZeroPad2));
-  return out;
-}
-
 std::string DeclarationKey(const std::string& name) { return "collective/" + name + "/decl"; }
 
 KvAccess KvOf(::troupe::internal::Runtime& runtime) {
@@ -157,7 +151,7 @@ std::shared_ptr<Group> FindGroup(const std::string& name, const char* op) {
   ::troupe::internal::Runtime& runtime = RuntimeFor(name, op);
   const std::string actor_id = runtime.CurrentActorId();
   std::optional<Declaration> declaration;
-  if (!actor_id.empty()) declaration = ReadDeclaration(runtime, name, Hex(actor_id));
+  if (!actor_id.empty()) declaration = ReadDeclaration(runtime, name, HexOf(actor_id));
   if (existing && (!declaration || declaration->incarnation == existing->incarnation())) {
     return existing;  // broken, and not declared again: its operations report why
   }
@@ -284,7 +278,7 @@ void DeclareGroup(const std::vector<std::string>& actor_ids, const std::vector<i
       options.rendezvous_timeout.count(), "\n", static_cast<int>(options.transport));
   for (size_t i = 0; i < actor_ids.size(); ++i) {
     if (actor_ids[i].empty()) Fail(name, op, "actor handle " + std::to_string(i) + " is empty");
-    absl::StrAppend(&value, "\n", Hex(actor_ids[i]), " ", ranks[i]);
+    absl::StrAppend(&value, "\n", HexOf(actor_ids[i]), " ", ranks[i]);
   }
   // A new declaration replaces an old one; its members join afresh (new incarnation).
   runtime.KvDelete(runtime.JobNamespace(), "collective/" + name + "/", /*by_prefix=*/true);

@@ -19,12 +19,10 @@
 #include <cstring>
 #include <thread>
 
-#include "absl/strings/escaping.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "src/collective/backend.h"
 #include "src/collective/cuda_status.h"
+#include "troupe/actor.h"
 
 namespace troupe::collective {
 namespace {
@@ -69,13 +67,11 @@ ncclRedOp_t ToNccl(ReduceOp op) {
 absl::StatusOr<int> ChooseDevice(int rank) {
   auto count = CudaDeviceCount();
   if (!count.ok()) return count.status();
-  const char* visibility = std::getenv("TROUPE_GPU_VISIBILITY");
-  const char* leased = std::getenv("TROUPE_GPU_IDS");
-  if (leased != nullptr && *leased != '\0') {
+  const std::vector<int> leased = GetGpuIds();
+  if (!leased.empty()) {
+    const char* visibility = std::getenv("TROUPE_GPU_VISIBILITY");
     if (visibility != nullptr && std::string(visibility) == "assigned") return 0;  // masked
-    int first = 0;
-    std::vector<std::string> ids = absl::StrSplit(leased, ',');
-    if (absl::SimpleAtoi(ids[0], &first) && first < *count) return first;
+    if (leased[0] < *count) return leased[0];
   }
   return rank % *count;
 }

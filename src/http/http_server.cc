@@ -24,6 +24,7 @@
 #include "src/jobs/job_record.h"
 #include "src/jobs/job_service.h"
 #include "src/rpc/gcs_client.h"
+#include "src/rpc/rpc_latency.h"
 #include "troupe/api.h"
 
 namespace troupe {
@@ -36,66 +37,41 @@ constexpr char kVersion[] = "0.1.0";
 // A sample value: integers exactly, others with full precision.
 std::string Num(double value) { return absl::StrFormat("%.17g", value); }
 
-constexpr double kLatencyBuckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5};
-
 // Request counts and latencies, for /metrics.
 class HttpMetrics {
  public:
   void Observe(const std::string& route, int status, double seconds) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++requests_[{route, status}];
-    Histogram& h = latency_[route];
-    for (size_t i = 0; i < std::size(kLatencyBuckets); ++i)
-      h.buckets[i] += seconds <= kLatencyBuckets[i];
-    ++h.count;
-    h.sum += seconds;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++requests_[{route, status}];
+    }
+    latency_.Observe(route, seconds);
   }
   void ObserveGcs(const std::string& method, double seconds) {
-    std::lock_guard<std::mutex> lock(mu_);
-    Histogram& h = gcs_latency_[method];
-    for (size_t i = 0; i < std::size(kLatencyBuckets); ++i)
-      h.buckets[i] += seconds <= kLatencyBuckets[i];
-    ++h.count;
-    h.sum += seconds;
+    gcs_latency_.Observe(method, seconds);
   }
   void Render(std::string* out) {
-    std::lock_guard<std::mutex> lock(mu_);
-    absl::StrAppend(out, "# HELP troupe_http_requests_total HTTP requests to the head's API.\n",
-                    "# TYPE troupe_http_requests_total counter\n");
-    for (const auto& [key, n] : requests_) {
-      absl::StrAppend(out, "troupe_http_requests_total{route=\"", key.first, "\",code=\"",
-                      key.second, "\"} ", n, "\n");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      absl::StrAppend(out, "# HELP troupe_http_requests_total HTTP requests to the head's API.\n",
+                      "# TYPE troupe_http_requests_total counter\n");
+      for (const auto& [key, n] : requests_) {
+        absl::StrAppend(out, "troupe_http_requests_total{route=\"", key.first, "\",code=\"",
+                        key.second, "\"} ", n, "\n");
+      }
     }
-    RenderHistogram(out, "troupe_http_request_duration_seconds",
-                    "Time to answer HTTP requests to the head's API.", "route", latency_);
-    RenderHistogram(out, "troupe_gcs_rpc_duration_seconds",
-                    "Latency of GCS RPCs made by the head's HTTP server.", "method", gcs_latency_);
+    absl::StrAppend(
+        out,
+        latency_.RenderPrometheus("troupe_http_request_duration_seconds",
+                                  "Time to answer HTTP requests to the head's API."),
+        gcs_latency_.RenderPrometheus("troupe_gcs_rpc_duration_seconds",
+                                      "Latency of GCS RPCs made by the head's HTTP server."));
   }
 
  private:
-  struct Histogram {
-    uint64_t buckets[std::size(kLatencyBuckets)] = {};
-    uint64_t count = 0;
-    double sum = 0;
-  };
-  static void RenderHistogram(std::string* out, const std::string& name, const std::string& help,
-                              const std::string& label,
-                              const std::map<std::string, Histogram>& series) {
-    absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " histogram\n");
-    for (const auto& [value, h] : series) {
-      for (size_t i = 0; i < std::size(kLatencyBuckets); ++i) {
-        absl::StrAppend(out, name, "_bucket{", label, "=\"", value, "\",le=\"", kLatencyBuckets[i],
-                        "\"} ", h.buckets[i], "\n");
-      }
-      absl::StrAppend(out, name, "_bucket{", label, "=\"", value, "\",le=\"+Inf\"} ", h.count, "\n",
-                      name, "_sum{", label, "=\"", value, "\"} ", Num(h.sum), "\n", name, "_count{",
-                      label, "=\"", value, "\"} ", h.count, "\n");
-    }
-  }
-
   std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
-  std::map<std::string, Histogram> latency_, gcs_latency_;
+  RpcLatencies latency_{"route"}, gcs_latency_{"method"};
 };
 
 // Times a GCS call for the metrics.

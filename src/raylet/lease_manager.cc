@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <optional>
-
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -23,7 +22,10 @@ rpc::RequestWorkerLeaseReply Rejected(const std::string& message) {
 
 LeaseManager::LeaseManager(NodeId local_node, const ResourceSet& total, WorkerPool* pool,
                            JobLookup lookup_job)
-    : local_node_(local_node), pool_(pool), lookup_job_(std::move(lookup_job)), resources_(total),
+    : local_node_(local_node),
+      pool_(pool),
+      lookup_job_(std::move(lookup_job)),
+      resources_(total),
       lookup_thread_([this] { LookupLoop(); }) {}
 
 LeaseManager::~LeaseManager() {
@@ -48,15 +50,15 @@ void LeaseManager::LookupLoop() {
       request = std::move(lookups_.front());
       lookups_.pop_front();
     }
-    absl::StatusOr<rpc::JobInfo> found = lookup_job_(request.job_id, /*cached_only=*/false);
-    for (int attempt = 0; attempt < 5 && !found.ok() &&
-                          (absl::IsDeadlineExceeded(found.status()) ||
-                           absl::IsUnavailable(found.status()));
+    absl::StatusOr<rpc::JobInfo> found = lookup_job_(request.job_id);
+    for (int attempt = 0;
+         attempt < 5 && !found.ok() &&
+         (absl::IsDeadlineExceeded(found.status()) || absl::IsUnavailable(found.status()));
          ++attempt) {
       TROUPE_LOG(Warning) << "looking up job " << request.job_id.Hex() << " failed ("
                           << found.status().message() << "); retrying";
       absl::SleepFor(absl::Milliseconds(200));
-      found = lookup_job_(request.job_id, /*cached_only=*/false);
+      found = lookup_job_(request.job_id);
     }
     if (!found.ok()) {
       request.fail(*request.grant,

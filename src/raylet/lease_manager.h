@@ -12,10 +12,10 @@
 #pragma once
 
 #include <deque>
-#include <thread>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -33,8 +33,8 @@ namespace troupe {
 class LeaseManager {
  public:
   using LeaseCallback = std::function<void(rpc::RequestWorkerLeaseReply)>;
-  // The job's info. With cached_only, answers NotFound at once instead of asking the GCS.
-  using JobLookup = std::function<absl::StatusOr<rpc::JobInfo>(const JobId&, bool cached_only)>;
+  // The job's info (from the raylet's cache, else the GCS).
+  using JobLookup = std::function<absl::StatusOr<rpc::JobInfo>(const JobId&)>;
 
   LeaseManager(NodeId local_node, const ResourceSet& total, WorkerPool* pool, JobLookup lookup_job);
   ~LeaseManager();

@@ -260,9 +260,7 @@ Raylet::Raylet(RayletOptions options)
             unreported_exits_.emplace_back(worker.worker_id.Binary(), cause);
           }),
       lease_manager_(options_.node_id, options_.resources, &worker_pool_,
-                     [this](const JobId& job_id, bool cached_only) {
-                       return LookupJob(job_id, cached_only);
-                     }),
+                     [this](const JobId& job_id) { return LookupJob(job_id); }),
       log_monitor_(options_.node_id, &worker_pool_, &gcs_) {}
 
 Raylet::~Raylet() { Shutdown(); }
@@ -304,12 +302,11 @@ rpc::NodeInfo Raylet::NodeInfoLocked() const {
   return node;
 }
 
-absl::StatusOr<rpc::JobInfo> Raylet::LookupJob(const JobId& job_id, bool cached_only) {
+absl::StatusOr<rpc::JobInfo> Raylet::LookupJob(const JobId& job_id) {
   {
     absl::MutexLock lock(&mu_);
     if (auto it = jobs_.find(job_id); it != jobs_.end()) return it->second;
   }
-  if (cached_only) return absl::NotFoundError("not cached");
   auto jobs = gcs_.GetAllJobInfo();
   if (!jobs.ok()) return jobs.status();
   absl::MutexLock lock(&mu_);

@@ -44,7 +44,7 @@ struct RayletOptions {
   ResourceSet resources;  // totals this node offers
   std::map<std::string, std::string> labels;
   bool is_head = false;
-  bool mask_gpus = false;  // --gpu-visibility=assigned
+  bool mask_gpus = false;            // --gpu-visibility=assigned
   std::string session_dir;           // logs go to <session_dir>/logs
   std::string object_store_dir;      // default: /dev/shm/troupe-<node id>
   std::string spill_dir;             // default: <session_dir>/spill
@@ -82,8 +82,8 @@ class Raylet {
   // Follows job and node changes: when a job finishes, its workers here are killed; dead nodes
   // are remembered so tasks bound to them fail instead of waiting.
   void FollowJobs();
-  // The job's info from this raylet's cache, else (unless cached_only) from the GCS.
-  absl::StatusOr<rpc::JobInfo> LookupJob(const JobId& job_id, bool cached_only);
+  // The job's info from this raylet's cache, else from the GCS.
+  absl::StatusOr<rpc::JobInfo> LookupJob(const JobId& job_id);
   void Shutdown();
   // Kills the newest leased worker when the node is out of memory (at most once a second).
   void CheckMemory();

@@ -48,9 +48,9 @@ class LatencyInterceptorFactory : public grpc::experimental::ServerInterceptorFa
 const double RpcLatencies::kBounds[kBuckets] = {0.0001, 0.0005, 0.001, 0.005, 0.01,
                                                 0.05,   0.1,    0.5,   1};
 
-void RpcLatencies::Observe(const std::string& method, double seconds) {
+void RpcLatencies::Observe(const std::string& key, double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
-  Histogram& h = methods_[method];
+  Histogram& h = series_[key];
   for (int i = 0; i < kBuckets; ++i) h.buckets[i] += seconds <= kBounds[i];
   ++h.count;
   h.sum += seconds;
@@ -59,14 +59,15 @@ void RpcLatencies::Observe(const std::string& method, double seconds) {
 std::string RpcLatencies::RenderPrometheus(const std::string& name, const std::string& help) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string out = absl::StrCat("# HELP ", name, " ", help, "\n# TYPE ", name, " histogram\n");
-  for (const auto& [method, h] : methods_) {
+  for (const auto& [key, h] : series_) {
+    const std::string labels = absl::StrCat(label_, "=\"", key, "\"");
     for (int i = 0; i < kBuckets; ++i) {
-      absl::StrAppend(&out, name, "_bucket{method=\"", method, "\",le=\"", kBounds[i], "\"} ",
-                      h.buckets[i], "\n");
+      absl::StrAppend(&out, name, "_bucket{", labels, ",le=\"", kBounds[i], "\"} ", h.buckets[i],
+                      "\n");
     }
-    absl::StrAppend(&out, name, "_bucket{method=\"", method, "\",le=\"+Inf\"} ", h.count, "\n",
-                    name, "_sum{method=\"", method, "\"} ", absl::StrFormat("%.9g", h.sum), "\n",
-                    name, "_count{method=\"", method, "\"} ", h.count, "\n");
+    absl::StrAppend(&out, name, "_bucket{", labels, ",le=\"+Inf\"} ", h.count, "\n", name, "_sum{",
+                    labels, "} ", absl::StrFormat("%.9g", h.sum), "\n", name, "_count{", labels,
+                    "} ", h.count, "\n");
   }
   return out;
 }

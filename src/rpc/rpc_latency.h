@@ -1,6 +1,7 @@
-// Server-side RPC latency histograms, per method, recorded by a gRPC interceptor that a server
-// installs through StartGrpcServer, and rendered in Prometheus text format (the GCS publishes
-// its own through the KV for the head's /metrics). Thread-safe.
+// Latency histograms keyed by one label (an RPC method, an HTTP route), rendered in Prometheus
+// text format. A gRPC server records its calls' server-side latency through the interceptor
+// StartGrpcServer installs (the GCS publishes its own through the KV for the head's /metrics);
+// the head's HTTP server keeps its own. Thread-safe.
 #pragma once
 
 #include <grpcpp/support/server_interceptor.h>
@@ -14,22 +15,24 @@ namespace troupe {
 
 class RpcLatencies {
  public:
-  void Observe(const std::string& method, double seconds);
-  // `name`_bucket/_sum/_count lines with a `method` label, plus HELP and TYPE.
+  explicit RpcLatencies(std::string label = "method") : label_(std::move(label)) {}
+  void Observe(const std::string& key, double seconds);
+  // `name`_bucket/_sum/_count lines labelled `label`="<key>", plus HELP and TYPE.
   std::string RenderPrometheus(const std::string& name, const std::string& help) const;
   // An interceptor factory recording every call's time from arrival to its status being sent.
   std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> InterceptorFactory();
 
  private:
-  static constexpr int kBuckets = 9;
+  static constexpr int kBuckets = 10;
   static const double kBounds[kBuckets];
   struct Histogram {
     uint64_t buckets[kBuckets] = {};
     uint64_t count = 0;
     double sum = 0;
   };
+  const std::string label_;
   mutable std::mutex mu_;
-  std::map<std::string, Histogram> methods_;
+  std::map<std::string, Histogram> series_;
 };
 
 }  // namespace troupe

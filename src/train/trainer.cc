@@ -15,10 +15,6 @@
 #include "troupe/collective.h"
 
 namespace troupe::train {
-namespace internal {
-std::string TrainLoopName(TrainLoopFn loop);
-}  // namespace internal
-
 namespace {
 
 using internal::TrainWorker;
@@ -219,12 +215,12 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
     for (size_t i = 0; i < runs.size(); ++i) {
       if (!done[i]) pending.push_back(runs[i]);
     }
-    Wait(pending, 1, std::chrono::milliseconds(200));  // until one finishes, or a while
+    std::set<std::string> ready;  // until one finishes, or a while
+    for (const auto& ref : Wait(pending, 1, std::chrono::milliseconds(200)).ready) {
+      ready.insert(ref.ID());
+    }
     for (size_t i = 0; i < runs.size(); ++i) {
-      if (done[i] || Wait(std::vector<ObjectRef<bool>>{runs[i]}, 1, std::chrono::milliseconds(0))
-                         .ready.empty()) {
-        continue;
-      }
+      if (done[i] || !ready.count(runs[i].ID())) continue;
       done[i] = true;
       ++finished;
       try {

@@ -33,4 +33,7 @@ class TrainWorker {
 // Worker-process state the free functions (GetContext, Report, GetCheckpoint) read.
 void QueueReport(WireReport report);
 
+// The name `loop` was registered under with TROUPE_TRAIN_LOOP ("" if it was not).
+std::string TrainLoopName(TrainLoopFn loop);
+
 }  // namespace troupe::train::internal

@@ -1,0 +1,207 @@
+// Test doubles for the peer-client interfaces (peer_clients.h): every call is recorded, and
+// nothing answers until the test says so, so a test decides the order of events exactly.
+//   FakeLeaseClient lease;  ...  auto& call = lease.lease_requests().front();
+//   lease.ReplyLease(0, granted_reply);       // runs the component's callback on this thread
+// Thread-safe; callbacks run on the thread of the Reply* call, without the fake's lock held.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "src/rpc/peer_clients.h"
+
+namespace troupe {
+
+class FakeLeaseClient : public LeaseClient, public BundleClient {
+ public:
+  struct LeaseCall {
+    std::string raylet_address;
+    rpc::RequestWorkerLeaseRequest request;
+    LeaseCallback done;
+    bool cancelled = false;
+  };
+  struct Returned {
+    std::string raylet_address;
+    std::string lease_id;
+    bool disconnect;
+  };
+  struct ReserveCall {
+    std::string raylet_address;
+    PlacementGroupId placement_group_id;
+    int bundle_index;
+    std::map<std::string, double> resources;
+    ReserveCallback done;
+  };
+
+  CallCanceller RequestWorkerLease(const std::string& raylet_address,
+                                   const rpc::RequestWorkerLeaseRequest& request,
+                                   LeaseCallback done) override {
+    absl::MutexLock lock(&mu_);
+    const size_t index = leases_.size();
+    leases_.push_back({raylet_address, request, std::move(done)});
+    return [this, index] {
+      absl::MutexLock lock(&mu_);
+      leases_[index].cancelled = true;
+    };
+  }
+  void ReturnWorker(const std::string& raylet_address, const std::string& lease_id,
+                    bool disconnect) override {
+    absl::MutexLock lock(&mu_);
+    returned_.push_back({raylet_address, lease_id, disconnect});
+  }
+  absl::Status ReturnWorkerAndWait(const std::string& raylet_address, const std::string& lease_id,
+                                   bool disconnect) override {
+    ReturnWorker(raylet_address, lease_id, disconnect);
+    return absl::OkStatus();
+  }
+  absl::Status KillLeasedWorker(const std::string& raylet_address,
+                                const std::string& lease_id) override {
+    absl::MutexLock lock(&mu_);
+    killed_.emplace_back(raylet_address, lease_id);
+    return absl::OkStatus();
+  }
+  void ReserveBundle(const std::string& raylet_address, const PlacementGroupId& placement_group_id,
+                     int bundle_index, const std::map<std::string, double>& resources,
+                     ReserveCallback done) override {
+    absl::MutexLock lock(&mu_);
+    reserves_.push_back({raylet_address, placement_group_id, bundle_index, resources,
+                         std::move(done)});
+  }
+  void ReturnBundle(const std::string& raylet_address, const std::string& reservation_id) override {
+    absl::MutexLock lock(&mu_);
+    returned_bundles_.emplace_back(raylet_address, reservation_id);
+  }
+
+  // Answers lease request `index` (in the order they were made). Each request is answered once.
+  void ReplyLease(size_t index, absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
+    LeaseCallback done;
+    {
+      absl::MutexLock lock(&mu_);
+      done = std::move(leases_.at(index).done);
+    }
+    done(std::move(reply));
+  }
+  void ReplyReserve(size_t index, absl::StatusOr<std::string> reply) {
+    ReserveCallback done;
+    {
+      absl::MutexLock lock(&mu_);
+      done = std::move(reserves_.at(index).done);
+    }
+    done(std::move(reply));
+  }
+
+  size_t num_lease_requests() const {
+    absl::MutexLock lock(&mu_);
+    return leases_.size();
+  }
+  LeaseCall lease_request(size_t index) const {  // a copy, without the callback
+    absl::MutexLock lock(&mu_);
+    LeaseCall call = leases_.at(index);
+    call.done = nullptr;
+    return call;
+  }
+  size_t num_reserve_requests() const {
+    absl::MutexLock lock(&mu_);
+    return reserves_.size();
+  }
+  ReserveCall reserve_request(size_t index) const {
+    absl::MutexLock lock(&mu_);
+    ReserveCall call = reserves_.at(index);
+    call.done = nullptr;
+    return call;
+  }
+  std::vector<Returned> returned_workers() const {
+    absl::MutexLock lock(&mu_);
+    return returned_;
+  }
+  std::vector<std::pair<std::string, std::string>> killed_workers() const {
+    absl::MutexLock lock(&mu_);
+    return killed_;
+  }
+  std::vector<std::pair<std::string, std::string>> returned_bundles() const {
+    absl::MutexLock lock(&mu_);
+    return returned_bundles_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::deque<LeaseCall> leases_ ABSL_GUARDED_BY(mu_);
+  std::vector<Returned> returned_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, std::string>> killed_ ABSL_GUARDED_BY(mu_);
+  std::deque<ReserveCall> reserves_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, std::string>> returned_bundles_ ABSL_GUARDED_BY(mu_);
+};
+
+class FakeTaskPushClient : public TaskPushClient {
+ public:
+  struct PushCall {
+    std::string worker_address;
+    rpc::PushTaskRequest request;
+    PushCallback done;
+    bool cancelled = false;
+  };
+
+  CallCanceller PushTask(const std::string& worker_address, rpc::PushTaskRequest request,
+                         PushCallback done) override {
+    absl::MutexLock lock(&mu_);
+    const size_t index = pushes_.size();
+    pushes_.push_back({worker_address, std::move(request), std::move(done)});
+    return [this, index] {
+      absl::MutexLock lock(&mu_);
+      pushes_[index].cancelled = true;
+    };
+  }
+  // Answers push `index` (in the order they were made). Each push is answered once.
+  void Reply(size_t index, absl::StatusOr<rpc::PushTaskReply> reply) {
+    PushCallback done;
+    {
+      absl::MutexLock lock(&mu_);
+      done = std::move(pushes_.at(index).done);
+    }
+    done(std::move(reply));
+  }
+  size_t num_pushes() const {
+    absl::MutexLock lock(&mu_);
+    return pushes_.size();
+  }
+  PushCall push(size_t index) const {  // a copy, without the callback
+    absl::MutexLock lock(&mu_);
+    PushCall call = pushes_.at(index);
+    call.done = nullptr;
+    return call;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::deque<PushCall> pushes_ ABSL_GUARDED_BY(mu_);
+};
+
+class FakeActorDirectory : public ActorDirectory {
+ public:
+  absl::StatusOr<rpc::ActorInfo> GetActorInfo(const ActorId& actor_id) override {
+    absl::MutexLock lock(&mu_);
+    ++lookups_;
+    auto it = actors_.find(actor_id.Binary());
+    if (it == actors_.end()) return absl::NotFoundError("no such actor");
+    return it->second;
+  }
+  void Set(const ActorId& actor_id, rpc::ActorInfo info) {
+    absl::MutexLock lock(&mu_);
+    actors_[actor_id.Binary()] = std::move(info);
+  }
+  int lookups() const {
+    absl::MutexLock lock(&mu_);
+    return lookups_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, rpc::ActorInfo> actors_ ABSL_GUARDED_BY(mu_);
+  int lookups_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace troupe

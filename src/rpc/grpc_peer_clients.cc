@@ -1,0 +1,71 @@
+#include "src/rpc/grpc_peer_clients.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace troupe {
+
+CallCanceller GrpcLeaseClient::RequestWorkerLease(const std::string& raylet_address,
+                                                  const rpc::RequestWorkerLeaseRequest& request,
+                                                  LeaseCallback done) {
+  return raylets_->Get(raylet_address)->RequestWorkerLeaseAsync(request, std::move(done));
+}
+
+void GrpcLeaseClient::ReturnWorker(const std::string& raylet_address, const std::string& lease_id,
+                                   bool disconnect) {
+  raylets_->Get(raylet_address)->ReturnWorkerAsync(lease_id, disconnect);
+}
+
+absl::Status GrpcLeaseClient::ReturnWorkerAndWait(const std::string& raylet_address,
+                                                  const std::string& lease_id, bool disconnect) {
+  return raylets_->Get(raylet_address)->ReturnWorker(lease_id, disconnect);
+}
+
+absl::Status GrpcLeaseClient::KillLeasedWorker(const std::string& raylet_address,
+                                               const std::string& lease_id) {
+  return raylets_->Get(raylet_address)->KillLeasedWorker(lease_id);
+}
+
+void GrpcLeaseClient::ReserveBundle(const std::string& raylet_address,
+                                    const PlacementGroupId& placement_group_id, int bundle_index,
+                                    const std::map<std::string, double>& resources,
+                                    ReserveCallback done) {
+  // A reservation is a lease request that is granted at once or refused, with no worker.
+  rpc::RequestWorkerLeaseRequest request;
+  rpc::TaskSpec* spec = request.mutable_resource_spec();
+  for (const auto& [name, amount] : resources) (*spec->mutable_required_resources())[name] = amount;
+  spec->set_placement_group_id(placement_group_id.Binary());
+  spec->set_bundle_index(bundle_index);
+  spec->set_bundle_reservation(true);
+  request.set_grant_or_reject(true);
+  raylets_->Get(raylet_address)
+      ->RequestWorkerLeaseAsync(
+          request, [done = std::move(done)](absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
+            if (!reply.ok()) return done(reply.status());
+            if (reply->lease_id().empty()) {
+              return done(absl::FailedPreconditionError(
+                  reply->failure_message().empty()
+                      ? "the raylet refused the reservation"
+                      : absl::StrCat("the raylet refused the reservation: ",
+                                     reply->failure_message())));
+            }
+            done(reply->lease_id());
+          });
+}
+
+void GrpcLeaseClient::ReturnBundle(const std::string& raylet_address,
+                                   const std::string& reservation_id) {
+  raylets_->Get(raylet_address)->ReturnWorkerAsync(reservation_id, /*disconnect=*/false);
+}
+
+CallCanceller GrpcTaskPushClient::PushTask(const std::string& worker_address,
+                                           rpc::PushTaskRequest request, PushCallback done) {
+  return workers_->Get(worker_address)->PushTaskAsync(std::move(request), std::move(done));
+}
+
+absl::StatusOr<rpc::ActorInfo> GrpcActorDirectory::GetActorInfo(const ActorId& actor_id) {
+  rpc::GetActorInfoRequest request;
+  request.set_actor_id(actor_id.Binary());
+  return gcs_->GetActorInfo(request);
+}
+
+}  // namespace troupe

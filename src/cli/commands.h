@@ -16,5 +16,7 @@ int TrainLaunchCommand(const std::vector<std::string>& args);
 int JobCommand(const std::vector<std::string>& args);
 int ListCommand(const std::vector<std::string>& args);
 int LogsCommand(const std::vector<std::string>& args);
+// `troupe gcs-server [flags]` (src/cli/gcs_command.cc): runs a GCS in the foreground.
+int GcsServerCommand(const std::vector<std::string>& args);
 
 }  // namespace troupe

@@ -345,15 +345,8 @@ absl::Status CoreWorker::RemovePlacementGroup(const PlacementGroupId& id) {
 
 absl::StatusOr<bool> CoreWorker::WaitPlacementGroup(const PlacementGroupId& id,
                                                     absl::Time deadline) {
-  rpc::GetPlacementGroupRequest request;
-  request.set_placement_group_id(id.Binary());
-  while (true) {
-    auto group = gcs_->GetPlacementGroup(request);
-    if (!group.ok()) return group.status();
-    if (group->state() == rpc::PlacementGroupInfo::CREATED) return true;
-    if (group->state() == rpc::PlacementGroupInfo::REMOVED || absl::Now() >= deadline) return false;
-    absl::SleepFor(std::min(absl::Milliseconds(20), deadline - absl::Now()));
-  }
+  // The GCS answers as soon as the group is placed or removed (a long poll, not polling).
+  return gcs_->WaitPlacementGroupUntilReady(id.Binary(), deadline);
 }
 
 absl::StatusOr<std::optional<PlacementGroupId>> CoreWorker::GetPlacementGroup(

@@ -11,14 +11,13 @@ constexpr char kTable[] = "ACTOR";
 constexpr absl::Duration kRetryDelay = absl::Seconds(1);
 }  // namespace
 
-ActorManager::ActorManager(StoreClient* store, Publisher* publisher, NodeManager* nodes,
-                           const Clock* clock, const std::string& token)
-    : store_(store),
-      publisher_(publisher),
-      nodes_(nodes),
-      clock_(clock),
-      raylets_(token),
-      workers_(token) {}
+ActorManager::ActorManager(ActorManagerDeps deps)
+    : store_(deps.store),
+      publisher_(deps.publisher),
+      nodes_(deps.nodes),
+      clock_(deps.clock),
+      leases_(deps.leases),
+      workers_(deps.workers) {}
 
 void ActorManager::SetStateLocked(Actor& actor, rpc::ActorInfo::State state) {
   actor.info.set_state(state);
@@ -38,6 +37,13 @@ void ActorManager::SetStateLocked(Actor& actor, rpc::ActorInfo::State state) {
 absl::Status ActorManager::DoRegisterActor(const rpc::RegisterActorRequest& request) {
   auto id = ActorId::FromBinary(request.actor().actor_id());
   if (!id.ok()) return id.status();
+  // Client data: refuse what scheduling could not handle, never crash on it.
+  const auto& wanted = request.actor().required_resources();
+  auto demand = ResourceSet::FromMap({wanted.begin(), wanted.end()});
+  if (!demand.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("actor.required_resources: ", demand.status().message()));
+  }
   absl::MutexLock lock(&mu_);
   if (actors_.contains(*id)) return absl::AlreadyExistsError("actor already registered");
   const rpc::ActorInfo& incoming = request.actor();
@@ -57,6 +63,7 @@ absl::Status ActorManager::DoRegisterActor(const rpc::RegisterActorRequest& requ
   actor.info.set_state(rpc::ActorInfo::PENDING_CREATION);
   actor.info.set_start_time_ms(absl::ToUnixMillis(clock_->Now()));
   actor.creation_task = request.creation_task();
+  actor.demand = *std::move(demand);
   SetStateLocked(actor, rpc::ActorInfo::PENDING_CREATION);
   ScheduleLocked(actor);
   return absl::OkStatus();
@@ -87,18 +94,14 @@ void ActorManager::ScheduleLocked(Actor& actor) {
     outbox_.push_back({actor_id, ++actor.attempt, bundle->first, bundle->second});
     return;
   }
-  std::map<std::string, double> amounts(actor.info.required_resources().begin(),
-                                        actor.info.required_resources().end());
-  ResourceSet demand = *ResourceSet::FromMap(amounts);
   std::vector<NodeView> views = NodeViewsFromUsage(nodes_->GetAllResourceUsage());
-  SchedulingDecision decision =
-      ChooseNode(demand, actor.creation_task.strategy(), NodeId::Nil(), views, &spread_counter_);
-  const ActorId id = *ActorId::FromBinary(actor.info.actor_id());
+  SchedulingDecision decision = ChooseNode(actor.demand, actor.creation_task.strategy(),
+                                           NodeId::Nil(), views, &spread_counter_);
   switch (decision.kind) {
     case SchedulingDecision::Kind::kLocal:
     case SchedulingDecision::Kind::kRemote: {
       actor.scheduling = true;
-      outbox_.push_back({id, ++actor.attempt, decision.raylet_address});
+      outbox_.push_back({actor_id, ++actor.attempt, decision.raylet_address});
       return;
     }
     case SchedulingDecision::Kind::kInfeasible:
@@ -150,9 +153,9 @@ void ActorManager::RequestLease(const ActorId& id, uint64_t attempt,
     }
   }
   request.set_grant_or_reject(grant_or_reject);
-  raylets_.Get(raylet_address)
-      ->RequestWorkerLeaseAsync(request, [this, id, attempt, raylet_address](
-                                             absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
+  leases_->RequestWorkerLease(
+      raylet_address, request,
+      [this, id, attempt, raylet_address](absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
         OnLeaseReply(id, attempt, raylet_address, std::move(reply));
       });
 }
@@ -163,43 +166,53 @@ void ActorManager::OnLeaseReply(const ActorId& id, uint64_t attempt,
   if (reply.ok() && !reply->retry_at_raylet_address().empty()) {
     return RequestLease(id, attempt, reply->retry_at_raylet_address(), true);
   }
-  absl::MutexLock lock(&mu_);
-  auto it = actors_.find(id);
   const bool granted = reply.ok() && !reply->lease_id().empty();
-  if (it == actors_.end() || it->second.attempt != attempt ||
-      it->second.info.state() == rpc::ActorInfo::DEAD) {
-    if (granted) raylets_.Get(raylet_address)->ReturnWorkerAsync(reply->lease_id(), false);
-    return;
-  }
-  Actor& actor = it->second;
-  if (!granted) {
-    actor.scheduling = false;
-    if (reply.ok() && reply->rejected() && !reply->failure_message().empty()) {
-      actor.info.set_death_cause(absl::StrCat("cannot be scheduled: ", reply->failure_message()));
-      SetStateLocked(actor, rpc::ActorInfo::DEAD);
+  bool current = false;
+  rpc::PushTaskRequest push;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = actors_.find(id);
+    current = it != actors_.end() && it->second.attempt == attempt &&
+              it->second.info.state() != rpc::ActorInfo::DEAD;
+    if (current) {
+      Actor& actor = it->second;
+      if (!granted) return OnLeaseRefusedLocked(actor, reply);
+      actor.info.set_node_id(reply->node_id());
+      actor.info.set_worker_id(reply->worker_id());
+      actor.info.set_worker_address(reply->worker_address());
+      actor.info.set_pid(reply->worker_pid());
+      actor.info.set_raylet_address(raylet_address);
+      actor.info.set_lease_id(reply->lease_id());
+      actor.info.clear_pending_reason();
+      by_worker_[reply->worker_id()] = id;
+      *push.mutable_task() = actor.creation_task;
+      push.mutable_task()->set_actor_num_restarts(static_cast<int32_t>(actor.info.num_restarts()));
+      for (int gpu : reply->gpu_ids()) push.add_gpu_ids(gpu);
+    } else if (!granted) {
       return;
     }
-    if (reply.ok() && reply->infeasible()) actor.info.set_pending_reason(reply->failure_message());
-    actor.retry_at =
-        clock_->Now() + (reply.ok() && reply->rejected() ? absl::Milliseconds(100) : kRetryDelay);
+  }
+  if (current) {
+    workers_->PushTask(reply->worker_address(), std::move(push),
+                       [this, id, attempt](absl::StatusOr<rpc::PushTaskReply> r) {
+                         OnCreated(id, attempt, std::move(r));
+                       });
+  } else {  // a stale attempt's lease, or the actor died meanwhile: nobody will use it
+    leases_->ReturnWorker(raylet_address, reply->lease_id(), /*disconnect=*/false);
+  }
+}
+
+void ActorManager::OnLeaseRefusedLocked(Actor& actor,
+                                        const absl::StatusOr<rpc::RequestWorkerLeaseReply>& reply) {
+  actor.scheduling = false;
+  if (reply.ok() && reply->rejected() && !reply->failure_message().empty()) {
+    actor.info.set_death_cause(absl::StrCat("cannot be scheduled: ", reply->failure_message()));
+    SetStateLocked(actor, rpc::ActorInfo::DEAD);
     return;
   }
-  actor.info.set_node_id(reply->node_id());
-  actor.info.set_worker_id(reply->worker_id());
-  actor.info.set_worker_address(reply->worker_address());
-  actor.info.set_pid(reply->worker_pid());
-  actor.info.set_raylet_address(raylet_address);
-  actor.info.set_lease_id(reply->lease_id());
-  actor.info.clear_pending_reason();
-  by_worker_[reply->worker_id()] = id;
-  rpc::PushTaskRequest push;
-  *push.mutable_task() = actor.creation_task;
-  push.mutable_task()->set_actor_num_restarts(static_cast<int32_t>(actor.info.num_restarts()));
-  for (int gpu : reply->gpu_ids()) push.add_gpu_ids(gpu);
-  workers_.Get(reply->worker_address())
-      ->PushTaskAsync(std::move(push), [this, id, attempt](absl::StatusOr<rpc::PushTaskReply> r) {
-        OnCreated(id, attempt, std::move(r));
-      });
+  if (reply.ok() && reply->infeasible()) actor.info.set_pending_reason(reply->failure_message());
+  actor.retry_at =
+      clock_->Now() + (reply.ok() && reply->rejected() ? absl::Milliseconds(100) : kRetryDelay);
 }
 
 void ActorManager::OnCreated(const ActorId& id, uint64_t attempt,
@@ -228,7 +241,7 @@ void ActorManager::OnCreated(const ActorId& id, uint64_t attempt,
       SetStateLocked(actor, rpc::ActorInfo::ALIVE);
     }
   }
-  if (!kill_lease.empty()) (void)raylets_.Get(kill_raylet)->KillLeasedWorker(kill_lease);
+  if (!kill_lease.empty()) (void)leases_->KillLeasedWorker(kill_raylet, kill_lease);
 }
 
 void ActorManager::OnActorFailedLocked(Actor& actor, const std::string& cause) {
@@ -302,7 +315,18 @@ void ActorManager::OnNodeDeadLocked(const rpc::NodeInfo& node) {
 }
 
 void ActorManager::OnJobFinished(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<std::string, std::string>> to_return;  // (raylet, lease)
+  {
+    absl::MutexLock lock(&mu_);
+    OnJobFinishedLocked(job_id, &to_return);
+  }
+  for (const auto& [raylet, lease] : to_return) {
+    leases_->ReturnWorker(raylet, lease, /*disconnect=*/true);
+  }
+}
+
+void ActorManager::OnJobFinishedLocked(
+    const std::string& job_id, std::vector<std::pair<std::string, std::string>>* to_return) {
   for (auto& [id, actor] : actors_) {
     if (actor.info.job_id() != job_id || actor.info.detached() ||
         actor.info.state() == rpc::ActorInfo::DEAD) {
@@ -312,7 +336,7 @@ void ActorManager::OnJobFinished(const std::string& job_id) {
     actor.kill_requested = true;
     actor.death_cause = "its job finished (the actor is not detached)";
     if (!actor.info.lease_id().empty()) {
-      raylets_.Get(actor.info.raylet_address())->ReturnWorkerAsync(actor.info.lease_id(), true);
+      to_return->emplace_back(actor.info.raylet_address(), actor.info.lease_id());
     }
     by_worker_.erase(actor.info.worker_id());
     actor.info.set_death_cause(actor.death_cause);
@@ -321,22 +345,22 @@ void ActorManager::OnJobFinished(const std::string& job_id) {
 }
 
 void ActorManager::KillActorsInPlacementGroup(const std::string& placement_group_id) {
-  std::vector<std::string> ids;
+  std::vector<ActorId> ids;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, actor] : actors_) {
       if (actor.info.placement_group_id() == placement_group_id &&
           actor.info.state() != rpc::ActorInfo::DEAD) {
-        ids.push_back(id.Binary());
+        ids.push_back(id);
       }
     }
   }
   for (const auto& id : ids) {
     {
       absl::MutexLock lock(&mu_);
-      actors_[*ActorId::FromBinary(id)].death_cause = "its placement group was removed";
+      actors_[id].death_cause = "its placement group was removed";
     }
-    (void)KillActor(id, /*no_restart=*/true);
+    (void)KillActor(id.Binary(), /*no_restart=*/true);
   }
 }
 
@@ -367,7 +391,7 @@ absl::Status ActorManager::KillActor(const std::string& actor_id, bool no_restar
     lease = actor.info.lease_id();
   }
   // The worker's exit report finishes the job (restart, or DEAD with the cause).
-  return raylets_.Get(raylet)->KillLeasedWorker(lease);
+  return leases_->KillLeasedWorker(raylet, lease);
 }
 
 absl::StatusOr<rpc::ActorInfo> ActorManager::GetActor(

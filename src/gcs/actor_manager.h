@@ -5,7 +5,11 @@
 // ACTOR channel with the node, worker address, pid and, for DEAD, the cause. Deaths come from
 // raylets (worker exits), the node table (node deaths), users (KillActor, ExitActor) and jobs
 // (a non-detached actor dies with its job). Restarts follow max_restarts.
-// Thread-safe; RPC callbacks arrive on gRPC threads.
+// Outbound calls go through the peer-client interfaces (src/rpc/peer_clients.h): LeaseClient to
+// lease, return and kill the actor's worker, TaskPushClient to push its creation task. No gRPC
+// here; the composition root (GcsServer) passes the gRPC implementations, tests pass fakes.
+// Thread-safe; peer-client callbacks arrive on any thread (gRPC threads in production) and are
+// never run with mu_ held.
 #pragma once
 
 #include <functional>
@@ -19,20 +23,30 @@
 #include "proto/gcs.pb.h"
 #include "src/common/clock.h"
 #include "src/common/ids.h"
+#include "src/common/resources.h"
 #include "src/gcs/node_manager.h"
 #include "src/gcs/publisher.h"
 #include "src/gcs/store_client.h"
-#include "src/rpc/core_worker_client.h"
-#include "src/rpc/raylet_client.h"
+#include "src/rpc/peer_clients.h"
 
 namespace troupe {
 
+// What an ActorManager works with. None owned; all must outlive the manager.
+struct ActorManagerDeps {
+  StoreClient* store = nullptr;
+  Publisher* publisher = nullptr;
+  NodeManager* nodes = nullptr;  // the cluster view scheduling decisions are made on
+  const Clock* clock = nullptr;
+  LeaseClient* leases = nullptr;      // leases, returns and kills actor workers
+  TaskPushClient* workers = nullptr;  // pushes creation tasks
+};
+
 class ActorManager {
  public:
-  ActorManager(StoreClient* store, Publisher* publisher, NodeManager* nodes, const Clock* clock,
-               const std::string& token);
+  explicit ActorManager(ActorManagerDeps deps);
 
-  // AlreadyExists when the name is taken in its namespace by an actor that is not DEAD.
+  // AlreadyExists when the name is taken in its namespace by an actor that is not DEAD;
+  // InvalidArgument for a bad actor ID or resources (negative, non-finite, unnamed).
   absl::Status RegisterActor(const rpc::RegisterActorRequest& request);
   // By ID, or by name within a namespace (NotFound for none, or only dead ones).
   absl::StatusOr<rpc::ActorInfo> GetActor(const rpc::GetActorInfoRequest& request) const;
@@ -56,6 +70,7 @@ class ActorManager {
   struct Actor {
     rpc::ActorInfo info;
     rpc::TaskSpec creation_task;
+    ResourceSet demand;       // info.required_resources, checked at registration
     bool scheduling = false;  // a lease or creation push is in flight
     absl::Time retry_at = absl::InfinitePast();
     uint64_t attempt = 0;  // tells replies of an earlier placement attempt apart
@@ -76,6 +91,13 @@ class ActorManager {
                     bool grant_or_reject, int bundle_index = -1);
   void OnLeaseReply(const ActorId& id, uint64_t attempt, const std::string& raylet_address,
                     absl::StatusOr<rpc::RequestWorkerLeaseReply> reply);
+  // A lease of the current attempt was refused: wait and retry, or die if it never fits.
+  void OnLeaseRefusedLocked(Actor& actor, const absl::StatusOr<rpc::RequestWorkerLeaseReply>& reply)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Buries the job's non-detached actors; their leases to return go to `to_return`.
+  void OnJobFinishedLocked(const std::string& job_id,
+                           std::vector<std::pair<std::string, std::string>>* to_return)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnCreated(const ActorId& id, uint64_t attempt, absl::StatusOr<rpc::PushTaskReply> reply);
   // The actor's worker is gone: restart it or declare it dead.
   void OnActorFailedLocked(Actor& actor, const std::string& cause)
@@ -86,8 +108,8 @@ class ActorManager {
   Publisher* publisher_;
   NodeManager* nodes_;
   const Clock* clock_;
-  ClientPool<RayletClient> raylets_;
-  ClientPool<CoreWorkerClient> workers_;
+  LeaseClient* leases_;
+  TaskPushClient* workers_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ActorId, Actor> actors_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 #include "src/gcs/gcs_grpc_services.h"
 
 #include "src/common/status_macros.h"
+#include "src/rpc/request_validation.h"
 #include "src/rpc/server.h"
 
 namespace troupe {
@@ -8,10 +9,32 @@ namespace troupe {
 using grpc::CallbackServerContext;
 using grpc::ServerUnaryReactor;
 
-ServerUnaryReactor* ClusterInfoGrpcService::GetClusterInfo(CallbackServerContext* context,
-                                                           const rpc::GetClusterInfoRequest*,
-                                                           rpc::GetClusterInfoReply* reply) {
-  return Respond(context, *auth_, [&] {
+namespace {
+// Respond / RespondAsync (src/rpc/server.h) with the request checked after the token: a
+// malformed request is answered INVALID_ARGUMENT before any manager sees it.
+template <typename Request, typename Handler>
+ServerUnaryReactor* RespondChecked(CallbackServerContext* context, const TokenAuthenticator& auth,
+                                   const Request& request, Handler&& handler) {
+  return Respond(context, auth, [&]() -> absl::Status {
+    TROUPE_RETURN_IF_ERROR(ValidateRequest(request));
+    return handler();
+  });
+}
+template <typename Request, typename Handler>
+ServerUnaryReactor* RespondCheckedAsync(CallbackServerContext* context,
+                                        const TokenAuthenticator& auth, const Request& request,
+                                        Handler&& handler) {
+  return RespondAsync(context, auth, [&](auto done) {
+    if (absl::Status status = ValidateRequest(request); !status.ok()) return done(status);
+    handler(std::move(done));
+  });
+}
+}  // namespace
+
+ServerUnaryReactor* ClusterInfoGrpcService::GetClusterInfo(
+    CallbackServerContext* context, const rpc::GetClusterInfoRequest* request,
+    rpc::GetClusterInfoReply* reply) {
+  return RespondChecked(context, *auth_, *request, [&] {
     *reply = info_;
     return absl::OkStatus();
   });
@@ -22,7 +45,7 @@ ServerUnaryReactor* ClusterInfoGrpcService::GetClusterInfo(CallbackServerContext
 ServerUnaryReactor* NodeInfoGrpcService::RegisterNode(CallbackServerContext* context,
                                                       const rpc::RegisterNodeRequest* request,
                                                       rpc::RegisterNodeReply* reply) {
-  return Respond(context, *auth_, [&]() -> absl::Status {
+  return RespondChecked(context, *auth_, *request, [&]() -> absl::Status {
     auto result = nodes_->RegisterNode(*request);
     if (!result.ok()) return result.status();
     *reply = *result;
@@ -34,14 +57,15 @@ ServerUnaryReactor* NodeInfoGrpcService::RegisterNode(CallbackServerContext* con
 ServerUnaryReactor* NodeInfoGrpcService::UnregisterNode(CallbackServerContext* context,
                                                         const rpc::UnregisterNodeRequest* request,
                                                         rpc::UnregisterNodeReply*) {
-  return Respond(context, *auth_,
-                 [&] { return nodes_->UnregisterNode(request->node_id(), request->reason()); });
+  return RespondChecked(context, *auth_, *request, [&] {
+    return nodes_->UnregisterNode(request->node_id(), request->reason());
+  });
 }
 
 ServerUnaryReactor* NodeInfoGrpcService::GetAllNodeInfo(CallbackServerContext* context,
-                                                        const rpc::GetAllNodeInfoRequest*,
+                                                        const rpc::GetAllNodeInfoRequest* request,
                                                         rpc::GetAllNodeInfoReply* reply) {
-  return Respond(context, *auth_, [&] {
+  return RespondChecked(context, *auth_, *request, [&] {
     for (auto& node : nodes_->GetAllNodes()) *reply->add_nodes() = std::move(node);
     return absl::OkStatus();
   });
@@ -50,17 +74,17 @@ ServerUnaryReactor* NodeInfoGrpcService::GetAllNodeInfo(CallbackServerContext* c
 ServerUnaryReactor* NodeInfoGrpcService::ReportResourceUsage(
     CallbackServerContext* context, const rpc::ReportResourceUsageRequest* request,
     rpc::ReportResourceUsageReply* reply) {
-  return Respond(context, *auth_, [&]() -> absl::Status {
+  return RespondChecked(context, *auth_, *request, [&]() -> absl::Status {
     TROUPE_RETURN_IF_ERROR(nodes_->ReportResourceUsage(request->usage()));
     for (auto& usage : nodes_->GetAllResourceUsage()) *reply->add_cluster() = std::move(usage);
     return absl::OkStatus();
   });
 }
 
-ServerUnaryReactor* NodeInfoGrpcService::GetAllResourceUsage(CallbackServerContext* context,
-                                                             const rpc::GetAllResourceUsageRequest*,
-                                                             rpc::GetAllResourceUsageReply* reply) {
-  return Respond(context, *auth_, [&] {
+ServerUnaryReactor* NodeInfoGrpcService::GetAllResourceUsage(
+    CallbackServerContext* context, const rpc::GetAllResourceUsageRequest* request,
+    rpc::GetAllResourceUsageReply* reply) {
+  return RespondChecked(context, *auth_, *request, [&] {
     for (auto& usage : nodes_->GetAllResourceUsage()) *reply->add_usages() = std::move(usage);
     return absl::OkStatus();
   });
@@ -71,7 +95,7 @@ ServerUnaryReactor* NodeInfoGrpcService::GetAllResourceUsage(CallbackServerConte
 ServerUnaryReactor* JobInfoGrpcService::AddJob(CallbackServerContext* context,
                                                const rpc::AddJobRequest* request,
                                                rpc::AddJobReply* reply) {
-  return Respond(context, *auth_, [&]() -> absl::Status {
+  return RespondChecked(context, *auth_, *request, [&]() -> absl::Status {
     auto job_id = jobs_->AddJob(request->job());
     if (!job_id.ok()) return job_id.status();
     reply->set_job_id(job_id->Binary());
@@ -82,13 +106,14 @@ ServerUnaryReactor* JobInfoGrpcService::AddJob(CallbackServerContext* context,
 ServerUnaryReactor* JobInfoGrpcService::MarkJobFinished(CallbackServerContext* context,
                                                         const rpc::MarkJobFinishedRequest* request,
                                                         rpc::MarkJobFinishedReply*) {
-  return Respond(context, *auth_, [&] { return jobs_->MarkJobFinished(request->job_id()); });
+  return RespondChecked(context, *auth_, *request,
+                        [&] { return jobs_->MarkJobFinished(request->job_id()); });
 }
 
 ServerUnaryReactor* JobInfoGrpcService::GetAllJobInfo(CallbackServerContext* context,
-                                                      const rpc::GetAllJobInfoRequest*,
+                                                      const rpc::GetAllJobInfoRequest* request,
                                                       rpc::GetAllJobInfoReply* reply) {
-  return Respond(context, *auth_, [&] {
+  return RespondChecked(context, *auth_, *request, [&] {
     for (auto& job : jobs_->GetAllJobs()) *reply->add_jobs() = std::move(job);
     return absl::OkStatus();
   });
@@ -99,7 +124,7 @@ ServerUnaryReactor* JobInfoGrpcService::GetAllJobInfo(CallbackServerContext* con
 ServerUnaryReactor* InternalKvGrpcService::KVGet(CallbackServerContext* context,
                                                  const rpc::KVGetRequest* request,
                                                  rpc::KVGetReply* reply) {
-  return RespondAsync(context, *auth_, [&](auto done) {
+  return RespondCheckedAsync(context, *auth_, *request, [&](auto done) {
     kv_->Get(request->namespace_name(), request->key(),
              [reply, done](absl::StatusOr<std::optional<std::string>> value) {
                if (value.ok() && value->has_value()) {
@@ -114,7 +139,7 @@ ServerUnaryReactor* InternalKvGrpcService::KVGet(CallbackServerContext* context,
 ServerUnaryReactor* InternalKvGrpcService::KVPut(CallbackServerContext* context,
                                                  const rpc::KVPutRequest* request,
                                                  rpc::KVPutReply* reply) {
-  return RespondAsync(context, *auth_, [&](auto done) {
+  return RespondCheckedAsync(context, *auth_, *request, [&](auto done) {
     kv_->Put(request->namespace_name(), request->key(), request->value(), request->overwrite(),
              [reply, done](absl::StatusOr<bool> added) {
                if (added.ok()) reply->set_added(*added);
@@ -126,7 +151,7 @@ ServerUnaryReactor* InternalKvGrpcService::KVPut(CallbackServerContext* context,
 ServerUnaryReactor* InternalKvGrpcService::KVDel(CallbackServerContext* context,
                                                  const rpc::KVDelRequest* request,
                                                  rpc::KVDelReply* reply) {
-  return RespondAsync(context, *auth_, [&](auto done) {
+  return RespondCheckedAsync(context, *auth_, *request, [&](auto done) {
     kv_->Del(request->namespace_name(), request->key(), request->del_by_prefix(),
              [reply, done](absl::StatusOr<int64_t> deleted) {
                if (deleted.ok()) reply->set_deleted_num(*deleted);
@@ -138,7 +163,7 @@ ServerUnaryReactor* InternalKvGrpcService::KVDel(CallbackServerContext* context,
 ServerUnaryReactor* InternalKvGrpcService::KVExists(CallbackServerContext* context,
                                                     const rpc::KVExistsRequest* request,
                                                     rpc::KVExistsReply* reply) {
-  return RespondAsync(context, *auth_, [&](auto done) {
+  return RespondCheckedAsync(context, *auth_, *request, [&](auto done) {
     kv_->Exists(request->namespace_name(), request->key(),
                 [reply, done](absl::StatusOr<bool> exists) {
                   if (exists.ok()) reply->set_exists(*exists);
@@ -150,7 +175,7 @@ ServerUnaryReactor* InternalKvGrpcService::KVExists(CallbackServerContext* conte
 ServerUnaryReactor* InternalKvGrpcService::KVKeys(CallbackServerContext* context,
                                                   const rpc::KVKeysRequest* request,
                                                   rpc::KVKeysReply* reply) {
-  return RespondAsync(context, *auth_, [&](auto done) {
+  return RespondCheckedAsync(context, *auth_, *request, [&](auto done) {
     kv_->Keys(request->namespace_name(), request->prefix(),
               [reply, done](absl::StatusOr<std::vector<std::string>> keys) {
                 if (keys.ok()) {
@@ -168,7 +193,7 @@ ServerUnaryReactor* PubSubGrpcService::Poll(CallbackServerContext* context,
                                             rpc::PollReply* reply) {
   const bool logs = request->channels_size() == 1 && request->channels(0) == rpc::LOG_CHANNEL;
   Publisher* publisher = logs ? log_publisher_ : publisher_;
-  return RespondAsync(context, *auth_, [&](auto done) {
+  return RespondCheckedAsync(context, *auth_, *request, [&](auto done) {
     publisher->Poll(*request, [reply, done](rpc::PollReply result) {
       *reply = std::move(result);
       done(absl::OkStatus());
@@ -179,7 +204,7 @@ ServerUnaryReactor* PubSubGrpcService::Poll(CallbackServerContext* context,
 grpc::ServerUnaryReactor* PubSubGrpcService::PublishLogs(grpc::CallbackServerContext* context,
                                                          const rpc::PublishLogsRequest* request,
                                                          rpc::PublishLogsReply*) {
-  return Respond(context, *auth_, [&] {
+  return RespondChecked(context, *auth_, *request, [&] {
     for (const auto& batch : request->batches()) {
       rpc::PubMessage message;
       message.set_channel(rpc::LOG_CHANNEL);
@@ -197,13 +222,14 @@ ServerUnaryReactor* ActorInfoGrpcService::RegisterActor(CallbackServerContext* c
                                                         const rpc::RegisterActorRequest* request,
                                                         rpc::RegisterActorReply*) {
   // Scheduling starts inside; it may send RPCs but never blocks on them.
-  return Respond(context, *auth_, [&] { return actors_->RegisterActor(*request); });
+  return RespondChecked(context, *auth_, *request,
+                        [&] { return actors_->RegisterActor(*request); });
 }
 
 ServerUnaryReactor* ActorInfoGrpcService::GetActorInfo(CallbackServerContext* context,
                                                        const rpc::GetActorInfoRequest* request,
                                                        rpc::GetActorInfoReply* reply) {
-  return Respond(context, *auth_, [&]() -> absl::Status {
+  return RespondChecked(context, *auth_, *request, [&]() -> absl::Status {
     auto actor = actors_->GetActor(*request);
     if (!actor.ok()) return actor.status();
     *reply->mutable_actor() = std::move(*actor);
@@ -211,10 +237,10 @@ ServerUnaryReactor* ActorInfoGrpcService::GetActorInfo(CallbackServerContext* co
   });
 }
 
-ServerUnaryReactor* ActorInfoGrpcService::GetAllActorInfo(CallbackServerContext* context,
-                                                          const rpc::GetAllActorInfoRequest*,
-                                                          rpc::GetAllActorInfoReply* reply) {
-  return Respond(context, *auth_, [&] {
+ServerUnaryReactor* ActorInfoGrpcService::GetAllActorInfo(
+    CallbackServerContext* context, const rpc::GetAllActorInfoRequest* request,
+    rpc::GetAllActorInfoReply* reply) {
+  return RespondChecked(context, *auth_, *request, [&] {
     for (auto& actor : actors_->GetAllActors()) *reply->add_actors() = std::move(actor);
     return absl::OkStatus();
   });
@@ -223,14 +249,15 @@ ServerUnaryReactor* ActorInfoGrpcService::GetAllActorInfo(CallbackServerContext*
 ServerUnaryReactor* ActorInfoGrpcService::KillActor(CallbackServerContext* context,
                                                     const rpc::KillActorRequest* request,
                                                     rpc::KillActorReply*) {
-  return Respond(context, *auth_,
-                 [&] { return actors_->KillActor(request->actor_id(), request->no_restart()); });
+  return RespondChecked(context, *auth_, *request, [&] {
+    return actors_->KillActor(request->actor_id(), request->no_restart());
+  });
 }
 
 ServerUnaryReactor* ActorInfoGrpcService::ReportWorkerExit(
     CallbackServerContext* context, const rpc::ReportWorkerExitRequest* request,
     rpc::ReportWorkerExitReply*) {
-  return Respond(context, *auth_, [&] {
+  return RespondChecked(context, *auth_, *request, [&] {
     actors_->OnWorkerExit(request->worker_id(), request->how());
     return absl::OkStatus();
   });
@@ -239,7 +266,7 @@ ServerUnaryReactor* ActorInfoGrpcService::ReportWorkerExit(
 ServerUnaryReactor* ActorInfoGrpcService::ReportActorExit(
     CallbackServerContext* context, const rpc::ReportActorExitRequest* request,
     rpc::ReportActorExitReply*) {
-  return Respond(context, *auth_, [&] {
+  return RespondChecked(context, *auth_, *request, [&] {
     actors_->OnActorExit(request->actor_id());
     return absl::OkStatus();
   });
@@ -250,19 +277,21 @@ ServerUnaryReactor* ActorInfoGrpcService::ReportActorExit(
 ServerUnaryReactor* PlacementGroupGrpcService::CreatePlacementGroup(
     CallbackServerContext* context, const rpc::CreatePlacementGroupRequest* request,
     rpc::CreatePlacementGroupReply*) {
-  return Respond(context, *auth_, [&] { return groups_->Create(request->placement_group()); });
+  return RespondChecked(context, *auth_, *request,
+                        [&] { return groups_->Create(request->placement_group()); });
 }
 
 ServerUnaryReactor* PlacementGroupGrpcService::RemovePlacementGroup(
     CallbackServerContext* context, const rpc::RemovePlacementGroupRequest* request,
     rpc::RemovePlacementGroupReply*) {
-  return Respond(context, *auth_, [&] { return groups_->Remove(request->placement_group_id()); });
+  return RespondChecked(context, *auth_, *request,
+                        [&] { return groups_->Remove(request->placement_group_id()); });
 }
 
 ServerUnaryReactor* PlacementGroupGrpcService::GetPlacementGroup(
     CallbackServerContext* context, const rpc::GetPlacementGroupRequest* request,
     rpc::GetPlacementGroupReply* reply) {
-  return Respond(context, *auth_, [&]() -> absl::Status {
+  return RespondChecked(context, *auth_, *request, [&]() -> absl::Status {
     auto group = groups_->Get(*request);
     if (!group.ok()) return group.status();
     *reply->mutable_placement_group() = std::move(*group);
@@ -271,11 +300,27 @@ ServerUnaryReactor* PlacementGroupGrpcService::GetPlacementGroup(
 }
 
 ServerUnaryReactor* PlacementGroupGrpcService::GetAllPlacementGroup(
-    CallbackServerContext* context, const rpc::GetAllPlacementGroupRequest*,
+    CallbackServerContext* context, const rpc::GetAllPlacementGroupRequest* request,
     rpc::GetAllPlacementGroupReply* reply) {
-  return Respond(context, *auth_, [&] {
+  return RespondChecked(context, *auth_, *request, [&] {
     for (auto& group : groups_->GetAll()) *reply->add_placement_groups() = std::move(group);
     return absl::OkStatus();
+  });
+}
+
+ServerUnaryReactor* PlacementGroupGrpcService::WaitPlacementGroupUntilReady(
+    CallbackServerContext* context, const rpc::WaitPlacementGroupUntilReadyRequest* request,
+    rpc::WaitPlacementGroupUntilReadyReply* reply) {
+  return RespondCheckedAsync(context, *auth_, *request, [&](auto done) {
+    groups_->WaitUntilReady(request->placement_group_id(),
+                            clock_->Now() + absl::Milliseconds(request->timeout_ms()),
+                            [reply, done](absl::StatusOr<rpc::PlacementGroupInfo::State> state) {
+                              if (state.ok()) {
+                                reply->set_state(*state);
+                                reply->set_ready(*state == rpc::PlacementGroupInfo::CREATED);
+                              }
+                              done(state.status());
+                            });
   });
 }
 

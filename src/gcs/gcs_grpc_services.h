@@ -144,8 +144,9 @@ class ActorInfoGrpcService : public rpc::ActorInfoService::CallbackService {
 
 class PlacementGroupGrpcService : public rpc::PlacementGroupService::CallbackService {
  public:
-  PlacementGroupGrpcService(const TokenAuthenticator* auth, PlacementGroupManager* groups)
-      : auth_(auth), groups_(groups) {}
+  PlacementGroupGrpcService(const TokenAuthenticator* auth, PlacementGroupManager* groups,
+                            const Clock* clock)
+      : auth_(auth), groups_(groups), clock_(clock) {}
   grpc::ServerUnaryReactor* CreatePlacementGroup(grpc::CallbackServerContext* context,
                                                  const rpc::CreatePlacementGroupRequest* request,
                                                  rpc::CreatePlacementGroupReply* reply) override;
@@ -158,10 +159,14 @@ class PlacementGroupGrpcService : public rpc::PlacementGroupService::CallbackSer
   grpc::ServerUnaryReactor* GetAllPlacementGroup(grpc::CallbackServerContext* context,
                                                  const rpc::GetAllPlacementGroupRequest* request,
                                                  rpc::GetAllPlacementGroupReply* reply) override;
+  grpc::ServerUnaryReactor* WaitPlacementGroupUntilReady(
+      grpc::CallbackServerContext* context, const rpc::WaitPlacementGroupUntilReadyRequest* request,
+      rpc::WaitPlacementGroupUntilReadyReply* reply) override;
 
  private:
   const TokenAuthenticator* auth_;
   PlacementGroupManager* groups_;
+  const Clock* clock_;
 };
 
 }  // namespace troupe

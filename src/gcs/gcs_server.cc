@@ -1,37 +1,24 @@
 #include "src/gcs/gcs_server.h"
 
 #include <grpcpp/grpcpp.h>
-#include <signal.h>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "src/common/flag_parser.h"
 #include "src/common/logging.h"
-#include "src/gcs/in_memory_store_client.h"
 #include "src/rpc/server.h"
 
 namespace troupe {
 
-// Health probes over gRPC, one cached client per raylet address.
+// Health probes over gRPC, through the server's raylet clients.
 class GcsServer::GrpcNodeProber : public NodeProber {
  public:
-  explicit GrpcNodeProber(std::string token) : token_(std::move(token)) {}
+  explicit GrpcNodeProber(ClientPool<RayletClient>* raylets) : raylets_(raylets) {}
   void Probe(const NodeId& node_id, const std::string& address, absl::Duration timeout,
              std::function<void(absl::Status)> done) override {
-    std::shared_ptr<RayletClient> client;
-    {
-      absl::MutexLock lock(&mu_);
-      auto& slot = clients_[address];
-      if (!slot) slot = std::make_shared<RayletClient>(address, token_);
-      client = slot;
-    }
-    client->HealthCheckAsync(timeout, std::move(done));
+    raylets_->Get(address)->HealthCheckAsync(timeout, std::move(done));
   }
 
  private:
-  const std::string token_;
-  absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<RayletClient>> clients_ ABSL_GUARDED_BY(mu_);
+  ClientPool<RayletClient>* raylets_;
 };
 
 namespace {
@@ -47,17 +34,21 @@ rpc::GetClusterInfoReply MakeClusterInfo(const GcsServerOptions& options) {
 GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> store)
     : options_(std::move(options)),
       store_(std::move(store)),
+      raylet_clients_(options_.token.ToString()),
+      worker_clients_(options_.token.ToString()),
+      lease_client_(&raylet_clients_),
+      push_client_(&worker_clients_),
       auth_(options_.token),
       publisher_(&clock_),
       log_publisher_(&clock_, /*max_buffered=*/20000),
       kv_(store_.get()),
       nodes_(options_.token.cluster_id(), store_.get(), &publisher_, &clock_),
       jobs_(store_.get(), &publisher_, &clock_),
-      actors_(store_.get(), &publisher_, &nodes_, &clock_, options_.token.ToString()),
+      actors_({store_.get(), &publisher_, &nodes_, &clock_, &lease_client_, &push_client_}),
       placement_groups_(
-          store_.get(), &publisher_, &nodes_, &clock_, options_.token.ToString(),
-          [this](const std::string& group) { actors_.KillActorsInPlacementGroup(group); }),
-      prober_(std::make_unique<GrpcNodeProber>(options_.token.ToString())),
+          {store_.get(), &publisher_, &nodes_, &clock_, &lease_client_,
+           [this](const std::string& group) { actors_.KillActorsInPlacementGroup(group); }}),
+      prober_(std::make_unique<GrpcNodeProber>(&raylet_clients_)),
       health_checker_(
           options_.health_check, &clock_, prober_.get(),
           [this](const NodeId& id, const std::string& reason) { nodes_.MarkNodeDead(id, reason); }),
@@ -66,7 +57,7 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
       kv_service_(&auth_, &kv_),
       pubsub_service_(&auth_, &publisher_, &log_publisher_),
       actor_service_(&auth_, &actors_),
-      placement_group_service_(&auth_, &placement_groups_) {
+      placement_group_service_(&auth_, &placement_groups_, &clock_) {
   actors_.set_bundle_locator([this](const std::string& group_id,
                                     int index) -> absl::StatusOr<std::pair<std::string, int>> {
     rpc::GetPlacementGroupRequest request;
@@ -149,67 +140,11 @@ void GcsServer::Stop() {
   if (!server_) return;
   stop_timer_.Notify();
   if (timer_.joinable()) timer_.join();
+  placement_groups_.Shutdown();
   publisher_.Shutdown();
   log_publisher_.Shutdown();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   server_.reset();
-}
-
-int GcsServerMain(const std::vector<std::string>& args) {
-  GcsServerOptions options;
-  std::string token_file;
-  int64_t port = options.port;
-  int64_t period_ms = 1000, timeout_ms = 1000, threshold = 3;
-  FlagParser flags("troupe gcs-server",
-                   "Runs the global control store in the foreground (`troupe start --head` runs "
-                   "it for you).");
-  flags.AddInt("port", &port, "Port to listen on (0: any free port).");
-  flags.AddString("bind", &options.bind_address, "Address to listen on.");
-  flags.AddString("token-file", &token_file, "File holding the cluster token (required).");
-  flags.AddInt("health-check-period-ms", &period_ms, "How often each raylet is probed.");
-  flags.AddInt("health-check-timeout-ms", &timeout_ms, "How long a probe may take.");
-  flags.AddInt("health-check-failure-threshold", &threshold,
-               "Failed probes in a row before a node is declared dead.");
-  if (auto status = flags.Parse(args); !status.ok()) {
-    fprintf(stderr, "troupe gcs-server: %s\n", std::string(status.message()).c_str());
-    return 2;
-  }
-  if (flags.help_requested()) {
-    printf("%s", flags.Usage().c_str());
-    return 0;
-  }
-  if (period_ms <= 0 || timeout_ms <= 0 || threshold <= 0) {
-    fprintf(stderr, "troupe gcs-server: health check period, timeout and threshold must be > 0\n");
-    return 2;
-  }
-  auto token = ReadTokenFile(token_file);
-  if (!token.ok()) {
-    fprintf(stderr, "troupe gcs-server: %s (pass --token-file)\n",
-            std::string(token.status().message()).c_str());
-    return 2;
-  }
-  options.token = *token;
-  options.port = static_cast<int>(port);
-  options.health_check = {absl::Milliseconds(period_ms), absl::Milliseconds(timeout_ms),
-                          static_cast<int>(threshold)};
-
-  // Block termination signals before gRPC starts threads, then wait for them here.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  GcsServer server(options, std::make_unique<InMemoryStoreClient>());
-  if (auto status = server.Start(); !status.ok()) {
-    TROUPE_LOG(Error) << "GCS failed to start: " << status.message();
-    return 1;
-  }
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  TROUPE_LOG(Info) << "GCS stopping on signal " << signal_number;
-  server.Stop();
-  return 0;
 }
 
 }  // namespace troupe

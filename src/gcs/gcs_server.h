@@ -1,5 +1,8 @@
-// The GCS server: composes the store, the managers, the health checker and their gRPC services,
-// and runs one timer thread that drives health checks and poll expiry. Start() once, Stop() once.
+// The GCS server: the GCS's composition root. It owns the store, the managers, the health
+// checker, the gRPC clients the managers reach raylets and workers with (behind the peer-client
+// interfaces of src/rpc/peer_clients.h) and the gRPC services, and runs one timer thread that
+// drives health checks, retries and poll expiry. Start() once, Stop() once. Flag parsing lives in
+// the CLI (src/cli/gcs_command.cc), which fills GcsServerOptions.
 // Thread-safety: Start/Stop from one thread; everything else runs on gRPC threads or the timer.
 #pragma once
 
@@ -19,6 +22,8 @@
 #include "src/gcs/publisher.h"
 #include "src/gcs/store_client.h"
 #include "src/rpc/auth.h"
+#include "src/rpc/core_worker_client.h"
+#include "src/rpc/grpc_peer_clients.h"
 #include "src/rpc/raylet_client.h"
 #include "src/rpc/rpc_latency.h"
 
@@ -33,11 +38,12 @@ namespace troupe {
 inline constexpr char kMetricsNamespace[] = "troupe_metrics";
 inline constexpr char kGcsRpcLatencyKey[] = "gcs_rpc_latency";
 
+// Every setting of a GCS, with its default (the CLI's flags default to these).
 struct GcsServerOptions {
   std::string bind_address = "127.0.0.1";
-  int port = 6380;     // 0: any free port
-  ClusterToken token;  // also fixes the cluster ID
-  HealthCheckOptions health_check;
+  int port = 6380;                  // 0: any free port
+  ClusterToken token;               // also fixes the cluster ID
+  HealthCheckOptions health_check;  // defaults in src/gcs/health_checker.h
   std::string version = "0.1.0";
 };
 
@@ -59,6 +65,11 @@ class GcsServer {
   GcsServerOptions options_;
   RealClock clock_;
   std::unique_ptr<StoreClient> store_;
+  // Outbound calls to raylets and core workers (one cached client per address).
+  ClientPool<RayletClient> raylet_clients_;
+  ClientPool<CoreWorkerClient> worker_clients_;
+  GrpcLeaseClient lease_client_;
+  GrpcTaskPushClient push_client_;
   TokenAuthenticator auth_;
   Publisher publisher_;
   Publisher log_publisher_;
@@ -84,9 +95,5 @@ class GcsServer {
   absl::Notification stop_timer_;
   std::thread timer_;
 };
-
-// `troupe gcs-server ...`: runs a GCS in the foreground until SIGTERM/SIGINT. Returns the exit
-// code.
-int GcsServerMain(const std::vector<std::string>& args);
 
 }  // namespace troupe

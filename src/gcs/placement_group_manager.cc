@@ -1,6 +1,7 @@
 #include "src/gcs/placement_group_manager.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
@@ -13,24 +14,28 @@ constexpr char kTable[] = "PLACEMENT_GROUP";
 constexpr absl::Duration kRetryDelay = absl::Seconds(1);
 }  // namespace
 
-PlacementGroupManager::PlacementGroupManager(StoreClient* store, Publisher* publisher,
-                                             NodeManager* nodes, const Clock* clock,
-                                             const std::string& token,
-                                             KillActorsCallback kill_actors)
-    : store_(store),
-      publisher_(publisher),
-      nodes_(nodes),
-      clock_(clock),
-      raylets_(token),
-      kill_actors_(std::move(kill_actors)) {}
+PlacementGroupManager::PlacementGroupManager(PlacementGroupManagerDeps deps)
+    : store_(deps.store),
+      publisher_(deps.publisher),
+      nodes_(deps.nodes),
+      clock_(deps.clock),
+      bundles_(deps.bundles),
+      kill_actors_(std::move(deps.kill_actors)) {}
 
-void PlacementGroupManager::SaveAndPublishLocked(const Group& group) {
+void PlacementGroupManager::SaveAndPublishLocked(Group& group) {
   PutLogged(store_, kTable, group.info.placement_group_id(), group.info.SerializeAsString());
   rpc::PubMessage message;
   message.set_channel(rpc::PLACEMENT_GROUP_CHANNEL);
   message.set_key(group.info.placement_group_id());
   *message.mutable_placement_group() = group.info;
   publisher_->Publish(std::move(message));
+  const auto state = group.info.state();
+  if (state == rpc::PlacementGroupInfo::CREATED || state == rpc::PlacementGroupInfo::REMOVED) {
+    for (auto& waiter : group.waiters) {
+      answers_.emplace_back(std::move(waiter.done), state);
+    }
+    group.waiters.clear();
+  }
 }
 
 absl::Status PlacementGroupManager::Create(const rpc::PlacementGroupInfo& incoming) {
@@ -39,13 +44,18 @@ absl::Status PlacementGroupManager::Create(const rpc::PlacementGroupInfo& incomi
   if (incoming.bundles_size() == 0) {
     return absl::InvalidArgumentError("a placement group needs at least one bundle");
   }
-  for (const auto& bundle : incoming.bundles()) {
+  std::vector<ResourceSet> demands;
+  for (int i = 0; i < incoming.bundles_size(); ++i) {
+    const rpc::Bundle& bundle = incoming.bundles(i);
     auto resources = ResourceSet::FromMap({bundle.resources().begin(), bundle.resources().end()});
-    if (!resources.ok()) return resources.status();
-    if (resources->IsEmpty()) {
+    if (!resources.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("bundle ", bundle.index(), " asks for no resources"));
+          absl::StrCat("bundle ", i, " resources: ", resources.status().message()));
     }
+    if (resources->IsEmpty()) {
+      return absl::InvalidArgumentError(absl::StrCat("bundle ", i, " asks for no resources"));
+    }
+    demands.push_back(*std::move(resources));
   }
   {
     absl::MutexLock lock(&mu_);
@@ -61,6 +71,7 @@ absl::Status PlacementGroupManager::Create(const rpc::PlacementGroupInfo& incomi
     Group& group = groups_[*id];
     group.info = incoming;
     group.info.set_state(rpc::PlacementGroupInfo::PENDING);
+    group.demands = std::move(demands);
     for (int i = 0; i < group.info.bundles_size(); ++i) group.info.mutable_bundles(i)->set_index(i);
     ScheduleLocked(group);
     SaveAndPublishLocked(group);
@@ -76,8 +87,7 @@ void PlacementGroupManager::ScheduleLocked(Group& group) {
   for (const auto& bundle : group.info.bundles()) {
     if (bundle.node_id().empty()) {
       missing.push_back(bundle.index());
-      demands.push_back(
-          *ResourceSet::FromMap({bundle.resources().begin(), bundle.resources().end()}));
+      demands.push_back(group.demands[bundle.index()]);
     } else if (auto node = NodeId::FromBinary(bundle.node_id()); node.ok()) {
       holding.push_back(*node);
     }
@@ -119,52 +129,45 @@ void PlacementGroupManager::ScheduleLocked(Group& group) {
 void PlacementGroupManager::SendOutbox() {
   std::vector<Reservation> outbox;
   std::vector<std::pair<std::string, std::string>> returns;
-  std::vector<std::tuple<PlacementGroupId, int, rpc::Bundle>> bundles;
+  std::vector<std::map<std::string, double>> resources;  // of each reservation in outbox
+  std::vector<std::pair<ReadyCallback, rpc::PlacementGroupInfo::State>> answers;
   {
     absl::MutexLock lock(&mu_);
     outbox.swap(outbox_);
     returns.swap(returns_);
+    answers.swap(answers_);
     for (const auto& reservation : outbox) {
-      const Group& group = groups_.at(reservation.id);
-      bundles.emplace_back(reservation.id, reservation.bundle,
-                           group.info.bundles(reservation.bundle));
+      const rpc::Bundle& bundle = groups_.at(reservation.id).info.bundles(reservation.bundle);
+      resources.emplace_back(bundle.resources().begin(), bundle.resources().end());
     }
   }
   for (const auto& [raylet, reservation_id] : returns) {
-    raylets_.Get(raylet)->ReturnWorkerAsync(reservation_id, false);
+    bundles_->ReturnBundle(raylet, reservation_id);
   }
   for (size_t i = 0; i < outbox.size(); ++i) {
     const Reservation reservation = outbox[i];
-    const rpc::Bundle& bundle = std::get<2>(bundles[i]);
-    rpc::RequestWorkerLeaseRequest request;
-    rpc::TaskSpec* spec = request.mutable_resource_spec();
-    *spec->mutable_required_resources() = bundle.resources();
-    spec->set_placement_group_id(reservation.id.Binary());
-    spec->set_bundle_index(reservation.bundle);
-    spec->set_bundle_reservation(true);
-    request.set_grant_or_reject(true);
-    raylets_.Get(reservation.raylet_address)
-        ->RequestWorkerLeaseAsync(
-            request, [this, reservation](absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
-              OnReserved(reservation, std::move(reply));
-            });
+    bundles_->ReserveBundle(reservation.raylet_address, reservation.id, reservation.bundle,
+                            resources[i], [this, reservation](absl::StatusOr<std::string> id) {
+                              OnReserved(reservation, std::move(id));
+                            });
   }
+  for (auto& [done, state] : answers) done(state);
 }
 
 void PlacementGroupManager::OnReserved(const Reservation& reservation,
-                                       absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
-  const bool granted = reply.ok() && !reply->lease_id().empty();
+                                       absl::StatusOr<std::string> reservation_id) {
+  const bool granted = reservation_id.ok();
   {
     absl::MutexLock lock(&mu_);
     auto it = groups_.find(reservation.id);
     if (it == groups_.end() || it->second.attempt != reservation.attempt ||
         it->second.info.state() == rpc::PlacementGroupInfo::REMOVED) {
-      if (granted) returns_.emplace_back(reservation.raylet_address, reply->lease_id());
+      if (granted) returns_.emplace_back(reservation.raylet_address, *reservation_id);
     } else {
       Group& group = it->second;
       rpc::Bundle* bundle = group.info.mutable_bundles(reservation.bundle);
       if (granted) {
-        bundle->set_reservation_id(reply->lease_id());
+        bundle->set_reservation_id(*reservation_id);
       } else {
         group.any_refused = true;
       }
@@ -234,6 +237,17 @@ void PlacementGroupManager::OnNodeDead(const rpc::NodeInfo& node) {
         }
       }
       if (!lost) continue;
+      if (group.reserving) {
+        // The attempt in flight is abandoned (its late grants are returned as stale): bundles it
+        // had not reserved yet are placed again.
+        for (int index : group.attempt_bundles) {
+          rpc::Bundle* bundle = group.info.mutable_bundles(index);
+          if (bundle->reservation_id().empty()) {
+            bundle->clear_node_id();
+            bundle->clear_raylet_address();
+          }
+        }
+      }
       if (group.info.strategy() == rpc::PlacementGroupInfo::STRICT_PACK) {
         // Everything must move together: give back what survived, then place all anew.
         for (auto& bundle : *group.info.mutable_bundles()) {
@@ -260,6 +274,12 @@ void PlacementGroupManager::Tick() {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
     for (auto& [id, group] : groups_) {
+      auto expired = std::stable_partition(group.waiters.begin(), group.waiters.end(),
+                                           [now](const Waiter& w) { return w.deadline > now; });
+      for (auto w = expired; w != group.waiters.end(); ++w) {
+        answers_.emplace_back(std::move(w->done), group.info.state());
+      }
+      group.waiters.erase(expired, group.waiters.end());
       const auto state = group.info.state();
       if ((state == rpc::PlacementGroupInfo::PENDING ||
            state == rpc::PlacementGroupInfo::RESCHEDULING) &&
@@ -278,8 +298,9 @@ absl::StatusOr<rpc::PlacementGroupInfo> PlacementGroupManager::Get(
     auto id = PlacementGroupId::FromBinary(request.placement_group_id());
     if (!id.ok()) return id.status();
     auto it = groups_.find(*id);
-    if (it == groups_.end())
+    if (it == groups_.end()) {
       return absl::NotFoundError(absl::StrCat("no placement group ", id->Hex()));
+    }
     return it->second.info;
   }
   for (const auto& [id, group] : groups_) {
@@ -289,6 +310,50 @@ absl::StatusOr<rpc::PlacementGroupInfo> PlacementGroupManager::Get(
     }
   }
   return absl::NotFoundError(absl::StrCat("no placement group named '", request.name(), "'"));
+}
+
+void PlacementGroupManager::WaitUntilReady(const std::string& placement_group_id,
+                                           absl::Time deadline, ReadyCallback done) {
+  auto id = PlacementGroupId::FromBinary(placement_group_id);
+  if (!id.ok()) return done(id.status());
+  absl::StatusOr<rpc::PlacementGroupInfo::State> answer;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = groups_.find(*id);
+    const absl::Time now = clock_->Now();
+    if (shut_down_) {
+      answer = absl::UnavailableError("the GCS is shutting down");
+    } else if (it == groups_.end()) {
+      answer = absl::NotFoundError(absl::StrCat("no placement group ", id->Hex()));
+    } else if (it->second.info.state() == rpc::PlacementGroupInfo::CREATED ||
+               it->second.info.state() == rpc::PlacementGroupInfo::REMOVED || deadline <= now) {
+      answer = it->second.info.state();
+    } else {
+      it->second.waiters.push_back({std::min(deadline, now + kMaxWait), std::move(done)});
+      return;
+    }
+  }
+  done(std::move(answer));
+}
+
+void PlacementGroupManager::Shutdown() {
+  std::vector<ReadyCallback> waiting;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    for (auto& [id, group] : groups_) {
+      for (auto& waiter : group.waiters) waiting.push_back(std::move(waiter.done));
+      group.waiters.clear();
+    }
+  }
+  for (auto& done : waiting) done(absl::UnavailableError("the GCS is shutting down"));
+}
+
+size_t PlacementGroupManager::num_waiters() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [id, group] : groups_) n += group.waiters.size();
+  return n;
 }
 
 std::vector<rpc::PlacementGroupInfo> PlacementGroupManager::GetAll() const {

@@ -5,11 +5,18 @@
 // waits and retries. Groups that do not fit stay PENDING with the reason, and are placed when
 // nodes that fit join. Removing a group returns its reservations (raylets then kill the group's
 // workers) and kills its actors; a node death reschedules the bundles that were there.
-// Thread-safe; RPC callbacks arrive on gRPC threads.
+// Callers wait for a group to be placed with WaitUntilReady (a long poll answered on the state
+// change, or at the caller's deadline).
+// Reservations go through a BundleClient (src/rpc/peer_clients.h); no gRPC here. The composition
+// root (GcsServer) passes the gRPC implementation, tests a fake.
+// Thread-safe. BundleClient callbacks arrive on any thread (gRPC threads in production); every
+// outbound call and every callback this class runs (kill_actors, waiters) runs without mu_ held.
 #pragma once
 
 #include <functional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -18,34 +25,64 @@
 #include "proto/gcs.pb.h"
 #include "src/common/clock.h"
 #include "src/common/ids.h"
+#include "src/common/resources.h"
 #include "src/gcs/node_manager.h"
 #include "src/gcs/publisher.h"
 #include "src/gcs/store_client.h"
-#include "src/rpc/core_worker_client.h"
-#include "src/rpc/raylet_client.h"
+#include "src/rpc/peer_clients.h"
 
 namespace troupe {
 
+// What a PlacementGroupManager works with. Pointers are not owned and must outlive the manager.
+struct PlacementGroupManagerDeps {
+  StoreClient* store = nullptr;
+  Publisher* publisher = nullptr;
+  NodeManager* nodes = nullptr;  // the cluster view bundles are assigned on
+  const Clock* clock = nullptr;
+  BundleClient* bundles = nullptr;  // reserves and returns bundles on raylets
+  // Kills the actors of a removed group (ActorManager::KillActorsInPlacementGroup).
+  std::function<void(const std::string& placement_group_id)> kill_actors;
+};
+
 class PlacementGroupManager {
  public:
-  using KillActorsCallback = std::function<void(const std::string& placement_group_id)>;
+  // The group's state when answered: CREATED (ready), REMOVED (never will be), or PENDING /
+  // RESCHEDULING (the deadline passed first). Not OK: NotFound for an unknown group,
+  // InvalidArgument for a bad ID, Unavailable when the GCS is stopping.
+  using ReadyCallback = std::function<void(absl::StatusOr<rpc::PlacementGroupInfo::State>)>;
 
-  PlacementGroupManager(StoreClient* store, Publisher* publisher, NodeManager* nodes,
-                        const Clock* clock, const std::string& token,
-                        KillActorsCallback kill_actors);
+  // Waits of WaitUntilReady last at most this long; callers wanting longer ask again.
+  static constexpr absl::Duration kMaxWait = absl::Seconds(60);
 
-  // InvalidArgument for an empty group or bundle; AlreadyExists for a taken name.
+  explicit PlacementGroupManager(PlacementGroupManagerDeps deps);
+
+  // InvalidArgument for an empty group or bundle, or bad resources; AlreadyExists for a taken
+  // name.
   absl::Status Create(const rpc::PlacementGroupInfo& group);
   absl::Status Remove(const std::string& placement_group_id);
   absl::StatusOr<rpc::PlacementGroupInfo> Get(const rpc::GetPlacementGroupRequest& request) const;
   std::vector<rpc::PlacementGroupInfo> GetAll() const;
   void OnNodeDead(const rpc::NodeInfo& node);
-  // Retries groups that wait for room.
+  // Calls `done` exactly once: at once when the answer is known (on this thread), else when the
+  // group becomes CREATED or REMOVED (on the thread that changes it) or by Tick() once
+  // min(deadline, now + kMaxWait) has passed.
+  void WaitUntilReady(const std::string& placement_group_id, absl::Time deadline,
+                      ReadyCallback done);
+  // Retries groups that wait for room, and answers waiters whose deadline passed.
   void Tick();
+  // Answers every waiter with Unavailable, and later ones at once (the GCS is stopping).
+  void Shutdown();
+  size_t num_waiters() const;
 
  private:
+  struct Waiter {
+    absl::Time deadline;
+    ReadyCallback done;
+  };
   struct Group {
     rpc::PlacementGroupInfo info;
+    std::vector<ResourceSet> demands;  // per bundle, checked at Create
+    std::vector<Waiter> waiters;       // WaitUntilReady calls not answered yet
     bool reserving = false;
     uint64_t attempt = 0;
     absl::Time retry_at = absl::InfinitePast();
@@ -62,22 +99,26 @@ class PlacementGroupManager {
 
   // Assigns the bundles without a node and queues their reservations in outbox_.
   void ScheduleLocked(Group& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends queued reservations and returns, and answers queued waiters.
   void SendOutbox() ABSL_LOCKS_EXCLUDED(mu_);
-  void OnReserved(const Reservation& reservation,
-                  absl::StatusOr<rpc::RequestWorkerLeaseReply> reply);
-  void SaveAndPublishLocked(const Group& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnReserved(const Reservation& reservation, absl::StatusOr<std::string> reservation_id);
+  // Saves, publishes, and queues the answers of waiters once the group is CREATED or REMOVED.
+  void SaveAndPublishLocked(Group& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   StoreClient* store_;
   Publisher* publisher_;
   NodeManager* nodes_;
   const Clock* clock_;
-  ClientPool<RayletClient> raylets_;
-  KillActorsCallback kill_actors_;
+  BundleClient* bundles_;
+  std::function<void(const std::string&)> kill_actors_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<PlacementGroupId, Group> groups_ ABSL_GUARDED_BY(mu_);
   std::vector<Reservation> outbox_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<std::string, std::string>> returns_ ABSL_GUARDED_BY(mu_);  // raylet, id
+  std::vector<std::pair<ReadyCallback, rpc::PlacementGroupInfo::State>> answers_
+      ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace troupe

@@ -228,6 +228,27 @@ absl::StatusOr<std::vector<rpc::PlacementGroupInfo>> GcsClient::GetAllPlacementG
                                               reply.placement_groups().end());
 }
 
+absl::StatusOr<bool> GcsClient::WaitPlacementGroupUntilReady(const std::string& id,
+                                                             absl::Time deadline) {
+  rpc::WaitPlacementGroupUntilReadyRequest request;
+  request.set_placement_group_id(id);
+  while (true) {
+    // The GCS holds one wait for at most a minute: ask in rounds of up to 30 s.
+    const absl::Duration left = deadline - absl::Now();
+    const absl::Duration wait = left > absl::Seconds(30) ? absl::Seconds(30)
+                                : left > absl::ZeroDuration()
+                                    ? absl::Ceil(left, absl::Milliseconds(1))
+                                    : absl::ZeroDuration();
+    request.set_timeout_ms(absl::ToInt64Milliseconds(wait));
+    TROUPE_ASSIGN_OR_RETURN(
+        auto reply,
+        Call(placement_group_stub_.get(),
+             &rpc::PlacementGroupService::Stub::WaitPlacementGroupUntilReady, request, wait));
+    if (reply.ready()) return true;
+    if (reply.state() == rpc::PlacementGroupInfo::REMOVED || absl::Now() >= deadline) return false;
+  }
+}
+
 absl::Status GcsClient::PublishLogs(const rpc::PublishLogsRequest& request) {
   return Call(pubsub_stub_.get(), &rpc::PubSubService::Stub::PublishLogs, request).status();
 }

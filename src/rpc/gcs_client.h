@@ -60,6 +60,9 @@ class GcsClient {
   absl::StatusOr<rpc::PlacementGroupInfo> GetPlacementGroup(
       const rpc::GetPlacementGroupRequest& request);
   absl::StatusOr<std::vector<rpc::PlacementGroupInfo>> GetAllPlacementGroups();
+  // Waits (long polls) until the group is CREATED (true), REMOVED (false) or `deadline` passes
+  // (false). NotFound for an unknown group.
+  absl::StatusOr<bool> WaitPlacementGroupUntilReady(const std::string& id, absl::Time deadline);
 
   // Pubsub: waits up to request.timeout_ms (plus the usual call timeout) for new messages.
   absl::StatusOr<rpc::PollReply> Poll(const rpc::PollRequest& request);

@@ -1,0 +1,145 @@
+#include "src/rpc/request_validation.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "src/common/ids.h"
+
+namespace troupe {
+namespace {
+
+// INVALID_ARGUMENT whose message names `field` (and, if given, contains `also`).
+void ExpectInvalid(const absl::Status& status, const std::string& field,
+                   const std::string& also = "") {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), field)) << status;
+  if (!also.empty()) {
+    EXPECT_TRUE(absl::StrContains(status.message(), also)) << status;
+  }
+}
+
+rpc::RegisterActorRequest ValidActor() {
+  rpc::RegisterActorRequest request;
+  request.mutable_actor()->set_actor_id(ActorId::FromRandom().Binary());
+  request.mutable_actor()->set_job_id(JobId::FromInt(1).Binary());
+  (*request.mutable_actor()->mutable_required_resources())["GPU"] = 0.5;
+  (*request.mutable_creation_task()->mutable_required_resources())["CPU"] = 1;
+  return request;
+}
+
+TEST(RequestValidationTest, ValidActorPasses) { EXPECT_TRUE(ValidateRequest(ValidActor()).ok()); }
+
+TEST(RequestValidationTest, ActorResourcesMustBeFiniteNonNegativeAndNamed) {
+  for (double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity(), 1e300}) {
+    auto request = ValidActor();
+    (*request.mutable_actor()->mutable_required_resources())["GPU"] = bad;
+    ExpectInvalid(ValidateRequest(request), "actor.required_resources['GPU']", ">= 0");
+  }
+  auto unnamed = ValidActor();
+  (*unnamed.mutable_actor()->mutable_required_resources())[""] = 1;
+  ExpectInvalid(ValidateRequest(unnamed), "actor.required_resources", "empty name");
+  auto long_name = ValidActor();
+  (*long_name.mutable_creation_task()->mutable_required_resources())[std::string(300, 'x')] = 1;
+  ExpectInvalid(ValidateRequest(long_name), "creation_task.required_resources", "256");
+}
+
+TEST(RequestValidationTest, IdsMustHaveTheirSize) {
+  auto request = ValidActor();
+  request.mutable_actor()->set_actor_id("abc");
+  ExpectInvalid(ValidateRequest(request), "actor.actor_id", "16 bytes");
+  rpc::KillActorRequest kill;
+  ExpectInvalid(ValidateRequest(kill), "actor_id", "got 0");
+  rpc::GetActorInfoRequest by_name;  // an ID is optional here
+  by_name.set_name("counter");
+  EXPECT_TRUE(ValidateRequest(by_name).ok());
+  by_name.set_actor_id("x");
+  ExpectInvalid(ValidateRequest(by_name), "actor_id", "or leave it empty");
+}
+
+TEST(RequestValidationTest, PlacementGroupNeedsBoundedValidBundles) {
+  rpc::CreatePlacementGroupRequest request;
+  auto* group = request.mutable_placement_group();
+  group->set_placement_group_id(PlacementGroupId::FromRandom().Binary());
+  ExpectInvalid(ValidateRequest(request), "placement_group.bundles", "empty");
+  (*group->add_bundles()->mutable_resources())["CPU"] = 1;
+  EXPECT_TRUE(ValidateRequest(request).ok());
+  (*group->add_bundles()->mutable_resources())["CPU"] = -2;
+  ExpectInvalid(ValidateRequest(request), "placement_group.bundles[1].resources['CPU']");
+  group->mutable_bundles(1)->mutable_resources()->at("CPU") = 2;
+  group->set_strategy(static_cast<rpc::PlacementGroupInfo::Strategy>(42));
+  ExpectInvalid(ValidateRequest(request), "placement_group.strategy", "STRICT_PACK");
+}
+
+TEST(RequestValidationTest, KvKeysAndValuesAreBounded) {
+  rpc::KVPutRequest put;
+  put.set_namespace_name("default");
+  put.set_key("k");
+  put.set_value(std::string(1 << 20, 'v'));  // packages and executables are large: fine
+  EXPECT_TRUE(ValidateRequest(put).ok());
+  put.set_key(std::string(RequestLimits::kMaxKvKeyBytes + 1, 'k'));
+  ExpectInvalid(ValidateRequest(put), "key", "at most 65536 bytes");
+  rpc::KVKeysRequest keys;
+  keys.set_namespace_name(std::string(RequestLimits::kMaxNameBytes + 1, 'n'));
+  ExpectInvalid(ValidateRequest(keys), "namespace_name", "at most 4096 bytes");
+}
+
+TEST(RequestValidationTest, LeaseRequestChecksTheResourceSpec) {
+  rpc::RequestWorkerLeaseRequest lease;
+  (*lease.mutable_resource_spec()->mutable_required_resources())["CPU"] = 1;
+  lease.mutable_resource_spec()->set_job_id(JobId::FromInt(3).Binary());
+  EXPECT_TRUE(ValidateRequest(lease).ok());
+  (*lease.mutable_resource_spec()->mutable_required_resources())["GPU"] = -0.5;
+  ExpectInvalid(ValidateRequest(lease), "resource_spec.required_resources['GPU']");
+  lease.mutable_resource_spec()->mutable_required_resources()->at("GPU") = 0.25;
+  lease.mutable_resource_spec()->set_placement_group_id("short");
+  ExpectInvalid(ValidateRequest(lease), "resource_spec.placement_group_id", "PlacementGroupId");
+  lease.mutable_resource_spec()->clear_placement_group_id();
+  lease.mutable_resource_spec()->set_bundle_index(-7);
+  ExpectInvalid(ValidateRequest(lease), "resource_spec.bundle_index");
+}
+
+TEST(RequestValidationTest, RayletObjectRequests) {
+  rpc::GetObjectsRequest get;
+  get.add_object_ids(ObjectId::FromIndex(TaskId::FromRandom(), 1).Binary());
+  EXPECT_TRUE(ValidateRequest(get).ok());
+  get.add_object_ids("nope");
+  ExpectInvalid(ValidateRequest(get), "object_ids[1]", "ObjectId");
+  rpc::CreateObjectRequest create;
+  create.set_object_id(ObjectId::FromIndex(TaskId::FromRandom(), 1).Binary());
+  create.set_size(-1);
+  ExpectInvalid(ValidateRequest(create), "size", ">= 0");
+  rpc::ReturnWorkerRequest give_back;
+  give_back.set_lease_id("x");
+  ExpectInvalid(ValidateRequest(give_back), "lease_id", "LeaseId");
+}
+
+TEST(RequestValidationTest, NodeRegistrationAndReports) {
+  rpc::RegisterNodeRequest node;
+  node.mutable_node()->set_node_id(NodeId::FromRandom().Binary());
+  node.mutable_node()->set_node_ip("127.0.0.1");
+  node.mutable_node()->set_raylet_port(7000);
+  (*node.mutable_node()->mutable_resources_total())["CPU"] = 8;
+  EXPECT_TRUE(ValidateRequest(node).ok());
+  node.mutable_node()->set_raylet_port(70000);
+  ExpectInvalid(ValidateRequest(node), "node.raylet_port", "65535");
+  rpc::ReportResourceUsageRequest usage;
+  usage.mutable_usage()->set_node_id(NodeId::FromRandom().Binary());
+  (*usage.mutable_usage()->mutable_available())["memory"] = -1;
+  ExpectInvalid(ValidateRequest(usage), "usage.available['memory']");
+}
+
+TEST(RequestValidationTest, WaitPlacementGroupAndPoll) {
+  rpc::WaitPlacementGroupUntilReadyRequest wait;
+  wait.set_placement_group_id(PlacementGroupId::FromRandom().Binary());
+  wait.set_timeout_ms(-5);
+  ExpectInvalid(ValidateRequest(wait), "timeout_ms", ">= 0");
+  rpc::PollRequest poll;
+  poll.add_channels(static_cast<rpc::Channel>(99));
+  ExpectInvalid(ValidateRequest(poll), "channels[0]");
+}
+
+}  // namespace
+}  // namespace troupe

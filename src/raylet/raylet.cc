@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
+#include "src/rpc/request_validation.h"
 #include "src/rpc/server.h"
 
 namespace troupe {
@@ -94,6 +95,7 @@ class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
                                            const rpc::RegisterWorkerRequest* request,
                                            rpc::RegisterWorkerReply* reply) override {
     return Respond(context, r_->auth_, [&]() -> absl::Status {
+      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
       auto worker_id = WorkerId::FromBinary(request->worker_id());
       auto job_id = JobId::FromBinary(request->job_id());
       if (!worker_id.ok()) return worker_id.status();
@@ -110,6 +112,7 @@ class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
                                           const rpc::NotifyBlockedRequest* request,
                                           rpc::NotifyBlockedReply*) override {
     return Respond(context, r_->auth_, [&]() -> absl::Status {
+      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
       auto worker_id = WorkerId::FromBinary(request->worker_id());
       if (!worker_id.ok()) return worker_id.status();
       r_->lease_manager_.NotifyBlocked(*worker_id, request->blocked());
@@ -121,6 +124,7 @@ class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
                                                const rpc::RequestWorkerLeaseRequest* request,
                                                rpc::RequestWorkerLeaseReply* reply) override {
     return RespondAsync(context, r_->auth_, [&](auto done) {
+      if (auto invalid = ValidateRequest(*request); !invalid.ok()) return done(invalid);
       Raylet* r = r_;
       r_->lease_manager_.RequestLease(
           *request, [r, context, reply, done](rpc::RequestWorkerLeaseReply result) {
@@ -138,6 +142,7 @@ class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
                                          const rpc::ReturnWorkerRequest* request,
                                          rpc::ReturnWorkerReply*) override {
     return Respond(context, r_->auth_, [&] {
+      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
       return r_->lease_manager_.ReturnWorker(request->lease_id(), request->disconnect_worker());
     });
   }
@@ -145,14 +150,17 @@ class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
   grpc::ServerUnaryReactor* KillLeasedWorker(grpc::CallbackServerContext* context,
                                              const rpc::KillLeasedWorkerRequest* request,
                                              rpc::KillLeasedWorkerReply*) override {
-    return Respond(context, r_->auth_,
-                   [&] { return r_->lease_manager_.KillLeasedWorker(request->lease_id()); });
+    return Respond(context, r_->auth_, [&] {
+      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
+      return r_->lease_manager_.KillLeasedWorker(request->lease_id());
+    });
   }
 
   grpc::ServerUnaryReactor* CreateObject(grpc::CallbackServerContext* context,
                                          const rpc::CreateObjectRequest* request,
                                          rpc::CreateObjectReply* reply) override {
     return Respond(context, r_->auth_, [&]() -> absl::Status {
+      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
       auto id = ObjectId::FromBinary(request->object_id());
       if (!id.ok()) return id.status();
       auto path = r_->object_store_.Create(*id, request->size(), request->primary());
@@ -166,6 +174,7 @@ class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
                                        const rpc::SealObjectRequest* request,
                                        rpc::SealObjectReply*) override {
     return Respond(context, r_->auth_, [&]() -> absl::Status {
+      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
       auto id = ObjectId::FromBinary(request->object_id());
       if (!id.ok()) return id.status();
       return r_->object_store_.Seal(*id);
@@ -176,6 +185,7 @@ class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
                                        const rpc::GetObjectsRequest* request,
                                        rpc::GetObjectsReply* reply) override {
     return Respond(context, r_->auth_, [&]() -> absl::Status {
+      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
       for (const auto& binary : request->object_ids()) {
         rpc::LocalObject* out = reply->add_objects();
         out->set_object_id(binary);
@@ -198,6 +208,7 @@ class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
                                            const rpc::ReleaseObjectsRequest* request,
                                            rpc::ReleaseObjectsReply*) override {
     return Respond(context, r_->auth_, [&] {
+      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
       for (const auto& binary : request->object_ids()) {
         if (auto id = ObjectId::FromBinary(binary); id.ok()) r_->object_store_.Release(*id);
       }
@@ -209,6 +220,7 @@ class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
                                         const rpc::FetchObjectRequest* request,
                                         rpc::FetchObjectReply*) override {
     return RespondAsync(context, r_->auth_, [&](auto done) {
+      if (auto invalid = ValidateRequest(*request); !invalid.ok()) return done(invalid);
       auto id = ObjectId::FromBinary(request->object_id());
       if (!id.ok()) return done(id.status());
       // A transfer can take seconds: run it off gRPC's callback threads.

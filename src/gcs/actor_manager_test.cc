@@ -1,0 +1,367 @@
+// ActorManager on fakes: leases and creation pushes are answered by the test (FakeLeaseClient,
+// FakeTaskPushClient), time is a FakeClock, the store and the node table are the real in-memory
+// ones. Every test runs in milliseconds.
+#include "src/gcs/actor_manager.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "src/gcs/in_memory_store_client.h"
+#include "src/rpc/fake_peer_clients.h"
+
+namespace troupe {
+namespace {
+
+struct TestNode {
+  NodeId id;
+  std::string address;
+};
+
+class ActorManagerTest : public ::testing::Test {
+ protected:
+  ActorManagerTest() {
+    actors_.set_bundle_locator(
+        [](const std::string&, int) -> absl::StatusOr<std::pair<std::string, int>> {
+          return absl::NotFoundError("no placement groups in this test");
+        });
+    nodes_.AddNodeRemovedListener([this](const rpc::NodeInfo& node) { actors_.OnNodeDead(node); });
+  }
+
+  // Registers a node and reports its usage, so scheduling sees it.
+  TestNode AddNode(int port, std::map<std::string, double> resources) {
+    TestNode node{NodeId::FromRandom(), absl::StrCat("10.0.0.1:", port)};
+    rpc::RegisterNodeRequest request;
+    request.mutable_node()->set_node_id(node.id.Binary());
+    request.mutable_node()->set_node_ip("10.0.0.1");
+    request.mutable_node()->set_raylet_port(port);
+    for (const auto& [name, amount] : resources) {
+      (*request.mutable_node()->mutable_resources_total())[name] = amount;
+    }
+    EXPECT_TRUE(nodes_.RegisterNode(request).ok());
+    rpc::ResourceUsage usage;
+    usage.set_node_id(node.id.Binary());
+    usage.set_report_seq(1);
+    for (const auto& [name, amount] : resources) {
+      (*usage.mutable_total())[name] = amount;
+      (*usage.mutable_available())[name] = amount;
+    }
+    EXPECT_TRUE(nodes_.ReportResourceUsage(usage).ok());
+    return node;
+  }
+
+  rpc::RegisterActorRequest ActorRequest(int64_t max_restarts,
+                                         std::map<std::string, double> resources = {{"CPU", 1}},
+                                         uint32_t job = 1, bool detached = false) {
+    rpc::RegisterActorRequest request;
+    rpc::ActorInfo* actor = request.mutable_actor();
+    actor->set_actor_id(ActorId::FromRandom().Binary());
+    actor->set_job_id(JobId::FromInt(job).Binary());
+    actor->set_class_name("Counter");
+    actor->set_max_restarts(max_restarts);
+    actor->set_detached(detached);
+    rpc::TaskSpec* task = request.mutable_creation_task();
+    task->set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
+    task->set_job_id(actor->job_id());
+    task->set_function_name("Counter::Create");
+    for (const auto& [name, amount] : resources) {
+      (*actor->mutable_required_resources())[name] = amount;
+      (*task->mutable_required_resources())[name] = amount;
+    }
+    return request;
+  }
+
+  ActorId Register(const rpc::RegisterActorRequest& request) {
+    EXPECT_TRUE(actors_.RegisterActor(request).ok());
+    return *ActorId::FromBinary(request.actor().actor_id());
+  }
+
+  rpc::ActorInfo Info(const ActorId& id) {
+    rpc::GetActorInfoRequest request;
+    request.set_actor_id(id.Binary());
+    auto info = actors_.GetActor(request);
+    EXPECT_TRUE(info.ok()) << info.status();
+    return info.ok() ? *info : rpc::ActorInfo();
+  }
+
+  // Grants lease request `index` with a fresh worker; returns the worker's ID.
+  std::string GrantLease(size_t index, const TestNode& node, int pid) {
+    rpc::RequestWorkerLeaseReply reply;
+    const std::string worker_id = WorkerId::FromRandom().Binary();
+    reply.set_worker_id(worker_id);
+    reply.set_worker_address(absl::StrCat("10.0.0.1:", 20000 + pid));
+    reply.set_lease_id(absl::StrCat("lease-", index));
+    reply.set_node_id(node.id.Binary());
+    reply.set_worker_pid(pid);
+    lease_.ReplyLease(index, reply);
+    return worker_id;
+  }
+  void CreationSucceeds(size_t push_index) { push_.Reply(push_index, rpc::PushTaskReply()); }
+
+  // Registers an actor and takes it to ALIVE on `node`; returns its worker ID in *worker.
+  ActorId CreateAlive(const rpc::RegisterActorRequest& request, const TestNode& node,
+                      std::string* worker, int pid = 42) {
+    const size_t lease_index = lease_.num_lease_requests();
+    const size_t push_index = push_.num_pushes();
+    ActorId id = Register(request);
+    EXPECT_EQ(lease_.num_lease_requests(), lease_index + 1);
+    *worker = GrantLease(lease_index, node, pid);
+    EXPECT_EQ(push_.num_pushes(), push_index + 1);
+    CreationSucceeds(push_index);
+    EXPECT_EQ(Info(id).state(), rpc::ActorInfo::ALIVE);
+    return id;
+  }
+
+  FakeClock clock_;
+  InMemoryStoreClient store_;
+  Publisher publisher_{&clock_};
+  NodeManager nodes_{ClusterId::FromRandom(), &store_, &publisher_, &clock_};
+  FakeLeaseClient lease_;
+  FakeTaskPushClient push_;
+  ActorManager actors_{{&store_, &publisher_, &nodes_, &clock_, &lease_, &push_}};
+};
+
+TEST_F(ActorManagerTest, LeasesPushesCreationAndBecomesAlive) {
+  TestNode node = AddNode(7001, {{"CPU", 4}});
+  ActorId id = Register(ActorRequest(0));
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::PENDING_CREATION);
+  ASSERT_EQ(lease_.num_lease_requests(), 1u);
+  auto lease = lease_.lease_request(0);
+  EXPECT_EQ(lease.raylet_address, node.address);
+  EXPECT_EQ(lease.request.resource_spec().type(), rpc::TaskSpec::ACTOR_CREATION_TASK);
+  EXPECT_EQ(lease.request.resource_spec().required_resources().at("CPU"), 1);
+  EXPECT_FALSE(lease.request.grant_or_reject());
+
+  GrantLease(0, node, 42);
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::PENDING_CREATION);  // not before the constructor ran
+  ASSERT_EQ(push_.num_pushes(), 1u);
+  EXPECT_EQ(push_.push(0).worker_address, "10.0.0.1:20042");
+  EXPECT_EQ(push_.push(0).request.task().function_name(), "Counter::Create");
+  CreationSucceeds(0);
+  rpc::ActorInfo info = Info(id);
+  EXPECT_EQ(info.state(), rpc::ActorInfo::ALIVE);
+  EXPECT_EQ(info.pid(), 42);
+  EXPECT_EQ(info.raylet_address(), node.address);
+  EXPECT_EQ(info.lease_id(), "lease-0");
+}
+
+TEST_F(ActorManagerTest, RestartsWithTheCauseUntilMaxRestartsThenDies) {
+  TestNode node = AddNode(7001, {{"CPU", 4}});
+  std::string worker;
+  ActorId id = CreateAlive(ActorRequest(/*max_restarts=*/1), node, &worker);
+
+  actors_.OnWorkerExit(worker, "exited with code 1");
+  rpc::ActorInfo info = Info(id);
+  EXPECT_EQ(info.state(), rpc::ActorInfo::RESTARTING);
+  EXPECT_EQ(info.num_restarts(), 1);
+  EXPECT_EQ(info.death_cause(), "the actor's process (pid 42) exited with code 1");
+  ASSERT_EQ(lease_.num_lease_requests(), 2u);  // a new lease for the restart
+
+  worker = GrantLease(1, node, 43);
+  ASSERT_EQ(push_.num_pushes(), 2u);
+  EXPECT_EQ(push_.push(1).request.task().actor_num_restarts(), 1);
+  CreationSucceeds(1);
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::ALIVE);
+  EXPECT_EQ(Info(id).pid(), 43);
+
+  actors_.OnWorkerExit(worker, "was killed by signal 9");
+  info = Info(id);
+  EXPECT_EQ(info.state(), rpc::ActorInfo::DEAD);
+  EXPECT_EQ(info.death_cause(),
+            "the actor's process (pid 43) was killed by signal 9 (no restarts left: "
+            "max_restarts=1)");
+  EXPECT_EQ(lease_.num_lease_requests(), 2u);  // no third attempt
+}
+
+TEST_F(ActorManagerTest, ConstructorThrowingKillsTheWorkerAndNeverRestarts) {
+  TestNode node = AddNode(7001, {{"CPU", 4}});
+  ActorId id = Register(ActorRequest(/*max_restarts=*/5));
+  std::string worker = GrantLease(0, node, 42);
+  rpc::PushTaskReply threw;
+  rpc::ReturnObject* result = threw.add_returns();
+  result->set_is_application_error(true);
+  result->set_exception_type("std::runtime_error");
+  result->set_error_message("bad config");
+  push_.Reply(0, threw);
+
+  rpc::ActorInfo info = Info(id);
+  EXPECT_EQ(info.state(), rpc::ActorInfo::DEAD);
+  EXPECT_EQ(info.death_cause(), "the constructor threw std::runtime_error: bad config");
+  ASSERT_EQ(lease_.killed_workers().size(), 1u);
+  EXPECT_EQ(lease_.killed_workers()[0], std::make_pair(node.address, std::string("lease-0")));
+  actors_.OnWorkerExit(worker, "was killed by signal 9");  // the kill's exit report
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::DEAD);
+  EXPECT_EQ(Info(id).death_cause(), "the constructor threw std::runtime_error: bad config");
+  EXPECT_EQ(lease_.num_lease_requests(), 1u);
+}
+
+TEST_F(ActorManagerTest, KillWithNoRestartDiesOnTheExitReport) {
+  TestNode node = AddNode(7001, {{"CPU", 4}});
+  std::string worker;
+  ActorId id = CreateAlive(ActorRequest(/*max_restarts=*/-1), node, &worker);
+  ASSERT_TRUE(actors_.KillActor(id.Binary(), /*no_restart=*/true).ok());
+  ASSERT_EQ(lease_.killed_workers().size(), 1u);
+  EXPECT_EQ(lease_.killed_workers()[0].second, "lease-0");
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::ALIVE);  // until the raylet reports the exit
+  actors_.OnWorkerExit(worker, "was killed by signal 9");
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::DEAD);
+  EXPECT_EQ(Info(id).death_cause(), "killed by troupe::Kill");
+  EXPECT_EQ(lease_.num_lease_requests(), 1u);  // infinite restarts, yet no restart
+}
+
+TEST_F(ActorManagerTest, KillWithRestartRestarts) {
+  TestNode node = AddNode(7001, {{"CPU", 4}});
+  std::string worker;
+  ActorId id = CreateAlive(ActorRequest(/*max_restarts=*/2), node, &worker);
+  ASSERT_TRUE(actors_.KillActor(id.Binary(), /*no_restart=*/false).ok());
+  actors_.OnWorkerExit(worker, "was killed by signal 9");
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::RESTARTING);
+  EXPECT_EQ(Info(id).death_cause(), "killed by troupe::Kill (restarting)");
+  EXPECT_EQ(lease_.num_lease_requests(), 2u);
+}
+
+TEST_F(ActorManagerTest, ExitActorDiesWithoutRestart) {
+  TestNode node = AddNode(7001, {{"CPU", 4}});
+  std::string worker;
+  ActorId id = CreateAlive(ActorRequest(/*max_restarts=*/3), node, &worker);
+  actors_.OnActorExit(id.Binary());
+  actors_.OnWorkerExit(worker, "exited with code 0");
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::DEAD);
+  EXPECT_EQ(Info(id).death_cause(), "the actor exited with troupe::ExitActor()");
+  EXPECT_EQ(lease_.num_lease_requests(), 1u);
+}
+
+TEST_F(ActorManagerTest, NodeDeathRestartsElsewhereWithTheCause) {
+  TestNode a = AddNode(7001, {{"CPU", 4}});
+  std::string worker;
+  ActorId id = CreateAlive(ActorRequest(/*max_restarts=*/1), a, &worker);
+  TestNode b = AddNode(7002, {{"CPU", 4}});
+  nodes_.MarkNodeDead(a.id, "health check failed");
+  rpc::ActorInfo info = Info(id);
+  EXPECT_EQ(info.state(), rpc::ActorInfo::RESTARTING);
+  EXPECT_EQ(info.death_cause(),
+            absl::StrCat("its node ", a.id.ShortHex(), " died (health check failed)"));
+  ASSERT_EQ(lease_.num_lease_requests(), 2u);
+  EXPECT_EQ(lease_.lease_request(1).raylet_address, b.address);
+  // A late exit report of the old worker changes nothing.
+  actors_.OnWorkerExit(worker, "was killed by signal 9");
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::RESTARTING);
+  EXPECT_EQ(Info(id).num_restarts(), 1);
+}
+
+TEST_F(ActorManagerTest, FinishedJobTakesItsActorsButNotDetachedOnes) {
+  TestNode node = AddNode(7001, {{"CPU", 4}});
+  std::string w1, w2;
+  ActorId owned = CreateAlive(ActorRequest(3, {{"CPU", 1}}, /*job=*/7), node, &w1, 42);
+  ActorId detached =
+      CreateAlive(ActorRequest(3, {{"CPU", 1}}, /*job=*/7, /*detached=*/true), node, &w2, 43);
+  actors_.OnJobFinished(JobId::FromInt(7).Binary());
+  EXPECT_EQ(Info(owned).state(), rpc::ActorInfo::DEAD);
+  EXPECT_EQ(Info(owned).death_cause(), "its job finished (the actor is not detached)");
+  EXPECT_EQ(Info(detached).state(), rpc::ActorInfo::ALIVE);
+  auto returned = lease_.returned_workers();
+  ASSERT_EQ(returned.size(), 1u);
+  EXPECT_EQ(returned[0].lease_id, "lease-0");
+  EXPECT_TRUE(returned[0].disconnect);
+  actors_.OnWorkerExit(w1, "exited with code 0");  // no restart for the buried actor
+  EXPECT_EQ(lease_.num_lease_requests(), 2u);
+}
+
+TEST_F(ActorManagerTest, FollowsSpillbackWithGrantOrReject) {
+  TestNode a = AddNode(7001, {{"CPU", 4}});
+  ActorId id = Register(ActorRequest(0));
+  ASSERT_EQ(lease_.num_lease_requests(), 1u);
+  const std::string first = lease_.lease_request(0).raylet_address;
+  const std::string other = first == a.address ? "10.0.0.9:7009" : a.address;
+  rpc::RequestWorkerLeaseReply spill;
+  spill.set_retry_at_raylet_address(other);
+  lease_.ReplyLease(0, spill);
+  ASSERT_EQ(lease_.num_lease_requests(), 2u);
+  EXPECT_EQ(lease_.lease_request(1).raylet_address, other);
+  EXPECT_TRUE(lease_.lease_request(1).request.grant_or_reject());
+  GrantLease(1, a, 42);
+  CreationSucceeds(0);
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::ALIVE);
+  EXPECT_EQ(Info(id).raylet_address(), other);
+}
+
+TEST_F(ActorManagerTest, LeaseGrantedAfterTheActorDiedIsReturned) {
+  AddNode(7001, {{"CPU", 4}});
+  TestNode node = AddNode(7002, {{"CPU", 4}});
+  ActorId id = Register(ActorRequest(0));
+  ASSERT_TRUE(actors_.KillActor(id.Binary(), /*no_restart=*/true).ok());  // lease in flight
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::DEAD);
+  const std::string raylet = lease_.lease_request(0).raylet_address;
+  GrantLease(0, node, 42);
+  EXPECT_EQ(push_.num_pushes(), 0u);
+  auto returned = lease_.returned_workers();
+  ASSERT_EQ(returned.size(), 1u);
+  EXPECT_EQ(returned[0].raylet_address, raylet);
+  EXPECT_EQ(returned[0].lease_id, "lease-0");
+  EXPECT_FALSE(returned[0].disconnect);
+}
+
+TEST_F(ActorManagerTest, StaleAttemptsRepliesAreIgnored) {
+  TestNode node = AddNode(7001, {{"CPU", 4}});
+  ActorId id = Register(ActorRequest(/*max_restarts=*/1));
+  std::string worker = GrantLease(0, node, 42);  // attempt 1: creation push in flight
+  actors_.OnWorkerExit(worker, "exited with code 1");
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::RESTARTING);
+  ASSERT_EQ(lease_.num_lease_requests(), 2u);  // attempt 2
+  CreationSucceeds(0);                         // attempt 1's push answers late
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::RESTARTING);
+  GrantLease(1, node, 43);
+  CreationSucceeds(1);
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::ALIVE);
+  EXPECT_EQ(Info(id).pid(), 43);
+}
+
+TEST_F(ActorManagerTest, InfeasibleWaitsWithReasonAndRetriesAfterTheDelay) {
+  AddNode(7001, {{"CPU", 4}});
+  ActorId id = Register(ActorRequest(0, {{"GPU", 1}}));
+  EXPECT_EQ(lease_.num_lease_requests(), 0u);
+  rpc::ActorInfo info = Info(id);
+  EXPECT_EQ(info.state(), rpc::ActorInfo::PENDING_CREATION);
+  EXPECT_TRUE(absl::StrContains(info.pending_reason(), "GPU")) << info.pending_reason();
+
+  TestNode gpu = AddNode(7002, {{"CPU", 4}, {"GPU", 1}});
+  actors_.Tick();
+  EXPECT_EQ(lease_.num_lease_requests(), 0u);  // the retry delay has not passed
+  clock_.Advance(absl::Seconds(1));
+  actors_.Tick();
+  ASSERT_EQ(lease_.num_lease_requests(), 1u);
+  EXPECT_EQ(lease_.lease_request(0).raylet_address, gpu.address);
+
+  // The raylet says infeasible (its view changed): the reason is kept, and it retries later.
+  rpc::RequestWorkerLeaseReply infeasible;
+  infeasible.set_infeasible(true);
+  infeasible.set_failure_message("no node has GPU: 1");
+  lease_.ReplyLease(0, infeasible);
+  EXPECT_EQ(Info(id).pending_reason(), "no node has GPU: 1");
+  actors_.Tick();
+  EXPECT_EQ(lease_.num_lease_requests(), 1u);
+  clock_.Advance(absl::Seconds(1));
+  actors_.Tick();
+  EXPECT_EQ(lease_.num_lease_requests(), 2u);
+}
+
+TEST_F(ActorManagerTest, InvalidResourcesAreRefusedAtRegistration) {
+  AddNode(7001, {{"CPU", 4}});
+  for (double bad : {-1.0, std::nan(""), HUGE_VAL}) {
+    auto request = ActorRequest(0, {{"GPU", bad}});
+    absl::Status status = actors_.RegisterActor(request);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_TRUE(absl::StrContains(status.message(), "actor.required_resources")) << status;
+    rpc::GetActorInfoRequest get;
+    get.set_actor_id(request.actor().actor_id());
+    EXPECT_EQ(actors_.GetActor(get).status().code(), absl::StatusCode::kNotFound);
+  }
+  auto unnamed = ActorRequest(0, {{"", 1}});
+  EXPECT_EQ(actors_.RegisterActor(unnamed).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(lease_.num_lease_requests(), 0u);
+}
+
+}  // namespace
+}  // namespace troupe

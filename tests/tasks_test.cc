@@ -396,13 +396,13 @@ TEST(TasksTest, WaitOnBorrowedRefsWakesWhenReadyAndKeepsItsTimeout) {
   // Both become ready: the waiting task is woken by the owner when the slow one finishes (the
   // 60 s timeout is only a bound).
   auto slow = troupe::Task(Sleep).Remote(300);
-  auto both = troupe::Task(WaitInTask).Remote(std::vector<troupe::ObjectRef<int>>{done, slow}, 2,
-                                              60000);
+  auto both =
+      troupe::Task(WaitInTask).Remote(std::vector<troupe::ObjectRef<int>>{done, slow}, 2, 60000);
   EXPECT_EQ(*troupe::Get(both), 2);
   // Not enough by the timeout: it returns then, with the ready one only.
   auto slower = troupe::Task(Sleep).Remote(3000);
-  auto one = troupe::Task(WaitInTask).Remote(std::vector<troupe::ObjectRef<int>>{done, slower}, 2,
-                                             200);
+  auto one =
+      troupe::Task(WaitInTask).Remote(std::vector<troupe::ObjectRef<int>>{done, slower}, 2, 200);
   EXPECT_EQ(*troupe::Get(one), 1);
   EXPECT_EQ(*troupe::Get(slower), 3000);
 }

@@ -100,6 +100,12 @@ int SumRefs(std::vector<troupe::ObjectRef<int>> refs) {
   return sum;
 }
 
+// Waits on references it borrows (they arrive inside a container); returns how many were ready.
+int WaitInTask(std::vector<troupe::ObjectRef<int>> refs, int num_ready, int timeout_ms) {
+  return static_cast<int>(
+      troupe::Wait(refs, num_ready, std::chrono::milliseconds(timeout_ms)).ready.size());
+}
+
 std::string ReadRelative(std::string path) {
   std::ifstream in(path);
   std::stringstream text;
@@ -119,7 +125,7 @@ std::string SleepThenNode(int ms) {
 }
 
 TROUPE_REMOTE(Plus, SumOfSquares, Tree, MakeBytes, ChecksumOf, NodeOfTask, Fail, SlowOnce,
-              VisibleDevices, Sleep, Say, SleepThenNode, SumRefs, ReadRelative);
+              VisibleDevices, Sleep, Say, SleepThenNode, SumRefs, ReadRelative, WaitInTask);
 
 using troupe::testing::TestCluster;
 
@@ -381,6 +387,24 @@ TEST(TasksTest, RefsInsideContainersAreBorrowedAcrossNodes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(troupe::internal::GetRuntimeStats().tracked_references, 0u);
+}
+
+TEST(TasksTest, WaitOnBorrowedRefsWakesWhenReadyAndKeepsItsTimeout) {
+  TestCluster cluster({"--num-cpus=2"});
+  Driver driver(cluster);
+  auto done = troupe::Put(1);
+  // Both become ready: the waiting task is woken by the owner when the slow one finishes (the
+  // 60 s timeout is only a bound).
+  auto slow = troupe::Task(Sleep).Remote(300);
+  auto both =
+      troupe::Task(WaitInTask).Remote(std::vector<troupe::ObjectRef<int>>{done, slow}, 2, 60000);
+  EXPECT_EQ(*troupe::Get(both), 2);
+  // Not enough by the timeout: it returns then, with the ready one only.
+  auto slower = troupe::Task(Sleep).Remote(3000);
+  auto one =
+      troupe::Task(WaitInTask).Remote(std::vector<troupe::ObjectRef<int>>{done, slower}, 2, 200);
+  EXPECT_EQ(*troupe::Get(one), 1);
+  EXPECT_EQ(*troupe::Get(slower), 3000);
 }
 
 TEST(TasksTest, WorkersStartInACopyOfTheWorkingDirectory) {

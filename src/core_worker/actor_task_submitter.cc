@@ -4,18 +4,31 @@
 #include "src/common/logging.h"
 
 namespace troupe {
-namespace {
-constexpr absl::Duration kUnreachableLimit = absl::Seconds(30);
-}  // namespace
 
-ActorTaskSubmitter::ActorTaskSubmitter(GcsClient* gcs, ClientPool<CoreWorkerClient>* workers,
-                                       std::string caller_worker_id, Callbacks callbacks)
-    : gcs_(gcs),
-      workers_(workers),
+ActorTaskSubmitter::ActorTaskSubmitter(ActorDirectory* directory, TaskPushClient* pushes,
+                                       const Clock* clock, std::string caller_worker_id,
+                                       Callbacks callbacks)
+    : directory_(directory),
+      pushes_(pushes),
+      clock_(clock),
       caller_worker_id_(std::move(caller_worker_id)),
       callbacks_(std::move(callbacks)) {}
 
+void ActorTaskSubmitter::Reply(const rpc::TaskSpec& spec, rpc::PushTaskReply reply) {
+  bool threw = false;
+  for (const auto& ret : reply.returns()) threw |= ret.is_application_error();
+  ++(threw ? counters_.failed : counters_.finished);
+  callbacks_.on_reply(spec, std::move(reply));
+}
+
+void ActorTaskSubmitter::Fail(const rpc::TaskSpec& spec, StoredObject::Error error,
+                              const std::string& message) {
+  ++counters_.failed;
+  callbacks_.on_failure(spec, error, message);
+}
+
 void ActorTaskSubmitter::Submit(const ActorId& actor_id, rpc::TaskSpec spec) {
+  ++counters_.submitted;
   std::optional<std::string> dead_cause;
   {
     absl::MutexLock lock(&mu_);
@@ -31,8 +44,7 @@ void ActorTaskSubmitter::Submit(const ActorId& actor_id, rpc::TaskSpec spec) {
       return;
     }
   }
-  callbacks_.on_failure(spec, StoredObject::Error::kActorDied,
-                        absl::StrCat("the actor is dead: ", *dead_cause));
+  Fail(spec, StoredObject::Error::kActorDied, absl::StrCat("the actor is dead: ", *dead_cause));
 }
 
 void ActorTaskSubmitter::PushLocked(const ActorId& actor_id, ActorState& actor, int64_t seq) {
@@ -45,10 +57,10 @@ void ActorTaskSubmitter::PushLocked(const ActorId& actor_id, ActorState& actor, 
   request.mutable_task()->set_caller_first_unanswered(actor.unanswered.begin()->first);
   const std::string address = actor.address;
   in_flight_++;
-  workers_->Get(address)->PushTaskAsync(
-      std::move(request), [this, actor_id, seq, address](absl::StatusOr<rpc::PushTaskReply> r) {
-        OnReply(actor_id, seq, address, std::move(r));
-      });
+  pushes_->PushTask(address, std::move(request),
+                    [this, actor_id, seq, address](absl::StatusOr<rpc::PushTaskReply> r) {
+                      OnReply(actor_id, seq, address, std::move(r));
+                    });
 }
 
 void ActorTaskSubmitter::OnReply(const ActorId& actor_id, int64_t seq, const std::string& address,
@@ -66,15 +78,15 @@ void ActorTaskSubmitter::OnReply(const ActorId& actor_id, int64_t seq, const std
       actor.unanswered.erase(it);
     } else if (actor.address == address && !actor.resolving) {
       // The actor's worker is gone or unreachable: ask the GCS what became of it.
-      TROUPE_LOG(Warning) << "call " << seq << " to actor " << actor_id.Hex().substr(0, 8)
-                          << " at " << address << " failed (" << reply.status().message()
+      TROUPE_LOG(Warning) << "call " << seq << " to actor " << actor_id.Hex().substr(0, 8) << " at "
+                          << address << " failed (" << reply.status().message()
                           << "); asking the GCS about the actor";
       actor.resolving = true;
       actor.next_lookup = absl::InfinitePast();
-      actor.unreachable_since = absl::Now();
+      actor.unreachable_since = clock_->Now();
     }
   }
-  if (answered) callbacks_.on_reply(*answered, std::move(*reply));
+  if (answered) Reply(*answered, std::move(*reply));
 }
 
 void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& info) {
@@ -96,9 +108,9 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
         break;
       case rpc::ActorInfo::ALIVE:
         if (info.worker_address() == actor.address) {
-          if (absl::Now() - actor.unreachable_since < kUnreachableLimit) {
+          if (clock_->Now() - actor.unreachable_since < kUnreachableLimit) {
             // The GCS has not noticed the death yet: look again shortly.
-            actor.next_lookup = absl::Now() + absl::Milliseconds(50);
+            actor.next_lookup = clock_->Now() + absl::Milliseconds(50);
             break;
           }
           // Never wait forever on a worker the GCS believes alive but nobody can reach.
@@ -134,11 +146,11 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
         for (auto& [seq, call] : actor.unanswered) PushLocked(actor_id, actor, seq);
         break;
       default:  // PENDING_CREATION, RESTARTING
-        actor.next_lookup = absl::Now() + absl::Milliseconds(20);
+        actor.next_lookup = clock_->Now() + absl::Milliseconds(20);
         break;
     }
   }
-  for (auto& [spec, error, message] : failures) callbacks_.on_failure(spec, error, message);
+  for (auto& [spec, error, message] : failures) Fail(spec, error, message);
 }
 
 void ActorTaskSubmitter::Tick() {
@@ -146,7 +158,7 @@ void ActorTaskSubmitter::Tick() {
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return;
-    const absl::Time now = absl::Now();
+    const absl::Time now = clock_->Now();
     for (auto& [id, actor] : actors_) {
       if (actor.resolving && !actor.dead && now >= actor.next_lookup) {
         actor.next_lookup = now + absl::Milliseconds(20);
@@ -155,9 +167,7 @@ void ActorTaskSubmitter::Tick() {
     }
   }
   for (const auto& id : lookups) {
-    rpc::GetActorInfoRequest request;
-    request.set_actor_id(id.Binary());
-    auto info = gcs_->GetActorInfo(request);
+    auto info = directory_->GetActorInfo(id);
     if (info.ok()) Apply(id, *info);
   }
 }

@@ -1,16 +1,19 @@
-// The core worker: the runtime inside every driver and worker process. It owns the objects its
-// process creates (tracking where their values live and who references them, and freeing them
-// when nobody does), submits tasks through the TaskSubmitter, reads objects (inline values from
-// their owner, large ones zero-copy from the node's shared-memory store, fetched from other
-// nodes first when needed), and — in worker mode — executes tasks pushed to it, one at a time,
-// on the thread that calls RunTaskLoop().
-// It serves CoreWorkerService (proto/worker.proto) for pushes and owner queries.
-// Thread-safe. A timer thread returns idle leases, expires waits and sends batched messages.
+// The core worker: the runtime inside every driver and worker process, and the composition root
+// of its parts. It owns and wires together:
+//   ObjectService     objects this process owns, Put/Get/Wait, owner-side object queries
+//   SubmissionFacade  building and submitting tasks and actor calls, actors and placement groups
+//                     through the GCS
+//   TaskSubmitter / ActorTaskSubmitter   leasing workers and pushing tasks / actor calls
+//   TaskExecutor      worker mode: the queue of pushed tasks, run on the thread that calls
+//                     RunTaskLoop()
+//   CoreWorkerGrpcService  CoreWorkerService (proto/worker.proto), glue only
+// and the clients they use (raylet and worker client pools, the GCS client, and the gRPC
+// implementations of the peer-client interfaces), plus the Clock they read.
+// Its public methods are the API layer's (src/api) view of the runtime; most forward to a part.
+// Thread-safe. A timer thread returns idle leases, looks up actors and expires waits; another
+// reports task counters.
 #pragma once
 
-#include <sys/types.h>
-
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -20,23 +23,24 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "proto/worker.grpc.pb.h"
+#include "src/common/clock.h"
 #include "src/common/ids.h"
 #include "src/core_worker/actor_task_submitter.h"
-#include "src/core_worker/memory_store.h"
-#include "src/core_worker/reference_counter.h"
+#include "src/core_worker/object_service.h"
+#include "src/core_worker/submission_facade.h"
+#include "src/core_worker/task_executor.h"
 #include "src/core_worker/task_submitter.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/core_worker_client.h"
 #include "src/rpc/gcs_client.h"
+#include "src/rpc/grpc_peer_clients.h"
 #include "src/rpc/raylet_client.h"
 
 namespace grpc {
 class Server;
-class ServerUnaryReactor;
+class Service;
 }  // namespace grpc
 
 namespace troupe {
@@ -52,7 +56,6 @@ struct TaskOutcome {
   std::shared_ptr<void> keep_alive;  // whatever `write` reads from
 };
 
-struct ObjectBuffer;
 using TaskFunction =
     std::function<TaskOutcome(const rpc::TaskSpec& spec, const std::vector<ObjectBuffer>& args)>;
 
@@ -69,39 +72,9 @@ struct CoreWorkerOptions {
   std::function<void(const std::string&)> warn;
   // Worker mode: runs a task's function.
   TaskFunction execute;
-};
-
-// Bytes of an object as handed to the API: `holder` keeps them alive (a shared-memory mapping
-// for objects in the store, so reads are zero-copy).
-struct ObjectBuffer {
-  const char* data = nullptr;
-  size_t size = 0;
-  std::shared_ptr<const void> holder;
-};
-
-// One Get result: the bytes, or why there are none.
-struct GetResult {
-  ObjectBuffer buffer;
-  StoredObject::Error error = StoredObject::Error::kNone;
-  std::string error_message;
-  rpc::ReturnObject error_detail;  // for kApplication
-};
-
-struct TaskArgSpec {
-  bool by_reference = false;
-  std::string value;
-  ObjectRefInfo ref;
-  std::vector<ObjectRefInfo> contained;  // refs inside `value`
-};
-
-struct TaskSubmitOptions {
-  std::string placement_group_id;  // binary; "" for none
-  int bundle_index = -1;
-  std::string name;
-  std::map<std::string, double> resources;
-  int max_retries = 3;
-  bool retry_exceptions = false;
-  rpc::SchedulingStrategy strategy;
+  // Time for every timeout and deadline of this process (not owned; must outlive the core
+  // worker). Null: the real clock.
+  const Clock* clock = nullptr;
 };
 
 // GCS KV namespace of per-process task counters: key worker id (hex), value "submitted finished
@@ -122,7 +95,7 @@ class CoreWorker {
   const JobId& job_id() const { return options_.job_id; }
   const std::string& node_ip() const { return options_.node_ip; }
   // Inside an actor (worker mode): the actor's ID; nil elsewhere.
-  const ActorId& current_actor_id() const { return current_actor_; }
+  const ActorId& current_actor_id() const { return executor_->current_actor_id(); }
   GcsClient& gcs() { return *gcs_; }
 
   // Returns the result's reference with one local reference held for the caller.
@@ -162,60 +135,25 @@ class CoreWorker {
   const std::string& namespace_name() const { return namespace_name_; }
   void set_namespace_name(std::string ns) { namespace_name_ = std::move(ns); }
 
-  void AddLocalRef(const ObjectRefInfo& ref) { references_.AddLocal(ref); }
-  void RemoveLocalRef(const ObjectId& id) { references_.RemoveLocal(id); }
+  void AddLocalRef(const ObjectRefInfo& ref) { objects_->references().AddLocal(ref); }
+  void RemoveLocalRef(const ObjectId& id) { objects_->references().RemoveLocal(id); }
 
   // Worker mode: runs pushed tasks on this thread until Exit is requested.
   void RunTaskLoop();
 
   // For tests and stats.
-  size_t num_tracked_references() const { return references_.num_tracked(); }
-  size_t num_stored_objects() const { return memory_store_.size(); }
+  size_t num_tracked_references() const { return objects_->references().num_tracked(); }
+  size_t num_stored_objects() const { return objects_->memory_store().size(); }
 
  private:
-  class GrpcService;
-  // A PushTask waiting for the task loop; finished by it.
-  struct PendingPush {
-    const rpc::PushTaskRequest* request;
-    rpc::PushTaskReply* reply;
-    grpc::ServerUnaryReactor* reactor;
-  };
-
-  // Reads one ready object: inline, or mapped from this node's store (fetching it here first).
-  GetResult Materialize(const ObjectRefInfo& ref, const StoredObject& object);
-  absl::StatusOr<ObjectBuffer> MapLocalObject(const ObjectId& id);
-  // The object's value, from our memory store (owned) or its owner (borrowed).
-  absl::StatusOr<std::optional<StoredObject>> Resolve(const ObjectRefInfo& ref,
-                                                      absl::Time deadline);
-  void StoreReturns(const rpc::TaskSpec& spec, const rpc::PushTaskReply& reply);
-  void FailTask(const rpc::TaskSpec& spec, StoredObject::Error error, const std::string& message);
-  void ReleaseTaskReferences(const rpc::TaskSpec& spec);
-  void OnOwnedFree(const ObjectId& id, std::vector<ObjectRefInfo> contained);
-  void OnBorrowedRelease(const ObjectId& id, const std::string& owner, bool owner_knows);
+  // Worker mode: runs one pushed task (reads its arguments, calls options_.execute, stores the
+  // result) on the executor's thread.
   rpc::PushTaskReply ExecuteTask(const rpc::PushTaskRequest& request);
-  absl::StatusOr<rpc::ReturnObject> StoreTaskReturn(const ObjectId& id, size_t size,
-                                                    const std::function<void(char*)>& write);
-  // Fills in a TaskSpec's common fields and holds its argument references until it is done.
-  rpc::TaskSpec BuildTaskSpec(const TaskId& task_id, const std::string& function_name,
-                              std::vector<TaskArgSpec> args,
-                              std::vector<ObjectId>* owned_dependencies);
-  // The node holding bundle `index` (-1: one of the bundles, in turn) of a placed group; waits
-  // until the group is placed. NotFound if it does not exist or was removed.
-  absl::StatusOr<std::pair<NodeId, int>> ResolveBundle(const std::string& group_id, int index);
-  // Worker mode: queues a pushed task, keeping actor calls of each caller in order.
-  void EnqueuePush(std::shared_ptr<PendingPush> push);
   void TimerLoop();
-  void SetBlocked(bool blocked);
-  // A writable mapping of the object file at `path` (`size` bytes): reused from an earlier
-  // write when the store handed out the same file again, else freshly mapped. Mappings that are
-  // not `cached` are the caller's to unmap.
-  struct WriteTarget {
-    char* address;
-    bool cached;
-  };
-  absl::StatusOr<WriteTarget> MapForWrite(const std::string& path, size_t size);
 
   CoreWorkerOptions options_;
+  RealClock real_clock_;
+  const Clock* clock_;  // options_.clock, or real_clock_
   std::string address_;
   NodeId node_id_;
   std::unique_ptr<ClusterToken> token_;
@@ -223,51 +161,18 @@ class CoreWorker {
   ClientPool<RayletClient> raylets_;
   ClientPool<CoreWorkerClient> workers_;
   std::shared_ptr<RayletClient> raylet_;
-  MemoryStore memory_store_;
-  ReferenceCounter references_;
-  std::unique_ptr<TaskSubmitter> submitter_;
+  GrpcLeaseClient lease_client_;
+  GrpcTaskPushClient push_client_;
   std::unique_ptr<GcsClient> gcs_;
+  std::unique_ptr<GrpcActorDirectory> actor_directory_;
+  std::unique_ptr<ObjectService> objects_;
+  std::unique_ptr<TaskExecutor> executor_;
+  std::unique_ptr<TaskSubmitter> submitter_;
   std::unique_ptr<ActorTaskSubmitter> actor_submitter_;
+  std::unique_ptr<SubmissionFacade> submission_;
   std::string namespace_name_ = "default";
-  std::atomic<uint32_t> next_bundle_{0};
-  std::unique_ptr<GrpcService> service_;
+  std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Server> server_;
-  const TaskId put_task_id_ = TaskId::FromRandom();
-  std::atomic<uint32_t> put_index_{0};
-
-  // Submitted tasks' argument references, released when the task is done.
-  absl::Mutex tasks_mu_;
-  absl::flat_hash_map<TaskId, std::vector<ObjectRefInfo>> task_refs_ ABSL_GUARDED_BY(tasks_mu_);
-
-  // Worker mode: pushed tasks waiting for the task loop.
-  absl::Mutex queue_mu_;
-  absl::CondVar queue_cv_;
-  std::deque<std::shared_ptr<PendingPush>> queue_ ABSL_GUARDED_BY(queue_mu_);
-  bool exit_requested_ ABSL_GUARDED_BY(queue_mu_) = false;
-  bool exit_after_task_ ABSL_GUARDED_BY(queue_mu_) = false;
-  // Per caller: the next actor-call sequence number to run, and calls that arrived early.
-  struct CallerOrder {
-    int64_t next = -1;
-    std::map<int64_t, std::shared_ptr<PendingPush>> early;
-  };
-  absl::flat_hash_map<std::string, CallerOrder> caller_order_ ABSL_GUARDED_BY(queue_mu_);
-  ActorId current_actor_;
-  std::vector<std::thread> extra_executors_;  // actors with max_concurrency > 1
-  std::atomic<bool> executing_{false};
-  std::atomic<int> blocked_depth_{0};
-
-  // Mappings of large object files this process wrote, kept because the store reuses freed
-  // files: writing the next object of the same size then skips mmap and page-table setup. The
-  // open fd pins the inode, so a matching (device, inode) is certainly the same file.
-  struct WriteMapping {
-    dev_t device;
-    ino_t inode;
-    size_t size;
-    char* address;
-    int fd;
-  };
-  absl::Mutex mappings_mu_;
-  std::deque<WriteMapping> write_mappings_ ABSL_GUARDED_BY(mappings_mu_);
 
   absl::Notification stop_timer_;
   std::thread timer_;
@@ -275,7 +180,6 @@ class CoreWorker {
   void ReportTaskCounters();
   std::thread metrics_reporter_;
   std::string last_reported_counters_;
-  TaskSubmitter::Counters actor_calls_;  // actor calls made by this process (retried unused)
 };
 
 }  // namespace troupe

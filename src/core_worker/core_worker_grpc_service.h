@@ -1,96 +1,69 @@
 // CoreWorkerService: the gRPC face of a core worker (pushes from callers, queries from
-// borrowers, borrower bookkeeping). Logic stays in CoreWorker; handlers run on gRPC threads.
+// borrowers, borrower bookkeeping, Exit). Only glue: checks the cluster token and hands each call
+// to the TaskExecutor or the ObjectService as a plain request plus a completion callback that
+// finishes the gRPC reactor. Handlers run on gRPC threads.
+// Owned by CoreWorker; uses (does not own) the authenticator, executor and object service.
 // Internal to the core worker (included by core_worker.cc only).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
 #include "proto/worker.grpc.pb.h"
-#include "src/core_worker/core_worker.h"
+#include "src/core_worker/object_service.h"
+#include "src/core_worker/task_executor.h"
+#include "src/rpc/auth.h"
+#include "src/rpc/grpc_status.h"
 #include "src/rpc/server.h"
 
 namespace troupe {
 
-// gRPC glue of CoreWorkerService.
-class CoreWorker::GrpcService : public rpc::CoreWorkerService::CallbackService {
+class CoreWorkerGrpcService : public rpc::CoreWorkerService::CallbackService {
  public:
-  explicit GrpcService(CoreWorker* worker) : w_(worker) {}
+  // `executor` is null in a driver (it executes no pushed tasks).
+  CoreWorkerGrpcService(const TokenAuthenticator* auth, TaskExecutor* executor,
+                        ObjectService* objects)
+      : auth_(auth), executor_(executor), objects_(objects) {}
 
   grpc::ServerUnaryReactor* PushTask(grpc::CallbackServerContext* context,
                                      const rpc::PushTaskRequest* request,
                                      rpc::PushTaskReply* reply) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    if (grpc::Status auth = w_->auth_->Check(*context); !auth.ok()) {
+    if (grpc::Status auth = auth_->Check(*context); !auth.ok()) {
       reactor->Finish(auth);
       return reactor;
     }
-    if (w_->options_.is_driver) {
+    if (executor_ == nullptr) {
       reactor->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                                    "a driver does not execute pushed tasks"));
       return reactor;
     }
-    w_->EnqueuePush(std::make_shared<PendingPush>(PendingPush{request, reply, reactor}));
+    executor_->Enqueue(request, [reactor, reply](absl::StatusOr<rpc::PushTaskReply> result) {
+      if (!result.ok()) return reactor->Finish(ToGrpcStatus(result.status()));
+      *reply = std::move(*result);
+      reactor->Finish(grpc::Status::OK);
+    });
     return reactor;
   }
 
   grpc::ServerUnaryReactor* GetObjectStatus(grpc::CallbackServerContext* context,
                                             const rpc::GetObjectStatusRequest* request,
                                             rpc::GetObjectStatusReply* reply) override {
-    return RespondAsync(context, *w_->auth_, [&](auto done) {
-      auto id = ObjectId::FromBinary(request->object_id());
-      if (!id.ok()) return done(id.status());
-      if (!w_->references_.IsTracked(*id) && !w_->memory_store_.IsReady(*id)) {
-        reply->set_status(rpc::GetObjectStatusReply::FREED);
-        return done(absl::OkStatus());
-      }
-      w_->memory_store_.OnReady(
-          *id, absl::Now() + absl::Milliseconds(request->timeout_ms()),
-          [reply, done](std::optional<StoredObject> object) {
-            if (!object) {
-              reply->set_status(rpc::GetObjectStatusReply::PENDING);
-            } else {
-              reply->set_status(object->error == StoredObject::Error::kNone
-                                    ? rpc::GetObjectStatusReply::READY
-                                    : rpc::GetObjectStatusReply::FAILED);
-              *reply->mutable_object() = object->value;
-              if (object->error != StoredObject::Error::kNone &&
-                  object->error != StoredObject::Error::kApplication) {
-                reply->mutable_object()->set_error_message(object->error_message);
-              }
-              for (const auto& copy : object->copy_raylet_addresses) {
-                reply->add_copy_raylet_addresses(copy);
-              }
-            }
-            done(absl::OkStatus());
-          });
+    return RespondAsync(context, *auth_, [&](auto done) {
+      objects_->HandleGetObjectStatus(*request, reply, std::move(done));
     });
   }
 
   grpc::ServerUnaryReactor* AddObjectLocation(grpc::CallbackServerContext* context,
                                               const rpc::AddObjectLocationRequest* request,
                                               rpc::AddObjectLocationReply*) override {
-    return Respond(context, *w_->auth_, [&]() -> absl::Status {
-      auto id = ObjectId::FromBinary(request->object_id());
-      if (!id.ok()) return id.status();
-      if (w_->references_.IsTracked(*id)) {
-        w_->memory_store_.AddCopy(*id, request->raylet_address());
-      } else {
-        // Freed meanwhile: drop the new copy too.
-        w_->raylets_.Get(request->raylet_address())->FreeObjectsAsync({request->object_id()});
-      }
-      return absl::OkStatus();
-    });
+    return Respond(context, *auth_, [&] { return objects_->HandleAddObjectLocation(*request); });
   }
 
   grpc::ServerUnaryReactor* AddBorrowers(grpc::CallbackServerContext* context,
                                          const rpc::AddBorrowersRequest* request,
                                          rpc::AddBorrowersReply*) override {
-    return Respond(context, *w_->auth_, [&] {
-      for (const auto& binary : request->object_ids()) {
-        if (auto id = ObjectId::FromBinary(binary); id.ok()) {
-          w_->references_.AddBorrower(*id, request->borrower_address());
-        }
-      }
+    return Respond(context, *auth_, [&] {
+      objects_->HandleAddBorrowers(*request);
       return absl::OkStatus();
     });
   }
@@ -98,29 +71,25 @@ class CoreWorker::GrpcService : public rpc::CoreWorkerService::CallbackService {
   grpc::ServerUnaryReactor* RemoveBorrowers(grpc::CallbackServerContext* context,
                                             const rpc::RemoveBorrowersRequest* request,
                                             rpc::RemoveBorrowersReply*) override {
-    return Respond(context, *w_->auth_, [&] {
-      for (const auto& binary : request->object_ids()) {
-        if (auto id = ObjectId::FromBinary(binary); id.ok()) {
-          w_->references_.RemoveBorrower(*id, request->borrower_address());
-        }
-      }
+    return Respond(context, *auth_, [&] {
+      objects_->HandleRemoveBorrowers(*request);
       return absl::OkStatus();
     });
   }
 
   grpc::ServerUnaryReactor* Exit(grpc::CallbackServerContext* context, const rpc::ExitRequest*,
                                  rpc::ExitReply* reply) override {
-    return Respond(context, *w_->auth_, [&] {
-      absl::MutexLock lock(&w_->queue_mu_);
-      w_->exit_requested_ = true;
-      w_->queue_cv_.Signal();
+    return Respond(context, *auth_, [&] {
+      if (executor_ != nullptr) executor_->RequestExit();
       reply->set_success(true);
       return absl::OkStatus();
     });
   }
 
  private:
-  CoreWorker* w_;
+  const TokenAuthenticator* auth_;
+  TaskExecutor* executor_;
+  ObjectService* objects_;
 };
 
 }  // namespace troupe

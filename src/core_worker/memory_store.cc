@@ -56,18 +56,28 @@ std::vector<bool> MemoryStore::WaitMany(const std::vector<ObjectId>& ids, size_t
   }
 }
 
-void MemoryStore::OnReady(const ObjectId& id, absl::Time deadline, ReadyCallback done) {
+uint64_t MemoryStore::OnReady(const ObjectId& id, absl::Time deadline, ReadyCallback done) {
   std::optional<StoredObject> object;
   {
     absl::MutexLock lock(&mu_);
     auto it = objects_.find(id);
     if (it == objects_.end()) {
-      waiters_[id].push_back({deadline, std::move(done)});
-      return;
+      const uint64_t handle = next_handle_++;
+      waiters_[id].push_back({handle, deadline, std::move(done)});
+      return handle;
     }
     object = it->second;
   }
   done(std::move(object));
+  return 0;
+}
+
+void MemoryStore::CancelOnReady(const ObjectId& id, uint64_t handle) {
+  absl::MutexLock lock(&mu_);
+  auto it = waiters_.find(id);
+  if (it == waiters_.end()) return;
+  it->second.remove_if([handle](const Waiter& waiter) { return waiter.handle == handle; });
+  if (it->second.empty()) waiters_.erase(it);
 }
 
 void MemoryStore::ExpireWaiters(absl::Time now) {

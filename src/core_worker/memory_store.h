@@ -44,8 +44,11 @@ class MemoryStore {
   // Blocks until `num_ready` of `ids` are ready or the deadline passes; returns readiness.
   std::vector<bool> WaitMany(const std::vector<ObjectId>& ids, size_t num_ready,
                              absl::Time deadline);
-  // Runs `done` once the object is ready (maybe at once), or with nullopt at `deadline`.
-  void OnReady(const ObjectId& id, absl::Time deadline, ReadyCallback done);
+  // Runs `done` once the object is ready (maybe at once, on this thread), or with nullopt at
+  // `deadline`. Returns a handle for CancelOnReady (0 when `done` already ran).
+  uint64_t OnReady(const ObjectId& id, absl::Time deadline, ReadyCallback done);
+  // Drops a callback registered by OnReady that has not run yet (no-op once it ran).
+  void CancelOnReady(const ObjectId& id, uint64_t handle);
   void ExpireWaiters(absl::Time now);
   void AddCopy(const ObjectId& id, const std::string& raylet_address);
   void Erase(const ObjectId& id);
@@ -53,6 +56,7 @@ class MemoryStore {
 
  private:
   struct Waiter {
+    uint64_t handle;
     absl::Time deadline;
     ReadyCallback done;
   };
@@ -60,6 +64,7 @@ class MemoryStore {
   absl::CondVar ready_;
   absl::flat_hash_map<ObjectId, StoredObject> objects_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<ObjectId, std::list<Waiter>> waiters_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace troupe

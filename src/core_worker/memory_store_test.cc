@@ -66,5 +66,24 @@ TEST(MemoryStoreTest, CopiesAreRecordedOnce) {
   EXPECT_EQ(store.size(), 0u);
 }
 
+TEST(MemoryStoreTest, CancelledCallbackNeverRuns) {
+  MemoryStore store;
+  ObjectId id = NewId();
+  int kept = 0, cancelled = 0;
+  const uint64_t keep =
+      store.OnReady(id, absl::InfiniteFuture(), [&](std::optional<StoredObject>) { ++kept; });
+  const uint64_t drop =
+      store.OnReady(id, absl::InfiniteFuture(), [&](std::optional<StoredObject>) { ++cancelled; });
+  EXPECT_NE(keep, drop);
+  store.CancelOnReady(id, drop);
+  store.Put(id, Inline("z"));
+  EXPECT_EQ(kept, 1);
+  EXPECT_EQ(cancelled, 0);
+  // Already ready: runs at once and there is nothing to cancel.
+  EXPECT_EQ(store.OnReady(id, absl::InfiniteFuture(), [&](std::optional<StoredObject>) { ++kept; }),
+            0u);
+  EXPECT_EQ(kept, 2);
+}
+
 }  // namespace
 }  // namespace troupe

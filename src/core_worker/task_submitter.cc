@@ -1,17 +1,20 @@
 #include "src/core_worker/task_submitter.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
 
 namespace troupe {
 
-TaskSubmitter::TaskSubmitter(TaskSubmitterOptions options, ClientPool<RayletClient>* raylets,
-                             ClientPool<CoreWorkerClient>* workers, Callbacks callbacks)
+TaskSubmitter::TaskSubmitter(TaskSubmitterOptions options, LeaseClient* leases,
+                             TaskPushClient* pushes, const Clock* clock, Callbacks callbacks)
     : options_(std::move(options)),
-      raylets_(raylets),
-      workers_(workers),
+      leases_(leases),
+      pushes_(pushes),
+      clock_(clock),
       callbacks_(std::move(callbacks)) {}
 
 int TaskSubmitter::PipelineDepth(const rpc::TaskSpec& lease_spec, double average_rtt_ms) const {
@@ -83,11 +86,11 @@ void TaskSubmitter::ScheduleLocked(const std::string& key, Actions* actions) {
     (*least)->in_flight++;
     rpc::TaskSpec spec = std::move(queue.tasks.front());
     queue.tasks.pop_front();
-    running_[*TaskId::FromBinary(spec.task_id())] = {key, *least, absl::Now()};
+    running_[*TaskId::FromBinary(spec.task_id())] = {key, *least, clock_->Now()};
     actions->pushes.emplace_back(*least, std::move(spec));
   }
   // Ask for more workers while tasks wait.
-  if (queue.tasks.empty() || absl::Now() < queue.retry_leases_at) return;
+  if (queue.tasks.empty() || clock_->Now() < queue.retry_leases_at) return;
   const int wanted =
       std::min<int>(static_cast<int>(queue.tasks.size()), options_.max_pending_lease_requests);
   while (queue.pending_lease_requests < wanted) {
@@ -110,13 +113,13 @@ void TaskSubmitter::RequestLease(const std::string& key, const rpc::TaskSpec& sp
   request.set_grant_or_reject(grant_or_reject);
   uint64_t call_id;
   if (!BeginCall(&call_id)) return;
-  SetCanceller(call_id, raylets_->Get(raylet_address)
-                            ->RequestWorkerLeaseAsync(
-                                request, [this, key, spec, raylet_address, call_id](
-                                             absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
-                                  OnLeaseReply(key, spec, raylet_address, std::move(reply));
-                                  EndCall(call_id);
-                                }));
+  SetCanceller(call_id, leases_->RequestWorkerLease(
+                            raylet_address, request,
+                            [this, key, spec, raylet_address,
+                             call_id](absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
+                              OnLeaseReply(key, spec, raylet_address, std::move(reply));
+                              EndCall(call_id);
+                            }));
 }
 
 void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& spec,
@@ -127,7 +130,7 @@ void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& sp
     if (shut_down_) {
       // Granted after we stopped: give it straight back.
       if (reply.ok() && !reply->lease_id().empty()) {
-        raylets_->Get(raylet_address)->ReturnWorkerAsync(reply->lease_id(), false);
+        leases_->ReturnWorker(raylet_address, reply->lease_id(), /*disconnect=*/false);
       }
       return;
     }
@@ -149,7 +152,7 @@ void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& sp
     if (!reply.ok()) {
       warning = absl::StrCat("cannot lease a worker from the raylet at ", raylet_address, ": ",
                              reply.status().message(), "; retrying");
-      queue.retry_leases_at = absl::Now() + options_.infeasible_retry;
+      queue.retry_leases_at = clock_->Now() + options_.infeasible_retry;
     } else if (reply->infeasible()) {
       if (!queue.warned_infeasible) {
         queue.warned_infeasible = true;
@@ -157,7 +160,7 @@ void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& sp
                                " cannot be scheduled yet: ", reply->failure_message(),
                                ". It stays pending until a node with these resources joins.");
       }
-      queue.retry_leases_at = absl::Now() + options_.infeasible_retry;
+      queue.retry_leases_at = clock_->Now() + options_.infeasible_retry;
     } else if (reply->rejected()) {
       failure = reply->failure_message();
       failed.assign(std::make_move_iterator(queue.tasks.begin()),
@@ -169,7 +172,7 @@ void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& sp
       worker->worker_address = reply->worker_address();
       worker->raylet_address = raylet_address;
       worker->gpu_ids.assign(reply->gpu_ids().begin(), reply->gpu_ids().end());
-      worker->idle_since = absl::Now();
+      worker->idle_since = clock_->Now();
       queue.workers.push_back(worker);
       queue.warned_infeasible = false;
     }
@@ -190,14 +193,12 @@ void TaskSubmitter::Push(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spe
   for (int id : worker->gpu_ids) request.add_gpu_ids(id);
   uint64_t call_id;
   if (!BeginCall(&call_id)) return;
-  SetCanceller(call_id,
-               workers_->Get(worker->worker_address)
-                   ->PushTaskAsync(std::move(request),
-                                   [this, worker, spec = std::move(spec),
-                                    call_id](absl::StatusOr<rpc::PushTaskReply> reply) mutable {
-                                     OnPushReply(worker, std::move(spec), std::move(reply));
-                                     EndCall(call_id);
-                                   }));
+  SetCanceller(call_id, pushes_->PushTask(worker->worker_address, std::move(request),
+                                          [this, worker, spec = std::move(spec), call_id](
+                                              absl::StatusOr<rpc::PushTaskReply> reply) mutable {
+                                            OnPushReply(worker, std::move(spec), std::move(reply));
+                                            EndCall(call_id);
+                                          }));
 }
 
 void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spec,
@@ -211,21 +212,21 @@ void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskS
     auto running = running_.find(task_id);
     const std::string key = running != running_.end() ? running->second.key : KeyOf(spec);
     if (running != running_.end()) {
-      const double rtt_ms = absl::ToDoubleMilliseconds(absl::Now() - running->second.pushed);
+      const double rtt_ms = absl::ToDoubleMilliseconds(clock_->Now() - running->second.pushed);
       double& average = queues_[key].average_rtt_ms;
       average = average < 0 ? rtt_ms : 0.8 * average + 0.2 * rtt_ms;
       running_.erase(running);
     }
     cancelled = cancelled_.erase(task_id) > 0;
     worker->in_flight--;
-    if (worker->in_flight == 0) worker->idle_since = absl::Now();
+    if (worker->in_flight == 0) worker->idle_since = clock_->Now();
     if (!reply.ok()) {
       // The worker is gone (or unreachable): its lease is void; never push to it again.
       Queue& queue = queues_[key];
       auto it = std::find(queue.workers.begin(), queue.workers.end(), worker);
       if (it != queue.workers.end()) {
         queue.workers.erase(it);
-        raylets_->Get(worker->raylet_address)->ReturnWorkerAsync(worker->lease_id, true);
+        leases_->ReturnWorker(worker->raylet_address, worker->lease_id, /*disconnect=*/true);
       }
     }
     ScheduleLocked(key, &actions);
@@ -300,7 +301,7 @@ bool TaskSubmitter::Cancel(const TaskId& task_id, bool force) {
     return true;
   }
   if (kill) {
-    (void)raylets_->Get(kill->raylet_address)->KillLeasedWorker(kill->lease_id);
+    (void)leases_->KillLeasedWorker(kill->raylet_address, kill->lease_id);
     return true;
   }
   return false;
@@ -310,13 +311,13 @@ void TaskSubmitter::Tick() {
   Actions actions;
   {
     absl::MutexLock lock(&mu_);
-    const absl::Time now = absl::Now();
+    const absl::Time now = clock_->Now();
     for (auto& [key, queue] : queues_) {
       for (auto it = queue.workers.begin(); it != queue.workers.end();) {
         const auto& worker = *it;
         if (queue.tasks.empty() && worker->in_flight == 0 &&
             now - worker->idle_since >= options_.lease_linger) {
-          raylets_->Get(worker->raylet_address)->ReturnWorkerAsync(worker->lease_id, false);
+          leases_->ReturnWorker(worker->raylet_address, worker->lease_id, /*disconnect=*/false);
           it = queue.workers.erase(it);
         } else {
           ++it;
@@ -348,7 +349,8 @@ void TaskSubmitter::Shutdown() {
   for (auto& [key, queue] : queues_) {
     for (const auto& worker : queue.workers) {
       // Synchronous, so the node's resources are free once Shutdown returns.
-      (void)raylets_->Get(worker->raylet_address)->ReturnWorker(worker->lease_id, false);
+      (void)leases_->ReturnWorkerAndWait(worker->raylet_address, worker->lease_id,
+                                         /*disconnect=*/false);
     }
     queue.workers.clear();
   }

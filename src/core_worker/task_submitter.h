@@ -5,7 +5,10 @@
 // been idle for `lease_linger`. Workers that die mid-task have their tasks retried on new leases
 // (up to max_retries); tasks that can never be scheduled stay queued with a warning, and run as
 // soon as a node that fits them joins.
-// Thread-safe. Callbacks run on gRPC threads, without the submitter's lock held.
+// Talks to raylets through a LeaseClient and to workers through a TaskPushClient (peer_clients.h;
+// neither owned), and reads time from a Clock (not owned), so tests drive it with fakes.
+// Thread-safe. Callbacks run on the peer clients' threads (gRPC threads in production), without
+// the submitter's lock held.
 #pragma once
 
 #include <atomic>
@@ -21,10 +24,11 @@
 #include "absl/time/time.h"
 #include "proto/common.pb.h"
 #include "proto/worker.pb.h"
+#include "src/common/clock.h"
 #include "src/common/ids.h"
 #include "src/core_worker/memory_store.h"
-#include "src/rpc/core_worker_client.h"
-#include "src/rpc/raylet_client.h"
+#include "src/core_worker/task_counters.h"
+#include "src/rpc/peer_clients.h"
 
 namespace troupe {
 
@@ -48,22 +52,19 @@ class TaskSubmitter {
     std::function<void(const std::string&)> warn;
   };
 
-  TaskSubmitter(TaskSubmitterOptions options, ClientPool<RayletClient>* raylets,
-                ClientPool<CoreWorkerClient>* workers, Callbacks callbacks);
+  // `leases`, `pushes` and `clock` are not owned and must outlive the submitter.
+  TaskSubmitter(TaskSubmitterOptions options, LeaseClient* leases, TaskPushClient* pushes,
+                const Clock* clock, Callbacks callbacks);
 
-  // What this process's tasks did so far (for cluster metrics): submitted (first attempts),
-  // finished (ran without an application error), failed (gave up, threw, or were cancelled),
-  // retried (attempts after the first).
-  struct Counters {
-    std::atomic<int64_t> submitted{0}, finished{0}, failed{0}, retried{0};
-  };
+  using Counters = TaskCounters;
   const Counters& counters() const { return counters_; }
 
   void Submit(rpc::TaskSpec spec);
   // Queued: dropped and failed as cancelled (true). Running and `force`: its worker is killed
   // and the task fails as cancelled (true). Otherwise false.
   bool Cancel(const TaskId& task_id, bool force);
-  // Returns leases idle past the linger and retries lease requests that were waiting.
+  // Returns leases idle past the linger and retries lease requests that were waiting (the core
+  // worker's timer calls it every 10 ms).
   void Tick();
   // Stops: cancels every call in flight, waits for their callbacks, gives every lease back.
   // Nothing is submitted afterwards.
@@ -117,8 +118,9 @@ class TaskSubmitter {
   void RetryOrFail(rpc::TaskSpec spec, StoredObject::Error error, const std::string& message);
 
   const TaskSubmitterOptions options_;
-  ClientPool<RayletClient>* raylets_;
-  ClientPool<CoreWorkerClient>* workers_;
+  LeaseClient* leases_;
+  TaskPushClient* pushes_;
+  const Clock* clock_;
   Callbacks callbacks_;
 
   // Registers an RPC about to be sent; false once shut down (then do not send it).

@@ -45,6 +45,26 @@ absl::StatusOr<rpc::GetObjectStatusReply> CoreWorkerClient::GetObjectStatus(
   return reply;
 }
 
+std::function<void()> CoreWorkerClient::GetObjectStatusAsync(
+    const std::string& object_id, absl::Duration wait,
+    std::function<void(absl::StatusOr<rpc::GetObjectStatusReply>)> done) {
+  auto call = std::make_shared<AsyncCall<rpc::GetObjectStatusRequest, rpc::GetObjectStatusReply>>();
+  AttachToken(&call->context, token_);
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + wait + absl::Seconds(10)));
+  call->request.set_object_id(object_id);
+  call->request.set_timeout_ms(absl::ToInt64Milliseconds(wait));
+  stub_->async()->GetObjectStatus(
+      &call->context, &call->request, &call->reply,
+      [call, self = shared_from_this(), done = std::move(done)](grpc::Status status) {
+        if (!status.ok()) return done(FromGrpcStatus(status, "owner at " + self->address_));
+        done(std::move(call->reply));
+      });
+  std::weak_ptr<AsyncCall<rpc::GetObjectStatusRequest, rpc::GetObjectStatusReply>> weak = call;
+  return [weak] {
+    if (auto live = weak.lock()) live->context.TryCancel();
+  };
+}
+
 void CoreWorkerClient::AddObjectLocationAsync(const std::string& object_id,
                                               const std::string& raylet_address,
                                               const std::string& node_id) {

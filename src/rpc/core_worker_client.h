@@ -28,6 +28,11 @@ class CoreWorkerClient : public std::enable_shared_from_this<CoreWorkerClient> {
                                       std::function<void(absl::StatusOr<rpc::PushTaskReply>)> done);
   absl::StatusOr<rpc::GetObjectStatusReply> GetObjectStatus(const std::string& object_id,
                                                             absl::Duration wait);
+  // The owner answers once the object is ready or after `wait` (PENDING). `done` runs on a gRPC
+  // thread; the returned function cancels the call.
+  std::function<void()> GetObjectStatusAsync(
+      const std::string& object_id, absl::Duration wait,
+      std::function<void(absl::StatusOr<rpc::GetObjectStatusReply>)> done);
   void AddObjectLocationAsync(const std::string& object_id, const std::string& raylet_address,
                               const std::string& node_id);
   void AddBorrowersAsync(const std::vector<std::string>& ids, const std::string& borrower);

@@ -1,0 +1,273 @@
+#include "src/core_worker/submission_facade.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "src/common/status_macros.h"
+#include "src/rpc/gcs_client.h"
+
+namespace troupe {
+namespace {
+
+ObjectId ReturnIdOf(const rpc::TaskSpec& spec) {
+  return ObjectId::FromIndex(*TaskId::FromBinary(spec.task_id()), 1);
+}
+
+}  // namespace
+
+SubmissionFacade::SubmissionFacade(Options options, ObjectService* objects, TaskSubmitter* tasks,
+                                   ActorTaskSubmitter* actor_calls, GcsClient* gcs,
+                                   const Clock* clock)
+    : options_(std::move(options)),
+      objects_(objects),
+      tasks_(tasks),
+      actor_calls_(actor_calls),
+      gcs_(gcs),
+      clock_(clock) {}
+
+void SubmissionFacade::SetIdentity(const std::string& address, const NodeId& node_id) {
+  address_ = address;
+  node_id_ = node_id;
+}
+
+rpc::TaskSpec SubmissionFacade::BuildTaskSpec(const TaskId& task_id,
+                                              const std::string& function_name,
+                                              std::vector<TaskArgSpec> args,
+                                              std::vector<ObjectId>* owned_dependencies) {
+  ReferenceCounter& references = objects_->references();
+  MemoryStore& store = objects_->memory_store();
+  rpc::TaskSpec spec;
+  spec.set_task_id(task_id.Binary());
+  spec.set_job_id(options_.job_id.Binary());
+  spec.set_function_name(function_name);
+  spec.set_num_returns(1);
+  spec.set_caller_address(address_);
+  spec.set_caller_node_id(node_id_.Binary());
+  std::vector<ObjectRefInfo> held;
+  for (auto& arg : args) {
+    rpc::TaskArg* out = spec.add_args();
+    std::optional<StoredObject> ready;
+    if (arg.by_reference && references.OwnedByMe(arg.ref)) ready = store.GetIfReady(arg.ref.id);
+    if (ready && ready->error == StoredObject::Error::kNone && !ready->value.in_plasma()) {
+      // A small value we own and already have travels inline: the worker need not ask for it.
+      // The reference is still held until the task is done (values inside it may be borrowed).
+      out->set_inline_value(ready->value.inline_value());
+      held.push_back(arg.ref);
+    } else if (arg.by_reference) {
+      out->set_object_id(arg.ref.id.Binary());
+      out->set_owner_address(arg.ref.owner_address);
+      held.push_back(arg.ref);
+      if (owned_dependencies && references.OwnedByMe(arg.ref) && !store.IsReady(arg.ref.id)) {
+        owned_dependencies->push_back(arg.ref.id);
+      }
+    } else {
+      out->set_inline_value(std::move(arg.value));
+    }
+    for (auto& inner : arg.contained) held.push_back(std::move(inner));
+  }
+  for (const auto& ref : held) references.AddSubmitted(ref);
+  if (!held.empty()) {
+    absl::MutexLock lock(&mu_);
+    task_refs_[task_id] = std::move(held);
+  }
+  return spec;
+}
+
+ObjectRefInfo SubmissionFacade::SubmitTask(const std::string& function_name,
+                                           std::vector<TaskArgSpec> args,
+                                           const TaskSubmitOptions& options) {
+  const TaskId task_id = TaskId::FromRandom();
+  const ObjectRefInfo result{ObjectId::FromIndex(task_id, 1), address_};
+  objects_->references().AddLocal(result);
+  std::vector<ObjectId> owned_dependencies;
+  rpc::TaskSpec spec = BuildTaskSpec(task_id, function_name, std::move(args), &owned_dependencies);
+  spec.set_type(rpc::TaskSpec::NORMAL_TASK);
+  for (const auto& [name, amount] : options.resources) {
+    (*spec.mutable_required_resources())[name] = amount;
+  }
+  spec.set_max_retries(options.max_retries);
+  spec.set_retry_exceptions(options.retry_exceptions);
+  spec.set_name(options.name);
+  *spec.mutable_strategy() = options.strategy;
+  if (!options.placement_group_id.empty()) {
+    // Into a bundle: lease where the bundle is; that raylet hands out its reserved resources.
+    auto bundle = ResolveBundle(options.placement_group_id, options.bundle_index);
+    if (!bundle.ok()) {
+      OnTaskFailure(spec, StoredObject::Error::kTaskFailed,
+                    absl::StrCat("task ", function_name, " cannot run in its placement group: ",
+                                 bundle.status().message()));
+      return result;
+    }
+    spec.set_placement_group_id(options.placement_group_id);
+    spec.set_bundle_index(bundle->second);
+    spec.mutable_strategy()->set_kind(rpc::SchedulingStrategy::NODE_AFFINITY);
+    spec.mutable_strategy()->set_node_id(bundle->first.Binary());
+    spec.mutable_strategy()->set_soft(false);
+  }
+  if (owned_dependencies.empty()) {
+    tasks_->Submit(std::move(spec));
+    return result;
+  }
+  // Lease a worker only once the arguments exist, so workers never sit waiting for them.
+  auto shared = std::make_shared<rpc::TaskSpec>(std::move(spec));
+  auto remaining = std::make_shared<std::atomic<size_t>>(owned_dependencies.size());
+  for (const auto& dependency : owned_dependencies) {
+    objects_->memory_store().OnReady(dependency, absl::InfiniteFuture(),
+                                     [this, shared, remaining](std::optional<StoredObject>) {
+                                       if (--*remaining == 0) tasks_->Submit(std::move(*shared));
+                                     });
+  }
+  return result;
+}
+
+void SubmissionFacade::Cancel(const ObjectRefInfo& ref, bool force) {
+  if (!objects_->references().OwnedByMe(ref) || objects_->memory_store().IsReady(ref.id)) return;
+  tasks_->Cancel(ref.id.CreatingTaskId(), force);
+}
+
+void SubmissionFacade::OnTaskReply(const rpc::TaskSpec& spec, const rpc::PushTaskReply& reply) {
+  objects_->StoreReturns(reply);
+  ReleaseTaskReferences(spec);
+}
+
+void SubmissionFacade::OnTaskFailure(const rpc::TaskSpec& spec, StoredObject::Error error,
+                                     const std::string& message) {
+  objects_->StoreError(ReturnIdOf(spec), spec.function_name(), error, message);
+  ReleaseTaskReferences(spec);
+}
+
+void SubmissionFacade::ReleaseTaskReferences(const rpc::TaskSpec& spec) {
+  std::vector<ObjectRefInfo> held;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = task_refs_.find(*TaskId::FromBinary(spec.task_id()));
+    if (it == task_refs_.end()) return;
+    held = std::move(it->second);
+    task_refs_.erase(it);
+  }
+  for (const auto& ref : held) objects_->references().RemoveSubmitted(ref.id);
+}
+
+// ---- Actors ----
+
+absl::StatusOr<ActorId> SubmissionFacade::CreateActor(const std::string& factory_name,
+                                                      std::vector<TaskArgSpec> args,
+                                                      const TaskSubmitOptions& options,
+                                                      const rpc::ActorInfo& actor_options,
+                                                      const std::string& namespace_name) {
+  const ActorId actor_id = ActorId::FromRandom();
+  // The creation task keeps its argument references for the actor's whole life: a restart
+  // runs it again.
+  rpc::TaskSpec spec = BuildTaskSpec(TaskId::FromRandom(), factory_name, std::move(args), nullptr);
+  spec.set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
+  spec.set_actor_id(actor_id.Binary());
+  for (const auto& [name, amount] : options.resources) {
+    (*spec.mutable_required_resources())[name] = amount;
+  }
+  *spec.mutable_strategy() = options.strategy;
+  spec.set_max_concurrency(std::max(1, actor_options.max_concurrency()));
+  rpc::RegisterActorRequest request;
+  *request.mutable_creation_task() = spec;
+  rpc::ActorInfo* info = request.mutable_actor();
+  *info = actor_options;
+  info->set_actor_id(actor_id.Binary());
+  info->set_job_id(options_.job_id.Binary());
+  info->set_class_name(factory_name);
+  info->set_owner_address(address_);
+  if (info->namespace_name().empty()) info->set_namespace_name(namespace_name);
+  *info->mutable_required_resources() = spec.required_resources();
+  TROUPE_RETURN_IF_ERROR(gcs_->RegisterActor(request));
+  return actor_id;
+}
+
+ObjectRefInfo SubmissionFacade::SubmitActorTask(const ActorId& actor_id,
+                                                const std::string& method_name,
+                                                std::vector<TaskArgSpec> args) {
+  const TaskId task_id = TaskId::FromRandom();
+  const ObjectRefInfo result{ObjectId::FromIndex(task_id, 1), address_};
+  objects_->references().AddLocal(result);
+  rpc::TaskSpec spec = BuildTaskSpec(task_id, method_name, std::move(args), nullptr);
+  spec.set_type(rpc::TaskSpec::ACTOR_TASK);
+  spec.set_actor_id(actor_id.Binary());
+  actor_calls_->Submit(actor_id, std::move(spec));
+  return result;
+}
+
+absl::Status SubmissionFacade::KillActor(const ActorId& actor_id, bool no_restart) {
+  return gcs_->KillActor(actor_id.Binary(), no_restart);
+}
+
+absl::StatusOr<std::optional<ActorId>> SubmissionFacade::GetNamedActor(
+    const std::string& name, const std::string& namespace_name) {
+  rpc::GetActorInfoRequest request;
+  request.set_name(name);
+  request.set_namespace_name(namespace_name);
+  auto info = gcs_->GetActorInfo(request);
+  if (info.status().code() == absl::StatusCode::kNotFound) return std::optional<ActorId>();
+  if (!info.ok()) return info.status();
+  return std::optional<ActorId>(*ActorId::FromBinary(info->actor_id()));
+}
+
+// ---- Placement groups ----
+
+absl::StatusOr<std::pair<NodeId, int>> SubmissionFacade::ResolveBundle(const std::string& group_id,
+                                                                       int index) {
+  auto id = PlacementGroupId::FromBinary(group_id);
+  if (!id.ok()) return id.status();
+  rpc::GetPlacementGroupRequest request;
+  request.set_placement_group_id(group_id);
+  const absl::Time warn_at = clock_->Now() + absl::Seconds(5);
+  bool warned = false;
+  while (true) {
+    auto group = gcs_->GetPlacementGroup(request);
+    if (!group.ok()) return group.status();
+    if (group->state() == rpc::PlacementGroupInfo::REMOVED) {
+      return absl::NotFoundError("the placement group was removed");
+    }
+    if (index >= group->bundles_size()) {
+      return absl::NotFoundError(absl::StrCat("the placement group has no bundle ", index));
+    }
+    if (group->state() == rpc::PlacementGroupInfo::CREATED) {
+      const int chosen =
+          index >= 0 ? index : static_cast<int>(next_bundle_++ % group->bundles_size());
+      auto node = NodeId::FromBinary(group->bundles(chosen).node_id());
+      if (!node.ok()) return node.status();
+      return std::make_pair(*node, index >= 0 ? index : chosen);
+    }
+    if (!warned && clock_->Now() >= warn_at) {
+      warned = true;
+      options_.warn("waiting for a placement group to be placed before submitting");
+    }
+    // Until it is placed (or removed); then read where its bundles are.
+    auto placed = options_.wait_placement_group(*id, warned ? absl::InfiniteFuture() : warn_at);
+    if (!placed.ok()) return placed.status();
+  }
+}
+
+absl::StatusOr<PlacementGroupId> SubmissionFacade::CreatePlacementGroup(
+    rpc::PlacementGroupInfo group) {
+  const PlacementGroupId id = PlacementGroupId::FromRandom();
+  group.set_placement_group_id(id.Binary());
+  group.set_creator_job_id(options_.job_id.Binary());
+  TROUPE_RETURN_IF_ERROR(gcs_->CreatePlacementGroup(group));
+  return id;
+}
+
+absl::Status SubmissionFacade::RemovePlacementGroup(const PlacementGroupId& id) {
+  return gcs_->RemovePlacementGroup(id.Binary());
+}
+
+absl::StatusOr<std::optional<PlacementGroupId>> SubmissionFacade::GetPlacementGroup(
+    const std::string& name) {
+  rpc::GetPlacementGroupRequest request;
+  request.set_name(name);
+  auto group = gcs_->GetPlacementGroup(request);
+  if (group.status().code() == absl::StatusCode::kNotFound) {
+    return std::optional<PlacementGroupId>();
+  }
+  if (!group.ok()) return group.status();
+  return std::optional<PlacementGroupId>(
+      *PlacementGroupId::FromBinary(group->placement_group_id()));
+}
+
+}  // namespace troupe

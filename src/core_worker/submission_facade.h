@@ -1,0 +1,118 @@
+// The submitting side of a core worker: builds TaskSpecs from the API's arguments (holding the
+// argument references until the task is done), hands tasks to the TaskSubmitter (once the owned
+// arguments exist) and actor calls to the ActorTaskSubmitter, records their outcome in the
+// ObjectService, cancels tasks, and creates/looks up actors and placement groups through the GCS.
+// Owned by CoreWorker; uses (does not own) the ObjectService, both submitters and the GcsClient.
+// Thread-safe: called from API threads; OnTaskReply/OnTaskFailure run on the submitters'
+// callback threads.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/common.pb.h"
+#include "proto/gcs.pb.h"
+#include "proto/worker.pb.h"
+#include "src/common/clock.h"
+#include "src/common/ids.h"
+#include "src/core_worker/actor_task_submitter.h"
+#include "src/core_worker/object_service.h"
+#include "src/core_worker/task_submitter.h"
+
+namespace troupe {
+
+class GcsClient;
+
+struct TaskArgSpec {
+  bool by_reference = false;
+  std::string value;
+  ObjectRefInfo ref;
+  std::vector<ObjectRefInfo> contained;  // refs inside `value`
+};
+
+struct TaskSubmitOptions {
+  std::string placement_group_id;  // binary; "" for none
+  int bundle_index = -1;
+  std::string name;
+  std::map<std::string, double> resources;
+  int max_retries = 3;
+  bool retry_exceptions = false;
+  rpc::SchedulingStrategy strategy;
+};
+
+class SubmissionFacade {
+ public:
+  struct Options {
+    JobId job_id;
+    std::function<void(const std::string&)> warn;  // for the user
+    // True once the placement group is placed; false at the deadline or once removed.
+    std::function<absl::StatusOr<bool>(const PlacementGroupId&, absl::Time)> wait_placement_group;
+  };
+  // None of the pointers is owned; all must outlive this.
+  SubmissionFacade(Options options, ObjectService* objects, TaskSubmitter* tasks,
+                   ActorTaskSubmitter* actor_calls, GcsClient* gcs, const Clock* clock);
+
+  // Once, before anything is submitted (CoreWorker::Start): this process's address and node.
+  void SetIdentity(const std::string& address, const NodeId& node_id);
+
+  // Returns the result's reference with one local reference held for the caller.
+  ObjectRefInfo SubmitTask(const std::string& function_name, std::vector<TaskArgSpec> args,
+                           const TaskSubmitOptions& options);
+  void Cancel(const ObjectRefInfo& ref, bool force);
+  // Registers the actor with the GCS (which places and creates it). AlreadyExists when the name
+  // is taken. `namespace_name` applies when actor_options has none.
+  absl::StatusOr<ActorId> CreateActor(const std::string& factory_name,
+                                      std::vector<TaskArgSpec> args,
+                                      const TaskSubmitOptions& options,
+                                      const rpc::ActorInfo& actor_options,
+                                      const std::string& namespace_name);
+  ObjectRefInfo SubmitActorTask(const ActorId& actor_id, const std::string& method_name,
+                                std::vector<TaskArgSpec> args);
+  absl::Status KillActor(const ActorId& actor_id, bool no_restart);
+  absl::StatusOr<std::optional<ActorId>> GetNamedActor(const std::string& name,
+                                                       const std::string& namespace_name);
+  absl::StatusOr<PlacementGroupId> CreatePlacementGroup(rpc::PlacementGroupInfo group);
+  absl::Status RemovePlacementGroup(const PlacementGroupId& id);
+  absl::StatusOr<std::optional<PlacementGroupId>> GetPlacementGroup(const std::string& name);
+
+  // The submitters' callbacks: a task ran (its returns may hold an application error), or will
+  // not run.
+  void OnTaskReply(const rpc::TaskSpec& spec, const rpc::PushTaskReply& reply);
+  void OnTaskFailure(const rpc::TaskSpec& spec, StoredObject::Error error,
+                     const std::string& message);
+
+ private:
+  // Fills in a TaskSpec's common fields and holds its argument references until it is done.
+  rpc::TaskSpec BuildTaskSpec(const TaskId& task_id, const std::string& function_name,
+                              std::vector<TaskArgSpec> args,
+                              std::vector<ObjectId>* owned_dependencies);
+  void ReleaseTaskReferences(const rpc::TaskSpec& spec);
+  // The node holding bundle `index` (-1: one of the bundles, in turn) of a placed group; waits
+  // until the group is placed. NotFound if it does not exist or was removed.
+  absl::StatusOr<std::pair<NodeId, int>> ResolveBundle(const std::string& group_id, int index);
+
+  const Options options_;
+  ObjectService* objects_;
+  TaskSubmitter* tasks_;
+  ActorTaskSubmitter* actor_calls_;
+  GcsClient* gcs_;
+  const Clock* clock_;
+  std::string address_;  // set once by SetIdentity, before concurrent use
+  NodeId node_id_;
+  std::atomic<uint32_t> next_bundle_{0};
+
+  // Submitted tasks' argument references, released when the task is done.
+  absl::Mutex mu_;
+  absl::flat_hash_map<TaskId, std::vector<ObjectRefInfo>> task_refs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace troupe

@@ -1,0 +1,193 @@
+#include "src/core_worker/task_executor.h"
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+
+namespace troupe {
+namespace {
+
+// Pushes tasks into a TaskExecutor and runs them on the test thread (RunNext): no gRPC, no
+// threads, so the order is exact.
+class TaskExecutorTest : public ::testing::Test {
+ protected:
+  TaskExecutorTest()
+      : executor_([this](const rpc::PushTaskRequest& request) {
+          ran_.push_back(request.task().function_name());
+          rpc::PushTaskReply reply;
+          reply.add_returns()->set_is_application_error(request.task().function_name() == "bad");
+          return reply;
+        }) {}
+
+  // An actor call from `caller` with sequence number `seq`; the caller's first unanswered
+  // call is `first_unanswered`.
+  void PushCall(const std::string& caller, int64_t seq, int64_t first_unanswered = 0) {
+    rpc::PushTaskRequest& request = requests_.emplace_back();
+    rpc::TaskSpec* spec = request.mutable_task();
+    spec->set_type(rpc::TaskSpec::ACTOR_TASK);
+    spec->set_function_name(caller + std::to_string(seq));
+    spec->set_caller_worker_id(caller);
+    spec->set_sequence_number(seq);
+    spec->set_caller_first_unanswered(first_unanswered);
+    Push(&request);
+  }
+  void PushTask(const std::string& name, rpc::TaskSpec::Type type = rpc::TaskSpec::NORMAL_TASK) {
+    rpc::PushTaskRequest& request = requests_.emplace_back();
+    request.mutable_task()->set_type(type);
+    request.mutable_task()->set_function_name(name);
+    request.mutable_task()->set_max_concurrency(1);
+    if (type == rpc::TaskSpec::ACTOR_CREATION_TASK) {
+      request.mutable_task()->set_actor_id(ActorId::FromRandom().Binary());
+    }
+    Push(&request);
+  }
+  void Push(const rpc::PushTaskRequest* request) {
+    executor_.Enqueue(request, [this, name = request->task().function_name()](
+                                   absl::StatusOr<rpc::PushTaskReply> reply) {
+      answers_.push_back(name + (reply.ok() ? ":ok" : ":" + std::string(reply.status().message())));
+    });
+  }
+  void RunAll() {
+    while (executor_.RunNext()) {
+    }
+  }
+
+  std::deque<rpc::PushTaskRequest> requests_;  // stable addresses, alive until answered
+  std::vector<std::string> ran_;
+  std::vector<std::string> answers_;
+  TaskExecutor executor_;
+};
+
+TEST_F(TaskExecutorTest, RunsNormalTasksInArrivalOrderAndAnswersEach) {
+  PushTask("a");
+  PushTask("b");
+  EXPECT_EQ(executor_.num_queued(), 2u);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(answers_, (std::vector<std::string>{"a:ok", "b:ok"}));
+}
+
+TEST_F(TaskExecutorTest, EarlyActorCallsWaitForTheirTurn) {
+  PushCall("c", 2);
+  PushCall("c", 1);
+  EXPECT_EQ(executor_.num_queued(), 0u);  // call 0 has not arrived: both are held
+  RunAll();
+  EXPECT_TRUE(ran_.empty());
+  PushCall("c", 0);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"c0", "c1", "c2"}));
+}
+
+TEST_F(TaskExecutorTest, OrderIsPerCaller) {
+  PushCall("x", 1);  // held: x0 missing
+  PushCall("y", 0);  // y's order is its own
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"y0"}));
+  PushCall("y", 1);
+  PushCall("x", 0);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"y0", "y1", "x0", "x1"}));
+}
+
+TEST_F(TaskExecutorTest, RestartedActorStartsAtTheCallersFirstUnansweredCall) {
+  // A new instance of the actor: calls 0..4 were answered by the old one, so the caller says its
+  // first unanswered call is 5 — the executor must not wait for 0..4.
+  PushCall("c", 6, /*first_unanswered=*/5);
+  PushCall("c", 5, /*first_unanswered=*/5);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"c5", "c6"}));
+}
+
+TEST_F(TaskExecutorTest, ResentCallRunsAgainAtOnce) {
+  PushCall("c", 0);
+  RunAll();
+  PushCall("c", 0);  // resent (the caller never saw the answer)
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"c0", "c0"}));
+}
+
+TEST_F(TaskExecutorTest, ShutdownAnswersQueuedAndHeldCallsAndLaterOnes) {
+  PushTask("queued");
+  PushCall("c", 3);  // held
+  executor_.Shutdown();
+  EXPECT_FALSE(executor_.RunNext());
+  PushTask("late");
+  EXPECT_TRUE(ran_.empty());
+  EXPECT_EQ(answers_,
+            (std::vector<std::string>{"queued:the worker is exiting", "c3:the worker is exiting",
+                                      "late:the worker is exiting"}));
+}
+
+TEST_F(TaskExecutorTest, ExitAfterCurrentTaskEndsTheLoopOnceAnswered) {
+  PushTask("first");
+  PushTask("second");
+  executor_.ExitAfterCurrentTask();
+  executor_.RunLoop();  // returns after one task
+  EXPECT_EQ(ran_, (std::vector<std::string>{"first"}));
+  EXPECT_EQ(answers_, (std::vector<std::string>{"first:ok"}));
+  executor_.Shutdown();
+  EXPECT_EQ(answers_.back(), "second:the worker is exiting");
+}
+
+TEST_F(TaskExecutorTest, RequestExitEndsTheLoop) {
+  executor_.RequestExit();
+  executor_.RunLoop();  // returns at once
+  PushTask("late");
+  EXPECT_EQ(answers_, (std::vector<std::string>{"late:the worker is exiting"}));
+}
+
+TEST_F(TaskExecutorTest, SuccessfulCreationTaskSetsTheActor) {
+  EXPECT_TRUE(executor_.current_actor_id().IsNil());
+  PushTask("bad", rpc::TaskSpec::ACTOR_CREATION_TASK);  // the constructor threw
+  RunAll();
+  EXPECT_TRUE(executor_.current_actor_id().IsNil());
+  PushTask("make", rpc::TaskSpec::ACTOR_CREATION_TASK);
+  const std::string actor_id = requests_.back().task().actor_id();
+  RunAll();
+  EXPECT_EQ(executor_.current_actor_id().Binary(), actor_id);
+}
+
+TEST(TaskExecutorConcurrencyTest, MaxConcurrencyRunsCallsAtOnce) {
+  // Two calls that can only finish together: they wait for each other, so they finish only if
+  // two executor threads run them at the same time.
+  absl::Notification first_started, second_started;
+  TaskExecutor executor([&](const rpc::PushTaskRequest& request) {
+    rpc::PushTaskReply reply;
+    reply.add_returns();
+    const std::string& name = request.task().function_name();
+    if (name == "first") {
+      first_started.Notify();
+      EXPECT_TRUE(second_started.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    } else if (name == "second") {
+      second_started.Notify();
+      EXPECT_TRUE(first_started.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    }
+    return reply;
+  });
+  std::deque<rpc::PushTaskRequest> requests(3);
+  requests[0].mutable_task()->set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
+  requests[0].mutable_task()->set_actor_id(ActorId::FromRandom().Binary());
+  requests[0].mutable_task()->set_max_concurrency(2);
+  requests[1].mutable_task()->set_function_name("first");
+  requests[2].mutable_task()->set_function_name("second");
+  absl::Notification both_answered;
+  std::atomic<int> answered{0};
+  auto done = [&](absl::StatusOr<rpc::PushTaskReply> reply) {
+    EXPECT_TRUE(reply.ok());
+    if (++answered == 3) both_answered.Notify();
+  };
+  executor.Enqueue(&requests[0], done);
+  ASSERT_TRUE(executor.RunNext());  // creates the actor and its second executor thread
+  executor.Enqueue(&requests[1], done);
+  executor.Enqueue(&requests[2], done);
+  std::thread loop([&] { executor.RunLoop(); });
+  EXPECT_TRUE(both_answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  executor.Shutdown();
+  loop.join();
+}
+
+}  // namespace
+}  // namespace troupe

@@ -1,0 +1,393 @@
+#include "src/core_worker/task_submitter.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "src/common/clock.h"
+#include "src/rpc/fake_peer_clients.h"
+
+namespace troupe {
+namespace {
+
+constexpr char kLocalRaylet[] = "local:1";
+
+rpc::TaskSpec Task(const std::string& name, int max_retries = 3) {
+  rpc::TaskSpec spec;
+  spec.set_task_id(TaskId::FromRandom().Binary());
+  spec.set_job_id("job");
+  spec.set_function_name(name);
+  spec.set_type(rpc::TaskSpec::NORMAL_TASK);
+  (*spec.mutable_required_resources())["CPU"] = 1;
+  spec.set_max_retries(max_retries);
+  return spec;
+}
+
+rpc::RequestWorkerLeaseReply Granted(const std::string& lease_id, const std::string& worker) {
+  rpc::RequestWorkerLeaseReply reply;
+  reply.set_lease_id(lease_id);
+  reply.set_worker_address(worker);
+  return reply;
+}
+
+rpc::PushTaskReply Ran(const rpc::TaskSpec& spec, bool threw = false) {
+  rpc::PushTaskReply reply;
+  rpc::ReturnObject* ret = reply.add_returns();
+  ret->set_object_id(ObjectId::FromIndex(*TaskId::FromBinary(spec.task_id()), 1).Binary());
+  ret->set_is_application_error(threw);
+  return reply;
+}
+
+// The peer clients' contract: a cancelled call's callback runs with CANCELLED. The fakes only
+// record the cancellation; these answer it at once, on the cancelling thread.
+class CancelAnsweringLeases : public LeaseClient {
+ public:
+  explicit CancelAnsweringLeases(FakeLeaseClient* fake) : fake_(fake) {}
+  CallCanceller RequestWorkerLease(const std::string& raylet,
+                                   const rpc::RequestWorkerLeaseRequest& r,
+                                   LeaseCallback done) override {
+    const size_t index = fake_->num_lease_requests();
+    CallCanceller cancel = fake_->RequestWorkerLease(raylet, r, std::move(done));
+    return [this, index, cancel] {
+      cancel();
+      fake_->ReplyLease(index, absl::CancelledError("cancelled"));
+    };
+  }
+  void ReturnWorker(const std::string& raylet, const std::string& lease, bool disconnect) override {
+    fake_->ReturnWorker(raylet, lease, disconnect);
+  }
+  absl::Status ReturnWorkerAndWait(const std::string& raylet, const std::string& lease,
+                                   bool disconnect) override {
+    returned_and_waited_.push_back(lease);
+    return fake_->ReturnWorkerAndWait(raylet, lease, disconnect);
+  }
+  absl::Status KillLeasedWorker(const std::string& raylet, const std::string& lease) override {
+    return fake_->KillLeasedWorker(raylet, lease);
+  }
+  std::vector<std::string> returned_and_waited_;
+
+ private:
+  FakeLeaseClient* fake_;
+};
+
+class CancelAnsweringPushes : public TaskPushClient {
+ public:
+  explicit CancelAnsweringPushes(FakeTaskPushClient* fake) : fake_(fake) {}
+  CallCanceller PushTask(const std::string& worker, rpc::PushTaskRequest request,
+                         PushCallback done) override {
+    const size_t index = fake_->num_pushes();
+    CallCanceller cancel = fake_->PushTask(worker, std::move(request), std::move(done));
+    return [this, index, cancel] {
+      cancel();
+      fake_->Reply(index, absl::CancelledError("cancelled"));
+    };
+  }
+
+ private:
+  FakeTaskPushClient* fake_;
+};
+
+class TaskSubmitterTest : public ::testing::Test {
+ protected:
+  TaskSubmitterTest() : submitter_(Options(), &leases_, &pushes_, &clock_, Callbacks()) {}
+
+  static TaskSubmitterOptions Options() {
+    TaskSubmitterOptions options;
+    options.local_raylet_address = kLocalRaylet;
+    options.lease_linger = absl::Milliseconds(50);
+    options.infeasible_retry = absl::Milliseconds(1000);
+    return options;
+  }
+  TaskSubmitter::Callbacks Callbacks() {
+    return {[this](const rpc::TaskSpec& spec, rpc::PushTaskReply) {
+              replies_.push_back(spec.function_name());
+            },
+            [this](const rpc::TaskSpec& spec, StoredObject::Error error, const std::string& m) {
+              failures_.push_back({spec.function_name(), error, m});
+            },
+            [this](const std::string& message) { warnings_.push_back(message); }};
+  }
+  // Grants lease request `index` with a worker at `worker`.
+  void Grant(size_t index, const std::string& worker, const std::string& lease_id = "lease") {
+    leases_.ReplyLease(index, Granted(lease_id, worker));
+  }
+
+  struct Failure {
+    std::string function_name;
+    StoredObject::Error error;
+    std::string message;
+  };
+  FakeClock clock_;
+  FakeLeaseClient leases_;
+  FakeTaskPushClient pushes_;
+  std::vector<std::string> replies_;
+  std::vector<Failure> failures_;
+  std::vector<std::string> warnings_;
+  TaskSubmitter submitter_;
+};
+
+TEST_F(TaskSubmitterTest, LeaseGoesToTheLocalRayletWithTheTasksResources) {
+  submitter_.Submit(Task("f"));
+  ASSERT_EQ(leases_.num_lease_requests(), 1u);
+  const auto call = leases_.lease_request(0);
+  EXPECT_EQ(call.raylet_address, kLocalRaylet);
+  EXPECT_FALSE(call.request.grant_or_reject());
+  EXPECT_EQ(call.request.resource_spec().required_resources().at("CPU"), 1);
+  EXPECT_EQ(call.request.resource_spec().job_id(), "job");
+}
+
+TEST_F(TaskSubmitterTest, GrantedLeaseGetsTheTaskPushedToItsWorker) {
+  rpc::TaskSpec spec = Task("f");
+  submitter_.Submit(spec);
+  rpc::RequestWorkerLeaseReply reply = Granted("lease-1", "worker:7");
+  reply.add_gpu_ids(3);
+  leases_.ReplyLease(0, reply);
+  ASSERT_EQ(pushes_.num_pushes(), 1u);
+  const auto push = pushes_.push(0);
+  EXPECT_EQ(push.worker_address, "worker:7");
+  EXPECT_EQ(push.request.task().task_id(), spec.task_id());
+  ASSERT_EQ(push.request.gpu_ids_size(), 1);
+  EXPECT_EQ(push.request.gpu_ids(0), 3);
+  pushes_.Reply(0, Ran(spec));
+  EXPECT_EQ(replies_, (std::vector<std::string>{"f"}));
+  EXPECT_EQ(submitter_.counters().submitted, 1);
+  EXPECT_EQ(submitter_.counters().finished, 1);
+  EXPECT_EQ(submitter_.counters().failed, 0);
+}
+
+TEST_F(TaskSubmitterTest, SpillbackAsksTheNamedRayletToGrantOrReject) {
+  submitter_.Submit(Task("f"));
+  rpc::RequestWorkerLeaseReply spill;
+  spill.set_retry_at_raylet_address("other:2");
+  leases_.ReplyLease(0, spill);
+  ASSERT_EQ(leases_.num_lease_requests(), 2u);
+  EXPECT_EQ(leases_.lease_request(1).raylet_address, "other:2");
+  EXPECT_TRUE(leases_.lease_request(1).request.grant_or_reject());
+  Grant(1, "worker:1");
+  ASSERT_EQ(pushes_.num_pushes(), 1u);
+  EXPECT_EQ(pushes_.push(0).worker_address, "worker:1");
+}
+
+TEST_F(TaskSubmitterTest, RejectedLeaseStartsOverAtTheLocalRaylet) {
+  submitter_.Submit(Task("f"));
+  rpc::RequestWorkerLeaseReply spill;
+  spill.set_retry_at_raylet_address("other:2");
+  leases_.ReplyLease(0, spill);
+  rpc::RequestWorkerLeaseReply rejected;  // the other node filled up meanwhile
+  rejected.set_rejected(true);
+  leases_.ReplyLease(1, rejected);
+  ASSERT_EQ(leases_.num_lease_requests(), 3u);
+  EXPECT_EQ(leases_.lease_request(2).raylet_address, kLocalRaylet);
+  EXPECT_FALSE(leases_.lease_request(2).request.grant_or_reject());
+  EXPECT_TRUE(failures_.empty());
+}
+
+TEST_F(TaskSubmitterTest, RejectionWithAReasonFailsTheQueuedTasks) {
+  submitter_.Submit(Task("f"));
+  rpc::RequestWorkerLeaseReply rejected;
+  rejected.set_rejected(true);
+  rejected.set_failure_message("the placement group was removed");
+  leases_.ReplyLease(0, rejected);
+  ASSERT_EQ(failures_.size(), 1u);
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kTaskFailed);
+  EXPECT_NE(failures_[0].message.find("the placement group was removed"), std::string::npos);
+  EXPECT_EQ(submitter_.counters().failed, 1);
+}
+
+TEST_F(TaskSubmitterTest, UnreachableRayletIsRetriedAfterTheRetryInterval) {
+  submitter_.Submit(Task("f"));
+  leases_.ReplyLease(0, absl::UnavailableError("connection refused"));
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_NE(warnings_[0].find("connection refused"), std::string::npos);
+  submitter_.Tick();
+  EXPECT_EQ(leases_.num_lease_requests(), 1u);
+  clock_.Advance(absl::Milliseconds(1000));
+  submitter_.Tick();
+  ASSERT_EQ(leases_.num_lease_requests(), 2u);
+  EXPECT_EQ(leases_.lease_request(1).raylet_address, kLocalRaylet);
+}
+
+TEST_F(TaskSubmitterTest, InfeasibleTaskWarnsOnceAndRetriesOnlyAfterTheInterval) {
+  submitter_.Submit(Task("f"));
+  rpc::RequestWorkerLeaseReply infeasible;
+  infeasible.set_infeasible(true);
+  infeasible.set_failure_message("no node has 1 CPU");
+  leases_.ReplyLease(0, infeasible);
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_NE(warnings_[0].find("no node has 1 CPU"), std::string::npos);
+  clock_.Advance(absl::Milliseconds(999));
+  submitter_.Tick();
+  EXPECT_EQ(leases_.num_lease_requests(), 1u);
+  clock_.Advance(absl::Milliseconds(1));
+  submitter_.Tick();
+  ASSERT_EQ(leases_.num_lease_requests(), 2u);
+  leases_.ReplyLease(1, infeasible);
+  EXPECT_EQ(warnings_.size(), 1u);  // still one warning
+  clock_.Advance(absl::Milliseconds(1000));
+  submitter_.Tick();
+  ASSERT_EQ(leases_.num_lease_requests(), 3u);
+  Grant(2, "worker:1");  // a node that fits joined
+  EXPECT_EQ(pushes_.num_pushes(), 1u);
+  EXPECT_TRUE(failures_.empty());
+}
+
+TEST_F(TaskSubmitterTest, ShortTasksArePipelinedToOneWorker) {
+  rpc::TaskSpec first = Task("first");
+  submitter_.Submit(first);
+  Grant(0, "worker:1");
+  pushes_.Reply(0, Ran(first));  // round trip 0 ms on the fake clock: the queue's tasks are short
+  std::vector<rpc::TaskSpec> specs;
+  for (int i = 0; i < 4; ++i) {
+    specs.push_back(Task("short"));
+    submitter_.Submit(specs.back());
+  }
+  ASSERT_EQ(pushes_.num_pushes(), 5u);  // all four at once, in flight together
+  for (size_t i = 1; i < 5; ++i) EXPECT_EQ(pushes_.push(i).worker_address, "worker:1");
+  EXPECT_EQ(leases_.num_lease_requests(), 1u);
+  for (size_t i = 1; i < 5; ++i) pushes_.Reply(i, Ran(specs[i - 1]));
+  EXPECT_EQ(submitter_.counters().finished, 5);
+}
+
+TEST_F(TaskSubmitterTest, LongTasksGoOnePerWorker) {
+  rpc::TaskSpec first = Task("first");
+  submitter_.Submit(first);
+  Grant(0, "worker:1");
+  clock_.Advance(absl::Milliseconds(100));  // a 100 ms task: not worth pipelining
+  pushes_.Reply(0, Ran(first));
+  submitter_.Submit(Task("long"));
+  submitter_.Submit(Task("long"));
+  EXPECT_EQ(pushes_.num_pushes(), 2u);          // one to the idle worker
+  EXPECT_EQ(leases_.num_lease_requests(), 2u);  // and a lease for the other
+}
+
+TEST_F(TaskSubmitterTest, TaskOfADeadWorkerIsRetriedOnANewLeaseThenFails) {
+  rpc::TaskSpec spec = Task("f", /*max_retries=*/1);
+  submitter_.Submit(spec);
+  Grant(0, "worker:1", "lease-1");
+  pushes_.Reply(0, absl::UnavailableError("worker died"));
+  // The dead worker's lease is returned (disconnect), and a new one requested.
+  ASSERT_EQ(leases_.returned_workers().size(), 1u);
+  EXPECT_EQ(leases_.returned_workers()[0].lease_id, "lease-1");
+  EXPECT_TRUE(leases_.returned_workers()[0].disconnect);
+  ASSERT_EQ(leases_.num_lease_requests(), 2u);
+  Grant(1, "worker:2", "lease-2");
+  ASSERT_EQ(pushes_.num_pushes(), 2u);
+  EXPECT_EQ(pushes_.push(1).worker_address, "worker:2");
+  EXPECT_EQ(pushes_.push(1).request.task().attempt(), 1);
+  pushes_.Reply(1, absl::UnavailableError("worker died again"));
+  ASSERT_EQ(failures_.size(), 1u);
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kTaskFailed);
+  EXPECT_NE(failures_[0].message.find("gave up after 2 attempt(s)"), std::string::npos);
+  EXPECT_NE(failures_[0].message.find("worker died again"), std::string::npos);
+  EXPECT_EQ(submitter_.counters().submitted, 1);
+  EXPECT_EQ(submitter_.counters().retried, 1);
+  EXPECT_EQ(submitter_.counters().failed, 1);
+  EXPECT_EQ(leases_.num_lease_requests(), 2u);
+}
+
+TEST_F(TaskSubmitterTest, ApplicationErrorIsNotRetriedByDefault) {
+  rpc::TaskSpec spec = Task("throws");
+  submitter_.Submit(spec);
+  Grant(0, "worker:1");
+  pushes_.Reply(0, Ran(spec, /*threw=*/true));
+  EXPECT_EQ(replies_, (std::vector<std::string>{"throws"}));  // the exception is the result
+  EXPECT_EQ(pushes_.num_pushes(), 1u);
+  EXPECT_EQ(submitter_.counters().failed, 1);
+  EXPECT_EQ(submitter_.counters().retried, 0);
+}
+
+TEST_F(TaskSubmitterTest, ApplicationErrorIsRetriedWithRetryExceptions) {
+  rpc::TaskSpec spec = Task("throws", /*max_retries=*/1);
+  spec.set_retry_exceptions(true);
+  submitter_.Submit(spec);
+  Grant(0, "worker:1");
+  pushes_.Reply(0, Ran(spec, /*threw=*/true));
+  EXPECT_TRUE(replies_.empty());
+  ASSERT_EQ(pushes_.num_pushes(), 2u);  // the lease is still held: straight to the worker
+  rpc::TaskSpec retried = pushes_.push(1).request.task();
+  EXPECT_EQ(retried.attempt(), 1);
+  pushes_.Reply(1, Ran(retried, /*threw=*/true));  // out of retries: the exception is the result
+  EXPECT_EQ(replies_, (std::vector<std::string>{"throws"}));
+  EXPECT_EQ(submitter_.counters().retried, 1);
+}
+
+TEST_F(TaskSubmitterTest, IdleLeaseIsReturnedAfterTheLingerAndNotBefore) {
+  rpc::TaskSpec spec = Task("f");
+  submitter_.Submit(spec);
+  Grant(0, "worker:1", "lease-1");
+  pushes_.Reply(0, Ran(spec));
+  clock_.Advance(absl::Milliseconds(49));
+  submitter_.Tick();
+  EXPECT_TRUE(leases_.returned_workers().empty());
+  clock_.Advance(absl::Milliseconds(1));
+  submitter_.Tick();
+  ASSERT_EQ(leases_.returned_workers().size(), 1u);
+  EXPECT_EQ(leases_.returned_workers()[0].lease_id, "lease-1");
+  EXPECT_EQ(leases_.returned_workers()[0].raylet_address, kLocalRaylet);
+  EXPECT_FALSE(leases_.returned_workers()[0].disconnect);
+}
+
+TEST_F(TaskSubmitterTest, BusyLeaseIsKept) {
+  submitter_.Submit(Task("f"));
+  Grant(0, "worker:1");
+  clock_.Advance(absl::Seconds(10));  // running all along
+  submitter_.Tick();
+  EXPECT_TRUE(leases_.returned_workers().empty());
+}
+
+TEST_F(TaskSubmitterTest, CancelDropsAQueuedTask) {
+  rpc::TaskSpec spec = Task("f");
+  submitter_.Submit(spec);
+  EXPECT_TRUE(submitter_.Cancel(*TaskId::FromBinary(spec.task_id()), /*force=*/false));
+  ASSERT_EQ(failures_.size(), 1u);
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kCancelled);
+  Grant(0, "worker:1");
+  EXPECT_EQ(pushes_.num_pushes(), 0u);  // nothing left to push
+  EXPECT_FALSE(submitter_.Cancel(TaskId::FromRandom(), /*force=*/true));
+}
+
+TEST_F(TaskSubmitterTest, ForceCancelKillsTheRunningTasksWorker) {
+  rpc::TaskSpec spec = Task("f");
+  submitter_.Submit(spec);
+  Grant(0, "worker:1", "lease-1");
+  EXPECT_FALSE(submitter_.Cancel(*TaskId::FromBinary(spec.task_id()), /*force=*/false));
+  EXPECT_TRUE(submitter_.Cancel(*TaskId::FromBinary(spec.task_id()), /*force=*/true));
+  ASSERT_EQ(leases_.killed_workers().size(), 1u);
+  EXPECT_EQ(leases_.killed_workers()[0].second, "lease-1");
+  pushes_.Reply(0, absl::UnavailableError("worker killed"));
+  ASSERT_EQ(failures_.size(), 1u);
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kCancelled);
+  EXPECT_EQ(leases_.num_lease_requests(), 1u);  // not retried
+}
+
+TEST(TaskSubmitterShutdownTest, CancelsCallsInFlightAndReturnsLeases) {
+  FakeClock clock;
+  FakeLeaseClient fake_leases;
+  FakeTaskPushClient fake_pushes;
+  CancelAnsweringLeases leases(&fake_leases);
+  CancelAnsweringPushes pushes(&fake_pushes);
+  int replies = 0, failures = 0;
+  TaskSubmitterOptions options;
+  options.local_raylet_address = kLocalRaylet;
+  TaskSubmitter submitter(
+      options, &leases, &pushes, &clock,
+      {[&](const rpc::TaskSpec&, rpc::PushTaskReply) { ++replies; },
+       [&](const rpc::TaskSpec&, StoredObject::Error, const std::string&) { ++failures; },
+       [](const std::string&) {}});
+  submitter.Submit(Task("running"));
+  submitter.Submit(Task("waiting"));  // a second lease request stays in flight
+  ASSERT_EQ(fake_leases.num_lease_requests(), 2u);
+  fake_leases.ReplyLease(0, Granted("lease-1", "worker:1"));
+  ASSERT_EQ(fake_pushes.num_pushes(), 1u);
+
+  submitter.Shutdown();
+  EXPECT_TRUE(fake_pushes.push(0).cancelled);
+  EXPECT_TRUE(fake_leases.lease_request(1).cancelled);
+  EXPECT_EQ(leases.returned_and_waited_, (std::vector<std::string>{"lease-1"}));
+  EXPECT_EQ(replies, 0);
+  submitter.Submit(Task("after"));  // ignored
+  EXPECT_EQ(fake_leases.num_lease_requests(), 2u);
+}
+
+}  // namespace
+}  // namespace troupe

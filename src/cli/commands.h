@@ -16,5 +16,8 @@ int TrainLaunchCommand(const std::vector<std::string>& args);
 int JobCommand(const std::vector<std::string>& args);
 int ListCommand(const std::vector<std::string>& args);
 int LogsCommand(const std::vector<std::string>& args);
+// `troupe raylet ...` (src/cli/raylet_command.cc): runs a raylet in the foreground until
+// SIGTERM/SIGINT.
+int RayletCommand(const std::vector<std::string>& args);
 
 }  // namespace troupe

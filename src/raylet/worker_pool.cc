@@ -20,10 +20,11 @@ extern char** environ;
 namespace troupe {
 
 WorkerPool::WorkerPool(WorkerPoolOptions options, ExecutableResolver resolve_executable,
-                       ExitCallback on_exit)
+                       ExitCallback on_exit, const Clock* clock)
     : options_(std::move(options)),
       resolve_executable_(std::move(resolve_executable)),
-      on_exit_(std::move(on_exit)) {}
+      on_exit_(std::move(on_exit)),
+      clock_(clock) {}
 
 WorkerPool::~WorkerPool() { KillAll(); }
 
@@ -77,8 +78,10 @@ absl::StatusOr<int> WorkerPool::StartProcess(const rpc::JobInfo& job, const Work
   env.push_back("TROUPE_WORKER_ID=" + worker_id.Hex());
   if (!cuda_visible_devices.empty()) {
     env.push_back("TROUPE_GPU_IDS=" + cuda_visible_devices);
-    env.push_back(std::string("TROUPE_GPU_VISIBILITY=") + (options_.mask_gpus ? "assigned" : "all"));
-    if (options_.mask_gpus) env.push_back("CUDA_VISIBLE_DEVICES=" + MaskedDevices(cuda_visible_devices));
+    env.push_back(std::string("TROUPE_GPU_VISIBILITY=") +
+                  (options_.mask_gpus ? "assigned" : "all"));
+    if (options_.mask_gpus)
+      env.push_back("CUDA_VISIBLE_DEVICES=" + MaskedDevices(cuda_visible_devices));
   }
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
@@ -154,7 +157,7 @@ void WorkerPool::PopWorker(const rpc::JobInfo& job, const std::string& cuda_visi
   entry.worker->cuda_visible_devices = cuda_visible_devices;
   entry.worker->log_path = absl::StrCat(options_.log_dir, "/worker-", worker_id.ShortHex(), ".log");
   entry.key = key;
-  entry.started = absl::Now();
+  entry.started = clock_->Now();
   entry.waiting.push_back(std::move(done));
   TROUPE_LOG(Debug) << "started worker " << worker_id.ShortHex() << " pid " << *pid << " for job "
                     << job_id->Hex();
@@ -205,7 +208,7 @@ void WorkerPool::PushWorker(const std::shared_ptr<Worker>& worker) {
   auto it = workers_.find(worker->worker_id);
   if (it == workers_.end()) return;
   it->second.idle = true;
-  it->second.idle_since = absl::Now();
+  it->second.idle_since = clock_->Now();
 }
 
 void WorkerPool::KillWorker(const WorkerId& worker_id) {
@@ -243,7 +246,7 @@ void WorkerPool::Tick() {
   std::vector<int> to_kill;
   {
     absl::MutexLock lock(&mu_);
-    const absl::Time now = absl::Now();
+    const absl::Time now = clock_->Now();
     for (auto it = workers_.begin(); it != workers_.end();) {
       Entry& entry = it->second;
       if (entry.worker->is_driver) {

@@ -260,7 +260,7 @@ Raylet::Raylet(RayletOptions options, const Clock* clock)
             }
             unreported_exits_.emplace_back(worker.worker_id.Binary(), cause);
           },
-          clock_),
+          clock_, &processes_),
       lease_manager_(
           options_.node_id, options_.resources, &worker_pool_,
           [this](const JobId& job_id) { return LookupJob(job_id); }, clock_),

@@ -27,6 +27,7 @@
 #include "src/raylet/lease_manager.h"
 #include "src/raylet/log_monitor.h"
 #include "src/raylet/object_manager.h"
+#include "src/raylet/process_launcher.h"
 #include "src/raylet/raylet_options.h"
 #include "src/raylet/worker_pool.h"
 #include "src/rpc/auth.h"
@@ -79,6 +80,7 @@ class Raylet {
   ObjectStore object_store_;
   ObjectManager object_manager_;
   ExecutableCache executables_;
+  PosixProcessLauncher processes_;
   WorkerPool worker_pool_;
   LeaseManager lease_manager_;
   LogMonitor log_monitor_;

@@ -6,6 +6,7 @@
 // (PR_SET_PDEATHSIG): PopWorker must be called from a thread that lives as long as the raylet
 // (LeaseManager's lookup thread). Output goes to <log_dir>/worker-<id>.log. Timeouts are read
 // from the injected clock, which must outlive the pool.
+// Processes are started, killed and reaped through a ProcessLauncher (process_launcher.h).
 // Thread-safe. Callbacks run without the pool's lock, on the thread that caused them (a gRPC
 // thread for registrations, the reaper for exits).
 #pragma once
@@ -23,6 +24,7 @@
 #include "proto/common.pb.h"
 #include "src/common/clock.h"
 #include "src/common/ids.h"
+#include "src/raylet/process_launcher.h"
 #include "src/raylet/worker_launcher.h"
 
 namespace troupe {
@@ -50,8 +52,9 @@ class WorkerPool : public WorkerLauncher {
   };
   using ExecutableResolver = std::function<absl::StatusOr<Program>(const rpc::JobInfo&)>;
 
+  // `clock` and `processes` are borrowed and must outlive the pool.
   WorkerPool(WorkerPoolOptions options, ExecutableResolver resolve_executable, ExitCallback on_exit,
-             const Clock* clock);
+             const Clock* clock, ProcessLauncher* processes);
   ~WorkerPool() override;
 
   // WorkerLauncher. PopWorker hands over an idle worker of `job` with that
@@ -93,12 +96,14 @@ class WorkerPool : public WorkerLauncher {
   };
   absl::StatusOr<int> StartProcess(const rpc::JobInfo& job, const WorkerId& worker_id,
                                    const Program& program, const std::string& cuda_visible_devices);
+  std::string LogPathOf(const WorkerId& worker_id) const;
   static std::string KeyOf(const JobId& job_id, const std::string& cuda_visible_devices);
 
   const WorkerPoolOptions options_;
   ExecutableResolver resolve_executable_;
   ExitCallback on_exit_;
   const Clock* const clock_;
+  ProcessLauncher* const processes_;
   mutable absl::Mutex mu_;
   std::string raylet_address_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<WorkerId, Entry> workers_ ABSL_GUARDED_BY(mu_);

@@ -465,6 +465,7 @@ void StartEmbeddedCluster(const Config& config, ProcessRuntime* p, std::string* 
   raylet_options.token = *token;
   raylet_options.is_head = true;
   raylet_options.session_dir = session->dir();
+  raylet_options.report_period = RayletOptions::kEmbeddedReportPeriod;
   ResourceSet resources = *ResourceSet::FromMap(config.resources);
   resources.Set(kCpu, FixedPoint(config.num_cpus >= 0 ? config.num_cpus : DetectNumCpus()));
   resources.Set(kGpu, FixedPoint(config.num_gpus >= 0 ? config.num_gpus : DetectNumGpus()));

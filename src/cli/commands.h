@@ -18,5 +18,8 @@ int ListCommand(const std::vector<std::string>& args);
 int LogsCommand(const std::vector<std::string>& args);
 // `troupe gcs-server [flags]` (src/cli/gcs_command.cc): runs a GCS in the foreground.
 int GcsServerCommand(const std::vector<std::string>& args);
+// `troupe raylet ...` (src/cli/raylet_command.cc): runs a raylet in the foreground until
+// SIGTERM/SIGINT.
+int RayletCommand(const std::vector<std::string>& args);
 
 }  // namespace troupe

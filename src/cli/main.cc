@@ -9,7 +9,6 @@
 #include "src/cli/commands.h"
 #include "src/common/logging.h"
 #include "src/http/http_server.h"
-#include "src/raylet/raylet.h"
 #include "troupe/api.h"
 
 namespace {
@@ -68,7 +67,7 @@ int main(int argc, char** argv) {
     return troupe::TrainLaunchCommand(std::vector<std::string>(args.begin() + 1, args.end()));
   }
   if (command == "gcs-server") return troupe::GcsServerCommand(args);
-  if (command == "raylet") return troupe::RayletMain(args);
+  if (command == "raylet") return troupe::RayletCommand(args);
   if (command == "http-server") return troupe::HttpServerMain(args);
   fprintf(stderr, "troupe: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;

@@ -15,10 +15,12 @@
 #include "absl/strings/str_cat.h"
 #include "src/cli/commands.h"
 #include "src/cli/daemon.h"
+#include "src/cli/node_flags.h"
 #include "src/common/cluster_target.h"
 #include "src/common/flag_parser.h"
 #include "src/common/session.h"
-#include "src/raylet/node_flags.h"
+#include "src/gcs/health_checker.h"
+#include "src/raylet/raylet_options.h"
 #include "src/rpc/cluster_token.h"
 #include "src/rpc/gcs_client.h"
 #include "src/rpc/server.h"
@@ -37,12 +39,13 @@ struct StartOptions {
   int64_t port = kDefaultGcsPort;
   int64_t http_port = 8265;
   int64_t raylet_port = 0;
-  double memory_usage_threshold = 0.95;
+  // Passed on to the daemons; the defaults are theirs (RayletOptions, HealthCheckOptions).
+  double memory_usage_threshold = RayletOptions().memory_usage_threshold;
   int64_t connect_timeout_s = 10;
-  int64_t health_check_period_ms = 1000;
-  int64_t health_check_timeout_ms = 1000;
-  int64_t health_check_failure_threshold = 3;
-  int64_t gcs_reconnect_timeout_s = 60;
+  int64_t health_check_period_ms = absl::ToInt64Milliseconds(HealthCheckOptions().period);
+  int64_t health_check_timeout_ms = absl::ToInt64Milliseconds(HealthCheckOptions().timeout);
+  int64_t health_check_failure_threshold = HealthCheckOptions().failure_threshold;
+  int64_t gcs_reconnect_timeout_s = absl::ToInt64Seconds(RayletOptions().gcs_reconnect_timeout);
   NodeFlags node;
 };
 
@@ -97,11 +100,11 @@ absl::StatusOr<int> StartRaylet(const StartOptions& options, const Session& sess
 // The head's HTTP server (jobs API, state, /metrics); returns its URL once it answers.
 absl::StatusOr<std::string> StartHttpServer(const StartOptions& options, const Session& session,
                                             const std::string& gcs_address) {
-  auto pid = SpawnDaemon({"http-server", absl::StrCat("--address=", gcs_address),
-                          absl::StrCat("--token-file=", session.TokenPath()),
-                          absl::StrCat("--bind=", options.bind),
-                          absl::StrCat("--port=", options.http_port)},
-                         session.LogPath("http"));
+  auto pid = SpawnDaemon(
+      {"http-server", absl::StrCat("--address=", gcs_address),
+       absl::StrCat("--token-file=", session.TokenPath()), absl::StrCat("--bind=", options.bind),
+       absl::StrCat("--port=", options.http_port)},
+      session.LogPath("http"));
   if (!pid.ok()) return pid.status();
   if (auto status = session.RecordDaemon("http", *pid); !status.ok()) return status;
   const std::string listen = absl::StrCat(options.bind, ":", options.http_port);

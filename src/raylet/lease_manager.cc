@@ -11,6 +11,14 @@
 namespace troupe {
 namespace {
 
+// Tries to start a lease's worker before the lease fails.
+constexpr int kWorkerStartAttempts = 3;
+// Job lookups failing with a transient error are retried this often, this far apart.
+constexpr int kJobLookupRetries = 5;
+constexpr absl::Duration kJobLookupRetryDelay = absl::Milliseconds(200);
+// How long an infeasible demand stays in InfeasibleDemands() after it was last asked for.
+constexpr absl::Duration kInfeasibleDemandMemory = absl::Seconds(10);
+
 rpc::RequestWorkerLeaseReply Rejected(const std::string& message) {
   rpc::RequestWorkerLeaseReply reply;
   reply.set_rejected(true);
@@ -20,11 +28,12 @@ rpc::RequestWorkerLeaseReply Rejected(const std::string& message) {
 
 }  // namespace
 
-LeaseManager::LeaseManager(NodeId local_node, const ResourceSet& total, WorkerPool* pool,
-                           JobLookup lookup_job)
+LeaseManager::LeaseManager(NodeId local_node, const ResourceSet& total, WorkerLauncher* launcher,
+                           JobLookup lookup_job, const Clock* clock)
     : local_node_(local_node),
-      pool_(pool),
+      launcher_(launcher),
       lookup_job_(std::move(lookup_job)),
+      clock_(clock),
       resources_(total),
       lookup_thread_([this] { LookupLoop(); }) {}
 
@@ -38,7 +47,7 @@ LeaseManager::~LeaseManager() {
 
 void LeaseManager::LookupLoop() {
   while (true) {
-    JobLookupRequest request;
+    WorkerStart start;
     {
       absl::MutexLock lock(&lookup_mu_);
       lookup_mu_.Await(absl::Condition(
@@ -47,26 +56,34 @@ void LeaseManager::LookupLoop() {
           },
           this));
       if (stop_lookups_) return;
-      request = std::move(lookups_.front());
+      start = std::move(lookups_.front());
       lookups_.pop_front();
     }
-    absl::StatusOr<rpc::JobInfo> found = lookup_job_(request.job_id);
-    for (int attempt = 0;
-         attempt < 5 && !found.ok() &&
-         (absl::IsDeadlineExceeded(found.status()) || absl::IsUnavailable(found.status()));
-         ++attempt) {
-      TROUPE_LOG(Warning) << "looking up job " << request.job_id.Hex() << " failed ("
-                          << found.status().message() << "); retrying";
-      absl::SleepFor(absl::Milliseconds(200));
-      found = lookup_job_(request.job_id);
+    if (!start.job) {
+      absl::StatusOr<rpc::JobInfo> found = lookup_job_(start.job_id);
+      for (int attempt = 0;
+           attempt < kJobLookupRetries && !found.ok() &&
+           (absl::IsDeadlineExceeded(found.status()) || absl::IsUnavailable(found.status()));
+           ++attempt) {
+        TROUPE_LOG(Warning) << "looking up job " << start.job_id.Hex() << " failed ("
+                            << found.status().message() << "); retrying";
+        // A real pause between GCS calls (not a deadline), so not the injected clock's.
+        absl::SleepFor(kJobLookupRetryDelay);
+        found = lookup_job_(start.job_id);
+      }
+      if (!found.ok()) {
+        FailGrant(*start.grant, absl::StrCat("cannot start a worker: ", found.status().message()));
+        continue;
+      }
+      start.job = *std::move(found);
     }
-    if (!found.ok()) {
-      request.fail(*request.grant,
-                   absl::StrCat("cannot start a worker: ", found.status().message()));
-      continue;
-    }
-    PopWorkerFor(*found, request.grant, /*attempts_left=*/3, request.fail);
+    PopWorkerFor(std::move(start));
   }
+}
+
+void LeaseManager::EnqueueStart(WorkerStart start) {
+  absl::MutexLock lock(&lookup_mu_);
+  lookups_.push_back(std::move(start));
 }
 
 std::vector<NodeView> LeaseManager::ViewsLocked() const {
@@ -159,7 +176,7 @@ void LeaseManager::RequestLease(const rpc::RequestWorkerLeaseRequest& request, L
           std::string entry = absl::StrCat("{", demand->ToString(), "}: ", decision.reason);
           if (!infeasible_.contains(entry))
             TROUPE_LOG(Warning) << "infeasible task demand " << entry;
-          infeasible_[entry] = absl::Now();
+          infeasible_[entry] = clock_->Now();
           answer_now.emplace();
           answer_now->set_infeasible(true);
           answer_now->set_failure_message(decision.reason);
@@ -247,44 +264,51 @@ void LeaseManager::Dispatch() {
   StartGrants(std::move(grants));
 }
 
+void LeaseManager::FailGrant(Grant& grant, const std::string& message) {
+  {
+    absl::MutexLock lock(&mu_);
+    FreeLocked(grant.bundle, grant.allocation);
+  }
+  grant.pending.done(Rejected(message));
+  Dispatch();
+}
+
 void LeaseManager::StartGrants(std::vector<Grant> grants) {
   for (auto& grant : grants) {
     auto job_id = JobId::FromBinary(grant.pending.request.resource_spec().job_id());
-    std::function<void(Grant&, const std::string&)> fail = [this](Grant& g,
-                                                                  const std::string& message) {
-      {
-        absl::MutexLock lock(&mu_);
-        resources_.Free(g.allocation);
-      }
-      g.pending.done(Rejected(message));
-      Dispatch();
-    };
     if (!job_id.ok()) {
-      fail(grant, absl::StrCat("cannot start a worker: ", job_id.status().message()));
+      FailGrant(grant, absl::StrCat("cannot start a worker: ", job_id.status().message()));
       continue;
     }
     // Workers are started by one long-lived thread: a worker dies with the thread that forked it
     // (PR_SET_PDEATHSIG), and gRPC retires its callback threads. That thread also asks the GCS
     // about jobs this raylet has not cached (from a gRPC callback it could starve a GCS living
     // in the same process).
-    absl::MutexLock lock(&lookup_mu_);
-    lookups_.push_back({std::make_shared<Grant>(std::move(grant)), *job_id, fail});
+    EnqueueStart(
+        {std::make_shared<Grant>(std::move(grant)), *job_id, std::nullopt, kWorkerStartAttempts});
   }
 }
 
-void LeaseManager::PopWorkerFor(const rpc::JobInfo& job, std::shared_ptr<Grant> grant,
-                                int attempts_left,
-                                std::function<void(Grant&, const std::string&)> fail) {
-  pool_->PopWorker(
-      job, absl::StrJoin(grant->gpu_ids, ","), [=](absl::StatusOr<std::shared_ptr<Worker>> worker) {
+void LeaseManager::PopWorkerFor(WorkerStart start) {
+  const std::string devices = absl::StrJoin(start.grant->gpu_ids, ",");
+  const rpc::JobInfo job = *start.job;
+  launcher_->PopWorker(
+      job, devices,
+      [this, start = std::move(start)](absl::StatusOr<std::shared_ptr<Worker>> worker) {
+        const std::shared_ptr<Grant>& grant = start.grant;
         if (!worker.ok()) {
           // A worker can fail to start on an overloaded node; try a fresh one before giving up.
-          if (attempts_left > 1) {
+          // The answer may come on any thread (a gRPC thread, the reaper), so the next try is
+          // started from the lookup thread again.
+          if (start.attempts_left > 1) {
             TROUPE_LOG(Warning) << "starting a worker failed (" << worker.status().message()
                                 << "); trying again";
-            return PopWorkerFor(job, grant, attempts_left - 1, fail);
+            WorkerStart again = start;
+            --again.attempts_left;
+            return EnqueueStart(std::move(again));
           }
-          return fail(*grant, absl::StrCat("cannot start a worker: ", worker.status().message()));
+          return FailGrant(*grant,
+                           absl::StrCat("cannot start a worker: ", worker.status().message()));
         }
         rpc::RequestWorkerLeaseReply reply;
         const std::string lease_id = LeaseId::FromRandom().Binary();
@@ -337,11 +361,11 @@ absl::Status LeaseManager::ReturnWorker(const std::string& lease_id, bool discon
     }
   }
   if (was_reservation) {
-    for (const auto& id : bundle_workers) pool_->KillWorker(id);
+    for (const auto& id : bundle_workers) launcher_->KillWorker(id);
   } else if (disconnect_worker) {
-    pool_->KillWorker(worker->worker_id);
+    launcher_->KillWorker(worker->worker_id);
   } else {
-    pool_->PushWorker(worker);
+    launcher_->PushWorker(worker);
   }
   Dispatch();
   return absl::OkStatus();
@@ -355,7 +379,7 @@ absl::Status LeaseManager::KillLeasedWorker(const std::string& lease_id) {
     if (it == leases_.end()) return absl::NotFoundError("unknown lease");
     worker_id = it->second.worker->worker_id;
   }
-  pool_->KillWorker(worker_id);  // the lease is released when the process is seen exiting
+  launcher_->KillWorker(worker_id);  // the lease is released when the process is seen exiting
   return absl::OkStatus();
 }
 
@@ -448,9 +472,9 @@ ResourceSet LeaseManager::Available() const {
 std::vector<std::string> LeaseManager::InfeasibleDemands() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::string> recent;
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_->Now();
   for (const auto& [entry, last_asked] : infeasible_) {
-    if (now - last_asked < absl::Seconds(10)) recent.push_back(entry);
+    if (now - last_asked < kInfeasibleDemandMemory) recent.push_back(entry);
   }
   return recent;
 }

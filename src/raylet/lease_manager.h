@@ -2,18 +2,24 @@
 // resources; the lease manager decides (scheduling_policy.h) whether this node, another node
 // (spillback: the reply names that node's raylet) or no node (infeasible: the reply says what
 // is missing) should serve it. Local requests wait in a FIFO queue until the resources are
-// free, then get a worker from the pool; the resources stay reserved until the lease is
-// returned or its worker dies. Queued requests move to another node when the cluster view
+// free, then get a worker from the WorkerLauncher; the resources stay reserved until the lease
+// is returned or its worker dies. Queued requests move to another node when the cluster view
 // shows one that can serve them now. Placement-group bundles are reservations (a lease with
 // bundle_reservation, granted at once or refused): their resources leave the node's pool and
 // serve only that group's leases; returning the reservation frees them and kills the group's
 // workers here.
-// Thread-safe; callbacks run without the lock held.
+// Owns one long-lived thread that looks up granted leases' jobs and asks the launcher for their
+// workers (a worker dies with the thread that forked it); the launcher, the job lookup and the
+// clock are borrowed and must outlive it.
+// Thread-safe; callbacks run without the lock held. Resources are taken synchronously inside
+// RequestLease / ReturnWorker / ..., so Available() is exact as soon as they return; the reply
+// of a granted lease comes later, from the launcher's answer.
 #pragma once
 
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,9 +29,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/raylet.pb.h"
+#include "src/common/clock.h"
 #include "src/common/ids.h"
 #include "src/raylet/local_resources.h"
-#include "src/raylet/worker_pool.h"
+#include "src/raylet/worker_launcher.h"
 #include "src/scheduling/scheduling_policy.h"
 
 namespace troupe {
@@ -33,10 +40,12 @@ namespace troupe {
 class LeaseManager {
  public:
   using LeaseCallback = std::function<void(rpc::RequestWorkerLeaseReply)>;
-  // The job's info (from the raylet's cache, else the GCS).
+  // The job's info (from the raylet's cache, else the GCS). Called on the lookup thread; may
+  // block.
   using JobLookup = std::function<absl::StatusOr<rpc::JobInfo>(const JobId&)>;
 
-  LeaseManager(NodeId local_node, const ResourceSet& total, WorkerPool* pool, JobLookup lookup_job);
+  LeaseManager(NodeId local_node, const ResourceSet& total, WorkerLauncher* launcher,
+               JobLookup lookup_job, const Clock* clock);
   ~LeaseManager();
 
   void RequestLease(const rpc::RequestWorkerLeaseRequest& request, LeaseCallback done);
@@ -58,7 +67,7 @@ class LeaseManager {
   std::shared_ptr<Worker> NewestLeasedWorker() const;
 
   ResourceSet Available() const;
-  // Demands this node was asked for that no node can run, with why, for status.
+  // Demands this node was asked for in the last 10 s that no node can run, with why, for status.
   std::vector<std::string> InfeasibleDemands() const;
   int num_leased() const;
   int num_pending() const;
@@ -90,8 +99,6 @@ class LeaseManager {
     Allocation node_allocation;
     std::unique_ptr<LocalResources> pool;
   };
-  void PopWorkerFor(const rpc::JobInfo& job, std::shared_ptr<Grant> grant, int attempts_left,
-                    std::function<void(Grant&, const std::string&)> fail);
   // Frees `allocation` back where it came from (a bundle's pool or the node).
   void FreeLocked(const std::string& bundle, const Allocation& allocation)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -107,8 +114,9 @@ class LeaseManager {
   void Dispatch();
 
   const NodeId local_node_;
-  WorkerPool* pool_;
+  WorkerLauncher* const launcher_;
   JobLookup lookup_job_;
+  const Clock* const clock_;
 
   mutable absl::Mutex mu_;
   LocalResources resources_ ABSL_GUARDED_BY(mu_);
@@ -124,15 +132,22 @@ class LeaseManager {
   absl::flat_hash_map<std::string, absl::Time> infeasible_ ABSL_GUARDED_BY(mu_);
 
   // Granted leases wait here for the long-lived thread that looks up their job (from the cache,
-  // else the GCS) and starts their workers (workers die with the thread that forked them).
-  struct JobLookupRequest {
+  // else the GCS) and asks the launcher for their workers (workers die with the thread that
+  // forked them). A worker that fails to start is asked for again, from that thread too.
+  struct WorkerStart {
     std::shared_ptr<Grant> grant;
     JobId job_id;
-    std::function<void(Grant&, const std::string&)> fail;
+    std::optional<rpc::JobInfo> job;  // known after the first attempt
+    int attempts_left = 0;
   };
   void LookupLoop();
+  void EnqueueStart(WorkerStart start);
+  // Asks the launcher for the grant's worker; its answer completes the lease (or retries/fails).
+  void PopWorkerFor(WorkerStart start);
+  // The grant cannot be served: gives its resources back and rejects the request.
+  void FailGrant(Grant& grant, const std::string& message);
   absl::Mutex lookup_mu_;
-  std::deque<JobLookupRequest> lookups_ ABSL_GUARDED_BY(lookup_mu_);
+  std::deque<WorkerStart> lookups_ ABSL_GUARDED_BY(lookup_mu_);
   bool stop_lookups_ ABSL_GUARDED_BY(lookup_mu_) = false;
   std::thread lookup_thread_;
 };

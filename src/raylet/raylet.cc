@@ -234,8 +234,9 @@ class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
   Raylet* r_;
 };
 
-Raylet::Raylet(RayletOptions options)
+Raylet::Raylet(RayletOptions options, const Clock* clock)
     : options_(WithDefaults(std::move(options))),
+      clock_(clock != nullptr ? clock : &real_clock_),
       gcs_(options_.gcs_address, options_.token, absl::Seconds(5)),
       auth_(*ClusterToken::Parse(options_.token)),
       object_store_({options_.object_store_dir, options_.spill_dir,
@@ -270,9 +271,11 @@ Raylet::Raylet(RayletOptions options)
               kill_reasons_.erase(reason);
             }
             unreported_exits_.emplace_back(worker.worker_id.Binary(), cause);
-          }),
-      lease_manager_(options_.node_id, options_.resources, &worker_pool_,
-                     [this](const JobId& job_id) { return LookupJob(job_id); }),
+          },
+          clock_, &processes_),
+      lease_manager_(
+          options_.node_id, options_.resources, &worker_pool_,
+          [this](const JobId& job_id) { return LookupJob(job_id); }, clock_),
       log_monitor_(options_.node_id, &worker_pool_, &gcs_) {}
 
 Raylet::~Raylet() { Shutdown(); }
@@ -294,6 +297,7 @@ void Raylet::Shutdown() {
   worker_pool_.KillAll();
   object_store_.Destroy();
   if (server_) {
+    // A gRPC deadline: real time, whatever clock the raylet was given.
     server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
     server_.reset();
   }
@@ -369,7 +373,7 @@ void Raylet::FollowJobs() {
 }
 
 absl::Status Raylet::RegisterWithRetry(bool re_register) {
-  const absl::Time start = absl::Now();
+  const absl::Time start = clock_->Now();
   while (!stop_.HasBeenNotified()) {
     rpc::RegisterNodeRequest request;
     {
@@ -389,7 +393,7 @@ absl::Status Raylet::RegisterWithRetry(bool re_register) {
       return absl::OkStatus();
     }
     if (IsFatal(reply.status())) return reply.status();
-    if (absl::Now() - start > options_.gcs_reconnect_timeout) {
+    if (clock_->Now() - start > options_.gcs_reconnect_timeout) {
       return absl::UnavailableError(
           absl::StrCat("could not register with the GCS at ", options_.gcs_address, " for ",
                        absl::FormatDuration(options_.gcs_reconnect_timeout),
@@ -418,7 +422,7 @@ absl::Status Raylet::Run() {
 }
 
 absl::Status Raylet::ReportLoop() {
-  absl::Time last_contact = absl::Now();
+  absl::Time last_contact = clock_->Now();
   bool connected = true;
   while (!stop_.WaitForNotificationWithTimeout(options_.report_period)) {
     CheckMemory();
@@ -453,7 +457,7 @@ absl::Status Raylet::ReportLoop() {
     if (cluster.ok()) {
       if (!connected) TROUPE_LOG(Info) << "reconnected to the GCS at " << options_.gcs_address;
       connected = true;
-      last_contact = absl::Now();
+      last_contact = clock_->Now();
       lease_manager_.UpdateClusterView(*cluster);
       continue;
     }
@@ -462,7 +466,7 @@ absl::Status Raylet::ReportLoop() {
       TROUPE_LOG(Warning) << "the GCS no longer knows this node (it restarted?); registering again";
       TROUPE_RETURN_IF_ERROR(RegisterWithRetry(/*re_register=*/true));
       connected = true;
-      last_contact = absl::Now();
+      last_contact = clock_->Now();
       continue;
     }
     if (IsFatal(status)) return status;
@@ -472,7 +476,7 @@ absl::Status Raylet::ReportLoop() {
                           << absl::FormatDuration(options_.gcs_reconnect_timeout);
       connected = false;
     }
-    if (absl::Now() - last_contact > options_.gcs_reconnect_timeout) {
+    if (clock_->Now() - last_contact > options_.gcs_reconnect_timeout) {
       return absl::UnavailableError(
           absl::StrCat("the head (GCS at ", options_.gcs_address, ") has been unreachable for ",
                        absl::FormatDuration(options_.gcs_reconnect_timeout),
@@ -509,10 +513,10 @@ void Raylet::CheckMemory() {
   std::shared_ptr<Worker> victim;
   {
     absl::MutexLock lock(&mu_);
-    if (absl::Now() - last_memory_kill_ < absl::Seconds(1)) return;
+    if (clock_->Now() - last_memory_kill_ < absl::Seconds(1)) return;
     victim = lease_manager_.NewestLeasedWorker();
     if (!victim) return;
-    last_memory_kill_ = absl::Now();
+    last_memory_kill_ = clock_->Now();
     kill_reasons_[victim->worker_id] = absl::StrFormat(
         "was killed because its node ran out of memory (%.0f%% in use, over the %.0f%% "
         "threshold; the newest worker goes first)",

@@ -4,6 +4,8 @@
 // `gcs_reconnect_timeout`), and runs the node: worker processes (WorkerPool), worker leases
 // (LeaseManager), the shared-memory object store and node-to-node object transfer
 // (ObjectManager).
+// The Raylet is the composition root of these components: it builds them from RayletOptions
+// and hands each the one clock (a RealClock of its own unless the caller passes one).
 // Thread-safety: Run() on one thread (the main loop); RequestStop() from any thread; gRPC
 // handlers on gRPC threads; a second thread follows job changes from the GCS.
 #pragma once
@@ -17,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "src/common/clock.h"
 #include "src/common/ids.h"
 #include "src/common/resources.h"
 #include "src/object_store/object_store.h"
@@ -24,6 +27,8 @@
 #include "src/raylet/lease_manager.h"
 #include "src/raylet/log_monitor.h"
 #include "src/raylet/object_manager.h"
+#include "src/raylet/process_launcher.h"
+#include "src/raylet/raylet_options.h"
 #include "src/raylet/worker_pool.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/gcs_client.h"
@@ -34,32 +39,11 @@ class Server;
 
 namespace troupe {
 
-struct RayletOptions {
-  std::string gcs_address;  // host:port of the head's GCS
-  std::string token;        // cluster token text
-  NodeId node_id = NodeId::FromRandom();
-  std::string node_ip = "127.0.0.1";  // advertised to the cluster
-  std::string bind_address = "127.0.0.1";
-  int port = 0;           // 0: any free port
-  ResourceSet resources;  // totals this node offers
-  std::map<std::string, std::string> labels;
-  bool is_head = false;
-  bool mask_gpus = false;            // --gpu-visibility=assigned
-  std::string session_dir;           // logs go to <session_dir>/logs
-  std::string object_store_dir;      // default: /dev/shm/troupe-<node id>
-  std::string spill_dir;             // default: <session_dir>/spill
-  std::string executable_cache_dir;  // default: <session_dir>/executables
-  absl::Duration report_period = absl::Milliseconds(100);
-  absl::Duration gcs_reconnect_timeout = absl::Seconds(60);
-  absl::Duration worker_idle_timeout = absl::Seconds(60);
-  // Above this fraction of the machine's memory in use, the newest leased worker is killed
-  // (its task retries, its actor restarts or dies with an out-of-memory cause). 1 disables it.
-  double memory_usage_threshold = 0.95;
-};
-
 class Raylet {
  public:
-  explicit Raylet(RayletOptions options);
+  // `clock` (borrowed; must outlive the raylet) is what every component reads time from;
+  // nullptr: the raylet's own RealClock.
+  explicit Raylet(RayletOptions options, const Clock* clock = nullptr);
   ~Raylet();
 
   // Starts the raylet's gRPC server. Fails if the port cannot be bound.
@@ -89,11 +73,14 @@ class Raylet {
   void CheckMemory();
 
   RayletOptions options_;
+  RealClock real_clock_;
+  const Clock* const clock_;
   GcsClient gcs_;
   TokenAuthenticator auth_;
   ObjectStore object_store_;
   ObjectManager object_manager_;
   ExecutableCache executables_;
+  PosixProcessLauncher processes_;
   WorkerPool worker_pool_;
   LeaseManager lease_manager_;
   LogMonitor log_monitor_;
@@ -115,8 +102,5 @@ class Raylet {
   absl::flat_hash_map<WorkerId, std::string> kill_reasons_ ABSL_GUARDED_BY(mu_);
   absl::Time last_memory_kill_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
-
-// `troupe raylet ...`: runs a raylet in the foreground until SIGTERM/SIGINT. Returns the exit code.
-int RayletMain(const std::vector<std::string>& args);
 
 }  // namespace troupe

@@ -1,13 +1,7 @@
 #include "src/raylet/worker_pool.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
+#include <cstdlib>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,10 +14,12 @@ extern char** environ;
 namespace troupe {
 
 WorkerPool::WorkerPool(WorkerPoolOptions options, ExecutableResolver resolve_executable,
-                       ExitCallback on_exit)
+                       ExitCallback on_exit, const Clock* clock, ProcessLauncher* processes)
     : options_(std::move(options)),
       resolve_executable_(std::move(resolve_executable)),
-      on_exit_(std::move(on_exit)) {}
+      on_exit_(std::move(on_exit)),
+      clock_(clock),
+      processes_(processes) {}
 
 WorkerPool::~WorkerPool() { KillAll(); }
 
@@ -45,6 +41,10 @@ std::string MaskedDevices(const std::string& gpu_ids) {
 }
 
 }  // namespace
+
+std::string WorkerPool::LogPathOf(const WorkerId& worker_id) const {
+  return absl::StrCat(options_.log_dir, "/worker-", worker_id.ShortHex(), ".log");
+}
 
 std::string WorkerPool::KeyOf(const JobId& job_id, const std::string& cuda_visible_devices) {
   return absl::StrCat(job_id.Hex(), "/", cuda_visible_devices);
@@ -77,50 +77,13 @@ absl::StatusOr<int> WorkerPool::StartProcess(const rpc::JobInfo& job, const Work
   env.push_back("TROUPE_WORKER_ID=" + worker_id.Hex());
   if (!cuda_visible_devices.empty()) {
     env.push_back("TROUPE_GPU_IDS=" + cuda_visible_devices);
-    env.push_back(std::string("TROUPE_GPU_VISIBILITY=") + (options_.mask_gpus ? "assigned" : "all"));
-    if (options_.mask_gpus) env.push_back("CUDA_VISIBLE_DEVICES=" + MaskedDevices(cuda_visible_devices));
+    env.push_back(std::string("TROUPE_GPU_VISIBILITY=") +
+                  (options_.mask_gpus ? "assigned" : "all"));
+    if (options_.mask_gpus)
+      env.push_back("CUDA_VISIBLE_DEVICES=" + MaskedDevices(cuda_visible_devices));
   }
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  const std::string log_path =
-      absl::StrCat(options_.log_dir, "/worker-", worker_id.ShortHex(), ".log");
-  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) {
-    return absl::InternalError(absl::StrCat("cannot open ", log_path, ": ", std::strerror(errno)));
-  }
-  const pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(log_fd);
-    return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(errno)));
-  }
-  if (pid == 0) {
-    // Die with the raylet; start a process group so a kill reaches the worker's children too.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    setpgid(0, 0);
-    int null_fd = open("/dev/null", O_RDONLY);
-    dup2(null_fd, STDIN_FILENO);
-    dup2(log_fd, STDOUT_FILENO);
-    dup2(log_fd, STDERR_FILENO);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (!program.working_dir.empty() && chdir(program.working_dir.c_str()) != 0) {
-      dprintf(log_fd, "troupe: cannot enter the working directory %s: %s\n",
-              program.working_dir.c_str(), std::strerror(errno));
-      _exit(126);
-    }
-    execve(argv[0], argv.data(), envp.data());
-    dprintf(log_fd, "troupe: cannot start worker %s: %s\n", argv[0], std::strerror(errno));
-    _exit(127);
-  }
-  close(log_fd);
-  return pid;
+  return processes_->Start(
+      {std::move(args), std::move(env), program.working_dir, LogPathOf(worker_id)});
 }
 
 void WorkerPool::PopWorker(const rpc::JobInfo& job, const std::string& cuda_visible_devices,
@@ -152,9 +115,9 @@ void WorkerPool::PopWorker(const rpc::JobInfo& job, const std::string& cuda_visi
   entry.worker->job_id = *job_id;
   entry.worker->pid = *pid;
   entry.worker->cuda_visible_devices = cuda_visible_devices;
-  entry.worker->log_path = absl::StrCat(options_.log_dir, "/worker-", worker_id.ShortHex(), ".log");
+  entry.worker->log_path = LogPathOf(worker_id);
   entry.key = key;
-  entry.started = absl::Now();
+  entry.started = clock_->Now();
   entry.waiting.push_back(std::move(done));
   TROUPE_LOG(Debug) << "started worker " << worker_id.ShortHex() << " pid " << *pid << " for job "
                     << job_id->Hex();
@@ -205,7 +168,7 @@ void WorkerPool::PushWorker(const std::shared_ptr<Worker>& worker) {
   auto it = workers_.find(worker->worker_id);
   if (it == workers_.end()) return;
   it->second.idle = true;
-  it->second.idle_since = absl::Now();
+  it->second.idle_since = clock_->Now();
 }
 
 void WorkerPool::KillWorker(const WorkerId& worker_id) {
@@ -217,7 +180,7 @@ void WorkerPool::KillWorker(const WorkerId& worker_id) {
     pid = it->second.worker->pid;
   }
   // Forgotten when the reaper sees it exit, so its lease is released exactly once.
-  if (pid > 0) kill(-pid, SIGKILL);
+  processes_->Kill(pid);
 }
 
 void WorkerPool::KillJobWorkers(const JobId& job_id) {
@@ -230,7 +193,7 @@ void WorkerPool::KillJobWorkers(const JobId& job_id) {
       }
     }
   }
-  for (int pid : pids) kill(-pid, SIGKILL);
+  for (int pid : pids) processes_->Kill(pid);
 }
 
 void WorkerPool::Tick() {
@@ -243,11 +206,12 @@ void WorkerPool::Tick() {
   std::vector<int> to_kill;
   {
     absl::MutexLock lock(&mu_);
-    const absl::Time now = absl::Now();
+    const absl::Time now = clock_->Now();
     for (auto it = workers_.begin(); it != workers_.end();) {
       Entry& entry = it->second;
       if (entry.worker->is_driver) {
-        if (kill(entry.worker->pid, 0) != 0) {  // not our child: all we can see is that it is gone
+        if (!processes_->Exists(
+                entry.worker->pid)) {  // not our child: all we see is that it is gone
           exited.push_back({entry.worker, "exited", std::move(entry.waiting)});
           workers_.erase(it++);
         } else {
@@ -255,14 +219,8 @@ void WorkerPool::Tick() {
         }
         continue;
       }
-      int wstatus = 0;
-      pid_t result = waitpid(entry.worker->pid, &wstatus, WNOHANG);
-      if (result == entry.worker->pid || (result < 0 && errno == ECHILD)) {
-        std::string how = result < 0 ? "exited"
-                          : WIFEXITED(wstatus)
-                              ? absl::StrCat("exited with code ", WEXITSTATUS(wstatus))
-                              : absl::StrCat("was killed by signal ", WTERMSIG(wstatus));
-        exited.push_back({entry.worker, how, std::move(entry.waiting)});
+      if (std::optional<std::string> how = processes_->CheckExited(entry.worker->pid)) {
+        exited.push_back({entry.worker, *how, std::move(entry.waiting)});
         workers_.erase(it++);
         continue;
       }
@@ -275,12 +233,12 @@ void WorkerPool::Tick() {
       ++it;
     }
   }
-  for (int pid : to_kill) kill(-pid, SIGKILL);
+  for (int pid : to_kill) processes_->Kill(pid);
   for (auto& e : exited) {
     for (auto& done : e.waiting) {
-      done(absl::UnavailableError(
-          absl::StrCat("worker process ", e.worker->pid, " ", e.how, " before it registered; see ",
-                       options_.log_dir, "/worker-", e.worker->worker_id.ShortHex(), ".log")));
+      done(absl::UnavailableError(absl::StrCat("worker process ", e.worker->pid, " ", e.how,
+                                               " before it registered; see ",
+                                               LogPathOf(e.worker->worker_id))));
     }
     on_exit_(*e.worker, e.how);
   }
@@ -294,10 +252,7 @@ void WorkerPool::KillAll() {
       if (!entry.worker->is_driver) pids.push_back(entry.worker->pid);
     }
   }
-  for (int pid : pids) {
-    kill(-pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  }
+  for (int pid : pids) processes_->KillAndWait(pid);
   absl::MutexLock lock(&mu_);
   workers_.clear();
 }

@@ -2,8 +2,11 @@
 // (TROUPE_WORKER_MODE=1 and the connection details in its environment); it registers back
 // over RegisterWorker and then takes tasks pushed by whoever leases it. Workers are kept per
 // (job, CUDA_VISIBLE_DEVICES): an idle one is reused by the next lease with the same key, and
-// reaped after `idle_timeout`. Every worker dies with the raylet (PR_SET_PDEATHSIG).
-// Output goes to <log_dir>/worker-<id>-<pid>.log.
+// reaped after `idle_timeout`. Every worker dies with the thread that forked it
+// (PR_SET_PDEATHSIG): PopWorker must be called from a thread that lives as long as the raylet
+// (LeaseManager's lookup thread). Output goes to <log_dir>/worker-<id>.log. Timeouts are read
+// from the injected clock, which must outlive the pool.
+// Processes are started, killed and reaped through a ProcessLauncher (process_launcher.h).
 // Thread-safe. Callbacks run without the pool's lock, on the thread that caused them (a gRPC
 // thread for registrations, the reaper for exits).
 #pragma once
@@ -19,7 +22,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/common.pb.h"
+#include "src/common/clock.h"
 #include "src/common/ids.h"
+#include "src/raylet/process_launcher.h"
+#include "src/raylet/worker_launcher.h"
 
 namespace troupe {
 
@@ -29,25 +35,14 @@ struct WorkerPoolOptions {
   std::string gcs_address;
   std::string token;
   std::string log_dir;
-  absl::Duration idle_timeout = absl::Seconds(60);
+  // The raylet passes RayletOptions::worker_idle_timeout (where the default is declared).
+  absl::Duration idle_timeout = absl::InfiniteDuration();
   bool mask_gpus = false;  // CUDA_VISIBLE_DEVICES = the worker's GPUs (else all stay visible)
   absl::Duration startup_timeout = absl::Seconds(60);
 };
 
-struct Worker {
-  WorkerId worker_id;
-  JobId job_id;
-  int pid = 0;
-  std::string address;  // host:port once registered
-  std::string cuda_visible_devices;
-  bool is_driver = false;
-  std::string log_path;   // the worker's stdout and stderr
-  bool detached = false;  // holds a detached actor: survives the end of its job
-};
-
-class WorkerPool {
+class WorkerPool : public WorkerLauncher {
  public:
-  using PopCallback = std::function<void(absl::StatusOr<std::shared_ptr<Worker>>)>;
   using ExitCallback = std::function<void(const Worker&, const std::string& how)>;
   // Where `job`'s workers come from on this node: the executable, and the directory they start
   // in ("" for the raylet's own).
@@ -57,22 +52,23 @@ class WorkerPool {
   };
   using ExecutableResolver = std::function<absl::StatusOr<Program>(const rpc::JobInfo&)>;
 
-  WorkerPool(WorkerPoolOptions options, ExecutableResolver resolve_executable,
-             ExitCallback on_exit);
-  ~WorkerPool();
+  // `clock` and `processes` are borrowed and must outlive the pool.
+  WorkerPool(WorkerPoolOptions options, ExecutableResolver resolve_executable, ExitCallback on_exit,
+             const Clock* clock, ProcessLauncher* processes);
+  ~WorkerPool() override;
 
-  // Hands over an idle worker of `job` with that CUDA_VISIBLE_DEVICES, or starts one and calls
-  // `done` once it registers (or fails to start).
+  // WorkerLauncher. PopWorker hands over an idle worker of `job` with that
+  // CUDA_VISIBLE_DEVICES, or forks one and calls `done` once it registers (or fails to start).
   void PopWorker(const rpc::JobInfo& job, const std::string& cuda_visible_devices,
-                 PopCallback done);
+                 PopCallback done) override;
   // The worker finished its lease and may be reused.
-  void PushWorker(const std::shared_ptr<Worker>& worker);
+  void PushWorker(const std::shared_ptr<Worker>& worker) override;
   // A started worker (or a driver) says hello. NotFound for unknown worker IDs that are not
   // drivers.
   absl::Status RegisterWorker(const WorkerId& worker_id, int pid, int port, const JobId& job_id,
                               bool is_driver);
-  // Kills the worker (if still running) and forgets it.
-  void KillWorker(const WorkerId& worker_id);
+  // Kills the worker (if still running); it is forgotten when Tick sees it exit.
+  void KillWorker(const WorkerId& worker_id) override;
   // Kills the job's workers, except those holding detached actors.
   void KillJobWorkers(const JobId& job_id);
   // Checks for exited processes and idle workers past their timeout. Called periodically.
@@ -100,11 +96,14 @@ class WorkerPool {
   };
   absl::StatusOr<int> StartProcess(const rpc::JobInfo& job, const WorkerId& worker_id,
                                    const Program& program, const std::string& cuda_visible_devices);
+  std::string LogPathOf(const WorkerId& worker_id) const;
   static std::string KeyOf(const JobId& job_id, const std::string& cuda_visible_devices);
 
   const WorkerPoolOptions options_;
   ExecutableResolver resolve_executable_;
   ExitCallback on_exit_;
+  const Clock* const clock_;
+  ProcessLauncher* const processes_;
   mutable absl::Mutex mu_;
   std::string raylet_address_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<WorkerId, Entry> workers_ ABSL_GUARDED_BY(mu_);

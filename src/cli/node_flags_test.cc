@@ -1,4 +1,4 @@
-#include "src/raylet/node_flags.h"
+#include "src/cli/node_flags.h"
 
 #include "gtest/gtest.h"
 

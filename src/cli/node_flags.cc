@@ -1,4 +1,4 @@
-#include "src/raylet/node_flags.h"
+#include "src/cli/node_flags.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

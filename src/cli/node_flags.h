@@ -1,6 +1,7 @@
 // The flags that describe what a node offers (--num-cpus, --num-gpus, --resources, --memory,
 // --object-store-memory, --labels). Both `troupe start` (which checks them before starting any
-// daemon) and `troupe raylet` (which uses them) declare them through this one struct.
+// daemon) and `troupe raylet` (which uses them) declare them through this one struct. What is
+// not given is detected with src/raylet/node_resources.h.
 // Value type; not thread-safe.
 #pragma once
 

@@ -1,20 +1,28 @@
+// `troupe raylet`: parses the raylet's flags into RayletOptions and runs a Raylet in the
+// foreground until SIGTERM/SIGINT (`troupe start` runs it as a daemon). The composition root of
+// a daemon raylet; flag defaults come from RayletOptions.
 #include <signal.h>
 
 #include <cstdio>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "src/cli/commands.h"
+#include "src/cli/node_flags.h"
+#include "src/common/flag_parser.h"
 #include "src/common/logging.h"
-#include "src/raylet/node_flags.h"
 #include "src/raylet/raylet.h"
+#include "src/rpc/cluster_token.h"
 
 namespace troupe {
 
-int RayletMain(const std::vector<std::string>& args) {
+int RayletCommand(const std::vector<std::string>& args) {
   RayletOptions options;
   NodeFlags node_flags;
   std::string token_file, node_id_hex, bind;
-  int64_t port = 0, report_period_ms = 500, reconnect_timeout_s = 60;
+  int64_t port = options.port;
+  int64_t report_period_ms = absl::ToInt64Milliseconds(options.report_period);
+  int64_t reconnect_timeout_s = absl::ToInt64Seconds(options.gcs_reconnect_timeout);
   bool head = false;
   FlagParser flags("troupe raylet",
                    "Runs a raylet in the foreground (`troupe start` runs it for you).");

@@ -1,0 +1,48 @@
+// What a raylet is told at construction: where the cluster is, what the node offers, where its
+// files go, and its timing knobs. This struct is the one place the raylet's defaults are
+// declared: `troupe raylet` and `troupe start` (src/cli) take their flag defaults from it, and
+// the embedded local cluster starts from it. Flag parsing lives in src/cli, not here.
+// Value type.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "absl/time/time.h"
+#include "src/common/ids.h"
+#include "src/common/resources.h"
+
+namespace troupe {
+
+struct RayletOptions {
+  std::string gcs_address;  // host:port of the head's GCS
+  std::string token;        // cluster token text
+  NodeId node_id = NodeId::FromRandom();
+  std::string node_ip = "127.0.0.1";  // advertised to the cluster
+  std::string bind_address = "127.0.0.1";
+  int port = 0;           // 0: any free port
+  ResourceSet resources;  // totals this node offers
+  std::map<std::string, std::string> labels;
+  bool is_head = false;
+  bool mask_gpus = false;            // --gpu-visibility=assigned
+  std::string session_dir;           // logs go to <session_dir>/logs
+  std::string object_store_dir;      // default: /dev/shm/troupe-<node id>
+  std::string spill_dir;             // default: <session_dir>/spill
+  std::string executable_cache_dir;  // default: <session_dir>/executables
+
+  // How often the raylet reports its resources to the GCS (and gets the cluster view back),
+  // reaps exited workers and checks memory. The embedded local cluster of a driver uses
+  // kEmbeddedReportPeriod instead: one node, so reports are cheap and worker exits show sooner.
+  static constexpr absl::Duration kDaemonReportPeriod = absl::Milliseconds(500);
+  static constexpr absl::Duration kEmbeddedReportPeriod = absl::Milliseconds(100);
+  absl::Duration report_period = kDaemonReportPeriod;
+  // The raylet exits when the GCS has been unreachable (or refused to register it) this long.
+  absl::Duration gcs_reconnect_timeout = absl::Seconds(60);
+  // An idle worker is stopped after this long without a lease.
+  absl::Duration worker_idle_timeout = absl::Seconds(60);
+  // Above this fraction of the machine's memory in use, the newest leased worker is killed
+  // (its task retries, its actor restarts or dies with an out-of-memory cause). 1 disables it.
+  double memory_usage_threshold = 0.95;
+};
+
+}  // namespace troupe

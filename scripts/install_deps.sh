@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   bazel-bootstrap bazel-platforms bazel-rules-java   # Bazel 4.2.3, offline
-  g++ protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
+  g++ clang protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libabsl-dev libhiredis-dev redis-server libmsgpack-cxx-dev libcpp-httplib-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev python3
   libtorch-dev zlib1g-dev dataset-fashion-mnist     # the train library and its examples

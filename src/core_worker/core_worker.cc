@@ -286,7 +286,7 @@ absl::StatusOr<ActorId> CoreWorker::CreateActor(const std::string& factory_name,
   info->set_job_id(options_.job_id.Binary());
   info->set_class_name(factory_name);
   info->set_owner_address(address_);
-  if (info->namespace_name().empty()) info->set_namespace_name(namespace_name_);
+  if (info->namespace_name().empty()) info->set_namespace_name(this->namespace_name());
   *info->mutable_required_resources() = spec.required_resources();
   TROUPE_RETURN_IF_ERROR(gcs_->RegisterActor(request));
   return actor_id;
@@ -376,7 +376,7 @@ absl::StatusOr<std::optional<ActorId>> CoreWorker::GetNamedActor(
     const std::string& name, const std::string& namespace_name) {
   rpc::GetActorInfoRequest request;
   request.set_name(name);
-  request.set_namespace_name(namespace_name.empty() ? namespace_name_ : namespace_name);
+  request.set_namespace_name(namespace_name.empty() ? this->namespace_name() : namespace_name);
   auto info = gcs_->GetActorInfo(request);
   if (info.status().code() == absl::StatusCode::kNotFound) return std::optional<ActorId>();
   if (!info.ok()) return info.status();
@@ -384,7 +384,8 @@ absl::StatusOr<std::optional<ActorId>> CoreWorker::GetNamedActor(
 }
 
 void CoreWorker::ExitActorAfterCurrentTask() {
-  if (!current_actor_.IsNil()) (void)gcs_->ReportActorExit(current_actor_.Binary());
+  const ActorId actor = current_actor_id();
+  if (!actor.IsNil()) (void)gcs_->ReportActorExit(actor.Binary());
   absl::MutexLock lock(&queue_mu_);
   exit_after_task_ = true;
 }
@@ -500,7 +501,10 @@ void CoreWorker::RunTaskLoop() {
     const int concurrency = spec.max_concurrency();
     push->reactor->Finish(grpc::Status::OK);
     if (created) {
-      current_actor_ = *ActorId::FromBinary(actor_id);
+      {
+        absl::MutexLock lock(&identity_mu_);
+        current_actor_ = *ActorId::FromBinary(actor_id);
+      }
       // More calls at once: extra threads take from the same queue (order is then not kept).
       for (int i = 1; i < concurrency; ++i) {
         extra_executors_.emplace_back([this] { RunTaskLoop(); });

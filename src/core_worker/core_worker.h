@@ -121,8 +121,11 @@ class CoreWorker {
   const NodeId& node_id() const { return node_id_; }
   const JobId& job_id() const { return options_.job_id; }
   const std::string& node_ip() const { return options_.node_ip; }
-  // Inside an actor (worker mode): the actor's ID; nil elsewhere.
-  const ActorId& current_actor_id() const { return current_actor_; }
+  // Inside an actor (worker mode): the actor's ID; nil elsewhere. Any thread.
+  ActorId current_actor_id() const {
+    absl::MutexLock lock(&identity_mu_);
+    return current_actor_;
+  }
   GcsClient& gcs() { return *gcs_; }
 
   // Returns the result's reference with one local reference held for the caller.
@@ -159,8 +162,15 @@ class CoreWorker {
   // Worker mode, inside an actor: tell the GCS the actor is leaving, and exit once the current
   // call has been answered.
   void ExitActorAfterCurrentTask();
-  const std::string& namespace_name() const { return namespace_name_; }
-  void set_namespace_name(std::string ns) { namespace_name_ = std::move(ns); }
+  // The namespace actors are created in and looked up by default. Any thread.
+  std::string namespace_name() const {
+    absl::MutexLock lock(&identity_mu_);
+    return namespace_name_;
+  }
+  void set_namespace_name(std::string ns) {
+    absl::MutexLock lock(&identity_mu_);
+    namespace_name_ = std::move(ns);
+  }
 
   void AddLocalRef(const ObjectRefInfo& ref) { references_.AddLocal(ref); }
   void RemoveLocalRef(const ObjectId& id) { references_.RemoveLocal(id); }
@@ -228,7 +238,10 @@ class CoreWorker {
   std::unique_ptr<TaskSubmitter> submitter_;
   std::unique_ptr<GcsClient> gcs_;
   std::unique_ptr<ActorTaskSubmitter> actor_submitter_;
-  std::string namespace_name_ = "default";
+  // Who this process acts as: set by the driver after Start (namespace) and by the task loop
+  // when an actor is created (actor), read by API calls on any thread.
+  mutable absl::Mutex identity_mu_;
+  std::string namespace_name_ ABSL_GUARDED_BY(identity_mu_) = "default";
   std::atomic<uint32_t> next_bundle_{0};
   std::unique_ptr<GrpcService> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -251,7 +264,7 @@ class CoreWorker {
     std::map<int64_t, std::shared_ptr<PendingPush>> early;
   };
   absl::flat_hash_map<std::string, CallerOrder> caller_order_ ABSL_GUARDED_BY(queue_mu_);
-  ActorId current_actor_;
+  ActorId current_actor_ ABSL_GUARDED_BY(identity_mu_);
   std::vector<std::thread> extra_executors_;  // actors with max_concurrency > 1
   std::atomic<bool> executing_{false};
   std::atomic<int> blocked_depth_{0};

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages Troupe builds and tests with. Idempotent: does nothing when
-# everything is present, and runs `apt-get update` only when something is missing.
+# everything is present, and runs `apt-get update` only when something is missing. Package names
+# given as arguments are installed too (bench/setup_peers.sh passes the benchmarks' own).
 set -euo pipefail
 
 PACKAGES=(
@@ -12,6 +13,7 @@ PACKAGES=(
   python3-torch                                     # DDP/gloo scripts for the launcher tests
   prometheus curl                                   # scraping /metrics in the jobs tests
 )
+PACKAGES+=("$@")
 
 missing=()
 for package in "${PACKAGES[@]}"; do

@@ -37,8 +37,8 @@ template <typename StatusOrStatus>
 
 // `ASSERT_OK_AND_ASSIGN(auto x, MaybeX());` declares x from an OK StatusOr, or fails the test
 // (fatally) with the expression and its status.
-#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
-  TROUPE_ASSERT_OK_AND_ASSIGN_IMPL_(TROUPE_CONCAT_(troupe_asserted_, __LINE__), lhs, expr)
+#define ASSERT_OK_AND_ASSIGN(lhs, ...) \
+  TROUPE_ASSERT_OK_AND_ASSIGN_IMPL_(TROUPE_CONCAT_(troupe_asserted_, __LINE__), lhs, (__VA_ARGS__))
 #define TROUPE_ASSERT_OK_AND_ASSIGN_IMPL_(tmp, lhs, expr)                                   \
   auto tmp = (expr);                                                                        \
   ASSERT_TRUE(tmp.ok()) << #expr << " failed: " << ::troupe::status_testing::StatusOf(tmp); \

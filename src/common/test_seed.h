@@ -1,15 +1,19 @@
-// TestSeed: the seed for every random choice a test makes, so a failure can be replayed.
-// It is $TROUPE_TEST_SEED when set (rerun a failure with the seed it printed), else a fresh one;
-// either way it is printed and recorded in the test's XML result (property "seed").
-// Call it inside a running test; thread-safe.
+// TestSeed / TestRandom: the seed for every random choice a test makes, so a failure can be
+// replayed. The seed is $TROUPE_TEST_SEED when set (rerun a failure with the seed it printed),
+// else a fresh one per test; either way it is printed once per test and recorded in the test's
+// XML result (property "seed"). Call inside a running test, on the test's thread.
 #pragma once
 
 #include <cstdint>
+#include <random>
 
 namespace troupe::testing {
 
-// The seed for the current test: printed as "TROUPE_TEST_SEED=<n>" and recorded as the
-// test's "seed" property. Seed one generator with it (std::mt19937 random(TestSeed());).
+// The current test's seed (the same value for every call within one test).
 uint32_t TestSeed();
+
+// The current test's generator, seeded with TestSeed() when the test first asks for it: the
+// same seed replays the same draws, in the order the test makes them.
+std::mt19937& TestRandom();
 
 }  // namespace troupe::testing

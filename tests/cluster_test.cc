@@ -71,6 +71,22 @@ TEST(ClusterTest, HeadAndThreeWorkersShowExactResources) {
   EXPECT_TRUE(absl::StrContains(text.out, "0B/7.00GiB memory")) << text.out;
 }
 
+// The fixture's own contract: a cluster or node that does not start is an error the test can
+// ASSERT on (with the CLI's words), not a half-started cluster the test carries on with.
+TEST(ClusterTest, StartFailuresAreErrorsThatSayWhy) {
+  absl::StatusOr<TestCluster> bad_head = TestCluster::Start({"--num-cpus=lots"});
+  ASSERT_FALSE(bad_head.ok());
+  EXPECT_TRUE(absl::StrContains(bad_head.status().message(), "--num-cpus")) << bad_head.status();
+  EXPECT_TRUE(absl::StrContains(bad_head.status().message(), "exited with 2")) << bad_head.status();
+
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start());
+  absl::StatusOr<std::string> bad_worker = cluster.AddWorker({"--num-gpus=some"});
+  ASSERT_FALSE(bad_worker.ok());
+  EXPECT_TRUE(absl::StrContains(bad_worker.status().message(), "--num-gpus"))
+      << bad_worker.status();
+  EXPECT_EQ(cluster.Status()["nodes"].size(), 1u);
+}
+
 TEST(ClusterTest, KilledRayletIsDeadWithinFiveSecondsAndSubscribersAreTold) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   ASSERT_OK_AND_ASSIGN(std::string worker, cluster.AddWorker({"--num-cpus=1"}));

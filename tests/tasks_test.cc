@@ -66,6 +66,8 @@ uint64_t ChecksumOf(const std::vector<uint8_t>& bytes) {
   return Checksum(bytes.data(), bytes.size());
 }
 
+// The task bodies below that sleep do so on purpose: a task that takes its time is the scenario
+// (tasks overlapping, a task still running when its node is killed, a CPU held busy).
 std::string NodeOfTask(int sleep_ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
   return std::getenv("TROUPE_NODE_ID");

@@ -1,9 +1,31 @@
 #!/usr/bin/env bash
-# Installs the peers the benchmarks compare against into a virtualenv (PyPI): Ray and numpy.
-# Idempotent. Usage: bash bench/setup_peers.sh [venv dir]
+# Installs everything the benchmarks run besides Troupe itself, so each bench/*.py works on a
+# fresh machine. Idempotent; prints the virtualenv's python last.
+#   Debian packages (through scripts/install_deps.sh, which also installs Troupe's build
+#   dependencies, LibTorch for //bench:train_bench included):
+#     python3-torch        bench/gloo_bench.py (run by collective_bench.py), bench/ddp_bench.py
+#     python3-torchvision  bench/ddp_bench.py's ResNet18 (run by train_bench.py)
+#     python3-venv         the virtualenv below
+#   PyPI, into a virtualenv (default ~/.cache/troupe-bench-venv):
+#     ray[default]==2.60.0 bench/ray_microbench.py (run by microbenchmark.py), the `ray` CLI for
+#                          cluster_start.py (--ray VENV/bin/ray), and the job SDK for
+#                          tests/jobs_test.cc's Ray-client check
+#     numpy                bench/ray_microbench.py
+# Usage: bash bench/setup_peers.sh [venv dir]
 set -euo pipefail
+cd "$(dirname "$0")/.."
 VENV=${1:-$HOME/.cache/troupe-bench-venv}
-if [ ! -x "$VENV/bin/python" ]; then python3 -m venv "$VENV"; fi
-"$VENV/bin/python" -c "import ray.job_submission, aiohttp, numpy" 2>/dev/null ||
-  "$VENV/bin/pip" install -q "ray[default]" numpy  # [default]: the jobs SDK, for tests/jobs_test.cc
+RAY_VERSION=2.60.0  # the version docs/benchmarks.md reports
+NUMPY_VERSION=2.4.6
+
+bash scripts/install_deps.sh python3-torch python3-torchvision python3-venv
+
+# Debian's Python (python3-venv), not whichever python3 comes first on PATH.
+if [ ! -x "$VENV/bin/python" ]; then /usr/bin/python3 -m venv "$VENV"; fi
+"$VENV/bin/python" - "$RAY_VERSION" "$NUMPY_VERSION" 2>/dev/null <<'PY' ||
+import sys
+import aiohttp, numpy, ray, ray.job_submission
+sys.exit(0 if (ray.__version__, numpy.__version__) == tuple(sys.argv[1:3]) else 1)
+PY
+  "$VENV/bin/pip" install -q "ray[default]==$RAY_VERSION" "numpy==$NUMPY_VERSION"
 echo "$VENV/bin/python"

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Installs the Debian/Ubuntu packages Troupe builds and tests with. Idempotent: does nothing when
-# everything is present, and runs `apt-get update` only when something is missing.
+# everything is present, and runs `apt-get update` only when something is missing. Package names
+# given as arguments are installed too (bench/setup_peers.sh passes the benchmarks' own).
 set -euo pipefail
 
 PACKAGES=(
   bazel-bootstrap bazel-platforms bazel-rules-java   # Bazel 4.2.3, offline
-  g++ protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
+  g++ clang protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libabsl-dev libhiredis-dev redis-server libmsgpack-cxx-dev libcpp-httplib-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev python3
   libtorch-dev zlib1g-dev dataset-fashion-mnist     # the train library and its examples
   python3-torch                                     # DDP/gloo scripts for the launcher tests
   prometheus curl                                   # scraping /metrics in the jobs tests
 )
+PACKAGES+=("$@")
 
 missing=()
 for package in "${PACKAGES[@]}"; do

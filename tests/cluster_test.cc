@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <thread>
 
@@ -12,6 +13,8 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "src/common/ids.h"
+#include "src/common/status_testing.h"
+#include "src/common/wait_until.h"
 #include "src/rpc/cluster_token.h"
 #include "tests/test_cluster.h"
 
@@ -19,14 +22,18 @@ namespace troupe::testing {
 namespace {
 
 TEST(ClusterTest, HeadAndThreeWorkersShowExactResources) {
-  TestCluster cluster({"--num-cpus=2", "--num-gpus=1", "--memory=1GiB",
-                       "--object-store-memory=256MiB", R"(--resources={"head_slot": 1})"});
+  ASSERT_OK_AND_ASSIGN(
+      TestCluster cluster,
+      TestCluster::Start({"--num-cpus=2", "--num-gpus=1", "--memory=1GiB",
+                          "--object-store-memory=256MiB", R"(--resources={"head_slot": 1})"}));
   std::vector<std::string> workers;
   for (int i = 1; i <= 3; ++i) {
-    workers.push_back(cluster.AddWorker({absl::StrCat("--num-cpus=", 4 * i), "--num-gpus=0.5",
-                                         "--memory=2GiB", "--object-store-memory=512MiB",
-                                         absl::StrCat(R"(--resources={"accel": )", i, "}"),
-                                         absl::StrCat(R"(--labels={"rack": "r)", i, R"("})")}));
+    ASSERT_OK_AND_ASSIGN(std::string worker,
+                         cluster.AddWorker({absl::StrCat("--num-cpus=", 4 * i), "--num-gpus=0.5",
+                                            "--memory=2GiB", "--object-store-memory=512MiB",
+                                            absl::StrCat(R"(--resources={"accel": )", i, "}"),
+                                            absl::StrCat(R"(--labels={"rack": "r)", i, R"("})")}));
+    workers.push_back(worker);
   }
   nlohmann::json status = cluster.Status();
   ASSERT_EQ(status["nodes"].size(), 4u) << status.dump(2);
@@ -64,9 +71,25 @@ TEST(ClusterTest, HeadAndThreeWorkersShowExactResources) {
   EXPECT_TRUE(absl::StrContains(text.out, "0B/7.00GiB memory")) << text.out;
 }
 
+// The fixture's own contract: a cluster or node that does not start is an error the test can
+// ASSERT on (with the CLI's words), not a half-started cluster the test carries on with.
+TEST(ClusterTest, StartFailuresAreErrorsThatSayWhy) {
+  absl::StatusOr<TestCluster> bad_head = TestCluster::Start({"--num-cpus=lots"});
+  ASSERT_FALSE(bad_head.ok());
+  EXPECT_TRUE(absl::StrContains(bad_head.status().message(), "--num-cpus")) << bad_head.status();
+  EXPECT_TRUE(absl::StrContains(bad_head.status().message(), "exited with 2")) << bad_head.status();
+
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start());
+  absl::StatusOr<std::string> bad_worker = cluster.AddWorker({"--num-gpus=some"});
+  ASSERT_FALSE(bad_worker.ok());
+  EXPECT_TRUE(absl::StrContains(bad_worker.status().message(), "--num-gpus"))
+      << bad_worker.status();
+  EXPECT_EQ(cluster.Status()["nodes"].size(), 1u);
+}
+
 TEST(ClusterTest, KilledRayletIsDeadWithinFiveSecondsAndSubscribersAreTold) {
-  TestCluster cluster({"--num-cpus=1"});
-  std::string worker = cluster.AddWorker({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string worker, cluster.AddWorker({"--num-cpus=1"}));
   nlohmann::json node = FindNode(cluster.Status(), worker);
   ASSERT_FALSE(node.is_null());
   const int raylet_pid = node["raylet_pid"];
@@ -77,30 +100,39 @@ TEST(ClusterTest, KilledRayletIsDeadWithinFiveSecondsAndSubscribersAreTold) {
   ASSERT_TRUE(cursor.ok()) << cursor.status();
 
   ASSERT_EQ(kill(raylet_pid, SIGKILL), 0);
-  const absl::Time killed = absl::Now();
-  const absl::Time deadline = killed + absl::Seconds(5);
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
   int64_t after = cursor->last_seq();
-  bool dead = false;
-  while (!dead && absl::Now() < deadline) {
-    rpc::PollRequest poll;
-    poll.set_after_seq(after);
-    poll.add_channels(rpc::NODE_CHANNEL);
-    poll.set_timeout_ms(absl::ToInt64Milliseconds(deadline - absl::Now()));
-    auto reply = cluster.gcs().Poll(poll);
-    ASSERT_TRUE(reply.ok()) << reply.status();
-    after = reply->last_seq();
-    for (const auto& message : reply->messages()) {
-      if (message.node().node_id() == NodeId::FromHex(worker)->Binary() &&
-          message.node().state() == rpc::NodeInfo::DEAD) {
-        dead = true;
-        EXPECT_TRUE(absl::StrContains(message.node().death_reason(), "health check failed"))
-            << message.node().death_reason();
-      }
-    }
-  }
-  ASSERT_TRUE(dead) << "no DEAD message for the killed raylet within 5 s";
-  std::cout << "raylet SIGKILL -> DEAD published after "
-            << absl::FormatDuration(absl::Now() - killed) << "\n";
+  std::string death_reason;
+  absl::Status poll_status;
+  // Each check is a long poll (up to 500 ms, never past the deadline) for node messages after
+  // the last one seen.
+  ::testing::AssertionResult dead = WaitUntil(
+      [&] {
+        rpc::PollRequest poll;
+        poll.set_after_seq(after);
+        poll.add_channels(rpc::NODE_CHANNEL);
+        poll.set_timeout_ms(
+            std::clamp<int64_t>(absl::ToInt64Milliseconds(deadline - absl::Now()), 0, 500));
+        auto reply = cluster.gcs().Poll(poll);
+        if (!reply.ok()) {
+          poll_status = reply.status();
+          return true;
+        }
+        after = reply->last_seq();
+        for (const auto& message : reply->messages()) {
+          if (message.node().node_id() == NodeId::FromHex(worker)->Binary() &&
+              message.node().state() == rpc::NodeInfo::DEAD) {
+            death_reason = message.node().death_reason();
+            return true;
+          }
+        }
+        return false;
+      },
+      absl::Seconds(5), "a DEAD message for the killed raylet", absl::ZeroDuration());
+  ASSERT_TRUE(dead);
+  ASSERT_TRUE(poll_status.ok()) << poll_status;
+  EXPECT_TRUE(absl::StrContains(death_reason, "health check failed")) << death_reason;
+  std::cout << "raylet SIGKILL -> " << dead.message() << "\n";
   nlohmann::json after_status = FindNode(cluster.Status(), worker);
   EXPECT_EQ(after_status["state"], "DEAD");
   // The dead node's resources leave the cluster totals.
@@ -108,7 +140,7 @@ TEST(ClusterTest, KilledRayletIsDeadWithinFiveSecondsAndSubscribersAreTold) {
 }
 
 TEST(ClusterTest, CallsWithoutTheRightTokenAreRefused) {
-  TestCluster cluster;
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start());
   const ClusterToken real = *ClusterToken::Parse(cluster.token());
 
   GcsClient no_token(cluster.gcs_address(), "", absl::Seconds(5));
@@ -135,9 +167,9 @@ TEST(ClusterTest, CallsWithoutTheRightTokenAreRefused) {
 }
 
 TEST(ClusterTest, StopLeavesNoTroupeProcessBehind) {
-  TestCluster cluster;
-  cluster.AddWorker();
-  cluster.AddWorker();
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start());
+  ASSERT_OK(cluster.AddWorker());
+  ASSERT_OK(cluster.AddWorker());
   EXPECT_EQ(ProcessesMentioning(cluster.temp_root()).size(), 4u);  // GCS + 3 raylets
   CommandResult stop = cluster.Troupe({"stop"});
   EXPECT_EQ(stop.exit_code, 0) << stop.err;
@@ -157,7 +189,7 @@ TEST(ClusterTest, StopLeavesNoTroupeProcessBehind) {
 }
 
 TEST(ClusterTest, ClearErrors) {
-  TestCluster cluster;
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start());
   const std::string port = cluster.gcs_address().substr(cluster.gcs_address().rfind(':') + 1);
   CommandResult taken = cluster.Troupe({"start", "--head", "--port=" + port});
   EXPECT_EQ(taken.exit_code, 1);
@@ -197,15 +229,17 @@ TEST(ClusterTest, ClearErrors) {
 }
 
 TEST(ClusterTest, RayletsReRegisterWhenTheGcsComesBack) {
-  TestCluster cluster;
-  cluster.AddWorker();
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start());
+  ASSERT_OK(cluster.AddWorker());
   const int gcs_pid = cluster.GcsPid();
   ASSERT_NE(gcs_pid, 0);
   std::vector<std::string> args = CommandLineOf(gcs_pid);
   ASSERT_GE(args.size(), 2u);
   ASSERT_EQ(args[1], "gcs-server");
   ASSERT_EQ(kill(gcs_pid, SIGKILL), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Its port must be free before another GCS can take it (a killed process's cmdline is empty).
+  ASSERT_TRUE(WaitUntil([&] { return CommandLineOf(gcs_pid).empty(); }, absl::Seconds(10),
+                        "the killed GCS to exit"));
 
   // Restart the GCS by hand with the same arguments (same port, token and cluster): its table
   // is empty, so the raylets must notice and register again.
@@ -218,32 +252,27 @@ TEST(ClusterTest, RayletsReRegisterWhenTheGcsComesBack) {
     execv(binary.c_str(), argv.data());
     _exit(127);
   }
-  const absl::Time deadline = absl::Now() + absl::Seconds(15);
-  size_t alive = 0;
-  while (absl::Now() < deadline) {
-    auto nodes = cluster.gcs().GetAllNodeInfo();
-    alive = 0;
-    if (nodes.ok()) {
-      for (const auto& node : *nodes) alive += node.state() == rpc::NodeInfo::ALIVE;
-    }
-    if (alive == 2) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_EQ(alive, 2u);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        auto nodes = cluster.gcs().GetAllNodeInfo();
+        if (!nodes.ok()) return false;
+        size_t alive = 0;
+        for (const auto& node : *nodes) alive += node.state() == rpc::NodeInfo::ALIVE;
+        return alive == 2;
+      },
+      absl::Seconds(15), "both raylets to register with the restarted GCS",
+      absl::Milliseconds(100)));
   kill(restarted, SIGTERM);
   waitpid(restarted, nullptr, 0);
 }
 
 TEST(ClusterTest, RayletExitsWhenTheHeadIsGoneTooLong) {
-  TestCluster cluster;
-  std::string worker = cluster.AddWorker({"--gcs-reconnect-timeout-s=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start());
+  ASSERT_OK_AND_ASSIGN(std::string worker, cluster.AddWorker({"--gcs-reconnect-timeout-s=2"}));
   const int raylet_pid = FindNode(cluster.Status(), worker)["raylet_pid"];
   ASSERT_EQ(kill(cluster.GcsPid(), SIGKILL), 0);
-  const absl::Time deadline = absl::Now() + absl::Seconds(15);
-  while (absl::Now() < deadline && !CommandLineOf(raylet_pid).empty()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_TRUE(CommandLineOf(raylet_pid).empty()) << "raylet still running after the head vanished";
+  EXPECT_TRUE(WaitUntil([&] { return CommandLineOf(raylet_pid).empty(); }, absl::Seconds(15),
+                        "the raylet to exit after its head vanished", absl::Milliseconds(100)));
   // It said why, in its log.
   bool explained = false;
   for (const auto& log_path : cluster.RayletLogs()) {
@@ -257,7 +286,7 @@ TEST(ClusterTest, RayletExitsWhenTheHeadIsGoneTooLong) {
 }
 
 TEST(ClusterTest, KvJobsAndPubsubOverGrpc) {
-  TestCluster cluster;
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start());
   GcsClient& gcs = cluster.gcs();
   ASSERT_TRUE(*gcs.KVPut("collective", "group/rank0", "10.0.0.1:5000", false));
   ASSERT_TRUE(*gcs.KVPut("collective", "group/rank1", "10.0.0.2:5000", false));
@@ -275,7 +304,9 @@ TEST(ClusterTest, KvJobsAndPubsubOverGrpc) {
   rpc::PollRequest cursor_request;
   cursor_request.set_after_seq(-1);
   int64_t cursor = gcs.Poll(cursor_request)->last_seq();
-  // A poll waiting in another thread is answered by the job being added.
+  // A poll waiting in another thread is answered by the job being added. (The delay is the
+  // behaviour under test: it lets the poll below be waiting when the job arrives; were it not
+  // yet waiting, the poll would still return the job and the test would still pass.)
   std::thread add([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     rpc::JobInfo job;

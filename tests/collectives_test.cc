@@ -18,6 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "src/collective/reduce.h"
+#include "src/common/status_testing.h"
+#include "src/common/test_seed.h"
 #include "tests/driver.h"
 #include "tests/test_cluster.h"
 #include "troupe/api.h"
@@ -272,7 +274,7 @@ class Member {
   static Member* Create() { return new Member(); }
   int Pid() { return static_cast<int>(getpid()); }
 
-  // Joins after `delay_ms`; "ok" or the error.
+  // Joins after `delay_ms` (the late, out-of-order joins are what is tested); "ok" or the error.
   std::string Join(int world, int rank, std::string group, int delay_ms, bool tcp,
                    int rendezvous_ms, int timeout_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
@@ -366,10 +368,12 @@ Members StartMembers(int n) {
   return members;
 }
 
-// Every member joins `group` (ranks in order of `members`), in a random order with random delays.
+// Every member joins `group` (ranks in order of `members`), in a random order with random delays
+// (from the test's seeded generator: TROUPE_TEST_SEED replays them). Fails fatally if one cannot
+// join: call it inside ASSERT_NO_FATAL_FAILURE so the test stops too.
 void JoinAll(const Members& members, const std::string& group, bool tcp = false,
              int timeout_ms = 60000) {
-  std::mt19937 random(std::random_device{}());
+  std::mt19937& random = troupe::testing::TestRandom();
   std::vector<int> order(members.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::shuffle(order.begin(), order.end(), random);
@@ -422,12 +426,12 @@ int CountCollectiveKeys(TestCluster& cluster) {
 }
 
 TEST(CollectivesTest, EveryOpEveryTypeOnTwoRayletsUpTo64MB) {
-  TestCluster cluster({"--num-cpus=2"});
-  cluster.AddWorker({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
   {
     Driver driver(cluster);
     Members members = StartMembers(2);
-    JoinAll(members, "g2");
+    ASSERT_NO_FATAL_FAILURE(JoinAll(members, "g2"));
     // Once InitGroup returned everywhere, every member has unlinked its inbox file.
     std::vector<int> pids;
     for (const auto& m : members) pids.push_back(*troupe::Get(m.Task(&Member::Pid).Remote()));
@@ -442,15 +446,15 @@ TEST(CollectivesTest, EveryOpEveryTypeOnTwoRayletsUpTo64MB) {
 }
 
 TEST(CollectivesTest, FourToEightMembersOnThreeRaylets) {
-  TestCluster cluster({"--num-cpus=2"});
-  cluster.AddWorker({"--num-cpus=2"});
-  cluster.AddWorker({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
   Driver driver(cluster);
   Members members = StartMembers(8);
   Members four(members.begin(), members.begin() + 4);
-  JoinAll(four, "g4");
+  ASSERT_NO_FATAL_FAILURE(JoinAll(four, "g4"));
   CheckAllMembers(four, "g4", {1, 5, 1031, 40009, 300007}, 2);
-  JoinAll(members, "g8");
+  ASSERT_NO_FATAL_FAILURE(JoinAll(members, "g8"));
   CheckAllMembers(members, "g8", {1, 3, 9, 2053, 70001}, 3);
   // Async operations queue in order and overlap with the caller.
   std::vector<troupe::ObjectRef<std::string>> results;
@@ -460,21 +464,21 @@ TEST(CollectivesTest, FourToEightMembersOnThreeRaylets) {
 }
 
 TEST(CollectivesTest, TcpTransportBetweenMembers) {
-  TestCluster cluster({"--num-cpus=2"});
-  cluster.AddWorker({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
   Driver driver(cluster);
   Members members = StartMembers(3);
-  JoinAll(members, "tcp", /*tcp=*/true);
+  ASSERT_NO_FATAL_FAILURE(JoinAll(members, "tcp", /*tcp=*/true));
   CheckAllMembers(members, "tcp", {1, 6, 777, 30011, 250007}, 4);
 }
 
 TEST(CollectivesTest, KilledMemberFailsTheOthersWithinTheTimeoutAndTheGroupCanBeRecreated) {
-  TestCluster cluster({"--num-cpus=2"});
-  cluster.AddWorker({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
   Driver driver(cluster);
   Members members = StartMembers(4);
   const int timeout_ms = 20000;
-  JoinAll(members, "doomed", false, timeout_ms);
+  ASSERT_NO_FATAL_FAILURE(JoinAll(members, "doomed", false, timeout_ms));
   const int victim = 2;
   const int victim_pid = *troupe::Get(members[victim].Task(&Member::Pid).Remote());
   std::vector<troupe::ObjectRef<std::string>> results;
@@ -482,7 +486,9 @@ TEST(CollectivesTest, KilledMemberFailsTheOthersWithinTheTimeoutAndTheGroupCanBe
     results.push_back(
         m.Task(&Member::SumLoop).Remote(std::string("doomed"), int64_t{16 << 20}, 1000));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // well into the all-reduces
+  // The kill must land while the members are inside their all-reduces (1000 x 64 MB takes far
+  // longer than this); nothing observable from here says "inside", so the 1.5 s is the scenario.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const auto killed_at = std::chrono::steady_clock::now();
   ASSERT_EQ(kill(victim_pid, SIGKILL), 0);
   for (int rank = 0; rank < 4; ++rank) {
@@ -503,15 +509,15 @@ TEST(CollectivesTest, KilledMemberFailsTheOthersWithinTheTimeoutAndTheGroupCanBe
     EXPECT_TRUE(*troupe::Get(members[rank].Task(&Member::Destroy).Remote(std::string("doomed"))));
   }
   members[victim] = troupe::Actor(Member::Create).Remote();
-  JoinAll(members, "doomed");
+  ASSERT_NO_FATAL_FAILURE(JoinAll(members, "doomed"));
   CheckAllMembers(members, "doomed", {1, 4097, 100003}, 5);
 }
 
 TEST(CollectivesTest, MismatchedCallsAreReportedNotCorrupted) {
-  TestCluster cluster({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
   Driver driver(cluster);
   Members members = StartMembers(2);
-  JoinAll(members, "mismatch");
+  ASSERT_NO_FATAL_FAILURE(JoinAll(members, "mismatch"));
   auto a = members[0].Task(&Member::AllReduceCount).Remote(std::string("mismatch"), int64_t{10});
   auto b = members[1].Task(&Member::AllReduceCount).Remote(std::string("mismatch"), int64_t{12});
   for (const std::string& result : {*troupe::Get(a), *troupe::Get(b)}) {
@@ -524,7 +530,7 @@ TEST(CollectivesTest, MismatchedCallsAreReportedNotCorrupted) {
 }
 
 TEST(CollectivesTest, RendezvousTimeoutNamesTheMissingRank) {
-  TestCluster cluster({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
   Driver driver(cluster);
   Members members = StartMembers(2);
   // World of 3, but rank 2 never comes.
@@ -539,8 +545,8 @@ TEST(CollectivesTest, RendezvousTimeoutNamesTheMissingRank) {
 }
 
 TEST(CollectivesTest, DriverDeclaredGroupIsJoinedAtFirstUseAndLeavesNothingBehind) {
-  TestCluster cluster({"--num-cpus=2"});
-  cluster.AddWorker({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
   {
     Driver driver(cluster);
     Members members = StartMembers(3);
@@ -566,7 +572,7 @@ TEST(CollectivesTest, DriverDeclaredGroupIsJoinedAtFirstUseAndLeavesNothingBehin
 }
 
 TEST(CollectivesTest, BadArgumentsGetClearErrors) {
-  TestCluster cluster({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
   Driver driver(cluster);
   auto expect_error = [](const std::function<void()>& call, const std::string& text) {
     try {

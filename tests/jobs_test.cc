@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -17,6 +18,8 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "src/common/status_testing.h"
+#include "src/common/wait_until.h"
 #include "tests/test_cluster.h"
 
 namespace {
@@ -25,6 +28,7 @@ using nlohmann::json;
 using troupe::testing::CommandResult;
 using troupe::testing::PickFreePort;
 using troupe::testing::TestCluster;
+using troupe::testing::WaitUntil;
 
 std::string JobProgram() {
   return absl::StrCat(std::getenv("TEST_SRCDIR"), "/", std::getenv("TEST_WORKSPACE"),
@@ -33,15 +37,20 @@ std::string JobProgram() {
 
 class JobsTest : public ::testing::Test {
  protected:
-  JobsTest() : cluster_({"--num-cpus=1", absl::StrCat("--http-port=", PickFreePort())}) {
-    cluster_.AddWorker({"--num-cpus=1"});
-    cluster_.AddWorker({"--num-cpus=1"});
+  // A fatal failure here skips the test body.
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(
+        TestCluster started,
+        TestCluster::Start({"--num-cpus=1", absl::StrCat("--http-port=", PickFreePort())}));
+    cluster_.emplace(std::move(started));
+    ASSERT_OK(cluster_->AddWorker({"--num-cpus=1"}));
+    ASSERT_OK(cluster_->AddWorker({"--num-cpus=1"}));
   }
 
   CommandResult Job(std::vector<std::string> args) {
     args.insert(args.begin(), "job");
-    args.insert(args.begin() + 2, "--address=" + cluster_.HttpAddress());
-    args.insert(args.begin() + 3, "--token=" + cluster_.token());
+    args.insert(args.begin() + 2, "--address=" + cluster_->HttpAddress());
+    args.insert(args.begin() + 3, "--token=" + cluster_->token());
     return troupe::testing::RunTroupe(args);
   }
 
@@ -49,8 +58,8 @@ class JobsTest : public ::testing::Test {
   httplib::Result Request(const std::string& method, const std::string& path,
                           const std::string& body = "", httplib::Headers headers = {},
                           bool with_token = true) {
-    httplib::Client client(cluster_.HttpAddress());
-    if (with_token) headers.emplace("Authorization", "Bearer " + cluster_.token());
+    httplib::Client client(cluster_->HttpAddress());
+    if (with_token) headers.emplace("Authorization", "Bearer " + cluster_->token());
     if (method == "POST") return client.Post(path.c_str(), headers, body, "application/json");
     return client.Get(path.c_str(), headers);
   }
@@ -60,7 +69,7 @@ class JobsTest : public ::testing::Test {
     return r ? json::parse(r->body, nullptr, false) : json();
   }
 
-  TestCluster cluster_;
+  std::optional<TestCluster> cluster_;  // started by SetUp
 };
 
 TEST_F(JobsTest, TroupeProgramWithWorkingDirSucceedsAndItsOutputIsKept) {
@@ -104,22 +113,18 @@ TEST_F(JobsTest, StoppingALongJobStopsItsDriverAndActors) {
   CommandResult r =
       Job({"submit", "--no-wait", "--submission-id=long", "--", JobProgram(), "--hold"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // Wait until it holds its actor (1 CPU somewhere).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!absl::StrContains(Job({"logs", "long"}).out, "holding an actor") &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return absl::StrContains(Job({"logs", "long"}).out, "holding an actor");
+      },
+      absl::Seconds(60), "the job to hold its actor (1 CPU somewhere)", absl::Milliseconds(200)));
   ASSERT_EQ(JobRecord("long")["status"], "RUNNING");
   CommandResult stop = Job({"stop", "long"});
   EXPECT_EQ(stop.exit_code, 0) << stop.err;
-  std::string status;
-  while (std::chrono::steady_clock::now() < deadline) {
-    status = JobRecord("long")["status"];
-    if (status == "STOPPED") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  EXPECT_EQ(status, "STOPPED");
+  json status;
+  EXPECT_TRUE(WaitUntil([&] { return (status = JobRecord("long")["status"]) == "STOPPED"; },
+                        absl::Seconds(60), "the job to be STOPPED", absl::Milliseconds(200)))
+      << "last status " << status;
   // ~TestCluster checks that every node's resources are all available again.
 }
 
@@ -159,7 +164,7 @@ TEST_F(JobsTest, BadRequestsGetClearErrorsAndChangeNothing) {
 
 TEST_F(JobsTest, ListAndLogsCommands) {
   auto troupe = [&](std::vector<std::string> args) {
-    args.push_back("--temp-dir=" + cluster_.temp_root());
+    args.push_back("--temp-dir=" + cluster_->temp_root());
     return troupe::testing::RunTroupe(args);
   };
   CommandResult nodes = troupe({"list", "nodes"});
@@ -201,12 +206,15 @@ TEST_F(JobsTest, MetricsPassPromtoolAndCountTheCluster) {
   ASSERT_NE(at, std::string::npos) << r->body;
   EXPECT_GE(std::stoi(r->body.substr(at + finished_calls.size())), 4) << r->body;
   // The GCS publishes its handler latencies every 5 s.
-  for (int i = 0;
-       i < 60 && !absl::StrContains(r->body, "troupe_gcs_server_rpc_duration_seconds_count"); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    r = Request("GET", "/metrics");
-    ASSERT_TRUE(r);
-  }
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        if (r && absl::StrContains(r->body, "troupe_gcs_server_rpc_duration_seconds_count")) {
+          return true;
+        }
+        r = Request("GET", "/metrics");
+        return false;
+      },
+      absl::Seconds(12), "the GCS's handler latencies in /metrics", absl::Milliseconds(200)));
   EXPECT_TRUE(absl::StrContains(
       r->body,
       "troupe_gcs_server_rpc_duration_seconds_count{method=\"/troupe.rpc.JobInfoService/AddJob\"}"))
@@ -248,8 +256,8 @@ TEST_F(JobsTest, RaysJobSubmissionClientWorks) {
          "print('logs', c.get_job_logs(jid).strip())\n"
          "print('listed', jid in [j.submission_id for j in c.list_jobs()])\n";
   const std::string out = absl::StrCat(testing::TempDir(), "/ray_client.out");
-  const int code = std::system((python + " " + script + " " + cluster_.HttpAddress() + " " +
-                                cluster_.token() + " > " + out + " 2>&1")
+  const int code = std::system((python + " " + script + " " + cluster_->HttpAddress() + " " +
+                                cluster_->token() + " > " + out + " 2>&1")
                                    .c_str());
   std::ifstream in(out);
   std::string text((std::istreambuf_iterator<char>(in)), {});
@@ -264,8 +272,8 @@ TEST_F(JobsTest, PrometheusScrapesTheHead) {
   if (!std::filesystem::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no /usr/bin/prometheus";
   const std::string dir = absl::StrCat(testing::TempDir(), "/prometheus");
   std::filesystem::create_directories(dir + "/data");
-  std::ofstream(dir + "/token") << cluster_.token();
-  const std::string target = cluster_.HttpAddress().substr(7);  // host:port
+  std::ofstream(dir + "/token") << cluster_->token();
+  const std::string target = cluster_->HttpAddress().substr(7);  // host:port
   std::ofstream(dir + "/prometheus.yml")
       << "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: troupe\n"
       << "    authorization:\n      credentials_file: " << dir << "/token\n"
@@ -280,20 +288,16 @@ TEST_F(JobsTest, PrometheusScrapesTheHead) {
     _exit(127);
   }
   httplib::Client prometheus("127.0.0.1", port);
-  std::string answer;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto r = prometheus.Get("/api/v1/query?query=troupe_nodes%7Bstate%3D%22alive%22%7D");
-    if (r && r->status == 200 && absl::StrContains(r->body, "\"3\"")) {
-      answer = r->body;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  }
+  ::testing::AssertionResult saw_nodes = WaitUntil(
+      [&] {
+        auto r = prometheus.Get("/api/v1/query?query=troupe_nodes%7Bstate%3D%22alive%22%7D");
+        return r && r->status == 200 && absl::StrContains(r->body, "\"3\"");
+      },
+      absl::Seconds(60), "Prometheus to scrape 3 alive nodes", absl::Milliseconds(500));
   auto up = prometheus.Get("/api/v1/query?query=up%7Bjob%3D%22troupe%22%7D");
   kill(pid, SIGTERM);
   waitpid(pid, nullptr, 0);
-  EXPECT_TRUE(absl::StrContains(answer, "\"3\"")) << "Prometheus never saw 3 alive nodes";
+  EXPECT_TRUE(saw_nodes);
   ASSERT_TRUE(up);
   EXPECT_TRUE(absl::StrContains(up->body, "\"1\"")) << up->body;  // the scrape succeeded
 }

@@ -8,6 +8,8 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "src/common/status_testing.h"
+#include "src/common/wait_until.h"
 #include "tests/driver.h"
 #include "tests/test_cluster.h"
 #include "troupe/api.h"
@@ -32,19 +34,27 @@ TROUPE_REMOTE(WhereAmI, Trainer::Create, &Trainer::Node, &Trainer::Devices);
 using troupe::testing::TestCluster;
 
 using troupe::testing::Driver;
+using troupe::testing::WaitUntil;
+
+// The CPUs available in the whole cluster, as `troupe status` reports them (-1 if unreadable).
+double AvailableCpus(TestCluster& cluster) {
+  nlohmann::json cpus = cluster.Status()["resources_available"]["CPU"];
+  return cpus.is_number() ? cpus.get<double>() : -1;
+}
 
 TEST(PlacementGroupsTest, StrictSpreadWaitsForAThirdNode) {
-  TestCluster cluster({"--num-cpus=2"});
-  cluster.AddWorker({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
   Driver driver(cluster);
   auto group = troupe::CreatePlacementGroup({"three",
                                              {{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}},
                                              troupe::PlacementStrategy::kStrictSpread});
+  // Still unplaced after 1.5 s is the behaviour under test (two nodes cannot host it).
   EXPECT_FALSE(group.Wait(std::chrono::milliseconds(1500)));
   auto pending = cluster.Troupe({"status"});
   EXPECT_TRUE(absl::StrContains(pending.out, "STRICT_SPREAD needs 3 different nodes"))
       << pending.out;
-  std::string third = cluster.AddWorker({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(std::string third, cluster.AddWorker({"--num-cpus=2"}));
   ASSERT_TRUE(group.Wait(std::chrono::seconds(20)));
   // One task per bundle: three different nodes.
   std::set<std::string> nodes;
@@ -57,18 +67,17 @@ TEST(PlacementGroupsTest, StrictSpreadWaitsForAThirdNode) {
 }
 
 TEST(PlacementGroupsTest, PackReservesOnOneNodeAndRemovalFreesEverything) {
-  TestCluster cluster({"--num-cpus=4"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=4"}));
   Driver driver(cluster);
   auto group = troupe::CreatePlacementGroup(
       {"packed", {{{"CPU", 1}}, {{"CPU", 2}}}, troupe::PlacementStrategy::kPack});
   ASSERT_TRUE(group.Wait(std::chrono::seconds(10)));
   // Reserved: 3 of 4 CPUs are taken from the node (reports every 100 ms).
   double available = -1;
-  for (int i = 0; i < 30 && available != 1.0; ++i) {
-    available = cluster.Status()["resources_available"]["CPU"];
-    if (available != 1.0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_EQ(available, 1.0);
+  EXPECT_TRUE(WaitUntil([&] { return (available = AvailableCpus(cluster)) == 1.0; },
+                        absl::Seconds(5), "1 of 4 CPUs to be left outside the group",
+                        absl::Milliseconds(100)))
+      << available << " CPUs available";
   EXPECT_TRUE(troupe::GetPlacementGroup("packed").has_value());
   // A task needing 2 CPUs runs in bundle 1 although only 1 CPU is free outside the group.
   EXPECT_FALSE(
@@ -77,16 +86,14 @@ TEST(PlacementGroupsTest, PackReservesOnOneNodeAndRemovalFreesEverything) {
           ->empty());
   troupe::RemovePlacementGroup(group);
   EXPECT_FALSE(troupe::GetPlacementGroup("packed").has_value());
-  for (int i = 0; i < 30 && available != 4.0; ++i) {
-    available = cluster.Status()["resources_available"]["CPU"];
-    if (available != 4.0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_EQ(available, 4.0);
+  EXPECT_TRUE(WaitUntil([&] { return (available = AvailableCpus(cluster)) == 4.0; },
+                        absl::Seconds(5), "all 4 CPUs to be free again", absl::Milliseconds(100)))
+      << available << " CPUs available";
 }
 
 TEST(PlacementGroupsTest, ActorsLiveInTheirBundleAndDieWithTheGroup) {
-  TestCluster cluster({"--num-cpus=1"});
-  std::string gpu_node = cluster.AddWorker({"--num-cpus=2", "--num-gpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string gpu_node, cluster.AddWorker({"--num-cpus=2", "--num-gpus=2"}));
   Driver driver(cluster);
   auto group = troupe::CreatePlacementGroup({"",
                                              {{{"CPU", 1}, {"GPU", 1}}, {{"CPU", 1}, {"GPU", 1}}},
@@ -105,22 +112,29 @@ TEST(PlacementGroupsTest, ActorsLiveInTheirBundleAndDieWithTheGroup) {
                                    *troupe::Get(second.Task(&Trainer::Devices).Remote())};
   EXPECT_EQ(devices, (std::set<std::string>{"0", "1"}));
   troupe::RemovePlacementGroup(group);
-  try {
-    for (int i = 0; i < 100; ++i) {
-      troupe::Get(first.Task(&Trainer::Node).Remote());
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    FAIL() << "the group's actors must die with it";
-  } catch (const troupe::ActorDiedError& e) {
-    EXPECT_TRUE(absl::StrContains(e.what(), "placement group was removed")) << e.what();
-  }
+  std::string cause;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        try {
+          troupe::Get(first.Task(&Trainer::Node).Remote(), std::chrono::seconds(10));
+          return false;
+        } catch (const troupe::ActorDiedError& e) {
+          cause = e.what();
+          return true;
+        }
+      },
+      absl::Seconds(10), "the group's actor to die with it"));
+  EXPECT_TRUE(absl::StrContains(cause, "placement group was removed")) << cause;
 }
 
 TEST(PlacementGroupsTest, BundlesOfADeadNodeMoveToAnotherNode) {
-  TestCluster cluster({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   std::vector<std::string> workers;
-  for (int i = 0; i < 3; ++i)
-    workers.push_back(cluster.AddWorker({"--num-cpus=1", R"(--resources={"slot": 1})"}));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(std::string worker,
+                         cluster.AddWorker({"--num-cpus=1", R"(--resources={"slot": 1})"}));
+    workers.push_back(worker);
+  }
   Driver driver(cluster);
   auto group = troupe::CreatePlacementGroup(
       {"movable", {{{"slot", 1}}, {{"slot", 1}}}, troupe::PlacementStrategy::kStrictSpread});
@@ -134,16 +148,21 @@ TEST(PlacementGroupsTest, BundlesOfADeadNodeMoveToAnotherNode) {
   ASSERT_EQ(kill(raylet_pid, SIGKILL), 0);
   // Once the node is declared dead, bundle 0 is reserved again on the spare node.
   std::string moved;
-  for (int i = 0; i < 100 && (moved.empty() || moved == first); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    try {
-      moved = *troupe::Get(
-          troupe::Task(WhereAmI).SetResources({{"slot", 1}}).SetPlacementGroup(group, 0).Remote(0),
-          std::chrono::seconds(10));
-    } catch (const troupe::TroupeError&) {
-    }
-  }
-  EXPECT_NE(moved, first);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        try {
+          moved = *troupe::Get(troupe::Task(WhereAmI)
+                                   .SetResources({{"slot", 1}})
+                                   .SetPlacementGroup(group, 0)
+                                   .Remote(0),
+                               std::chrono::seconds(10));
+        } catch (const troupe::TroupeError&) {
+        }
+        return !moved.empty() && moved != first;
+      },
+      absl::Seconds(60), "bundle 0 to be reserved again off the dead node",
+      absl::Milliseconds(200)))
+      << "last ran on " << moved;
   EXPECT_NE(moved, second);  // still STRICT_SPREAD
   troupe::RemovePlacementGroup(group);
 }

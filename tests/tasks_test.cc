@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
+#include "src/common/status_testing.h"
+#include "src/common/wait_until.h"
 #include "src/rpc/raylet_client.h"
 #include "tests/driver.h"
 #include "tests/test_cluster.h"
@@ -64,6 +66,8 @@ uint64_t ChecksumOf(const std::vector<uint8_t>& bytes) {
   return Checksum(bytes.data(), bytes.size());
 }
 
+// The task bodies below that sleep do so on purpose: a task that takes its time is the scenario
+// (tasks overlapping, a task still running when its node is killed, a CPU held busy).
 std::string NodeOfTask(int sleep_ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
   return std::getenv("TROUPE_NODE_ID");
@@ -131,6 +135,7 @@ using troupe::testing::TestCluster;
 
 // Connects this test's driver to `cluster`; shuts down when the test ends.
 using troupe::testing::Driver;
+using troupe::testing::WaitUntil;
 
 std::string HeadRayletAddress(TestCluster& cluster) {
   nlohmann::json status = cluster.Status();
@@ -154,7 +159,9 @@ int64_t RssAnonKb() {
   for (std::string line; std::getline(status, line);) {
     if (absl::StartsWith(line, "RssAnon:")) {
       int64_t kb = 0;
-      absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(8, line.size() - 8 - 3)), &kb);
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(line.substr(8, line.size() - 8 - 3)), &kb)) {
+        return -1;
+      }
       return kb;
     }
   }
@@ -162,9 +169,9 @@ int64_t RssAnonKb() {
 }
 
 TEST(TasksTest, TenThousandTasksAcrossThreeRayletsAllCorrect) {
-  TestCluster cluster({"--num-cpus=2"});
-  cluster.AddWorker({"--num-cpus=2"});
-  cluster.AddWorker({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
   Driver driver(cluster);
   std::vector<troupe::ObjectRef<int>> refs;
   for (int i = 0; i < 10000; ++i) refs.push_back(troupe::Task(Plus).Remote(i, i));
@@ -181,7 +188,7 @@ TEST(TasksTest, TenThousandTasksAcrossThreeRayletsAllCorrect) {
 }
 
 TEST(TasksTest, NestedTasksDoNotDeadlockThePool) {
-  TestCluster cluster({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
   Driver driver(cluster);
   EXPECT_EQ(*troupe::Get(troupe::Task(SumOfSquares).Remote(20)), 2870);
   // 2^5 leaves, every inner task blocked on its children while 2 CPUs exist.
@@ -189,9 +196,9 @@ TEST(TasksTest, NestedTasksDoNotDeadlockThePool) {
 }
 
 TEST(TasksTest, LargeObjectMovesBetweenNodesIntact) {
-  TestCluster cluster({"--num-cpus=1"});
-  std::string producer = cluster.AddWorker({"--num-cpus=1"});
-  std::string consumer = cluster.AddWorker({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string producer, cluster.AddWorker({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string consumer, cluster.AddWorker({"--num-cpus=1"}));
   Driver driver(cluster);
   const int64_t size = 200 << 20;
   auto bytes =
@@ -209,7 +216,7 @@ TEST(TasksTest, LargeObjectMovesBetweenNodesIntact) {
 }
 
 TEST(TasksTest, ZeroCopyReadsAddNoPrivateCopy) {
-  TestCluster cluster({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
   auto ref = troupe::Put(MakeBytes(100 << 20, 3));
   const int64_t before = RssAnonKb();
@@ -224,7 +231,8 @@ TEST(TasksTest, ZeroCopyReadsAddNoPrivateCopy) {
 }
 
 TEST(TasksTest, SpillingKeepsEveryObjectByteIdentical) {
-  TestCluster cluster({"--num-cpus=1", "--object-store-memory=64MiB"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=1", "--object-store-memory=64MiB"}));
   Driver driver(cluster);
   std::vector<troupe::ObjectRef<std::vector<uint8_t>>> refs;
   for (int i = 0; i < 8; ++i) refs.push_back(troupe::Put(MakeBytes(32 << 20, i)));  // 256 MB live
@@ -241,7 +249,8 @@ TEST(TasksTest, SpillingKeepsEveryObjectByteIdentical) {
 }
 
 TEST(TasksTest, FullStoreFailsPutWithAClearError) {
-  TestCluster cluster({"--num-cpus=1", "--object-store-memory=64MiB"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=1", "--object-store-memory=64MiB"}));
   Driver driver(cluster);
   try {
     troupe::Put(MakeBytes(100 << 20, 1));
@@ -255,24 +264,25 @@ TEST(TasksTest, FullStoreFailsPutWithAClearError) {
 }
 
 TEST(TasksTest, KilledWorkerMidTaskIsRetried) {
-  TestCluster cluster({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
   const std::string pid_file = std::string(std::getenv("TEST_TMPDIR")) + "/slow.pid";
   unlink(pid_file.c_str());
   auto result = troupe::Task(SlowOnce).Remote(pid_file, 21);
   int pid = 0;
-  for (int i = 0; i < 200 && pid == 0; ++i) {
-    std::ifstream in(pid_file);
-    in >> pid;
-    if (pid == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_GT(pid, 0) << "the task never started";
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        std::ifstream in(pid_file);
+        in >> pid;
+        return pid > 0;
+      },
+      absl::Seconds(10), "the task to start and write its pid"));
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   EXPECT_EQ(*troupe::Get(result, std::chrono::seconds(30)), 42);
 }
 
 TEST(TasksTest, ExceptionsReachGetWithTypeMessageAndPlace) {
-  TestCluster cluster({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
   try {
     troupe::Get(troupe::Task(Fail).Remote(7));
@@ -294,9 +304,10 @@ TEST(TasksTest, ExceptionsReachGetWithTypeMessageAndPlace) {
 }
 
 TEST(TasksTest, InfeasibleTaskRunsOnceANodeThatFitsJoins) {
-  TestCluster cluster({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
   auto result = troupe::Task(Plus).SetResources({{"CPU", 1}, {"special", 1}}).Remote(2, 3);
+  // Still pending after 1.5 s is the behaviour under test (no node fits), not a wait.
   auto early =
       troupe::Wait(std::vector<troupe::ObjectRef<int>>{result}, 1, std::chrono::milliseconds(1500));
   EXPECT_TRUE(early.ready.empty());
@@ -305,13 +316,13 @@ TEST(TasksTest, InfeasibleTaskRunsOnceANodeThatFitsJoins) {
   ASSERT_EQ(demands.size(), 1u) << demands.dump();
   EXPECT_TRUE(absl::StrContains(demands[0].get<std::string>(), "special: 1 (largest node has 0)"))
       << demands.dump();
-  cluster.AddWorker({"--num-cpus=1", R"(--resources={"special": 1})"});
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=1", R"(--resources={"special": 1})"}));
   EXPECT_EQ(*troupe::Get(result, std::chrono::seconds(20)), 5);
 }
 
 TEST(TasksTest, GpuTasksSeeTheirDevices) {
-  TestCluster cluster({"--num-cpus=1"});
-  cluster.AddWorker({"--num-cpus=4", "--num-gpus=4"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=4", "--num-gpus=4"}));
   Driver driver(cluster);
   std::vector<troupe::ObjectRef<std::string>> whole;
   for (int i = 0; i < 4; ++i) {
@@ -329,7 +340,7 @@ TEST(TasksTest, GpuTasksSeeTheirDevices) {
 }
 
 TEST(TasksTest, ReferenceCountingFreesStoreMemory) {
-  TestCluster cluster({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
   {
     auto a = troupe::Put(MakeBytes(50 << 20, 1));
@@ -338,15 +349,13 @@ TEST(TasksTest, ReferenceCountingFreesStoreMemory) {
     EXPECT_GE(StoreBytesUsed(cluster), 80 << 20);
   }
   int64_t used = -1;
-  for (int i = 0; i < 100 && used != 0; ++i) {
-    used = StoreBytesUsed(cluster);
-    if (used != 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_EQ(used, 0) << "store memory not freed after the refs went away";
+  EXPECT_TRUE(WaitUntil([&] { return (used = StoreBytesUsed(cluster)) == 0; }, absl::Seconds(5),
+                        "the store's memory to be freed after the refs went away"))
+      << used << " bytes still used";
 }
 
 TEST(TasksTest, HundredThousandShortLivedObjectsLeaveNothingBehind) {
-  TestCluster cluster({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
   for (int i = 0; i < 100000; ++i) {
     auto ref = troupe::Put(i);
@@ -358,9 +367,9 @@ TEST(TasksTest, HundredThousandShortLivedObjectsLeaveNothingBehind) {
 }
 
 TEST(TasksTest, CancelAQueuedTask) {
-  TestCluster cluster({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
-  auto busy = troupe::Task(Sleep).Remote(1000);
+  auto busy = troupe::Task(Sleep).Remote(1000);  // holds the only CPU while `queued` waits
   auto queued = troupe::Task(Sleep).Remote(1);
   troupe::Cancel(queued);
   EXPECT_THROW(troupe::Get(queued), troupe::TaskCancelledError);
@@ -368,8 +377,8 @@ TEST(TasksTest, CancelAQueuedTask) {
 }
 
 TEST(TasksTest, RefsInsideContainersAreBorrowedAcrossNodes) {
-  TestCluster cluster({"--num-cpus=1"});
-  std::string other = cluster.AddWorker({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string other, cluster.AddWorker({"--num-cpus=1"}));
   Driver driver(cluster);
   {
     std::vector<troupe::ObjectRef<int>> refs;
@@ -383,10 +392,9 @@ TEST(TasksTest, RefsInsideContainersAreBorrowedAcrossNodes) {
     EXPECT_EQ(*troupe::Get(sum), 5050 + 1000);
   }
   // Everything is released once the driver drops its references (borrowers included).
-  for (int i = 0; i < 50 && troupe::internal::GetRuntimeStats().tracked_references > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  EXPECT_EQ(troupe::internal::GetRuntimeStats().tracked_references, 0u);
+  EXPECT_TRUE(WaitUntil([] { return troupe::internal::GetRuntimeStats().tracked_references == 0; },
+                        absl::Seconds(5), "every reference to be released"))
+      << troupe::internal::GetRuntimeStats().tracked_references << " references still tracked";
 }
 
 TEST(TasksTest, WaitOnBorrowedRefsWakesWhenReadyAndKeepsItsTimeout) {
@@ -408,8 +416,8 @@ TEST(TasksTest, WaitOnBorrowedRefsWakesWhenReadyAndKeepsItsTimeout) {
 }
 
 TEST(TasksTest, WorkersStartInACopyOfTheWorkingDirectory) {
-  TestCluster cluster({"--num-cpus=1"});
-  std::string other = cluster.AddWorker({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string other, cluster.AddWorker({"--num-cpus=1"}));
   const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/project";
   mkdir(dir.c_str(), 0755);
   mkdir((dir + "/conf").c_str(), 0755);
@@ -427,52 +435,68 @@ TEST(TasksTest, WorkersStartInACopyOfTheWorkingDirectory) {
 }
 
 TEST(TasksTest, WorkerOutputIsPublishedForTheDriver) {
-  TestCluster cluster({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
   rpc::PollRequest cursor;
   cursor.add_channels(rpc::LOG_CHANNEL);
   cursor.set_after_seq(-1);
   int64_t after = cluster.gcs().Poll(cursor)->last_seq();
   const int pid = *troupe::Get(troupe::Task(Say).Remote(std::string("marker-7d1f")));
-  bool seen = false;
-  for (int i = 0; i < 50 && !seen; ++i) {
-    rpc::PollRequest poll;
-    poll.add_channels(rpc::LOG_CHANNEL);
-    poll.set_after_seq(after);
-    poll.set_timeout_ms(200);
-    auto reply = cluster.gcs().Poll(poll);
-    ASSERT_TRUE(reply.ok()) << reply.status();
-    after = reply->last_seq();
-    for (const auto& message : reply->messages()) {
-      for (const auto& line : message.log().lines()) {
-        if (line == "marker-7d1f") {
-          seen = true;
-          EXPECT_EQ(message.log().pid(), pid);
+  int line_pid = 0;
+  absl::Status poll_status;
+  // Each check is a long poll (up to 200 ms) for log messages after the last one seen.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        rpc::PollRequest poll;
+        poll.add_channels(rpc::LOG_CHANNEL);
+        poll.set_after_seq(after);
+        poll.set_timeout_ms(200);
+        auto reply = cluster.gcs().Poll(poll);
+        if (!reply.ok()) {
+          poll_status = reply.status();
+          return true;
         }
-      }
-    }
-  }
-  EXPECT_TRUE(seen) << "the worker's line never reached the GCS";
+        after = reply->last_seq();
+        for (const auto& message : reply->messages()) {
+          for (const auto& line : message.log().lines()) {
+            if (line == "marker-7d1f") line_pid = message.log().pid();
+          }
+        }
+        return line_pid != 0;
+      },
+      absl::Seconds(10), "the worker's line to reach the GCS", absl::ZeroDuration()));
+  ASSERT_TRUE(poll_status.ok()) << poll_status;
+  EXPECT_EQ(line_pid, pid);
 }
 
 TEST(TasksTest, TasksOfADeadNodeRunElsewhere) {
-  TestCluster cluster({"--num-cpus=1"});
-  std::string doomed = cluster.AddWorker({"--num-cpus=1", R"(--resources={"doomed": 1})"});
-  std::string survivor = cluster.AddWorker({"--num-cpus=1", R"(--resources={"doomed": 1})"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string doomed,
+                       cluster.AddWorker({"--num-cpus=1", R"(--resources={"doomed": 1})"}));
+  ASSERT_OK_AND_ASSIGN(std::string survivor,
+                       cluster.AddWorker({"--num-cpus=1", R"(--resources={"doomed": 1})"}));
   Driver driver(cluster);
   auto where = troupe::Task(SleepThenNode)
                    .SetResources({{"CPU", 1}, {"doomed", 1}})
                    .SetSchedulingStrategy(troupe::NodeAffinity{doomed, /*soft=*/true})
-                   .Remote(3000);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // running on `doomed` now
+                   .Remote(3000);  // long enough to be running when its node dies
+  // Running on `doomed` once that node has leased out its only "doomed" unit.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        nlohmann::json node = troupe::testing::FindNode(cluster.Status(), doomed);
+        if (node.is_null()) return false;
+        const nlohmann::json& available = node["resources_available"];  // {} before a report
+        return !available.empty() && available.value("doomed", 0.0) == 0.0;
+      },
+      absl::Seconds(10), "the task to be leased on the doomed node", absl::Milliseconds(20)));
   const int raylet_pid = troupe::testing::FindNode(cluster.Status(), doomed)["raylet_pid"];
   ASSERT_EQ(kill(raylet_pid, SIGKILL), 0);
   EXPECT_EQ(*troupe::Get(where, std::chrono::seconds(60)), survivor);
 }
 
 TEST(TasksTest, ObjectWhoseOnlyCopyDiedIsReportedLost) {
-  TestCluster cluster({"--num-cpus=1"});
-  std::string doomed = cluster.AddWorker({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string doomed, cluster.AddWorker({"--num-cpus=1"}));
   Driver driver(cluster);
   auto bytes = troupe::Task(MakeBytes)
                    .SetSchedulingStrategy(troupe::NodeAffinity{doomed})
@@ -484,7 +508,7 @@ TEST(TasksTest, ObjectWhoseOnlyCopyDiedIsReportedLost) {
 }
 
 TEST(TasksTest, WorkersRunTheDriversProgramWithoutASharedFilesystem) {
-  TestCluster cluster({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   const std::string copy = std::string(std::getenv("TEST_TMPDIR")) + "/driver_copy";
   {
     std::ifstream in(std::string(std::getenv("TEST_SRCDIR")) + "/" + std::getenv("TEST_WORKSPACE") +

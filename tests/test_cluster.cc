@@ -3,26 +3,28 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <signal.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
+#include "src/common/wait_until.h"
 
 extern char** environ;
 
@@ -186,10 +188,19 @@ int TestCluster::GcsPid() const {
   return absl::SimpleAtoi(text, &pid) ? pid : 0;
 }
 
-TestCluster::TestCluster(const std::vector<std::string>& head_flags) {
-  static std::atomic<int> counter{0};
-  temp_root_ = absl::StrCat(TestTmpDir(), "/cluster_", getpid(), "_", counter++);
+TestCluster::TestCluster(std::string temp_root) : temp_root_(std::move(temp_root)) {
   RegisterForCleanup(TroupeBinary(), temp_root_);
+}
+
+TestCluster::TestCluster(TestCluster&& other) noexcept
+    : temp_root_(std::exchange(other.temp_root_, "")),
+      gcs_address_(std::move(other.gcs_address_)),
+      token_(std::move(other.token_)),
+      gcs_(std::move(other.gcs_)) {}
+
+absl::StatusOr<TestCluster> TestCluster::Start(const std::vector<std::string>& head_flags) {
+  static std::atomic<int> counter{0};
+  TestCluster cluster(absl::StrCat(TestTmpDir(), "/cluster_", getpid(), "_", counter++));
   const int port = PickFreePort();
   std::vector<std::string> args = {"start", "--head", absl::StrCat("--port=", port)};
   args.insert(args.end(), head_flags.begin(), head_flags.end());
@@ -197,11 +208,23 @@ TestCluster::TestCluster(const std::vector<std::string>& head_flags) {
   bool http = false;
   for (const auto& flag : head_flags) http |= absl::StartsWith(flag, "--http-port");
   if (!http) args.push_back("--http-port=0");
-  CommandResult result = Troupe(args);
-  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
-  gcs_address_ = absl::StrCat("127.0.0.1:", port);
-  token_ = std::string(absl::StripAsciiWhitespace(ReadFileOrEmpty(HeadSessionDir() + "/token")));
-  gcs_ = std::make_unique<GcsClient>(gcs_address_, token_, absl::Seconds(5));
+  CommandResult result = cluster.Troupe(args);
+  if (result.exit_code != 0) {
+    // `cluster` stops whatever did start when it goes out of scope.
+    return absl::InternalError(absl::StrCat("`troupe ", absl::StrJoin(args, " "), "` exited with ",
+                                            result.exit_code, "\nstdout:\n", result.out,
+                                            "\nstderr:\n", result.err));
+  }
+  cluster.gcs_address_ = absl::StrCat("127.0.0.1:", port);
+  cluster.token_ =
+      std::string(absl::StripAsciiWhitespace(ReadFileOrEmpty(cluster.HeadSessionDir() + "/token")));
+  if (cluster.token_.empty()) {
+    return absl::InternalError(absl::StrCat("the head started but wrote no token to ",
+                                            cluster.HeadSessionDir(), "/token"));
+  }
+  cluster.gcs_ =
+      std::make_unique<GcsClient>(cluster.gcs_address_, cluster.token_, absl::Seconds(5));
+  return cluster;
 }
 
 std::string TestCluster::HttpAddress() const {
@@ -210,28 +233,29 @@ std::string TestCluster::HttpAddress() const {
 }
 
 TestCluster::~TestCluster() {
-  // Everything a test leased or reserved must have been given back: available == total on every
-  // alive node (reports arrive every 100 ms, and job cleanup takes a moment).
-  // (Skipped when the test took the head down.)
-  nlohmann::json status;
-  bool balanced = false;
-  for (int attempt = 0; attempt < 50 && !balanced; ++attempt) {
-    CommandResult result = Troupe({"status", "--format=json"});
-    if (result.exit_code != 0) {
-      balanced = true;
-      break;
-    }
-    status = nlohmann::json::parse(result.out, nullptr, false);
-    balanced = !status.is_discarded() && status.contains("nodes");
-    for (const auto& node : status["nodes"]) {
-      if (node["state"] == "ALIVE" && node["resources_total"] != node["resources_available"]) {
-        balanced = false;
-      }
-    }
-    if (!balanced) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (temp_root_.empty()) return;  // moved from
+  if (gcs_ != nullptr) {
+    // Everything a test leased or reserved must have been given back: available == total on
+    // every alive node (reports arrive every 100 ms, and job cleanup takes a moment).
+    // (Skipped when the test took the head down.)
+    nlohmann::json status;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          CommandResult result = Troupe({"status", "--format=json"});
+          if (result.exit_code != 0) return true;  // the head is gone
+          status = nlohmann::json::parse(result.out, nullptr, false);
+          if (status.is_discarded() || !status.contains("nodes")) return false;
+          for (const auto& node : status["nodes"]) {
+            if (node["state"] == "ALIVE" &&
+                node["resources_total"] != node["resources_available"]) {
+              return false;
+            }
+          }
+          return true;
+        },
+        absl::Seconds(5), "every node's resources to be available again", absl::Milliseconds(100)))
+        << "resources leaked (available != total) after the test: " << status.dump(2);
   }
-  EXPECT_TRUE(balanced) << "resources leaked (available != total) after the test: "
-                        << status.dump(2);
   Troupe({"stop", "--force"});
   // Nothing started for this cluster may outlive it.
   EXPECT_TRUE(ProcessesMentioning(temp_root_).empty()) << "processes left behind in " << temp_root_;
@@ -252,14 +276,18 @@ CommandResult TestCluster::Troupe(std::vector<std::string> args) {
   return RunTroupe(args);
 }
 
-std::string TestCluster::AddWorker(const std::vector<std::string>& flags) {
+absl::StatusOr<std::string> TestCluster::AddWorker(const std::vector<std::string>& flags) {
   std::vector<std::string> args = {"start", "--address=" + gcs_address_};
   args.insert(args.end(), flags.begin(), flags.end());
   CommandResult result = Troupe(args);
-  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
   const std::string marker = "Node ID:";
-  size_t at = result.out.find(marker);
-  if (at == std::string::npos) return "";
+  const size_t at = result.out.find(marker);
+  if (result.exit_code != 0 || at == std::string::npos) {
+    return absl::InternalError(absl::StrCat("`troupe ", absl::StrJoin(args, " "), "` exited with ",
+                                            result.exit_code,
+                                            result.exit_code == 0 ? " but printed no Node ID" : "",
+                                            "\nstdout:\n", result.out, "\nstderr:\n", result.err));
+  }
   const size_t start = at + marker.size();
   return std::string(
       absl::StripAsciiWhitespace(result.out.substr(start, result.out.find('\n', start) - start)));

@@ -1,6 +1,7 @@
 // TestCluster: a real Troupe cluster for multi-process tests — a head and any number of worker
 // nodes on loopback, each with its own ports, all started through the real `troupe` CLI under a
-// private temp root, and stopped (SIGKILL) when the TestCluster is destroyed.
+// private temp root, and stopped (SIGKILL) when the TestCluster is destroyed. Starting returns
+// absl::Status (the test ASSERTs it), so a cluster that did not start ends the test at once.
 // Not thread-safe; one test thread drives it.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "src/rpc/gcs_client.h"
 
@@ -36,12 +38,24 @@ nlohmann::json FindNode(const nlohmann::json& status, const std::string& node_id
 
 class TestCluster {
  public:
-  // Starts a head with `head_flags` (e.g. {"--num-cpus=2"}). CHECK-fails the test on error.
-  explicit TestCluster(const std::vector<std::string>& head_flags = {});
+  // Starts a head with `head_flags` (e.g. {"--num-cpus=2"}). An error carries the CLI's output;
+  // whatever did start is stopped again. In a test:
+  //   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  // so a cluster that did not start stops the test at once instead of failing everything after.
+  static absl::StatusOr<TestCluster> Start(const std::vector<std::string>& head_flags = {});
+  // Moves the cluster; the moved-from object owns nothing and its destructor does nothing.
+  TestCluster(TestCluster&& other) noexcept;
+  TestCluster& operator=(TestCluster&&) = delete;
+  TestCluster(const TestCluster&) = delete;
+  TestCluster& operator=(const TestCluster&) = delete;
+  // Checks that every alive node has all its resources available again (nothing leaked), then
+  // stops every process of the cluster (SIGKILL) and checks none is left.
   ~TestCluster();
 
-  // Starts a worker node; returns its node ID (hex).
-  std::string AddWorker(const std::vector<std::string>& flags = {});
+  // Starts a worker node; returns its node ID (hex), or why it did not start (the CLI's output).
+  //   ASSERT_OK_AND_ASSIGN(std::string node, cluster.AddWorker({"--num-cpus=1"}));
+  //   ASSERT_OK(cluster.AddWorker());
+  absl::StatusOr<std::string> AddWorker(const std::vector<std::string>& flags = {});
   // `troupe status --format json` of this cluster.
   nlohmann::json Status();
   // Runs a troupe command against this cluster (--temp-dir is added for start/stop/status).
@@ -62,10 +76,12 @@ class TestCluster {
   int GcsPid() const;
 
  private:
-  std::string temp_root_;
+  explicit TestCluster(std::string temp_root);
+
+  std::string temp_root_;  // "" once moved from
   std::string gcs_address_;
   std::string token_;
-  std::unique_ptr<GcsClient> gcs_;
+  std::unique_ptr<GcsClient> gcs_;  // set once the head is up
 };
 
 }  // namespace troupe::testing

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "src/common/status_testing.h"
 #include "tests/test_cluster.h"
 
 namespace {
@@ -64,8 +65,8 @@ CommandResult Launch(TestCluster& cluster, std::vector<std::string> flags,
 
 TEST(TrainLaunchTest, DdpScriptRunsAcrossTwoNodesWithTorchrunEnvironment) {
   if (!std::filesystem::exists(kPython)) GTEST_SKIP() << "no " << kPython;
-  TestCluster cluster({"--num-cpus=1"});
-  cluster.AddWorker({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=1"}));
   const std::string script = WriteScript();
   CommandResult result = Launch(cluster, {"--num-workers=2", "--", kPython, script});
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
@@ -80,7 +81,7 @@ TEST(TrainLaunchTest, DdpScriptRunsAcrossTwoNodesWithTorchrunEnvironment) {
 
 TEST(TrainLaunchTest, FailingRankStopsTheOthersAndItsStatusIsReturned) {
   if (!std::filesystem::exists(kPython)) GTEST_SKIP() << "no " << kPython;
-  TestCluster cluster({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
   const std::string script = WriteScript();
   const auto start = std::chrono::steady_clock::now();
   CommandResult result =
@@ -98,7 +99,7 @@ TEST(TrainLaunchTest, FailingRankStopsTheOthersAndItsStatusIsReturned) {
 
 TEST(TrainLaunchTest, GroupRestartsAfterAFailure) {
   if (!std::filesystem::exists(kPython)) GTEST_SKIP() << "no " << kPython;
-  TestCluster cluster({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
   const std::string script = WriteScript();
   const std::string marker = absl::StrCat(testing::TempDir(), "/failed_once");
   std::filesystem::remove(marker);
@@ -113,7 +114,7 @@ TEST(TrainLaunchTest, GroupRestartsAfterAFailure) {
 }
 
 TEST(TrainLaunchTest, UsageErrors) {
-  TestCluster cluster({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   CommandResult no_command = Launch(cluster, {"--num-workers=2"});
   EXPECT_EQ(no_command.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(no_command.err, "no command: put it after --")) << no_command.err;

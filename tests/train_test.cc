@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "examples/fashion_mnist/fashion_mnist.h"
 #include "gtest/gtest.h"
+#include "src/common/status_testing.h"
+#include "src/common/wait_until.h"
 #include "tests/driver.h"
 #include "tests/test_cluster.h"
 #include "troupe/api.h"
@@ -90,6 +92,7 @@ void MlpLoop(const train::LoopConfig& config) {
       coll::AllGather(&mine, all.data(), 1, coll::DataType::kFloat64, ctx.group);
       for (double other : all) mismatches += other != mine;
     }
+    // Slow epochs on purpose: the kill test needs time to strike between checkpoints.
     std::this_thread::sleep_for(
         std::chrono::milliseconds(std::stoi(Get(config, "epoch_sleep_ms"))));
     auto sums = train::torch::SumAcrossWorkers({loss_sum / batches, mismatches});
@@ -173,9 +176,9 @@ std::string TempDir(const std::string& name) {
 }
 
 TEST(TrainTest, TwoAndThreeWorkersOnThreeNodesTrainInLockstep) {
-  TestCluster cluster({"--num-cpus=1"});
-  cluster.AddWorker({"--num-cpus=1"});
-  cluster.AddWorker({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=1"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=1"}));
   Driver driver(cluster);
   for (int workers : {2, 3}) {
     train::ScalingConfig scaling;
@@ -204,8 +207,8 @@ TEST(TrainTest, TwoAndThreeWorkersOnThreeNodesTrainInLockstep) {
 }
 
 TEST(TrainTest, KilledWorkerResumesFromTheLatestCheckpoint) {
-  TestCluster cluster({"--num-cpus=2"});
-  cluster.AddWorker({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
   Driver driver(cluster);
   const std::string pids = TempDir("pids");
   const std::string storage = TempDir("resume");
@@ -220,15 +223,15 @@ TEST(TrainTest, KilledWorkerResumesFromTheLatestCheckpoint) {
     result = train::DataParallelTrainer(MlpLoop, MlpConfig(5, pids, 1500), scaling, run).Fit();
   });
   // Once two checkpoints exist, SIGKILL rank 1.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (!std::filesystem::exists(storage + "/resume/checkpoint_000002") &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const ::testing::AssertionResult checkpointed = troupe::testing::WaitUntil(
+      [&] { return std::filesystem::exists(storage + "/resume/checkpoint_000002"); },
+      absl::Seconds(120), "the second checkpoint");
   int pid = 0;
   std::ifstream(pids + "/1") >> pid;
-  ASSERT_GT(pid, 0);
-  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  // (No ASSERT before the join: `fit` must be joined whatever happens.)
+  EXPECT_TRUE(checkpointed);
+  EXPECT_GT(pid, 0);
+  if (pid > 0) EXPECT_EQ(kill(pid, SIGKILL), 0);
   fit.join();
   ASSERT_EQ(result.error, "");
   EXPECT_EQ(result.restarts, 1);
@@ -243,7 +246,7 @@ TEST(TrainTest, KilledWorkerResumesFromTheLatestCheckpoint) {
 }
 
 TEST(TrainTest, BucketedAllReduceMatchesOnePlainAllReduce) {
-  TestCluster cluster({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
   Driver driver(cluster);
   train::ScalingConfig scaling;
   scaling.num_workers = 2;
@@ -257,7 +260,7 @@ TEST(TrainTest, BucketedAllReduceMatchesOnePlainAllReduce) {
 }
 
 TEST(TrainTest, UnregisteredLoopIsAClearError) {
-  TestCluster cluster({"--num-cpus=1"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
   auto unregistered = [](const train::LoopConfig&) {};
   try {

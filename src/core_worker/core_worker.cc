@@ -176,7 +176,7 @@ absl::StatusOr<ActorId> CoreWorker::CreateActor(const std::string& factory_name,
                                                 const TaskSubmitOptions& options,
                                                 const rpc::ActorInfo& actor_options) {
   return submission_->CreateActor(factory_name, std::move(args), options, actor_options,
-                                  namespace_name_);
+                                  this->namespace_name());
 }
 
 ObjectRefInfo CoreWorker::SubmitActorTask(const ActorId& actor_id, const std::string& method_name,
@@ -191,7 +191,7 @@ absl::Status CoreWorker::KillActor(const ActorId& actor_id, bool no_restart) {
 absl::StatusOr<std::optional<ActorId>> CoreWorker::GetNamedActor(
     const std::string& name, const std::string& namespace_name) {
   return submission_->GetNamedActor(name,
-                                    namespace_name.empty() ? namespace_name_ : namespace_name);
+                                    namespace_name.empty() ? this->namespace_name() : namespace_name);
 }
 
 absl::StatusOr<PlacementGroupId> CoreWorker::CreatePlacementGroup(rpc::PlacementGroupInfo group) {
@@ -214,7 +214,7 @@ absl::StatusOr<std::optional<PlacementGroupId>> CoreWorker::GetPlacementGroup(
 }
 
 void CoreWorker::ExitActorAfterCurrentTask() {
-  const ActorId& actor = executor_->current_actor_id();
+  const ActorId actor = executor_->current_actor_id();
   if (!actor.IsNil()) (void)gcs_->ReportActorExit(actor.Binary());
   executor_->ExitAfterCurrentTask();
 }

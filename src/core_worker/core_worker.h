@@ -94,8 +94,8 @@ class CoreWorker {
   const NodeId& node_id() const { return node_id_; }
   const JobId& job_id() const { return options_.job_id; }
   const std::string& node_ip() const { return options_.node_ip; }
-  // Inside an actor (worker mode): the actor's ID; nil elsewhere.
-  const ActorId& current_actor_id() const { return executor_->current_actor_id(); }
+  // Inside an actor (worker mode): the actor's ID; nil elsewhere. Any thread.
+  ActorId current_actor_id() const { return executor_->current_actor_id(); }
   GcsClient& gcs() { return *gcs_; }
 
   // Returns the result's reference with one local reference held for the caller.
@@ -132,8 +132,15 @@ class CoreWorker {
   // Worker mode, inside an actor: tell the GCS the actor is leaving, and exit once the current
   // call has been answered.
   void ExitActorAfterCurrentTask();
-  const std::string& namespace_name() const { return namespace_name_; }
-  void set_namespace_name(std::string ns) { namespace_name_ = std::move(ns); }
+  // The namespace actors are created in and looked up by default. Any thread.
+  std::string namespace_name() const {
+    absl::MutexLock lock(&identity_mu_);
+    return namespace_name_;
+  }
+  void set_namespace_name(std::string ns) {
+    absl::MutexLock lock(&identity_mu_);
+    namespace_name_ = std::move(ns);
+  }
 
   void AddLocalRef(const ObjectRefInfo& ref) { objects_->references().AddLocal(ref); }
   void RemoveLocalRef(const ObjectId& id) { objects_->references().RemoveLocal(id); }
@@ -170,7 +177,10 @@ class CoreWorker {
   std::unique_ptr<TaskSubmitter> submitter_;
   std::unique_ptr<ActorTaskSubmitter> actor_submitter_;
   std::unique_ptr<SubmissionFacade> submission_;
-  std::string namespace_name_ = "default";
+  // The namespace actors are created in and looked up by default: set by the driver after
+  // Start, read by API calls on any thread.
+  mutable absl::Mutex identity_mu_;
+  std::string namespace_name_ ABSL_GUARDED_BY(identity_mu_) = "default";
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Server> server_;
 

@@ -54,9 +54,11 @@ class TaskExecutor {
   // executors. The thread in RunLoop returns by itself.
   void Shutdown();
 
-  // Inside an actor: its ID once the creation task succeeded; nil elsewhere. Set once, by the
-  // executor thread, before any actor call runs.
-  const ActorId& current_actor_id() const { return current_actor_; }
+  // Inside an actor: its ID once the creation task succeeded; nil elsewhere. Any thread.
+  ActorId current_actor_id() const {
+    absl::MutexLock lock(&mu_);
+    return current_actor_;
+  }
   // Tasks waiting to run, not counting early actor calls (tests).
   size_t num_queued() const;
 
@@ -83,7 +85,7 @@ class TaskExecutor {
     std::map<int64_t, Push> early;
   };
   absl::flat_hash_map<std::string, CallerOrder> caller_order_ ABSL_GUARDED_BY(mu_);
-  ActorId current_actor_;
+  ActorId current_actor_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> extra_executors_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -257,7 +257,10 @@ void ObjectStore::RemoveLocked(const ObjectId& id) {
 bool ObjectStore::MakeRoomLocked(int64_t needed) {
   // Kept files first: they hold no object (a reusable one was already taken by ReuseFileLocked).
   DropKeptFilesLocked(needed);
-  auto fits = [&] { return stats_.used_bytes + kept_bytes_ + needed <= options_.capacity_bytes; };
+  // Called only here, with mu_ held (the analysis does not carry the lock into lambdas).
+  auto fits = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stats_.used_bytes + kept_bytes_ + needed <= options_.capacity_bytes;
+  };
   // First: secondary copies nobody is reading (the primary lives on another node).
   for (auto it = lru_.begin(); !fits() && it != lru_.end();) {
     const ObjectId id = *it++;

@@ -33,7 +33,9 @@ struct Case {
 class MalformedRequestsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    cluster_ = new TestCluster({"--num-cpus=2"});
+    auto cluster = TestCluster::Start({"--num-cpus=2"});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = new TestCluster(std::move(*cluster));
     auto nodes = cluster_->gcs().GetAllNodeInfo();
     ASSERT_TRUE(nodes.ok()) << nodes.status();
     ASSERT_EQ(nodes->size(), 1u);

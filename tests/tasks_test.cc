@@ -398,7 +398,7 @@ TEST(TasksTest, RefsInsideContainersAreBorrowedAcrossNodes) {
 }
 
 TEST(TasksTest, WaitOnBorrowedRefsWakesWhenReadyAndKeepsItsTimeout) {
-  TestCluster cluster({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
   Driver driver(cluster);
   auto done = troupe::Put(1);
   // Both become ready: the waiting task is woken by the owner when the slow one finishes (the

@@ -33,6 +33,7 @@
 #include "src/rpc/core_worker_client.h"
 #include "src/rpc/gcs_client.h"
 #include "src/rpc/raylet_client.h"
+#include "src/schema/kv_schema.h"
 
 namespace grpc {
 class Server;
@@ -104,10 +105,8 @@ struct TaskSubmitOptions {
   rpc::SchedulingStrategy strategy;
 };
 
-// GCS KV namespace of per-process task counters: key worker id (hex), value "submitted finished
-// failed retried" for tasks, then "submitted finished failed" for actor calls. Kept after the
-// process ends, so the sums are cluster totals.
-inline constexpr char kTaskCountersNamespace[] = "troupe_task_counters";
+// Per-process task counters go to the GCS KV as rpc::TaskCounters under kTaskCountersNamespace
+// (src/schema/kv_schema.h); kept after the process ends, so the sums are cluster totals.
 
 class CoreWorker {
  public:

@@ -16,5 +16,7 @@ int TrainLaunchCommand(const std::vector<std::string>& args);
 int JobCommand(const std::vector<std::string>& args);
 int ListCommand(const std::vector<std::string>& args);
 int LogsCommand(const std::vector<std::string>& args);
+// `troupe http-server` (src/cli/http_command.cc): the head's HTTP server daemon.
+int HttpServerMain(const std::vector<std::string>& args);
 
 }  // namespace troupe

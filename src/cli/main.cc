@@ -9,7 +9,6 @@
 #include "src/cli/commands.h"
 #include "src/common/logging.h"
 #include "src/gcs/gcs_server.h"
-#include "src/http/http_server.h"
 #include "src/raylet/raylet.h"
 #include "troupe/api.h"
 

@@ -128,6 +128,30 @@ TEST_F(JobsTest, StoppingALongJobStopsItsDriverAndActors) {
   // ~TestCluster checks that every node's resources are all available again.
 }
 
+// Stop's fallback: a process of the job that ignores SIGTERM is killed by the supervisor's timer
+// (after 3 s).
+TEST_F(JobsTest, StopKillsAJobThatIgnoresSigterm) {
+  CommandResult r = Job({"submit", "--no-wait", "--submission-id=stubborn", "--", "sh", "-c",
+                         "trap '' TERM; echo ready; while true; do sleep 1; done"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!absl::StrContains(Job({"logs", "stubborn"}).out, "ready") &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_EQ(JobRecord("stubborn")["status"], "RUNNING");
+  EXPECT_EQ(Job({"stop", "stubborn"}).exit_code, 0);
+  json record;
+  while (std::chrono::steady_clock::now() < deadline) {
+    record = JobRecord("stubborn");
+    if (record["status"] == "STOPPED") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  // The shell that ignores SIGTERM holds the output pipe: the job only ends (STOPPED) once the
+  // supervisor's timer SIGKILLed the group.
+  EXPECT_EQ(record["status"], "STOPPED") << record.dump();
+}
+
 TEST_F(JobsTest, BadRequestsGetClearErrorsAndChangeNothing) {
   auto expect = [](const httplib::Result& r, int status, const std::string& text) {
     ASSERT_TRUE(r) << "no answer";

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <numeric>
@@ -16,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "src/common/status_testing.h"
 #include "src/common/wait_until.h"
@@ -193,6 +195,55 @@ TEST(TasksTest, NestedTasksDoNotDeadlockThePool) {
   EXPECT_EQ(*troupe::Get(troupe::Task(SumOfSquares).Remote(20)), 2870);
   // 2^5 leaves, every inner task blocked on its children while 2 CPUs exist.
   EXPECT_EQ(*troupe::Get(troupe::Task(Tree).Remote(5)), 32);
+}
+
+// The threading contract of troupe/api.h: calls from several threads, and Shutdown racing them.
+// Every thread must end with a TroupeError (RuntimeError once Shutdown began), none may crash or
+// hang, and the process must be able to Init again.
+TEST(TasksTest, ShutdownRacesCallsFromOtherThreads) {
+  TestCluster cluster({"--num-cpus=2"});
+  constexpr int kThreads = 6;
+  constexpr int kRoundTripsBeforeShutdown = 20;
+  absl::Mutex mu;
+  int warmed_up = 0;
+  std::atomic<int> wrong_values{0}, ended_with_troupe_error{0}, ended_otherwise{0};
+  {
+    Driver driver(cluster);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        try {
+          for (int i = 0;; ++i) {
+            auto sum = troupe::Task(Plus).Remote(t, i);
+            auto stored = troupe::Put(i);
+            if (*troupe::Get(sum, std::chrono::seconds(60)) != t + i) wrong_values.fetch_add(1);
+            troupe::Wait(std::vector<troupe::ObjectRef<int>>{stored}, 1, std::chrono::seconds(60));
+            if (i == kRoundTripsBeforeShutdown) {
+              absl::MutexLock lock(&mu);
+              ++warmed_up;
+            }
+          }
+        } catch (const troupe::TroupeError&) {
+          ended_with_troupe_error.fetch_add(1);
+        } catch (...) {
+          ended_otherwise.fetch_add(1);
+        }
+      });
+    }
+    {
+      absl::MutexLock lock(&mu);
+      auto all_busy = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return warmed_up == kThreads; };
+      mu.Await(absl::Condition(&all_busy));
+    }
+    troupe::Shutdown();  // while every thread is mid-loop
+    for (auto& thread : threads) thread.join();
+  }
+  EXPECT_EQ(wrong_values.load(), 0);
+  EXPECT_EQ(ended_with_troupe_error.load(), kThreads);
+  EXPECT_EQ(ended_otherwise.load(), 0);
+  EXPECT_THROW(troupe::Put(1), troupe::RuntimeError);
+  Driver again(cluster);
+  EXPECT_EQ(*troupe::Get(troupe::Task(Plus).Remote(2, 3)), 5);
 }
 
 TEST(TasksTest, LargeObjectMovesBetweenNodesIntact) {

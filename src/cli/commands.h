@@ -21,5 +21,7 @@ int GcsServerCommand(const std::vector<std::string>& args);
 // `troupe raylet ...` (src/cli/raylet_command.cc): runs a raylet in the foreground until
 // SIGTERM/SIGINT.
 int RayletCommand(const std::vector<std::string>& args);
+// `troupe http-server` (src/cli/http_command.cc): the head's HTTP server daemon.
+int HttpServerMain(const std::vector<std::string>& args);
 
 }  // namespace troupe

@@ -8,7 +8,6 @@
 
 #include "src/cli/commands.h"
 #include "src/common/logging.h"
-#include "src/http/http_server.h"
 #include "troupe/api.h"
 
 namespace {

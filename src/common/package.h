@@ -8,12 +8,12 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "src/schema/kv_schema.h"
 
 namespace troupe {
 
 inline constexpr int64_t kMaxPackageBytes = 100 << 20;
-// The GCS KV namespace holding packages, keyed by the SHA-256 (hex) of their bytes.
-inline constexpr char kPackagesNamespace[] = "troupe_packages";
+// Stored in the GCS KV namespace kPackagesNamespace, keyed by the SHA-256 (hex) of their bytes.
 
 // InvalidArgument if `dir` is not a directory or its files add up to more than `max_bytes`.
 absl::StatusOr<std::string> PackDirectory(const std::string& dir,

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "proto/schema.pb.h"
 #include "src/common/logging.h"
 #include "src/core_worker/core_worker_grpc_service.h"
 #include "src/rpc/server.h"
@@ -113,9 +114,15 @@ absl::Status CoreWorker::Start() {
 void CoreWorker::ReportTaskCounters() {
   const TaskSubmitter::Counters& c = submitter_->counters();
   const TaskSubmitter::Counters& a = actor_submitter_->counters();
-  std::string value = absl::StrCat(c.submitted.load(), " ", c.finished.load(), " ", c.failed.load(),
-                                   " ", c.retried.load(), " ", a.submitted.load(), " ",
-                                   a.finished.load(), " ", a.failed.load());
+  rpc::TaskCounters counters;
+  counters.set_tasks_submitted(c.submitted.load());
+  counters.set_tasks_finished(c.finished.load());
+  counters.set_tasks_failed(c.failed.load());
+  counters.set_tasks_retried(c.retried.load());
+  counters.set_actor_calls_submitted(a.submitted.load());
+  counters.set_actor_calls_finished(a.finished.load());
+  counters.set_actor_calls_failed(a.failed.load());
+  const std::string value = counters.SerializeAsString();
   if (value == last_reported_counters_ || c.submitted.load() + a.submitted.load() == 0) return;
   // One key per process that submitted tasks; the head's /metrics adds them up.
   if (gcs_->KVPut(kTaskCountersNamespace, options_.worker_id.Hex(), value, true).ok()) {

@@ -37,6 +37,7 @@
 #include "src/rpc/gcs_client.h"
 #include "src/rpc/grpc_peer_clients.h"
 #include "src/rpc/raylet_client.h"
+#include "src/schema/kv_schema.h"
 
 namespace grpc {
 class Server;
@@ -77,10 +78,8 @@ struct CoreWorkerOptions {
   const Clock* clock = nullptr;
 };
 
-// GCS KV namespace of per-process task counters: key worker id (hex), value "submitted finished
-// failed retried" for tasks, then "submitted finished failed" for actor calls. Kept after the
-// process ends, so the sums are cluster totals.
-inline constexpr char kTaskCountersNamespace[] = "troupe_task_counters";
+// Per-process task counters go to the GCS KV as rpc::TaskCounters under kTaskCountersNamespace
+// (src/schema/kv_schema.h); kept after the process ends, so the sums are cluster totals.
 
 class CoreWorker {
  public:

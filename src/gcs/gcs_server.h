@@ -26,17 +26,13 @@
 #include "src/rpc/grpc_peer_clients.h"
 #include "src/rpc/raylet_client.h"
 #include "src/rpc/rpc_latency.h"
+#include "src/schema/kv_schema.h"  // kMetricsNamespace, kGcsRpcLatencyKey: read by /metrics
 
 namespace grpc {
 class Server;
 }
 
 namespace troupe {
-
-// The GCS publishes its RPC latency histograms (Prometheus text) in its KV every 5 s, under
-// (kMetricsNamespace, kGcsRpcLatencyKey); the head's HTTP server adds them to /metrics.
-inline constexpr char kMetricsNamespace[] = "troupe_metrics";
-inline constexpr char kGcsRpcLatencyKey[] = "gcs_rpc_latency";
 
 // Every setting of a GCS, with its default (the CLI's flags default to these).
 struct GcsServerOptions {

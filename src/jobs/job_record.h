@@ -1,18 +1,17 @@
-// A submitted job's record, stored as JSON in the GCS KV (namespace "troupe_jobs", key
-// "job/<submission id>"; its recent output under "logs/<submission id>"), shaped like Ray's
-// JobDetails so Ray Jobs API clients understand it. Records outlive the job's driver and the
-// supervisor; DELETE /api/jobs/<id> removes them.
+// A submitted job's record, stored as JSON in the GCS KV (namespace kJobsNamespace, key
+// RecordKey(submission id); its recent output under LogsKey(submission id): see
+// src/schema/kv_schema.h), shaped like Ray's JobDetails so Ray Jobs API clients understand it.
+// Records outlive the job's driver and the supervisor; DELETE /api/jobs/<id> removes them.
 #pragma once
 
 #include <map>
 #include <string>
 
 #include "nlohmann/json.hpp"
+#include "src/schema/kv_schema.h"
 
 namespace troupe::jobs {
 
-inline constexpr char kJobsNamespace[] = "troupe_jobs";
-inline constexpr char kSupervisorNamespace[] = "troupe_job_supervisors";
 // The last this many bytes of a job's output are kept (in the KV, with the record).
 inline constexpr size_t kMaxLogBytes = 1 << 20;
 
@@ -26,10 +25,6 @@ inline constexpr char kFailed[] = "FAILED";
 inline bool IsTerminal(const std::string& status) {
   return status == kStopped || status == kSucceeded || status == kFailed;
 }
-
-inline std::string RecordKey(const std::string& id) { return "job/" + id; }
-inline std::string LogsKey(const std::string& id) { return "logs/" + id; }
-inline std::string SupervisorName(const std::string& id) { return "troupe-job-" + id; }
 
 // Fields (Ray's names): type, job_id, submission_id, status, entrypoint, message, error_type,
 // start_time, end_time (ms since the epoch), metadata, runtime_env, entrypoint_num_cpus,

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "src/common/ids.h"
 #include "src/common/sha256.h"
 #include "src/jobs/job_record.h"
@@ -164,7 +165,7 @@ Reply JobService::Submit(const std::string& request_body) {
                        .SetName(SupervisorName(id))
                        .SetNamespace(kSupervisorNamespace)
                        .SetLifetime(Detached{})
-                       .SetMaxConcurrency(2);  // Stop alongside Run
+                       .SetMaxConcurrency(kSupervisorConcurrency);  // Stop, tails, Run
     if (!resources.empty()) {
       creator.SetResources(resources);
     } else if (auto info = gcs_->GetAllNodeInfo(); info.ok()) {
@@ -214,12 +215,34 @@ std::string JobService::LogText(const std::string& id) {
   return logs.ok() && logs->has_value() ? **logs : "";
 }
 
+JobService::TailStep JobService::WaitForLogs(const std::string& id, int64_t offset) {
+  if (auto supervisor = Supervisor(id)) {
+    try {
+      const OutputChunk chunk =
+          *troupe::Get(supervisor->Task(&JobSupervisor::WaitForOutput).Remote(offset, kTailWaitMs),
+                       std::chrono::milliseconds(kTailWaitMs + 10000));
+      if (!chunk.busy) return {chunk.text, chunk.end, chunk.finished};
+    } catch (const TroupeError&) {
+      // Gone (it exits once the job ends), not yet started, or unreachable: the KV has the rest.
+    }
+  }
+  auto record = Record(id);
+  const std::string logs = LogText(id);
+  if (static_cast<int64_t>(logs.size()) > offset) {
+    return {logs.substr(offset), static_cast<int64_t>(logs.size()), false};
+  }
+  if (!record || IsTerminal(record->value("status", ""))) return {"", offset, true};
+  // Neither new output nor an end, and no supervisor to wait on: don't spin.
+  absl::SleepFor(absl::Milliseconds(300));
+  return {"", offset, false};
+}
+
 Reply JobService::List() {
-  auto keys = gcs_->KVKeys(kJobsNamespace, "job/");
+  auto keys = gcs_->KVKeys(kJobsNamespace, kRecordKeyPrefix);
   if (!keys.ok()) return Error(503, std::string(keys.status().message()));
   json jobs = json::array();
   for (const auto& key : *keys) {
-    if (auto record = Record(key.substr(4))) jobs.push_back(*record);
+    if (auto record = Record(key.substr(sizeof(kRecordKeyPrefix) - 1))) jobs.push_back(*record);
   }
   return {200, jobs};
 }

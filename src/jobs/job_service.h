@@ -4,7 +4,9 @@
 // HTTP server) and reads the GCS directly for records. Thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -37,10 +39,25 @@ class JobService {
   // The job's recent output ("" if none yet).
   std::string LogText(const std::string& id);
 
+  // One step of a log tail (GET /api/jobs/<id>/logs/tail): the output after byte `offset`, as
+  // soon as there is some. Asks the job's supervisor, which answers when output arrives or the
+  // job ends (a long poll of up to kTailWaitMs); once the supervisor is gone (the job ended, or
+  // it died) or is too busy, reads the KV copy instead, waiting 300 ms first when that has
+  // nothing new either. `done`: the job has ended and everything was returned.
+  struct TailStep {
+    std::string text;
+    int64_t next_offset = 0;
+    bool done = false;
+  };
+  TailStep WaitForLogs(const std::string& id, int64_t offset);
+
  private:
   GcsClient* gcs_;
 };
 
 Reply Error(int status, const std::string& message);
+
+// How long one log-tail step waits in the supervisor for new output.
+inline constexpr int64_t kTailWaitMs = 10000;
 
 }  // namespace troupe::jobs

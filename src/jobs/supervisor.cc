@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -72,6 +74,17 @@ JobSupervisor* JobSupervisor::Create(std::string submission_id) {
   return new JobSupervisor(std::move(submission_id));
 }
 
+JobSupervisor::~JobSupervisor() {
+  std::thread timer;
+  {
+    absl::MutexLock lock(&mu_);
+    group_gone_ = true;  // nothing left to kill once the supervisor goes
+    group_gone_cv_.SignalAll();
+    timer.swap(kill_timer_);
+  }
+  if (timer.joinable()) timer.join();
+}
+
 void JobSupervisor::Finish(const std::string& status, const std::string& message, int exit_code) {
   JobRecord record = Load(id_);
   record["status"] = status;
@@ -114,9 +127,10 @@ bool JobSupervisor::Run() {
     return false;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stop_requested_) {
       finished_ = true;
+      output_changed_.SignalAll();
       Finish(kStopped, "stopped before it started", -1);
       ExitActor();
       return false;
@@ -144,11 +158,17 @@ bool JobSupervisor::Run() {
   record["driver_node_id"] = Env("TROUPE_NODE_ID");
   Save(id_, record);
 
-  // Collect output (the last kMaxLogBytes), publishing it every 300 ms while it changes.
-  std::string logs;
+  // Collect output: tails waiting in WaitForOutput get it at once; the KV copy (the last
+  // kMaxLogBytes, for GET .../logs and for tails after the supervisor is gone) is rewritten at
+  // most every 300 ms while it changes, batching writes of chatty jobs.
   bool dirty = false;
   auto last_flush = std::chrono::steady_clock::now();
   auto flush = [&] {
+    std::string logs;
+    {
+      absl::MutexLock lock(&mu_);
+      logs = output_;
+    }
     Runtime().KvPut(kJobsNamespace, LogsKey(id_), logs, /*overwrite=*/true);
     dirty = false;
     last_flush = std::chrono::steady_clock::now();
@@ -159,8 +179,7 @@ bool JobSupervisor::Run() {
     if (poll(&entry, 1, 300) > 0) {
       ssize_t n = read(out[0], chunk, sizeof(chunk));
       if (n <= 0) break;
-      logs.append(chunk, n);
-      if (logs.size() > kMaxLogBytes) logs.erase(0, logs.size() - kMaxLogBytes);
+      Append(chunk, static_cast<size_t>(n));
       dirty = true;
     }
     if (dirty && std::chrono::steady_clock::now() - last_flush > std::chrono::milliseconds(300)) {
@@ -168,11 +187,27 @@ bool JobSupervisor::Run() {
     }
   }
   close(out[0]);
+  pid_t group;
+  {
+    absl::MutexLock lock(&mu_);
+    group = pid_;
+  }
   int status = 0;
-  waitpid(pid_, &status, 0);
+  waitpid(group, &status, 0);
   flush();
-  std::lock_guard<std::mutex> lock(mu_);
-  finished_ = true;
+  std::thread timer;
+  {
+    absl::MutexLock lock(&mu_);
+    // The stop timer still kills what is left of the group (children that ignored SIGTERM);
+    // once nothing is, it has nothing to wait for.
+    if (kill(-group, 0) != 0 && errno == ESRCH) {
+      group_gone_ = true;
+      group_gone_cv_.SignalAll();
+    }
+    timer.swap(kill_timer_);
+  }
+  if (timer.joinable()) timer.join();
+  absl::MutexLock lock(&mu_);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   if (stop_requested_) {
     Finish(kStopped, "stopped by request", code);
@@ -183,21 +218,62 @@ bool JobSupervisor::Run() {
   } else {
     Finish(kFailed, absl::StrCat("the entrypoint was killed by signal ", WTERMSIG(status)), code);
   }
+  // After the record: a tail told "finished" reads the final status.
+  finished_ = true;
+  output_changed_.SignalAll();
   ExitActor();  // frees the entrypoint's resources
   return true;
 }
 
+void JobSupervisor::Append(const char* data, size_t size) {
+  absl::MutexLock lock(&mu_);
+  output_.append(data, size);
+  if (output_.size() > kMaxLogBytes) output_.erase(0, output_.size() - kMaxLogBytes);
+  output_end_ += static_cast<int64_t>(size);
+  output_changed_.SignalAll();
+}
+
+OutputChunk JobSupervisor::WaitForOutput(int64_t offset, int64_t wait_ms) {
+  absl::MutexLock lock(&mu_);
+  OutputChunk chunk;
+  if (output_end_ <= offset && !finished_) {
+    if (waiting_tails_ >= kMaxWaitingTails) {
+      chunk.busy = true;  // keep executor threads free for Stop
+    } else {
+      ++waiting_tails_;
+      const absl::Time deadline = absl::Now() + absl::Milliseconds(wait_ms);
+      while (output_end_ <= offset && !finished_ &&
+             !output_changed_.WaitWithDeadline(&mu_, deadline)) {
+      }
+      --waiting_tails_;
+    }
+  }
+  const int64_t kept_begin = output_end_ - static_cast<int64_t>(output_.size());
+  chunk.begin = std::max(offset, kept_begin);
+  chunk.end = std::max(chunk.begin, output_end_);
+  if (chunk.end > chunk.begin) chunk.text = output_.substr(chunk.begin - kept_begin);
+  chunk.finished = finished_ && chunk.end == output_end_;
+  return chunk;
+}
+
+void JobSupervisor::KillAfterGrace(pid_t group) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time deadline = absl::Now() + absl::Seconds(3);
+  while (!group_gone_ && !group_gone_cv_.WaitWithDeadline(&mu_, deadline)) {
+  }
+  if (!group_gone_) kill(-group, SIGKILL);  // whatever ignored SIGTERM
+}
+
 bool JobSupervisor::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const bool running = !finished_;
   stop_requested_ = true;
   if (pid_ > 0 && !finished_) {
     kill(-pid_, SIGTERM);
-    const pid_t group = pid_;
-    std::thread([group] {
-      std::this_thread::sleep_for(std::chrono::seconds(3));
-      kill(-group, SIGKILL);  // whatever ignored SIGTERM (a no-op once the group is gone)
-    }).detach();
+    if (!kill_timer_.joinable()) {
+      const pid_t group = pid_;
+      kill_timer_ = std::thread([this, group] { KillAfterGrace(group); });
+    }
   }
   return running;
 }
@@ -205,4 +281,4 @@ bool JobSupervisor::Stop() {
 }  // namespace troupe::jobs
 
 TROUPE_REMOTE(troupe::jobs::JobSupervisor::Create, &troupe::jobs::JobSupervisor::Run,
-              &troupe::jobs::JobSupervisor::Stop);
+              &troupe::jobs::JobSupervisor::Stop, &troupe::jobs::JobSupervisor::WaitForOutput);

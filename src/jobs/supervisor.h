@@ -2,37 +2,74 @@
 // entrypoint's requested resources are). It runs the entrypoint with `sh -c` in its own process
 // group, inside the unpacked working directory, with TROUPE_ADDRESS and TROUPE_TOKEN set so a
 // Troupe program in it joins the cluster (and TROUPE_WORKING_DIR_DIGEST so its workers get the same
-// working directory); keeps the record's status and the output's last 1 MiB in the KV; and stops
-// the whole process group on Stop (SIGTERM, then SIGKILL after 3 s). Killing the entrypoint ends
-// its Troupe driver, whose job's workers and non-detached actors the cluster then stops.
-// Thread-safe (Run and Stop run on the actor's two executor threads).
+// working directory); keeps the record's status and the output's last 1 MiB in the KV; answers
+// log-tail long polls from the output it holds (WaitForOutput, woken by a condition variable as
+// output arrives); and stops the whole process group on Stop: SIGTERM, then SIGKILL from a timer
+// this object owns if anything of the group is left after 3 s. Killing the entrypoint ends its
+// Troupe driver, whose job's workers and non-detached actors the cluster then stops.
+// Thread-safety: thread-safe; Run, Stop and WaitForOutput run on the actor's executor threads
+// (kSupervisorConcurrency of them) at the same time.
 #pragma once
 
 #include <sys/types.h>
 
-#include <atomic>
-#include <mutex>
+#include <cstdint>
 #include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "troupe/api.h"
 
 namespace troupe::jobs {
+
+// Log-tail long polls one supervisor holds at once; more return at once with `busy` set.
+inline constexpr int kMaxWaitingTails = 8;
+// The supervisor actor's executor threads: Run, Stop, and the waiting tails.
+inline constexpr int kSupervisorConcurrency = 2 + kMaxWaitingTails;
+
+// A piece of a job's output: bytes [begin, end) of everything it wrote (earlier bytes than the
+// last 1 MiB are gone, so begin may be past the offset asked for).
+struct OutputChunk {
+  int64_t begin = 0;
+  int64_t end = 0;
+  std::string text;
+  bool finished = false;  // the job has ended: no more output will come
+  bool busy = false;      // too many tails waiting: this one did not wait
+  MSGPACK_DEFINE(begin, end, text, finished, busy);
+};
 
 class JobSupervisor {
  public:
   static JobSupervisor* Create(std::string submission_id);
+  ~JobSupervisor();
   // Runs the job to its end (the record says how it ended); then the actor exits.
   bool Run();
   // Stops the job if it runs (or before it starts). True if it was still going.
   bool Stop();
+  // The output from byte `offset` on, once there is any, the job has ended, or `wait_ms` passed
+  // (then with empty text).
+  OutputChunk WaitForOutput(int64_t offset, int64_t wait_ms);
 
  private:
   explicit JobSupervisor(std::string id) : id_(std::move(id)) {}
   void Finish(const std::string& status, const std::string& message, int exit_code);
+  void Append(const char* data, size_t size);
+  // The stop timer's body: SIGKILL the group unless it is gone within the grace period.
+  void KillAfterGrace(pid_t group);
 
   const std::string id_;
-  std::mutex mu_;
-  pid_t pid_ = 0;  // the entrypoint's process group, while it runs
-  bool stop_requested_ = false;
-  bool finished_ = false;
+  absl::Mutex mu_;
+  absl::CondVar output_changed_;        // output appended, or the job finished
+  absl::CondVar group_gone_cv_;         // the process group has no process left
+  pid_t pid_ ABSL_GUARDED_BY(mu_) = 0;  // the entrypoint's process group, while it runs
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool group_gone_ ABSL_GUARDED_BY(mu_) = false;
+  std::string output_ ABSL_GUARDED_BY(mu_);      // the last kMaxLogBytes of the output
+  int64_t output_end_ ABSL_GUARDED_BY(mu_) = 0;  // bytes written so far
+  int waiting_tails_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread kill_timer_ ABSL_GUARDED_BY(mu_);  // started by the first Stop of a running job
 };
 
 }  // namespace troupe::jobs

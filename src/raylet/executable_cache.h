@@ -12,11 +12,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/common.pb.h"
+#include "src/schema/kv_schema.h"
 #include "src/rpc/gcs_client.h"
 
 namespace troupe {
-
-inline constexpr char kExecutablesNamespace[] = "troupe_executables";
 
 class ExecutableCache {
  public:

@@ -14,6 +14,24 @@
 // tasks and never returns. Code before Init() therefore runs in every worker too — keep it to
 // argument parsing and setup that is safe to repeat. Errors are thrown as troupe::TroupeError
 // subclasses (troupe/errors.h).
+//
+// Linking: the runtime is //src/api. Init() with no address (and no $TROUPE_ADDRESS) starts an
+// embedded local cluster only in programs that also link //src/local_cluster; elsewhere it throws
+// RuntimeError saying so.
+//
+// Threading contract:
+//   - After Init returns, every call here (Task/Actor ... Remote, Put, Get, GetView, Wait,
+//     Cancel, actor handles, placement groups, ObjectRef copies and destructors) may be made from
+//     any number of threads at once.
+//   - Init and Shutdown serialize with each other; Init while initialized throws RuntimeError,
+//     Shutdown when not initialized does nothing.
+//   - Shutdown may race calls on other threads. A call that starts after Shutdown began throws
+//     RuntimeError ("not initialized" or "shut down"); a call already running finishes on the
+//     stopping runtime: it returns, or throws a TroupeError (a Get/Wait blocked on an object
+//     returns once the object resolves, fails, or its timeout passes). Shutdown does not wait for
+//     such calls, and never frees what they use.
+//   - After Shutdown every call throws RuntimeError until Init is called again; ObjectRefs and
+//     actor handles may still be copied and destroyed (it does nothing), but not used.
 #pragma once
 
 #include <chrono>
@@ -36,7 +54,8 @@ namespace troupe {
 
 struct Config {
   // host:port of a running cluster's GCS. Empty: $TROUPE_ADDRESS, else start an embedded local
-  // cluster (a GCS and one raylet inside this process, stopped by Shutdown).
+  // cluster (a GCS and one raylet inside this process, stopped by Shutdown; needs
+  // //src/local_cluster linked in).
   std::string address;
   // Cluster token. Empty: $TROUPE_TOKEN, else the token of a local session with that address.
   std::string token;
@@ -56,10 +75,15 @@ struct Config {
   std::string working_dir;
 };
 
+// Connects this driver to a cluster (Config::address, $TROUPE_ADDRESS, or an embedded one) and
+// registers its job. In worker mode runs tasks and never returns. Throws RuntimeError.
 void Init();
 void Init(int argc, char** argv);
 void Init(const Config& config);
+// True between Init and Shutdown (false in worker mode).
 bool IsInitialized();
+// Ends the job: stops this process's runtime (and the embedded cluster, if Init started one).
+// Safe to call while other threads make calls (see the threading contract above).
 void Shutdown();
 
 template <typename T>

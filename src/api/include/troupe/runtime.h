@@ -1,6 +1,8 @@
 // The seam between the header-only API templates and the runtime library: templates serialize
 // and deserialize; the Runtime moves bytes, tracks references and runs tasks. Implemented by
-// src/api/runtime.cc over the core worker. Users do not call this directly.
+// src/api/core_worker_runtime.cc over the core worker, reached through the RuntimeGateway
+// (src/api/runtime_gateway.h) that makes Shutdown safe against concurrent calls. Users do not
+// call this directly.
 // Thread-safety: implementations are thread-safe.
 #pragma once
 
@@ -128,7 +130,8 @@ class Runtime {
   virtual void RemoveLocalRef(const std::string& object_id) = 0;
 };
 
-// The process's runtime, or nullptr before Init / after Shutdown.
+// The process's runtime, or nullptr before Init / after Shutdown. A pointer read here stays valid
+// after Shutdown (calls through it then throw RuntimeError).
 Runtime* CurrentRuntime();
 void SetCurrentRuntime(Runtime* runtime);
 

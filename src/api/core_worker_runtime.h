@@ -1,0 +1,68 @@
+// CoreWorkerRuntime: the API's Runtime (troupe/runtime.h) over this process's CoreWorker, for a
+// driver (built by Init) or a worker (built by RunWorker). Converts API types to core types and
+// errors to typed exceptions (status_exceptions.h). Shares ownership of the CoreWorker, so a call
+// still running when Shutdown drops the session keeps the (shut down) core alive until it returns.
+// Thread-safety: thread-safe, as CoreWorker is.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/core_worker/core_worker.h"
+#include "troupe/runtime.h"
+
+namespace troupe::internal {
+
+class CoreWorkerRuntime final : public Runtime {
+ public:
+  // `actor_restarted` answers WasCurrentActorRestarted (worker mode; nullptr: never).
+  CoreWorkerRuntime(std::shared_ptr<CoreWorker> core, std::string token,
+                    bool (*actor_restarted)() = nullptr)
+      : core_(std::move(core)), token_(std::move(token)), actor_restarted_(actor_restarted) {}
+
+  CoreWorker& core() { return *core_; }
+  // The cluster token text (for the benchmark hook's direct connections).
+  const std::string& token() const { return token_; }
+
+  RefInfo SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
+                     const TaskOptions& options) override;
+  RefInfo Put(size_t size, const std::function<void(char*)>& write,
+              std::vector<RefInfo> contained) override;
+  std::vector<Buffer> Get(const std::vector<RefInfo>& refs, int64_t timeout_ms) override;
+  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int num_ready,
+                         int64_t timeout_ms) override;
+  void Cancel(const RefInfo& ref, bool force) override;
+
+  std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
+                          const ActorOptions& options) override;
+  RefInfo SubmitActorTask(const std::string& actor_id, const std::string& method_name,
+                          std::vector<TaskArgument> args) override;
+  void KillActor(const std::string& actor_id, bool no_restart) override;
+  std::string GetNamedActor(const std::string& name, const std::string& ns) override;
+  void ExitActor() override;
+  bool WasCurrentActorRestarted() override;
+
+  std::string CreatePlacementGroup(const PlacementGroupSpec& spec) override;
+  void RemovePlacementGroup(const std::string& id) override;
+  bool WaitPlacementGroup(const std::string& id, int64_t timeout_ms) override;
+  std::string GetPlacementGroup(const std::string& name) override;
+
+  std::optional<std::string> KvGet(const std::string& ns, const std::string& key) override;
+  bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
+             bool overwrite) override;
+  int64_t KvDelete(const std::string& ns, const std::string& key, bool by_prefix) override;
+  std::string JobNamespace() override;
+  std::string CurrentActorId() override;
+  std::string NodeIp() override;
+
+  void AddLocalRef(const RefInfo& ref) override;
+  void RemoveLocalRef(const std::string& object_id) override;
+
+ private:
+  const std::shared_ptr<CoreWorker> core_;
+  const std::string token_;
+  bool (*const actor_restarted_)();
+};
+
+}  // namespace troupe::internal

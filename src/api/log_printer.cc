@@ -1,0 +1,45 @@
+#include "src/api/log_printer.h"
+
+#include <cstdio>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace troupe::internal {
+
+WorkerLogPrinter::WorkerLogPrinter(GcsClient* gcs, JobId job_id)
+    : gcs_(gcs), job_id_(std::move(job_id)), thread_([this] { Follow(); }) {}
+
+void WorkerLogPrinter::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+void WorkerLogPrinter::Follow() {
+  int64_t cursor = -1;
+  while (true) {
+    const bool stopping = stop_.HasBeenNotified();
+    rpc::PollRequest poll;
+    poll.add_channels(rpc::LOG_CHANNEL);
+    poll.set_after_seq(cursor);
+    poll.set_timeout_ms(cursor < 0 || stopping ? 0 : 200);
+    auto reply = gcs_->Poll(poll);
+    if (reply.ok()) {
+      cursor = reply->last_seq();
+      for (const auto& message : reply->messages()) {
+        const rpc::LogBatch& batch = message.log();
+        if (batch.job_id() != job_id_.Binary()) continue;
+        const std::string prefix = absl::StrCat(
+            "(pid=", batch.pid(), ", node=", BytesToHex(batch.node_id()).substr(0, 8), ") ");
+        std::string text;
+        for (const auto& line : batch.lines()) absl::StrAppend(&text, prefix, line, "\n");
+        fwrite(text.data(), 1, text.size(), stdout);
+      }
+      fflush(stdout);
+    }
+    if (stopping) return;
+    if (!reply.ok()) stop_.WaitForNotificationWithTimeout(absl::Milliseconds(500));
+  }
+}
+
+}  // namespace troupe::internal

@@ -1,0 +1,35 @@
+// WorkerLogPrinter: prints a driver's job's worker output on this process's stdout as the raylets
+// publish it on the GCS log channel, each line prefixed "(pid=..., node=...) " like Ray does.
+// Follows the channel with long polls (woken by the GCS when lines arrive), on a thread it owns.
+// Thread-safety: Stop and the destructor may run on any one thread.
+#pragma once
+
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "src/common/ids.h"
+#include "src/rpc/gcs_client.h"
+
+namespace troupe::internal {
+
+class WorkerLogPrinter {
+ public:
+  // `gcs` must outlive this printer.
+  WorkerLogPrinter(GcsClient* gcs, JobId job_id);
+  ~WorkerLogPrinter() { Stop(); }
+  WorkerLogPrinter(const WorkerLogPrinter&) = delete;
+  WorkerLogPrinter& operator=(const WorkerLogPrinter&) = delete;
+
+  // Prints what is already published, then stops following. Idempotent.
+  void Stop();
+
+ private:
+  void Follow();
+
+  GcsClient* const gcs_;
+  const JobId job_id_;
+  absl::Notification stop_;
+  std::thread thread_;
+};
+
+}  // namespace troupe::internal

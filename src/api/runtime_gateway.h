@@ -1,0 +1,83 @@
+// RuntimeGateway: the Runtime the API templates reach through CurrentRuntime() while Troupe is
+// initialized. It forwards every call to the current session (the CoreWorkerRuntime that Init or
+// the worker entry built), holding a shared reference to it for the call's duration. That is what
+// makes Shutdown safe against calls on other threads:
+//   - Close() (from Shutdown) uninstalls the session at once: CurrentRuntime() returns nullptr,
+//     and a call that had already read the gateway's pointer throws RuntimeError.
+//   - a call already inside the session finishes on it (Shutdown stops its core worker, so such a
+//     call returns or fails with a TroupeError); the session is destroyed when the last such call
+//     returns, never under it.
+//   - reference counting (ObjectRef copies and destructors) becomes a no-op after Close, so
+//     ObjectRefs may outlive Shutdown.
+// The process-wide gateway (Process()) is never destroyed, so pointers read from CurrentRuntime()
+// stay valid forever. Thread-safety: every method may run on any thread, concurrently with
+// Open/Close.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "troupe/runtime.h"
+
+namespace troupe::internal {
+
+class RuntimeGateway final : public Runtime {
+ public:
+  // The gateway Init and the worker entry use; lives until the process exits.
+  static RuntimeGateway& Process();
+
+  // Installs `session` and points CurrentRuntime() at this gateway.
+  void Open(std::shared_ptr<Runtime> session);
+  // Uninstalls the session (CurrentRuntime() becomes nullptr) and returns it; calls in flight
+  // keep their reference. No-op (nullptr) when none is open.
+  std::shared_ptr<Runtime> Close();
+  // The open session, or nullptr.
+  std::shared_ptr<Runtime> session() const;
+
+  RefInfo SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
+                     const TaskOptions& options) override;
+  RefInfo Put(size_t size, const std::function<void(char*)>& write,
+              std::vector<RefInfo> contained) override;
+  std::vector<Buffer> Get(const std::vector<RefInfo>& refs, int64_t timeout_ms) override;
+  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int num_ready,
+                         int64_t timeout_ms) override;
+  void Cancel(const RefInfo& ref, bool force) override;
+
+  std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
+                          const ActorOptions& options) override;
+  RefInfo SubmitActorTask(const std::string& actor_id, const std::string& method_name,
+                          std::vector<TaskArgument> args) override;
+  void KillActor(const std::string& actor_id, bool no_restart) override;
+  std::string GetNamedActor(const std::string& name, const std::string& ns) override;
+  void ExitActor() override;
+  bool WasCurrentActorRestarted() override;
+
+  std::string CreatePlacementGroup(const PlacementGroupSpec& spec) override;
+  void RemovePlacementGroup(const std::string& id) override;
+  bool WaitPlacementGroup(const std::string& id, int64_t timeout_ms) override;
+  std::string GetPlacementGroup(const std::string& name) override;
+
+  std::optional<std::string> KvGet(const std::string& ns, const std::string& key) override;
+  bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
+             bool overwrite) override;
+  int64_t KvDelete(const std::string& ns, const std::string& key, bool by_prefix) override;
+  std::string JobNamespace() override;
+  std::string CurrentActorId() override;
+  std::string NodeIp() override;
+
+  // No-ops once closed: ObjectRefs may be copied and destroyed after Shutdown.
+  void AddLocalRef(const RefInfo& ref) override;
+  void RemoveLocalRef(const std::string& object_id) override;
+
+ private:
+  // The open session; throws RuntimeError after Close.
+  std::shared_ptr<Runtime> Require() const;
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<Runtime> session_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace troupe::internal

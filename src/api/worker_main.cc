@@ -1,0 +1,128 @@
+#include "src/api/worker_main.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <typeinfo>
+
+#include "src/api/core_worker_runtime.h"
+#include "src/api/runtime_gateway.h"
+#include "src/core_worker/core_worker.h"
+#include "troupe/api.h"
+
+namespace troupe::internal {
+
+std::string DemangledTypeName(const std::type_info& type);  // api_support.cc
+
+namespace {
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+// The actor this process holds (if any), created by its creation task; set and read on the
+// task executor threads, which the core worker orders (the creation task runs before any call).
+std::shared_ptr<void> actor_instance;
+bool actor_restarted = false;
+
+bool ActorWasRestarted() { return actor_restarted; }
+
+// Runs the function, actor factory or actor method a task names; throws what it throws.
+std::shared_ptr<InvokeResult> Invoke(const rpc::TaskSpec& spec, const std::vector<Buffer>& args) {
+  const auto& registry = FunctionRegistry::Instance();
+  const std::string& name = spec.function_name();
+  switch (spec.type()) {
+    case rpc::TaskSpec::ACTOR_CREATION_TASK: {
+      const auto* creator = registry.FindCreator(name);
+      if (creator == nullptr)
+        throw TroupeError("actor factory " + name + " is not registered (TROUPE_REMOTE)");
+      actor_restarted = spec.actor_num_restarts() > 0;
+      actor_instance = (*creator)(args);
+      auto result = std::make_shared<InvokeResult>();
+      result->value = Serialize(msgpack::type::nil_t());
+      return result;
+    }
+    case rpc::TaskSpec::ACTOR_TASK: {
+      const auto* method = registry.FindMethod(name);
+      if (method == nullptr)
+        throw TroupeError("actor method " + name + " is not registered (TROUPE_REMOTE)");
+      if (!actor_instance) throw TroupeError("this worker holds no actor");
+      return std::make_shared<InvokeResult>((*method)(actor_instance.get(), args));
+    }
+    default: {
+      const auto* invoker = registry.FindFunction(name);
+      if (invoker == nullptr) {
+        throw TroupeError("function " + name +
+                          " is not registered in this executable (TROUPE_REMOTE)");
+      }
+      return std::make_shared<InvokeResult>((*invoker)(args));
+    }
+  }
+}
+
+// Runs a pushed task and reports its result or the exception it threw.
+TaskOutcome ExecuteRegistered(const rpc::TaskSpec& spec, const std::vector<ObjectBuffer>& args) {
+  std::vector<Buffer> buffers;
+  buffers.reserve(args.size());
+  for (const auto& arg : args) buffers.push_back({arg.data, arg.size, arg.holder});
+  TaskOutcome outcome;
+  try {
+    std::shared_ptr<InvokeResult> result = Invoke(spec, buffers);
+    outcome.size = result->value.size();
+    outcome.write = [result](char* out) { result->value.CopyTo(out); };
+    outcome.keep_alive = result;
+    // References inside the result stay alive with this worker (see docs/api.md).
+    for (const auto& inner : result->value.contained_refs) {
+      RuntimeGateway::Process().AddLocalRef(inner);
+    }
+  } catch (const std::exception& e) {
+    outcome.threw = true;
+    outcome.exception_type = DemangledTypeName(typeid(e));
+    outcome.exception_message = e.what();
+  } catch (...) {
+    outcome.threw = true;
+    outcome.exception_type = "unknown exception";
+    outcome.exception_message = "a non-std::exception was thrown";
+  }
+  return outcome;
+}
+
+}  // namespace
+
+void RunWorker() {
+  // Output goes to the worker's log file; line buffering lets the driver show it promptly.
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  CoreWorkerOptions options;
+  options.is_driver = false;
+  options.raylet_address = Env("TROUPE_RAYLET_ADDRESS");
+  options.gcs_address = Env("TROUPE_GCS_ADDRESS");
+  options.token = Env("TROUPE_TOKEN");
+  options.node_ip = Env("TROUPE_NODE_IP").empty() ? "127.0.0.1" : Env("TROUPE_NODE_IP");
+  auto job_id = JobId::FromHex(Env("TROUPE_JOB_ID"));
+  auto worker_id = WorkerId::FromHex(Env("TROUPE_WORKER_ID"));
+  if (!job_id.ok() || !worker_id.ok()) {
+    fprintf(stderr, "troupe worker: bad TROUPE_JOB_ID/TROUPE_WORKER_ID in the environment\n");
+    _exit(2);
+  }
+  options.job_id = *job_id;
+  options.worker_id = *worker_id;
+  options.execute = ExecuteRegistered;
+  auto core = std::make_shared<CoreWorker>(options);
+  if (auto status = core->Start(); !status.ok()) {
+    fprintf(stderr, "troupe worker: cannot start: %s\n", std::string(status.message()).c_str());
+    _exit(1);
+  }
+  RuntimeGateway& gateway = RuntimeGateway::Process();
+  gateway.Open(std::make_shared<CoreWorkerRuntime>(core, options.token, ActorWasRestarted));
+  core->RunTaskLoop();
+  gateway.Close();
+  actor_instance.reset();
+  core->Shutdown();
+  fflush(stdout);
+  fflush(stderr);
+  _exit(0);
+}
+
+}  // namespace troupe::internal

@@ -1,0 +1,33 @@
+#include "src/http/request_guard.h"
+
+namespace troupe::http {
+
+std::optional<jobs::Reply> CheckRequest(const RequestFacts& request, const std::string& token) {
+  if ((!request.origin.empty() && request.origin != "http://" + request.host) ||
+      request.fetch_site == "cross-site") {
+    return jobs::Error(403, "cross-origin request refused (Origin: " + request.origin +
+                                "): the jobs API only answers same-origin browser requests and "
+                                "non-browser clients");
+  }
+  if (request.path == "/api/version") return std::nullopt;
+  if (request.authorization != "Bearer " + token) {
+    return jobs::Error(
+        401, std::string(request.authorization.empty() ? "no token" : "wrong token") +
+                 ": send the cluster token as 'Authorization: Bearer <token>' (it is in <session "
+                 "dir>/token on the head, mode 0600; the troupe CLI sends it for you)");
+  }
+  return std::nullopt;
+}
+
+std::string RouteLabel(const std::string& method, const std::string& path) {
+  std::string route = path;
+  if (route.rfind("/api/jobs/", 0) == 0 && route.size() > 10) {
+    const size_t end = route.find('/', 10);
+    route = "/api/jobs/{id}" + (end == std::string::npos ? "" : route.substr(end));
+  } else if (route.rfind("/api/packages/", 0) == 0) {
+    route = "/api/packages/{name}";
+  }
+  return method + " " + route;
+}
+
+}  // namespace troupe::http

@@ -1,0 +1,30 @@
+// The HTTP server's admission checks, before any handler runs: the cross-site check (a browser
+// on another site must never drive this API, since job submission is code execution) and the
+// cluster token. Also the route label /metrics counts requests under. Pure functions; thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "src/jobs/job_service.h"
+
+namespace troupe::http {
+
+// What the checks look at in a request.
+struct RequestFacts {
+  std::string path;
+  std::string host;           // Host header
+  std::string origin;         // Origin header ("" if none)
+  std::string fetch_site;     // Sec-Fetch-Site header ("" if none)
+  std::string authorization;  // Authorization header ("" if none)
+};
+
+// nullopt when the request may proceed; otherwise the reply to send: 403 for a request from
+// another site (an Origin that is not this server, or Sec-Fetch-Site: cross-site) whatever the
+// method or path, 401 without `Authorization: Bearer <token>` (except /api/version).
+std::optional<jobs::Reply> CheckRequest(const RequestFacts& request, const std::string& token);
+
+// "METHOD path" with job ids and package names replaced ({id}, {name}), for metrics labels.
+std::string RouteLabel(const std::string& method, const std::string& path);
+
+}  // namespace troupe::http

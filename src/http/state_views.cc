@@ -1,0 +1,137 @@
+#include "src/http/state_views.h"
+
+#include <map>
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "proto/gcs.pb.h"
+#include "src/common/ids.h"
+
+namespace troupe::http {
+namespace {
+
+using nlohmann::json;
+
+json MapToJson(const google::protobuf::Map<std::string, double>& map) {
+  json out = json::object();
+  for (const auto& [k, v] : map) out[k] = v;
+  return out;
+}
+
+}  // namespace
+
+jobs::Reply StateViews::Nodes() {
+  auto nodes = metrics_->Timed("GetAllNodeInfo", [&] { return gcs_->GetAllNodeInfo(); });
+  auto usage = metrics_->Timed("GetAllResourceUsage", [&] { return gcs_->GetAllResourceUsage(); });
+  if (!nodes.ok()) return jobs::Error(503, std::string(nodes.status().message()));
+  std::map<std::string, rpc::ResourceUsage> by_node;
+  if (usage.ok()) {
+    for (auto& u : *usage) by_node[u.node_id()] = u;
+  }
+  json out = json::array();
+  for (const auto& node : *nodes) {
+    json entry = {{"node_id", BytesToHex(node.node_id())},
+                  {"node_ip", node.node_ip()},
+                  {"state", node.state() == rpc::NodeInfo::ALIVE ? "ALIVE" : "DEAD"},
+                  {"is_head_node", node.is_head()},
+                  {"resources_total", MapToJson(node.resources_total())},
+                  {"death_reason", node.death_reason()}};
+    json labels = json::object();
+    for (const auto& [k, v] : node.labels()) labels[k] = v;
+    entry["labels"] = labels;
+    if (auto it = by_node.find(node.node_id()); it != by_node.end()) {
+      entry["resources_available"] = MapToJson(it->second.available());
+      entry["object_store_used_bytes"] = it->second.object_store_used_bytes();
+      entry["object_store_spilled_bytes"] = it->second.object_store_spilled_bytes();
+    }
+    out.push_back(entry);
+  }
+  return {200, out};
+}
+
+jobs::Reply StateViews::Actors() {
+  auto actors = metrics_->Timed("GetAllActorInfo", [&] { return gcs_->GetAllActorInfo(); });
+  if (!actors.ok()) return jobs::Error(503, std::string(actors.status().message()));
+  json out = json::array();
+  for (const auto& a : *actors) {
+    out.push_back({{"actor_id", BytesToHex(a.actor_id())},
+                   {"class_name", a.class_name()},
+                   {"name", a.name()},
+                   {"namespace", a.namespace_name()},
+                   {"state", rpc::ActorInfo::State_Name(a.state())},
+                   {"node_id", BytesToHex(a.node_id())},
+                   {"pid", a.pid()},
+                   {"worker_id", BytesToHex(a.worker_id())},
+                   {"num_restarts", a.num_restarts()},
+                   {"job_id", BytesToHex(a.job_id())},
+                   {"detached", a.detached()},
+                   {"required_resources", MapToJson(a.required_resources())},
+                   {"death_cause", a.death_cause()}});
+  }
+  return {200, out};
+}
+
+jobs::Reply StateViews::PlacementGroups() {
+  auto groups =
+      metrics_->Timed("GetAllPlacementGroups", [&] { return gcs_->GetAllPlacementGroups(); });
+  if (!groups.ok()) return jobs::Error(503, std::string(groups.status().message()));
+  json out = json::array();
+  for (const auto& g : *groups) {
+    json bundles = json::array();
+    for (const auto& b : g.bundles()) bundles.push_back(MapToJson(b.resources()));
+    out.push_back({{"placement_group_id", BytesToHex(g.placement_group_id())},
+                   {"name", g.name()},
+                   {"state", rpc::PlacementGroupInfo::State_Name(g.state())},
+                   {"strategy", rpc::PlacementGroupInfo::Strategy_Name(g.strategy())},
+                   {"bundles", bundles},
+                   {"pending_reason", g.pending_reason()}});
+  }
+  return {200, out};
+}
+
+jobs::Reply StateViews::Jobs() {
+  auto drivers = metrics_->Timed("GetAllJobInfo", [&] { return gcs_->GetAllJobInfo(); });
+  if (!drivers.ok()) return jobs::Error(503, std::string(drivers.status().message()));
+  json out = json::array();
+  for (const auto& j : *drivers) {
+    out.push_back({{"job_id", BytesToHex(j.job_id())},
+                   {"type", "DRIVER"},
+                   {"status", j.state() == rpc::JobInfo::RUNNING ? "RUNNING" : "FINISHED"},
+                   {"entrypoint", j.entrypoint()},
+                   {"start_time", j.start_time_ms()},
+                   {"end_time", j.end_time_ms()},
+                   {"driver_pid", j.driver_pid()}});
+  }
+  auto submitted = jobs_->List();
+  if (submitted.status == 200) {
+    for (auto& s : submitted.body) out.push_back(s);
+  }
+  return {200, out};
+}
+
+jobs::Reply StateViews::ClusterStatus() {
+  auto nodes = Nodes();
+  if (nodes.status != 200) return nodes;
+  json total = json::object(), available = json::object();
+  int alive = 0, dead = 0;
+  for (const auto& node : nodes.body) {
+    if (node["state"] != "ALIVE") {
+      ++dead;
+      continue;
+    }
+    ++alive;
+    for (const auto& [k, v] : node["resources_total"].items())
+      total[k] = total.value(k, 0.0) + v.get<double>();
+    if (node.contains("resources_available")) {
+      for (const auto& [k, v] : node["resources_available"].items()) {
+        available[k] = available.value(k, 0.0) + v.get<double>();
+      }
+    }
+  }
+  return {200, json{{"alive_nodes", alive},
+                    {"dead_nodes", dead},
+                    {"resources_total", total},
+                    {"resources_available", available}}};
+}
+
+}  // namespace troupe::http

@@ -1,0 +1,51 @@
+// The cross-process entries of the GCS key-value store: every namespace that one process writes
+// and another reads, its keys and the format of its values. Writers and readers include this
+// header instead of each other's internals (the HTTP server reads task counters without linking
+// the core worker, and GCS metrics without linking the GCS server).
+//
+//   namespace               key                      value (writer -> readers)
+//   troupe_task_counters    <worker id hex>          rpc::TaskCounters (proto/schema.proto)
+//                                                    (core worker -> /metrics)
+//   troupe_metrics          gcs_rpc_latency          Prometheus text, appended to /metrics as is
+//                                                    (GCS server, every 5 s -> /metrics)
+//   troupe_jobs             job/<submission id>      JSON job record, Ray's JobDetails shape
+//                                                    (src/jobs/job_record.h)
+//                           logs/<submission id>     the job's last 1 MiB of output, raw bytes
+//                                                    (job supervisor -> jobs API)
+//   troupe_packages         <sha256 hex>             a packed directory (src/common/package.h)
+//                                                    (driver, jobs API -> raylets, supervisors)
+//   troupe_executables      <sha256 hex>             a driver's executable, raw bytes
+//                                                    (driver -> raylets,
+//                                                    src/raylet/executable_cache.h)
+//   job-<job id hex>        user keys                user values; deleted when the job ends
+//                                                    (src/common/ids.h JobKvNamespace)
+//
+// Constants only; no dependencies; thread-safe.
+#pragma once
+
+#include <string>
+
+namespace troupe {
+
+inline constexpr char kTaskCountersNamespace[] = "troupe_task_counters";
+
+// The GCS publishes its RPC latency histograms (Prometheus text) here every 5 s.
+inline constexpr char kMetricsNamespace[] = "troupe_metrics";
+inline constexpr char kGcsRpcLatencyKey[] = "gcs_rpc_latency";
+
+inline constexpr char kPackagesNamespace[] = "troupe_packages";
+inline constexpr char kExecutablesNamespace[] = "troupe_executables";
+
+namespace jobs {
+
+inline constexpr char kJobsNamespace[] = "troupe_jobs";
+// Not a KV namespace: the actor namespace of the job supervisors (named SupervisorName(id)).
+inline constexpr char kSupervisorNamespace[] = "troupe_job_supervisors";
+
+inline constexpr char kRecordKeyPrefix[] = "job/";
+inline std::string RecordKey(const std::string& id) { return kRecordKeyPrefix + id; }
+inline std::string LogsKey(const std::string& id) { return "logs/" + id; }
+inline std::string SupervisorName(const std::string& id) { return "troupe-job-" + id; }
+
+}  // namespace jobs
+}  // namespace troupe

@@ -201,7 +201,7 @@ TEST(TasksTest, NestedTasksDoNotDeadlockThePool) {
 // Every thread must end with a TroupeError (RuntimeError once Shutdown began), none may crash or
 // hang, and the process must be able to Init again.
 TEST(TasksTest, ShutdownRacesCallsFromOtherThreads) {
-  TestCluster cluster({"--num-cpus=2"});
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
   constexpr int kThreads = 6;
   constexpr int kRoundTripsBeforeShutdown = 20;
   absl::Mutex mu;

@@ -134,22 +134,16 @@ TEST_F(JobsTest, StopKillsAJobThatIgnoresSigterm) {
   CommandResult r = Job({"submit", "--no-wait", "--submission-id=stubborn", "--", "sh", "-c",
                          "trap '' TERM; echo ready; while true; do sleep 1; done"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!absl::StrContains(Job({"logs", "stubborn"}).out, "ready") &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(Job({"logs", "stubborn"}).out, "ready"); },
+                        absl::Seconds(60), "the job to print 'ready'", absl::Milliseconds(200)));
   ASSERT_EQ(JobRecord("stubborn")["status"], "RUNNING");
   EXPECT_EQ(Job({"stop", "stubborn"}).exit_code, 0);
-  json record;
-  while (std::chrono::steady_clock::now() < deadline) {
-    record = JobRecord("stubborn");
-    if (record["status"] == "STOPPED") break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
   // The shell that ignores SIGTERM holds the output pipe: the job only ends (STOPPED) once the
   // supervisor's timer SIGKILLed the group.
-  EXPECT_EQ(record["status"], "STOPPED") << record.dump();
+  json record;
+  EXPECT_TRUE(WaitUntil([&] { return (record = JobRecord("stubborn"))["status"] == "STOPPED"; },
+                        absl::Seconds(60), "the job to be STOPPED", absl::Milliseconds(200)))
+      << record.dump();
 }
 
 TEST_F(JobsTest, BadRequestsGetClearErrorsAndChangeNothing) {

@@ -9,18 +9,79 @@ RuntimeGateway& RuntimeGateway::Process() {
   return *gateway;
 }
 
+namespace {
+
+// This thread's reference to a gateway's session, valid while `generation` is current.
+struct ThreadCache {
+  const RuntimeGateway* gateway = nullptr;
+  uint64_t generation = 0;
+  std::shared_ptr<Runtime> session;
+  int depth = 0;  // calls of this thread inside the gateway
+  // References replaced while a call was inside them: dropped when the outermost call returns.
+  std::vector<std::shared_ptr<Runtime>> retired;
+};
+thread_local ThreadCache cache;
+
+}  // namespace
+
+class RuntimeGateway::Call {
+ public:
+  // `required`: throw RuntimeError when no session is open (else session() is nullptr).
+  Call(const RuntimeGateway& gateway, bool required) : gateway_(gateway) {
+    const uint64_t generation = gateway.generation_.load(std::memory_order_acquire);
+    if (cache.gateway != &gateway || cache.generation != generation) {
+      if (cache.depth > 0 && cache.session) cache.retired.push_back(std::move(cache.session));
+      absl::ReaderMutexLock lock(&gateway.mu_);
+      cache.gateway = &gateway;
+      cache.generation = gateway.generation_.load(std::memory_order_relaxed);
+      cache.session = gateway.session_;
+    }
+    session_ = cache.session.get();
+    if (session_ == nullptr && required) {
+      throw RuntimeError("Troupe was shut down: troupe::Shutdown() ran before this call started");
+    }
+    ++cache.depth;
+  }
+  ~Call() {
+    if (--cache.depth > 0) return;
+    cache.retired.clear();
+    // The session was closed while this call ran: the last call out lets go of it.
+    if (cache.generation != gateway_.generation_.load(std::memory_order_acquire)) {
+      cache.session.reset();
+      cache.gateway = nullptr;
+    }
+  }
+  Runtime* session() const { return session_; }
+  Runtime* operator->() const { return session_; }
+
+ private:
+  const RuntimeGateway& gateway_;
+  Runtime* session_;
+};
+
 void RuntimeGateway::Open(std::shared_ptr<Runtime> session) {
   {
     absl::MutexLock lock(&mu_);
     session_ = std::move(session);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   SetCurrentRuntime(this);
 }
 
 std::shared_ptr<Runtime> RuntimeGateway::Close() {
   if (CurrentRuntime() == this) SetCurrentRuntime(nullptr);
-  absl::MutexLock lock(&mu_);
-  return std::move(session_);
+  std::shared_ptr<Runtime> closed;
+  {
+    absl::MutexLock lock(&mu_);
+    closed = std::move(session_);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  // The closing thread lets go at once (unless it is itself inside a call).
+  if (cache.gateway == this && cache.depth == 0) {
+    cache.session.reset();
+    cache.gateway = nullptr;
+  }
+  return closed;
 }
 
 std::shared_ptr<Runtime> RuntimeGateway::session() const {
@@ -28,81 +89,75 @@ std::shared_ptr<Runtime> RuntimeGateway::session() const {
   return session_;
 }
 
-std::shared_ptr<Runtime> RuntimeGateway::Require() const {
-  std::shared_ptr<Runtime> session = this->session();
-  if (session == nullptr) {
-    throw RuntimeError("Troupe was shut down: troupe::Shutdown() ran before this call started");
-  }
-  return session;
-}
-
 RefInfo RuntimeGateway::SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
                                    const TaskOptions& options) {
-  return Require()->SubmitTask(function_name, std::move(args), options);
+  return Call(*this, true)->SubmitTask(function_name, std::move(args), options);
 }
 RefInfo RuntimeGateway::Put(size_t size, const std::function<void(char*)>& write,
                             std::vector<RefInfo> contained) {
-  return Require()->Put(size, write, std::move(contained));
+  return Call(*this, true)->Put(size, write, std::move(contained));
 }
 std::vector<Buffer> RuntimeGateway::Get(const std::vector<RefInfo>& refs, int64_t timeout_ms) {
-  return Require()->Get(refs, timeout_ms);
+  return Call(*this, true)->Get(refs, timeout_ms);
 }
 std::vector<bool> RuntimeGateway::Wait(const std::vector<RefInfo>& refs, int num_ready,
                                        int64_t timeout_ms) {
-  return Require()->Wait(refs, num_ready, timeout_ms);
+  return Call(*this, true)->Wait(refs, num_ready, timeout_ms);
 }
-void RuntimeGateway::Cancel(const RefInfo& ref, bool force) { Require()->Cancel(ref, force); }
+void RuntimeGateway::Cancel(const RefInfo& ref, bool force) { Call(*this, true)->Cancel(ref, force); }
 
 std::string RuntimeGateway::CreateActor(const std::string& factory_name,
                                         std::vector<TaskArgument> args,
                                         const ActorOptions& options) {
-  return Require()->CreateActor(factory_name, std::move(args), options);
+  return Call(*this, true)->CreateActor(factory_name, std::move(args), options);
 }
 RefInfo RuntimeGateway::SubmitActorTask(const std::string& actor_id, const std::string& method_name,
                                         std::vector<TaskArgument> args) {
-  return Require()->SubmitActorTask(actor_id, method_name, std::move(args));
+  return Call(*this, true)->SubmitActorTask(actor_id, method_name, std::move(args));
 }
 void RuntimeGateway::KillActor(const std::string& actor_id, bool no_restart) {
-  Require()->KillActor(actor_id, no_restart);
+  Call(*this, true)->KillActor(actor_id, no_restart);
 }
 std::string RuntimeGateway::GetNamedActor(const std::string& name, const std::string& ns) {
-  return Require()->GetNamedActor(name, ns);
+  return Call(*this, true)->GetNamedActor(name, ns);
 }
-void RuntimeGateway::ExitActor() { Require()->ExitActor(); }
-bool RuntimeGateway::WasCurrentActorRestarted() { return Require()->WasCurrentActorRestarted(); }
+void RuntimeGateway::ExitActor() { Call(*this, true)->ExitActor(); }
+bool RuntimeGateway::WasCurrentActorRestarted() { return Call(*this, true)->WasCurrentActorRestarted(); }
 
 std::string RuntimeGateway::CreatePlacementGroup(const PlacementGroupSpec& spec) {
-  return Require()->CreatePlacementGroup(spec);
+  return Call(*this, true)->CreatePlacementGroup(spec);
 }
 void RuntimeGateway::RemovePlacementGroup(const std::string& id) {
-  Require()->RemovePlacementGroup(id);
+  Call(*this, true)->RemovePlacementGroup(id);
 }
 bool RuntimeGateway::WaitPlacementGroup(const std::string& id, int64_t timeout_ms) {
-  return Require()->WaitPlacementGroup(id, timeout_ms);
+  return Call(*this, true)->WaitPlacementGroup(id, timeout_ms);
 }
 std::string RuntimeGateway::GetPlacementGroup(const std::string& name) {
-  return Require()->GetPlacementGroup(name);
+  return Call(*this, true)->GetPlacementGroup(name);
 }
 
 std::optional<std::string> RuntimeGateway::KvGet(const std::string& ns, const std::string& key) {
-  return Require()->KvGet(ns, key);
+  return Call(*this, true)->KvGet(ns, key);
 }
 bool RuntimeGateway::KvPut(const std::string& ns, const std::string& key, const std::string& value,
                            bool overwrite) {
-  return Require()->KvPut(ns, key, value, overwrite);
+  return Call(*this, true)->KvPut(ns, key, value, overwrite);
 }
 int64_t RuntimeGateway::KvDelete(const std::string& ns, const std::string& key, bool by_prefix) {
-  return Require()->KvDelete(ns, key, by_prefix);
+  return Call(*this, true)->KvDelete(ns, key, by_prefix);
 }
-std::string RuntimeGateway::JobNamespace() { return Require()->JobNamespace(); }
-std::string RuntimeGateway::CurrentActorId() { return Require()->CurrentActorId(); }
-std::string RuntimeGateway::NodeIp() { return Require()->NodeIp(); }
+std::string RuntimeGateway::JobNamespace() { return Call(*this, true)->JobNamespace(); }
+std::string RuntimeGateway::CurrentActorId() { return Call(*this, true)->CurrentActorId(); }
+std::string RuntimeGateway::NodeIp() { return Call(*this, true)->NodeIp(); }
 
 void RuntimeGateway::AddLocalRef(const RefInfo& ref) {
-  if (auto session = this->session()) session->AddLocalRef(ref);
+  Call call(*this, /*required=*/false);
+  if (call.session() != nullptr) call->AddLocalRef(ref);
 }
 void RuntimeGateway::RemoveLocalRef(const std::string& object_id) {
-  if (auto session = this->session()) session->RemoveLocalRef(object_id);
+  Call call(*this, /*required=*/false);
+  if (call.session() != nullptr) call->RemoveLocalRef(object_id);
 }
 
 }  // namespace troupe::internal

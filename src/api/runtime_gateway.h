@@ -12,8 +12,15 @@
 // The process-wide gateway (Process()) is never destroyed, so pointers read from CurrentRuntime()
 // stay valid forever. Thread-safety: every method may run on any thread, concurrently with
 // Open/Close.
+// Cost: the calls on the fast path (Put/Get of small values, ObjectRef copies) are a few hundred
+// nanoseconds, so a call takes no lock and touches no shared reference count: each thread keeps
+// its own reference to the session, checked against a generation number that Open/Close bump.
+// A thread lets go of a closed session when its call in flight returns, at its next call, or
+// when it exits.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,11 +80,14 @@ class RuntimeGateway final : public Runtime {
   void RemoveLocalRef(const std::string& object_id) override;
 
  private:
-  // The open session; throws RuntimeError after Close.
-  std::shared_ptr<Runtime> Require() const;
+  // Holds this thread's reference to the session for one call (calls nest: an ObjectRef copied
+  // inside a Get re-enters the gateway).
+  class Call;
 
   mutable absl::Mutex mu_;
   std::shared_ptr<Runtime> session_ ABSL_GUARDED_BY(mu_);
+  // Bumped (under mu_) by Open and Close; threads compare their cached reference against it.
+  std::atomic<uint64_t> generation_{1};
 };
 
 }  // namespace troupe::internal

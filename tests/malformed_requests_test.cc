@@ -295,6 +295,31 @@ TEST_F(MalformedRequestsTest, RayletRefusesMalformedRequestsAndKeepsServing) {
                      return Call(raylet.get(), &NS::RegisterWorker, request);
                    },
                    "worker_id"});
+  // The object manager's service (node-to-node transfer) on the same port.
+  auto objects = rpc::ObjectManagerService::NewStub(MakeChannel(raylet_address_));
+  cases.push_back({"free a 2-byte object",
+                   [&] {
+                     rpc::FreeObjectsRequest request;
+                     request.add_object_ids("no");
+                     return Call(objects.get(), &rpc::ObjectManagerService::Stub::FreeObjects,
+                                 request);
+                   },
+                   "object_ids[0]"});
+  cases.push_back({"pull with a negative chunk size",
+                   [&] {
+                     rpc::PullObjectRequest request;
+                     request.set_object_id(ObjectId::FromIndex(TaskId::FromRandom(), 1).Binary());
+                     request.set_chunk_size(-5);
+                     grpc::ClientContext context;
+                     AttachToken(&context, cluster_->token());
+                     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+                     auto reader = objects->PullObject(&context, request);
+                     rpc::ObjectChunk chunk;
+                     while (reader->Read(&chunk)) {
+                     }
+                     return reader->Finish();
+                   },
+                   "chunk_size"});
   ExpectAllInvalid(cases);
   ExpectDaemonsAlive();
 }

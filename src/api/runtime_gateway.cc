@@ -104,7 +104,9 @@ std::vector<bool> RuntimeGateway::Wait(const std::vector<RefInfo>& refs, int num
                                        int64_t timeout_ms) {
   return Call(*this, true)->Wait(refs, num_ready, timeout_ms);
 }
-void RuntimeGateway::Cancel(const RefInfo& ref, bool force) { Call(*this, true)->Cancel(ref, force); }
+void RuntimeGateway::Cancel(const RefInfo& ref, bool force) {
+  Call(*this, true)->Cancel(ref, force);
+}
 
 std::string RuntimeGateway::CreateActor(const std::string& factory_name,
                                         std::vector<TaskArgument> args,
@@ -122,7 +124,9 @@ std::string RuntimeGateway::GetNamedActor(const std::string& name, const std::st
   return Call(*this, true)->GetNamedActor(name, ns);
 }
 void RuntimeGateway::ExitActor() { Call(*this, true)->ExitActor(); }
-bool RuntimeGateway::WasCurrentActorRestarted() { return Call(*this, true)->WasCurrentActorRestarted(); }
+bool RuntimeGateway::WasCurrentActorRestarted() {
+  return Call(*this, true)->WasCurrentActorRestarted();
+}
 
 std::string RuntimeGateway::CreatePlacementGroup(const PlacementGroupSpec& spec) {
   return Call(*this, true)->CreatePlacementGroup(spec);

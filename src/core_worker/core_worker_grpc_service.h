@@ -1,5 +1,6 @@
 // CoreWorkerService: the gRPC face of a core worker (pushes from callers, queries from
-// borrowers, borrower bookkeeping, Exit). Only glue: checks the cluster token and hands each call
+// borrowers, borrower bookkeeping, Exit). Only glue: checks the cluster token and the request
+// (src/rpc/request_validation.h: INVALID_ARGUMENT naming the field) and hands each call
 // to the TaskExecutor or the ObjectService as a plain request plus a completion callback that
 // finishes the gRPC reactor. Handlers run on gRPC threads.
 // Owned by CoreWorker; uses (does not own) the authenticator, executor and object service.
@@ -9,10 +10,12 @@
 #include <grpcpp/grpcpp.h>
 
 #include "proto/worker.grpc.pb.h"
+#include "src/common/status_macros.h"
 #include "src/core_worker/object_service.h"
 #include "src/core_worker/task_executor.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/grpc_status.h"
+#include "src/rpc/request_validation.h"
 #include "src/rpc/server.h"
 
 namespace troupe {
@@ -32,6 +35,10 @@ class CoreWorkerGrpcService : public rpc::CoreWorkerService::CallbackService {
       reactor->Finish(auth);
       return reactor;
     }
+    if (absl::Status valid = ValidateRequest(*request); !valid.ok()) {
+      reactor->Finish(ToGrpcStatus(valid));
+      return reactor;
+    }
     if (executor_ == nullptr) {
       reactor->Finish(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                                    "a driver does not execute pushed tasks"));
@@ -49,6 +56,7 @@ class CoreWorkerGrpcService : public rpc::CoreWorkerService::CallbackService {
                                             const rpc::GetObjectStatusRequest* request,
                                             rpc::GetObjectStatusReply* reply) override {
     return RespondAsync(context, *auth_, [&](auto done) {
+      if (absl::Status valid = ValidateRequest(*request); !valid.ok()) return done(valid);
       objects_->HandleGetObjectStatus(*request, reply, std::move(done));
     });
   }
@@ -56,13 +64,17 @@ class CoreWorkerGrpcService : public rpc::CoreWorkerService::CallbackService {
   grpc::ServerUnaryReactor* AddObjectLocation(grpc::CallbackServerContext* context,
                                               const rpc::AddObjectLocationRequest* request,
                                               rpc::AddObjectLocationReply*) override {
-    return Respond(context, *auth_, [&] { return objects_->HandleAddObjectLocation(*request); });
+    return Respond(context, *auth_, [&] {
+      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
+      return objects_->HandleAddObjectLocation(*request);
+    });
   }
 
   grpc::ServerUnaryReactor* AddBorrowers(grpc::CallbackServerContext* context,
                                          const rpc::AddBorrowersRequest* request,
                                          rpc::AddBorrowersReply*) override {
-    return Respond(context, *auth_, [&] {
+    return Respond(context, *auth_, [&]() -> absl::Status {
+      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
       objects_->HandleAddBorrowers(*request);
       return absl::OkStatus();
     });
@@ -71,7 +83,8 @@ class CoreWorkerGrpcService : public rpc::CoreWorkerService::CallbackService {
   grpc::ServerUnaryReactor* RemoveBorrowers(grpc::CallbackServerContext* context,
                                             const rpc::RemoveBorrowersRequest* request,
                                             rpc::RemoveBorrowersReply*) override {
-    return Respond(context, *auth_, [&] {
+    return Respond(context, *auth_, [&]() -> absl::Status {
+      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
       objects_->HandleRemoveBorrowers(*request);
       return absl::OkStatus();
     });

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/rpc/grpc_status.h"
+#include "src/rpc/request_validation.h"
 #include "src/rpc/server.h"
 
 namespace troupe {
@@ -96,6 +97,7 @@ grpc::Status ObjectManager::PullObject(grpc::ServerContext* context,
                                        const rpc::PullObjectRequest* request,
                                        grpc::ServerWriter<rpc::ObjectChunk>* writer) {
   if (grpc::Status auth = auth_.Check(*context); !auth.ok()) return auth;
+  if (absl::Status valid = ValidateRequest(*request); !valid.ok()) return ToGrpcStatus(valid);
   auto id = ObjectId::FromBinary(request->object_id());
   if (!id.ok()) return ToGrpcStatus(id.status());
   auto location = store_->Get(*id);
@@ -133,6 +135,7 @@ grpc::Status ObjectManager::FreeObjects(grpc::ServerContext* context,
                                         const rpc::FreeObjectsRequest* request,
                                         rpc::FreeObjectsReply*) {
   if (grpc::Status auth = auth_.Check(*context); !auth.ok()) return auth;
+  if (absl::Status valid = ValidateRequest(*request); !valid.ok()) return ToGrpcStatus(valid);
   for (const auto& binary : request->object_ids()) {
     if (auto id = ObjectId::FromBinary(binary); id.ok()) store_->Delete(*id);
   }

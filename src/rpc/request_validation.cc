@@ -399,4 +399,55 @@ absl::Status ValidateRequest(const rpc::FetchObjectRequest& request) {
   return CheckNonEmptyName("from_raylet_address", request.from_raylet_address());
 }
 
+// ---- Raylet: ObjectManagerService ----
+
+absl::Status ValidateRequest(const rpc::PullObjectRequest& request) {
+  TROUPE_RETURN_IF_ERROR(CheckId<ObjectId>("object_id", request.object_id()));
+  if (request.chunk_size() < 0 || request.chunk_size() > L::kMaxChunkBytes) {
+    return Invalid("chunk_size", absl::StrCat("is ", request.chunk_size(),
+                                              "; allowed: 0 (default) to ", L::kMaxChunkBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateRequest(const rpc::FreeObjectsRequest& request) {
+  return CheckIds<ObjectId>("object_ids", request.object_ids());
+}
+
+// ---- Core worker: CoreWorkerService ----
+
+absl::Status ValidateRequest(const rpc::PushTaskRequest& request) {
+  TROUPE_RETURN_IF_ERROR(CheckTaskSpec("task", request.task()));
+  if (request.task().task_id().empty()) return Invalid("task.task_id", "is empty");
+  // Arguments by reference are looked up by the worker: their IDs must be well formed.
+  for (int i = 0; i < request.task().args_size(); ++i) {
+    const rpc::TaskArg& arg = request.task().args(i);
+    if (arg.object_id().empty()) continue;
+    const std::string field = absl::StrCat("task.args[", i, "]");
+    TROUPE_RETURN_IF_ERROR(CheckId<ObjectId>(field + ".object_id", arg.object_id()));
+    TROUPE_RETURN_IF_ERROR(CheckNonEmptyName(field + ".owner_address", arg.owner_address()));
+  }
+  return CheckCount("gpu_ids", request.gpu_ids_size(), L::kMaxRepeated);
+}
+
+absl::Status ValidateRequest(const rpc::GetObjectStatusRequest& request) {
+  return CheckId<ObjectId>("object_id", request.object_id());
+}
+
+absl::Status ValidateRequest(const rpc::AddObjectLocationRequest& request) {
+  TROUPE_RETURN_IF_ERROR(CheckId<ObjectId>("object_id", request.object_id()));
+  TROUPE_RETURN_IF_ERROR(CheckNonEmptyName("raylet_address", request.raylet_address()));
+  return CheckOptionalId<NodeId>("node_id", request.node_id());
+}
+
+absl::Status ValidateRequest(const rpc::AddBorrowersRequest& request) {
+  TROUPE_RETURN_IF_ERROR(CheckIds<ObjectId>("object_ids", request.object_ids()));
+  return CheckNonEmptyName("borrower_address", request.borrower_address());
+}
+
+absl::Status ValidateRequest(const rpc::RemoveBorrowersRequest& request) {
+  TROUPE_RETURN_IF_ERROR(CheckIds<ObjectId>("object_ids", request.object_ids()));
+  return CheckNonEmptyName("borrower_address", request.borrower_address());
+}
+
 }  // namespace troupe

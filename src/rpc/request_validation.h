@@ -4,7 +4,8 @@
 // Each ValidateRequest returns OK or INVALID_ARGUMENT naming the field and what is allowed, e.g.
 //   "actor.required_resources['GPU'] is -1; resource quantities must be finite, >= 0 and <= 1e+14".
 // Plain functions over the protobuf messages (no gRPC types); the gRPC services of the GCS
-// (src/gcs/gcs_grpc_services.cc) and the raylet (src/raylet/raylet.cc) call them first thing.
+// (src/gcs/gcs_grpc_services.cc), the raylet (src/raylet/raylet.cc, object_manager.cc) and the
+// core worker (src/core_worker/core_worker_grpc_service.h) call them first thing.
 // Stateless; thread-safe.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include "absl/status/status.h"
 #include "proto/gcs.pb.h"
 #include "proto/raylet.pb.h"
+#include "proto/worker.pb.h"
 
 namespace troupe {
 
@@ -36,6 +38,8 @@ struct RequestLimits {
   static constexpr int kMaxBundles = 10000;
   // Entries of any other repeated or map field (object IDs, argv, labels, log lines, ...).
   static constexpr int kMaxRepeated = 1 << 20;
+  // Chunks a puller may ask for when copying an object between nodes.
+  static constexpr int64_t kMaxChunkBytes = 256 << 20;
 };
 
 // GCS (proto/gcs.proto).
@@ -80,5 +84,14 @@ absl::Status ValidateRequest(const rpc::SealObjectRequest& request);
 absl::Status ValidateRequest(const rpc::GetObjectsRequest& request);
 absl::Status ValidateRequest(const rpc::ReleaseObjectsRequest& request);
 absl::Status ValidateRequest(const rpc::FetchObjectRequest& request);
+// Raylet (proto/raylet.proto, ObjectManagerService).
+absl::Status ValidateRequest(const rpc::PullObjectRequest& request);
+absl::Status ValidateRequest(const rpc::FreeObjectsRequest& request);
+// Core worker (proto/worker.proto, CoreWorkerService).
+absl::Status ValidateRequest(const rpc::PushTaskRequest& request);
+absl::Status ValidateRequest(const rpc::GetObjectStatusRequest& request);
+absl::Status ValidateRequest(const rpc::AddObjectLocationRequest& request);
+absl::Status ValidateRequest(const rpc::AddBorrowersRequest& request);
+absl::Status ValidateRequest(const rpc::RemoveBorrowersRequest& request);
 
 }  // namespace troupe

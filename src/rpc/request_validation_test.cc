@@ -141,5 +141,63 @@ TEST(RequestValidationTest, WaitPlacementGroupAndPoll) {
   ExpectInvalid(ValidateRequest(poll), "channels[0]");
 }
 
+TEST(RequestValidationTest, ObjectManagerRequests) {
+  const std::string object = ObjectId::FromIndex(TaskId::FromRandom(), 1).Binary();
+  rpc::PullObjectRequest pull;
+  pull.set_object_id(object);
+  EXPECT_TRUE(ValidateRequest(pull).ok());
+  pull.set_chunk_size(-1);
+  ExpectInvalid(ValidateRequest(pull), "chunk_size", "allowed");
+  pull.set_chunk_size(int64_t{1} << 40);
+  ExpectInvalid(ValidateRequest(pull), "chunk_size");
+  pull.set_chunk_size(0);
+  pull.set_object_id("abc");
+  ExpectInvalid(ValidateRequest(pull), "object_id");
+
+  rpc::FreeObjectsRequest free;
+  free.add_object_ids(object);
+  EXPECT_TRUE(ValidateRequest(free).ok());
+  free.add_object_ids("short");
+  ExpectInvalid(ValidateRequest(free), "object_ids[1]");
+}
+
+TEST(RequestValidationTest, CoreWorkerRequests) {
+  rpc::PushTaskRequest push;
+  push.mutable_task()->set_task_id(TaskId::FromRandom().Binary());
+  rpc::TaskArg* by_value = push.mutable_task()->add_args();
+  by_value->set_inline_value("\x01");
+  rpc::TaskArg* by_reference = push.mutable_task()->add_args();
+  by_reference->set_object_id(ObjectId::FromIndex(TaskId::FromRandom(), 1).Binary());
+  by_reference->set_owner_address("127.0.0.1:1234");
+  EXPECT_TRUE(ValidateRequest(push).ok());
+  by_reference->set_object_id("bad");  // a worker would look this object up
+  ExpectInvalid(ValidateRequest(push), "task.args[1].object_id");
+  by_reference->set_object_id(ObjectId::FromIndex(TaskId::FromRandom(), 1).Binary());
+  by_reference->clear_owner_address();
+  ExpectInvalid(ValidateRequest(push), "task.args[1].owner_address");
+  push.mutable_task()->clear_args();
+  push.mutable_task()->clear_task_id();
+  ExpectInvalid(ValidateRequest(push), "task.task_id");
+  push.mutable_task()->set_task_id(TaskId::FromRandom().Binary());
+  push.mutable_task()->set_actor_id("tiny");
+  ExpectInvalid(ValidateRequest(push), "task.actor_id");
+
+  rpc::GetObjectStatusRequest status;
+  status.set_object_id("x");
+  ExpectInvalid(ValidateRequest(status), "object_id");
+  rpc::AddObjectLocationRequest location;
+  location.set_object_id(ObjectId::FromIndex(TaskId::FromRandom(), 1).Binary());
+  ExpectInvalid(ValidateRequest(location), "raylet_address");
+  rpc::AddBorrowersRequest borrowers;
+  borrowers.add_object_ids(ObjectId::FromIndex(TaskId::FromRandom(), 1).Binary());
+  ExpectInvalid(ValidateRequest(borrowers), "borrower_address");
+  borrowers.set_borrower_address("127.0.0.1:1");
+  EXPECT_TRUE(ValidateRequest(borrowers).ok());
+  rpc::RemoveBorrowersRequest remove;
+  remove.add_object_ids("no");
+  remove.set_borrower_address("127.0.0.1:1");
+  ExpectInvalid(ValidateRequest(remove), "object_ids[0]");
+}
+
 }  // namespace
 }  // namespace troupe

@@ -1,5 +1,5 @@
 # Offline stand-in for @rules_cc: Debian's bazel-rules-cc does not load in Bazel 4.2.3
-# (see ../shared/BAZEL_OFFLINE.md). Each rule forwards to the native one.
+# (see docs/building.md). Each rule forwards to the native one.
 def cc_binary(**kwargs):
     native.cc_binary(**kwargs)
 

@@ -5,8 +5,8 @@
 //   "actor.required_resources['GPU'] is -1; resource quantities must be finite, >= 0 and <= 1e+14".
 // Plain functions over the protobuf messages (no gRPC types); the gRPC services of the GCS
 // (src/gcs/gcs_grpc_services.cc), the raylet (src/raylet/raylet_grpc_service.cc,
-// object_manager_grpc_service.cc) and the
-// core worker (src/core_worker/core_worker_grpc_service.h) call them first thing.
+// object_manager_grpc_service.cc) and the core worker (src/core_worker/core_worker_grpc_service.h)
+// call them first thing.
 // Stateless; thread-safe.
 #pragma once
 

@@ -1,6 +1,5 @@
 #include "src/raylet/raylet.h"
 
-#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,8 +10,6 @@
 #include "absl/strings/str_format.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
-#include "src/rpc/request_validation.h"
-#include "src/rpc/server.h"
 
 namespace troupe {
 namespace {
@@ -50,198 +47,15 @@ void MapFromResources(const ResourceSet& resources, T* out) {
 
 }  // namespace
 
-// gRPC glue for NodeManagerService.
-class Raylet::GrpcService : public rpc::NodeManagerService::CallbackService {
- public:
-  explicit GrpcService(Raylet* raylet) : r_(raylet) {}
-
-  grpc::ServerUnaryReactor* HealthCheck(grpc::CallbackServerContext* context,
-                                        const rpc::HealthCheckRequest*,
-                                        rpc::HealthCheckReply* reply) override {
-    return Respond(context, r_->auth_, [&] {
-      reply->set_node_id(r_->options_.node_id.Binary());
-      return absl::OkStatus();
-    });
-  }
-
-  grpc::ServerUnaryReactor* GetNodeStats(grpc::CallbackServerContext* context,
-                                         const rpc::GetNodeStatsRequest*,
-                                         rpc::GetNodeStatsReply* reply) override {
-    return Respond(context, r_->auth_, [&] {
-      {
-        absl::MutexLock lock(&r_->mu_);
-        *reply->mutable_node() = r_->NodeInfoLocked();
-      }
-      reply->mutable_usage()->set_node_id(r_->options_.node_id.Binary());
-      MapFromResources(r_->options_.resources, reply->mutable_usage()->mutable_total());
-      MapFromResources(r_->lease_manager_.Available(), reply->mutable_usage()->mutable_available());
-      reply->set_num_workers(r_->worker_pool_.num_workers());
-      reply->set_num_leased_workers(r_->lease_manager_.num_leased());
-      reply->set_num_pending_leases(r_->lease_manager_.num_pending());
-      ObjectStoreStats stats = r_->object_store_.Stats();
-      auto* store = reply->mutable_object_store();
-      store->set_capacity_bytes(stats.capacity_bytes);
-      store->set_used_bytes(stats.used_bytes);
-      store->set_spilled_bytes(stats.spilled_bytes);
-      store->set_num_objects(stats.num_objects);
-      store->set_num_spilled_total(stats.num_spilled_total);
-      store->set_num_restored_total(stats.num_restored_total);
-      store->set_num_evicted_total(stats.num_evicted_total);
-      return absl::OkStatus();
-    });
-  }
-
-  grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* context,
-                                           const rpc::RegisterWorkerRequest* request,
-                                           rpc::RegisterWorkerReply* reply) override {
-    return Respond(context, r_->auth_, [&]() -> absl::Status {
-      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
-      auto worker_id = WorkerId::FromBinary(request->worker_id());
-      auto job_id = JobId::FromBinary(request->job_id());
-      if (!worker_id.ok()) return worker_id.status();
-      if (!job_id.ok()) return job_id.status();
-      TROUPE_RETURN_IF_ERROR(r_->worker_pool_.RegisterWorker(
-          *worker_id, request->pid(), request->port(), *job_id, request->is_driver()));
-      reply->set_node_id(r_->options_.node_id.Binary());
-      reply->set_object_store_dir(r_->object_store_.shm_dir());
-      return absl::OkStatus();
-    });
-  }
-
-  grpc::ServerUnaryReactor* NotifyBlocked(grpc::CallbackServerContext* context,
-                                          const rpc::NotifyBlockedRequest* request,
-                                          rpc::NotifyBlockedReply*) override {
-    return Respond(context, r_->auth_, [&]() -> absl::Status {
-      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
-      auto worker_id = WorkerId::FromBinary(request->worker_id());
-      if (!worker_id.ok()) return worker_id.status();
-      r_->lease_manager_.NotifyBlocked(*worker_id, request->blocked());
-      return absl::OkStatus();
-    });
-  }
-
-  grpc::ServerUnaryReactor* RequestWorkerLease(grpc::CallbackServerContext* context,
-                                               const rpc::RequestWorkerLeaseRequest* request,
-                                               rpc::RequestWorkerLeaseReply* reply) override {
-    return RespondAsync(context, r_->auth_, [&](auto done) {
-      if (auto invalid = ValidateRequest(*request); !invalid.ok()) return done(invalid);
-      Raylet* r = r_;
-      r_->lease_manager_.RequestLease(
-          *request, [r, context, reply, done](rpc::RequestWorkerLeaseReply result) {
-            if (context->IsCancelled() && !result.lease_id().empty()) {
-              // The caller gave up waiting: nobody will use or return this lease.
-              (void)r->lease_manager_.ReturnWorker(result.lease_id(), false);
-            }
-            *reply = std::move(result);
-            done(absl::OkStatus());
-          });
-    });
-  }
-
-  grpc::ServerUnaryReactor* ReturnWorker(grpc::CallbackServerContext* context,
-                                         const rpc::ReturnWorkerRequest* request,
-                                         rpc::ReturnWorkerReply*) override {
-    return Respond(context, r_->auth_, [&] {
-      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
-      return r_->lease_manager_.ReturnWorker(request->lease_id(), request->disconnect_worker());
-    });
-  }
-
-  grpc::ServerUnaryReactor* KillLeasedWorker(grpc::CallbackServerContext* context,
-                                             const rpc::KillLeasedWorkerRequest* request,
-                                             rpc::KillLeasedWorkerReply*) override {
-    return Respond(context, r_->auth_, [&] {
-      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
-      return r_->lease_manager_.KillLeasedWorker(request->lease_id());
-    });
-  }
-
-  grpc::ServerUnaryReactor* CreateObject(grpc::CallbackServerContext* context,
-                                         const rpc::CreateObjectRequest* request,
-                                         rpc::CreateObjectReply* reply) override {
-    return Respond(context, r_->auth_, [&]() -> absl::Status {
-      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
-      auto id = ObjectId::FromBinary(request->object_id());
-      if (!id.ok()) return id.status();
-      auto path = r_->object_store_.Create(*id, request->size(), request->primary());
-      if (!path.ok()) return path.status();
-      reply->set_path(*path);
-      return absl::OkStatus();
-    });
-  }
-
-  grpc::ServerUnaryReactor* SealObject(grpc::CallbackServerContext* context,
-                                       const rpc::SealObjectRequest* request,
-                                       rpc::SealObjectReply*) override {
-    return Respond(context, r_->auth_, [&]() -> absl::Status {
-      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
-      auto id = ObjectId::FromBinary(request->object_id());
-      if (!id.ok()) return id.status();
-      return r_->object_store_.Seal(*id);
-    });
-  }
-
-  grpc::ServerUnaryReactor* GetObjects(grpc::CallbackServerContext* context,
-                                       const rpc::GetObjectsRequest* request,
-                                       rpc::GetObjectsReply* reply) override {
-    return Respond(context, r_->auth_, [&]() -> absl::Status {
-      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
-      for (const auto& binary : request->object_ids()) {
-        rpc::LocalObject* out = reply->add_objects();
-        out->set_object_id(binary);
-        auto id = ObjectId::FromBinary(binary);
-        if (!id.ok()) return id.status();
-        auto location = r_->object_store_.Get(*id);
-        if (location.ok()) {
-          out->set_found(true);
-          out->set_path(location->path);
-          out->set_size(location->size);
-        } else if (location.status().code() != absl::StatusCode::kNotFound) {
-          return location.status();
-        }
-      }
-      return absl::OkStatus();
-    });
-  }
-
-  grpc::ServerUnaryReactor* ReleaseObjects(grpc::CallbackServerContext* context,
-                                           const rpc::ReleaseObjectsRequest* request,
-                                           rpc::ReleaseObjectsReply*) override {
-    return Respond(context, r_->auth_, [&] {
-      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
-      for (const auto& binary : request->object_ids()) {
-        if (auto id = ObjectId::FromBinary(binary); id.ok()) r_->object_store_.Release(*id);
-      }
-      return absl::OkStatus();
-    });
-  }
-
-  grpc::ServerUnaryReactor* FetchObject(grpc::CallbackServerContext* context,
-                                        const rpc::FetchObjectRequest* request,
-                                        rpc::FetchObjectReply*) override {
-    return RespondAsync(context, r_->auth_, [&](auto done) {
-      if (auto invalid = ValidateRequest(*request); !invalid.ok()) return done(invalid);
-      auto id = ObjectId::FromBinary(request->object_id());
-      if (!id.ok()) return done(id.status());
-      // A transfer can take seconds: run it off gRPC's callback threads.
-      std::thread([this, id = *id, from = request->from_raylet_address(), done] {
-        done(r_->object_manager_.Fetch(id, from));
-      }).detach();
-    });
-  }
-
- private:
-  Raylet* r_;
-};
-
 Raylet::Raylet(RayletOptions options, const Clock* clock)
     : options_(WithDefaults(std::move(options))),
       clock_(clock != nullptr ? clock : &real_clock_),
       gcs_(options_.gcs_address, options_.token, absl::Seconds(5)),
-      auth_(*ClusterToken::Parse(options_.token)),
+      token_(*ClusterToken::Parse(options_.token)),
       object_store_({options_.object_store_dir, options_.spill_dir,
                      static_cast<int64_t>(options_.resources.Get(kObjectStoreMemory).ToDouble())}),
-      object_manager_(&object_store_, *ClusterToken::Parse(options_.token)),
+      object_puller_(token_.ToString()),
+      object_manager_(&object_store_, &object_puller_),
       executables_(options_.executable_cache_dir, &gcs_),
       worker_pool_(
           WorkerPoolOptions{options_.node_id.Hex(), options_.node_ip, options_.gcs_address,
@@ -283,9 +97,8 @@ Raylet::~Raylet() { Shutdown(); }
 std::string Raylet::address() const { return absl::StrCat(options_.node_ip, ":", bound_port_); }
 
 absl::Status Raylet::Start() {
-  service_ = std::make_unique<GrpcService>(this);
-  auto server = StartGrpcServer(options_.bind_address, options_.port,
-                                {service_.get(), &object_manager_}, &bound_port_);
+  auto server = RayletServer::Start(options_.bind_address, options_.port, token_, this,
+                                    &object_manager_, &bound_port_);
   if (!server.ok()) return server.status();
   server_ = std::move(*server);
   worker_pool_.set_raylet_address(address());
@@ -298,9 +111,141 @@ void Raylet::Shutdown() {
   object_store_.Destroy();
   if (server_) {
     // A gRPC deadline: real time, whatever clock the raylet was given.
-    server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    server_->Shutdown(absl::Now() + absl::Seconds(1));
     server_.reset();
   }
+}
+
+// ---- NodeManagerService (called by RayletServer after the token and request checks) ----
+
+absl::Status Raylet::HandleHealthCheck(const rpc::HealthCheckRequest&,
+                                       rpc::HealthCheckReply* reply) {
+  reply->set_node_id(options_.node_id.Binary());
+  return absl::OkStatus();
+}
+
+absl::Status Raylet::HandleGetNodeStats(const rpc::GetNodeStatsRequest&,
+                                        rpc::GetNodeStatsReply* reply) {
+  {
+    absl::MutexLock lock(&mu_);
+    *reply->mutable_node() = NodeInfoLocked();
+  }
+  reply->mutable_usage()->set_node_id(options_.node_id.Binary());
+  MapFromResources(options_.resources, reply->mutable_usage()->mutable_total());
+  MapFromResources(lease_manager_.Available(), reply->mutable_usage()->mutable_available());
+  reply->set_num_workers(worker_pool_.num_workers());
+  reply->set_num_leased_workers(lease_manager_.num_leased());
+  reply->set_num_pending_leases(lease_manager_.num_pending());
+  ObjectStoreStats stats = object_store_.Stats();
+  auto* store = reply->mutable_object_store();
+  store->set_capacity_bytes(stats.capacity_bytes);
+  store->set_used_bytes(stats.used_bytes);
+  store->set_spilled_bytes(stats.spilled_bytes);
+  store->set_num_objects(stats.num_objects);
+  store->set_num_spilled_total(stats.num_spilled_total);
+  store->set_num_restored_total(stats.num_restored_total);
+  store->set_num_evicted_total(stats.num_evicted_total);
+  return absl::OkStatus();
+}
+
+absl::Status Raylet::HandleRegisterWorker(const rpc::RegisterWorkerRequest& request,
+                                          rpc::RegisterWorkerReply* reply) {
+  auto worker_id = WorkerId::FromBinary(request.worker_id());
+  auto job_id = JobId::FromBinary(request.job_id());
+  if (!worker_id.ok()) return worker_id.status();
+  if (!job_id.ok()) return job_id.status();
+  TROUPE_RETURN_IF_ERROR(worker_pool_.RegisterWorker(*worker_id, request.pid(), request.port(),
+                                                     *job_id, request.is_driver()));
+  reply->set_node_id(options_.node_id.Binary());
+  reply->set_object_store_dir(object_store_.shm_dir());
+  return absl::OkStatus();
+}
+
+absl::Status Raylet::HandleNotifyBlocked(const rpc::NotifyBlockedRequest& request,
+                                         rpc::NotifyBlockedReply*) {
+  auto worker_id = WorkerId::FromBinary(request.worker_id());
+  if (!worker_id.ok()) return worker_id.status();
+  lease_manager_.NotifyBlocked(*worker_id, request.blocked());
+  return absl::OkStatus();
+}
+
+void Raylet::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest& request,
+                                      std::function<bool()> caller_gone,
+                                      std::function<void(rpc::RequestWorkerLeaseReply)> done) {
+  lease_manager_.RequestLease(request,
+                              [this, caller_gone = std::move(caller_gone),
+                               done = std::move(done)](rpc::RequestWorkerLeaseReply result) {
+                                if (caller_gone() && !result.lease_id().empty()) {
+                                  // The caller gave up waiting: nobody will use or return this
+                                  // lease.
+                                  (void)lease_manager_.ReturnWorker(result.lease_id(), false);
+                                }
+                                done(std::move(result));
+                              });
+}
+
+absl::Status Raylet::HandleReturnWorker(const rpc::ReturnWorkerRequest& request,
+                                        rpc::ReturnWorkerReply*) {
+  return lease_manager_.ReturnWorker(request.lease_id(), request.disconnect_worker());
+}
+
+absl::Status Raylet::HandleKillLeasedWorker(const rpc::KillLeasedWorkerRequest& request,
+                                            rpc::KillLeasedWorkerReply*) {
+  return lease_manager_.KillLeasedWorker(request.lease_id());
+}
+
+absl::Status Raylet::HandleCreateObject(const rpc::CreateObjectRequest& request,
+                                        rpc::CreateObjectReply* reply) {
+  auto id = ObjectId::FromBinary(request.object_id());
+  if (!id.ok()) return id.status();
+  auto path = object_store_.Create(*id, request.size(), request.primary());
+  if (!path.ok()) return path.status();
+  reply->set_path(*path);
+  return absl::OkStatus();
+}
+
+absl::Status Raylet::HandleSealObject(const rpc::SealObjectRequest& request,
+                                      rpc::SealObjectReply*) {
+  auto id = ObjectId::FromBinary(request.object_id());
+  if (!id.ok()) return id.status();
+  return object_store_.Seal(*id);
+}
+
+absl::Status Raylet::HandleGetObjects(const rpc::GetObjectsRequest& request,
+                                      rpc::GetObjectsReply* reply) {
+  for (const auto& binary : request.object_ids()) {
+    rpc::LocalObject* out = reply->add_objects();
+    out->set_object_id(binary);
+    auto id = ObjectId::FromBinary(binary);
+    if (!id.ok()) return id.status();
+    auto location = object_store_.Get(*id);
+    if (location.ok()) {
+      out->set_found(true);
+      out->set_path(location->path);
+      out->set_size(location->size);
+    } else if (location.status().code() != absl::StatusCode::kNotFound) {
+      return location.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Raylet::HandleReleaseObjects(const rpc::ReleaseObjectsRequest& request,
+                                          rpc::ReleaseObjectsReply*) {
+  for (const auto& binary : request.object_ids()) {
+    if (auto id = ObjectId::FromBinary(binary); id.ok()) object_store_.Release(*id);
+  }
+  return absl::OkStatus();
+}
+
+void Raylet::HandleFetchObject(const rpc::FetchObjectRequest& request,
+                               std::function<void(absl::Status)> done) {
+  auto id = ObjectId::FromBinary(request.object_id());
+  if (!id.ok()) return done(id.status());
+  // A transfer can take seconds: run it off gRPC's callback threads.
+  std::thread([this, id = *id, from = request.from_raylet_address(), done = std::move(done)] {
+    done(object_manager_.Fetch(id, from));
+  }).detach();
 }
 
 rpc::NodeInfo Raylet::NodeInfoLocked() const {

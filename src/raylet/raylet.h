@@ -6,10 +6,13 @@
 // (ObjectManager).
 // The Raylet is the composition root of these components: it builds them from RayletOptions
 // and hands each the one clock (a RealClock of its own unless the caller passes one).
-// Thread-safety: Run() on one thread (the main loop); RequestStop() from any thread; gRPC
-// handlers on gRPC threads; a second thread follows job changes from the GCS.
+// Its RPC face is RayletServer (raylet_server.h): the gRPC glue checks the token and the request,
+// then calls the Handle* methods below, plain C++ on protobuf messages; no gRPC type is seen here.
+// Thread-safety: Run() on one thread (the main loop); RequestStop() from any thread; Handle*
+// on gRPC threads; a second thread follows job changes from the GCS.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,23 +22,22 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "proto/raylet.pb.h"
 #include "src/common/clock.h"
 #include "src/common/ids.h"
 #include "src/common/resources.h"
 #include "src/object_store/object_store.h"
 #include "src/raylet/executable_cache.h"
+#include "src/raylet/grpc_object_puller.h"
 #include "src/raylet/lease_manager.h"
 #include "src/raylet/log_monitor.h"
 #include "src/raylet/object_manager.h"
 #include "src/raylet/process_launcher.h"
 #include "src/raylet/raylet_options.h"
+#include "src/raylet/raylet_server.h"
 #include "src/raylet/worker_pool.h"
-#include "src/rpc/auth.h"
+#include "src/rpc/cluster_token.h"
 #include "src/rpc/gcs_client.h"
-
-namespace grpc {
-class Server;
-}
 
 namespace troupe {
 
@@ -57,8 +59,39 @@ class Raylet {
   std::string address() const;
   const NodeId& node_id() const { return options_.node_id; }
 
+  // NodeManagerService, in plain C++. RayletServer calls these after the token check and
+  // request validation, and turns the returned Status into the call's (the reply is sent only
+  // with OK).
+  absl::Status HandleHealthCheck(const rpc::HealthCheckRequest& request,
+                                 rpc::HealthCheckReply* reply);
+  absl::Status HandleGetNodeStats(const rpc::GetNodeStatsRequest& request,
+                                  rpc::GetNodeStatsReply* reply);
+  absl::Status HandleRegisterWorker(const rpc::RegisterWorkerRequest& request,
+                                    rpc::RegisterWorkerReply* reply);
+  absl::Status HandleNotifyBlocked(const rpc::NotifyBlockedRequest& request,
+                                   rpc::NotifyBlockedReply* reply);
+  // Answers through `done` (once, from any thread) when a worker is leased, or the lease is
+  // refused or spilled back. `caller_gone()` is asked then: a lease granted to a caller that
+  // stopped waiting is returned at once, since nobody would use or return it.
+  void HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest& request,
+                                std::function<bool()> caller_gone,
+                                std::function<void(rpc::RequestWorkerLeaseReply)> done);
+  absl::Status HandleReturnWorker(const rpc::ReturnWorkerRequest& request,
+                                  rpc::ReturnWorkerReply* reply);
+  absl::Status HandleKillLeasedWorker(const rpc::KillLeasedWorkerRequest& request,
+                                      rpc::KillLeasedWorkerReply* reply);
+  absl::Status HandleCreateObject(const rpc::CreateObjectRequest& request,
+                                  rpc::CreateObjectReply* reply);
+  absl::Status HandleSealObject(const rpc::SealObjectRequest& request, rpc::SealObjectReply* reply);
+  absl::Status HandleGetObjects(const rpc::GetObjectsRequest& request, rpc::GetObjectsReply* reply);
+  absl::Status HandleReleaseObjects(const rpc::ReleaseObjectsRequest& request,
+                                    rpc::ReleaseObjectsReply* reply);
+  // Copies the object from the named raylet into this node's store on a thread of its own (a
+  // transfer can take seconds), then calls `done` (once, from that thread).
+  void HandleFetchObject(const rpc::FetchObjectRequest& request,
+                         std::function<void(absl::Status)> done);
+
  private:
-  class GrpcService;
   rpc::NodeInfo NodeInfoLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Registers, retrying until success, a fatal refusal, a stop request or the reconnect timeout.
   absl::Status RegisterWithRetry(bool re_register);
@@ -76,8 +109,9 @@ class Raylet {
   RealClock real_clock_;
   const Clock* const clock_;
   GcsClient gcs_;
-  TokenAuthenticator auth_;
+  const ClusterToken token_;
   ObjectStore object_store_;
+  GrpcObjectPuller object_puller_;
   ObjectManager object_manager_;
   ExecutableCache executables_;
   PosixProcessLauncher processes_;
@@ -85,8 +119,7 @@ class Raylet {
   LeaseManager lease_manager_;
   LogMonitor log_monitor_;
   std::thread log_thread_;
-  std::unique_ptr<GrpcService> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<RayletServer> server_;
   int bound_port_ = 0;
   std::thread job_follower_;
 

@@ -4,8 +4,9 @@
 // Each ValidateRequest returns OK or INVALID_ARGUMENT naming the field and what is allowed, e.g.
 //   "actor.required_resources['GPU'] is -1; resource quantities must be finite, >= 0 and <= 1e+14".
 // Plain functions over the protobuf messages (no gRPC types); the gRPC services of the GCS
-// (src/gcs/gcs_grpc_services.cc), the raylet (src/raylet/raylet.cc, object_manager.cc) and the
-// core worker (src/core_worker/core_worker_grpc_service.h) call them first thing.
+// (src/gcs/gcs_grpc_services.cc), the raylet (src/raylet/raylet_grpc_service.cc,
+// object_manager_grpc_service.cc) and the core worker (src/core_worker/core_worker_grpc_service.h)
+// call them first thing.
 // Stateless; thread-safe.
 #pragma once
 

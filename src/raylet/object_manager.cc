@@ -43,6 +43,10 @@ absl::Status ObjectManager::Transfer(const ObjectId& id, const std::string& from
   absl::Status status = puller_->Pull(
       from, id, kObjectChunkBytes, [&](const rpc::ObjectChunk& chunk) -> absl::Status {
         if (fd < 0) {
+          if (chunk.total_size() < 0) {
+            return absl::DataLossError(
+                absl::StrCat("an object chunk says the object has ", chunk.total_size(), " bytes"));
+          }
           size = chunk.total_size();
           auto path = store_->Create(id, size, /*primary=*/false);
           if (!path.ok()) return path.status();
@@ -55,8 +59,12 @@ absl::Status ObjectManager::Transfer(const ObjectId& id, const std::string& from
                 absl::StrCat("cannot map ", *path, ": ", std::strerror(errno)));
           }
         }
-        if (chunk.offset() + static_cast<int64_t>(chunk.data().size()) > size) {
-          return absl::DataLossError("an object chunk runs past the object's size");
+        // A peer's chunk lands in our mapping only if it lies wholly inside the object.
+        if (chunk.offset() < 0 || chunk.offset() > size ||
+            static_cast<int64_t>(chunk.data().size()) > size - chunk.offset()) {
+          return absl::DataLossError(
+              absl::StrCat("an object chunk (offset ", chunk.offset(), ", ", chunk.data().size(),
+                           " bytes) lies outside the object's ", size, " bytes"));
         }
         std::memcpy(mapped + chunk.offset(), chunk.data().data(), chunk.data().size());
         received += chunk.data().size();

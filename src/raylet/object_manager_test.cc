@@ -110,6 +110,21 @@ TEST_F(ObjectManagerTest, AChunkPastTheSizeIsDataLossAndLeavesNoCopy) {
   EXPECT_EQ(Read(store_.get(), id_), "abcd");
 }
 
+// A buggy or hostile peer must not make us write outside the copy's mapping.
+TEST_F(ObjectManagerTest, ChunksOutsideTheObjectAreRefused) {
+  for (const auto& chunks : std::vector<std::vector<rpc::ObjectChunk>>{
+           {Chunk(4, -2, "ab")},                     // before the start
+           {Chunk(4, 5, "")},                        // past the end
+           {Chunk(4, 2, "abc")},                     // runs past the end
+           {Chunk(-1, 0, "")},                       // a negative size
+           {Chunk(4, int64_t{1} << 62, "abcd")}}) {  // offset + size overflows
+    puller_.chunks = chunks;
+    absl::Status status = objects_.Fetch(id_, "a");
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+    EXPECT_FALSE(store_->Contains(id_));
+  }
+}
+
 TEST_F(ObjectManagerTest, AShortStreamIsDataLoss) {
   puller_.chunks = {Chunk(8, 0, "abcd")};
   absl::Status status = objects_.Fetch(id_, "a");

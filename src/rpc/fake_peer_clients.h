@@ -1,6 +1,6 @@
 // Test doubles for the peer-client interfaces (peer_clients.h): every call is recorded, and
 // nothing answers until the test says so, so a test decides the order of events exactly.
-//   FakeLeaseClient lease;  ...  auto& call = lease.lease_requests().front();
+//   FakeLeaseClient lease;  ...  FakeLeaseClient::LeaseCall call = lease.lease_request(0);
 //   lease.ReplyLease(0, granted_reply);       // runs the component's callback on this thread
 // Thread-safe; callbacks run on the thread of the Reply* call, without the fake's lock held.
 #pragma once

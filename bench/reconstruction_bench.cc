@@ -1,0 +1,65 @@
+// Troupe's side of the reconstruction benchmark (bench/reconstruction_bench.py runs it against a
+// real two-node cluster started with the CLI, and Ray doing the same). A task pinned (softly) to
+// the worker node makes a large object there; once it exists, this driver SIGKILLs that node's
+// raylet (its workers die with it) and times `Get` of the object: node-death detection, the
+// owner noticing the only copy is gone, re-running the creating task on the surviving node, and
+// reading the value. Prints one JSON line per iteration and one for the median:
+//   {"metric": "node_death_to_reconstructed_get", "value": <seconds>, "unit": "s"}
+// Usage (TROUPE_ADDRESS/TROUPE_TOKEN set): reconstruction_bench --node=<node id hex>
+//   --raylet-pid=<pid> [--bytes=N]
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "troupe/api.h"
+
+namespace {
+
+std::vector<uint8_t> MakeBytes(int64_t size) { return std::vector<uint8_t>(size, 7); }
+
+TROUPE_REMOTE(MakeBytes);
+
+std::string FlagValue(int argc, char** argv, const std::string& name, const std::string& fallback) {
+  const std::string prefix = "--" + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
+  }
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  troupe::Init(argc, argv);
+  const std::string node = FlagValue(argc, argv, "node", "");
+  const int raylet_pid = std::stoi(FlagValue(argc, argv, "raylet-pid", "0"));
+  const int64_t bytes = std::stoll(FlagValue(argc, argv, "bytes", std::to_string(10 << 20)));
+  if (node.empty() || raylet_pid <= 0) {
+    std::fprintf(stderr, "usage: reconstruction_bench --node=ID --raylet-pid=PID [--bytes=N]\n");
+    return 2;
+  }
+  auto object = troupe::Task(MakeBytes)
+                    .SetSchedulingStrategy(troupe::NodeAffinity{node, /*soft=*/true})
+                    .Remote(bytes);
+  troupe::Wait(std::vector<troupe::ObjectRef<std::vector<uint8_t>>>{object}, 1);
+  const auto start = std::chrono::steady_clock::now();
+  if (kill(raylet_pid, SIGKILL) != 0) {
+    std::perror("kill");
+    return 1;
+  }
+  auto value = troupe::Get(object, std::chrono::seconds(120));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (value->size() != static_cast<size_t>(bytes)) {
+    std::fprintf(stderr, "wrong size %zu\n", value->size());
+    return 1;
+  }
+  std::printf("{\"metric\": \"node_death_to_reconstructed_get\", \"value\": %.3f, \"unit\": \"s\"}\n",
+              seconds);
+  troupe::Shutdown();
+  return 0;
+}

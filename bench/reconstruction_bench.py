@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Node death to a reconstructed object in `get`: Troupe vs Ray, side by side on this machine.
+
+Each iteration starts a fresh two-node cluster (head + one worker node, 1 CPU each) with the
+real CLI, runs a task pinned softly to the worker node that returns a 10 MB object, waits until
+the object exists, SIGKILLs the worker node's raylet and times `get` of the object: death
+detection, the owner finding every copy gone, the task re-run on the head node, the read. Both
+systems run with their default health-check settings. Prints the medians and the Ray/Troupe
+ratio.
+
+  bazel build -c opt //src/cli:troupe //bench:reconstruction_bench
+  bash bench/setup_peers.sh
+  python3 bench/reconstruction_bench.py --iterations 3
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench_common import json_lines
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+RAY_DRIVER = r'''
+import os, sys, time, signal
+import numpy as np
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+ray.init(address=sys.argv[1])
+node = [n for n in ray.nodes() if n["Alive"] and n["Resources"].get("doomed")][0]
+
+@ray.remote
+def make_bytes(size):
+    return np.full(size, 7, dtype=np.uint8)
+
+ref = make_bytes.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+    node["NodeID"], soft=True)).remote(int(sys.argv[2]))
+ray.wait([ref], fetch_local=False)
+port = "--node_manager_port=%d" % node["NodeManagerPort"]
+pid = None
+for entry in os.listdir("/proc"):
+    if entry.isdigit():
+        try:
+            cmdline = open("/proc/%s/cmdline" % entry, "rb").read().decode(errors="replace")
+        except OSError:
+            continue
+        if "raylet" in cmdline.split("\0")[0] and port in cmdline:
+            pid = int(entry)
+assert pid, "raylet of the worker node not found"
+start = time.monotonic()
+os.kill(pid, signal.SIGKILL)
+value = ray.get(ref, timeout=300)
+seconds = time.monotonic() - start
+assert value.size == int(sys.argv[2])
+print('{"metric": "node_death_to_reconstructed_get", "value": %.3f, "unit": "s"}' % seconds)
+'''
+
+
+def run(cmd, **kwargs):
+    return subprocess.run(cmd, capture_output=True, text=True, **kwargs)
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def troupe_once(troupe, bench, size):
+    temp_root = tempfile.mkdtemp(prefix="troupe-reconstruction-")
+    common = ["--temp-dir=" + temp_root]
+    port = free_port()
+    try:
+        for cmd in ([troupe, "start", "--head", "--port=%d" % port, "--num-cpus=1",
+                     "--http-port=0"] + common,
+                    [troupe, "start", "--address=127.0.0.1:%d" % port, "--num-cpus=1"] + common):
+            result = run(cmd)
+            if result.returncode != 0:
+                raise RuntimeError(result.stdout + result.stderr)
+        status = json.loads(run([troupe, "status", "--format=json"] + common).stdout)
+        worker = [n for n in status["nodes"] if not n["is_head"] and n["state"] == "ALIVE"][0]
+        with open(os.path.join(temp_root, "session_latest", "token")) as f:
+            token = f.read().strip()
+        env = dict(os.environ, TROUPE_ADDRESS="127.0.0.1:%d" % port, TROUPE_TOKEN=token)
+        lines = json_lines([bench, "--node=" + worker["node_id"],
+                            "--raylet-pid=%d" % worker["raylet_pid"], "--bytes=%d" % size], env=env)
+        return lines[0]["value"]
+    finally:
+        run([troupe, "stop", "--force"] + common)
+        shutil.rmtree(temp_root, ignore_errors=True)
+
+
+def ray_once(ray, python, size):
+    port = free_port()
+    try:
+        result = run([ray, "start", "--head", "--port=%d" % port, "--num-cpus=1",
+                      "--include-dashboard=false"])
+        if result.returncode != 0:
+            raise RuntimeError(result.stdout + result.stderr)
+        result = run([ray, "start", "--address=127.0.0.1:%d" % port, "--num-cpus=1",
+                      '--resources={"doomed": 1}'])
+        if result.returncode != 0:
+            raise RuntimeError(result.stdout + result.stderr)
+        lines = json_lines([python, "-c", RAY_DRIVER, "127.0.0.1:%d" % port, str(size)])
+        return lines[0]["value"]
+    finally:
+        run([ray, "stop", "--force"])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--troupe", default="bazel-bin/src/cli/troupe")
+    parser.add_argument("--bench", default="bazel-bin/bench/reconstruction_bench")
+    venv = os.path.expanduser("~/.cache/troupe-bench-venv/bin")
+    parser.add_argument("--ray", default=os.path.join(venv, "ray"))
+    parser.add_argument("--python", default=os.path.join(venv, "python"))
+    parser.add_argument("--bytes", type=int, default=10 << 20)
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--no-ray", action="store_true")
+    args = parser.parse_args()
+
+    troupe = [troupe_once(args.troupe, args.bench, args.bytes) for _ in range(args.iterations)]
+    print("troupe node_death_to_reconstructed_get: %s s" % ", ".join("%.2f" % t for t in troupe))
+    if args.no_ray:
+        print("median troupe %.2f s" % statistics.median(troupe))
+        return
+    ray = [ray_once(args.ray, args.python, args.bytes) for _ in range(args.iterations)]
+    print("ray    node_death_to_reconstructed_get: %s s" % ", ".join("%.2f" % t for t in ray))
+    t, r = statistics.median(troupe), statistics.median(ray)
+    print("%-36s %10s %10s %8s" % ("metric (median, lower is better)", "troupe", "ray", "ray/troupe"))
+    print("%-36s %9.2fs %9.2fs %7.1fx" % ("node_death_to_reconstructed_get", t, r, r / t))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

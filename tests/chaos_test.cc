@@ -1,0 +1,464 @@
+// Chaos: a mixed workload runs on a real multi-node cluster while a killer SIGKILLs random worker
+// processes and whole worker raylets (replacing each killed node with a fresh one), modelled on
+// Ray's chaos release tests. The workload:
+//   - dependency chains of tasks hopping between nodes (SPREAD), some carrying values too large
+//     to travel inline, so a killed node takes intermediate results with it and the owner must
+//     re-run their creating tasks (lineage reconstruction) or retry the tasks it lost;
+//   - large objects made on one node and checksummed on another;
+//   - ordered calls to restartable actors.
+// At the end every result must be exact, every actor call answered in order, every node's
+// resources back (available == total), no process left, and no object left in any node's
+// shared-memory store or spill directory once the driver is gone.
+//
+// Two sizes from one program: `chaos_test` (the normal test run, well under two minutes) and
+// `chaos_long_test` (tag "chaos", run with `bash scripts/chaos.sh`: 10,000 tasks, hundreds of
+// large objects, thousands of actor calls). Each prints one summary line:
+//   chaos summary: tasks=... kills=... (workers=... raylets=...) retries=... reconstructions=...
+//   wall_with_kills=...s wall_without_kills=...s
+// This binary is also the worker program (main() hands over to troupe::Init in worker mode).
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "proto/schema.pb.h"
+#include "src/common/status_testing.h"
+#include "src/common/test_seed.h"
+#include "src/common/wait_until.h"
+#include "src/schema/kv_schema.h"
+#include "tests/driver.h"
+#include "tests/test_cluster.h"
+#include "troupe/api.h"
+
+namespace {
+
+using troupe::testing::Driver;
+using troupe::testing::TestCluster;
+using troupe::testing::TestRandom;
+using troupe::testing::WaitUntil;
+
+// ---- the workload's remote functions ----
+
+// One step of a chain: a deterministic function of the previous value and the step number. The
+// value's size is chosen by the chain: small ones travel inline in replies, large ones (over
+// the 100 KiB inline limit) live in the store of the node that made them.
+std::vector<uint64_t> Step(std::vector<uint64_t> previous, int64_t step) {
+  uint64_t state = previous.empty() ? 0 : previous[0];
+  for (auto& word : previous) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull + static_cast<uint64_t>(step);
+    word ^= state;
+  }
+  return previous;
+}
+
+std::vector<uint64_t> Seed(int64_t chain, int64_t words) {
+  std::vector<uint64_t> value(words);
+  for (int64_t i = 0; i < words; ++i) value[i] = static_cast<uint64_t>(chain) * 1000003u + i;
+  return value;
+}
+
+uint64_t Digest(const uint8_t* data, size_t size) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a
+  for (size_t i = 0; i < size; ++i) hash = (hash ^ data[i]) * 1099511628211ull;
+  return hash;
+}
+
+std::vector<uint8_t> MakeBytes(int64_t size, int64_t seed) {
+  std::vector<uint8_t> bytes(size);
+  uint64_t state = static_cast<uint64_t>(seed) * 2654435761u + 1;
+  for (auto& b : bytes) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    b = static_cast<uint8_t>(state >> 56);
+  }
+  return bytes;
+}
+
+uint64_t DigestOf(std::vector<uint8_t> bytes) { return Digest(bytes.data(), bytes.size()); }
+
+// Answers call i of one caller with i; counts calls that arrived out of order within this
+// incarnation (a restarted actor starts from the caller's first unanswered call).
+class Sequencer {
+ public:
+  static Sequencer* Create() { return new Sequencer(); }
+  int64_t Next(int64_t i) {
+    if (i <= last_) ++out_of_order_;
+    last_ = i;
+    return out_of_order_ == 0 ? i : -1;
+  }
+
+ private:
+  int64_t last_ = -1;
+  int64_t out_of_order_ = 0;
+};
+
+TROUPE_REMOTE(Step, Seed, MakeBytes, DigestOf, Sequencer::Create, &Sequencer::Next);
+
+// ---- sizes ----
+
+struct Scale {
+  int worker_nodes;
+  int chains;
+  int chain_length;
+  int large_chain_every;  // every n-th chain carries large values (reconstructable on loss)
+  int large_objects;
+  int64_t large_object_bytes;
+  int actors;
+  int calls_per_actor;
+  absl::Duration kill_period;
+  int max_raylet_kills;
+};
+
+Scale ShortScale() {
+  return {/*worker_nodes=*/3,   /*chains=*/60,        /*chain_length=*/10,
+          /*large_chain_every=*/3, /*large_objects=*/30, /*large_object_bytes=*/1 << 20,
+          /*actors=*/2,         /*calls_per_actor=*/150, absl::Milliseconds(1500),
+          /*max_raylet_kills=*/2};
+}
+
+Scale LongScale() {
+  return {/*worker_nodes=*/3,   /*chains=*/1000,       /*chain_length=*/10,
+          /*large_chain_every=*/4, /*large_objects=*/300, /*large_object_bytes=*/1 << 20,
+          /*actors=*/4,         /*calls_per_actor=*/1000, absl::Milliseconds(2000),
+          /*max_raylet_kills=*/8};
+}
+
+constexpr int64_t kSmallWords = 4;
+constexpr int64_t kLargeWords = 16 * 1024;  // 128 KiB: over the inline limit
+
+std::vector<uint64_t> ExpectedChain(int chain, int64_t words, int length) {
+  std::vector<uint64_t> value = Seed(chain, words);
+  for (int step = 0; step < length; ++step) value = Step(std::move(value), step);
+  return value;
+}
+
+// ---- the killer ----
+
+// Parent pid of `pid` from /proc/<pid>/stat (0 when it is gone).
+int ParentOf(int pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  std::getline(in, line);
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::vector<std::string> fields = absl::StrSplit(line.substr(close + 2), ' ');
+  int parent = 0;
+  if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &parent)) return 0;
+  return parent;
+}
+
+std::vector<int> ChildrenOf(const std::set<int>& parents) {
+  std::vector<int> children;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return children;
+  while (dirent* entry = readdir(proc)) {
+    int pid;
+    if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
+    if (parents.count(ParentOf(pid)) > 0) children.push_back(pid);
+  }
+  closedir(proc);
+  return children;
+}
+
+struct KillCounts {
+  int workers = 0;
+  int raylets = 0;
+};
+
+// SIGKILLs, every `period`, either a random worker process of any node (children of the
+// raylets) or — up to `max_raylet_kills` times — a random worker node's raylet, which takes its
+// workers with it; a killed node is replaced by a fresh one with the same flags. Runs on its own
+// thread, which is the only one driving `cluster` while it runs.
+class Killer {
+ public:
+  Killer(TestCluster& cluster, std::vector<std::string> node_flags, Scale scale, uint32_t seed)
+      : cluster_(cluster), node_flags_(std::move(node_flags)), scale_(scale), random_(seed) {}
+
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+  KillCounts Stop() {
+    stop_.Notify();
+    if (thread_.joinable()) thread_.join();
+    return counts_;
+  }
+  // Why a node could not be replaced, if it could not ("" otherwise).
+  const std::string& error() const { return error_; }
+
+ private:
+  void Run() {
+    while (!stop_.WaitForNotificationWithTimeout(scale_.kill_period)) {
+      nlohmann::json status = cluster_.Status();
+      std::set<int> raylets;
+      std::vector<int> worker_raylets;
+      for (const auto& node : status.value("nodes", nlohmann::json::array())) {
+        if (node["state"] != "ALIVE") continue;
+        const int pid = node["raylet_pid"];
+        raylets.insert(pid);
+        if (!node["is_head"].get<bool>()) worker_raylets.push_back(pid);
+      }
+      const bool kill_node = counts_.raylets < scale_.max_raylet_kills &&
+                             !worker_raylets.empty() &&
+                             std::uniform_int_distribution<int>(0, 3)(random_) == 0;
+      if (kill_node) {
+        const int pid = worker_raylets[random_() % worker_raylets.size()];
+        if (kill(pid, SIGKILL) != 0) continue;
+        ++counts_.raylets;
+        auto added = cluster_.AddWorker(node_flags_);
+        if (!added.ok()) error_ = std::string(added.status().message());
+        continue;
+      }
+      std::vector<int> workers = ChildrenOf(raylets);
+      if (workers.empty()) continue;
+      if (kill(workers[random_() % workers.size()], SIGKILL) == 0) ++counts_.workers;
+    }
+  }
+
+  TestCluster& cluster_;
+  std::vector<std::string> node_flags_;
+  Scale scale_;
+  std::mt19937 random_;
+  absl::Notification stop_;
+  std::thread thread_;
+  KillCounts counts_;
+  std::string error_;
+};
+
+// ---- one run of the workload ----
+
+struct RunResult {
+  absl::Duration wall;
+  int tasks = 0;
+  std::vector<std::string> errors;  // each wrong or failed result, said once
+};
+
+RunResult RunWorkload(const Scale& scale) {
+  RunResult result;
+  const absl::Time start = absl::Now();
+
+  // Ordered actor calls, made from their own thread while the tasks run.
+  std::vector<troupe::ActorHandle<Sequencer>> actors;
+  for (int a = 0; a < scale.actors; ++a) {
+    actors.push_back(troupe::Actor(Sequencer::Create)
+                         .SetMaxRestarts(-1)
+                         .SetMaxTaskRetries(-1)
+                         .SetSchedulingStrategy(troupe::Spread{})
+                         .Remote());
+  }
+  std::vector<std::vector<troupe::ObjectRef<int64_t>>> calls(scale.actors);
+  std::thread caller([&] {
+    for (int i = 0; i < scale.calls_per_actor; ++i) {
+      for (int a = 0; a < scale.actors; ++a) {
+        calls[a].push_back(actors[a].Task(&Sequencer::Next).Remote(static_cast<int64_t>(i)));
+      }
+      if (i % 25 == 24) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // pacing
+    }
+  });
+
+  // Chains: every step is a task with retries, placed by SPREAD, taking the previous step's
+  // result by reference.
+  std::vector<troupe::ObjectRef<std::vector<uint64_t>>> ends;
+  for (int c = 0; c < scale.chains; ++c) {
+    const int64_t words = c % scale.large_chain_every == 0 ? kLargeWords : kSmallWords;
+    auto value = troupe::Task(Seed).SetMaxRetries(-1).Remote(static_cast<int64_t>(c), words);
+    for (int step = 0; step < scale.chain_length; ++step) {
+      value = troupe::Task(Step)
+                  .SetMaxRetries(-1)
+                  .SetSchedulingStrategy(troupe::Spread{})
+                  .Remote(value, static_cast<int64_t>(step));
+    }
+    ends.push_back(value);
+    result.tasks += 1 + scale.chain_length;
+  }
+
+  // Large objects made on one node and read on another.
+  std::vector<troupe::ObjectRef<uint64_t>> digests;
+  for (int i = 0; i < scale.large_objects; ++i) {
+    auto bytes = troupe::Task(MakeBytes)
+                     .SetMaxRetries(-1)
+                     .SetSchedulingStrategy(troupe::Spread{})
+                     .Remote(scale.large_object_bytes, static_cast<int64_t>(i));
+    digests.push_back(
+        troupe::Task(DigestOf).SetMaxRetries(-1).SetSchedulingStrategy(troupe::Spread{}).Remote(
+            bytes));
+    result.tasks += 2;
+  }
+
+  auto record = [&](std::string error) {
+    if (result.errors.size() < 20) result.errors.push_back(std::move(error));
+  };
+  for (int c = 0; c < scale.chains; ++c) {
+    const int64_t words = c % scale.large_chain_every == 0 ? kLargeWords : kSmallWords;
+    try {
+      if (*troupe::Get(ends[c], std::chrono::minutes(5)) !=
+          ExpectedChain(c, words, scale.chain_length)) {
+        record(absl::StrCat("chain ", c, ": wrong value"));
+      }
+    } catch (const troupe::TroupeError& e) {
+      record(absl::StrCat("chain ", c, ": ", e.what()));
+    }
+  }
+  for (int i = 0; i < scale.large_objects; ++i) {
+    try {
+      const uint64_t expected = DigestOf(MakeBytes(scale.large_object_bytes, i));
+      if (*troupe::Get(digests[i], std::chrono::minutes(5)) != expected) {
+        record(absl::StrCat("large object ", i, ": wrong digest"));
+      }
+    } catch (const troupe::TroupeError& e) {
+      record(absl::StrCat("large object ", i, ": ", e.what()));
+    }
+  }
+  caller.join();
+  for (int a = 0; a < scale.actors; ++a) {
+    for (int i = 0; i < scale.calls_per_actor; ++i) {
+      try {
+        const int64_t got = *troupe::Get(calls[a][i], std::chrono::minutes(5));
+        if (got != i) record(absl::StrCat("actor ", a, " call ", i, ": answered ", got));
+      } catch (const troupe::TroupeError& e) {
+        record(absl::StrCat("actor ", a, " call ", i, ": ", e.what()));
+      }
+    }
+  }
+  result.tasks += scale.actors * scale.calls_per_actor;
+  for (auto& actor : actors) actor.Kill(/*no_restart=*/true);
+  result.wall = absl::Now() - start;
+  return result;
+}
+
+// Sum of every process's task counters in the GCS KV (written at Shutdown at the latest).
+troupe::rpc::TaskCounters ClusterTaskCounters(TestCluster& cluster) {
+  troupe::rpc::TaskCounters total;
+  auto keys = cluster.gcs().KVKeys(troupe::kTaskCountersNamespace, "");
+  if (!keys.ok()) return total;
+  for (const auto& key : *keys) {
+    auto value = cluster.gcs().KVGet(troupe::kTaskCountersNamespace, key);
+    troupe::rpc::TaskCounters one;
+    if (!value.ok() || !value->has_value() || !one.ParseFromString(**value)) continue;
+    total.set_tasks_submitted(total.tasks_submitted() + one.tasks_submitted());
+    total.set_tasks_retried(total.tasks_retried() + one.tasks_retried());
+    total.set_tasks_failed(total.tasks_failed() + one.tasks_failed());
+  }
+  return total;
+}
+
+// Session directories under the cluster's temp root.
+std::vector<std::string> SessionDirs(const std::string& temp_root) {
+  std::vector<std::string> dirs;
+  DIR* dir = opendir(temp_root.c_str());
+  if (dir == nullptr) return dirs;
+  while (dirent* entry = readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (absl::StartsWith(name, "session_") && name != "session_latest") {
+      dirs.push_back(temp_root + "/" + name);
+    }
+  }
+  closedir(dir);
+  return dirs;
+}
+
+// Entries of `dir` that are objects (not the store's pool of kept, reusable files).
+std::vector<std::string> ObjectFilesIn(const std::string& dir) {
+  std::vector<std::string> files;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return files;
+  while (dirent* entry = readdir(d)) {
+    const std::string name = entry->d_name;
+    if (name == "." || name == ".." || absl::StartsWith(name, "kept-")) continue;
+    files.push_back(dir + "/" + name);
+  }
+  closedir(d);
+  return files;
+}
+
+std::string StoreDirOf(const std::string& session_dir) {
+  return "/dev/shm/troupe-" + session_dir.substr(session_dir.rfind('/') + 1);
+}
+
+void RunChaos(const Scale& scale) {
+  const std::vector<std::string> node_flags = {"--num-cpus=2", "--object-store-memory=512MiB"};
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=1", "--object-store-memory=512MiB"}));
+  for (int i = 0; i < scale.worker_nodes; ++i) ASSERT_OK(cluster.AddWorker(node_flags));
+
+  RunResult calm, chaos;
+  KillCounts kills;
+  std::string killer_error;
+  {
+    Driver driver(cluster);
+    calm = RunWorkload(scale);
+    EXPECT_TRUE(calm.errors.empty()) << "without kills: " << absl::StrJoin(calm.errors, "\n");
+
+    Killer killer(cluster, node_flags, scale, troupe::testing::TestSeed());
+    killer.Start();
+    chaos = RunWorkload(scale);
+    kills = killer.Stop();
+    killer_error = killer.error();
+    EXPECT_TRUE(chaos.errors.empty()) << "with kills: " << absl::StrJoin(chaos.errors, "\n");
+  }
+  EXPECT_EQ(killer_error, "") << "a killed node could not be replaced";
+  EXPECT_GT(kills.workers + kills.raylets, 0) << "the killer never killed anything";
+
+  const troupe::rpc::TaskCounters counters = ClusterTaskCounters(cluster);
+  std::cout << "chaos summary: tasks=" << calm.tasks + chaos.tasks
+            << " kills=" << kills.workers + kills.raylets << " (workers=" << kills.workers
+            << " raylets=" << kills.raylets << ") retries=" << counters.tasks_retried()
+            << " reconstructions=" << counters.tasks_reconstructed()
+            << " wall_with_kills=" << absl::ToDoubleSeconds(chaos.wall)
+            << "s wall_without_kills=" << absl::ToDoubleSeconds(calm.wall) << "s" << std::endl;
+
+  // The driver is gone: no object may be left in any live node's store or spill directory.
+  const std::vector<std::string> sessions = SessionDirs(cluster.temp_root());
+  std::vector<std::string> left;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        left.clear();
+        for (const auto& session : sessions) {
+          for (auto& f : ObjectFilesIn(StoreDirOf(session))) left.push_back(f);
+          for (auto& f : ObjectFilesIn(session + "/spill")) left.push_back(f);
+        }
+        return left.empty();
+      },
+      absl::Seconds(20), "every store and spill directory to be empty"))
+      << "objects left behind: " << absl::StrJoin(left, ", ");
+
+  // `troupe stop` removes what killed raylets could not (their stores).
+  const std::string temp_root = cluster.temp_root();
+  { TestCluster gone = std::move(cluster); }  // checks available == total and no process left
+  for (const auto& session : sessions) {
+    struct stat st;
+    EXPECT_NE(stat(StoreDirOf(session).c_str(), &st), 0) << StoreDirOf(session) << " is left";
+  }
+}
+
+bool long_run = false;  // --long: the chaos_long_test size
+
+TEST(ChaosTest, WorkloadSurvivesKilledWorkersAndNodes) {
+  RunChaos(long_run ? LongScale() : ShortScale());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // In worker mode this never returns: the raylet started this binary to run tasks.
+  if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i < argc; ++i) long_run |= std::string(argv[i]) == "--long";
+  return RUN_ALL_TESTS();
+}

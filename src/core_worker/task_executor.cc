@@ -78,20 +78,25 @@ void TaskExecutor::EnqueueActorCallLocked(Push push, Answers* answers) {
     answers->emplace_back(std::move(push.done), Exiting());
     return;
   }
+  const size_t queued_before = queue_.size();
   if (push.seq > order.next) {
     order.early.emplace(push.seq, std::move(push));  // waits for its turn
-    return;
+  } else {
+    AdmitLocked(order, std::move(push));
   }
-  AdmitLocked(order, std::move(push));
+  // Calls whose turn has come: after this one, or at the caller's new start.
   for (auto it = order.early.begin(); it != order.early.end() && it->first <= order.next;) {
     if (it->first == order.next) {
       AdmitLocked(order, std::move(it->second));
-    } else {  // a resend that waited beside the call just admitted
-      order.admitted.at(it->first).duplicates.push_back(std::move(it->second.done));
+    } else if (auto admitted = order.admitted.find(it->first); admitted != order.admitted.end()) {
+      // A resend that waited beside the call just admitted.
+      admitted->second.duplicates.push_back(std::move(it->second.done));
+    } else {
+      answers->emplace_back(std::move(it->second.done), Abandoned(it->first));
     }
     it = order.early.erase(it);
   }
-  queued_.SignalAll();
+  if (queue_.size() > queued_before) queued_.SignalAll();
 }
 
 void TaskExecutor::AdmitLocked(CallerOrder& order, Push push) {

@@ -180,6 +180,18 @@ TEST_F(TaskExecutorTest, CallsTheCallerGaveUpOnNeverRun) {
   EXPECT_EQ(values_, (std::vector<std::string>{"ABORTED", "run1"}));
 }
 
+TEST_F(TaskExecutorTest, HeldCallRunsWhenTheCallersStartMovesUpToIt) {
+  PushCall("c", 5, /*first_unanswered=*/3);  // held: 3 and 4 have not arrived
+  // 3 and 4 were answered elsewhere (an older incarnation's late replies): 5 is first now, and
+  // must not wait for a call that will never come.
+  PushCall("c", 9, /*first_unanswered=*/5);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"c5"}));
+  for (int seq = 6; seq < 9; ++seq) PushCall("c", seq, /*first_unanswered=*/5);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"c5", "c6", "c7", "c8", "c9"}));
+}
+
 TEST_F(TaskExecutorTest, RestartedActorRunsResentCallsAgain) {
   // Incarnation 1 ran calls 0..2; the reply of 2 was lost when it died.
   PushCall("c", 0);

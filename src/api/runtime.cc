@@ -143,6 +143,7 @@ void Init(const Config& config) {
   options.node_ip = raylet_address.substr(0, raylet_address.rfind(':'));
   options.job_id = session->job_id;
   options.max_inline_bytes = config.max_inline_bytes;
+  options.testing_drop_actor_replies = Env("TROUPE_TESTING_DROP_ACTOR_REPLIES");
   session->core = std::make_shared<CoreWorker>(options);
   if (auto status = session->core->Start(); !status.ok()) {
     throw RuntimeError("cannot start the driver's runtime: " + std::string(status.message()));

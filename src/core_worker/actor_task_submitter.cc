@@ -4,6 +4,24 @@
 #include "src/common/logging.h"
 
 namespace troupe {
+namespace {
+
+// Errors after which a push may or may not have reached the actor, and a resend may succeed.
+// Anything else is the actor's worker refusing the call.
+bool IsTransportError(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kInternal:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
 
 ActorTaskSubmitter::ActorTaskSubmitter(ActorDirectory* directory, TaskPushClient* pushes,
                                        const Clock* clock, std::string caller_worker_id,
@@ -51,42 +69,72 @@ void ActorTaskSubmitter::PushLocked(const ActorId& actor_id, ActorState& actor, 
   if (shut_down_) return;
   Call& call = actor.unanswered.at(seq);
   call.sent = true;
-  call.attempts++;
+  call.in_flight = true;
+  if (call.incarnation != actor.incarnation) {
+    call.incarnation = actor.incarnation;
+    call.attempts++;
+  }
+  call.push_id = next_push_id_++;
   rpc::PushTaskRequest request;
   *request.mutable_task() = call.spec;
   request.mutable_task()->set_caller_first_unanswered(actor.unanswered.begin()->first);
-  const std::string address = actor.address;
   in_flight_++;
-  pushes_->PushTask(address, std::move(request),
-                    [this, actor_id, seq, address](absl::StatusOr<rpc::PushTaskReply> r) {
-                      OnReply(actor_id, seq, address, std::move(r));
+  pushes_->PushTask(actor.address, std::move(request),
+                    [this, actor_id, seq, push_id = call.push_id,
+                     incarnation = actor.incarnation](absl::StatusOr<rpc::PushTaskReply> r) {
+                      OnReply(actor_id, seq, push_id, incarnation, std::move(r));
                     });
 }
 
-void ActorTaskSubmitter::OnReply(const ActorId& actor_id, int64_t seq, const std::string& address,
-                                 absl::StatusOr<rpc::PushTaskReply> reply) {
+void ActorTaskSubmitter::OnReply(const ActorId& actor_id, int64_t seq, int64_t push_id,
+                                 int64_t incarnation, absl::StatusOr<rpc::PushTaskReply> reply) {
   std::optional<rpc::TaskSpec> answered;
+  std::optional<std::string> refused;
   {
     absl::MutexLock lock(&mu_);
     in_flight_--;
     if (shut_down_) return;
     ActorState& actor = actors_[actor_id];
+    if (reply.ok() && incarnation == actor.incarnation) {
+      actor.unreachable_since = absl::InfiniteFuture();  // the worker answers
+    }
     auto it = actor.unanswered.find(seq);
     if (it == actor.unanswered.end()) return;  // already failed or answered
+    Call& call = it->second;
     if (reply.ok()) {
-      answered = std::move(it->second.spec);
+      answered = std::move(call.spec);
       actor.unanswered.erase(it);
-    } else if (actor.address == address && !actor.resolving) {
-      // The actor's worker is gone or unreachable: ask the GCS what became of it.
-      TROUPE_LOG(Warning) << "call " << seq << " to actor " << actor_id.Hex().substr(0, 8) << " at "
-                          << address << " failed (" << reply.status().message()
-                          << "); asking the GCS about the actor";
-      actor.resolving = true;
-      actor.next_lookup = absl::InfinitePast();
-      actor.unreachable_since = clock_->Now();
+    } else if (call.push_id != push_id) {
+      // An older push of a call sent again since: the newer push decides.
+    } else if (!IsTransportError(reply.status())) {
+      // The worker answered, refusing the call: sending it again would not help.
+      refused = absl::StrCat("the actor's worker at ", actor.address,
+                             " refused the call: ", reply.status().ToString());
+      answered = std::move(call.spec);
+      actor.unanswered.erase(it);
+    } else {
+      call.in_flight = false;
+      if (incarnation == actor.incarnation && !actor.resolving) {
+        // The call may or may not have run. Ask the GCS what became of the actor: still there,
+        // the call is resent (the actor answers a duplicate from its reply cache); restarted, it
+        // is resent or failed per max_task_retries; dead, it fails.
+        TROUPE_LOG(Warning) << "call " << seq << " to actor " << actor_id.Hex().substr(0, 8)
+                            << " at " << actor.address << " failed (" << reply.status().message()
+                            << "); asking the GCS about the actor";
+        actor.resolving = true;
+        const absl::Time now = clock_->Now();
+        if (actor.unreachable_since == absl::InfiniteFuture()) {
+          actor.unreachable_since = now;
+          actor.next_lookup = absl::InfinitePast();  // the first failure: look at once
+        } else {
+          actor.next_lookup = now + kResendDelay;  // failing again: not in a tight loop
+        }
+      }
     }
   }
-  if (answered) Reply(*answered, std::move(*reply));
+  if (!answered) return;
+  if (refused) return Fail(*answered, StoredObject::Error::kTaskFailed, *refused);
+  Reply(*answered, std::move(*reply));
 }
 
 void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& info) {
@@ -107,26 +155,33 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
         actor.unanswered.clear();
         break;
       case rpc::ActorInfo::ALIVE:
-        if (info.worker_address() == actor.address) {
+        if (info.worker_address() == actor.address && info.worker_id() == actor.worker_id) {
+          // The same incarnation: a transport error, or a death the GCS has not noticed yet.
+          actor.resolving = false;
           if (clock_->Now() - actor.unreachable_since < kUnreachableLimit) {
-            // The GCS has not noticed the death yet: look again shortly.
-            actor.next_lookup = clock_->Now() + absl::Milliseconds(50);
+            // Resend what is not in flight; the actor runs each call once and answers a
+            // duplicate with its first reply. Failing again brings us back here.
+            for (auto& [seq, call] : actor.unanswered) {
+              if (!call.in_flight) PushLocked(actor_id, actor, seq);
+            }
             break;
           }
-          // Never wait forever on a worker the GCS believes alive but nobody can reach.
+          // Never wait forever on a worker the GCS believes alive but no push reaches.
           for (auto& [seq, call] : actor.unanswered) {
             failures.emplace_back(
                 std::move(call.spec), StoredObject::Error::kActorDied,
-                absl::StrCat("the actor's worker at ", actor.address, " has been unreachable for ",
+                absl::StrCat("the actor's worker at ", actor.address, " has failed every call for ",
                              absl::FormatDuration(kUnreachableLimit),
-                             " while the GCS reports it alive"));
+                             " while the GCS reports it alive (is it reachable from here?)"));
           }
           actor.unanswered.clear();
-          actor.resolving = false;
           actor.unreachable_since = absl::InfiniteFuture();
           break;
         }
+        // A new incarnation: the actor restarted (or was just created).
         actor.address = info.worker_address();
+        actor.worker_id = info.worker_id();
+        actor.incarnation++;
         actor.resolving = false;
         actor.unreachable_since = absl::InfiniteFuture();
         for (auto it = actor.unanswered.begin(); it != actor.unanswered.end();) {
@@ -143,6 +198,7 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
             ++it;
           }
         }
+        // Everything goes to the new worker, also calls still in flight to the old one.
         for (auto& [seq, call] : actor.unanswered) PushLocked(actor_id, actor, seq);
         break;
       default:  // PENDING_CREATION, RESTARTING

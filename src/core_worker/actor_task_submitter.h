@@ -1,13 +1,21 @@
 // Sends actor calls straight to the actor's worker, in order. Each call from this process to an
-// actor gets the next sequence number; the actor's worker runs them in that order (it is told
-// the first unanswered number, so a restarted actor knows where this caller's order begins).
-// The actor's address comes from the ActorDirectory (the GCS); when a push fails the actor is
-// looked up again: once it is ALIVE at a new address, calls not sent yet go there, and calls that
-// were in flight are resent if max_task_retries allows (at-least-once) or fail with the death cause
-// (at-most-once); when it is DEAD every waiting call fails with the cause. Pushes go through a
-// TaskPushClient, lookups through an ActorDirectory, time comes from a Clock (all three not owned;
-// peer_clients.h, clock.h), so tests drive it with fakes. Thread-safe. Tick() runs on the core
-// worker's timer thread; callbacks run without the lock.
+// actor gets the next sequence number; the actor's worker runs them in that order, runs each at
+// most once per incarnation and answers a resent call with the first delivery's reply
+// (task_executor.h). Every push carries the first unanswered number: it acknowledges the replies
+// below it (the actor drops them) and tells a restarted actor where this caller's order begins.
+// The actor's address comes from the ActorDirectory (the GCS). When a push fails:
+//   - a transport error (UNAVAILABLE, DEADLINE_EXCEEDED, ...: it may or may not have run) makes
+//     the submitter ask the GCS. Still ALIVE at the same worker (same incarnation): the failed
+//     calls are resent there — safe, the actor deduplicates — until one answers; only a worker
+//     that no push has reached for kUnreachableLimit fails its calls. ALIVE at a new worker (a
+//     restart): calls not sent yet go there, and calls that were sent are resent if
+//     max_task_retries allows (at-least-once across incarnations) or fail with the death cause
+//     (at-most-once). DEAD: every waiting call fails with the cause.
+//   - any other error (the actor refused the request: INVALID_ARGUMENT, UNAUTHENTICATED, ...)
+//     fails that call at once with the actor's message.
+// Pushes go through a TaskPushClient, lookups through an ActorDirectory, time comes from a Clock
+// (all three not owned; peer_clients.h, clock.h), so tests drive it with fakes. Thread-safe.
+// Tick() runs on the core worker's timer thread; callbacks run without the lock.
 #pragma once
 
 #include <functional>
@@ -33,8 +41,10 @@ class ActorTaskSubmitter {
     std::function<void(const rpc::TaskSpec&, StoredObject::Error, const std::string&)> on_failure;
   };
 
-  // How long a worker the directory reports ALIVE may stay unreachable before its calls fail.
+  // How long a worker the directory reports ALIVE may fail every push before its calls fail.
   static constexpr absl::Duration kUnreachableLimit = absl::Seconds(30);
+  // Between resends to a worker whose pushes keep failing.
+  static constexpr absl::Duration kResendDelay = absl::Milliseconds(50);
 
   // `directory`, `pushes` and `clock` are not owned and must outlive the submitter.
   ActorTaskSubmitter(ActorDirectory* directory, TaskPushClient* pushes, const Clock* clock,
@@ -51,24 +61,31 @@ class ActorTaskSubmitter {
  private:
   struct Call {
     rpc::TaskSpec spec;
-    bool sent = false;
-    int attempts = 0;
+    bool sent = false;         // pushed at least once
+    bool in_flight = false;    // its latest push has not been answered
+    int attempts = 0;          // incarnations it was pushed to
+    int64_t incarnation = -1;  // the latest of them
+    int64_t push_id = 0;       // of its latest push: failures of older pushes are ignored
   };
   struct ActorState {
-    std::string address;  // of the live worker; "" while unknown
+    // The live worker: its address ("" while unknown) and worker ID. A new one is a new
+    // incarnation (a restart), counted in `incarnation`.
+    std::string address;
+    std::string worker_id;
+    int64_t incarnation = 0;
     bool resolving = true;
     absl::Time next_lookup = absl::InfinitePast();
-    absl::Time unreachable_since = absl::InfiniteFuture();  // pushes failing at `address`
+    absl::Time unreachable_since = absl::InfiniteFuture();  // every push failing since
     bool dead = false;
     std::string death_cause;
     int64_t max_task_retries = 0;
     int64_t next_seq = 0;
     std::map<int64_t, Call> unanswered;  // by sequence number
   };
-  // Sends the call with this sequence number (it must be unanswered).
+  // Sends the call with this sequence number (it must be unanswered) to the current worker.
   void PushLocked(const ActorId& actor_id, ActorState& actor, int64_t seq)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnReply(const ActorId& actor_id, int64_t seq, const std::string& address,
+  void OnReply(const ActorId& actor_id, int64_t seq, int64_t push_id, int64_t incarnation,
                absl::StatusOr<rpc::PushTaskReply> reply);
   void Apply(const ActorId& actor_id, const rpc::ActorInfo& info);
 
@@ -85,6 +102,7 @@ class ActorTaskSubmitter {
   absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_push_id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<ActorId, ActorState> actors_ ABSL_GUARDED_BY(mu_);
 };
 

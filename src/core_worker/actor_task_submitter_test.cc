@@ -1,10 +1,15 @@
 #include "src/core_worker/actor_task_submitter.h"
 
+#include <deque>
+#include <map>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "src/common/clock.h"
+#include "src/common/test_seed.h"
+#include "src/core_worker/task_executor.h"
 #include "src/rpc/fake_peer_clients.h"
 
 namespace troupe {
@@ -181,30 +186,188 @@ TEST_F(ActorTaskSubmitterTest, UnreachableWhileAliveFailsCallsAfterTheLimit) {
   directory_.Set(actor_, Alive("a:1", /*max_task_retries=*/-1));
   submitter_.Submit(actor_, Call("m0"));
   submitter_.Tick();
-  pushes_.Reply(0, absl::UnavailableError("deadline exceeded"));
-  // The directory still says ALIVE at the same address: look again every 50 ms...
+  pushes_.Reply(0, absl::UnavailableError("connection refused"));
+  // The directory still says ALIVE at the same worker: resend there at once...
   submitter_.Tick();
   EXPECT_EQ(directory_.lookups(), 2);
-  clock_.Advance(absl::Milliseconds(49));
+  EXPECT_EQ(Pushed(1), (std::vector<std::string>{"a:1 m0#0"}));
+  pushes_.Reply(1, absl::UnavailableError("connection refused"));
+  // ...and, while it keeps failing, every kResendDelay (not in a tight loop)...
+  submitter_.Tick();
+  clock_.Advance(ActorTaskSubmitter::kResendDelay - absl::Milliseconds(1));
   submitter_.Tick();
   EXPECT_EQ(directory_.lookups(), 2);
   clock_.Advance(absl::Milliseconds(1));
   submitter_.Tick();
   EXPECT_EQ(directory_.lookups(), 3);
-  // ...and give up once it has been unreachable for the limit.
-  clock_.Advance(ActorTaskSubmitter::kUnreachableLimit - absl::Milliseconds(51));
-  submitter_.Tick();
-  EXPECT_TRUE(failures_.empty());
-  EXPECT_EQ(directory_.lookups(), 4);
-  clock_.Advance(absl::Milliseconds(50));  // the next lookup, past the limit
-  submitter_.Tick();
+  ASSERT_EQ(pushes_.num_pushes(), 3u);
+  // ...until no push has got through for the limit.
+  size_t answered = 2;
+  for (int round = 0; round < 10000 && failures_.empty(); ++round) {
+    for (; answered < pushes_.num_pushes(); ++answered) {
+      pushes_.Reply(answered, absl::UnavailableError("connection refused"));
+    }
+    clock_.Advance(ActorTaskSubmitter::kResendDelay);
+    submitter_.Tick();
+  }
   ASSERT_EQ(failures_.size(), 1u);
   EXPECT_EQ(failures_[0].error, StoredObject::Error::kActorDied);
-  EXPECT_NE(failures_[0].message.find("unreachable for 30s"), std::string::npos);
-  EXPECT_EQ(pushes_.num_pushes(), 1u);  // never resent to the unreachable worker
+  EXPECT_NE(failures_[0].message.find("has failed every call for 30s"), std::string::npos)
+      << failures_[0].message;
   // The actor stays usable: later calls go to the address the directory reports.
+  const size_t before = pushes_.num_pushes();
   submitter_.Submit(actor_, Call("m1"));
-  EXPECT_EQ(Pushed(1), (std::vector<std::string>{"a:1 m1#1"}));
+  EXPECT_EQ(Pushed(before), (std::vector<std::string>{"a:1 m1#1"}));
+}
+
+TEST_F(ActorTaskSubmitterTest, TransportErrorOnALiveActorResendsOnlyTheFailedCall) {
+  // At-most-once across restarts, yet resent within one incarnation: the actor deduplicates.
+  directory_.Set(actor_, Alive("a:1", /*max_task_retries=*/0));
+  for (const char* method : {"m0", "m1", "m2"}) submitter_.Submit(actor_, Call(method));
+  submitter_.Tick();
+  ASSERT_EQ(pushes_.num_pushes(), 3u);
+  pushes_.Reply(1, absl::DeadlineExceededError("deadline exceeded"));
+  submitter_.Submit(actor_, Call("m3"));  // held while the actor is looked up
+  EXPECT_EQ(pushes_.num_pushes(), 3u);
+  submitter_.Tick();
+  // m0 and m2 are still in flight: only m1 is resent, then m3 follows.
+  EXPECT_EQ(Pushed(3), (std::vector<std::string>{"a:1 m1#1", "a:1 m3#3"}));
+  EXPECT_EQ(pushes_.push(3).request.task().caller_first_unanswered(), 0);
+  for (size_t i : {0, 2, 3, 4}) pushes_.Reply(i, rpc::PushTaskReply());
+  EXPECT_EQ(replies_, (std::vector<std::string>{"m0", "m2", "m1", "m3"}));
+  EXPECT_TRUE(failures_.empty());
+  // A later failure is a fresh start: the limit counts from it, not from the first one.
+  clock_.Advance(ActorTaskSubmitter::kUnreachableLimit * 2);
+  submitter_.Submit(actor_, Call("m4"));
+  pushes_.Reply(5, absl::UnavailableError("socket closed"));
+  submitter_.Tick();
+  EXPECT_EQ(Pushed(6), (std::vector<std::string>{"a:1 m4#4"}));
+  pushes_.Reply(6, rpc::PushTaskReply());
+  EXPECT_EQ(replies_.back(), "m4");
+  EXPECT_TRUE(failures_.empty());
+}
+
+TEST_F(ActorTaskSubmitterTest, FailureOfAnOlderPushIsIgnored) {
+  directory_.Set(actor_, Alive("a:1", /*max_task_retries=*/-1));
+  submitter_.Submit(actor_, Call("m0"));
+  submitter_.Submit(actor_, Call("m1"));
+  submitter_.Tick();
+  pushes_.Reply(1, absl::UnavailableError("connection reset"));
+  directory_.Set(actor_, Alive("b:2", /*max_task_retries=*/-1));  // restarted
+  submitter_.Tick();
+  EXPECT_EQ(Pushed(2), (std::vector<std::string>{"b:2 m0#0", "b:2 m1#1"}));
+  const int lookups = directory_.lookups();
+  pushes_.Reply(0, absl::UnavailableError("connection reset"));  // m0's push to the old worker
+  submitter_.Tick();
+  EXPECT_EQ(directory_.lookups(), lookups);  // not a reason to look again
+  submitter_.Submit(actor_, Call("m2"));     // and calls are not held
+  EXPECT_EQ(Pushed(4), (std::vector<std::string>{"b:2 m2#2"}));
+  for (size_t i = 2; i < 5; ++i) pushes_.Reply(i, rpc::PushTaskReply());
+  EXPECT_EQ(replies_, (std::vector<std::string>{"m0", "m1", "m2"}));
+}
+
+TEST_F(ActorTaskSubmitterTest, RefusedCallFailsAtOnceWithTheActorsMessage) {
+  directory_.Set(actor_, Alive("a:1", /*max_task_retries=*/-1));
+  submitter_.Submit(actor_, Call("m0"));
+  submitter_.Submit(actor_, Call("m1"));
+  submitter_.Tick();
+  pushes_.Reply(0, absl::InvalidArgumentError("task.args[0].object_id: not an object ID"));
+  ASSERT_EQ(failures_.size(), 1u);
+  EXPECT_EQ(failures_[0].method, "m0");
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kTaskFailed);
+  EXPECT_NE(failures_[0].message.find("refused the call"), std::string::npos);
+  EXPECT_NE(failures_[0].message.find("not an object ID"), std::string::npos);
+  submitter_.Tick();
+  EXPECT_EQ(directory_.lookups(), 1);  // not a reason to look the actor up
+  pushes_.Reply(1, rpc::PushTaskReply());
+  EXPECT_EQ(replies_, (std::vector<std::string>{"m1"}));
+}
+
+TEST_F(ActorTaskSubmitterTest, NewWorkerAtTheSameAddressIsANewIncarnation) {
+  rpc::ActorInfo first = Alive("a:1", /*max_task_retries=*/0);
+  first.set_worker_id("worker-1");
+  directory_.Set(actor_, first);
+  submitter_.Submit(actor_, Call("m0"));
+  submitter_.Tick();
+  pushes_.Reply(0, absl::UnavailableError("connection reset"));
+  rpc::ActorInfo second = Alive("a:1", /*max_task_retries=*/0);  // the port was reused
+  second.set_worker_id("worker-2");
+  second.set_death_cause("the worker process crashed");
+  directory_.Set(actor_, second);
+  submitter_.Tick();
+  ASSERT_EQ(failures_.size(), 1u);  // at-most-once: not resent to the new incarnation
+  EXPECT_NE(failures_[0].message.find("the worker process crashed"), std::string::npos);
+  EXPECT_EQ(pushes_.num_pushes(), 1u);
+}
+
+// The submitter and a real TaskExecutor (the actor's side) joined by the fake push client, with
+// replies lost after delivery: every call runs exactly once, in order, and every caller sees
+// the reply of its call's only run.
+TEST_F(ActorTaskSubmitterTest, LostRepliesAreResentAndEachCallRunsOnce) {
+  std::vector<int64_t> ran;
+  TaskExecutor actor([&](const rpc::PushTaskRequest& request) {
+    ran.push_back(request.task().sequence_number());
+    rpc::PushTaskReply reply;
+    reply.add_returns()->set_inline_value("ran " + std::to_string(ran.size()));
+    return reply;
+  });
+  std::map<std::string, std::string> results;  // method -> reply value
+  ActorTaskSubmitter submitter(
+      &directory_, &pushes_, &clock_, "caller-2",
+      {[&](const rpc::TaskSpec& spec, rpc::PushTaskReply reply) {
+         results[spec.function_name()] = reply.returns(0).inline_value();
+       },
+       [&](const rpc::TaskSpec& spec, StoredObject::Error, const std::string& message) {
+         ADD_FAILURE() << spec.function_name() << ": " << message;
+       }});
+  directory_.Set(actor_, Alive("a:1"));
+  std::mt19937 random(troupe::testing::TestSeed());
+  std::deque<rpc::PushTaskRequest> delivered;  // alive until answered
+  size_t next_push = 0;
+  auto deliver_all = [&] {
+    for (; next_push < pushes_.num_pushes(); ++next_push) {
+      const size_t index = next_push;
+      if (random() % 4 == 0) {  // lost on the way: never reaches the actor
+        pushes_.Reply(index, absl::UnavailableError("connection reset"));
+        continue;
+      }
+      const bool lose_reply = random() % 3 == 0;  // runs, but the reply is lost
+      actor.Enqueue(&delivered.emplace_back(pushes_.push(index).request),
+                    [&, index, lose_reply](absl::StatusOr<rpc::PushTaskReply> reply) {
+                      if (lose_reply) reply = absl::UnavailableError("reply lost");
+                      pushes_.Reply(index, std::move(reply));
+                    });
+      while (actor.RunNext()) {
+      }
+    }
+  };
+  constexpr int kCalls = 200;
+  for (int i = 0; i < kCalls; ++i) {
+    submitter.Submit(actor_, Call("m" + std::to_string(i)));
+    if (random() % 5 == 0) deliver_all();
+    if (random() % 7 == 0) submitter.Tick();
+  }
+  for (int round = 0; round < 10000 && results.size() < kCalls; ++round) {
+    deliver_all();
+    clock_.Advance(ActorTaskSubmitter::kResendDelay);
+    submitter.Tick();
+  }
+  // One more call acknowledges every earlier reply: the actor keeps only its own.
+  submitter.Submit(actor_, Call("m" + std::to_string(kCalls)));
+  for (int round = 0; round < 10000 && results.size() <= kCalls; ++round) {
+    deliver_all();
+    clock_.Advance(ActorTaskSubmitter::kResendDelay);
+    submitter.Tick();
+  }
+  deliver_all();
+  ASSERT_EQ(results.size(), static_cast<size_t>(kCalls + 1));
+  ASSERT_EQ(ran.size(), static_cast<size_t>(kCalls + 1)) << "a call ran twice";
+  for (int i = 0; i <= kCalls; ++i) {
+    EXPECT_EQ(ran[i], i) << "out of order";
+    EXPECT_EQ(results["m" + std::to_string(i)], "ran " + std::to_string(i + 1));
+  }
+  EXPECT_EQ(actor.num_cached_replies(), 1u) << "acknowledged replies must be dropped";
+  submitter.Shutdown();
 }
 
 }  // namespace

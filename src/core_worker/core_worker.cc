@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <random>
+
 #include "absl/strings/str_cat.h"
 #include "proto/schema.pb.h"
 #include "src/common/logging.h"
@@ -23,8 +25,7 @@ CoreWorker::CoreWorker(CoreWorkerOptions options)
       clock_(options_.clock != nullptr ? options_.clock : &real_clock_),
       raylets_(options_.token),
       workers_(options_.token),
-      lease_client_(&raylets_),
-      push_client_(&workers_) {
+      lease_client_(&raylets_) {
   if (!options_.warn) {
     options_.warn = [](const std::string& message) {
       fprintf(stderr, "troupe: warning: %s\n", message.c_str());
@@ -76,8 +77,14 @@ absl::Status CoreWorker::Start() {
   node_id_ = *NodeId::FromBinary(reply->node_id());
   objects_->SetIdentity(address_, node_id_);
 
+  auto drop = ParseDropProbability("TROUPE_TESTING_DROP_ACTOR_REPLIES",
+                                   options_.testing_drop_actor_replies);
+  if (!drop.ok()) return drop.status();
+  push_client_ = std::make_unique<GrpcTaskPushClient>(
+      &workers_, PushFaultInjection{*drop, std::random_device()()});
+
   submitter_ = std::make_unique<TaskSubmitter>(
-      TaskSubmitterOptions{options_.raylet_address}, &lease_client_, &push_client_, clock_,
+      TaskSubmitterOptions{options_.raylet_address}, &lease_client_, push_client_.get(), clock_,
       TaskSubmitter::Callbacks{
           [this](const rpc::TaskSpec& spec, rpc::PushTaskReply reply) {
             submission_->OnTaskReply(spec, reply);
@@ -89,7 +96,7 @@ absl::Status CoreWorker::Start() {
   gcs_ = std::make_unique<GcsClient>(options_.gcs_address, options_.token);
   actor_directory_ = std::make_unique<GrpcActorDirectory>(gcs_.get());
   actor_submitter_ = std::make_unique<ActorTaskSubmitter>(
-      actor_directory_.get(), &push_client_, clock_, options_.worker_id.Binary(),
+      actor_directory_.get(), push_client_.get(), clock_, options_.worker_id.Binary(),
       ActorTaskSubmitter::Callbacks{
           [this](const rpc::TaskSpec& spec, rpc::PushTaskReply reply) {
             submission_->OnTaskReply(spec, reply);

@@ -73,6 +73,10 @@ struct CoreWorkerOptions {
   std::function<void(const std::string&)> warn;
   // Worker mode: runs a task's function.
   TaskFunction execute;
+  // Testing only: the probability that the reply of an actor call this process makes is dropped
+  // after the actor ran it (as if the connection reset after delivery), as given in
+  // $TROUPE_TESTING_DROP_ACTOR_REPLIES ("" or "0": never). Start() refuses a bad value.
+  std::string testing_drop_actor_replies;
   // Time for every timeout and deadline of this process (not owned; must outlive the core
   // worker). Null: the real clock.
   const Clock* clock = nullptr;
@@ -168,7 +172,7 @@ class CoreWorker {
   ClientPool<CoreWorkerClient> workers_;
   std::shared_ptr<RayletClient> raylet_;
   GrpcLeaseClient lease_client_;
-  GrpcTaskPushClient push_client_;
+  std::unique_ptr<GrpcTaskPushClient> push_client_;  // set by Start()
   std::unique_ptr<GcsClient> gcs_;
   std::unique_ptr<GrpcActorDirectory> actor_directory_;
   std::unique_ptr<ObjectService> objects_;

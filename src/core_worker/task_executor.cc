@@ -1,11 +1,17 @@
 #include "src/core_worker/task_executor.h"
 
-#include <algorithm>
+#include "absl/strings/str_cat.h"
 
 namespace troupe {
 namespace {
 
 absl::Status Exiting() { return absl::UnavailableError("the worker is exiting"); }
+
+absl::Status Abandoned(int64_t seq) {
+  return absl::AbortedError(absl::StrCat(
+      "actor call ", seq,
+      " was already answered to its caller, or its caller gave up on it; it is not run again"));
+}
 
 }  // namespace
 
@@ -14,37 +20,90 @@ TaskExecutor::TaskExecutor(RunTask run) : run_(std::move(run)) {}
 TaskExecutor::~TaskExecutor() { Shutdown(); }
 
 void TaskExecutor::Enqueue(const rpc::PushTaskRequest* request, Done done) {
-  const rpc::TaskSpec& spec = request->task();
   Push push{request, std::move(done)};
+  Answers answers;
   {
     absl::MutexLock lock(&mu_);
-    if (!exit_requested_) {
-      if (spec.type() != rpc::TaskSpec::ACTOR_TASK) {
-        queue_.push_back(std::move(push));
-        queued_.Signal();
-        return;
-      }
-      // Actor calls of one caller run in sequence order: hold early arrivals until their turn.
-      CallerOrder& order = caller_order_[spec.caller_worker_id()];
-      order.next = std::max(order.next, spec.caller_first_unanswered());
-      const int64_t seq = spec.sequence_number();
-      if (seq > order.next) {
-        order.early[seq] = std::move(push);
-      } else {
-        queue_.push_back(std::move(push));  // its turn (or a resend of an earlier call)
-        if (seq == order.next) order.next++;
-      }
-      for (auto it = order.early.begin(); it != order.early.end() && it->first <= order.next;) {
-        if (it->first == order.next) order.next++;
-        queue_.push_back(std::move(it->second));
-        it = order.early.erase(it);
-      }
-      queued_.SignalAll();
+    if (request->task().type() == rpc::TaskSpec::ACTOR_TASK) {
+      EnqueueActorCallLocked(std::move(push), &answers);
+    } else if (!exit_requested_) {
+      queue_.push_back(std::move(push));
+      queued_.Signal();
       return;
+    } else {
+      // Leaving (ExitActor, or shutting down): nothing will run it. Answer now.
+      answers.emplace_back(std::move(push.done), Exiting());
     }
   }
-  // Leaving (ExitActor, or shutting down): nothing will run it. Answer now.
-  push.done(Exiting());
+  for (auto& [answer_done, answer] : answers) answer_done(std::move(answer));
+}
+
+void TaskExecutor::EnqueueActorCallLocked(Push push, Answers* answers) {
+  const rpc::TaskSpec& spec = push.request->task();
+  push.seq = spec.sequence_number();
+  CallerOrder& order = caller_order_[spec.caller_worker_id()];
+  // Every reply below the caller's first unanswered call has reached it: forget them. (One still
+  // running was given up on by its caller; resends of it waiting here end too.)
+  const int64_t acked = spec.caller_first_unanswered();
+  for (auto it = order.admitted.begin(); it != order.admitted.end() && it->first < acked;) {
+    for (Done& waiting : it->second.duplicates) {
+      answers->emplace_back(std::move(waiting), Abandoned(it->first));
+    }
+    it = order.admitted.erase(it);
+  }
+  if (acked > order.next) {
+    // This caller's order starts at `acked` here (a restarted actor), or the caller gave up on
+    // calls that never arrived: those never run.
+    for (auto it = order.early.begin(); it != order.early.end() && it->first < acked;) {
+      answers->emplace_back(std::move(it->second.done), Abandoned(it->first));
+      it = order.early.erase(it);
+    }
+    order.next = acked;
+  }
+  if (push.seq < order.next) {
+    // Delivered before: answer with the first delivery's reply, never run it again.
+    auto it = order.admitted.find(push.seq);
+    if (it == order.admitted.end()) {
+      answers->emplace_back(std::move(push.done), Abandoned(push.seq));
+    } else if (it->second.reply.has_value()) {
+      answers->emplace_back(std::move(push.done), *it->second.reply);
+    } else if (exit_requested_) {
+      answers->emplace_back(std::move(push.done), Exiting());  // it may never finish
+    } else {
+      it->second.duplicates.push_back(std::move(push.done));  // answered when it finishes
+    }
+    return;
+  }
+  if (exit_requested_) {
+    answers->emplace_back(std::move(push.done), Exiting());
+    return;
+  }
+  const size_t queued_before = queue_.size();
+  if (push.seq > order.next) {
+    order.early.emplace(push.seq, std::move(push));  // waits for its turn
+  } else {
+    AdmitLocked(order, std::move(push));
+  }
+  // Calls whose turn has come: after this one, or at the caller's new start.
+  for (auto it = order.early.begin(); it != order.early.end() && it->first <= order.next;) {
+    if (it->first == order.next) {
+      AdmitLocked(order, std::move(it->second));
+    } else if (auto admitted = order.admitted.find(it->first); admitted != order.admitted.end()) {
+      // A resend that waited beside the call just admitted.
+      admitted->second.duplicates.push_back(std::move(it->second.done));
+    } else {
+      answers->emplace_back(std::move(it->second.done), Abandoned(it->first));
+    }
+    it = order.early.erase(it);
+  }
+  if (queue_.size() > queued_before) queued_.SignalAll();
+}
+
+void TaskExecutor::AdmitLocked(CallerOrder& order, Push push) {
+  order.next = push.seq + 1;
+  order.admitted.try_emplace(push.seq);
+  push.caller = &order;
+  queue_.push_back(std::move(push));
 }
 
 bool TaskExecutor::Take(bool block, Push* push) {
@@ -62,23 +121,36 @@ bool TaskExecutor::RunOne(Push push) {
   const rpc::TaskSpec& spec = push.request->task();
   const bool created = spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK &&
                        reply.returns_size() > 0 && !reply.returns(0).is_application_error();
-  const std::string actor_id = spec.actor_id();
-  const int concurrency = spec.max_concurrency();
-  push.done(std::move(reply));
-  absl::MutexLock lock(&mu_);
-  if (created) {
-    current_actor_ = *ActorId::FromBinary(actor_id);
-    // More calls at once: extra threads take from the same queue.
-    for (int i = 1; i < concurrency && !exit_requested_; ++i) {
-      extra_executors_.emplace_back([this] { RunLoop(); });
+  // An actor call's reply is kept (copied outside the lock) until its caller acknowledges it.
+  std::optional<rpc::PushTaskReply> cached;
+  if (push.caller != nullptr) cached = reply;
+  std::vector<Done> duplicates;
+  bool keep_running = true;
+  {
+    absl::MutexLock lock(&mu_);
+    if (push.caller != nullptr) {
+      auto it = push.caller->admitted.find(push.seq);
+      if (it != push.caller->admitted.end()) {  // else acknowledged or given up on meanwhile
+        it->second.reply = std::move(cached);
+        duplicates.swap(it->second.duplicates);
+      }
+    }
+    if (created) {
+      current_actor_ = *ActorId::FromBinary(spec.actor_id());
+      // More calls at once: extra threads take from the same queue.
+      for (int i = 1; i < spec.max_concurrency() && !exit_requested_; ++i) {
+        extra_executors_.emplace_back([this] { RunLoop(); });
+      }
+    }
+    if (exit_after_task_) {
+      exit_requested_ = true;
+      queued_.SignalAll();
+      keep_running = false;
     }
   }
-  if (exit_after_task_) {
-    exit_requested_ = true;
-    queued_.SignalAll();
-    return false;
-  }
-  return true;
+  for (Done& waiting : duplicates) waiting(reply);
+  push.done(std::move(reply));
+  return keep_running;
 }
 
 void TaskExecutor::RunLoop() {
@@ -116,6 +188,12 @@ void TaskExecutor::Shutdown() {
     for (auto& [caller, order] : caller_order_) {
       for (auto& [seq, push] : order.early) unrun.push_back(std::move(push));
       order.early.clear();
+      for (auto& [seq, admitted] : order.admitted) {
+        for (Done& waiting : admitted.duplicates) {
+          unrun.push_back(Push{nullptr, std::move(waiting)});
+        }
+        admitted.duplicates.clear();
+      }
     }
     executors.swap(extra_executors_);
     queued_.SignalAll();
@@ -130,6 +208,15 @@ void TaskExecutor::Shutdown() {
 size_t TaskExecutor::num_queued() const {
   absl::MutexLock lock(&mu_);
   return queue_.size();
+}
+
+size_t TaskExecutor::num_cached_replies() const {
+  absl::MutexLock lock(&mu_);
+  size_t cached = 0;
+  for (const auto& [caller, order] : caller_order_) {
+    for (const auto& [seq, admitted] : order.admitted) cached += admitted.reply.has_value();
+  }
+  return cached;
 }
 
 }  // namespace troupe

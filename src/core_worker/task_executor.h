@@ -1,24 +1,36 @@
-// Worker mode: the queue of tasks pushed to this worker and the threads that run them. Actor
-// calls of each caller run in the caller's sequence order: calls that arrive early wait for
-// their turn, and the caller's "first unanswered" number tells a restarted actor where that
-// caller's order begins. An actor created with max_concurrency > 1 gets extra executor threads
-// taking from the same queue (order across them is then not kept).
+// Worker mode: the queue of tasks pushed to this worker and the threads that run them.
+// Actor calls are deduplicated and ordered per caller (the caller's worker ID), by the caller's
+// sequence numbers: exactly once per actor incarnation (this process), in order.
+//   - A call runs only after every lower-numbered call of its caller was admitted: calls that
+//     arrive early wait for their turn ("never n+1 before n").
+//   - A call that arrives again (a resend after a transport error: the reply was lost, or the
+//     channel reset after delivery) is not run again: it gets the reply of the first delivery,
+//     at once if that call has finished, else when it does.
+//   - Each push carries the caller's first unanswered sequence number: every reply below it has
+//     reached the caller, so those cached replies are dropped (memory stays bounded by the
+//     caller's calls in flight), and a restarted actor (a new process, empty state) starts that
+//     caller's order there. Across incarnations resent calls run again (at-least-once).
+// An actor created with max_concurrency > 1 gets extra executor threads taking from the same
+// queue (calls are still admitted in order and deduplicated, but run in parallel, unordered).
 // Holds no gRPC types: a push is a request plus a completion callback; the gRPC service
 // (core_worker_grpc_service.h) wraps the reactor in that callback.
 // Owned by CoreWorker; owns the extra executor threads. Thread-safe: Enqueue runs on gRPC
 // threads, RunLoop on the worker's main thread (and the extra executors); `done` callbacks run on
-// the executor thread that ran the task, or on the caller's thread when the task will not run.
+// the executor thread that ran the task, or on the caller's thread when the task will not run
+// (or its reply is already known), never with the executor's lock held.
 #pragma once
 
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/worker.pb.h"
@@ -29,7 +41,8 @@ namespace troupe {
 class TaskExecutor {
  public:
   // Answers a push: the reply (the task ran; its returns may hold an application error), or why
-  // it did not run (UNAVAILABLE: the worker is exiting).
+  // it did not run (UNAVAILABLE: the worker is exiting; ABORTED: an actor call its caller has
+  // already been answered for, or gave up on — it is not run again).
   using Done = std::function<void(absl::StatusOr<rpc::PushTaskReply>)>;
   // Runs one task on the calling thread.
   using RunTask = std::function<rpc::PushTaskReply(const rpc::PushTaskRequest&)>;
@@ -61,12 +74,35 @@ class TaskExecutor {
   }
   // Tasks waiting to run, not counting early actor calls (tests).
   size_t num_queued() const;
+  // Actor-call replies kept for possible resends, over all callers (tests: bounded memory).
+  size_t num_cached_replies() const;
 
  private:
+  struct CallerOrder;
   struct Push {
-    const rpc::PushTaskRequest* request;
+    const rpc::PushTaskRequest* request = nullptr;
     Done done;
+    CallerOrder* caller = nullptr;  // actor calls: whose reply to remember (node_hash_map: stable)
+    int64_t seq = -1;
   };
+  // An admitted actor call whose reply the caller has not acknowledged yet: running (no reply;
+  // resends wait in `duplicates`) or finished (the reply, for resends).
+  struct Admitted {
+    std::optional<rpc::PushTaskReply> reply;
+    std::vector<Done> duplicates;
+  };
+  // Per caller: the next sequence number to admit, calls that arrived early (a resend of an
+  // early call waits beside it), and the admitted calls not acknowledged yet.
+  struct CallerOrder {
+    int64_t next = -1;
+    std::multimap<int64_t, Push> early;
+    std::map<int64_t, Admitted> admitted;
+  };
+  // Answers to give once the lock is released.
+  using Answers = std::vector<std::pair<Done, absl::StatusOr<rpc::PushTaskReply>>>;
+  // Routes one actor call: admits it (queues it), holds it, or answers it from the cache.
+  void EnqueueActorCallLocked(Push push, Answers* answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AdmitLocked(CallerOrder& order, Push push) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the next task; blocks for one when `block`. False once exit is requested (or, not
   // blocking, when nothing is queued).
   bool Take(bool block, Push* push) ABSL_LOCKS_EXCLUDED(mu_);
@@ -79,12 +115,7 @@ class TaskExecutor {
   std::deque<Push> queue_ ABSL_GUARDED_BY(mu_);
   bool exit_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool exit_after_task_ ABSL_GUARDED_BY(mu_) = false;
-  // Per caller: the next actor-call sequence number to run, and calls that arrived early.
-  struct CallerOrder {
-    int64_t next = -1;
-    std::map<int64_t, Push> early;
-  };
-  absl::flat_hash_map<std::string, CallerOrder> caller_order_ ABSL_GUARDED_BY(mu_);
+  absl::node_hash_map<std::string, CallerOrder> caller_order_ ABSL_GUARDED_BY(mu_);
   ActorId current_actor_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> extra_executors_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,6 +1,7 @@
 #include "src/core_worker/task_executor.h"
 
 #include <deque>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,11 @@ class TaskExecutorTest : public ::testing::Test {
   TaskExecutorTest()
       : executor_([this](const rpc::PushTaskRequest& request) {
           ran_.push_back(request.task().function_name());
+          if (while_running_) while_running_();
           rpc::PushTaskReply reply;
           reply.add_returns()->set_is_application_error(request.task().function_name() == "bad");
+          // Which run this was: a resend answered from the cache shows the first run's number.
+          reply.mutable_returns(0)->set_inline_value("run" + std::to_string(ran_.size()));
           return reply;
         }) {}
 
@@ -48,6 +52,8 @@ class TaskExecutorTest : public ::testing::Test {
     executor_.Enqueue(request, [this, name = request->task().function_name()](
                                    absl::StatusOr<rpc::PushTaskReply> reply) {
       answers_.push_back(name + (reply.ok() ? ":ok" : ":" + std::string(reply.status().message())));
+      values_.push_back(reply.ok() ? reply->returns(0).inline_value()
+                                   : absl::StatusCodeToString(reply.status().code()));
     });
   }
   void RunAll() {
@@ -58,6 +64,8 @@ class TaskExecutorTest : public ::testing::Test {
   std::deque<rpc::PushTaskRequest> requests_;  // stable addresses, alive until answered
   std::vector<std::string> ran_;
   std::vector<std::string> answers_;
+  std::vector<std::string> values_;      // per answer: the run it came from, or the error code
+  std::function<void()> while_running_;  // runs inside each task
   TaskExecutor executor_;
 };
 
@@ -101,12 +109,129 @@ TEST_F(TaskExecutorTest, RestartedActorStartsAtTheCallersFirstUnansweredCall) {
   EXPECT_EQ(ran_, (std::vector<std::string>{"c5", "c6"}));
 }
 
-TEST_F(TaskExecutorTest, ResentCallRunsAgainAtOnce) {
+TEST_F(TaskExecutorTest, DuplicateDeliveryRunsOnceAndAnswersTheCachedReply) {
   PushCall("c", 0);
   RunAll();
-  PushCall("c", 0);  // resent (the caller never saw the answer)
+  PushCall("c", 0);                       // resent: the caller never saw the answer (a lost reply)
+  EXPECT_EQ(executor_.num_queued(), 0u);  // answered at once, not queued
   RunAll();
-  EXPECT_EQ(ran_, (std::vector<std::string>{"c0", "c0"}));
+  EXPECT_EQ(ran_, (std::vector<std::string>{"c0"}));
+  EXPECT_EQ(values_, (std::vector<std::string>{"run1", "run1"}));
+  PushCall("c", 1);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"c0", "c1"}));
+}
+
+TEST_F(TaskExecutorTest, ResendWhileTheCallRunsGetsTheSameReplyWhenItFinishes) {
+  while_running_ = [this] {
+    while_running_ = nullptr;
+    PushCall("c", 0);  // the resend arrives while the first delivery runs
+    EXPECT_TRUE(answers_.empty());
+  };
+  PushCall("c", 0);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"c0"}));
+  EXPECT_EQ(values_, (std::vector<std::string>{"run1", "run1"}));
+}
+
+TEST_F(TaskExecutorTest, ResendOfAnEarlyCallRunsItOnceInItsTurn) {
+  PushCall("c", 1);
+  PushCall("c", 1);  // resent while it still waits for call 0
+  RunAll();
+  EXPECT_TRUE(ran_.empty());
+  PushCall("c", 0);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"c0", "c1"}));
+  EXPECT_EQ(values_, (std::vector<std::string>{"run1", "run2", "run2"}));
+}
+
+TEST_F(TaskExecutorTest, AcknowledgedRepliesAreDroppedAndNeverRunAgain) {
+  for (int seq = 0; seq < 10; ++seq) PushCall("c", seq);
+  RunAll();
+  EXPECT_EQ(executor_.num_cached_replies(), 10u);
+  // The caller has every reply below 8: only 8 and 9 stay (and 10 once it ran).
+  PushCall("c", 10, /*first_unanswered=*/8);
+  EXPECT_EQ(executor_.num_cached_replies(), 2u);
+  RunAll();
+  EXPECT_EQ(executor_.num_cached_replies(), 3u);
+  PushCall("c", 11, /*first_unanswered=*/11);
+  EXPECT_EQ(executor_.num_cached_replies(), 0u);
+  RunAll();
+  // A stray late copy of an acknowledged call is refused, not run.
+  PushCall("c", 3, /*first_unanswered=*/11);
+  RunAll();
+  EXPECT_EQ(ran_.size(), 12u);
+  EXPECT_EQ(values_.back(), "ABORTED");
+  EXPECT_NE(answers_.back().find("not run again"), std::string::npos) << answers_.back();
+  // Memory stays bounded by the calls in flight, however many calls went before.
+  for (int seq = 12; seq < 1012; ++seq) {
+    PushCall("c", seq, /*first_unanswered=*/seq);
+    RunAll();
+  }
+  EXPECT_EQ(executor_.num_cached_replies(), 1u);
+}
+
+TEST_F(TaskExecutorTest, CallsTheCallerGaveUpOnNeverRun) {
+  PushCall("c", 2);  // held: 0 and 1 have not arrived
+  // The caller failed 0..2 (e.g. the actor was unreachable too long) and moved on to 3.
+  PushCall("c", 3, /*first_unanswered=*/3);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"c3"}));
+  EXPECT_EQ(values_, (std::vector<std::string>{"ABORTED", "run1"}));
+}
+
+TEST_F(TaskExecutorTest, HeldCallRunsWhenTheCallersStartMovesUpToIt) {
+  PushCall("c", 5, /*first_unanswered=*/3);  // held: 3 and 4 have not arrived
+  // 3 and 4 were answered elsewhere (an older incarnation's late replies): 5 is first now, and
+  // must not wait for a call that will never come.
+  PushCall("c", 9, /*first_unanswered=*/5);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"c5"}));
+  for (int seq = 6; seq < 9; ++seq) PushCall("c", seq, /*first_unanswered=*/5);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"c5", "c6", "c7", "c8", "c9"}));
+}
+
+TEST_F(TaskExecutorTest, RestartedActorRunsResentCallsAgain) {
+  // Incarnation 1 ran calls 0..2; the reply of 2 was lost when it died.
+  PushCall("c", 0);
+  PushCall("c", 1);
+  PushCall("c", 2);
+  RunAll();
+  // Incarnation 2 is a new process with a new executor: at-least-once across incarnations.
+  std::vector<std::string> ran;
+  TaskExecutor restarted([&](const rpc::PushTaskRequest& request) {
+    ran.push_back(request.task().function_name());
+    return rpc::PushTaskReply();
+  });
+  rpc::PushTaskRequest resent;
+  resent.mutable_task()->set_type(rpc::TaskSpec::ACTOR_TASK);
+  resent.mutable_task()->set_function_name("c2");
+  resent.mutable_task()->set_caller_worker_id("c");
+  resent.mutable_task()->set_sequence_number(2);
+  resent.mutable_task()->set_caller_first_unanswered(2);
+  bool answered = false;
+  restarted.Enqueue(&resent, [&](absl::StatusOr<rpc::PushTaskReply> reply) {
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    answered = true;
+  });
+  while (restarted.RunNext()) {
+  }
+  EXPECT_EQ(ran, (std::vector<std::string>{"c2"}));
+  EXPECT_TRUE(answered);
+}
+
+TEST_F(TaskExecutorTest, ShutdownAnswersResendsWaitingForARunningCall) {
+  while_running_ = [this] {
+    while_running_ = nullptr;
+    PushCall("c", 0);      // a resend waits for the running first delivery...
+    executor_.Shutdown();  // ...when the worker exits
+  };
+  PushCall("c", 0);
+  RunAll();
+  PushCall("c", 1);  // after shutdown: answered at once
+  EXPECT_EQ(answers_, (std::vector<std::string>{"c0:the worker is exiting", "c0:ok",
+                                                "c1:the worker is exiting"}));
 }
 
 TEST_F(TaskExecutorTest, ShutdownAnswersQueuedAndHeldCallsAndLaterOnes) {

@@ -1,5 +1,6 @@
 #include "src/rpc/grpc_peer_clients.h"
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace troupe {
@@ -57,8 +58,33 @@ void GrpcLeaseClient::ReturnBundle(const std::string& raylet_address,
   raylets_->Get(raylet_address)->ReturnWorkerAsync(reservation_id, /*disconnect=*/false);
 }
 
+absl::StatusOr<double> ParseDropProbability(const std::string& what, const std::string& value) {
+  if (value.empty()) return 0.0;
+  double probability = 0;
+  if (!absl::SimpleAtod(value, &probability) || !(probability >= 0 && probability <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must be a probability between 0 and 1, not '", value, "'"));
+  }
+  return probability;
+}
+
+bool GrpcTaskPushClient::DropThisReply() {
+  absl::MutexLock lock(&random_mu_);
+  return std::uniform_real_distribution<double>(0, 1)(random_) <
+         faults_.drop_actor_reply_probability;
+}
+
 CallCanceller GrpcTaskPushClient::PushTask(const std::string& worker_address,
                                            rpc::PushTaskRequest request, PushCallback done) {
+  if (faults_.drop_actor_reply_probability > 0 &&
+      request.task().type() == rpc::TaskSpec::ACTOR_TASK) {
+    done = [this, done = std::move(done)](absl::StatusOr<rpc::PushTaskReply> reply) {
+      if (reply.ok() && DropThisReply()) {
+        reply = absl::UnavailableError("testing: the actor's reply was dropped after delivery");
+      }
+      done(std::move(reply));
+    };
+  }
   return workers_->Get(worker_address)->PushTaskAsync(std::move(request), std::move(done));
 }
 

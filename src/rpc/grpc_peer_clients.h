@@ -3,8 +3,12 @@
 // Thread-safe. The only place the GCS managers' and the submitters' outbound calls touch gRPC.
 #pragma once
 
+#include <cstdint>
+#include <random>
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "src/rpc/core_worker_client.h"
 #include "src/rpc/gcs_client.h"
 #include "src/rpc/peer_clients.h"
@@ -36,16 +40,34 @@ class GrpcLeaseClient : public LeaseClient, public BundleClient {
   ClientPool<RayletClient>* raylets_;
 };
 
+// Test-only faults a GrpcTaskPushClient injects (all off by default).
+struct PushFaultInjection {
+  // The probability that the reply to an actor call is dropped after the actor ran it: the
+  // caller sees UNAVAILABLE, as when a connection resets after delivery. Set from
+  // $TROUPE_TESTING_DROP_ACTOR_REPLIES by the composition root (ParseDropProbability).
+  double drop_actor_reply_probability = 0;
+  uint32_t seed = 0;  // of the drop decisions
+};
+
+// Reads a probability in [0, 1] ("" is 0), naming `what` in the error.
+absl::StatusOr<double> ParseDropProbability(const std::string& what, const std::string& value);
+
 class GrpcTaskPushClient : public TaskPushClient {
  public:
   // Uses `workers` (not owned; must outlive this).
-  explicit GrpcTaskPushClient(ClientPool<CoreWorkerClient>* workers) : workers_(workers) {}
+  explicit GrpcTaskPushClient(ClientPool<CoreWorkerClient>* workers, PushFaultInjection faults = {})
+      : workers_(workers), faults_(faults), random_(faults.seed) {}
 
   CallCanceller PushTask(const std::string& worker_address, rpc::PushTaskRequest request,
                          PushCallback done) override;
 
  private:
+  bool DropThisReply();
+
   ClientPool<CoreWorkerClient>* workers_;
+  const PushFaultInjection faults_;
+  absl::Mutex random_mu_;
+  std::mt19937 random_ ABSL_GUARDED_BY(random_mu_);
 };
 
 class GrpcActorDirectory : public ActorDirectory {

@@ -52,6 +52,9 @@ class JobService {
   TailStep WaitForLogs(const std::string& id, int64_t offset);
 
  private:
+  // Removes the job's working directory on the node that ran it (a task pinned there).
+  void RemoveWorkingDir(const std::string& id);
+
   GcsClient* gcs_;
 };
 

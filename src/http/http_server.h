@@ -4,7 +4,8 @@
 // (/api/v0/{nodes,actors,placement_groups,jobs}, /api/cluster_status) and Prometheus /metrics.
 // Every request needs `Authorization: Bearer <cluster token>` except /api/version; requests a
 // browser makes from another site are refused on every method (request_guard.h); JSON bodies are
-// capped at 1 MiB and package uploads at 100 MiB. See docs/jobs.md.
+// capped at 1 MiB and 64 levels of nesting (jobs/bounded_json.h), package uploads at 100 MiB. See
+// docs/jobs.md.
 //
 // The pieces: request_guard (auth, cross-site check, route labels), state_views (/api/v0/...),
 // metrics_page + http_metrics (/metrics), log_tail (the job log stream); jobs::JobService

@@ -1,13 +1,17 @@
 // Jobs on a real 3-node cluster through `troupe job ...` and the REST API: a Troupe program with a
 // working directory succeeds and its output is kept; a failing entrypoint reports its exit code;
 // stopping a long job frees everything; records outlive their drivers; bad requests (JSON,
-// fields, size, token, origin) get clear 4xx and change nothing; /metrics passes promtool.
+// fields, size, token, origin, nesting) get clear 4xx and change nothing; job working
+// directories stay in the session and go away; /metrics passes promtool; the head supervisor
+// restarts a killed HTTP server, and the HTTP server does not outlive its head.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -29,6 +33,25 @@ using troupe::testing::CommandResult;
 using troupe::testing::PickFreePort;
 using troupe::testing::TestCluster;
 using troupe::testing::WaitUntil;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// The pid recorded for a daemon of a session (0 if none).
+int PidOf(const std::string& session_dir, const std::string& name) {
+  const std::string text = ReadFile(session_dir + "/pids/" + name + ".pid");
+  return text.empty() ? 0 : std::atoi(text.c_str());
+}
+
+std::string Nested(int depth, const std::string& open, const std::string& close) {
+  std::string text;
+  for (int i = 0; i < depth; ++i) text += open;
+  text += "1";
+  for (int i = 0; i < depth; ++i) text += close;
+  return text;
+}
 
 std::string JobProgram() {
   return absl::StrCat(std::getenv("TEST_SRCDIR"), "/", std::getenv("TEST_WORKSPACE"),
@@ -61,6 +84,7 @@ class JobsTest : public ::testing::Test {
     httplib::Client client(cluster_->HttpAddress());
     if (with_token) headers.emplace("Authorization", "Bearer " + cluster_->token());
     if (method == "POST") return client.Post(path.c_str(), headers, body, "application/json");
+    if (method == "DELETE") return client.Delete(path.c_str(), headers);
     return client.Get(path.c_str(), headers);
   }
 
@@ -134,8 +158,11 @@ TEST_F(JobsTest, StopKillsAJobThatIgnoresSigterm) {
   CommandResult r = Job({"submit", "--no-wait", "--submission-id=stubborn", "--", "sh", "-c",
                          "trap '' TERM; echo ready; while true; do sleep 1; done"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(Job({"logs", "stubborn"}).out, "ready"); },
-                        absl::Seconds(60), "the job to print 'ready'", absl::Milliseconds(200)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return absl::StrContains(Job({"logs", "stubborn"}).out, "ready");
+      },
+      absl::Seconds(60), "the job to print 'ready'", absl::Milliseconds(200)));
   ASSERT_EQ(JobRecord("stubborn")["status"], "RUNNING");
   EXPECT_EQ(Job({"stop", "stubborn"}).exit_code, 0);
   // The shell that ignores SIGTERM holds the output pipe: the job only ends (STOPPED) once the
@@ -178,6 +205,80 @@ TEST_F(JobsTest, BadRequestsGetClearErrorsAndChangeNothing) {
   auto list = Request("GET", "/api/jobs/");
   ASSERT_TRUE(list);
   EXPECT_EQ(json::parse(list->body), json::array());
+}
+
+// Regression: 100 000 nested objects in a POST body overflowed the HTTP server's stack (nlohmann
+// copies values recursively) and took the daemon down.
+TEST_F(JobsTest, DeeplyNestedJsonIsRefusedAndTheServerStaysUp) {
+  for (const std::string& body :
+       {R"({"entrypoint": "true", "metadata": )" + Nested(100000, R"({"k":)", "}") + "}",
+        R"({"entrypoint": "true", "runtime_env": {"working_dir": )" + Nested(200000, "[", "]") +
+            "}}",
+        std::string(500000, '['),
+        R"({"entrypoint": "true", "metadata": )" + Nested(65, "[", "]") + "}"}) {
+    auto r = Request("POST", "/api/jobs/", body);
+    ASSERT_TRUE(r) << "no answer: the HTTP server died";
+    EXPECT_EQ(r->status, 400) << r->body;
+    EXPECT_TRUE(absl::StrContains(r->body, "JSON nested deeper than 64 levels")) << r->body;
+  }
+  // Still up, and nothing was made.
+  auto version = Request("GET", "/api/version");
+  ASSERT_TRUE(version) << "the HTTP server died";
+  EXPECT_EQ(version->status, 200);
+  auto list = Request("GET", "/api/jobs/");
+  ASSERT_TRUE(list);
+  EXPECT_EQ(json::parse(list->body), json::array());
+}
+
+// Regression: a job's working directory was /tmp/troupe-job-<submission id>, and a symlink
+// planted there made the job (and the unpacked package) write wherever it pointed. Now it is a
+// fresh directory in the node's session (<session>/jobs/<id>-XXXXXX), removed by DELETE and by
+// `troupe stop`.
+TEST_F(JobsTest, JobWorkingDirsStayInTheSessionAndAreRemoved) {
+  const std::string id = absl::StrCat("wd-", getpid());
+  const std::string outside = absl::StrCat(testing::TempDir(), "/outside");
+  std::filesystem::create_directories(outside);
+  std::vector<std::string> planted = {"/tmp/troupe-job-" + id};
+  if (const char* tmp = std::getenv("TMPDIR"))
+    planted.push_back(absl::StrCat(tmp, "/troupe-job-", id));
+  for (const auto& link : planted) {
+    std::filesystem::remove(link);
+    std::filesystem::create_directory_symlink(outside, link);
+  }
+  const std::string workdir = absl::StrCat(testing::TempDir(), "/wd_src");
+  std::filesystem::create_directories(workdir);
+  std::ofstream(workdir + "/payload.txt") << "payload\n";
+  CommandResult r = Job({"submit", "--working-dir=" + workdir, "--submission-id=" + id, "--", "sh",
+                         "-c", "cat payload.txt; echo written > out.txt; echo \"dir=$(pwd)\""});
+  for (const auto& link : planted) std::filesystem::remove(link);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "payload")) << r.out;
+  EXPECT_TRUE(std::filesystem::is_empty(outside)) << "the job wrote through the planted symlink";
+  const size_t at = r.out.find("dir=");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string dir = r.out.substr(at + 4, r.out.find('\n', at) - at - 4);
+  const std::string jobs_dir = cluster_->HeadSessionDir() + "/jobs";
+  EXPECT_TRUE(absl::StartsWith(dir, jobs_dir + "/" + id + "-")) << dir;
+  EXPECT_EQ(ReadFile(dir + "/out.txt"), "written\n");
+  struct stat st;
+  ASSERT_EQ(lstat(jobs_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);  // only the cluster's user can reach job directories
+
+  auto deleted = Request("DELETE", "/api/jobs/" + id);
+  ASSERT_TRUE(deleted);
+  EXPECT_EQ(deleted->status, 200) << deleted->body;
+  EXPECT_TRUE(WaitUntil([&] { return !std::filesystem::exists(dir); }, absl::Seconds(30),
+                        "DELETE to remove the job's working directory", absl::Milliseconds(200)));
+
+  // A job that is kept: its directory goes with the session at `troupe stop`.
+  CommandResult kept =
+      Job({"submit", "--submission-id=" + id + "-kept", "--", "sh", "-c", "touch mark; pwd"});
+  ASSERT_EQ(kept.exit_code, 0) << kept.out << kept.err;
+  const std::string kept_dir = kept.out.substr(0, kept.out.find('\n'));
+  ASSERT_TRUE(std::filesystem::exists(kept_dir + "/mark")) << kept.out;
+  CommandResult stop = cluster_->Troupe({"stop"});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+  EXPECT_FALSE(std::filesystem::exists(jobs_dir)) << "troupe stop left " << jobs_dir;
 }
 
 TEST_F(JobsTest, ListAndLogsCommands) {
@@ -318,6 +419,67 @@ TEST_F(JobsTest, PrometheusScrapesTheHead) {
   EXPECT_TRUE(saw_nodes);
   ASSERT_TRUE(up);
   EXPECT_TRUE(absl::StrContains(up->body, "\"1\"")) << up->body;  // the scrape succeeded
+}
+
+// The head supervisor restarts a killed HTTP server on the same port, records its new pid, and
+// `troupe stop` still stops everything.
+TEST(HeadSupervisorTest, AKilledHttpServerComesBackOnTheSamePort) {
+  const int port = PickFreePort();
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=1", absl::StrCat("--http-port=", port)}));
+  const std::string session = cluster.HeadSessionDir();
+  const int first = PidOf(session, "http");
+  ASSERT_GT(first, 0);
+  ASSERT_GT(PidOf(session, "head-supervisor"), 0);
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  httplib::Client client("127.0.0.1", port);
+  const httplib::Headers auth = {{"Authorization", "Bearer " + cluster.token()}};
+  int second = 0;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        second = PidOf(session, "http");
+        if (second <= 0 || second == first) return false;
+        auto r = client.Get("/api/jobs/", auth);
+        return r && r->status == 200;
+      },
+      absl::Seconds(30), "the HTTP server to answer again on its port"));
+  EXPECT_NE(kill(first, 0), 0) << "the killed server is still there";
+  CommandResult stop = cluster.Troupe({"stop"});
+  EXPECT_EQ(stop.exit_code, 0) << stop.out << stop.err;
+  EXPECT_NE(kill(second, 0), 0) << "troupe stop left the restarted HTTP server running";
+  EXPECT_TRUE(troupe::testing::ProcessesMentioning(cluster.temp_root()).empty());
+}
+
+// Regression: after the head's GCS and raylet died, the HTTP server kept its port, so a new
+// `troupe start --head` on that port failed until `troupe stop`.
+TEST(HeadSupervisorTest, TheHttpServerDoesNotOutliveTheHead) {
+  const int port = PickFreePort();
+  std::string temp_root;
+  {
+    ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                         TestCluster::Start({"--num-cpus=1", absl::StrCat("--http-port=", port),
+                                             "--gcs-reconnect-timeout-s=2"}));
+    temp_root = cluster.temp_root();
+    const std::string session = cluster.HeadSessionDir();
+    ASSERT_GT(PidOf(session, "http"), 0);
+    for (const char* name : {"gcs", "raylet"}) {
+      const int pid = PidOf(session, name);
+      ASSERT_GT(pid, 0) << name;
+      ASSERT_EQ(kill(pid, SIGKILL), 0) << name;
+    }
+    // The HTTP server and its supervisor exit by themselves (no `troupe stop`).
+    EXPECT_TRUE(WaitUntil([&] { return troupe::testing::ProcessesMentioning(temp_root).empty(); },
+                          absl::Seconds(60), "every process of the dead head to exit",
+                          absl::Milliseconds(200)))
+        << "left: " << troupe::testing::ProcessesMentioning(temp_root).size();
+  }
+  // A new head can take the port.
+  ASSERT_OK_AND_ASSIGN(TestCluster again,
+                       TestCluster::Start({"--num-cpus=1", absl::StrCat("--http-port=", port)}));
+  httplib::Client client("127.0.0.1", port);
+  auto r = client.Get("/api/version");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
 }
 
 }  // namespace

@@ -23,5 +23,10 @@ int GcsServerCommand(const std::vector<std::string>& args);
 int RayletCommand(const std::vector<std::string>& args);
 // `troupe http-server` (src/cli/http_command.cc): the head's HTTP server daemon.
 int HttpServerMain(const std::vector<std::string>& args);
+// Its exit code when it stopped because the GCS was gone (the head supervisor does not restart it).
+inline constexpr int kHttpServerGcsLostExitCode = 3;
+// `troupe head-supervisor` (src/cli/head_supervisor_command.cc): started by `troupe start --head`;
+// runs the head's HTTP server as its child and restarts it when it dies.
+int HeadSupervisorMain(const std::vector<std::string>& args);
 
 }  // namespace troupe

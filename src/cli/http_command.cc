@@ -2,6 +2,7 @@
 // flags, reads the token file, and stops the server on SIGTERM/SIGINT.
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -26,6 +27,9 @@ int HttpServerMain(const std::vector<std::string>& args) {
   flags.AddString("token-file", &token_file, "File holding the cluster token.");
   flags.AddString("bind", &options.bind, "Address to listen on.");
   flags.AddInt("port", &port, "Port to listen on.");
+  int64_t gcs_lost_timeout_s = absl::ToInt64Seconds(options.gcs_lost_timeout);
+  flags.AddInt("gcs-lost-timeout-s", &gcs_lost_timeout_s,
+               "Exit (code 3) once the GCS has not answered for this long.");
   auto parsed = flags.Parse(args);
   if (flags.help_requested()) {
     std::printf("%s", flags.Usage().c_str());
@@ -42,6 +46,11 @@ int HttpServerMain(const std::vector<std::string>& args) {
     return 2;
   }
   options.port = static_cast<int>(port);
+  if (gcs_lost_timeout_s <= 0) {
+    std::fprintf(stderr, "troupe http-server: --gcs-lost-timeout-s must be > 0\n");
+    return 2;
+  }
+  options.gcs_lost_timeout = absl::Seconds(gcs_lost_timeout_s);
   // Blocked in every thread (set before any starts), so only the stopper receives them.
   sigset_t signals;
   sigemptyset(&signals);
@@ -58,7 +67,11 @@ int HttpServerMain(const std::vector<std::string>& args) {
     sigwait(&signals, &signal);
     server.Stop();
   }).detach();  // stays in sigwait if Serve returns first; the process is exiting then
-  server.Serve();
+  if (absl::Status served = server.Serve(); !served.ok()) {
+    std::fprintf(stderr, "troupe http-server: %s\n", std::string(served.message()).c_str());
+    std::fflush(stderr);
+    _exit(kHttpServerGcsLostExitCode);  // no cluster to leave; skip the runtime's teardown
+  }
   return 0;
 }
 

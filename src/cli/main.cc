@@ -30,6 +30,7 @@ constexpr char kUsage[] =
     "  gcs-server  Run the global control store in the foreground\n"
     "  raylet      Run a raylet in the foreground\n"
     "  http-server Run the head's HTTP server (jobs API, /metrics) in the foreground\n"
+    "  head-supervisor  Run the head's HTTP server as a child, restarting it when it dies\n"
     "\n"
     "`troupe <command> --help` shows a command's flags.\n";
 
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   if (command == "gcs-server") return troupe::GcsServerCommand(args);
   if (command == "raylet") return troupe::RayletCommand(args);
   if (command == "http-server") return troupe::HttpServerMain(args);
+  if (command == "head-supervisor") return troupe::HeadSupervisorMain(args);
   fprintf(stderr, "troupe: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }

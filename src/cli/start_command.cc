@@ -97,21 +97,23 @@ absl::StatusOr<int> StartRaylet(const StartOptions& options, const Session& sess
   return *pid;
 }
 
-// The head's HTTP server (jobs API, state, /metrics); returns its URL once it answers.
+// The head's HTTP server (jobs API, state, /metrics), run and restarted by `troupe
+// head-supervisor` (which records it as "http"); returns its URL once it answers.
 absl::StatusOr<std::string> StartHttpServer(const StartOptions& options, const Session& session,
                                             const std::string& gcs_address) {
   auto pid = SpawnDaemon(
-      {"http-server", absl::StrCat("--address=", gcs_address),
-       absl::StrCat("--token-file=", session.TokenPath()), absl::StrCat("--bind=", options.bind),
-       absl::StrCat("--port=", options.http_port)},
-      session.LogPath("http"));
+      {"head-supervisor", absl::StrCat("--session-dir=", session.dir()),
+       absl::StrCat("--gcs-address=", gcs_address), absl::StrCat("--bind=", options.bind),
+       absl::StrCat("--http-port=", options.http_port),
+       absl::StrCat("--gcs-lost-timeout-s=", options.gcs_reconnect_timeout_s)},
+      session.LogPath("head-supervisor"));
   if (!pid.ok()) return pid.status();
-  if (auto status = session.RecordDaemon("http", *pid); !status.ok()) return status;
+  if (auto status = session.RecordDaemon("head-supervisor", *pid); !status.ok()) return status;
   const std::string listen = absl::StrCat(options.bind, ":", options.http_port);
   if (auto status = WaitUntilReady(*pid, "the HTTP server", session.LogPath("http"),
                                    absl::Seconds(20), [&] { return TcpConnectable(listen); });
       !status.ok()) {
-    kill(*pid, SIGKILL);
+    kill(*pid, SIGKILL);  // the HTTP server dies with it (PDEATHSIG)
     return status;
   }
   const std::string url = absl::StrCat("http://", options.node_ip, ":", options.http_port);
@@ -140,8 +142,9 @@ int BlockUntilSignal(const Session& session) {
       break;
     }
   }
-  // The HTTP server (a driver) first, then raylets, so they can unregister from the GCS.
-  for (const char* name : {"http", "raylet", "gcs"}) {
+  // The HTTP server (a driver) first, with its supervisor before it so it is not restarted;
+  // then raylets, so they can unregister from the GCS.
+  for (const char* name : {"head-supervisor", "http", "raylet", "gcs"}) {
     for (const auto& daemon : session.LiveDaemons()) {
       if (daemon.name != name) continue;
       kill(daemon.pid, SIGTERM);
@@ -335,7 +338,8 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddInt("health-check-failure-threshold", &options.health_check_failure_threshold,
                "Head: failed probes in a row before a node is declared dead.");
   flags.AddInt("gcs-reconnect-timeout-s", &options.gcs_reconnect_timeout_s,
-               "A raylet exits when the head has been unreachable this long.");
+               "A raylet (and, on the head, the HTTP server) exits when the GCS has been "
+               "unreachable this long.");
   options.node.Register(&flags);
   flags.SetEpilog(
       "Examples:\n"

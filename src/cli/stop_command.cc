@@ -1,10 +1,13 @@
 // `troupe stop`: stops every Troupe daemon started on this machine (found through the session
-// directories), raylets first so they can unregister from a still-running GCS.
+// directories): the head supervisor and the HTTP server first, then raylets so they can
+// unregister from a still-running GCS, then the GCS; and removes what the sessions left behind
+// (object stores in /dev/shm, job working directories).
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -79,26 +82,39 @@ int StopCommand(const std::vector<std::string>& args) {
     return 2;
   }
   const std::string root = ResolveTempRoot(temp_dir);
-  std::vector<Target> http, raylets, others;
+  std::vector<Target> supervisors, http, raylets, others;
   for (const auto& session : Session::All(root)) {
     for (const auto& daemon : session.LiveDaemons()) {
-      (daemon.name == "raylet" ? raylets : daemon.name == "http" ? http : others)
+      (daemon.name == "raylet"            ? raylets
+       : daemon.name == "http"            ? http
+       : daemon.name == "head-supervisor" ? supervisors
+                                          : others)
           .push_back({session, daemon});
     }
   }
-  const size_t total = http.size() + raylets.size() + others.size();
+  const size_t total = supervisors.size() + http.size() + raylets.size() + others.size();
   if (total == 0) {
     printf("No Troupe processes are running on this machine (looked in %s).\n", root.c_str());
     return 0;
   }
   std::vector<Target> stubborn;
   if (force) {
-    std::vector<Target> all = raylets;
+    std::vector<Target> all = supervisors;  // first: nothing restarts the HTTP server then
+    all.insert(all.end(), raylets.begin(), raylets.end());
     all.insert(all.end(), others.begin(), others.end());
     all.insert(all.end(), http.begin(), http.end());
     stubborn = SignalAndWait(all, SIGKILL, absl::Seconds(5));
   } else {
-    stubborn = SignalAndWait(http, SIGTERM, absl::Seconds(grace_s));
+    // The head supervisor stops its HTTP server and does not restart it; then any HTTP server
+    // left (one whose supervisor is gone).
+    stubborn = SignalAndWait(supervisors, SIGTERM, absl::Seconds(grace_s));
+    // (Only those still running: a supervisor removes its server's pid file as it stops it.)
+    std::vector<Target> http_left;
+    for (const auto& target : http) {
+      if (ProcessMatches(target.daemon.pid, target.session.dir())) http_left.push_back(target);
+    }
+    auto after_supervisors = SignalAndWait(http_left, SIGTERM, absl::Seconds(grace_s));
+    stubborn.insert(stubborn.end(), after_supervisors.begin(), after_supervisors.end());
     auto after_http = SignalAndWait(raylets, SIGTERM, absl::Seconds(grace_s));
     stubborn.insert(stubborn.end(), after_http.begin(), after_http.end());
     auto rest = SignalAndWait(others, SIGTERM, absl::Seconds(grace_s));
@@ -110,13 +126,18 @@ int StopCommand(const std::vector<std::string>& args) {
     }
   }
   for (const auto& session : Session::All(root)) {
-    for (const char* name : {"gcs", "raylet", "http"}) {
+    for (const char* name : {"gcs", "raylet", "http", "head-supervisor"}) {
       bool alive = false;
       for (const auto& daemon : session.LiveDaemons()) alive |= daemon.name == name;
       if (!alive) session.ForgetDaemon(name);
     }
     // A raylet killed with SIGKILL leaves its shared-memory objects behind: they hold RAM.
-    if (session.LiveDaemons().empty()) RemoveTree(ObjectStoreDirOf(session));
+    if (session.LiveDaemons().empty()) {
+      RemoveTree(ObjectStoreDirOf(session));
+      // Job working directories (remove_all deletes symlinks, never what they point to).
+      std::error_code ignored;
+      std::filesystem::remove_all(session.dir() + "/jobs", ignored);
+    }
   }
   if (!stubborn.empty()) {
     for (const auto& target : stubborn) {

@@ -1,15 +1,21 @@
 #include "src/common/package.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "src/common/status_macros.h"
 
 namespace troupe {
 namespace {
@@ -18,6 +24,10 @@ template <typename T>
 void Append(std::string* out, T value) {
   out->append(reinterpret_cast<const char*>(&value), sizeof(value));
 }
+
+// What a package may set: the owner's execute bit decides between rwxr-xr-x and rw-r--r--.
+// Never setuid/setgid/sticky, never group- or world-writable.
+uint32_t NormalizedMode(uint32_t mode) { return (mode & S_IXUSR) ? 0755 : 0644; }
 
 absl::Status PackInto(const std::string& root, const std::string& relative, int64_t max_bytes,
                       std::string* out) {
@@ -52,7 +62,7 @@ absl::Status PackInto(const std::string& root, const std::string& relative, int6
       const std::string content = bytes.str();
       Append<uint32_t>(out, static_cast<uint32_t>(rel.size()));
       out->append(rel);
-      Append<uint32_t>(out, static_cast<uint32_t>(st.st_mode & 0777));
+      Append<uint32_t>(out, NormalizedMode(st.st_mode));
       Append<uint64_t>(out, content.size());
       out->append(content);
     }
@@ -60,14 +70,119 @@ absl::Status PackInto(const std::string& root, const std::string& relative, int6
   return absl::OkStatus();
 }
 
-absl::Status MakeParents(const std::string& path) {
-  for (size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
-    std::string parent = path.substr(0, pos);
-    if (mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::InternalError(absl::StrCat("mkdir ", parent, ": ", std::strerror(errno)));
-    }
+struct Entry {
+  std::string path;  // checked: relative, no "", "." or ".." component
+  uint32_t mode;
+  size_t offset;  // of the content in the package
+  uint64_t size;
+};
+
+// A path from a package is safe if it is relative and every '/'-separated component is a real
+// name: nothing can climb out of (or alias) the directory it is unpacked into.
+bool SafeRelativePath(const std::string& path) {
+  if (path.empty() || path[0] == '/' || path.find('\0') != std::string::npos) return false;
+  for (absl::string_view part : absl::StrSplit(path, '/')) {
+    if (part.empty() || part == "." || part == "..") return false;
   }
-  return absl::OkStatus();
+  return true;
+}
+
+// Reads every entry's header and checks it, writing nothing.
+absl::StatusOr<std::vector<Entry>> ParsePackage(const std::string& package) {
+  std::vector<Entry> entries;
+  size_t pos = 0;
+  auto read = [&](void* out, size_t n) {
+    if (n > package.size() - pos) return false;
+    std::memcpy(out, package.data() + pos, n);
+    pos += n;
+    return true;
+  };
+  while (pos < package.size()) {
+    uint32_t path_size, mode;
+    uint64_t size;
+    if (!read(&path_size, 4) || path_size > package.size() - pos) {
+      return absl::DataLossError(
+          absl::StrCat("truncated package: entry ", entries.size() + 1, " has no whole path"));
+    }
+    std::string rel = package.substr(pos, path_size);
+    pos += path_size;
+    if (!read(&mode, 4) || !read(&size, 8) || size > package.size() - pos) {
+      return absl::DataLossError(
+          absl::StrCat("truncated package: the content of '", rel, "' is cut off"));
+    }
+    if (!SafeRelativePath(rel)) {
+      return absl::DataLossError(absl::StrCat(
+          "package path '", rel,
+          "' leaves the directory (absolute, empty, or with a '.' or '..' component)"));
+    }
+    entries.push_back({std::move(rel), mode, pos, size});
+    pos += size;
+  }
+  return entries;
+}
+
+absl::Status Errno(const std::string& what, const std::string& path) {
+  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+// Creates `path` and its missing parents (like mkdir -p).
+absl::Status MakeDirs(const std::string& path) {
+  for (size_t pos = path.find('/', 1);; pos = path.find('/', pos + 1)) {
+    const std::string prefix = path.substr(0, pos);
+    if (!prefix.empty() && mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Errno("mkdir", prefix);
+    }
+    if (pos == std::string::npos) return absl::OkStatus();
+  }
+}
+
+// Writes one entry below the directory `root_fd`, creating its parent directories. Every step is
+// relative to a directory fd and refuses to follow symlinks or reuse an existing file.
+absl::Status WriteEntry(int root_fd, const std::string& package, const Entry& entry,
+                        const std::string& shown_root) {
+  std::vector<std::string> parts = absl::StrSplit(entry.path, '/');
+  int dir_fd = dup(root_fd);
+  if (dir_fd < 0) return Errno("dup", shown_root);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (mkdirat(dir_fd, parts[i].c_str(), 0755) != 0 && errno != EEXIST) {
+      const absl::Status status = Errno("mkdir", shown_root + "/" + entry.path);
+      close(dir_fd);
+      return status;
+    }
+    const int next =
+        openat(dir_fd, parts[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(dir_fd);
+    if (next < 0) {
+      return absl::DataLossError(
+          absl::StrCat("package entry '", entry.path, "': '", parts[i], "' is not a directory"));
+    }
+    dir_fd = next;
+  }
+  const int fd = openat(dir_fd, parts.back().c_str(),
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  close(dir_fd);
+  if (fd < 0) {
+    if (errno == EEXIST) {
+      return absl::DataLossError(
+          absl::StrCat("package entry '", entry.path, "' appears twice (or is also a directory)"));
+    }
+    return Errno("create", shown_root + "/" + entry.path);
+  }
+  const char* data = package.data() + entry.offset;
+  for (uint64_t written = 0; written < entry.size;) {
+    const ssize_t n = write(fd, data + written, entry.size - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const absl::Status status = Errno("write", shown_root + "/" + entry.path);
+      close(fd);
+      return status;
+    }
+    written += static_cast<uint64_t>(n);
+  }
+  const bool ok = fchmod(fd, NormalizedMode(entry.mode)) == 0;
+  const absl::Status status = ok ? absl::OkStatus() : Errno("chmod", shown_root + "/" + entry.path);
+  if (close(fd) != 0 && status.ok()) return Errno("close", shown_root + "/" + entry.path);
+  return status;
 }
 
 }  // namespace
@@ -84,35 +199,45 @@ absl::StatusOr<std::string> PackDirectory(const std::string& dir, int64_t max_by
 }
 
 absl::Status UnpackDirectory(const std::string& package, const std::string& dir) {
-  size_t pos = 0;
-  auto read = [&](void* out, size_t n) {
-    if (pos + n > package.size()) return false;
-    std::memcpy(out, package.data() + pos, n);
-    pos += n;
-    return true;
+  // Check every entry before writing anything.
+  TROUPE_ASSIGN_OR_RETURN(std::vector<Entry> entries, ParsePackage(package));
+  const size_t slash = dir.find_last_of('/');
+  const std::string parent = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : dir.substr(0, slash);
+  const std::string name = slash == std::string::npos ? dir : dir.substr(slash + 1);
+  if (name.empty() || name == "." || name == "..") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot unpack into '", dir, "': name a directory"));
+  }
+  TROUPE_RETURN_IF_ERROR(MakeDirs(parent));
+  // Unpack next to the target (same file system, so the rename is atomic), then move it in.
+  std::string staging = absl::StrCat(parent, "/.", name, ".unpacking-XXXXXX");
+  if (mkdtemp(staging.data()) == nullptr) return Errno("mkdtemp", staging);
+  auto discard = [&](absl::Status status) {
+    std::error_code ignored;
+    std::filesystem::remove_all(staging, ignored);  // does not follow symlinks
+    return status;
   };
-  while (pos < package.size()) {
-    uint32_t path_size, mode;
-    uint64_t size;
-    if (!read(&path_size, 4) || pos + path_size > package.size()) {
-      return absl::DataLossError("truncated package (path)");
+  const int root_fd = open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root_fd < 0) return discard(Errno("open", staging));
+  for (const Entry& entry : entries) {
+    if (absl::Status status = WriteEntry(root_fd, package, entry, dir); !status.ok()) {
+      close(root_fd);
+      return discard(status);
     }
-    std::string rel = package.substr(pos, path_size);
-    pos += path_size;
-    if (!read(&mode, 4) || !read(&size, 8) || pos + size > package.size()) {
-      return absl::DataLossError("truncated package (file)");
-    }
-    if (rel.empty() || rel[0] == '/' || absl::StrContains(rel, "..")) {
-      return absl::DataLossError(absl::StrCat("package path '", rel, "' leaves the directory"));
-    }
-    const std::string path = dir + "/" + rel;
-    if (auto status = MakeParents(path); !status.ok()) return status;
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(package.data() + pos, static_cast<std::streamsize>(size));
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
-    out.close();
-    chmod(path.c_str(), mode);
-    pos += size;
+  }
+  const bool opened = fchmod(root_fd, 0755) == 0;
+  close(root_fd);
+  if (!opened) return discard(Errno("chmod", staging));
+  // rename() replaces an empty directory and never follows a symlink at `dir` (it fails instead).
+  if (rename(staging.c_str(), dir.c_str()) != 0) {
+    const int error = errno;
+    return discard(absl::FailedPreconditionError(
+        absl::StrCat("cannot unpack into ", dir, ": ", std::strerror(error),
+                     error == ENOTEMPTY || error == EEXIST || error == ENOTDIR
+                         ? " (it must not exist, or be an empty directory; remove it first)"
+                         : "")));
   }
   return absl::OkStatus();
 }

@@ -74,6 +74,14 @@ absl::StatusOr<Session> Session::Latest(const std::string& root) {
   return Session(dir);
 }
 
+absl::StatusOr<Session> Session::Open(const std::string& dir) {
+  struct stat st;
+  if (stat((dir + "/pids").c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::NotFoundError(absl::StrCat(dir, " is not a Troupe session directory (no pids/)"));
+  }
+  return Session(dir);
+}
+
 std::vector<Session> Session::All(const std::string& root) {
   std::vector<std::string> names;
   if (DIR* dir = opendir(root.c_str())) {

@@ -3,6 +3,7 @@
 //   session_<time>_<pid>/address   host:port of the cluster's GCS
 //   session_<time>_<pid>/token     the cluster token (mode 0600)
 //   session_<time>_<pid>/pids/<name>.pid and logs/<name>.log for each daemon
+//   session_<time>_<pid>/jobs/       job working directories (removed by `troupe stop`)
 //   session_latest -> the newest head session (or a joined node's, when no head runs here)
 // `troupe stop` finds processes through these files; `troupe status` finds the cluster.
 // Not thread-safe; used by one CLI process at a time.
@@ -29,6 +30,8 @@ class Session {
   static absl::StatusOr<Session> Create(const std::string& root);
   // The session that session_latest points to. NotFound if there is none.
   static absl::StatusOr<Session> Latest(const std::string& root);
+  // An existing session directory (one with pids/); NotFound otherwise.
+  static absl::StatusOr<Session> Open(const std::string& dir);
   // Every session directory under `root`, oldest first.
   static std::vector<Session> All(const std::string& root);
 

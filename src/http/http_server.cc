@@ -1,5 +1,9 @@
 #include "src/http/http_server.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <string>
 
@@ -24,6 +28,25 @@ using nlohmann::json;
 constexpr size_t kMaxJsonBody = 1 << 20;
 constexpr char kVersion[] = "0.1.0";
 constexpr char kStartHeader[] = "X-Troupe-Start";
+
+// True if something accepts TCP connections at host:port (IPv4).
+bool TcpConnectable(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return false;
+  addrinfo hints{}, *result = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(address.substr(0, colon).c_str(), address.substr(colon + 1).c_str(), &hints,
+                  &result) != 0 ||
+      result == nullptr) {
+    return false;
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool connected = fd >= 0 && connect(fd, result->ai_addr, result->ai_addrlen) == 0;
+  if (fd >= 0) close(fd);
+  freeaddrinfo(result);
+  return connected;
+}
 
 void Send(httplib::Response& res, const jobs::Reply& reply) {
   res.status = reply.status;
@@ -145,7 +168,15 @@ class HttpServer::Routes {
 
 HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options)) {}
 
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() { StopWatchdog(); }
+
+void HttpServer::StopWatchdog() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (watchdog_.joinable() && watchdog_.get_id() != std::this_thread::get_id()) watchdog_.join();
+}
 
 absl::Status HttpServer::Start() {
   gcs_ = std::make_unique<GcsClient>(options_.gcs_address, options_.token, absl::Seconds(5));
@@ -171,12 +202,40 @@ absl::Status HttpServer::Start() {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.bind, ":",
                                                options_.port, " (in use? pick --http-port)"));
   }
+  watchdog_ = std::thread([this] { WatchGcs(); });
   return absl::OkStatus();
 }
 
-void HttpServer::Serve() {
+void HttpServer::WatchGcs() {
+  GcsClient probe(options_.gcs_address, options_.token, absl::Seconds(2));
+  absl::Time last_answer = absl::Now();
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(1))) return;
+    }
+    // A port that refuses connections fails at once; gRPC alone would back off for seconds.
+    if (TcpConnectable(options_.gcs_address) && probe.GetClusterInfo().ok()) {
+      last_answer = absl::Now();
+    } else if (absl::Now() - last_answer > options_.gcs_lost_timeout) {
+      gcs_lost_ = true;
+      http_->stop();
+      return;
+    }
+  }
+}
+
+absl::Status HttpServer::Serve() {
   http_->listen_after_bind();
+  if (gcs_lost_) {
+    return absl::UnavailableError(absl::StrCat("the GCS at ", options_.gcs_address,
+                                               " has not answered for ",
+                                               absl::FormatDuration(options_.gcs_lost_timeout),
+                                               "; the head is gone, so the HTTP server exits"));
+  }
+  StopWatchdog();
   Shutdown();
+  return absl::OkStatus();
 }
 
 void HttpServer::Stop() { http_->stop(); }

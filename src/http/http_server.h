@@ -4,19 +4,27 @@
 // (/api/v0/{nodes,actors,placement_groups,jobs}, /api/cluster_status) and Prometheus /metrics.
 // Every request needs `Authorization: Bearer <cluster token>` except /api/version; requests a
 // browser makes from another site are refused on every method (request_guard.h); JSON bodies are
-// capped at 1 MiB and package uploads at 100 MiB. See docs/jobs.md.
+// capped at 1 MiB and 64 levels of nesting (jobs/bounded_json.h), package uploads at 100 MiB. See
+// docs/jobs.md.
 //
 // The pieces: request_guard (auth, cross-site check, route labels), state_views (/api/v0/...),
 // metrics_page + http_metrics (/metrics), log_tail (the job log stream); jobs::JobService
 // (src/jobs) answers the jobs API. This file wires them to httplib routes. The server is a Troupe
-// driver (it starts job supervisors as actors): RunHttpServer calls troupe::Init and Shutdown. Runs
-// httplib's thread pool; everything it calls is thread-safe.
+// driver (it starts job supervisors as actors): Start calls troupe::Init and Serve Shutdown. Runs
+// httplib's thread pool, plus one watchdog thread that probes the GCS every second and makes
+// Serve return (GCS lost) once it has not answered for `gcs_lost_timeout`, so a server whose
+// head died frees its port instead of outliving the cluster. Everything it calls is thread-safe.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 
 namespace httplib {
 class Server;
@@ -31,6 +39,8 @@ struct HttpServerOptions {
   int port = 8265;
   std::string gcs_address;
   std::string token;  // the cluster token text
+  // Serve returns Unavailable once the GCS has not answered for this long (the head is gone).
+  absl::Duration gcs_lost_timeout = absl::Seconds(60);
 };
 
 class HttpServer {
@@ -43,14 +53,23 @@ class HttpServer {
   // Joins the cluster as a driver and binds the port. Unavailable if the GCS cannot be reached
   // or the port is taken.
   absl::Status Start();
-  // Answers requests until Stop(), then leaves the cluster (troupe::Shutdown). After Start.
-  void Serve();
+  // Answers requests until Stop(), then leaves the cluster (troupe::Shutdown): OK. Or until the
+  // GCS has been unreachable for gcs_lost_timeout: Unavailable, without leaving the cluster (the
+  // caller should exit the process at once; there is no cluster to leave). After Start.
+  absl::Status Serve();
   // Makes Serve return. Thread-safe (e.g. from a signal-waiting thread); idempotent.
   void Stop();
 
  private:
   class Routes;
+  void WatchGcs();
+  void StopWatchdog();
+
   const HttpServerOptions options_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // wakes and ends the watchdog
+  std::atomic<bool> gcs_lost_{false};
+  std::thread watchdog_;  // started by Start, joined by Serve or the destructor
   std::unique_ptr<GcsClient> gcs_;
   std::unique_ptr<Routes> routes_;
   std::unique_ptr<httplib::Server> http_;

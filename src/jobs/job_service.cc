@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "src/common/ids.h"
 #include "src/common/sha256.h"
+#include "src/jobs/bounded_json.h"
 #include "src/jobs/job_record.h"
 #include "src/jobs/packages.h"
 #include "src/jobs/supervisor.h"
@@ -47,8 +48,10 @@ std::optional<ActorHandle<JobSupervisor>> Supervisor(const std::string& id) {
 Reply Error(int status, const std::string& message) { return {status, json{{"error", message}}}; }
 
 Reply JobService::Submit(const std::string& request_body) {
-  json request = json::parse(request_body, nullptr, /*allow_exceptions=*/false);
-  if (request.is_discarded()) return Error(400, "the body is not valid JSON");
+  // Bounded: a deeply nested body would overflow the stack in nlohmann's recursive copies.
+  absl::StatusOr<json> parsed = ParseBoundedJson(request_body, "the body");
+  if (!parsed.ok()) return Error(400, std::string(parsed.status().message()));
+  json request = *std::move(parsed);
   if (!request.is_object()) return Error(400, "the body must be a JSON object");
   static const std::set<std::string> kKnown = {"entrypoint",
                                                "submission_id",
@@ -190,15 +193,21 @@ Reply JobService::Submit(const std::string& request_body) {
 std::optional<json> JobService::Record(const std::string& id) {
   auto value = gcs_->KVGet(kJobsNamespace, RecordKey(id));
   if (!value.ok() || !value->has_value()) return std::nullopt;
-  json record = json::parse(**value, nullptr, false);
-  if (record.is_discarded()) return std::nullopt;
+  // Any token holder can write the KV: parse records with the same bound as requests.
+  absl::StatusOr<json> parsed = ParseBoundedJson(**value, "the job record");
+  if (!parsed.ok()) return std::nullopt;
+  json record = *std::move(parsed);
   // A job still PENDING/RUNNING whose supervisor is gone will never be updated: it failed.
   const std::string status = record.value("status", "");
   if (!IsTerminal(status) &&
       NowMillis() - record.value("start_time", int64_t{0}) > kSupervisorGraceMs &&
       !Supervisor(id).has_value()) {
     auto again = gcs_->KVGet(kJobsNamespace, RecordKey(id));  // it may have just finished
-    if (again.ok() && again->has_value()) record = json::parse(**again, nullptr, false);
+    if (again.ok() && again->has_value()) {
+      if (auto reread = ParseBoundedJson(**again, "the job record"); reread.ok()) {
+        record = *std::move(reread);
+      }
+    }
     if (!IsTerminal(record.value("status", ""))) {
       record["status"] = kFailed;
       record["message"] = "the job supervisor died (its node or process failed)";
@@ -280,9 +289,31 @@ Reply JobService::Delete(const std::string& id) {
   if (!IsTerminal(status)) {
     return Error(400, "job '" + id + "' is " + status + ": stop it before deleting it");
   }
+  RemoveWorkingDir(id);
   (void)gcs_->KVDel(kJobsNamespace, RecordKey(id), false);
   (void)gcs_->KVDel(kJobsNamespace, LogsKey(id), false);
   return {200, json{{"deleted", true}}};
+}
+
+void JobService::RemoveWorkingDir(const std::string& id) {
+  auto where = gcs_->KVGet(kJobsNamespace, WorkingDirKey(id));
+  if (!where.ok() || !where->has_value()) return;
+  const std::string& value = **where;
+  const size_t space = value.find(' ');
+  if (space != std::string::npos) {
+    try {
+      // Zero resources: it must not wait behind the node's work. Not awaited: the node may be
+      // busy or gone (then `troupe stop` there removes the directory with the session's).
+      (void)troupe::Task(RemoveJobWorkingDir)
+          .SetResources({})
+          .SetMaxRetries(0)
+          .SetSchedulingStrategy(NodeAffinity{value.substr(0, space), /*soft=*/false})
+          .Remote(value.substr(space + 1));
+    } catch (const TroupeError&) {
+      // Best effort; the directory goes with the session at `troupe stop`.
+    }
+  }
+  (void)gcs_->KVDel(kJobsNamespace, WorkingDirKey(id), false);
 }
 
 Reply JobService::PutPackage(const std::string& name, const std::string& bytes) {

@@ -1,7 +1,8 @@
 // What the jobs REST API does, independent of HTTP: validate a submission, record it, start its
 // supervisor actor, and answer status, logs, stop and delete. Every call returns an HTTP status
-// and a JSON body (an {"error": ...} object for 4xx/5xx). Runs inside a Troupe driver (the head's
-// HTTP server) and reads the GCS directly for records. Thread-safe.
+// and a JSON body (an {"error": ...} object for 4xx/5xx); request bodies are parsed with
+// ParseBoundedJson (bounded_json.h), so no body can overflow the stack. Runs inside a Troupe
+// driver (the head's HTTP server) and reads the GCS directly for records. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,8 @@ class JobService {
   Reply Get(const std::string& id);
   Reply Logs(const std::string& id);
   Reply Stop(const std::string& id);
+  // Deletes a finished job's record and output, and removes its working directory on the node
+  // that ran it (a task pinned there; not awaited).
   Reply Delete(const std::string& id);
   // Working-directory packages (PUT/GET /api/packages/gcs/<name>).
   Reply PutPackage(const std::string& name, const std::string& bytes);
@@ -52,6 +55,9 @@ class JobService {
   TailStep WaitForLogs(const std::string& id, int64_t offset);
 
  private:
+  // Removes the job's working directory on the node that ran it (a task pinned there).
+  void RemoveWorkingDir(const std::string& id);
+
   GcsClient* gcs_;
 };
 

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,11 +52,38 @@ std::string Env(const char* name) {
   return value ? value : "";
 }
 
-// Unpacks the job's working-directory package (if any) and returns the directory to run in.
+// <session>/jobs of this node (mode 0700), checked to be a real directory, not a link.
+std::string JobsDir() {
+  const std::string session = Env("TROUPE_SESSION_DIR");
+  if (session.empty()) {
+    throw TroupeError(
+        "the supervisor's raylet did not say its session directory "
+        "(TROUPE_SESSION_DIR); is the node running an older troupe?");
+  }
+  const std::string jobs = session + "/jobs";
+  if (mkdir(jobs.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw TroupeError("cannot create " + jobs + ": " + std::strerror(errno));
+  }
+  struct stat st;
+  if (lstat(jobs.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+    throw TroupeError(jobs + " is not a directory of this user (a symlink?); remove it");
+  }
+  return jobs;
+}
+
+// Creates the job's working directory, <session>/jobs/<id>-XXXXXX (mkdtemp: a new, private
+// directory, never an existing path or link), records where it is (WorkingDirKey) so DELETE
+// can remove it, and unpacks the working-directory package (if any) into it.
 std::string PrepareWorkingDir(const std::string& id, const JobRecord& record, std::string* digest) {
   const std::string uri = record.value("runtime_env", JobRecord::object()).value("working_dir", "");
-  const std::string dir = (std::filesystem::temp_directory_path() / ("troupe-job-" + id)).string();
-  std::filesystem::create_directories(dir);
+  std::string dir = JobsDir() + "/" + id + "-XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) {
+    throw TroupeError("cannot create the job's working directory " + dir + ": " +
+                      std::strerror(errno));
+  }
+  Runtime().KvPut(kJobsNamespace, WorkingDirKey(id),
+                  Env("TROUPE_NODE_ID") + " " + dir.substr(dir.rfind('/') + 1),
+                  /*overwrite=*/true);
   if (uri.empty()) return dir;
   auto parsed = ParsePackageUri(uri);
   if (!parsed.ok()) throw TroupeError(std::string(parsed.status().message()));
@@ -69,6 +97,17 @@ std::string PrepareWorkingDir(const std::string& id, const JobRecord& record, st
 }
 
 }  // namespace
+
+bool RemoveJobWorkingDir(std::string name) {
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+    throw TroupeError("'" + name + "' is not the name of a job working directory");
+  }
+  const std::string session = Env("TROUPE_SESSION_DIR");
+  if (session.empty()) return false;
+  std::error_code error;
+  // remove_all removes a symlink itself, never what it points to.
+  return std::filesystem::remove_all(session + "/jobs/" + name, error) > 0;
+}
 
 JobSupervisor* JobSupervisor::Create(std::string submission_id) {
   return new JobSupervisor(std::move(submission_id));
@@ -280,5 +319,6 @@ bool JobSupervisor::Stop() {
 
 }  // namespace troupe::jobs
 
-TROUPE_REMOTE(troupe::jobs::JobSupervisor::Create, &troupe::jobs::JobSupervisor::Run,
-              &troupe::jobs::JobSupervisor::Stop, &troupe::jobs::JobSupervisor::WaitForOutput);
+TROUPE_REMOTE(troupe::jobs::RemoveJobWorkingDir, troupe::jobs::JobSupervisor::Create,
+              &troupe::jobs::JobSupervisor::Run, &troupe::jobs::JobSupervisor::Stop,
+              &troupe::jobs::JobSupervisor::WaitForOutput);

@@ -1,8 +1,9 @@
 // The job supervisor: a detached actor, one per submitted job, placed on the head (or wherever the
 // entrypoint's requested resources are). It runs the entrypoint with `sh -c` in its own process
-// group, inside the unpacked working directory, with TROUPE_ADDRESS and TROUPE_TOKEN set so a
-// Troupe program in it joins the cluster (and TROUPE_WORKING_DIR_DIGEST so its workers get the same
-// working directory); keeps the record's status and the output's last 1 MiB in the KV; answers
+// group, inside the job's working directory (<session>/jobs/<id>-XXXXXX on its node, created
+// with mkdtemp; the package, if any, unpacked into it), with TROUPE_ADDRESS and TROUPE_TOKEN set so
+// a Troupe program in it joins the cluster (and TROUPE_WORKING_DIR_DIGEST so its workers get the
+// same working directory); keeps the record's status and the output's last 1 MiB in the KV; answers
 // log-tail long polls from the output it holds (WaitForOutput, woken by a condition variable as
 // output arrives); and stops the whole process group on Stop: SIGTERM, then SIGKILL from a timer
 // this object owns if anything of the group is left after 3 s. Killing the entrypoint ends its
@@ -38,6 +39,11 @@ struct OutputChunk {
   bool busy = false;      // too many tails waiting: this one did not wait
   MSGPACK_DEFINE(begin, end, text, finished, busy);
 };
+
+// A task run on the node that ran a job (DELETE /api/jobs/<id>): removes its working directory
+// <session>/jobs/<name> there. `name` must be one path component (else TroupeError). True if
+// something was removed.
+bool RemoveJobWorkingDir(std::string name);
 
 class JobSupervisor {
  public:

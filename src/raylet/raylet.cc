@@ -59,7 +59,7 @@ Raylet::Raylet(RayletOptions options, const Clock* clock)
       executables_(options_.executable_cache_dir, &gcs_),
       worker_pool_(
           WorkerPoolOptions{options_.node_id.Hex(), options_.node_ip, options_.gcs_address,
-                            options_.token, options_.session_dir + "/logs",
+                            options_.token, options_.session_dir + "/logs", options_.session_dir,
                             options_.worker_idle_timeout, options_.mask_gpus},
           [this](const rpc::JobInfo& job) -> absl::StatusOr<WorkerPool::Program> {
             TROUPE_ASSIGN_OR_RETURN(std::string executable, executables_.Resolve(job));

@@ -35,6 +35,9 @@ struct WorkerPoolOptions {
   std::string gcs_address;
   std::string token;
   std::string log_dir;
+  // The node's session directory, given to workers as TROUPE_SESSION_DIR (job supervisors make
+  // job working directories in <session_dir>/jobs).
+  std::string session_dir;
   // The raylet passes RayletOptions::worker_idle_timeout (where the default is declared).
   absl::Duration idle_timeout = absl::InfiniteDuration();
   bool mask_gpus = false;  // CUDA_VISIBLE_DEVICES = the worker's GPUs (else all stay visible)

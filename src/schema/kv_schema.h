@@ -12,6 +12,10 @@
 //                                                    (src/jobs/job_record.h)
 //                           logs/<submission id>     the job's last 1 MiB of output, raw bytes
 //                                                    (job supervisor -> jobs API)
+//                           workdir/<submission id>  where the job's working directory is:
+//                                                    "<node id hex> <name in <session>/jobs>"
+//                                                    (job supervisor -> jobs API, which removes
+//                                                    it on DELETE)
 //   troupe_packages         <sha256 hex>             a packed directory (src/common/package.h)
 //                                                    (driver, jobs API -> raylets, supervisors)
 //   troupe_executables      <sha256 hex>             a driver's executable, raw bytes
@@ -45,6 +49,7 @@ inline constexpr char kSupervisorNamespace[] = "troupe_job_supervisors";
 inline constexpr char kRecordKeyPrefix[] = "job/";
 inline std::string RecordKey(const std::string& id) { return kRecordKeyPrefix + id; }
 inline std::string LogsKey(const std::string& id) { return "logs/" + id; }
+inline std::string WorkingDirKey(const std::string& id) { return "workdir/" + id; }
 inline std::string SupervisorName(const std::string& id) { return "troupe-job-" + id; }
 
 }  // namespace jobs

@@ -58,8 +58,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "wrong size %zu\n", value->size());
     return 1;
   }
-  std::printf("{\"metric\": \"node_death_to_reconstructed_get\", \"value\": %.3f, \"unit\": \"s\"}\n",
-              seconds);
+  std::printf(
+      "{\"metric\": \"node_death_to_reconstructed_get\", \"value\": %.3f, \"unit\": \"s\"}\n",
+      seconds);
   troupe::Shutdown();
   return 0;
 }

@@ -127,16 +127,28 @@ struct Scale {
 };
 
 Scale ShortScale() {
-  return {/*worker_nodes=*/3,   /*chains=*/60,        /*chain_length=*/10,
-          /*large_chain_every=*/3, /*large_objects=*/30, /*large_object_bytes=*/1 << 20,
-          /*actors=*/2,         /*calls_per_actor=*/150, absl::Milliseconds(1500),
+  return {/*worker_nodes=*/3,
+          /*chains=*/60,
+          /*chain_length=*/10,
+          /*large_chain_every=*/3,
+          /*large_objects=*/30,
+          /*large_object_bytes=*/1 << 20,
+          /*actors=*/2,
+          /*calls_per_actor=*/150,
+          absl::Milliseconds(1500),
           /*max_raylet_kills=*/2};
 }
 
 Scale LongScale() {
-  return {/*worker_nodes=*/3,   /*chains=*/1000,       /*chain_length=*/10,
-          /*large_chain_every=*/4, /*large_objects=*/300, /*large_object_bytes=*/1 << 20,
-          /*actors=*/4,         /*calls_per_actor=*/1000, absl::Milliseconds(2000),
+  return {/*worker_nodes=*/3,
+          /*chains=*/1000,
+          /*chain_length=*/10,
+          /*large_chain_every=*/4,
+          /*large_objects=*/300,
+          /*large_object_bytes=*/1 << 20,
+          /*actors=*/4,
+          /*calls_per_actor=*/1000,
+          absl::Milliseconds(2000),
           /*max_raylet_kills=*/8};
 }
 
@@ -194,8 +206,9 @@ class Killer {
   void Start() {
     thread_ = std::thread([this] { Run(); });
   }
+  ~Killer() { Stop(); }
   KillCounts Stop() {
-    stop_.Notify();
+    if (!stop_.HasBeenNotified()) stop_.Notify();
     if (thread_.joinable()) thread_.join();
     return counts_;
   }
@@ -214,8 +227,7 @@ class Killer {
         raylets.insert(pid);
         if (!node["is_head"].get<bool>()) worker_raylets.push_back(pid);
       }
-      const bool kill_node = counts_.raylets < scale_.max_raylet_kills &&
-                             !worker_raylets.empty() &&
+      const bool kill_node = counts_.raylets < scale_.max_raylet_kills && !worker_raylets.empty() &&
                              std::uniform_int_distribution<int>(0, 3)(random_) == 0;
       if (kill_node) {
         const int pid = worker_raylets[random_() % worker_raylets.size()];
@@ -263,14 +275,25 @@ RunResult RunWorkload(const Scale& scale) {
                          .Remote());
   }
   std::vector<std::vector<troupe::ObjectRef<int64_t>>> calls(scale.actors);
+  std::string caller_error;
   std::thread caller([&] {
-    for (int i = 0; i < scale.calls_per_actor; ++i) {
-      for (int a = 0; a < scale.actors; ++a) {
-        calls[a].push_back(actors[a].Task(&Sequencer::Next).Remote(static_cast<int64_t>(i)));
+    try {
+      for (int i = 0; i < scale.calls_per_actor; ++i) {
+        for (int a = 0; a < scale.actors; ++a) {
+          calls[a].push_back(actors[a].Task(&Sequencer::Next).Remote(static_cast<int64_t>(i)));
+        }
+        if (i % 25 == 24) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // pacing
       }
-      if (i % 25 == 24) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // pacing
+    } catch (const std::exception& e) {
+      caller_error = e.what();
     }
   });
+  struct Joiner {
+    std::thread& thread;
+    ~Joiner() {
+      if (thread.joinable()) thread.join();
+    }
+  } joiner{caller};
 
   // Chains: every step is a task with retries, placed by SPREAD, taking the previous step's
   // result by reference.
@@ -295,9 +318,10 @@ RunResult RunWorkload(const Scale& scale) {
                      .SetMaxRetries(-1)
                      .SetSchedulingStrategy(troupe::Spread{})
                      .Remote(scale.large_object_bytes, static_cast<int64_t>(i));
-    digests.push_back(
-        troupe::Task(DigestOf).SetMaxRetries(-1).SetSchedulingStrategy(troupe::Spread{}).Remote(
-            bytes));
+    digests.push_back(troupe::Task(DigestOf)
+                          .SetMaxRetries(-1)
+                          .SetSchedulingStrategy(troupe::Spread{})
+                          .Remote(bytes));
     result.tasks += 2;
   }
 
@@ -311,7 +335,7 @@ RunResult RunWorkload(const Scale& scale) {
           ExpectedChain(c, words, scale.chain_length)) {
         record(absl::StrCat("chain ", c, ": wrong value"));
       }
-    } catch (const troupe::TroupeError& e) {
+    } catch (const std::exception& e) {
       record(absl::StrCat("chain ", c, ": ", e.what()));
     }
   }
@@ -321,17 +345,18 @@ RunResult RunWorkload(const Scale& scale) {
       if (*troupe::Get(digests[i], std::chrono::minutes(5)) != expected) {
         record(absl::StrCat("large object ", i, ": wrong digest"));
       }
-    } catch (const troupe::TroupeError& e) {
+    } catch (const std::exception& e) {
       record(absl::StrCat("large object ", i, ": ", e.what()));
     }
   }
   caller.join();
+  if (!caller_error.empty()) record("submitting actor calls: " + caller_error);
   for (int a = 0; a < scale.actors; ++a) {
-    for (int i = 0; i < scale.calls_per_actor; ++i) {
+    for (int i = 0; i < static_cast<int>(calls[a].size()); ++i) {
       try {
         const int64_t got = *troupe::Get(calls[a][i], std::chrono::minutes(5));
         if (got != i) record(absl::StrCat("actor ", a, " call ", i, ": answered ", got));
-      } catch (const troupe::TroupeError& e) {
+      } catch (const std::exception& e) {
         record(absl::StrCat("actor ", a, " call ", i, ": ", e.what()));
       }
     }

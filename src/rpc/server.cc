@@ -96,7 +96,12 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // Reconnect quickly after a peer restarts (the default backoff grows to two minutes).
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // Despite its name, gRPC core reads this as the minimum time one connection attempt gets to
+  // finish its TCP and HTTP/2 handshake (MIN_CONNECT_TIMEOUT in gRPC's connection-backoff
+  // design). At 100 ms a loaded machine failed handshakes with live peers ("connection attempt
+  // timed out before receiving SETTINGS frame"), which surfaced as lost objects and unreachable
+  // actors; a refused connection (dead peer) still fails at once, and calls carry deadlines.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 

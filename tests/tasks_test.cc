@@ -423,7 +423,8 @@ TEST(TasksTest, StatusReportsTheObjectStoresRealUse) {
       << status.dump(2);
   ASSERT_EQ(status["nodes"].size(), 1u);
   const nlohmann::json& store = status["nodes"][0]["object_store"];
-  EXPECT_EQ(store.value("used_bytes", int64_t{0}), 40 << 20) << store.dump();
+  EXPECT_GE(store.value("used_bytes", int64_t{0}), 40 << 20) << store.dump();
+  EXPECT_LT(store.value("used_bytes", int64_t{0}), 41 << 20) << store.dump();  // + its header
   EXPECT_EQ(store.value("num_objects", int64_t{0}), 1) << store.dump();
   EXPECT_GT(store.value("capacity_bytes", int64_t{0}), 40 << 20) << store.dump();
   troupe::testing::CommandResult text = cluster.Troupe({"status"});
@@ -686,7 +687,8 @@ bool ReadUntil(OwnerDriver& driver, const std::string& line) {
 // Bytes in memory and on disk, and objects, in every alive node's store; -1 if one cannot say.
 int64_t StoreFootprint(TestCluster& cluster) {
   int64_t total = 0;
-  for (const auto& node : cluster.Status()["nodes"]) {
+  const nlohmann::json status = cluster.Status();
+  for (const auto& node : status["nodes"]) {
     if (node["state"] != "ALIVE") continue;
     troupe::RayletClient raylet(
         absl::StrCat(node["node_ip"].get<std::string>(), ":", node["raylet_port"].get<int>()),

@@ -1,8 +1,10 @@
 // Remote tasks and objects on real multi-node clusters (head + raylets on loopback, started by
 // TestCluster). This binary is also the worker program: raylets start it in worker mode, where
 // main() hands over to troupe::Init before any test runs.
+#include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -405,6 +407,30 @@ TEST(TasksTest, ReferenceCountingFreesStoreMemory) {
       << used << " bytes still used";
 }
 
+// Regression: `troupe status` showed "0B/... object_store_memory" while /metrics showed the
+// store in use (it printed the scheduler's view of a resource no lease takes).
+TEST(TasksTest, StatusReportsTheObjectStoresRealUse) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  Driver driver(cluster);
+  auto ref = troupe::Put(MakeBytes(40 << 20, 4));
+  nlohmann::json status;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        status = cluster.Status();
+        return status["object_store"].value("used_bytes", int64_t{0}) >= (40 << 20);
+      },
+      absl::Seconds(10), "`troupe status --format=json` to show the 40 MiB object"))
+      << status.dump(2);
+  ASSERT_EQ(status["nodes"].size(), 1u);
+  const nlohmann::json& store = status["nodes"][0]["object_store"];
+  EXPECT_GE(store.value("used_bytes", int64_t{0}), 40 << 20) << store.dump();
+  EXPECT_LT(store.value("used_bytes", int64_t{0}), 41 << 20) << store.dump();  // + its header
+  EXPECT_EQ(store.value("num_objects", int64_t{0}), 1) << store.dump();
+  EXPECT_GT(store.value("capacity_bytes", int64_t{0}), 40 << 20) << store.dump();
+  troupe::testing::CommandResult text = cluster.Troupe({"status"});
+  EXPECT_TRUE(absl::StrContains(text.out, "40.00MiB/")) << text.out;
+}
+
 TEST(TasksTest, HundredThousandShortLivedObjectsLeaveNothingBehind) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
@@ -589,11 +615,158 @@ TEST(TasksTest, WorkersRunTheDriversProgramWithoutASharedFilesystem) {
   EXPECT_TRUE(cached) << "no raylet fetched the executable from the GCS";
 }
 
+// ---- An owner that leaves while holding its objects ----
+
+// The child driver of the owner tests (this binary, run with TROUPE_TEST_OWNER_DRIVER=<how>):
+// puts objects on its own node (the head) and has tasks return large objects on the worker node
+// OWNER_TEST_WORKER_NODE, more than either store holds (so some spill), reads one remote result
+// here (a secondary copy), prints READY and then leaves holding every reference: "exit" (the
+// process ends without Shutdown), "shutdown" (Shutdown, then the process lives on until killed)
+// or "sigkill" (waits to be killed).
+int RunOwnerDriver(const std::string& how) {
+  troupe::Init();
+  const std::string worker_node = std::getenv("OWNER_TEST_WORKER_NODE");
+  std::vector<troupe::ObjectRef<std::vector<uint8_t>>> held;
+  for (int i = 0; i < 4; ++i) held.push_back(troupe::Put(MakeBytes(24 << 20, i)));
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(troupe::Task(MakeBytes)
+                       .SetSchedulingStrategy(troupe::NodeAffinity{worker_node})
+                       .Remote(24 << 20, 10 + i));
+  }
+  troupe::Wait(held, static_cast<int>(held.size()));
+  { auto view = troupe::GetView(held.back()); }  // a secondary copy on this node, not pinned
+  std::cout << "READY" << std::endl;
+  if (how == "exit") std::exit(0);
+  if (how == "shutdown") {
+    troupe::Shutdown();
+    std::cout << "SHUT DOWN" << std::endl;
+  }
+  while (true) pause();
+}
+
+struct OwnerDriver {
+  int pid = -1;
+  FILE* out = nullptr;  // the child's stdout
+};
+
+// Starts RunOwnerDriver(how) in a child process, its stdout piped to `out`.
+OwnerDriver StartOwnerDriver(TestCluster& cluster, const std::string& worker_node,
+                             const std::string& how) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  const std::string env[] = {
+      "TROUPE_TEST_OWNER_DRIVER=" + how, "TROUPE_ADDRESS=" + cluster.gcs_address(),
+      "TROUPE_TOKEN=" + cluster.token(), "OWNER_TEST_WORKER_NODE=" + worker_node};
+  std::vector<char*> envp;
+  for (char** entry = environ; *entry != nullptr; ++entry) envp.push_back(*entry);
+  for (const auto& entry : env) envp.push_back(const_cast<char*>(entry.c_str()));
+  envp.push_back(nullptr);
+  char* argv[] = {const_cast<char*>("tasks_test"), nullptr};
+  OwnerDriver driver;
+  driver.pid = fork();
+  if (driver.pid == 0) {  // only async-signal-safe calls until exec
+    dup2(fds[1], 1);
+    close(fds[0]);
+    execve("/proc/self/exe", argv, envp.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  driver.out = fdopen(fds[0], "r");
+  return driver;
+}
+
+// Reads the child's output until a line equal to `line`; false if it ended first.
+bool ReadUntil(OwnerDriver& driver, const std::string& line) {
+  char buffer[1024];
+  while (fgets(buffer, sizeof(buffer), driver.out) != nullptr) {
+    if (absl::StripTrailingAsciiWhitespace(buffer) == line) return true;
+  }
+  return false;
+}
+
+// Bytes in memory and on disk, and objects, in every alive node's store; -1 if one cannot say.
+int64_t StoreFootprint(TestCluster& cluster) {
+  int64_t total = 0;
+  const nlohmann::json status = cluster.Status();
+  for (const auto& node : status["nodes"]) {
+    if (node["state"] != "ALIVE") continue;
+    troupe::RayletClient raylet(
+        absl::StrCat(node["node_ip"].get<std::string>(), ":", node["raylet_port"].get<int>()),
+        cluster.token());
+    auto stats = raylet.GetNodeStats();
+    if (!stats.ok()) return -1;
+    total += stats->object_store().used_bytes() + stats->object_store().spilled_bytes() +
+             stats->object_store().num_objects();
+  }
+  return total;
+}
+
+// Files in the spill directories of every session of the cluster.
+int SpilledFiles(TestCluster& cluster) {
+  int files = 0;
+  DIR* root = opendir(cluster.temp_root().c_str());
+  if (root == nullptr) return -1;
+  while (dirent* session = readdir(root)) {
+    const std::string name = session->d_name;
+    if (!absl::StartsWith(name, "session_") || name == "session_latest") continue;
+    if (DIR* spill = opendir((cluster.temp_root() + "/" + name + "/spill").c_str())) {
+      while (dirent* file = readdir(spill)) files += file->d_name[0] != '.';
+      closedir(spill);
+    }
+  }
+  closedir(root);
+  return files;
+}
+
+class OwnerLeavesTest : public ::testing::TestWithParam<std::string> {};
+
+// Regression: a driver that ended holding references left its objects in every store and spill
+// directory for good, so each run of a program filled the cluster a little more.
+TEST_P(OwnerLeavesTest, EveryObjectItOwnedIsFreedOnEveryNode) {
+  const std::string how = GetParam();
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=1", "--object-store-memory=64MiB"}));
+  ASSERT_OK_AND_ASSIGN(std::string worker_node,
+                       cluster.AddWorker({"--num-cpus=1", "--object-store-memory=64MiB"}));
+  OwnerDriver driver = StartOwnerDriver(cluster, worker_node, how);
+  ASSERT_TRUE(ReadUntil(driver, "READY")) << "the child driver ended before its objects existed";
+  EXPECT_GT(StoreFootprint(cluster), 8 * (24 << 20));
+  EXPECT_GT(SpilledFiles(cluster), 0) << "the test means to cover spilled objects too";
+  if (how == "shutdown") {
+    ASSERT_TRUE(ReadUntil(driver, "SHUT DOWN"));
+  } else if (how == "sigkill") {
+    ASSERT_EQ(kill(driver.pid, SIGKILL), 0);
+  }
+  if (how != "shutdown") {
+    int status = 0;
+    ASSERT_EQ(waitpid(driver.pid, &status, 0), driver.pid);
+    if (how == "exit") EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  int64_t footprint = -1;
+  EXPECT_TRUE(WaitUntil([&] { return (footprint = StoreFootprint(cluster)) == 0; },
+                        absl::Seconds(30), "every node's store to be empty"))
+      << footprint << " bytes + objects left";
+  int spilled = -1;
+  EXPECT_TRUE(WaitUntil([&] { return (spilled = SpilledFiles(cluster)) == 0; }, absl::Seconds(5),
+                        "the spill directories to be empty"))
+      << spilled << " files left";
+  if (how == "shutdown") {  // freed while the process still lives; now let it go
+    kill(driver.pid, SIGKILL);
+    waitpid(driver.pid, nullptr, 0);
+  }
+  fclose(driver.out);
+}
+
+INSTANTIATE_TEST_SUITE_P(HowItLeaves, OwnerLeavesTest,
+                         ::testing::Values("exit", "shutdown", "sigkill"),
+                         [](const auto& info) { return info.param; });
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // In worker mode this never returns: the raylet started this binary to run tasks.
   if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
+  if (const char* how = std::getenv("TROUPE_TEST_OWNER_DRIVER")) return RunOwnerDriver(how);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -172,6 +172,10 @@ void Shutdown() {
   internal::RuntimeGateway::Process().Close();
   if (session->log_printer) session->log_printer->Stop();
   session->core->Shutdown();
+  // The driver owns its objects: reporting its exit now makes every raylet free them at once
+  // (its raylet reports it again when the process ends; the second report changes nothing).
+  (void)session->gcs->ReportWorkerExit(session->core->worker_id().Binary(),
+                                       session->core->node_id().Binary(), "shut down");
   (void)session->gcs->MarkJobFinished(session->job_id.Binary());
   if (session->cluster) session->cluster->Stop();
 }

@@ -24,7 +24,19 @@ struct NodeRow {
   std::map<std::string, double> total;
   std::map<std::string, double> available;
   std::vector<std::string> infeasible;  // demands waiting here that no node can run
+  // The object store as the raylet last reported it. object_store_memory is not a resource
+  // leases take, so its "available" says nothing about use: these numbers do.
+  int64_t store_used_bytes = 0;
+  int64_t store_spilled_bytes = 0;
+  int64_t store_num_objects = 0;
 };
+
+// How much of `name` the node uses: the object store's real use for object_store_memory, what
+// leases hold for every other resource.
+double UsedOf(const NodeRow& row, const std::string& name) {
+  if (name == kObjectStoreMemory) return static_cast<double>(row.store_used_bytes);
+  return row.total.at(name) - (row.available.count(name) ? row.available.at(name) : 0);
+}
 
 std::string UsedOfTotal(const std::string& name, double used, double total) {
   return absl::StrCat(FormatQuantity(name, used), "/", FormatQuantity(name, total), " ", name);
@@ -67,12 +79,17 @@ void PrintText(const rpc::GetClusterInfoReply& info, const std::string& address,
     }
     std::string line;
     for (const auto& name : OrderedNames(row.total)) {
-      double used = row.total.at(name) - (row.available.count(name) ? row.available.at(name) : 0);
+      double used = UsedOf(row, name);
       cluster_total[name] += row.total.at(name);
       cluster_used[name] += used;
       absl::StrAppend(&line, line.empty() ? "" : ", ", UsedOfTotal(name, used, row.total.at(name)));
     }
     printf("        %s\n", line.c_str());
+    if (row.store_spilled_bytes > 0 || row.store_num_objects > 0) {
+      printf("        object store: %lld objects, %s spilled to disk\n",
+             static_cast<long long>(row.store_num_objects),
+             FormatBytes(row.store_spilled_bytes).c_str());
+    }
     for (const auto& [key, value] : row.info.labels()) {
       printf("        label %s=%s\n", key.c_str(), value.c_str());
     }
@@ -107,6 +124,7 @@ void PrintJson(const rpc::GetClusterInfoReply& info, const std::string& address,
   out["gcs_address"] = address;
   out["version"] = info.version();
   std::map<std::string, double> total, available;
+  int64_t store_used = 0, store_spilled = 0, store_objects = 0;
   out["nodes"] = nlohmann::json::array();
   for (const auto& row : rows) {
     const bool is_alive = row.info.state() == rpc::NodeInfo::ALIVE;
@@ -130,11 +148,26 @@ void PrintJson(const rpc::GetClusterInfoReply& info, const std::string& address,
     } else {
       for (const auto& [name, value] : row.total) total[name] += value;
       for (const auto& [name, value] : row.available) available[name] += value;
+      node["object_store"] = {{"used_bytes", row.store_used_bytes},
+                              {"spilled_bytes", row.store_spilled_bytes},
+                              {"num_objects", row.store_num_objects}};
+      if (row.total.count(kObjectStoreMemory)) {
+        node["object_store"]["capacity_bytes"] =
+            static_cast<int64_t>(row.total.at(kObjectStoreMemory));
+      }
+      store_used += row.store_used_bytes;
+      store_spilled += row.store_spilled_bytes;
+      store_objects += row.store_num_objects;
     }
     out["nodes"].push_back(node);
   }
   out["resources_total"] = total;
   out["resources_available"] = available;
+  out["object_store"] = {
+      {"used_bytes", store_used}, {"spilled_bytes", store_spilled}, {"num_objects", store_objects}};
+  if (total.count(kObjectStoreMemory)) {
+    out["object_store"]["capacity_bytes"] = static_cast<int64_t>(total.at(kObjectStoreMemory));
+  }
   std::set<std::string> infeasible;
   for (const auto& row : rows) infeasible.insert(row.infeasible.begin(), row.infeasible.end());
   out["infeasible_demands"] = infeasible;
@@ -233,6 +266,9 @@ int StatusCommand(const std::vector<std::string>& args) {
       row.available = {it->second.available().begin(), it->second.available().end()};
       row.infeasible = {it->second.infeasible_demands().begin(),
                         it->second.infeasible_demands().end()};
+      row.store_used_bytes = it->second.object_store_used_bytes();
+      row.store_spilled_bytes = it->second.object_store_spilled_bytes();
+      row.store_num_objects = it->second.object_store_num_objects();
     }
     rows.push_back(std::move(row));
   }

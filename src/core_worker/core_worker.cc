@@ -292,7 +292,9 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
       if (outcome.size > 0) outcome.write(bytes.data());
       ret->set_inline_value(std::move(bytes));
     } else {
-      auto stored = objects_->StoreTaskReturn(ReturnIdOf(spec), outcome.size, outcome.write);
+      // The caller owns the return: the store frees it if the caller goes away holding it.
+      auto stored = objects_->StoreTaskReturn(ReturnIdOf(spec), outcome.size, outcome.write,
+                                              spec.caller_worker_id(), spec.caller_node_id());
       if (stored.ok()) {
         ret->set_in_plasma(true);
         ret->set_raylet_address(stored->raylet_address());

@@ -95,6 +95,7 @@ class CoreWorker {
   void Shutdown();
   const std::string& address() const { return address_; }
   const NodeId& node_id() const { return node_id_; }
+  const WorkerId& worker_id() const { return options_.worker_id; }
   const JobId& job_id() const { return options_.job_id; }
   const std::string& node_ip() const { return options_.node_ip; }
   // Inside an actor (worker mode): the actor's ID; nil elsewhere. Any thread.

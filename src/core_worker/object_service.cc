@@ -100,7 +100,7 @@ absl::StatusOr<ObjectRefInfo> ObjectService::Put(size_t size,
     write(bytes.data());
     object.value.set_inline_value(std::move(bytes));
   } else {
-    auto stored = StoreTaskReturn(id, size, write);
+    auto stored = StoreTaskReturn(id, size, write, options_.worker_id.Binary(), node_id_.Binary());
     if (!stored.ok()) return stored.status();
     object.value = std::move(*stored);
     object.copy_raylet_addresses.push_back(options_.raylet_address);
@@ -114,8 +114,10 @@ absl::StatusOr<ObjectRefInfo> ObjectService::Put(size_t size,
 }
 
 absl::StatusOr<rpc::ReturnObject> ObjectService::StoreTaskReturn(
-    const ObjectId& id, size_t size, const std::function<void(char*)>& write) {
-  auto path = raylet_->CreateObject(id.Binary(), static_cast<int64_t>(size), /*primary=*/true);
+    const ObjectId& id, size_t size, const std::function<void(char*)>& write,
+    const std::string& owner_worker_id, const std::string& owner_node_id) {
+  auto path = raylet_->CreateObject(id.Binary(), static_cast<int64_t>(size), /*primary=*/true,
+                                    owner_worker_id, owner_node_id);
   if (!path.ok()) return path.status();
   auto target = MapForWrite(*path, size);
   if (!target.ok()) return target.status();

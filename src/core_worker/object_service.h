@@ -82,9 +82,14 @@ class ObjectService {
   // GetObjectStatus (borrowed ones); never polls.
   std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_ready,
                          absl::Time deadline);
-  // Writes a task return (or a large Put) into this node's object store.
+  // Writes a task return (or a large Put) into this node's object store, recorded there as owned
+  // by the process `owner_worker_id` on node `owner_node_id` (binary IDs; the task's caller), so
+  // the store frees it when that process exits or dies.
   absl::StatusOr<rpc::ReturnObject> StoreTaskReturn(const ObjectId& id, size_t size,
-                                                    const std::function<void(char*)>& write);
+                                                    const std::function<void(char*)>& write,
+                                                    const std::string& owner_worker_id,
+                                                    const std::string& owner_node_id);
+  const WorkerId& worker_id() const { return options_.worker_id; }
   // A task this process submitted finished: records its returns (dropping those nobody wants
   // any more) and the borrowers the worker reported.
   void StoreReturns(const rpc::PushTaskReply& reply);

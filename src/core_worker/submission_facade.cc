@@ -43,6 +43,7 @@ rpc::TaskSpec SubmissionFacade::BuildTaskSpec(const TaskId& task_id,
   spec.set_num_returns(1);
   spec.set_caller_address(address_);
   spec.set_caller_node_id(node_id_.Binary());
+  spec.set_caller_worker_id(objects_->worker_id().Binary());
   std::vector<ObjectRefInfo> held;
   for (auto& arg : args) {
     rpc::TaskArg* out = spec.add_args();

@@ -266,7 +266,15 @@ void ActorManager::OnActorFailedLocked(Actor& actor, const std::string& cause) {
   ScheduleLocked(actor);
 }
 
-void ActorManager::OnWorkerExit(const std::string& worker_id, const std::string& how) {
+void ActorManager::OnWorkerExit(const std::string& worker_id, const std::string& how,
+                                const std::string& node_id) {
+  rpc::PubMessage message;
+  message.set_channel(rpc::WORKER_CHANNEL);
+  message.set_key(worker_id);
+  message.mutable_worker_exit()->set_worker_id(worker_id);
+  message.mutable_worker_exit()->set_node_id(node_id);
+  message.mutable_worker_exit()->set_how(how);
+  publisher_->Publish(std::move(message));
   DoWorkerExit(worker_id, how);
   SendOutbox();
 }

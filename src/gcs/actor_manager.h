@@ -53,7 +53,11 @@ class ActorManager {
   std::vector<rpc::ActorInfo> GetAllActors() const;
   absl::Status KillActor(const std::string& actor_id, bool no_restart);
 
-  void OnWorkerExit(const std::string& worker_id, const std::string& how);
+  // A raylet reports that a worker or driver process of its node (`node_id`) exited or died
+  // (`how`). Publishes it on the WORKER channel (raylets free the objects it owned), then fails
+  // or restarts the actor it held, if any.
+  void OnWorkerExit(const std::string& worker_id, const std::string& how,
+                    const std::string& node_id = "");
   void OnActorExit(const std::string& actor_id);
   void OnNodeDead(const rpc::NodeInfo& node);
   void OnJobFinished(const std::string& job_id);

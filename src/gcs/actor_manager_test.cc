@@ -147,6 +147,24 @@ TEST_F(ActorManagerTest, LeasesPushesCreationAndBecomesAlive) {
   EXPECT_EQ(info.lease_id(), "lease-0");
 }
 
+// Raylets free the objects an exited process owned when they see its exit on the WORKER channel;
+// drivers and plain task workers hold no actor, and are published all the same.
+TEST_F(ActorManagerTest, EveryWorkerExitIsPublishedOnTheWorkerChannel) {
+  const std::string driver = WorkerId::FromRandom().Binary();
+  const std::string node = NodeId::FromRandom().Binary();
+  rpc::PollRequest poll;
+  poll.set_after_seq(0);
+  poll.add_channels(rpc::WORKER_CHANNEL);
+  actors_.OnWorkerExit(driver, "was killed by signal 9", node);
+  rpc::PollReply reply;
+  publisher_.Poll(poll, [&](rpc::PollReply r) { reply = std::move(r); });
+  ASSERT_EQ(reply.messages_size(), 1);
+  EXPECT_EQ(reply.messages(0).key(), driver);
+  EXPECT_EQ(reply.messages(0).worker_exit().worker_id(), driver);
+  EXPECT_EQ(reply.messages(0).worker_exit().node_id(), node);
+  EXPECT_EQ(reply.messages(0).worker_exit().how(), "was killed by signal 9");
+}
+
 TEST_F(ActorManagerTest, RestartsWithTheCauseUntilMaxRestartsThenDies) {
   TestNode node = AddNode(7001, {{"CPU", 4}});
   std::string worker;

@@ -258,7 +258,7 @@ ServerUnaryReactor* ActorInfoGrpcService::ReportWorkerExit(
     CallbackServerContext* context, const rpc::ReportWorkerExitRequest* request,
     rpc::ReportWorkerExitReply*) {
   return RespondChecked(context, *auth_, *request, [&] {
-    actors_->OnWorkerExit(request->worker_id(), request->how());
+    actors_->OnWorkerExit(request->worker_id(), request->how(), request->node_id());
     return absl::OkStatus();
   });
 }

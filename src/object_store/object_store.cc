@@ -86,10 +86,17 @@ std::string ObjectStore::SpillPath(const ObjectId& id) const {
   return absl::StrCat(options_.spill_dir, "/", id.Hex());
 }
 
-absl::StatusOr<std::string> ObjectStore::Create(const ObjectId& id, int64_t size, bool primary) {
+absl::StatusOr<std::string> ObjectStore::Create(const ObjectId& id, int64_t size, bool primary,
+                                                const ObjectOwner& owner) {
   absl::MutexLock lock(&mu_);
   if (entries_.contains(id)) {
     return absl::AlreadyExistsError(absl::StrCat("object ", id.Hex(), " already exists"));
+  }
+  if ((!owner.worker_id.IsNil() && dead_owners_.contains(owner.worker_id)) ||
+      (!owner.node_id.IsNil() && dead_owner_nodes_.contains(owner.node_id))) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("object ", id.Hex(), " belongs to worker ", owner.worker_id.Hex(),
+                     ", which has exited or died: nobody could read or free it"));
   }
   if (size > options_.capacity_bytes) {
     return absl::ResourceExhaustedError(
@@ -127,6 +134,7 @@ absl::StatusOr<std::string> ObjectStore::Create(const ObjectId& id, int64_t size
   Entry& entry = entries_[id];
   entry.size = size;
   entry.primary = primary;
+  entry.owner = owner;
   entry.lru = lru_.end();
   stats_.used_bytes += size;
   stats_.num_objects++;
@@ -170,7 +178,7 @@ absl::StatusOr<ObjectStore::Location> ObjectStore::Get(const ObjectId& id) {
     lru_.splice(lru_.end(), lru_, entry.lru);
   }
   entry.pins++;
-  return Location{ShmPath(id), entry.size};
+  return Location{ShmPath(id), entry.size, entry.owner};
 }
 
 void ObjectStore::Release(const ObjectId& id) {
@@ -188,6 +196,10 @@ bool ObjectStore::Contains(const ObjectId& id) const {
 
 void ObjectStore::Delete(const ObjectId& id) {
   absl::MutexLock lock(&mu_);
+  DeleteLocked(id);
+}
+
+void ObjectStore::DeleteLocked(const ObjectId& id) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
   if (it->second.pins > 0) {
@@ -195,6 +207,39 @@ void ObjectStore::Delete(const ObjectId& id) {
   } else {
     RemoveLocked(id);
   }
+}
+
+void ObjectStore::RememberDeadOwnerLocked(const WorkerId& worker_id) {
+  if (!dead_owners_.insert(worker_id).second) return;
+  dead_owner_order_.push_back(worker_id);
+  if (dead_owner_order_.size() > kMaxDeadOwners) {
+    dead_owners_.erase(dead_owner_order_.front());
+    dead_owner_order_.pop_front();
+  }
+}
+
+int64_t ObjectStore::FreeOwnedBy(const WorkerId& worker_id) {
+  if (worker_id.IsNil()) return 0;
+  absl::MutexLock lock(&mu_);
+  RememberDeadOwnerLocked(worker_id);
+  std::vector<ObjectId> owned;
+  for (const auto& [id, entry] : entries_) {
+    if (entry.owner.worker_id == worker_id && !entry.delete_when_released) owned.push_back(id);
+  }
+  for (const auto& id : owned) DeleteLocked(id);
+  return static_cast<int64_t>(owned.size());
+}
+
+int64_t ObjectStore::FreeOwnedByNode(const NodeId& node_id) {
+  if (node_id.IsNil()) return 0;
+  absl::MutexLock lock(&mu_);
+  dead_owner_nodes_.insert(node_id);
+  std::vector<ObjectId> owned;
+  for (const auto& [id, entry] : entries_) {
+    if (entry.owner.node_id == node_id && !entry.delete_when_released) owned.push_back(id);
+  }
+  for (const auto& id : owned) DeleteLocked(id);
+  return static_cast<int64_t>(owned.size());
 }
 
 bool ObjectStore::ReuseFileLocked(int64_t size, const std::string& path) {

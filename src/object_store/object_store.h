@@ -9,14 +9,22 @@
 // similar size takes one over, so its pages are already allocated and need no zeroing — the
 // difference between writing at fresh-memory and at warm-memory speed. Kept files are the first
 // thing dropped when space is needed.
+// Every object records its owner (the process that created it through Put or by submitting the
+// task that returned it, and that process's node). When the owner dies or exits the raylet calls
+// FreeOwnedBy / FreeOwnedByNode, which drop every copy of its objects here: primary, secondary
+// and spilled. Owners that died are remembered (the most recent kMaxDeadOwners), so an object
+// created for one afterwards (a task of a dead driver finishing late) is refused instead of
+// leaking.
 // Thread-safe: every method takes the store's lock; file I/O for spilling happens under it.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "src/common/ids.h"
@@ -27,6 +35,12 @@ struct ObjectStoreOptions {
   std::string shm_dir;    // created if missing; removed by Destroy()
   std::string spill_dir;  // created on first spill
   int64_t capacity_bytes = 0;
+};
+
+// Who owns an object. Nil IDs: unknown (the object is only freed explicitly).
+struct ObjectOwner {
+  WorkerId worker_id;
+  NodeId node_id;
 };
 
 struct ObjectStoreStats {
@@ -47,8 +61,11 @@ class ObjectStore {
   // Reserves `size` bytes and creates the object's file; returns its path. The creator writes
   // it, then calls Seal. `primary`: this is the object's first copy (never evicted, only
   // spilled); otherwise a secondary copy pulled from another node.
-  // AlreadyExists if the object exists; ResourceExhausted when it cannot be made to fit.
-  absl::StatusOr<std::string> Create(const ObjectId& id, int64_t size, bool primary);
+  // `owner`: whose object it is (see the header comment).
+  // AlreadyExists if the object exists; ResourceExhausted when it cannot be made to fit;
+  // FailedPrecondition if its owner is already known to be dead.
+  absl::StatusOr<std::string> Create(const ObjectId& id, int64_t size, bool primary,
+                                     const ObjectOwner& owner = {});
   absl::Status Seal(const ObjectId& id);
   // Drops an unsealed object (its creator failed).
   void Abort(const ObjectId& id);
@@ -56,6 +73,7 @@ class ObjectStore {
   struct Location {
     std::string path;
     int64_t size;
+    ObjectOwner owner;
   };
   // Pins a sealed object for a reader (restoring it from disk if spilled) and returns where it
   // is. NotFound if this node has no sealed copy. Every successful Get needs one Release.
@@ -65,6 +83,12 @@ class ObjectStore {
 
   // The owner freed the object: remove every trace (once the last reader releases it).
   void Delete(const ObjectId& id);
+  // The owner process `worker_id` exited or died: deletes every object it owns (as Delete does)
+  // and refuses objects created for it from now on. Returns how many objects it deleted.
+  int64_t FreeOwnedBy(const WorkerId& worker_id);
+  // The node `node_id` died, and every owner on it with it: FreeOwnedBy for each of them.
+  int64_t FreeOwnedByNode(const NodeId& node_id);
+  static constexpr size_t kMaxDeadOwners = 100000;
 
   ObjectStoreStats Stats() const;
   const std::string& shm_dir() const { return options_.shm_dir; }
@@ -79,6 +103,7 @@ class ObjectStore {
     bool spilled = false;
     bool delete_when_released = false;
     int pins = 0;
+    ObjectOwner owner;
     std::list<ObjectId>::iterator lru;  // position in lru_ while in memory
   };
 
@@ -87,6 +112,8 @@ class ObjectStore {
   absl::Status SpillLocked(const ObjectId& id, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RestoreLocked(const ObjectId& id, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLocked(const ObjectId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DeleteLocked(const ObjectId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RememberDeadOwnerLocked(const WorkerId& worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves a kept file of at least `size` bytes (and at most twice that) to `path`; false if none.
   bool ReuseFileLocked(int64_t size, const std::string& path) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropKeptFilesLocked(int64_t needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -105,6 +132,10 @@ class ObjectStore {
   int64_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_kept_file_ ABSL_GUARDED_BY(mu_) = 0;
   ObjectStoreStats stats_ ABSL_GUARDED_BY(mu_);
+  // Owners that died (FreeOwnedBy), oldest first in dead_owner_order_, and dead nodes.
+  absl::flat_hash_set<WorkerId> dead_owners_ ABSL_GUARDED_BY(mu_);
+  std::deque<WorkerId> dead_owner_order_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<NodeId> dead_owner_nodes_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace troupe

@@ -1,5 +1,6 @@
 #include "src/object_store/object_store.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,15 +21,17 @@ class ObjectStoreTest : public ::testing::Test {
     static int counter = 0;
     std::string base =
         std::string(std::getenv("TEST_TMPDIR")) + "/store" + std::to_string(counter++);
+    base_ = base;
     store_ = std::make_unique<ObjectStore>(
         ObjectStoreOptions{base + "/shm", base + "/spill", /*capacity_bytes=*/100});
   }
   ~ObjectStoreTest() override { store_->Destroy(); }
+  std::string spill_dir() const { return base_ + "/spill"; }
 
   // Creates, fills with `fill` and seals an object.
-  ObjectId Make(int64_t size, char fill, bool primary = true) {
+  ObjectId Make(int64_t size, char fill, bool primary = true, const ObjectOwner& owner = {}) {
     ObjectId id = ObjectId::FromIndex(TaskId::FromRandom(), 1);
-    auto path = store_->Create(id, size, primary);
+    auto path = store_->Create(id, size, primary, owner);
     EXPECT_TRUE(path.ok()) << path.status();
     std::ofstream(*path, std::ios::binary) << std::string(size, fill);
     EXPECT_TRUE(store_->Seal(id).ok());
@@ -44,6 +47,7 @@ class ObjectStoreTest : public ::testing::Test {
     return text.str();
   }
 
+  std::string base_;
   std::unique_ptr<ObjectStore> store_;
 };
 
@@ -55,6 +59,67 @@ TEST_F(ObjectStoreTest, CreateSealGet) {
   EXPECT_EQ(store_->Create(id, 10, true).status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(store_->Get(ObjectId::FromIndex(TaskId::FromRandom(), 1)).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+int CountFiles(const std::string& dir) {
+  int n = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+// Regression: objects of an owner that died were never freed, so the store stayed full and the
+// spill directory grew by each dead program's footprint.
+TEST_F(ObjectStoreTest, OwnerDeathFreesPrimarySecondaryAndSpilledCopies) {
+  const ObjectOwner dead{WorkerId::FromRandom(), NodeId::FromRandom()};
+  const ObjectOwner alive{WorkerId::FromRandom(), NodeId::FromRandom()};
+  ObjectId spilled = Make(40, 's', /*primary=*/true, dead);
+  ObjectId kept = Make(20, 'k', /*primary=*/true, alive);
+  ObjectId primary = Make(40, 'p', /*primary=*/true, dead);
+  ObjectId secondary = Make(30, 'c', /*primary=*/false, dead);  // spills `spilled`
+  ASSERT_GT(store_->Stats().spilled_bytes, 0);
+  auto pinned = store_->Get(primary);  // a reader still maps it
+  ASSERT_TRUE(pinned.ok());
+  EXPECT_EQ(pinned->owner.worker_id, dead.worker_id);
+
+  EXPECT_EQ(store_->FreeOwnedBy(dead.worker_id), 3);
+  EXPECT_FALSE(store_->Contains(spilled));
+  EXPECT_FALSE(store_->Contains(secondary));
+  EXPECT_FALSE(store_->Contains(primary));
+  EXPECT_TRUE(store_->Contains(kept));
+  EXPECT_EQ(store_->Stats().spilled_bytes, 0);
+  EXPECT_EQ(CountFiles(spill_dir()), 0);
+  store_->Release(primary);  // the last reader lets go: now it is gone
+  EXPECT_EQ(store_->Stats().used_bytes, 20);
+  EXPECT_EQ(store_->Stats().num_objects, 1);
+
+  // A late object for the dead owner is refused rather than leaked.
+  auto late = store_->Create(ObjectId::FromIndex(TaskId::FromRandom(), 1), 5, true, dead);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(late.status().message(), "exited or died")) << late.status();
+  EXPECT_EQ(store_->FreeOwnedBy(dead.worker_id), 0);
+  EXPECT_EQ(store_->FreeOwnedBy(WorkerId::Nil()), 0);  // unknown owners are never matched
+}
+
+TEST_F(ObjectStoreTest, NodeDeathFreesTheObjectsOfEveryOwnerOnIt) {
+  const NodeId dead_node = NodeId::FromRandom();
+  ObjectId a = Make(10, 'a', true, {WorkerId::FromRandom(), dead_node});
+  ObjectId b = Make(10, 'b', false, {WorkerId::FromRandom(), dead_node});
+  ObjectId other = Make(10, 'o', true, {WorkerId::FromRandom(), NodeId::FromRandom()});
+  ObjectId unowned = Make(10, 'u');
+  EXPECT_EQ(store_->FreeOwnedByNode(dead_node), 2);
+  EXPECT_FALSE(store_->Contains(a));
+  EXPECT_FALSE(store_->Contains(b));
+  EXPECT_TRUE(store_->Contains(other));
+  EXPECT_TRUE(store_->Contains(unowned));
+  EXPECT_EQ(store_
+                ->Create(ObjectId::FromIndex(TaskId::FromRandom(), 1), 5, true,
+                         {WorkerId::FromRandom(), dead_node})
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(ObjectStoreTest, UnsealedObjectsAreInvisible) {

@@ -315,7 +315,12 @@ void LeaseManager::PopWorkerFor(WorkerStart start) {
         (*worker)->detached = grant->pending.request.resource_spec().detached_actor();
         {
           absl::MutexLock lock(&mu_);
-          leases_[lease_id] = {*worker, grant->allocation, false, grant->bundle, next_order_++};
+          const rpc::TaskSpec& spec = grant->pending.request.resource_spec();
+          const int rank = spec.type() != rpc::TaskSpec::NORMAL_TASK ? 2
+                           : spec.max_retries() > 0                  ? 0
+                                                                     : 1;
+          leases_[lease_id] = {*worker,       grant->allocation, false,
+                               grant->bundle, next_order_++,     rank};
           lease_of_worker_[(*worker)->worker_id] = lease_id;
         }
         reply.set_worker_address((*worker)->address);
@@ -459,7 +464,10 @@ std::shared_ptr<Worker> LeaseManager::NewestLeasedWorker() const {
   absl::MutexLock lock(&mu_);
   const Lease* newest = nullptr;
   for (const auto& [id, lease] : leases_) {
-    if (newest == nullptr || lease.order > newest->order) newest = &lease;
+    if (newest == nullptr || lease.memory_kill_rank < newest->memory_kill_rank ||
+        (lease.memory_kill_rank == newest->memory_kill_rank && lease.order > newest->order)) {
+      newest = &lease;
+    }
   }
   return newest ? newest->worker : nullptr;
 }

@@ -63,7 +63,8 @@ class LeaseManager {
   // Refuses every queued request (the raylet is shutting down).
   void RejectAllPending(const std::string& why);
 
-  // The worker of the most recently granted lease (what the memory monitor stops first).
+  // The worker the memory monitor stops first: the most recently granted lease of a task that
+  // will be retried; failing that, of any task; actors last. nullptr when nothing is leased.
   std::shared_ptr<Worker> NewestLeasedWorker() const;
 
   ResourceSet Available() const;
@@ -84,6 +85,9 @@ class LeaseManager {
     bool blocked = false;
     std::string bundle;  // reservation the resources came from ("" = the node's own)
     uint64_t order = 0;  // grant order
+    // Who goes first when memory runs out (lower first): 0 a task that will be retried, 1 a
+    // task that will not, 2 an actor (its state would be lost).
+    int memory_kill_rank = 0;
   };
   struct Grant {
     Pending pending;

@@ -93,8 +93,9 @@ class LeaseManagerTest : public ::testing::Test {
     rpc::RequestWorkerLeaseReply reply;
     std::shared_ptr<Worker> worker;
   };
-  Granted Grant(const Amounts& demand, int pop) {
-    auto slot = Ask(Request(demand));
+  Granted Grant(const Amounts& demand, int pop) { return Grant(Request(demand), pop); }
+  Granted Grant(const rpc::RequestWorkerLeaseRequest& request, int pop) {
+    auto slot = Ask(request);
     EXPECT_TRUE(launcher_.AwaitPops(pop + 1));
     Granted granted;
     granted.worker = launcher_.GrantPop(pop);
@@ -494,6 +495,28 @@ TEST_F(LeaseManagerTest, TheNewestLeaseIsTheMemoryMonitorsVictim) {
   EXPECT_EQ(manager_.NewestLeasedWorker(), b.worker);
   ASSERT_TRUE(manager_.ReturnWorker(b.reply.lease_id(), false).ok());
   EXPECT_EQ(manager_.NewestLeasedWorker(), a.worker);
+}
+
+// Regression: the memory monitor killed the newest lease whatever it was, so an actor (whose
+// state dies with it) went before a task that would simply have been retried.
+TEST_F(LeaseManagerTest, TheMemoryMonitorPicksRetriableTasksFirstAndActorsLast) {
+  rpc::RequestWorkerLeaseRequest retriable = Request({{"CPU", 1}});
+  retriable.mutable_resource_spec()->set_max_retries(3);
+  rpc::RequestWorkerLeaseRequest once = Request({{"CPU", 1}});
+  once.mutable_resource_spec()->set_max_retries(0);
+  rpc::RequestWorkerLeaseRequest actor = Request({{"CPU", 1}});
+  actor.mutable_resource_spec()->set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
+  Granted old_retriable = Grant(retriable, 0);
+  Granted new_retriable = Grant(retriable, 1);
+  Granted not_retried = Grant(once, 2);
+  Granted newest_actor = Grant(actor, 3);
+  EXPECT_EQ(manager_.NewestLeasedWorker(), new_retriable.worker);
+  ASSERT_TRUE(manager_.ReturnWorker(new_retriable.reply.lease_id(), true).ok());
+  EXPECT_EQ(manager_.NewestLeasedWorker(), old_retriable.worker);
+  ASSERT_TRUE(manager_.ReturnWorker(old_retriable.reply.lease_id(), true).ok());
+  EXPECT_EQ(manager_.NewestLeasedWorker(), not_retried.worker);
+  ASSERT_TRUE(manager_.ReturnWorker(not_retried.reply.lease_id(), true).ok());
+  EXPECT_EQ(manager_.NewestLeasedWorker(), newest_actor.worker);
 }
 
 }  // namespace

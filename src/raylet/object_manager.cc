@@ -48,7 +48,15 @@ absl::Status ObjectManager::Transfer(const ObjectId& id, const std::string& from
                 absl::StrCat("an object chunk says the object has ", chunk.total_size(), " bytes"));
           }
           size = chunk.total_size();
-          auto path = store_->Create(id, size, /*primary=*/false);
+          // The copy is the owner's like the primary: it goes when the owner does.
+          ObjectOwner owner;
+          if (auto worker = WorkerId::FromBinary(chunk.owner_worker_id()); worker.ok()) {
+            owner.worker_id = *worker;
+          }
+          if (auto node = NodeId::FromBinary(chunk.owner_node_id()); node.ok()) {
+            owner.node_id = *node;
+          }
+          auto path = store_->Create(id, size, /*primary=*/false, owner);
           if (!path.ok()) return path.status();
           fd = open(path->c_str(), O_RDWR | O_CLOEXEC);
           if (fd < 0 ||
@@ -94,6 +102,10 @@ absl::Status ObjectManager::ServeObject(const ObjectId& id, int64_t chunk_size,
     rpc::ObjectChunk chunk;
     chunk.set_object_id(id.Binary());
     chunk.set_total_size(location->size);
+    if (!location->owner.worker_id.IsNil()) {
+      chunk.set_owner_worker_id(location->owner.worker_id.Binary());
+    }
+    if (!location->owner.node_id.IsNil()) chunk.set_owner_node_id(location->owner.node_id.Binary());
     std::string buffer;
     int64_t offset = 0;
     do {

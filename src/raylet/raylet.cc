@@ -71,6 +71,9 @@ Raylet::Raylet(RayletOptions options, const Clock* clock)
               TROUPE_LOG(Info) << "driver of job " << worker.job_id.Hex() << " (pid " << worker.pid
                                << ") is gone; marking the job finished";
               (void)gcs_.MarkJobFinished(worker.job_id.Binary());
+              // Reported like a worker's exit, so every raylet frees the objects it owned.
+              absl::MutexLock lock(&mu_);
+              unreported_exits_.emplace_back(worker.worker_id.Binary(), "exited");
               return;
             }
             TROUPE_LOG(Info) << "worker " << worker.worker_id.ShortHex() << " (pid " << worker.pid
@@ -198,7 +201,12 @@ absl::Status Raylet::HandleCreateObject(const rpc::CreateObjectRequest& request,
                                         rpc::CreateObjectReply* reply) {
   auto id = ObjectId::FromBinary(request.object_id());
   if (!id.ok()) return id.status();
-  auto path = object_store_.Create(*id, request.size(), request.primary());
+  ObjectOwner owner;  // both optional, and checked by the request validation
+  if (!request.owner_worker_id().empty())
+    owner.worker_id = *WorkerId::FromBinary(request.owner_worker_id());
+  if (!request.owner_node_id().empty())
+    owner.node_id = *NodeId::FromBinary(request.owner_node_id());
+  auto path = object_store_.Create(*id, request.size(), request.primary(), owner);
   if (!path.ok()) return path.status();
   reply->set_path(*path);
   return absl::OkStatus();
@@ -290,6 +298,7 @@ void Raylet::FollowJobs() {
     poll.set_after_seq(cursor);
     poll.add_channels(rpc::JOB_CHANNEL);
     poll.add_channels(rpc::NODE_CHANNEL);
+    poll.add_channels(rpc::WORKER_CHANNEL);
     poll.set_timeout_ms(cursor < 0 ? 0 : 1000);
     auto reply = gcs_.Poll(poll);
     if (!reply.ok()) {
@@ -302,6 +311,18 @@ void Raylet::FollowJobs() {
         auto node_id = NodeId::FromBinary(message.node().node_id());
         if (node_id.ok() && message.node().state() == rpc::NodeInfo::DEAD) {
           lease_manager_.MarkNodeDead(*node_id);
+          // Every owner on that node died with it.
+          if (*node_id != options_.node_id) object_store_.FreeOwnedByNode(*node_id);
+        }
+        continue;
+      }
+      if (message.channel() == rpc::WORKER_CHANNEL) {
+        // An owner exited or died: its objects here (primary, secondary, spilled) go too.
+        auto worker_id = WorkerId::FromBinary(message.worker_exit().worker_id());
+        if (!worker_id.ok()) continue;
+        if (int64_t freed = object_store_.FreeOwnedBy(*worker_id); freed > 0) {
+          TROUPE_LOG(Info) << "freed " << freed << " objects of worker " << worker_id->ShortHex()
+                           << ", which " << message.worker_exit().how();
         }
         continue;
       }

@@ -101,11 +101,15 @@ absl::Status RayletClient::NotifyBlocked(const std::string& worker_id, bool bloc
 }
 
 absl::StatusOr<std::string> RayletClient::CreateObject(const std::string& object_id, int64_t size,
-                                                       bool primary) {
+                                                       bool primary,
+                                                       const std::string& owner_worker_id,
+                                                       const std::string& owner_node_id) {
   rpc::CreateObjectRequest request;
   request.set_object_id(object_id);
   request.set_size(size);
   request.set_primary(primary);
+  request.set_owner_worker_id(owner_worker_id);
+  request.set_owner_node_id(owner_node_id);
   auto reply = Call(&rpc::NodeManagerService::Stub::CreateObject, request, absl::Seconds(120));
   if (!reply.ok()) return reply.status();
   return reply->path();

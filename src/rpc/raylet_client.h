@@ -38,8 +38,11 @@ class RayletClient : public std::enable_shared_from_this<RayletClient> {
   absl::Status KillLeasedWorker(const std::string& lease_id);
   absl::Status NotifyBlocked(const std::string& worker_id, bool blocked);
 
-  absl::StatusOr<std::string> CreateObject(const std::string& object_id, int64_t size,
-                                           bool primary);
+  // `owner_worker_id`/`owner_node_id` (binary IDs, or empty): whose object it is; the store
+  // frees it when that process or its node dies.
+  absl::StatusOr<std::string> CreateObject(const std::string& object_id, int64_t size, bool primary,
+                                           const std::string& owner_worker_id = "",
+                                           const std::string& owner_node_id = "");
   absl::Status SealObject(const std::string& object_id);
   absl::StatusOr<std::vector<rpc::LocalObject>> GetObjects(const std::vector<std::string>& ids);
   void ReleaseObjectsAsync(const std::vector<std::string>& ids);

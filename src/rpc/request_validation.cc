@@ -376,6 +376,10 @@ absl::Status ValidateRequest(const rpc::KillLeasedWorkerRequest& request) {
 
 absl::Status ValidateRequest(const rpc::CreateObjectRequest& request) {
   TROUPE_RETURN_IF_ERROR(CheckId<ObjectId>("object_id", request.object_id()));
+  TROUPE_RETURN_IF_ERROR(
+      CheckId<WorkerId>("owner_worker_id", request.owner_worker_id(), /*optional=*/true));
+  TROUPE_RETURN_IF_ERROR(
+      CheckId<NodeId>("owner_node_id", request.owner_node_id(), /*optional=*/true));
   if (request.size() < 0) {
     return Invalid("size", absl::StrCat("is ", request.size(), "; it must be >= 0"));
   }

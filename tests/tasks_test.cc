@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <iostream>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -649,14 +651,13 @@ struct OwnerDriver {
   FILE* out = nullptr;  // the child's stdout
 };
 
-// Starts RunOwnerDriver(how) in a child process, its stdout piped to `out`.
-OwnerDriver StartOwnerDriver(TestCluster& cluster, const std::string& worker_node,
-                             const std::string& how) {
+// Runs this binary again as a driver of `cluster` with the extra environment `env` (which picks
+// what main() runs), its stdout piped to `out`.
+OwnerDriver StartChildDriver(TestCluster& cluster, std::vector<std::string> env) {
   int fds[2];
   EXPECT_EQ(pipe(fds), 0);
-  const std::string env[] = {
-      "TROUPE_TEST_OWNER_DRIVER=" + how, "TROUPE_ADDRESS=" + cluster.gcs_address(),
-      "TROUPE_TOKEN=" + cluster.token(), "OWNER_TEST_WORKER_NODE=" + worker_node};
+  env.push_back("TROUPE_ADDRESS=" + cluster.gcs_address());
+  env.push_back("TROUPE_TOKEN=" + cluster.token());
   std::vector<char*> envp;
   for (char** entry = environ; *entry != nullptr; ++entry) envp.push_back(*entry);
   for (const auto& entry : env) envp.push_back(const_cast<char*>(entry.c_str()));
@@ -673,6 +674,13 @@ OwnerDriver StartOwnerDriver(TestCluster& cluster, const std::string& worker_nod
   close(fds[1]);
   driver.out = fdopen(fds[0], "r");
   return driver;
+}
+
+// Starts RunOwnerDriver(how) in a child process.
+OwnerDriver StartOwnerDriver(TestCluster& cluster, const std::string& worker_node,
+                             const std::string& how) {
+  return StartChildDriver(
+      cluster, {"TROUPE_TEST_OWNER_DRIVER=" + how, "OWNER_TEST_WORKER_NODE=" + worker_node});
 }
 
 // Reads the child's output until a line equal to `line`; false if it ended first.
@@ -761,12 +769,91 @@ INSTANTIATE_TEST_SUITE_P(HowItLeaves, OwnerLeavesTest,
                          ::testing::Values("exit", "shutdown", "sigkill"),
                          [](const auto& info) { return info.param; });
 
+// ---- A driver whose cluster disappears ----
+
+// The child driver of ClusterUnreachable (this binary, run with TROUPE_TEST_UNREACHABLE_DRIVER=1
+// and a short reconnect limit): submits a task no node can run, prints READY and waits for it;
+// once the cluster is gone prints what each call threw, shuts down and exits 0 — or 1 if a call
+// did not throw ClusterUnreachableError.
+int RunUnreachableDriver() {
+  troupe::Init();
+  auto pending = troupe::Task(Plus).SetResources({{"nowhere", 1}}).Remote(1, 2);
+  std::cout << "READY" << std::endl;
+  int failures = 0;
+  auto expect_unreachable = [&](const std::string& what, const std::function<void()>& call) {
+    try {
+      call();
+      std::cout << what << ": no error" << std::endl;
+      ++failures;
+    } catch (const troupe::ClusterUnreachableError& e) {
+      std::cout << what << ": ClusterUnreachableError: " << e.what() << std::endl;
+    } catch (const std::exception& e) {
+      std::cout << what << ": wrong error: " << e.what() << std::endl;
+      ++failures;
+    }
+  };
+  expect_unreachable("pending Get", [&] { troupe::Get(pending); });
+  expect_unreachable("new task", [] { troupe::Get(troupe::Task(Plus).Remote(3, 4)); });
+  expect_unreachable("large Put", [] { troupe::Put(std::vector<uint8_t>(1 << 20)); });
+  troupe::Shutdown();
+  std::cout << "SHUT DOWN" << std::endl;
+  return failures == 0 ? 0 : 1;
+}
+
+// Regression: a driver whose GCS and raylets were killed waited in Get forever, printing
+// "cannot lease a worker ... retrying". Now, past the reconnect limit, every pending and new call
+// throws ClusterUnreachableError and the program can shut down and exit.
+TEST(TasksTest, ClusterUnreachableFailsPendingAndNewCallsAndTheDriverExits) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=1"}));
+  OwnerDriver driver = StartChildDriver(
+      cluster, {"TROUPE_TEST_UNREACHABLE_DRIVER=1", "TROUPE_GCS_RECONNECT_TIMEOUT_S=3"});
+  ASSERT_TRUE(ReadUntil(driver, "READY")) << "the child driver ended before submitting";
+  // The whole cluster goes: the GCS, the raylets (the status's raylet_pid alone does not end a
+  // daemonized raylet), their workers, the HTTP server and its supervisor.
+  std::set<int> pids = {cluster.GcsPid()};
+  for (const auto& node : cluster.Status()["nodes"]) pids.insert(node["raylet_pid"].get<int>());
+  for (int pid : troupe::testing::ProcessesMentioning(cluster.temp_root())) pids.insert(pid);
+  for (int pid : pids) {
+    ASSERT_GT(pid, 0);
+    kill(pid, SIGKILL);  // some may be gone already (a worker whose raylet died)
+  }
+  for (int pid : pids) {
+    ASSERT_TRUE(WaitUntil([&] { return troupe::testing::CommandLineOf(pid).empty(); },
+                          absl::Seconds(10), "the killed cluster process to be gone"))
+        << pid;
+  }
+  int status = 0;
+  const bool ended = WaitUntil([&] { return waitpid(driver.pid, &status, WNOHANG) == driver.pid; },
+                               absl::Seconds(3 + 30), "the child driver to give up and exit");
+  if (!ended) {
+    kill(driver.pid, SIGKILL);
+    waitpid(driver.pid, nullptr, 0);
+  }
+  std::string output;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), driver.out)) output.append(buffer, n);
+  fclose(driver.out);
+  ASSERT_TRUE(ended) << "the driver still waits on a dead cluster; its output:\n" << output;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << output;
+  for (const char* what : {"pending Get", "new task", "large Put"}) {
+    EXPECT_TRUE(absl::StrContains(output, absl::StrCat(what, ": ClusterUnreachableError: ")))
+        << what << "\n"
+        << output;
+  }
+  EXPECT_TRUE(absl::StrContains(output, cluster.gcs_address() + " has been unreachable for"))
+      << output;
+  EXPECT_TRUE(absl::StrContains(output, "TROUPE_GCS_RECONNECT_TIMEOUT_S")) << output;
+  EXPECT_TRUE(absl::StrContains(output, "SHUT DOWN")) << output;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // In worker mode this never returns: the raylet started this binary to run tasks.
   if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
   if (const char* how = std::getenv("TROUPE_TEST_OWNER_DRIVER")) return RunOwnerDriver(how);
+  if (std::getenv("TROUPE_TEST_UNREACHABLE_DRIVER") != nullptr) return RunUnreachableDriver();
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

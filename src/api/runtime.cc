@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -63,6 +64,21 @@ std::unique_ptr<internal::EmbeddedCluster> StartEmbeddedCluster(const Config& co
   return std::move(*cluster);
 }
 
+// The driver's reconnect limit: Config::gcs_reconnect_timeout_s, else
+// $TROUPE_GCS_RECONNECT_TIMEOUT_S, else 60 s. Zero: never give up.
+absl::Duration ReconnectTimeout(const Config& config) {
+  double seconds = config.gcs_reconnect_timeout_s;
+  if (seconds < 0) {
+    const std::string text = Env("TROUPE_GCS_RECONNECT_TIMEOUT_S");
+    seconds = 60;
+    if (!text.empty() && (!absl::SimpleAtod(text, &seconds) || seconds < 0)) {
+      throw RuntimeError("TROUPE_GCS_RECONNECT_TIMEOUT_S=" + text +
+                         " is not a number of seconds >= 0 (0: never give up on the cluster)");
+    }
+  }
+  return absl::Seconds(seconds);
+}
+
 // The raylet on this machine the driver should use.
 std::string FindLocalRaylet(GcsClient* gcs, const std::string& gcs_address) {
   const std::string here = LocalAddressToward(gcs_address.substr(0, gcs_address.rfind(':')));
@@ -102,6 +118,7 @@ void Init(const Config& config) {
   if (Env("TROUPE_WORKER_MODE") == "1") internal::RunWorker();
   absl::MutexLock lock(&lifecycle_mu);
   if (driver != nullptr) throw RuntimeError("troupe::Init was already called");
+  const absl::Duration reconnect_timeout = ReconnectTimeout(config);  // may throw: check first
   auto session = std::make_unique<DriverSession>();
   const std::vector<std::string> argv = saved_argv ? *saved_argv : internal::SelfArgv();
 
@@ -144,6 +161,7 @@ void Init(const Config& config) {
   options.job_id = session->job_id;
   options.max_inline_bytes = config.max_inline_bytes;
   options.testing_drop_actor_replies = Env("TROUPE_TESTING_DROP_ACTOR_REPLIES");
+  options.cluster_reconnect_timeout = reconnect_timeout;
   session->core = std::make_shared<CoreWorker>(options);
   if (auto status = session->core->Start(); !status.ok()) {
     throw RuntimeError("cannot start the driver's runtime: " + std::string(status.message()));
@@ -171,12 +189,16 @@ void Shutdown() {
   // From here on new calls throw; calls already inside the runtime hold it until they return.
   internal::RuntimeGateway::Process().Close();
   if (session->log_printer) session->log_printer->Stop();
+  const bool cluster_gone = !session->core->cluster_status().ok();
   session->core->Shutdown();
   // The driver owns its objects: reporting its exit now makes every raylet free them at once
   // (its raylet reports it again when the process ends; the second report changes nothing).
-  (void)session->gcs->ReportWorkerExit(session->core->worker_id().Binary(),
-                                       session->core->node_id().Binary(), "shut down");
-  (void)session->gcs->MarkJobFinished(session->job_id.Binary());
+  // A cluster the driver gave up on is not waited for.
+  if (!cluster_gone) {
+    (void)session->gcs->ReportWorkerExit(session->core->worker_id().Binary(),
+                                         session->core->node_id().Binary(), "shut down");
+    (void)session->gcs->MarkJobFinished(session->job_id.Binary());
+  }
   if (session->cluster) session->cluster->Stop();
 }
 

@@ -2,11 +2,13 @@
 
 #include <string>
 
+#include "src/core_worker/cluster_liveness.h"
 #include "troupe/errors.h"
 
 namespace troupe::internal {
 
 void ThrowFor(const absl::Status& status) {
+  if (IsClusterUnreachable(status)) throw ClusterUnreachableError(std::string(status.message()));
   switch (status.code()) {
     case absl::StatusCode::kResourceExhausted:
       throw ObjectStoreFullError(std::string(status.message()));
@@ -30,6 +32,8 @@ void ThrowFor(const GetResult& result) {
       throw ObjectLostError(result.error_message);
     case StoredObject::Error::kActorDied:
       throw ActorDiedError(result.error_message);
+    case StoredObject::Error::kClusterUnreachable:
+      throw ClusterUnreachableError(result.error_message);
     default:
       throw TaskFailedError(result.error_message);
   }

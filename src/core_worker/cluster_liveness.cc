@@ -53,12 +53,10 @@ void ClusterLiveness::Check() {
     }
     const absl::Duration down = now - last_reachable_;
     if (down < options_.reconnect_timeout) return;
+    // The probes' messages name their peer (the GCS or the raylet and its address).
     std::string why;
-    if (!gcs.ok()) absl::StrAppend(&why, "GCS: ", gcs.message());
-    if (!raylet.ok()) {
-      absl::StrAppend(&why, why.empty() ? "" : "; ", "raylet at ", options_.raylet_address, ": ",
-                      raylet.message());
-    }
+    if (!gcs.ok()) why = std::string(gcs.message());
+    if (!raylet.ok()) absl::StrAppend(&why, why.empty() ? "" : "; ", raylet.message());
     unreachable_ = ClusterUnreachableStatus(absl::StrCat(
         "the Troupe cluster at ", options_.gcs_address, " has been unreachable for ", Seconds(down),
         " s (", why,

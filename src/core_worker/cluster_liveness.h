@@ -30,11 +30,11 @@ bool IsClusterUnreachable(const absl::Status& status);
 class ClusterLiveness {
  public:
   struct Options {
-    std::string gcs_address;     // for the message
-    std::string raylet_address;  // for the message
+    std::string gcs_address;  // for the message
     absl::Duration reconnect_timeout = absl::Seconds(60);
   };
-  // Each probe answers OK when its peer replied; it must return within a bounded time.
+  // Each probe answers OK when its peer replied, else a status whose message names the peer; it
+  // must return within a bounded time.
   using Probe = std::function<absl::Status()>;
 
   // `clock` is not owned and must outlive this. The limit counts from construction.

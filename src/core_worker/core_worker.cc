@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,9 @@
 
 namespace troupe {
 namespace {
+
+// Each liveness probe's deadline.
+constexpr absl::Duration kProbeTimeout = absl::Seconds(2);
 
 ObjectId ReturnIdOf(const rpc::TaskSpec& spec) {
   return ObjectId::FromIndex(*TaskId::FromBinary(spec.task_id()), 1);
@@ -111,6 +115,28 @@ absl::Status CoreWorker::Start() {
                                 }},
       objects_.get(), submitter_.get(), actor_submitter_.get(), gcs_.get(), clock_);
   submission_->SetIdentity(address_, node_id_);
+  if (options_.is_driver && options_.cluster_reconnect_timeout > absl::ZeroDuration()) {
+    probe_gcs_ = std::make_unique<GcsClient>(options_.gcs_address, options_.token, kProbeTimeout);
+    liveness_ = std::make_unique<ClusterLiveness>(
+        ClusterLiveness::Options{options_.gcs_address, options_.cluster_reconnect_timeout}, clock_,
+        [this] { return probe_gcs_->GetClusterInfo().status(); },
+        [this] {
+          auto result = std::make_shared<absl::Status>();
+          auto done = std::make_shared<absl::Notification>();
+          raylet_->HealthCheckAsync(kProbeTimeout, [result, done](absl::Status status) {
+            *result = std::move(status);
+            done->Notify();
+          });
+          done->WaitForNotification();  // the call's deadline bounds the wait
+          return *result;
+        },
+        [this](const absl::Status& status) { OnClusterUnreachable(status); });
+    const absl::Duration interval =
+        std::min(absl::Milliseconds(500), options_.cluster_reconnect_timeout / 4);
+    liveness_thread_ = std::thread([this, interval] {
+      while (!stop_timer_.WaitForNotificationWithTimeout(interval)) liveness_->Check();
+    });
+  }
   timer_ = std::thread([this] { TimerLoop(); });
   metrics_reporter_ = std::thread([this] {
     while (!stop_timer_.WaitForNotificationWithTimeout(absl::Seconds(2))) ReportTaskCounters();
@@ -118,7 +144,13 @@ absl::Status CoreWorker::Start() {
   return absl::OkStatus();
 }
 
+void CoreWorker::OnClusterUnreachable(const absl::Status& status) {
+  options_.warn(std::string(status.message()));
+  submission_->FailAllAsUnreachable(std::string(status.message()));
+}
+
 void CoreWorker::ReportTaskCounters() {
+  if (!cluster_status().ok()) return;  // nobody to report to; do not wait on a dead GCS
   const TaskSubmitter::Counters& c = submitter_->counters();
   const TaskSubmitter::Counters& a = actor_submitter_->counters();
   rpc::TaskCounters counters;
@@ -141,6 +173,7 @@ void CoreWorker::Shutdown() {
   if (!server_) return;
   stop_timer_.Notify();
   if (timer_.joinable()) timer_.join();
+  if (liveness_thread_.joinable()) liveness_thread_.join();
   if (metrics_reporter_.joinable()) metrics_reporter_.join();
   if (submitter_) ReportTaskCounters();  // a short-lived driver's tasks count too
   if (submitter_) submitter_->Shutdown();
@@ -170,6 +203,11 @@ ObjectRefInfo CoreWorker::SubmitTask(const std::string& function_name,
 
 absl::StatusOr<ObjectRefInfo> CoreWorker::Put(size_t size, const std::function<void(char*)>& write,
                                               std::vector<ObjectRefInfo> contained) {
+  // Large values go to the raylet's store, which is gone with the cluster.
+  if (auto status = cluster_status();
+      !status.ok() && static_cast<int64_t>(size) > options_.max_inline_bytes) {
+    return status;
+  }
   return objects_->Put(size, write, std::move(contained));
 }
 
@@ -189,6 +227,7 @@ absl::StatusOr<ActorId> CoreWorker::CreateActor(const std::string& factory_name,
                                                 std::vector<TaskArgSpec> args,
                                                 const TaskSubmitOptions& options,
                                                 const rpc::ActorInfo& actor_options) {
+  if (auto status = cluster_status(); !status.ok()) return status;
   return submission_->CreateActor(factory_name, std::move(args), options, actor_options,
                                   this->namespace_name());
 }
@@ -199,16 +238,19 @@ ObjectRefInfo CoreWorker::SubmitActorTask(const ActorId& actor_id, const std::st
 }
 
 absl::Status CoreWorker::KillActor(const ActorId& actor_id, bool no_restart) {
+  if (auto status = cluster_status(); !status.ok()) return status;
   return submission_->KillActor(actor_id, no_restart);
 }
 
 absl::StatusOr<std::optional<ActorId>> CoreWorker::GetNamedActor(
     const std::string& name, const std::string& namespace_name) {
-  return submission_->GetNamedActor(name,
-                                    namespace_name.empty() ? this->namespace_name() : namespace_name);
+  if (auto status = cluster_status(); !status.ok()) return status;
+  return submission_->GetNamedActor(
+      name, namespace_name.empty() ? this->namespace_name() : namespace_name);
 }
 
 absl::StatusOr<PlacementGroupId> CoreWorker::CreatePlacementGroup(rpc::PlacementGroupInfo group) {
+  if (auto status = cluster_status(); !status.ok()) return status;
   return submission_->CreatePlacementGroup(std::move(group));
 }
 

@@ -28,6 +28,7 @@
 #include "src/common/clock.h"
 #include "src/common/ids.h"
 #include "src/core_worker/actor_task_submitter.h"
+#include "src/core_worker/cluster_liveness.h"
 #include "src/core_worker/object_service.h"
 #include "src/core_worker/submission_facade.h"
 #include "src/core_worker/task_executor.h"
@@ -77,6 +78,10 @@ struct CoreWorkerOptions {
   // after the actor ran it (as if the connection reset after delivery), as given in
   // $TROUPE_TESTING_DROP_ACTOR_REPLIES ("" or "0": never). Start() refuses a bad value.
   std::string testing_drop_actor_replies;
+  // Drivers: how long the GCS or this node's raylet may stay unreachable before every pending
+  // and new call fails with a ClusterUnreachable status (cluster_liveness.h). Zero or less: never
+  // give up. Workers do not watch (their raylet ends them).
+  absl::Duration cluster_reconnect_timeout = absl::Seconds(60);
   // Time for every timeout and deadline of this process (not owned; must outlive the core
   // worker). Null: the real clock.
   const Clock* clock = nullptr;
@@ -94,6 +99,9 @@ class CoreWorker {
   absl::Status Start();
   void Shutdown();
   const std::string& address() const { return address_; }
+  // OK while the cluster is reachable (or not watched); the ClusterUnreachable status once the
+  // driver gave up on it. Any thread.
+  absl::Status cluster_status() const { return liveness_ ? liveness_->status() : absl::OkStatus(); }
   const NodeId& node_id() const { return node_id_; }
   const WorkerId& worker_id() const { return options_.worker_id; }
   const JobId& job_id() const { return options_.job_id; }
@@ -193,6 +201,11 @@ class CoreWorker {
   // Every 2 s (and at shutdown): this process's task counters into the GCS KV, for /metrics.
   void ReportTaskCounters();
   std::thread metrics_reporter_;
+  // Drivers: watches the GCS and the local raylet (probes on liveness_thread_); null in workers.
+  std::unique_ptr<GcsClient> probe_gcs_;  // short deadlines, for probes only
+  std::unique_ptr<ClusterLiveness> liveness_;
+  std::thread liveness_thread_;
+  void OnClusterUnreachable(const absl::Status& status);
   std::string last_reported_counters_;
 };
 

@@ -22,7 +22,15 @@
 namespace troupe {
 
 struct StoredObject {
-  enum class Error { kNone, kApplication, kTaskFailed, kLost, kCancelled, kActorDied };
+  enum class Error {
+    kNone,
+    kApplication,
+    kTaskFailed,
+    kLost,
+    kCancelled,
+    kActorDied,
+    kClusterUnreachable,  // the driver lost its cluster (cluster_liveness.h)
+  };
   Error error = Error::kNone;
   std::string error_message;  // for system errors
   // The value: inline_value, or in_plasma with node_id/raylet_address/size; for kApplication the

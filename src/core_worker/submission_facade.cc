@@ -90,6 +90,7 @@ ObjectRefInfo SubmissionFacade::SubmitTask(const std::string& function_name,
   spec.set_retry_exceptions(options.retry_exceptions);
   spec.set_name(options.name);
   *spec.mutable_strategy() = options.strategy;
+  if (!TrackPending(spec)) return result;
   if (!options.placement_group_id.empty()) {
     // Into a bundle: lease where the bundle is; that raylet hands out its reserved resources.
     auto bundle = ResolveBundle(options.placement_group_id, options.bundle_index);
@@ -126,14 +127,56 @@ void SubmissionFacade::Cancel(const ObjectRefInfo& ref, bool force) {
   tasks_->Cancel(ref.id.CreatingTaskId(), force);
 }
 
+bool SubmissionFacade::TrackPending(const rpc::TaskSpec& spec) {
+  std::string unreachable;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!unreachable_.has_value()) {
+      pending_returns_[ReturnIdOf(spec)] = spec.function_name();
+      return true;
+    }
+    unreachable = *unreachable_;
+  }
+  objects_->StoreError(ReturnIdOf(spec), spec.function_name(),
+                       StoredObject::Error::kClusterUnreachable, unreachable);
+  ReleaseTaskReferences(spec);
+  return false;
+}
+
+void SubmissionFacade::FailAllAsUnreachable(const std::string& message) {
+  absl::flat_hash_map<ObjectId, std::string> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    if (unreachable_.has_value()) return;
+    unreachable_ = message;
+    pending.swap(pending_returns_);
+  }
+  for (const auto& [return_id, function_name] : pending) {
+    objects_->StoreError(return_id, function_name, StoredObject::Error::kClusterUnreachable,
+                         message);
+  }
+}
+
 void SubmissionFacade::OnTaskReply(const rpc::TaskSpec& spec, const rpc::PushTaskReply& reply) {
+  {
+    absl::MutexLock lock(&mu_);
+    pending_returns_.erase(ReturnIdOf(spec));
+  }
   objects_->StoreReturns(reply);
   ReleaseTaskReferences(spec);
 }
 
 void SubmissionFacade::OnTaskFailure(const rpc::TaskSpec& spec, StoredObject::Error error,
                                      const std::string& message) {
-  objects_->StoreError(ReturnIdOf(spec), spec.function_name(), error, message);
+  bool already_failed;
+  {
+    absl::MutexLock lock(&mu_);
+    // Failed as unreachable already: keep that error (the reader saw it first).
+    already_failed = pending_returns_.erase(ReturnIdOf(spec)) == 0 && unreachable_.has_value();
+  }
+  if (!already_failed) {
+    objects_->StoreError(ReturnIdOf(spec), spec.function_name(), error, message);
+  }
   ReleaseTaskReferences(spec);
 }
 
@@ -190,6 +233,7 @@ ObjectRefInfo SubmissionFacade::SubmitActorTask(const ActorId& actor_id,
   rpc::TaskSpec spec = BuildTaskSpec(task_id, method_name, std::move(args), nullptr);
   spec.set_type(rpc::TaskSpec::ACTOR_TASK);
   spec.set_actor_id(actor_id.Binary());
+  if (!TrackPending(spec)) return result;
   actor_calls_->Submit(actor_id, std::move(spec));
   return result;
 }

@@ -89,6 +89,9 @@ class SubmissionFacade {
   void OnTaskReply(const rpc::TaskSpec& spec, const rpc::PushTaskReply& reply);
   void OnTaskFailure(const rpc::TaskSpec& spec, StoredObject::Error error,
                      const std::string& message);
+  // The cluster is gone (cluster_liveness.h): every task and actor call still pending fails with
+  // kClusterUnreachable and `message`, and so does every one submitted afterwards, at once.
+  void FailAllAsUnreachable(const std::string& message) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // Fills in a TaskSpec's common fields and holds its argument references until it is done.
@@ -113,6 +116,12 @@ class SubmissionFacade {
   // Submitted tasks' argument references, released when the task is done.
   absl::Mutex mu_;
   absl::flat_hash_map<TaskId, std::vector<ObjectRefInfo>> task_refs_ ABSL_GUARDED_BY(mu_);
+  // Tasks and actor calls submitted and not yet answered: their return and function name.
+  absl::flat_hash_map<ObjectId, std::string> pending_returns_ ABSL_GUARDED_BY(mu_);
+  // Set by FailAllAsUnreachable.
+  std::optional<std::string> unreachable_ ABSL_GUARDED_BY(mu_);
+  // Records a new task's return as pending; false (and fails it) once the cluster is gone.
+  bool TrackPending(const rpc::TaskSpec& spec) ABSL_LOCKS_EXCLUDED(mu_);
 };
 
 }  // namespace troupe

@@ -73,6 +73,10 @@ struct Config {
   // A directory (at most 100 MiB) copied to every node through the GCS; workers start inside
   // their node's copy, so relative paths resolve as in the driver's working directory.
   std::string working_dir;
+  // How long (seconds) the driver keeps trying to reach a GCS or local raylet that stopped
+  // answering before it gives up: then every pending and later call throws
+  // ClusterUnreachableError. Negative: $TROUPE_GCS_RECONNECT_TIMEOUT_S, else 60; 0: never.
+  double gcs_reconnect_timeout_s = -1;
 };
 
 // Connects this driver to a cluster (Config::address, $TROUPE_ADDRESS, or an embedded one) and

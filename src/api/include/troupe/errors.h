@@ -85,6 +85,15 @@ class ActorDiedError : public TroupeError {
   using TroupeError::TroupeError;
 };
 
+// The driver lost its cluster: the GCS or this node's raylet stayed unreachable for longer than
+// the reconnect limit (Config::gcs_reconnect_timeout_s). Every pending call and every later one
+// (Get, Remote, actor calls, large Puts) throws it; the message names the cluster's address, how
+// long it has been unreachable and what to do. Shutdown still returns promptly afterwards.
+class ClusterUnreachableError : public TroupeError {
+ public:
+  using TroupeError::TroupeError;
+};
+
 // Init was not called, or the cluster cannot be reached.
 class RuntimeError : public TroupeError {
  public:

@@ -134,8 +134,22 @@ std::string SleepThenNode(int ms) {
   return std::getenv("TROUPE_NODE_ID");
 }
 
+// Holds its worker until the memory-usage file at `path` reads below 0.5 (at most 60 s), so the
+// memory monitor finds it leased while the file says the node is out of memory. Returns its pid.
+int RunUntilMemoryIsFine(std::string path) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < give_up) {
+    std::ifstream file(path);
+    double usage = 1;
+    if (file >> usage && usage < 0.5) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling a file, not a timing
+  }
+  return static_cast<int>(getpid());
+}
+
 TROUPE_REMOTE(Plus, SumOfSquares, Tree, MakeBytes, ChecksumOf, NodeOfTask, Fail, SlowOnce,
-              VisibleDevices, Sleep, Say, SleepThenNode, SumRefs, ReadRelative, WaitInTask);
+              VisibleDevices, Sleep, Say, SleepThenNode, SumRefs, ReadRelative, WaitInTask,
+              RunUntilMemoryIsFine);
 
 using troupe::testing::TestCluster;
 
@@ -768,6 +782,35 @@ TEST_P(OwnerLeavesTest, EveryObjectItOwnedIsFreedOnEveryNode) {
 INSTANTIATE_TEST_SUITE_P(HowItLeaves, OwnerLeavesTest,
                          ::testing::Values("exit", "shutdown", "sigkill"),
                          [](const auto& info) { return info.param; });
+
+// ---- The memory monitor ----
+
+// A task whose worker the memory monitor kills runs again (it has retries left), and succeeds
+// once the node's memory is fine.
+TEST(TasksTest, OutOfMemoryKilledTaskIsRetriedAndSucceedsOnceMemoryIsFine) {
+  const std::string usage_file = std::string(std::getenv("TEST_TMPDIR")) + "/memory_usage";
+  { std::ofstream(usage_file) << "0.99"; }
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=1", "--memory-usage-threshold=0.9",
+                               "--testing-memory-usage-file=" + usage_file,
+                               R"(--resources={"tight": 1})"}));
+  Driver driver(cluster);
+  auto pid = troupe::Task(RunUntilMemoryIsFine)
+                 .SetResources({{"tight", 1}})
+                 .SetMaxRetries(3)
+                 .Remote(usage_file);
+  auto monitor_killed = [&] {
+    for (const auto& log : cluster.RayletLogs()) {
+      std::ifstream in(log);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (absl::StrContains(text, "node memory at 99%: killing worker")) return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitUntil(monitor_killed, absl::Seconds(30), "the memory monitor to kill the task"));
+  { std::ofstream(usage_file) << "0.1"; }
+  EXPECT_GT(*troupe::Get(pid, std::chrono::seconds(60)), 0);
+}
 
 // ---- A driver whose cluster disappears ----
 

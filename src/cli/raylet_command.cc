@@ -43,6 +43,9 @@ int RayletCommand(const std::vector<std::string>& args) {
   flags.AddDouble("memory-usage-threshold", &options.memory_usage_threshold,
                   "Fraction of the machine's memory in use above which the newest worker is "
                   "killed (1: never).");
+  flags.AddString("testing-memory-usage-file", &options.testing_memory_usage_file,
+                  "Testing only: read the memory usage fraction from this file instead of "
+                  "/proc/meminfo.");
   flags.AddString("spill-dir", &options.spill_dir,
                   "Where full object stores spill objects (default: <session dir>/spill).");
   flags.AddInt("report-period-ms", &report_period_ms, "How often resources are reported.");

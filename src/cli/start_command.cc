@@ -41,6 +41,7 @@ struct StartOptions {
   int64_t raylet_port = 0;
   // Passed on to the daemons; the defaults are theirs (RayletOptions, HealthCheckOptions).
   double memory_usage_threshold = RayletOptions().memory_usage_threshold;
+  std::string testing_memory_usage_file;  // testing only; see RayletOptions
   int64_t connect_timeout_s = 10;
   int64_t health_check_period_ms = absl::ToInt64Milliseconds(HealthCheckOptions().period);
   int64_t health_check_timeout_ms = absl::ToInt64Milliseconds(HealthCheckOptions().timeout);
@@ -82,6 +83,9 @@ absl::StatusOr<int> StartRaylet(const StartOptions& options, const Session& sess
       absl::StrCat("--gcs-reconnect-timeout-s=", options.gcs_reconnect_timeout_s),
       absl::StrCat("--memory-usage-threshold=", options.memory_usage_threshold),
   };
+  if (!options.testing_memory_usage_file.empty()) {
+    args.push_back(absl::StrCat("--testing-memory-usage-file=", options.testing_memory_usage_file));
+  }
   if (options.head) args.push_back("--head");
   for (auto& arg : options.node.ToArgs()) args.push_back(std::move(arg));
   auto pid = SpawnDaemon(args, session.LogPath("raylet"));
@@ -320,6 +324,9 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddDouble("memory-usage-threshold", &options.memory_usage_threshold,
                   "Kill the newest worker when more than this fraction of the machine's memory "
                   "is in use (1: never).");
+  flags.AddString("testing-memory-usage-file", &options.testing_memory_usage_file,
+                  "Testing only: the raylet reads the memory usage fraction from this file "
+                  "instead of /proc/meminfo.");
   flags.AddString("node-ip-address", &options.node_ip,
                   "Address other nodes use to reach this one; daemons also listen on it "
                   "(default: 127.0.0.1 for a head, the address routing to the head when joining).");

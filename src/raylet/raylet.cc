@@ -462,8 +462,13 @@ absl::Status Raylet::ReportLoop() {
   return absl::OkStatus();
 }
 
-void Raylet::CheckMemory() {
-  if (options_.memory_usage_threshold >= 1) return;
+std::optional<double> Raylet::ReadMemoryUsage() const {
+  if (!options_.testing_memory_usage_file.empty()) {
+    std::ifstream file(options_.testing_memory_usage_file);
+    double usage = 0;
+    if (!(file >> usage)) return std::nullopt;  // not written yet, or not a number: no reading
+    return usage;
+  }
   std::ifstream meminfo("/proc/meminfo");
   double total = 0, available = 0;
   for (std::string key; meminfo >> key;) {
@@ -473,8 +478,15 @@ void Raylet::CheckMemory() {
     if (key == "MemAvailable:") available = kb;
     meminfo.ignore(64, '\n');
   }
-  if (total <= 0) return;
-  const double usage = 1 - available / total;
+  if (total <= 0) return std::nullopt;
+  return 1 - available / total;
+}
+
+void Raylet::CheckMemory() {
+  if (options_.memory_usage_threshold >= 1) return;
+  const std::optional<double> reading = ReadMemoryUsage();
+  if (!reading.has_value()) return;
+  const double usage = *reading;
   if (usage <= options_.memory_usage_threshold) return;
   std::shared_ptr<Worker> victim;
   {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -103,6 +104,9 @@ class Raylet {
   absl::StatusOr<rpc::JobInfo> LookupJob(const JobId& job_id);
   void Shutdown();
   // Kills the newest leased worker when the node is out of memory (at most once a second).
+  // The fraction of the machine's memory in use (or of options_.testing_memory_usage_file);
+  // nullopt when it cannot be read.
+  std::optional<double> ReadMemoryUsage() const;
   void CheckMemory();
 
   RayletOptions options_;

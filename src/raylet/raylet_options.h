@@ -43,6 +43,9 @@ struct RayletOptions {
   // Above this fraction of the machine's memory in use, the newest leased worker is killed
   // (its task retries, its actor restarts or dies with an out-of-memory cause). 1 disables it.
   double memory_usage_threshold = 0.95;
+  // Testing only: read the memory usage (a fraction, e.g. "0.99") from this file instead of
+  // /proc/meminfo, so tests drive the memory monitor. "" (default): the machine's real usage.
+  std::string testing_memory_usage_file;
 };
 
 }  // namespace troupe

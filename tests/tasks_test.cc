@@ -785,6 +785,33 @@ INSTANTIATE_TEST_SUITE_P(HowItLeaves, OwnerLeavesTest,
 
 // ---- The memory monitor ----
 
+// A task without retries whose worker the memory monitor kills fails with OutOfMemoryError naming
+// the task, the node and the memory use (it used to be a generic "worker died").
+TEST(TasksTest, OutOfMemoryKilledTaskWithoutRetriesThrowsOutOfMemoryError) {
+  const std::string usage_file = std::string(std::getenv("TEST_TMPDIR")) + "/memory_usage_0";
+  { std::ofstream(usage_file) << "0.99"; }
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string node,
+                       cluster.AddWorker({"--num-cpus=1", "--memory-usage-threshold=0.9",
+                                          "--testing-memory-usage-file=" + usage_file,
+                                          R"(--resources={"tight": 1})"}));
+  Driver driver(cluster);
+  auto pid = troupe::Task(RunUntilMemoryIsFine)
+                 .SetResources({{"tight", 1}})
+                 .SetMaxRetries(0)
+                 .Remote(usage_file);
+  try {
+    troupe::Get(pid, std::chrono::seconds(60));
+    ADD_FAILURE() << "the memory monitor should have killed the task";
+  } catch (const troupe::OutOfMemoryError& e) {
+    const std::string message = e.what();
+    EXPECT_TRUE(absl::StrContains(message, "RunUntilMemoryIsFine")) << message;
+    EXPECT_TRUE(absl::StrContains(message, node)) << message;
+    EXPECT_TRUE(absl::StrContains(message, "99% in use")) << message;
+  }
+  { std::ofstream(usage_file) << "0.1"; }  // lets the node's workers go
+}
+
 // A task whose worker the memory monitor kills runs again (it has retries left), and succeeds
 // once the node's memory is fine.
 TEST(TasksTest, OutOfMemoryKilledTaskIsRetriedAndSucceedsOnceMemoryIsFine) {

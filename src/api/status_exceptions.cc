@@ -34,6 +34,8 @@ void ThrowFor(const GetResult& result) {
       throw ActorDiedError(result.error_message);
     case StoredObject::Error::kClusterUnreachable:
       throw ClusterUnreachableError(result.error_message);
+    case StoredObject::Error::kOutOfMemory:
+      throw OutOfMemoryError(result.error_message);
     default:
       throw TaskFailedError(result.error_message);
   }

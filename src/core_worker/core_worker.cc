@@ -96,7 +96,12 @@ absl::Status CoreWorker::Start() {
           [this](const rpc::TaskSpec& spec, StoredObject::Error error, const std::string& message) {
             submission_->OnTaskFailure(spec, error, message);
           },
-          options_.warn});
+          options_.warn,
+          [this](const std::string& worker_address) -> std::optional<std::string> {
+            auto cause = gcs_->KVGet(kWorkerKillsNamespace, worker_address);
+            if (!cause.ok()) return std::nullopt;
+            return *cause;
+          }});
   gcs_ = std::make_unique<GcsClient>(options_.gcs_address, options_.token);
   actor_directory_ = std::make_unique<GrpcActorDirectory>(gcs_.get());
   actor_submitter_ = std::make_unique<ActorTaskSubmitter>(

@@ -30,6 +30,7 @@ struct StoredObject {
     kCancelled,
     kActorDied,
     kClusterUnreachable,  // the driver lost its cluster (cluster_liveness.h)
+    kOutOfMemory,         // the memory monitor killed its worker, and no retries are left
   };
   Error error = Error::kNone;
   std::string error_message;  // for system errors

@@ -236,6 +236,10 @@ void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskS
       ++counters_.failed;
       callbacks_.on_failure(spec, StoredObject::Error::kCancelled,
                             absl::StrCat("task ", spec.function_name(), " was cancelled"));
+    } else if (auto oom = callbacks_.oom_cause ? callbacks_.oom_cause(worker->worker_address)
+                                               : std::nullopt) {
+      RetryOrFail(std::move(spec), StoredObject::Error::kOutOfMemory,
+                  absl::StrCat("task ", spec.function_name(), " ran out of memory: ", *oom));
     } else {
       RetryOrFail(std::move(spec), StoredObject::Error::kTaskFailed,
                   absl::StrCat("the worker running task ", spec.function_name(),

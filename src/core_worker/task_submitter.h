@@ -15,6 +15,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,9 @@ class TaskSubmitter {
     std::function<void(const rpc::TaskSpec&, StoredObject::Error, const std::string&)> on_failure;
     // Something the user should see (printed by the driver).
     std::function<void(const std::string&)> warn;
+    // Why the worker at this address was killed by its node's memory monitor, if it was
+    // (optional; blocking, on a peer client's thread).
+    std::function<std::optional<std::string>(const std::string& worker_address)> oom_cause;
   };
 
   // `leases`, `pushes` and `clock` are not owned and must outlive the submitter.

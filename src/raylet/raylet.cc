@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "src/common/logging.h"
 #include "src/common/status_macros.h"
+#include "src/schema/kv_schema.h"
 
 namespace troupe {
 namespace {
@@ -500,6 +501,13 @@ void Raylet::CheckMemory() {
         "threshold; the newest worker goes first)",
         usage * 100, options_.memory_usage_threshold * 100);
   }
+  // Before the kill, so the task's submitter finds it as soon as its push fails.
+  (void)gcs_.KVPut(
+      kWorkerKillsNamespace, victim->address,
+      absl::StrFormat("node %s ran out of memory (%.0f%% in use, over the %.0f%% "
+                      "threshold) and its memory monitor killed the worker",
+                      options_.node_id.Hex(), usage * 100, options_.memory_usage_threshold * 100),
+      /*overwrite=*/true);
   TROUPE_LOG(Warning) << "node memory at " << usage * 100 << "%: killing worker "
                       << victim->worker_id.ShortHex() << " (pid " << victim->pid << ")";
   worker_pool_.KillWorker(victim->worker_id);

@@ -32,6 +32,10 @@
 namespace troupe {
 
 inline constexpr char kTaskCountersNamespace[] = "troupe_task_counters";
+// Why the memory monitor killed a worker: key its address (host:port), value a sentence naming the
+// node and the usage. Written by the raylet before the kill; read by the lease holder (the task's
+// submitter) when its push to that worker fails, to fail the task as out of memory.
+inline constexpr char kWorkerKillsNamespace[] = "troupe_worker_kills";
 
 // The GCS publishes its RPC latency histograms (Prometheus text) here every 5 s.
 inline constexpr char kMetricsNamespace[] = "troupe_metrics";

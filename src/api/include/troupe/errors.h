@@ -48,6 +48,14 @@ class TaskFailedError : public TroupeError {
   using TroupeError::TroupeError;
 };
 
+// The task's worker was killed by its node's memory monitor (the node's memory use passed
+// --memory-usage-threshold) and the task had no retries left. The message names the task, the
+// node and the memory use; give the task fewer parallel siblings, more retries or a bigger node.
+class OutOfMemoryError : public TroupeError {
+ public:
+  using TroupeError::TroupeError;
+};
+
 // Get/Wait gave up before the object was ready.
 class GetTimeoutError : public TroupeError {
  public:

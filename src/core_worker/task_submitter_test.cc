@@ -1,5 +1,7 @@
 #include "src/core_worker/task_submitter.h"
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,7 +107,12 @@ class TaskSubmitterTest : public ::testing::Test {
             [this](const rpc::TaskSpec& spec, StoredObject::Error error, const std::string& m) {
               failures_.push_back({spec.function_name(), error, m});
             },
-            [this](const std::string& message) { warnings_.push_back(message); }};
+            [this](const std::string& message) { warnings_.push_back(message); },
+            [this](const std::string& worker) -> std::optional<std::string> {
+              auto it = oom_causes_.find(worker);
+              if (it == oom_causes_.end()) return std::nullopt;
+              return it->second;
+            }};
   }
   // Grants lease request `index` with a worker at `worker`.
   void Grant(size_t index, const std::string& worker, const std::string& lease_id = "lease") {
@@ -123,6 +130,7 @@ class TaskSubmitterTest : public ::testing::Test {
   std::vector<std::string> replies_;
   std::vector<Failure> failures_;
   std::vector<std::string> warnings_;
+  std::map<std::string, std::string> oom_causes_;  // worker address -> the memory monitor's why
   TaskSubmitter submitter_;
 };
 
@@ -283,6 +291,25 @@ TEST_F(TaskSubmitterTest, TaskOfADeadWorkerIsRetriedOnANewLeaseThenFails) {
   EXPECT_EQ(submitter_.counters().retried, 1);
   EXPECT_EQ(submitter_.counters().failed, 1);
   EXPECT_EQ(leases_.num_lease_requests(), 2u);
+}
+
+TEST_F(TaskSubmitterTest, TaskOfAWorkerKilledForMemoryIsRetriedThenFailsAsOutOfMemory) {
+  rpc::TaskSpec spec = Task("f", /*max_retries=*/1);
+  submitter_.Submit(spec);
+  Grant(0, "worker:1", "lease-1");
+  oom_causes_["worker:1"] = "node n1 ran out of memory (99% in use, over the 90% threshold)";
+  pushes_.Reply(0, absl::UnavailableError("socket closed"));
+  EXPECT_TRUE(failures_.empty()) << "it has a retry left";
+  ASSERT_EQ(leases_.num_lease_requests(), 2u);
+  Grant(1, "worker:2", "lease-2");
+  oom_causes_["worker:2"] = "node n1 ran out of memory (98% in use, over the 90% threshold)";
+  pushes_.Reply(1, absl::UnavailableError("socket closed"));
+  ASSERT_EQ(failures_.size(), 1u);
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kOutOfMemory);
+  EXPECT_NE(failures_[0].message.find("task f ran out of memory: node n1 ran out of memory (98%"),
+            std::string::npos)
+      << failures_[0].message;
+  EXPECT_NE(failures_[0].message.find("gave up after 2 attempt(s)"), std::string::npos);
 }
 
 TEST_F(TaskSubmitterTest, ApplicationErrorIsNotRetriedByDefault) {

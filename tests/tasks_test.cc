@@ -657,6 +657,29 @@ TEST(TasksTest, LineageReconstructionRebuildsLostArgumentsRecursively) {
   EXPECT_EQ(ChecksumOf(*troupe::Get(reversed, std::chrono::seconds(60))), ChecksumOf(expected));
 }
 
+TEST(TasksTest, LineageReconstructionRebuildsAnArgumentTheRerunFindsLost) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string doomed,
+                       cluster.AddWorker({"--num-cpus=2", R"(--resources={"pin": 2})"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2", R"(--resources={"pin": 2})"}));
+  Driver driver(cluster);
+  // The driver keeps the argument: its stale location is still recorded when `reversed` runs
+  // again, so the worker running it (a borrower) finds it lost and tells the owner.
+  auto bytes = MakeBytesOn(doomed, 1 << 20, 11);
+  auto reversed = troupe::Task(Reversed)
+                      .SetResources({{"CPU", 1}, {"pin", 1}})
+                      .SetSchedulingStrategy(troupe::NodeAffinity{doomed, /*soft=*/true})
+                      .Remote(bytes);
+  troupe::Wait(std::vector<troupe::ObjectRef<std::vector<uint8_t>>>{reversed}, 1);
+  KillNode(cluster, doomed);
+  // `reversed` first: its rerun is the one that finds the argument gone.
+  std::vector<uint8_t> expected = MakeBytes(1 << 20, 11);
+  const uint64_t argument = ChecksumOf(expected);
+  std::reverse(expected.begin(), expected.end());
+  EXPECT_EQ(ChecksumOf(*troupe::Get(reversed, std::chrono::seconds(60))), ChecksumOf(expected));
+  EXPECT_EQ(ChecksumOf(*troupe::Get(bytes, std::chrono::seconds(60))), argument);
+}
+
 TEST(TasksTest, LineageReconstructionStopsAtMaxRetries) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   ASSERT_OK_AND_ASSIGN(std::string doomed,

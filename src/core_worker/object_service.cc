@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
 
@@ -385,6 +386,9 @@ absl::StatusOr<std::vector<GetResult>> ObjectService::Get(const std::vector<Obje
       SetBlocked(true);
       blocked = true;
     }
+    // A borrower reports a loss to the owner a few times at most (the owner may disagree).
+    constexpr int kMaxLossReports = 3;
+    int loss_reports = 0;
     while (true) {
       auto object = Resolve(ref, deadline);
       if (!object.ok()) return object.status();
@@ -404,6 +408,17 @@ absl::StatusOr<std::vector<GetResult>> ObjectService::Get(const std::vector<Obje
         OnCopiesLost(ref.id, seen,
                      absl::StrCat(where, " died or cannot serve it (", result.error_message, ")"));
         continue;
+      }
+      if (result.copies_lost && ++loss_reports <= kMaxLossReports) {
+        // Borrowed: drop our cached value and tell the owner, which rebuilds it if it is ours
+        // to rebuild; then ask the owner again (that waits for the rebuilt value).
+        const StoredObject& seen = **object;
+        std::vector<std::string> lost = seen.copy_raylet_addresses;
+        if (lost.empty()) lost.push_back(seen.value.raylet_address());
+        memory_store_.Erase(ref.id);
+        auto reported = workers_->Get(ref.owner_address)
+                            ->GetObjectStatus(ref.id.Binary(), absl::ZeroDuration(), lost);
+        if (reported.ok()) continue;
       }
       if (result.copies_lost) result = ExplainBorrowedLoss(ref, std::move(result));
       results.push_back(std::move(result));
@@ -607,6 +622,25 @@ void ObjectService::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& req
   if (!references_.IsTracked(*id) && !memory_store_.IsReady(*id)) {
     reply->set_status(rpc::GetObjectStatusReply::FREED);
     return done(absl::OkStatus());
+  }
+  if (request.lost_copy_raylet_addresses_size() > 0 && references_.IsOwnedHere(*id)) {
+    // A borrower could not read it. Rebuild it if no copy we know of is left; the long poll
+    // below then answers with the rebuilt value.
+    std::optional<StoredObject> current = memory_store_.GetIfReady(*id);
+    if (current && current->error == StoredObject::Error::kNone && current->value.in_plasma()) {
+      const absl::flat_hash_set<std::string> lost(request.lost_copy_raylet_addresses().begin(),
+                                                  request.lost_copy_raylet_addresses().end());
+      std::vector<std::string> copies = current->copy_raylet_addresses;
+      if (copies.empty()) copies.push_back(current->value.raylet_address());
+      bool none_left = true;
+      for (const auto& copy : copies) none_left &= lost.contains(copy);
+      if (none_left) {
+        OnCopiesLost(*id, *current,
+                     absl::StrCat("is lost: a borrower could not read it from any copy (node ",
+                                  BytesToHex(current->value.node_id()), ", raylet ",
+                                  current->value.raylet_address(), ")"));
+      }
+    }
   }
   memory_store_.OnReady(*id, clock_->Now() + absl::Milliseconds(request.timeout_ms()),
                         [reply, done = std::move(done)](std::optional<StoredObject> object) {

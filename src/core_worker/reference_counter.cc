@@ -132,6 +132,12 @@ bool ReferenceCounter::IsTracked(const ObjectId& id) const {
   return entries_.contains(id);
 }
 
+bool ReferenceCounter::IsOwnedHere(const ObjectId& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  return it != entries_.end() && it->second.owner_address == self_address_;
+}
+
 size_t ReferenceCounter::num_tracked() const {
   absl::MutexLock lock(&mu_);
   return entries_.size();

@@ -53,6 +53,8 @@ class ReferenceCounter {
   std::vector<ObjectRefInfo> TakeUnreportedBorrows();
 
   bool IsTracked(const ObjectId& id) const;
+  // Tracked, and owned by this process.
+  bool IsOwnedHere(const ObjectId& id) const;
   bool OwnedByMe(const ObjectRefInfo& ref) const { return ref.owner_address == self_address_; }
   size_t num_tracked() const;
 

@@ -87,6 +87,16 @@ TEST_F(ReferenceCounterTest, RefsInsideAReturnLiveWithItAndTellTheirOwnersWhenRe
   EXPECT_EQ(counter_.num_tracked(), 0u);
 }
 
+TEST_F(ReferenceCounterTest, OnlyTrackedObjectsOfOursAreOwnedHere) {
+  ObjectRefInfo mine = Mine();
+  ObjectRefInfo theirs = Theirs();
+  EXPECT_FALSE(counter_.IsOwnedHere(mine.id));
+  counter_.AddLocal(mine);
+  counter_.AddLocal(theirs);
+  EXPECT_TRUE(counter_.IsOwnedHere(mine.id));
+  EXPECT_FALSE(counter_.IsOwnedHere(theirs.id));
+}
+
 TEST_F(ReferenceCounterTest, RefsInsideAReturnNobodyWantsAreLetGoAtOnce) {
   ObjectRefInfo theirs = Theirs();
   counter_.SetContainedFromReturn(Mine().id, {theirs});

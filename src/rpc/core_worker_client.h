@@ -26,8 +26,11 @@ class CoreWorkerClient : public std::enable_shared_from_this<CoreWorkerClient> {
   // cancels the call.
   std::function<void()> PushTaskAsync(rpc::PushTaskRequest request,
                                       std::function<void(absl::StatusOr<rpc::PushTaskReply>)> done);
-  absl::StatusOr<rpc::GetObjectStatusReply> GetObjectStatus(const std::string& object_id,
-                                                            absl::Duration wait);
+  // `lost_copies`: raylets the caller could not read the object from (a borrower reporting
+  // a loss to the owner).
+  absl::StatusOr<rpc::GetObjectStatusReply> GetObjectStatus(
+      const std::string& object_id, absl::Duration wait,
+      const std::vector<std::string>& lost_copies = {});
   // The owner answers once the object is ready or after `wait` (PENDING). `done` runs on a gRPC
   // thread; the returned function cancels the call.
   std::function<void()> GetObjectStatusAsync(

@@ -152,9 +152,22 @@ uint64_t ChecksumOfEach(std::vector<troupe::ObjectRef<std::vector<uint8_t>>> ref
   return sum;
 }
 
+// Returns the references it received, nested in its result (it borrows them meanwhile).
+std::vector<troupe::ObjectRef<std::vector<uint8_t>>> PassOn(
+    std::vector<troupe::ObjectRef<std::vector<uint8_t>>> refs) {
+  return refs;
+}
+
+// Hands the references to a subtask and returns what that returned: the subtask's worker hands
+// references owned by a third process (the driver) to this one.
+std::vector<troupe::ObjectRef<std::vector<uint8_t>>> PassOnViaSubtask(
+    std::vector<troupe::ObjectRef<std::vector<uint8_t>>> refs) {
+  return *troupe::Get(troupe::Task(PassOn).Remote(refs));
+}
+
 TROUPE_REMOTE(Plus, SumOfSquares, Tree, MakeBytes, ChecksumOf, NodeOfTask, Fail, SlowOnce,
               VisibleDevices, Sleep, Say, SleepThenNode, SumRefs, ReadRelative, WaitInTask,
-              Reversed, PutInside, ChecksumOfEach);
+              Reversed, PutInside, ChecksumOfEach, PassOn, PassOnViaSubtask);
 
 using troupe::testing::TestCluster;
 
@@ -782,6 +795,31 @@ TEST(TasksTest, WorkersRunTheDriversProgramWithoutASharedFilesystem) {
     cached |= absl::StrContains(text, "fetched job executable");
   }
   EXPECT_TRUE(cached) << "no raylet fetched the executable from the GCS";
+}
+
+TEST(TasksTest, RefHandedOnThroughTwoTasksLivesWhileHeldAndIsFreedAfter) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
+  Driver driver(cluster);
+  const uint64_t expected = ChecksumOf(MakeBytes(1 << 20, 8));
+  {
+    troupe::ObjectRef<std::vector<uint8_t>> back;
+    {
+      // Only the tasks (and then the results) hold it once the driver's own ref is gone.
+      auto outer = troupe::Task(PassOnViaSubtask)
+                       .Remote(std::vector<troupe::ObjectRef<std::vector<uint8_t>>>{
+                           troupe::Put(MakeBytes(1 << 20, 8))});
+      back = (*troupe::Get(outer))[0];
+    }
+    EXPECT_EQ(ChecksumOf(*troupe::Get(back)), expected);
+    EXPECT_GE(StoreBytesUsedEverywhere(cluster), 1 << 20);
+  }
+  int64_t used = -1;
+  EXPECT_TRUE(WaitUntil([&] { return (used = StoreBytesUsedEverywhere(cluster)) == 0; },
+                        absl::Seconds(10), "the object to be freed once nobody holds it"))
+      << used << " bytes still used";
+  EXPECT_TRUE(WaitUntil([] { return troupe::internal::GetRuntimeStats().tracked_references == 0; },
+                        absl::Seconds(5), "the driver to track no reference"));
 }
 
 }  // namespace

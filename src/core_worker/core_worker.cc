@@ -325,9 +325,11 @@ void CoreWorker::HandOverContained(const rpc::TaskSpec& spec,
       // reference (held by the result value) goes.
       objects_->references().AddBorrower(inner.id, caller);
     } else {
-      // A third party's: tell its owner. Our own borrow is released after this reply, so the
-      // owner normally learns of the caller first.
-      workers_.Get(inner.owner_address)->AddBorrowersAsync({inner.id.Binary()}, caller);
+      // A third party's: tell its owner, and wait, so that our own borrow's release (after
+      // this reply) cannot reach the owner first. An owner that does not answer is gone: the
+      // caller will learn that when it reads the object (OwnerDiedError).
+      (void)workers_.Get(inner.owner_address)
+          ->AddBorrowers({inner.id.Binary()}, caller, absl::Seconds(10));
     }
   }
 }

@@ -90,6 +90,20 @@ void CoreWorkerClient::AddBorrowersAsync(const std::vector<std::string>& ids,
                                [call, self = shared_from_this()](grpc::Status) {});
 }
 
+absl::Status CoreWorkerClient::AddBorrowers(const std::vector<std::string>& ids,
+                                            const std::string& borrower, absl::Duration timeout) {
+  grpc::ClientContext context;
+  AttachToken(&context, token_);
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  rpc::AddBorrowersRequest request;
+  for (const auto& id : ids) request.add_object_ids(id);
+  request.set_borrower_address(borrower);
+  rpc::AddBorrowersReply reply;
+  grpc::Status status = stub_->AddBorrowers(&context, request, &reply);
+  if (!status.ok()) return FromGrpcStatus(status, absl::StrCat("owner at ", address_));
+  return absl::OkStatus();
+}
+
 void CoreWorkerClient::RemoveBorrowersAsync(const std::vector<std::string>& ids,
                                             const std::string& borrower) {
   auto call = std::make_shared<AsyncCall<rpc::RemoveBorrowersRequest, rpc::RemoveBorrowersReply>>();

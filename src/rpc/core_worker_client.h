@@ -39,6 +39,10 @@ class CoreWorkerClient : public std::enable_shared_from_this<CoreWorkerClient> {
   void AddObjectLocationAsync(const std::string& object_id, const std::string& raylet_address,
                               const std::string& node_id);
   void AddBorrowersAsync(const std::vector<std::string>& ids, const std::string& borrower);
+  // Waits for the owner's answer (at most `timeout`), so a later RemoveBorrowers cannot
+  // overtake it.
+  absl::Status AddBorrowers(const std::vector<std::string>& ids, const std::string& borrower,
+                            absl::Duration timeout);
   void RemoveBorrowersAsync(const std::vector<std::string>& ids, const std::string& borrower);
   void ExitAsync();
 

@@ -22,7 +22,16 @@
 namespace troupe {
 
 struct StoredObject {
-  enum class Error { kNone, kApplication, kTaskFailed, kLost, kCancelled, kActorDied };
+  enum class Error {
+    kNone,
+    kApplication,
+    kTaskFailed,
+    kLost,  // every copy is gone and it has no lineage (made by Put)
+    kCancelled,
+    kActorDied,
+    kOwnerDied,             // borrowed, and its owner is gone
+    kReconstructionFailed,  // every copy is gone and running its task again failed or may not
+  };
   Error error = Error::kNone;
   std::string error_message;  // for system errors
   // The value: inline_value, or in_plasma with node_id/raylet_address/size; for kApplication the

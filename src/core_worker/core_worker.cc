@@ -127,6 +127,7 @@ void CoreWorker::ReportTaskCounters() {
   counters.set_tasks_finished(c.finished.load());
   counters.set_tasks_failed(c.failed.load());
   counters.set_tasks_retried(c.retried.load());
+  counters.set_tasks_reconstructed(submission_->reconstructions());
   counters.set_actor_calls_submitted(a.submitted.load());
   counters.set_actor_calls_finished(a.finished.load());
   counters.set_actor_calls_failed(a.failed.load());
@@ -205,8 +206,8 @@ absl::Status CoreWorker::KillActor(const ActorId& actor_id, bool no_restart) {
 
 absl::StatusOr<std::optional<ActorId>> CoreWorker::GetNamedActor(
     const std::string& name, const std::string& namespace_name) {
-  return submission_->GetNamedActor(name,
-                                    namespace_name.empty() ? this->namespace_name() : namespace_name);
+  return submission_->GetNamedActor(
+      name, namespace_name.empty() ? this->namespace_name() : namespace_name);
 }
 
 absl::StatusOr<PlacementGroupId> CoreWorker::CreatePlacementGroup(rpc::PlacementGroupInfo group) {

@@ -168,6 +168,7 @@ void SubmissionFacade::Reconstruct(const ObjectId& id, const std::string& what_h
   options_.warn(absl::StrCat("object ", id.Hex(), " ", what_happened, "; rebuilding it by running ",
                              plan.spec.function_name(), " again (attempt ", plan.spec.attempt() + 1,
                              ")"));
+  ++reconstructions_;
   Resubmit(std::move(plan.spec));
 }
 

@@ -101,6 +101,8 @@ class SubmissionFacade : public ObjectReconstructor {
   void Reconstruct(const ObjectId& id, const std::string& what_happened) override;
   void ReleaseLineage(const ObjectId& id) override { lineage_.ReleaseObject(id); }
   const Lineage& lineage() const { return lineage_; }
+  // Tasks re-run so far to rebuild lost objects (recursive ones included), for cluster metrics.
+  int64_t reconstructions() const { return reconstructions_.load(); }
 
  private:
   // Fills in a TaskSpec's common fields and holds its argument references until it is done.
@@ -125,6 +127,7 @@ class SubmissionFacade : public ObjectReconstructor {
   NodeId node_id_;
   std::atomic<uint32_t> next_bundle_{0};
   Lineage lineage_;
+  std::atomic<int64_t> reconstructions_{0};
 
   // Submitted tasks' argument references, released when the task is done.
   absl::Mutex mu_;

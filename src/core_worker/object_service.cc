@@ -161,12 +161,18 @@ absl::StatusOr<rpc::ReturnObject> ObjectService::StoreTaskReturn(
     const std::string& owner_worker_id, const std::string& owner_node_id) {
   auto path = raylet_->CreateObject(id.Binary(), static_cast<int64_t>(size), /*primary=*/true,
                                     owner_worker_id, owner_node_id);
-  if (!path.ok()) return path.status();
-  auto target = MapForWrite(*path, size);
-  if (!target.ok()) return target.status();
-  write(target->address);
-  if (!target->cached && size > 0) munmap(target->address, size);
-  if (auto status = raylet_->SealObject(id.Binary()); !status.ok()) return status;
+  // AlreadyExists: an earlier attempt of this task stored it on this node, sealed; that copy
+  // is now the primary one (see ObjectStore::Create) and nothing needs writing.
+  if (!path.ok() && path.status().code() != absl::StatusCode::kAlreadyExists) {
+    return path.status();
+  }
+  if (path.ok()) {
+    auto target = MapForWrite(*path, size);
+    if (!target.ok()) return target.status();
+    write(target->address);
+    if (!target->cached && size > 0) munmap(target->address, size);
+    if (auto status = raylet_->SealObject(id.Binary()); !status.ok()) return status;
+  }
   rpc::ReturnObject ret;
   ret.set_object_id(id.Binary());
   ret.set_in_plasma(true);
@@ -644,27 +650,27 @@ void ObjectService::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& req
       }
     }
   }
-  memory_store_.OnReady(*id, clock_->Now() + absl::Milliseconds(request.timeout_ms()),
-                        [reply, done = std::move(done)](std::optional<StoredObject> object) {
-                          if (!object) {
-                            reply->set_status(rpc::GetObjectStatusReply::PENDING);
-                          } else {
-                            reply->set_status(object->error == StoredObject::Error::kNone
-                                                  ? rpc::GetObjectStatusReply::READY
-                                                  : rpc::GetObjectStatusReply::FAILED);
-                            *reply->mutable_object() = object->value;
-                            if (object->error != StoredObject::Error::kNone &&
-                                object->error != StoredObject::Error::kApplication) {
-                              reply->mutable_object()->set_error_message(object->error_message);
-                              reply->set_error_kind(
-                                  static_cast<rpc::GetObjectStatusReply::ErrorKind>(object->error));
-                            }
-                            for (const auto& copy : object->copy_raylet_addresses) {
-                              reply->add_copy_raylet_addresses(copy);
-                            }
-                          }
-                          done(absl::OkStatus());
-                        });
+  memory_store_.OnReady(
+      *id, clock_->Now() + absl::Milliseconds(request.timeout_ms()),
+      [reply, done = std::move(done)](std::optional<StoredObject> object) {
+        if (!object) {
+          reply->set_status(rpc::GetObjectStatusReply::PENDING);
+        } else {
+          reply->set_status(object->error == StoredObject::Error::kNone
+                                ? rpc::GetObjectStatusReply::READY
+                                : rpc::GetObjectStatusReply::FAILED);
+          *reply->mutable_object() = object->value;
+          if (object->error != StoredObject::Error::kNone &&
+              object->error != StoredObject::Error::kApplication) {
+            reply->mutable_object()->set_error_message(object->error_message);
+            reply->set_error_kind(static_cast<rpc::GetObjectStatusReply::ErrorKind>(object->error));
+          }
+          for (const auto& copy : object->copy_raylet_addresses) {
+            reply->add_copy_raylet_addresses(copy);
+          }
+        }
+        done(absl::OkStatus());
+      });
 }
 
 absl::Status ObjectService::HandleAddObjectLocation(const rpc::AddObjectLocationRequest& request) {

@@ -9,19 +9,39 @@
 //   --raylet-pid=<pid> [--bytes=N]
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "troupe/api.h"
 
 namespace {
 
-std::vector<uint8_t> MakeBytes(int64_t size) { return std::vector<uint8_t>(size, 7); }
+// The bytes start with the ID of the node that made them, so the driver can tell a rebuilt
+// value (made on the surviving node) from a copy that escaped the kill.
+std::vector<uint8_t> MakeBytes(int64_t size) {
+  std::vector<uint8_t> bytes(size, 7);
+  const std::string node = std::getenv("TROUPE_NODE_ID");
+  std::copy(node.begin(), node.begin() + std::min<size_t>(node.size(), bytes.size()),
+            bytes.begin());
+  return bytes;
+}
 
-TROUPE_REMOTE(MakeBytes);
+std::string WhereAmI() { return std::getenv("TROUPE_NODE_ID"); }
+
+// Runs on the node that should hold `bytes` and says whether they were made there (a read on
+// the same node maps the object; nothing is copied to another node).
+bool MadeHere(std::vector<uint8_t> bytes) {
+  const std::string node = std::getenv("TROUPE_NODE_ID");
+  return bytes.size() >= node.size() && std::equal(node.begin(), node.end(), bytes.begin());
+}
+
+TROUPE_REMOTE(MakeBytes, WhereAmI, MadeHere);
 
 std::string FlagValue(int argc, char** argv, const std::string& name, const std::string& fallback) {
   const std::string prefix = "--" + name + "=";
@@ -42,10 +62,27 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: reconstruction_bench --node=ID --raylet-pid=PID [--bytes=N]\n");
     return 2;
   }
+  // The node must be in the scheduler's view before the soft affinity can pick it.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (*troupe::Get(troupe::Task(WhereAmI)
+                          .SetSchedulingStrategy(troupe::NodeAffinity{node, /*soft=*/true})
+                          .Remote()) != node) {
+    if (std::chrono::steady_clock::now() > give_up) {
+      std::fprintf(stderr, "node %s never took a task\n", node.c_str());
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the next resource report
+  }
   auto object = troupe::Task(MakeBytes)
                     .SetSchedulingStrategy(troupe::NodeAffinity{node, /*soft=*/true})
                     .Remote(bytes);
   troupe::Wait(std::vector<troupe::ObjectRef<std::vector<uint8_t>>>{object}, 1);
+  if (!*troupe::Get(troupe::Task(MadeHere)
+                        .SetSchedulingStrategy(troupe::NodeAffinity{node, /*soft=*/false})
+                        .Remote(object))) {
+    std::fprintf(stderr, "the object was not made on node %s\n", node.c_str());
+    return 1;
+  }
   const auto start = std::chrono::steady_clock::now();
   if (kill(raylet_pid, SIGKILL) != 0) {
     std::perror("kill");
@@ -56,6 +93,10 @@ int main(int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (value->size() != static_cast<size_t>(bytes)) {
     std::fprintf(stderr, "wrong size %zu\n", value->size());
+    return 1;
+  }
+  if (std::string(value->begin(), value->begin() + node.size()) == node) {
+    std::fprintf(stderr, "the value was made on the killed node: it was not rebuilt\n");
     return 1;
   }
   std::printf(

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Node death to a reconstructed object in `get`: Troupe vs Ray, side by side on this machine.
 
-Each iteration starts a fresh two-node cluster (head + one worker node, 1 CPU each) with the
+Each iteration starts a fresh two-node cluster (head with 1 CPU + one worker node with 2) with the
 real CLI, runs a task pinned softly to the worker node that returns a 10 MB object, waits until
 the object exists, SIGKILLs the worker node's raylet and times `get` of the object: death
 detection, the owner finding every copy gone, the task re-run on the head node, the read. Both
@@ -42,7 +42,7 @@ def make_bytes(size):
 ref = make_bytes.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
     node["NodeID"], soft=True)).remote(int(sys.argv[2]))
 ray.wait([ref], fetch_local=False)
-port = "--node_manager_port=%d" % node["NodeManagerPort"]
+marker = "--node_id=%s" % node["NodeID"]
 pid = None
 for entry in os.listdir("/proc"):
     if entry.isdigit():
@@ -50,7 +50,7 @@ for entry in os.listdir("/proc"):
             cmdline = open("/proc/%s/cmdline" % entry, "rb").read().decode(errors="replace")
         except OSError:
             continue
-        if "raylet" in cmdline.split("\0")[0] and port in cmdline:
+        if cmdline.split("\0")[0].endswith("/raylet") and marker in cmdline:
             pid = int(entry)
 assert pid, "raylet of the worker node not found"
 start = time.monotonic()
@@ -80,7 +80,7 @@ def troupe_once(troupe, bench, size):
     try:
         for cmd in ([troupe, "start", "--head", "--port=%d" % port, "--num-cpus=1",
                      "--http-port=0"] + common,
-                    [troupe, "start", "--address=127.0.0.1:%d" % port, "--num-cpus=1"] + common):
+                    [troupe, "start", "--address=127.0.0.1:%d" % port, "--num-cpus=2"] + common):
             result = run(cmd)
             if result.returncode != 0:
                 raise RuntimeError(result.stdout + result.stderr)
@@ -101,11 +101,11 @@ def ray_once(ray, python, size):
     port = free_port()
     try:
         result = run([ray, "start", "--head", "--port=%d" % port, "--num-cpus=1",
-                      "--include-dashboard=false"])
+                      "--node-ip-address=127.0.0.1", "--include-dashboard=false"])
         if result.returncode != 0:
             raise RuntimeError(result.stdout + result.stderr)
-        result = run([ray, "start", "--address=127.0.0.1:%d" % port, "--num-cpus=1",
-                      '--resources={"doomed": 1}'])
+        result = run([ray, "start", "--address=127.0.0.1:%d" % port, "--num-cpus=2",
+                      "--node-ip-address=127.0.0.1", '--resources={"doomed": 1}'])
         if result.returncode != 0:
             raise RuntimeError(result.stdout + result.stderr)
         lines = json_lines([python, "-c", RAY_DRIVER, "127.0.0.1:%d" % port, str(size)])

@@ -135,7 +135,7 @@ Scale ShortScale() {
           /*large_object_bytes=*/1 << 20,
           /*actors=*/2,
           /*calls_per_actor=*/150,
-          absl::Milliseconds(1500),
+          absl::Milliseconds(800),
           /*max_raylet_kills=*/2};
 }
 
@@ -196,61 +196,76 @@ struct KillCounts {
 
 // SIGKILLs, every `period`, either a random worker process of any node (children of the
 // raylets) or — up to `max_raylet_kills` times — a random worker node's raylet, which takes its
-// workers with it; a killed node is replaced by a fresh one with the same flags. Runs on its own
-// thread, which is the only one driving `cluster` while it runs.
+// workers with it; a killed node is replaced by a fresh one with the same flags. Its thread and
+// KillNodeNow (from the test's thread) take turns on `cluster` under a lock.
 class Killer {
  public:
   Killer(TestCluster& cluster, std::vector<std::string> node_flags, Scale scale, uint32_t seed)
       : cluster_(cluster), node_flags_(std::move(node_flags)), scale_(scale), random_(seed) {}
 
   void Start() {
-    thread_ = std::thread([this] { Run(); });
+    thread_ = std::thread([this] {
+      while (!stop_.WaitForNotificationWithTimeout(scale_.kill_period)) Round(/*force_node=*/false);
+    });
   }
   ~Killer() { Stop(); }
   KillCounts Stop() {
     if (!stop_.HasBeenNotified()) stop_.Notify();
     if (thread_.joinable()) thread_.join();
+    absl::MutexLock lock(&mu_);
     return counts_;
   }
+  // Takes a worker node down now (and starts its replacement), whatever the schedule says.
+  void KillNodeNow() { Round(/*force_node=*/true); }
   // Why a node could not be replaced, if it could not ("" otherwise).
-  const std::string& error() const { return error_; }
+  std::string error() {
+    absl::MutexLock lock(&mu_);
+    return error_;
+  }
 
  private:
-  void Run() {
-    while (!stop_.WaitForNotificationWithTimeout(scale_.kill_period)) {
-      nlohmann::json status = cluster_.Status();
-      std::set<int> raylets;
-      std::vector<int> worker_raylets;
-      for (const auto& node : status.value("nodes", nlohmann::json::array())) {
-        if (node["state"] != "ALIVE") continue;
-        const int pid = node["raylet_pid"];
-        raylets.insert(pid);
-        if (!node["is_head"].get<bool>()) worker_raylets.push_back(pid);
-      }
-      const bool kill_node = counts_.raylets < scale_.max_raylet_kills && !worker_raylets.empty() &&
-                             std::uniform_int_distribution<int>(0, 3)(random_) == 0;
-      if (kill_node) {
-        const int pid = worker_raylets[random_() % worker_raylets.size()];
-        if (kill(pid, SIGKILL) != 0) continue;
-        ++counts_.raylets;
-        auto added = cluster_.AddWorker(node_flags_);
-        if (!added.ok()) error_ = std::string(added.status().message());
-        continue;
-      }
-      std::vector<int> workers = ChildrenOf(raylets);
-      if (workers.empty()) continue;
-      if (kill(workers[random_() % workers.size()], SIGKILL) == 0) ++counts_.workers;
+  void Round(bool force_node) {
+    absl::MutexLock lock(&mu_);
+    nlohmann::json status = cluster_.Status();
+    std::set<int> raylets;
+    std::vector<int> worker_raylets;
+    for (const auto& node : status.value("nodes", nlohmann::json::array())) {
+      if (node["state"] != "ALIVE") continue;
+      const int pid = node["raylet_pid"];
+      if (kill(pid, 0) != 0) continue;  // killed, not declared dead yet
+      raylets.insert(pid);
+      if (!node["is_head"].get<bool>()) worker_raylets.push_back(pid);
     }
+    // The second round always takes a node down (so every run loses one); later rounds pick a
+    // node one time in four.
+    ++round_;
+    const bool kill_node =
+        !worker_raylets.empty() &&
+        (force_node || (counts_.raylets < scale_.max_raylet_kills &&
+                        (round_ == 2 || std::uniform_int_distribution<int>(0, 3)(random_) == 0)));
+    if (kill_node) {
+      const int pid = worker_raylets[random_() % worker_raylets.size()];
+      if (kill(pid, SIGKILL) != 0) return;
+      ++counts_.raylets;
+      auto added = cluster_.AddWorker(node_flags_);
+      if (!added.ok()) error_ = std::string(added.status().message());
+      return;
+    }
+    std::vector<int> workers = ChildrenOf(raylets);
+    if (workers.empty()) return;
+    if (kill(workers[random_() % workers.size()], SIGKILL) == 0) ++counts_.workers;
   }
 
   TestCluster& cluster_;
-  std::vector<std::string> node_flags_;
-  Scale scale_;
-  std::mt19937 random_;
+  const std::vector<std::string> node_flags_;
+  const Scale scale_;
   absl::Notification stop_;
   std::thread thread_;
-  KillCounts counts_;
-  std::string error_;
+  absl::Mutex mu_;
+  std::mt19937 random_ ABSL_GUARDED_BY(mu_);
+  KillCounts counts_ ABSL_GUARDED_BY(mu_);
+  int round_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string error_ ABSL_GUARDED_BY(mu_);
 };
 
 // ---- one run of the workload ----
@@ -261,7 +276,10 @@ struct RunResult {
   std::vector<std::string> errors;  // each wrong or failed result, said once
 };
 
-RunResult RunWorkload(const Scale& scale) {
+// Runs the workload once. With a `killer`, a node is also taken down after every chain has
+// finished and before the results are read, so some results exist only on a dead node and must
+// be rebuilt from lineage.
+RunResult RunWorkload(const Scale& scale, Killer* killer) {
   RunResult result;
   const absl::Time start = absl::Now();
 
@@ -325,6 +343,10 @@ RunResult RunWorkload(const Scale& scale) {
     result.tasks += 2;
   }
 
+  if (killer != nullptr) {
+    troupe::Wait(ends, static_cast<int>(ends.size()), std::chrono::minutes(5));
+    killer->KillNodeNow();
+  }
   auto record = [&](std::string error) {
     if (result.errors.size() < 20) result.errors.push_back(std::move(error));
   };
@@ -379,6 +401,7 @@ troupe::rpc::TaskCounters ClusterTaskCounters(TestCluster& cluster) {
     total.set_tasks_submitted(total.tasks_submitted() + one.tasks_submitted());
     total.set_tasks_retried(total.tasks_retried() + one.tasks_retried());
     total.set_tasks_failed(total.tasks_failed() + one.tasks_failed());
+    total.set_tasks_reconstructed(total.tasks_reconstructed() + one.tasks_reconstructed());
   }
   return total;
 }
@@ -416,6 +439,29 @@ std::string StoreDirOf(const std::string& session_dir) {
   return "/dev/shm/troupe-" + session_dir.substr(session_dir.rfind('/') + 1);
 }
 
+// For a failure message: which processes still map any of `paths` (readers holding a pin).
+std::string MappedBy(const std::vector<std::string>& paths) {
+  std::string out;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (dirent* entry = readdir(proc)) {
+    int pid;
+    if (!absl::SimpleAtoi(entry->d_name, &pid)) continue;
+    std::ifstream maps(absl::StrCat("/proc/", pid, "/maps"));
+    std::string text((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+    for (const auto& path : paths) {
+      if (absl::StrContains(text, path)) {
+        std::ifstream cmdline(absl::StrCat("/proc/", pid, "/cmdline"));
+        std::string command;
+        std::getline(cmdline, command, '\0');
+        absl::StrAppend(&out, "\n  ", path, " is mapped by pid ", pid, " (", command, ")");
+      }
+    }
+  }
+  closedir(proc);
+  return out.empty() ? "\n  (no process maps them)" : out;
+}
+
 void RunChaos(const Scale& scale) {
   const std::vector<std::string> node_flags = {"--num-cpus=2", "--object-store-memory=512MiB"};
   ASSERT_OK_AND_ASSIGN(TestCluster cluster,
@@ -427,12 +473,12 @@ void RunChaos(const Scale& scale) {
   std::string killer_error;
   {
     Driver driver(cluster);
-    calm = RunWorkload(scale);
+    calm = RunWorkload(scale, nullptr);
     EXPECT_TRUE(calm.errors.empty()) << "without kills: " << absl::StrJoin(calm.errors, "\n");
 
     Killer killer(cluster, node_flags, scale, troupe::testing::TestSeed());
     killer.Start();
-    chaos = RunWorkload(scale);
+    chaos = RunWorkload(scale, &killer);
     kills = killer.Stop();
     killer_error = killer.error();
     EXPECT_TRUE(chaos.errors.empty()) << "with kills: " << absl::StrJoin(chaos.errors, "\n");
@@ -449,19 +495,27 @@ void RunChaos(const Scale& scale) {
             << "s wall_without_kills=" << absl::ToDoubleSeconds(calm.wall) << "s" << std::endl;
 
   // The driver is gone: no object may be left in any live node's store or spill directory.
+  // (A killed raylet's store keeps its files until `troupe stop`, checked below.)
   const std::vector<std::string> sessions = SessionDirs(cluster.temp_root());
+  std::vector<std::string> live_sessions;
+  for (const auto& session : sessions) {
+    std::ifstream pid_file(session + "/pids/raylet.pid");
+    int pid = 0;
+    if (pid_file >> pid && kill(pid, 0) == 0) live_sessions.push_back(session);
+  }
+  EXPECT_EQ(live_sessions.size(), static_cast<size_t>(scale.worker_nodes + 1));
   std::vector<std::string> left;
   EXPECT_TRUE(WaitUntil(
       [&] {
         left.clear();
-        for (const auto& session : sessions) {
+        for (const auto& session : live_sessions) {
           for (auto& f : ObjectFilesIn(StoreDirOf(session))) left.push_back(f);
           for (auto& f : ObjectFilesIn(session + "/spill")) left.push_back(f);
         }
         return left.empty();
       },
       absl::Seconds(20), "every store and spill directory to be empty"))
-      << "objects left behind: " << absl::StrJoin(left, ", ");
+      << "objects left behind: " << absl::StrJoin(left, ", ") << MappedBy(left);
 
   // `troupe stop` removes what killed raylets could not (their stores).
   const std::string temp_root = cluster.temp_root();

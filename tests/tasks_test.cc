@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -147,9 +148,43 @@ int RunUntilMemoryIsFine(std::string path) {
   return static_cast<int>(getpid());
 }
 
+// A large result computed from a large argument (both live in object stores).
+std::vector<uint8_t> Reversed(std::vector<uint8_t> bytes) {
+  std::reverse(bytes.begin(), bytes.end());
+  return bytes;
+}
+
+// Puts a large value (this worker owns it) and returns the reference inside a vector; writes
+// its pid to `pid_file` first.
+std::vector<troupe::ObjectRef<std::vector<uint8_t>>> PutInside(std::string pid_file, int64_t size,
+                                                               int seed) {
+  std::ofstream(pid_file) << getpid();
+  return {troupe::Put(MakeBytes(size, seed))};
+}
+
+// Reads the references inside its argument (it borrows them) and sums their checksums.
+uint64_t ChecksumOfEach(std::vector<troupe::ObjectRef<std::vector<uint8_t>>> refs) {
+  uint64_t sum = 0;
+  for (const auto& ref : refs) sum += ChecksumOf(*troupe::Get(ref));
+  return sum;
+}
+
+// Returns the references it received, nested in its result (it borrows them meanwhile).
+std::vector<troupe::ObjectRef<std::vector<uint8_t>>> PassOn(
+    std::vector<troupe::ObjectRef<std::vector<uint8_t>>> refs) {
+  return refs;
+}
+
+// Hands the references to a subtask and returns what that returned: the subtask's worker hands
+// references owned by a third process (the driver) to this one.
+std::vector<troupe::ObjectRef<std::vector<uint8_t>>> PassOnViaSubtask(
+    std::vector<troupe::ObjectRef<std::vector<uint8_t>>> refs) {
+  return *troupe::Get(troupe::Task(PassOn).Remote(refs));
+}
+
 TROUPE_REMOTE(Plus, SumOfSquares, Tree, MakeBytes, ChecksumOf, NodeOfTask, Fail, SlowOnce,
               VisibleDevices, Sleep, Say, SleepThenNode, SumRefs, ReadRelative, WaitInTask,
-              RunUntilMemoryIsFine);
+              RunUntilMemoryIsFine, Reversed, PutInside, ChecksumOfEach, PassOn, PassOnViaSubtask);
 
 using troupe::testing::TestCluster;
 
@@ -172,6 +207,33 @@ int64_t StoreBytesUsed(TestCluster& cluster) {
   troupe::RayletClient raylet(HeadRayletAddress(cluster), cluster.token());
   auto stats = raylet.GetNodeStats();
   return stats.ok() ? stats->object_store().used_bytes() : -1;
+}
+
+// Bytes in the object store of every alive node, summed.
+int64_t StoreBytesUsedEverywhere(TestCluster& cluster) {
+  int64_t total = 0;
+  const nlohmann::json status = cluster.Status();  // outlives the loop over its nodes
+  for (const auto& node : status["nodes"]) {
+    if (node.value("state", std::string("ALIVE")) != "ALIVE") continue;
+    troupe::RayletClient raylet(
+        absl::StrCat(node["node_ip"].get<std::string>(), ":", node["raylet_port"].get<int>()),
+        cluster.token());
+    auto stats = raylet.GetNodeStats();
+    if (!stats.ok()) return -1;
+    total += stats->object_store().used_bytes();
+  }
+  return total;
+}
+
+void KillNode(TestCluster& cluster, const std::string& node) {
+  const int raylet_pid = troupe::testing::FindNode(cluster.Status(), node)["raylet_pid"];
+  ASSERT_EQ(kill(raylet_pid, SIGKILL), 0);
+}
+
+int ReadPid(const std::string& pid_file) {
+  int pid = 0;
+  std::ifstream(pid_file) >> pid;
+  return pid;
 }
 
 int64_t RssAnonKb() {
@@ -591,13 +653,158 @@ TEST(TasksTest, ObjectWhoseOnlyCopyDiedIsReportedLost) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   ASSERT_OK_AND_ASSIGN(std::string doomed, cluster.AddWorker({"--num-cpus=1"}));
   Driver driver(cluster);
+  // Hard affinity to the node that dies: running the task again cannot work.
   auto bytes = troupe::Task(MakeBytes)
                    .SetSchedulingStrategy(troupe::NodeAffinity{doomed})
                    .Remote(1 << 20, 5);
   troupe::Wait(std::vector<troupe::ObjectRef<std::vector<uint8_t>>>{bytes}, 1);
-  const int raylet_pid = troupe::testing::FindNode(cluster.Status(), doomed)["raylet_pid"];
-  ASSERT_EQ(kill(raylet_pid, SIGKILL), 0);
-  EXPECT_THROW(troupe::Get(bytes, std::chrono::seconds(30)), troupe::ObjectLostError);
+  KillNode(cluster, doomed);
+  try {
+    troupe::Get(bytes, std::chrono::seconds(60));
+    FAIL() << "expected ObjectReconstructionFailedError";
+  } catch (const troupe::ObjectReconstructionFailedError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), bytes.ID())) << e.what();
+    EXPECT_TRUE(absl::StrContains(e.what(), "MakeBytes")) << e.what();
+  }
+}
+
+// Two nodes offer "pin"; the task prefers `doomed`, so it runs there first and on `survivor`
+// when it runs again.
+troupe::ObjectRef<std::vector<uint8_t>> MakeBytesOn(const std::string& doomed, int64_t size,
+                                                    int seed, int max_retries = 3) {
+  return troupe::Task(MakeBytes)
+      .SetResources({{"CPU", 1}, {"pin", 1}})
+      .SetSchedulingStrategy(troupe::NodeAffinity{doomed, /*soft=*/true})
+      .SetMaxRetries(max_retries)
+      .Remote(size, seed);
+}
+
+TEST(TasksTest, LineageReconstructionRebuildsAnObjectWhoseNodeDied) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string doomed,
+                       cluster.AddWorker({"--num-cpus=1", R"(--resources={"pin": 1})"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=1", R"(--resources={"pin": 1})"}));
+  Driver driver(cluster);
+  auto bytes = MakeBytesOn(doomed, 1 << 20, 5);
+  troupe::Wait(std::vector<troupe::ObjectRef<std::vector<uint8_t>>>{bytes}, 1);
+  KillNode(cluster, doomed);  // its only copy goes with the node
+  EXPECT_EQ(ChecksumOf(*troupe::Get(bytes, std::chrono::seconds(60))),
+            ChecksumOf(MakeBytes(1 << 20, 5)));
+}
+
+TEST(TasksTest, LineageReconstructionRebuildsLostArgumentsRecursively) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string doomed,
+                       cluster.AddWorker({"--num-cpus=2", R"(--resources={"pin": 2})"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2", R"(--resources={"pin": 2})"}));
+  Driver driver(cluster);
+  // The argument's reference is dropped at once: after `reversed` ran it is freed, and only
+  // its lineage is left to rebuild `reversed` from.
+  auto reversed = troupe::Task(Reversed)
+                      .SetResources({{"CPU", 1}, {"pin", 1}})
+                      .SetSchedulingStrategy(troupe::NodeAffinity{doomed, /*soft=*/true})
+                      .Remote(MakeBytesOn(doomed, 1 << 20, 9));
+  troupe::Wait(std::vector<troupe::ObjectRef<std::vector<uint8_t>>>{reversed}, 1);
+  KillNode(cluster, doomed);
+  std::vector<uint8_t> expected = MakeBytes(1 << 20, 9);
+  std::reverse(expected.begin(), expected.end());
+  EXPECT_EQ(ChecksumOf(*troupe::Get(reversed, std::chrono::seconds(60))), ChecksumOf(expected));
+}
+
+TEST(TasksTest, LineageReconstructionRebuildsAnArgumentTheRerunFindsLost) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string doomed,
+                       cluster.AddWorker({"--num-cpus=2", R"(--resources={"pin": 2})"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2", R"(--resources={"pin": 2})"}));
+  Driver driver(cluster);
+  // The driver keeps the argument: its stale location is still recorded when `reversed` runs
+  // again, so the worker running it (a borrower) finds it lost and tells the owner.
+  auto bytes = MakeBytesOn(doomed, 1 << 20, 11);
+  auto reversed = troupe::Task(Reversed)
+                      .SetResources({{"CPU", 1}, {"pin", 1}})
+                      .SetSchedulingStrategy(troupe::NodeAffinity{doomed, /*soft=*/true})
+                      .Remote(bytes);
+  troupe::Wait(std::vector<troupe::ObjectRef<std::vector<uint8_t>>>{reversed}, 1);
+  KillNode(cluster, doomed);
+  // `reversed` first: its rerun is the one that finds the argument gone.
+  std::vector<uint8_t> expected = MakeBytes(1 << 20, 11);
+  const uint64_t argument = ChecksumOf(expected);
+  std::reverse(expected.begin(), expected.end());
+  EXPECT_EQ(ChecksumOf(*troupe::Get(reversed, std::chrono::seconds(60))), ChecksumOf(expected));
+  EXPECT_EQ(ChecksumOf(*troupe::Get(bytes, std::chrono::seconds(60))), argument);
+}
+
+TEST(TasksTest, LineageReconstructionStopsAtMaxRetries) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string doomed,
+                       cluster.AddWorker({"--num-cpus=1", R"(--resources={"pin": 1})"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=1", R"(--resources={"pin": 1})"}));
+  Driver driver(cluster);
+  auto bytes = MakeBytesOn(doomed, 1 << 20, 5, /*max_retries=*/0);
+  troupe::Wait(std::vector<troupe::ObjectRef<std::vector<uint8_t>>>{bytes}, 1);
+  KillNode(cluster, doomed);
+  try {
+    troupe::Get(bytes, std::chrono::seconds(60));
+    FAIL() << "expected ObjectReconstructionFailedError";
+  } catch (const troupe::ObjectReconstructionFailedError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), bytes.ID())) << e.what();
+    EXPECT_TRUE(absl::StrContains(e.what(), "max_retries is 0")) << e.what();
+    EXPECT_TRUE(absl::StrContains(e.what(), doomed)) << e.what();  // where it was
+  }
+}
+
+TEST(TasksTest, BorrowerWhoseOwnerDiedGetsOwnerDiedError) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string other,
+                       cluster.AddWorker({"--num-cpus=1", R"(--resources={"pin": 1})"}));
+  Driver driver(cluster);
+  const std::string pid_file = std::string(std::getenv("TEST_TMPDIR")) + "/owner.pid";
+  unlink(pid_file.c_str());
+  // The worker that runs PutInside owns the object inside the result; the driver borrows it.
+  auto outer =
+      troupe::Task(PutInside).SetResources({{"CPU", 1}, {"pin", 1}}).Remote(pid_file, 1 << 20, 4);
+  troupe::ObjectRef<std::vector<uint8_t>> inner = (*troupe::Get(outer))[0];
+  const int owner_pid = ReadPid(pid_file);
+  ASSERT_GT(owner_pid, 0);
+  ASSERT_EQ(kill(owner_pid, SIGKILL), 0);
+  try {
+    troupe::Get(inner, std::chrono::seconds(30));
+    FAIL() << "expected OwnerDiedError";
+  } catch (const troupe::OwnerDiedError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), inner.ID())) << e.what();
+    EXPECT_TRUE(absl::StrContains(e.what(), "owner")) << e.what();
+  }
+}
+
+TEST(TasksTest, RefNestedInAResultLivesWhileHeldAndIsFreedWithTheLastHolder) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=1", R"(--resources={"pin": 1})"}));
+  Driver driver(cluster);
+  const std::string pid_file = std::string(std::getenv("TEST_TMPDIR")) + "/nested.pid";
+  const uint64_t expected = ChecksumOf(MakeBytes(1 << 20, 6));
+  {
+    troupe::ObjectRef<std::vector<uint8_t>> inner;
+    {
+      auto outer = troupe::Task(PutInside)
+                       .SetResources({{"CPU", 1}, {"pin", 1}})
+                       .Remote(pid_file, 1 << 20, 6);
+      inner = (*troupe::Get(outer))[0];
+    }  // the creating worker returned long ago; now the driver drops the outer reference too
+    EXPECT_EQ(ChecksumOf(*troupe::Get(inner)), expected);  // copied to the head node as well
+    // Passed on nested in an argument to another task, on the other node: still alive.
+    auto sum = troupe::Task(ChecksumOfEach)
+                   .SetResources({{"CPU", 1}, {"pin", 1}})
+                   .Remote(std::vector<troupe::ObjectRef<std::vector<uint8_t>>>{inner});
+    EXPECT_EQ(*troupe::Get(sum), expected);
+    EXPECT_GE(StoreBytesUsedEverywhere(cluster), 2 << 20);  // the primary and the driver's copy
+  }
+  // The last holder (the driver) let go: every copy on every node is freed.
+  int64_t used = -1;
+  EXPECT_TRUE(WaitUntil([&] { return (used = StoreBytesUsedEverywhere(cluster)) == 0; },
+                        absl::Seconds(10), "every copy of the nested object to be freed"))
+      << used << " bytes still used";
+  EXPECT_TRUE(WaitUntil([] { return troupe::internal::GetRuntimeStats().tracked_references == 0; },
+                        absl::Seconds(5), "the driver to track no reference"));
 }
 
 TEST(TasksTest, WorkersRunTheDriversProgramWithoutASharedFilesystem) {
@@ -915,7 +1122,31 @@ TEST(TasksTest, ClusterUnreachableFailsPendingAndNewCallsAndTheDriverExits) {
       << output;
   EXPECT_TRUE(absl::StrContains(output, "TROUPE_GCS_RECONNECT_TIMEOUT_S")) << output;
   EXPECT_TRUE(absl::StrContains(output, "SHUT DOWN")) << output;
-}
+  TEST(TasksTest, RefHandedOnThroughTwoTasksLivesWhileHeldAndIsFreedAfter) {
+    ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+    ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
+    Driver driver(cluster);
+    const uint64_t expected = ChecksumOf(MakeBytes(1 << 20, 8));
+    {
+      troupe::ObjectRef<std::vector<uint8_t>> back;
+      {
+        // Only the tasks (and then the results) hold it once the driver's own ref is gone.
+        auto outer = troupe::Task(PassOnViaSubtask)
+                         .Remote(std::vector<troupe::ObjectRef<std::vector<uint8_t>>>{
+                             troupe::Put(MakeBytes(1 << 20, 8))});
+        back = (*troupe::Get(outer))[0];
+      }
+      EXPECT_EQ(ChecksumOf(*troupe::Get(back)), expected);
+      EXPECT_GE(StoreBytesUsedEverywhere(cluster), 1 << 20);
+    }
+    int64_t used = -1;
+    EXPECT_TRUE(WaitUntil([&] { return (used = StoreBytesUsedEverywhere(cluster)) == 0; },
+                          absl::Seconds(10), "the object to be freed once nobody holds it"))
+        << used << " bytes still used";
+    EXPECT_TRUE(
+        WaitUntil([] { return troupe::internal::GetRuntimeStats().tracked_references == 0; },
+                  absl::Seconds(5), "the driver to track no reference"));
+  }
 
 }  // namespace
 

@@ -30,6 +30,10 @@ void ThrowFor(const GetResult& result) {
       throw TaskCancelledError(result.error_message);
     case StoredObject::Error::kLost:
       throw ObjectLostError(result.error_message);
+    case StoredObject::Error::kOwnerDied:
+      throw OwnerDiedError(result.error_message);
+    case StoredObject::Error::kReconstructionFailed:
+      throw ObjectReconstructionFailedError(result.error_message);
     case StoredObject::Error::kActorDied:
       throw ActorDiedError(result.error_message);
     case StoredObject::Error::kClusterUnreachable:

@@ -12,7 +12,8 @@ namespace troupe::internal {
 // TroupeError; the message is the status's.
 [[noreturn]] void ThrowFor(const absl::Status& status);
 // An object that holds an error: TaskError (the remote exception), TaskCancelledError,
-// ObjectLostError, ActorDiedError or TaskFailedError.
+// ObjectLostError (OwnerDiedError, ObjectReconstructionFailedError), ActorDiedError or
+// TaskFailedError.
 [[noreturn]] void ThrowFor(const GetResult& result);
 
 }  // namespace troupe::internal

@@ -73,9 +73,11 @@ TaskOutcome ExecuteRegistered(const rpc::TaskSpec& spec, const std::vector<Objec
     outcome.size = result->value.size();
     outcome.write = [result](char* out) { result->value.CopyTo(out); };
     outcome.keep_alive = result;
-    // References inside the result stay alive with this worker (see docs/api.md).
+    // References inside the result: `result` holds them (the returned value keeps its
+    // ObjectRefs) until the core worker has handed them over to the caller.
     for (const auto& inner : result->value.contained_refs) {
-      RuntimeGateway::Process().AddLocalRef(inner);
+      auto id = ObjectId::FromBinary(inner.object_id);
+      if (id.ok()) outcome.contained.push_back({*id, inner.owner_address});
     }
   } catch (const std::exception& e) {
     outcome.threw = true;

@@ -114,7 +114,7 @@ absl::Status CoreWorker::Start() {
             submission_->OnTaskFailure(spec, error, message);
           }});
   submission_ = std::make_unique<SubmissionFacade>(
-      SubmissionFacade::Options{options_.job_id, options_.warn,
+      SubmissionFacade::Options{options_.job_id, options_.max_lineage_bytes, options_.warn,
                                 [this](const PlacementGroupId& id, absl::Time deadline) {
                                   return WaitPlacementGroup(id, deadline);
                                 }},
@@ -142,6 +142,7 @@ absl::Status CoreWorker::Start() {
       while (!stop_timer_.WaitForNotificationWithTimeout(interval)) liveness_->Check();
     });
   }
+  objects_->SetReconstructor(submission_.get());
   timer_ = std::thread([this] { TimerLoop(); });
   metrics_reporter_ = std::thread([this] {
     while (!stop_timer_.WaitForNotificationWithTimeout(absl::Seconds(2))) ReportTaskCounters();
@@ -163,6 +164,7 @@ void CoreWorker::ReportTaskCounters() {
   counters.set_tasks_finished(c.finished.load());
   counters.set_tasks_failed(c.failed.load());
   counters.set_tasks_retried(c.retried.load());
+  counters.set_tasks_reconstructed(submission_->reconstructions());
   counters.set_actor_calls_submitted(a.submitted.load());
   counters.set_actor_calls_finished(a.finished.load());
   counters.set_actor_calls_failed(a.failed.load());
@@ -338,6 +340,7 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
       std::string bytes(outcome.size, '\0');
       if (outcome.size > 0) outcome.write(bytes.data());
       ret->set_inline_value(std::move(bytes));
+      HandOverContained(spec, outcome.contained, &reply);
     } else {
       // The caller owns the return: the store frees it if the caller goes away holding it.
       auto stored = objects_->StoreTaskReturn(ReturnIdOf(spec), outcome.size, outcome.write,
@@ -346,6 +349,7 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
         ret->set_in_plasma(true);
         ret->set_raylet_address(stored->raylet_address());
         ret->set_size(stored->size());
+        HandOverContained(spec, outcome.contained, &reply);
       } else {
         fail(stored.status().code() == absl::StatusCode::kResourceExhausted
                  ? "troupe::ObjectStoreFullError"
@@ -362,6 +366,29 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
     out->set_owner_address(borrowed.owner_address);
   }
   return reply;
+}
+
+void CoreWorker::HandOverContained(const rpc::TaskSpec& spec,
+                                   const std::vector<ObjectRefInfo>& contained,
+                                   rpc::PushTaskReply* reply) {
+  const std::string& caller = spec.caller_address();
+  for (const auto& inner : contained) {
+    rpc::BorrowedRef* out = reply->add_return_contained_refs();
+    out->set_object_id(inner.id.Binary());
+    out->set_owner_address(inner.owner_address);
+    if (inner.owner_address == caller || caller.empty()) continue;  // the caller owns it
+    if (objects_->references().OwnedByMe(inner)) {
+      // Ours (e.g. a Put inside the task): the caller becomes a borrower before our own
+      // reference (held by the result value) goes.
+      objects_->references().AddBorrower(inner.id, caller);
+    } else {
+      // A third party's: tell its owner, and wait, so that our own borrow's release (after
+      // this reply) cannot reach the owner first. An owner that does not answer is gone: the
+      // caller will learn that when it reads the object (OwnerDiedError).
+      (void)workers_.Get(inner.owner_address)
+          ->AddBorrowers({inner.id.Binary()}, caller, absl::Seconds(10));
+    }
+  }
 }
 
 }  // namespace troupe

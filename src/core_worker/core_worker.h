@@ -55,7 +55,9 @@ struct TaskOutcome {
   std::string exception_message;
   size_t size = 0;
   std::function<void(char*)> write;  // writes `size` bytes
-  std::shared_ptr<void> keep_alive;  // whatever `write` reads from
+  std::shared_ptr<void> keep_alive;  // whatever `write` reads from (and the refs inside it)
+  // ObjectRefs inside the value; `keep_alive` holds them until the caller has taken them over.
+  std::vector<ObjectRefInfo> contained;
 };
 
 using TaskFunction =
@@ -70,6 +72,8 @@ struct CoreWorkerOptions {
   JobId job_id;
   WorkerId worker_id = WorkerId::FromRandom();
   int64_t max_inline_bytes = 100 * 1024;
+  // Bytes of task specs kept to rebuild lost objects (docs/fault_tolerance.md).
+  int64_t max_lineage_bytes = 64 << 20;
   // Prints warnings meant for the user (the driver's stderr by default).
   std::function<void(const std::string&)> warn;
   // Worker mode: runs a task's function.
@@ -168,6 +172,11 @@ class CoreWorker {
   // Worker mode: runs one pushed task (reads its arguments, calls options_.execute, stores the
   // result) on the executor's thread.
   rpc::PushTaskReply ExecuteTask(const rpc::PushTaskRequest& request);
+  // Worker mode: hands the references inside a task's result over to its caller (who will hold
+  // them with the result): owners of the ones this worker does not own learn the caller
+  // borrows them before this worker lets go. Adds them to `reply`.
+  void HandOverContained(const rpc::TaskSpec& spec, const std::vector<ObjectRefInfo>& contained,
+                         rpc::PushTaskReply* reply);
   void TimerLoop();
 
   CoreWorkerOptions options_;

@@ -22,15 +22,18 @@
 namespace troupe {
 
 struct StoredObject {
+  // Same order as rpc::GetObjectStatusReply::ErrorKind (borrowers receive it as a number).
   enum class Error {
     kNone,
     kApplication,
     kTaskFailed,
-    kLost,
+    kLost,  // every copy is gone and it has no lineage (made by Put)
     kCancelled,
     kActorDied,
-    kClusterUnreachable,  // the driver lost its cluster (cluster_liveness.h)
-    kOutOfMemory,         // the memory monitor killed its worker, and no retries are left
+    kOwnerDied,             // borrowed, and its owner is gone
+    kReconstructionFailed,  // every copy is gone and running its task again failed or may not
+    kClusterUnreachable,    // the driver lost its cluster (cluster_liveness.h)
+    kOutOfMemory,           // the memory monitor killed its worker, and no retries are left
   };
   Error error = Error::kNone;
   std::string error_message;  // for system errors

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
 
@@ -21,8 +22,13 @@ StoredObject FromStatusReply(const rpc::GetObjectStatusReply& reply) {
   object.copy_raylet_addresses.assign(reply.copy_raylet_addresses().begin(),
                                       reply.copy_raylet_addresses().end());
   if (reply.status() == rpc::GetObjectStatusReply::FAILED) {
-    object.error = reply.object().is_application_error() ? StoredObject::Error::kApplication
-                                                         : StoredObject::Error::kTaskFailed;
+    object.error = reply.object().is_application_error()
+                       ? StoredObject::Error::kApplication
+                       : static_cast<StoredObject::Error>(reply.error_kind());
+    if (object.error == StoredObject::Error::kNone ||
+        reply.error_kind() > rpc::GetObjectStatusReply::OUT_OF_MEMORY) {
+      object.error = StoredObject::Error::kTaskFailed;  // an owner that did not say (or newer)
+    }
     object.error_message = reply.object().error_message();
   }
   return object;
@@ -82,6 +88,43 @@ void ObjectService::OnOwnedFree(const ObjectId& id, std::vector<ObjectRefInfo> c
     }
   }
   for (const auto& inner : contained) references_.RemoveLocal(inner.id);
+  if (reconstructor_ != nullptr) reconstructor_->ReleaseLineage(id);
+}
+
+void ObjectService::OnCopiesLost(const ObjectId& id, const StoredObject& seen,
+                                 const std::string& why) {
+  {
+    absl::MutexLock lock(&lost_mu_);
+    std::optional<StoredObject> current = memory_store_.GetIfReady(id);
+    // Rebuilt or failed meanwhile, or another reader is rebuilding it: just read again.
+    if (!current || current->error != StoredObject::Error::kNone ||
+        current->copy_raylet_addresses != seen.copy_raylet_addresses ||
+        current->value.raylet_address() != seen.value.raylet_address()) {
+      return;
+    }
+    memory_store_.Erase(id);
+  }
+  if (reconstructor_ != nullptr) {
+    reconstructor_->Reconstruct(id, why);
+    return;
+  }
+  StoredObject lost;
+  lost.error = StoredObject::Error::kLost;
+  lost.error_message = absl::StrCat("object ", id.Hex(), " ", why);
+  memory_store_.Put(id, std::move(lost));
+}
+
+GetResult ObjectService::ExplainBorrowedLoss(const ObjectRefInfo& ref, GetResult lost) {
+  auto reply =
+      workers_->Get(ref.owner_address)->GetObjectStatus(ref.id.Binary(), absl::ZeroDuration());
+  if (!reply.ok() && (reply.status().code() == absl::StatusCode::kUnavailable ||
+                      reply.status().code() == absl::StatusCode::kDeadlineExceeded)) {
+    lost.error = StoredObject::Error::kOwnerDied;
+    lost.error_message = absl::StrCat("object ", ref.id.Hex(), " is lost: its owner (at ",
+                                      ref.owner_address, ") died or is unreachable (",
+                                      reply.status().message(), "), and no copy of it can be read");
+  }
+  return lost;
 }
 
 void ObjectService::OnBorrowedRelease(const ObjectId& id, const std::string& owner,
@@ -118,12 +161,18 @@ absl::StatusOr<rpc::ReturnObject> ObjectService::StoreTaskReturn(
     const std::string& owner_worker_id, const std::string& owner_node_id) {
   auto path = raylet_->CreateObject(id.Binary(), static_cast<int64_t>(size), /*primary=*/true,
                                     owner_worker_id, owner_node_id);
-  if (!path.ok()) return path.status();
-  auto target = MapForWrite(*path, size);
-  if (!target.ok()) return target.status();
-  write(target->address);
-  if (!target->cached && size > 0) munmap(target->address, size);
-  if (auto status = raylet_->SealObject(id.Binary()); !status.ok()) return status;
+  // AlreadyExists: an earlier attempt of this task stored it on this node, sealed; that copy
+  // is now the primary one (see ObjectStore::Create) and nothing needs writing.
+  if (!path.ok() && path.status().code() != absl::StatusCode::kAlreadyExists) {
+    return path.status();
+  }
+  if (path.ok()) {
+    auto target = MapForWrite(*path, size);
+    if (!target.ok()) return target.status();
+    write(target->address);
+    if (!target->cached && size > 0) munmap(target->address, size);
+    if (auto status = raylet_->SealObject(id.Binary()); !status.ok()) return status;
+  }
   rpc::ReturnObject ret;
   ret.set_object_id(id.Binary());
   ret.set_in_plasma(true);
@@ -213,9 +262,10 @@ absl::StatusOr<std::optional<StoredObject>> ObjectService::Resolve(const ObjectR
     auto reply = workers_->Get(ref.owner_address)->GetObjectStatus(ref.id.Binary(), wait);
     if (!reply.ok()) {
       StoredObject lost;
-      lost.error = StoredObject::Error::kLost;
-      lost.error_message = absl::StrCat("the owner of object ", ref.id.Hex(), " (at ",
-                                        ref.owner_address, ") is gone: ", reply.status().message());
+      lost.error = StoredObject::Error::kOwnerDied;
+      lost.error_message =
+          absl::StrCat("object ", ref.id.Hex(), " cannot be read: its owner (at ",
+                       ref.owner_address, ") died or is unreachable: ", reply.status().message());
       result = lost;
       break;
     }
@@ -291,11 +341,15 @@ GetResult ObjectService::Materialize(const ObjectRefInfo& ref, const StoredObjec
     std::vector<std::string> sources = object.copy_raylet_addresses;
     if (sources.empty()) sources.push_back(object.value.raylet_address());
     absl::Status fetched = absl::NotFoundError("no copy to fetch from");
+    bool store_full = false;
     for (const auto& source : sources) {
       if (source == options_.raylet_address) continue;
       fetched = raylet_->FetchObject(ref.id.Binary(), source, absl::Minutes(10));
       if (fetched.ok()) break;
+      store_full |= fetched.code() == absl::StatusCode::kResourceExhausted;
     }
+    // Only a copy that could not be had is lost; a full store here is not a loss.
+    result.copies_lost = !fetched.ok() && !store_full;
     if (fetched.ok()) {
       if (references_.OwnedByMe(ref)) {
         memory_store_.AddCopy(ref.id, options_.raylet_address);
@@ -310,8 +364,12 @@ GetResult ObjectService::Materialize(const ObjectRefInfo& ref, const StoredObjec
   }
   if (!mapped.ok()) {
     result.error = StoredObject::Error::kLost;
-    result.error_message = absl::StrCat("object ", ref.id.Hex(), " is lost: every copy is gone (",
-                                        mapped.status().message(), ")");
+    std::string where = object.value.node_id().empty()
+                            ? std::string()
+                            : absl::StrCat(" on node ", BytesToHex(object.value.node_id()));
+    result.error_message = absl::StrCat("object ", ref.id.Hex(), " is lost: its copies", where,
+                                        " (raylet ", object.value.raylet_address(),
+                                        ") cannot be read (", mapped.status().message(), ")");
     return result;
   }
   result.buffer = std::move(*mapped);
@@ -336,13 +394,44 @@ absl::StatusOr<std::vector<GetResult>> ObjectService::Get(const std::vector<Obje
       SetBlocked(true);
       blocked = true;
     }
-    auto object = Resolve(ref, deadline);
-    if (!object.ok()) return object.status();
-    if (!object->has_value()) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("object ", ref.id.Hex(), " was not ready before the timeout"));
+    // A borrower reports a loss to the owner a few times at most (the owner may disagree).
+    constexpr int kMaxLossReports = 3;
+    int loss_reports = 0;
+    while (true) {
+      auto object = Resolve(ref, deadline);
+      if (!object.ok()) return object.status();
+      if (!object->has_value()) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("object ", ref.id.Hex(), " was not ready before the timeout"));
+      }
+      GetResult result = Materialize(ref, **object);
+      if (result.copies_lost && references_.OwnedByMe(ref)) {
+        // Ours, and every copy is gone: rebuild it from lineage (or store why not), read again.
+        const StoredObject& seen = **object;
+        std::string where = seen.value.node_id().empty()
+                                ? std::string("is lost: its only copy")
+                                : absl::StrCat("is lost: its only copy was on node ",
+                                               BytesToHex(seen.value.node_id()), " (raylet ",
+                                               seen.value.raylet_address(), "), which");
+        OnCopiesLost(ref.id, seen,
+                     absl::StrCat(where, " died or cannot serve it (", result.error_message, ")"));
+        continue;
+      }
+      if (result.copies_lost && ++loss_reports <= kMaxLossReports) {
+        // Borrowed: drop our cached value and tell the owner, which rebuilds it if it is ours
+        // to rebuild; then ask the owner again (that waits for the rebuilt value).
+        const StoredObject& seen = **object;
+        std::vector<std::string> lost = seen.copy_raylet_addresses;
+        if (lost.empty()) lost.push_back(seen.value.raylet_address());
+        memory_store_.Erase(ref.id);
+        auto reported = workers_->Get(ref.owner_address)
+                            ->GetObjectStatus(ref.id.Binary(), absl::ZeroDuration(), lost);
+        if (reported.ok()) continue;
+      }
+      if (result.copies_lost) result = ExplainBorrowedLoss(ref, std::move(result));
+      results.push_back(std::move(result));
+      break;
     }
-    results.push_back(Materialize(ref, **object));
   }
   return results;
 }
@@ -490,6 +579,16 @@ void ObjectService::StoreReturns(const rpc::PushTaskReply& reply) {
   for (const auto& ret : reply.returns()) {
     auto id = ObjectId::FromBinary(ret.object_id());
     if (!id.ok()) continue;
+    if (&ret == &reply.returns(0) && reply.return_contained_refs_size() > 0) {
+      std::vector<ObjectRefInfo> contained;
+      for (const auto& inner : reply.return_contained_refs()) {
+        if (auto inner_id = ObjectId::FromBinary(inner.object_id()); inner_id.ok()) {
+          contained.push_back({*inner_id, inner.owner_address()});
+        }
+      }
+      // Before the return is stored: held with it (or let go at once if nobody wants it).
+      references_.SetContainedFromReturn(*id, std::move(contained));
+    }
     if (!references_.IsTracked(*id)) {
       // Nobody holds the result any more: drop its stored copy right away.
       if (ret.in_plasma()) raylets_->Get(ret.raylet_address())->FreeObjectsAsync({ret.object_id()});
@@ -532,25 +631,46 @@ void ObjectService::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& req
     reply->set_status(rpc::GetObjectStatusReply::FREED);
     return done(absl::OkStatus());
   }
-  memory_store_.OnReady(*id, clock_->Now() + absl::Milliseconds(request.timeout_ms()),
-                        [reply, done = std::move(done)](std::optional<StoredObject> object) {
-                          if (!object) {
-                            reply->set_status(rpc::GetObjectStatusReply::PENDING);
-                          } else {
-                            reply->set_status(object->error == StoredObject::Error::kNone
-                                                  ? rpc::GetObjectStatusReply::READY
-                                                  : rpc::GetObjectStatusReply::FAILED);
-                            *reply->mutable_object() = object->value;
-                            if (object->error != StoredObject::Error::kNone &&
-                                object->error != StoredObject::Error::kApplication) {
-                              reply->mutable_object()->set_error_message(object->error_message);
-                            }
-                            for (const auto& copy : object->copy_raylet_addresses) {
-                              reply->add_copy_raylet_addresses(copy);
-                            }
-                          }
-                          done(absl::OkStatus());
-                        });
+  if (request.lost_copy_raylet_addresses_size() > 0 && references_.IsOwnedHere(*id)) {
+    // A borrower could not read it. Rebuild it if no copy we know of is left; the long poll
+    // below then answers with the rebuilt value.
+    std::optional<StoredObject> current = memory_store_.GetIfReady(*id);
+    if (current && current->error == StoredObject::Error::kNone && current->value.in_plasma()) {
+      const absl::flat_hash_set<std::string> lost(request.lost_copy_raylet_addresses().begin(),
+                                                  request.lost_copy_raylet_addresses().end());
+      std::vector<std::string> copies = current->copy_raylet_addresses;
+      if (copies.empty()) copies.push_back(current->value.raylet_address());
+      bool none_left = true;
+      for (const auto& copy : copies) none_left &= lost.contains(copy);
+      if (none_left) {
+        OnCopiesLost(*id, *current,
+                     absl::StrCat("is lost: a borrower could not read it from any copy (node ",
+                                  BytesToHex(current->value.node_id()), ", raylet ",
+                                  current->value.raylet_address(), ")"));
+      }
+    }
+  }
+  memory_store_.OnReady(
+      *id, clock_->Now() + absl::Milliseconds(request.timeout_ms()),
+      [reply, done = std::move(done)](std::optional<StoredObject> object) {
+        if (!object) {
+          reply->set_status(rpc::GetObjectStatusReply::PENDING);
+        } else {
+          reply->set_status(object->error == StoredObject::Error::kNone
+                                ? rpc::GetObjectStatusReply::READY
+                                : rpc::GetObjectStatusReply::FAILED);
+          *reply->mutable_object() = object->value;
+          if (object->error != StoredObject::Error::kNone &&
+              object->error != StoredObject::Error::kApplication) {
+            reply->mutable_object()->set_error_message(object->error_message);
+            reply->set_error_kind(static_cast<rpc::GetObjectStatusReply::ErrorKind>(object->error));
+          }
+          for (const auto& copy : object->copy_raylet_addresses) {
+            reply->add_copy_raylet_addresses(copy);
+          }
+        }
+        done(absl::OkStatus());
+      });
 }
 
 absl::Status ObjectService::HandleAddObjectLocation(const rpc::AddObjectLocationRequest& request) {

@@ -47,6 +47,22 @@ struct GetResult {
   StoredObject::Error error = StoredObject::Error::kNone;
   std::string error_message;
   rpc::ReturnObject error_detail;  // for kApplication
+  // kLost only: the value was in object stores and no copy could be read or fetched (their
+  // nodes died), so an owner may rebuild it.
+  bool copies_lost = false;
+};
+
+// Rebuilds objects this process owns whose every copy is lost, from their lineage
+// (SubmissionFacade implements it). Called without ObjectService's locks held.
+class ObjectReconstructor {
+ public:
+  virtual ~ObjectReconstructor() = default;
+  // Every copy of `id` (owned here) is gone; its memory-store value was erased, so readers
+  // wait. Either runs its task again (the new value arrives as a task return) or stores the
+  // error that replaces it. `what_happened` completes "object <id> ...".
+  virtual void Reconstruct(const ObjectId& id, const std::string& what_happened) = 0;
+  // Nothing references `id` any more (its lineage may go).
+  virtual void ReleaseLineage(const ObjectId& id) = 0;
 };
 
 class ObjectService {
@@ -67,6 +83,12 @@ class ObjectService {
   void SetIdentity(const std::string& address, const NodeId& node_id);
   // Stops: expires every waiter, waits for owner queries in flight, unmaps cached mappings.
   void Shutdown();
+
+  // Once, before tasks are submitted (CoreWorker::Start); not owned, must outlive this. Without
+  // one, a lost object fails its readers with ObjectLostError.
+  void SetReconstructor(ObjectReconstructor* reconstructor) { reconstructor_ = reconstructor; }
+  // Whether `id` was made by this process's Put (it has no lineage).
+  bool IsPut(const ObjectId& id) const { return id.CreatingTaskId() == put_task_id_; }
 
   ReferenceCounter& references() { return references_; }
   MemoryStore& memory_store() { return memory_store_; }
@@ -91,7 +113,9 @@ class ObjectService {
                                                     const std::string& owner_node_id);
   const WorkerId& worker_id() const { return options_.worker_id; }
   // A task this process submitted finished: records its returns (dropping those nobody wants
-  // any more) and the borrowers the worker reported.
+  // any more) with the references nested in them (held as long as the return is; ones owned
+  // elsewhere were registered with their owners by the worker), and the borrowers the worker
+  // reported.
   void StoreReturns(const rpc::PushTaskReply& reply);
   // A task this process submitted will not run: its return becomes `error`.
   void StoreError(const ObjectId& return_id, const std::string& function_name,
@@ -121,6 +145,11 @@ class ObjectService {
   void AskOwner(std::shared_ptr<WaitState> state, size_t index, const ObjectRefInfo& ref,
                 absl::Duration wait);
   void OnOwnedFree(const ObjectId& id, std::vector<ObjectRefInfo> contained);
+  // Owned `id`, read as `seen`, has no readable copy: unless someone acted on it already (the
+  // stored value changed), erases the value and asks the reconstructor to rebuild it.
+  void OnCopiesLost(const ObjectId& id, const StoredObject& seen, const std::string& why);
+  // Borrowed `ref` has no readable copy: OwnerDied if its owner is gone too, else `lost`.
+  GetResult ExplainBorrowedLoss(const ObjectRefInfo& ref, GetResult lost);
   void OnBorrowedRelease(const ObjectId& id, const std::string& owner, bool owner_knows);
   void SetBlocked(bool blocked);
   // A writable mapping of the object file at `path` (`size` bytes): reused from an earlier
@@ -145,6 +174,9 @@ class ObjectService {
   std::atomic<uint32_t> put_index_{0};
   std::atomic<bool> executing_{false};
   std::atomic<int> blocked_depth_{0};
+  ObjectReconstructor* reconstructor_ = nullptr;  // set once, before concurrent use
+  // Serialises the "still the value we saw?" check of OnCopiesLost with its erase.
+  absl::Mutex lost_mu_;
 
   // Owner queries of Wait still in flight (their callbacks use this object).
   absl::Mutex queries_mu_;

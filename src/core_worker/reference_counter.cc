@@ -91,6 +91,30 @@ void ReferenceCounter::SetContained(const ObjectId& outer, std::vector<ObjectRef
   it->second.contained = std::move(contained);
 }
 
+void ReferenceCounter::SetContainedFromReturn(const ObjectId& outer,
+                                              std::vector<ObjectRefInfo> contained) {
+  std::vector<std::function<void()>> callbacks;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& inner : contained) {
+      Entry& entry = entries_[inner.id];
+      if (entry.owner_address.empty()) entry.owner_address = inner.owner_address;
+      entry.local++;
+      if (entry.owner_address != self_address_) entry.reported = true;
+    }
+    auto it = entries_.find(outer);
+    if (it != entries_.end()) {
+      for (auto& inner : contained) it->second.contained.push_back(std::move(inner));
+    } else {
+      for (const auto& inner : contained) {
+        entries_[inner.id].local--;
+        if (auto callback = MaybeReleaseLocked(inner.id)) callbacks.push_back(std::move(callback));
+      }
+    }
+  }
+  for (auto& callback : callbacks) callback();
+}
+
 std::vector<ObjectRefInfo> ReferenceCounter::TakeUnreportedBorrows() {
   absl::MutexLock lock(&mu_);
   std::vector<ObjectRefInfo> out;
@@ -106,6 +130,12 @@ std::vector<ObjectRefInfo> ReferenceCounter::TakeUnreportedBorrows() {
 bool ReferenceCounter::IsTracked(const ObjectId& id) const {
   absl::MutexLock lock(&mu_);
   return entries_.contains(id);
+}
+
+bool ReferenceCounter::IsOwnedHere(const ObjectId& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  return it != entries_.end() && it->second.owner_address == self_address_;
 }
 
 size_t ReferenceCounter::num_tracked() const {

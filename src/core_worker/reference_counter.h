@@ -43,11 +43,18 @@ class ReferenceCounter {
   void RemoveBorrower(const ObjectId& id, const std::string& borrower);
   // `outer` (owned here) holds references to `contained`: they live at least as long as it.
   void SetContained(const ObjectId& outer, std::vector<ObjectRefInfo> contained);
+  // A task this process submitted returned `outer` with references to `contained` inside:
+  // they are held (as local references) as long as `outer` is, or let go at once if nothing
+  // holds `outer`. Owners of the borrowed ones already count this process as a borrower (the
+  // worker told them), so letting go tells them.
+  void SetContainedFromReturn(const ObjectId& outer, std::vector<ObjectRefInfo> contained);
   // Borrowed objects this process holds and has not yet told their owners about; marks them
   // reported. Sent back with a task's reply so owners keep the objects alive.
   std::vector<ObjectRefInfo> TakeUnreportedBorrows();
 
   bool IsTracked(const ObjectId& id) const;
+  // Tracked, and owned by this process.
+  bool IsOwnedHere(const ObjectId& id) const;
   bool OwnedByMe(const ObjectRefInfo& ref) const { return ref.owner_address == self_address_; }
   size_t num_tracked() const;
 

@@ -70,5 +70,52 @@ TEST_F(ReferenceCounterTest, BorrowsAreReportedOnceAndReleasedToTheOwner) {
   EXPECT_TRUE(freed_.empty());  // never free what we do not own
 }
 
+TEST_F(ReferenceCounterTest, RefsInsideAReturnLiveWithItAndTellTheirOwnersWhenReleased) {
+  ObjectRefInfo outer = Mine();
+  ObjectRefInfo mine = Mine();
+  ObjectRefInfo theirs = Theirs();
+  counter_.AddLocal(outer);
+  counter_.SetContainedFromReturn(outer.id, {mine, theirs});
+  EXPECT_TRUE(counter_.IsTracked(mine.id));
+  EXPECT_TRUE(counter_.IsTracked(theirs.id));
+  // Their owner was told by the worker that we borrow it: nothing to report again.
+  EXPECT_TRUE(counter_.TakeUnreportedBorrows().empty());
+  counter_.RemoveLocal(outer.id);
+  EXPECT_EQ(freed_, (std::vector<ObjectId>{outer.id, mine.id}));
+  EXPECT_EQ(released_, (std::vector<ObjectId>{theirs.id}));
+  EXPECT_EQ(told_owner_, (std::vector<std::string>{"them:2"}));
+  EXPECT_EQ(counter_.num_tracked(), 0u);
+}
+
+TEST_F(ReferenceCounterTest, OnlyTrackedObjectsOfOursAreOwnedHere) {
+  ObjectRefInfo mine = Mine();
+  ObjectRefInfo theirs = Theirs();
+  EXPECT_FALSE(counter_.IsOwnedHere(mine.id));
+  counter_.AddLocal(mine);
+  counter_.AddLocal(theirs);
+  EXPECT_TRUE(counter_.IsOwnedHere(mine.id));
+  EXPECT_FALSE(counter_.IsOwnedHere(theirs.id));
+}
+
+TEST_F(ReferenceCounterTest, RefsInsideAReturnNobodyWantsAreLetGoAtOnce) {
+  ObjectRefInfo theirs = Theirs();
+  counter_.SetContainedFromReturn(Mine().id, {theirs});
+  EXPECT_EQ(released_, (std::vector<ObjectId>{theirs.id}));
+  EXPECT_EQ(told_owner_, (std::vector<std::string>{"them:2"}));
+  EXPECT_EQ(counter_.num_tracked(), 0u);
+}
+
+TEST_F(ReferenceCounterTest, RefInsideAReturnAlsoHeldDirectlyOutlivesTheReturn) {
+  ObjectRefInfo outer = Mine();
+  ObjectRefInfo theirs = Theirs();
+  counter_.AddLocal(outer);
+  counter_.SetContainedFromReturn(outer.id, {theirs});
+  counter_.AddLocal(theirs);  // the driver deserialized the value: an ObjectRef of its own
+  counter_.RemoveLocal(outer.id);
+  EXPECT_TRUE(released_.empty());
+  counter_.RemoveLocal(theirs.id);
+  EXPECT_EQ(told_owner_, (std::vector<std::string>{"them:2"}));
+}
+
 }  // namespace
 }  // namespace troupe

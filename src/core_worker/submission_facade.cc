@@ -23,7 +23,8 @@ SubmissionFacade::SubmissionFacade(Options options, ObjectService* objects, Task
       tasks_(tasks),
       actor_calls_(actor_calls),
       gcs_(gcs),
-      clock_(clock) {}
+      clock_(clock),
+      lineage_(Lineage::Options{options_.max_lineage_bytes}) {}
 
 void SubmissionFacade::SetIdentity(const std::string& address, const NodeId& node_id) {
   address_ = address;
@@ -106,6 +107,16 @@ ObjectRefInfo SubmissionFacade::SubmitTask(const std::string& function_name,
     spec.mutable_strategy()->set_node_id(bundle->first.Binary());
     spec.mutable_strategy()->set_soft(false);
   }
+  {
+    // Kept so the result can be rebuilt if it is lost (and, for that, its owned arguments).
+    std::vector<ObjectId> owned_args;
+    for (const auto& arg : spec.args()) {
+      if (!arg.object_id().empty() && arg.owner_address() == address_) {
+        owned_args.push_back(*ObjectId::FromBinary(arg.object_id()));
+      }
+    }
+    lineage_.Record(spec, owned_args);
+  }
   if (owned_dependencies.empty()) {
     tasks_->Submit(std::move(spec));
     return result;
@@ -163,21 +174,105 @@ void SubmissionFacade::OnTaskReply(const rpc::TaskSpec& spec, const rpc::PushTas
     pending_returns_.erase(ReturnIdOf(spec));
   }
   objects_->StoreReturns(reply);
+  lineage_.Finished(spec);
   ReleaseTaskReferences(spec);
 }
 
 void SubmissionFacade::OnTaskFailure(const rpc::TaskSpec& spec, StoredObject::Error error,
                                      const std::string& message) {
+  const ObjectId return_id = ReturnIdOf(spec);
   bool already_failed;
   {
     absl::MutexLock lock(&mu_);
     // Failed as unreachable already: keep that error (the reader saw it first).
-    already_failed = pending_returns_.erase(ReturnIdOf(spec)) == 0 && unreachable_.has_value();
+    already_failed = pending_returns_.erase(return_id) == 0 && unreachable_.has_value();
   }
-  if (!already_failed) {
-    objects_->StoreError(ReturnIdOf(spec), spec.function_name(), error, message);
+  if (already_failed) {
+    // nothing to store
+  } else if (error != StoredObject::Error::kCancelled && lineage_.IsBeingRebuilt(return_id)) {
+    // A run meant to rebuild a lost object: its readers learn the object is gone for good.
+    objects_->StoreError(
+        return_id, spec.function_name(), StoredObject::Error::kReconstructionFailed,
+        absl::StrCat("object ", return_id.Hex(), " was lost and rebuilding it by ", "running task ",
+                     spec.function_name(), " again failed: ", message));
+  } else {
+    objects_->StoreError(return_id, spec.function_name(), error, message);
   }
+  lineage_.Finished(spec);
   ReleaseTaskReferences(spec);
+}
+
+void SubmissionFacade::Reconstruct(const ObjectId& id, const std::string& what_happened) {
+  Lineage::Plan plan = lineage_.PlanReconstruction(id, objects_->IsPut(id), what_happened);
+  if (!plan.resubmit) {
+    objects_->StoreError(id, "", plan.error, plan.message);
+    return;
+  }
+  options_.warn(absl::StrCat("object ", id.Hex(), " ", what_happened, "; rebuilding it by running ",
+                             plan.spec.function_name(), " again (attempt ", plan.spec.attempt() + 1,
+                             ")"));
+  ++reconstructions_;
+  Resubmit(std::move(plan.spec));
+}
+
+void SubmissionFacade::Resubmit(rpc::TaskSpec spec) {
+  ReferenceCounter& references = objects_->references();
+  MemoryStore& store = objects_->memory_store();
+  const TaskId task_id = *TaskId::FromBinary(spec.task_id());
+  const ObjectId return_id = ReturnIdOf(spec);
+  std::vector<ObjectRefInfo> held;
+  std::vector<ObjectId> owned_dependencies;
+  for (const auto& arg : spec.args()) {
+    if (arg.object_id().empty()) continue;
+    const ObjectRefInfo ref{*ObjectId::FromBinary(arg.object_id()), arg.owner_address()};
+    references.AddSubmitted(ref);  // first, so a rebuilt argument is kept until this runs
+    held.push_back(ref);
+    if (references.OwnedByMe(ref) && !store.IsReady(ref.id)) {
+      owned_dependencies.push_back(ref.id);
+    }
+  }
+  if (!held.empty()) {
+    absl::MutexLock lock(&mu_);
+    task_refs_[task_id] = std::move(held);
+  }
+  for (const auto& dependency : owned_dependencies) {
+    // Freed after this task first ran: rebuild it too (unless that is under way already).
+    if (!lineage_.IsBeingRebuilt(dependency)) {
+      Reconstruct(dependency, absl::StrCat("was freed after use and is needed to rebuild object ",
+                                           return_id.Hex()));
+    }
+  }
+  if (owned_dependencies.empty()) {
+    tasks_->Submit(std::move(spec));
+    return;
+  }
+  auto shared = std::make_shared<rpc::TaskSpec>(std::move(spec));
+  auto remaining = std::make_shared<std::atomic<size_t>>(owned_dependencies.size());
+  for (const auto& dependency : owned_dependencies) {
+    store.OnReady(
+        dependency, absl::InfiniteFuture(),
+        [this, shared, remaining, dependency, return_id](std::optional<StoredObject> object) {
+          if (object && object->error != StoredObject::Error::kNone &&
+              object->error != StoredObject::Error::kApplication) {
+            // The argument cannot be had: neither can this object. (The last callback still
+            // finds the spec; the failure is stored once.)
+            if (!objects_->memory_store().IsReady(return_id)) {
+              objects_->StoreError(
+                  return_id, shared->function_name(), StoredObject::Error::kReconstructionFailed,
+                  absl::StrCat("object ", return_id.Hex(),
+                               " was lost and cannot be rebuilt: ", "its argument ",
+                               dependency.Hex(), " cannot be had: ", object->error_message));
+            }
+          }
+          if (--*remaining != 0) return;
+          if (objects_->memory_store().IsReady(return_id)) {
+            lineage_.Finished(*shared);
+            ReleaseTaskReferences(*shared);
+            return;
+          }
+          tasks_->Submit(std::move(*shared));
+        });
+  }
 }
 
 void SubmissionFacade::ReleaseTaskReferences(const rpc::TaskSpec& spec) {

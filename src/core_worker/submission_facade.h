@@ -2,6 +2,10 @@
 // argument references until the task is done), hands tasks to the TaskSubmitter (once the owned
 // arguments exist) and actor calls to the ActorTaskSubmitter, records their outcome in the
 // ObjectService, cancels tasks, and creates/looks up actors and placement groups through the GCS.
+// It keeps the lineage of normal tasks (lineage.h) and rebuilds lost objects from it: the
+// ObjectService calls Reconstruct when every copy of an object this process owns is gone; the
+// task runs again (after its lost or freed owned arguments are rebuilt the same way), within
+// the task's max_retries, or the object's readers get why it cannot be rebuilt.
 // Owned by CoreWorker; uses (does not own) the ObjectService, both submitters and the GcsClient.
 // Thread-safe: called from API threads; OnTaskReply/OnTaskFailure run on the submitters'
 // callback threads.
@@ -25,6 +29,7 @@
 #include "src/common/clock.h"
 #include "src/common/ids.h"
 #include "src/core_worker/actor_task_submitter.h"
+#include "src/core_worker/lineage.h"
 #include "src/core_worker/object_service.h"
 #include "src/core_worker/task_submitter.h"
 
@@ -49,10 +54,12 @@ struct TaskSubmitOptions {
   rpc::SchedulingStrategy strategy;
 };
 
-class SubmissionFacade {
+class SubmissionFacade : public ObjectReconstructor {
  public:
   struct Options {
     JobId job_id;
+    // Bytes of task specs kept for rebuilding lost objects (Lineage::Options::max_bytes).
+    int64_t max_lineage_bytes = 64 << 20;
     std::function<void(const std::string&)> warn;  // for the user
     // True once the placement group is placed; false at the deadline or once removed.
     std::function<absl::StatusOr<bool>(const PlacementGroupId&, absl::Time)> wait_placement_group;
@@ -93,12 +100,22 @@ class SubmissionFacade {
   // kClusterUnreachable and `message`, and so does every one submitted afterwards, at once.
   void FailAllAsUnreachable(const std::string& message) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // ObjectReconstructor (called by the ObjectService, any thread).
+  void Reconstruct(const ObjectId& id, const std::string& what_happened) override;
+  void ReleaseLineage(const ObjectId& id) override { lineage_.ReleaseObject(id); }
+  const Lineage& lineage() const { return lineage_; }
+  // Tasks re-run so far to rebuild lost objects (recursive ones included), for cluster metrics.
+  int64_t reconstructions() const { return reconstructions_.load(); }
+
  private:
   // Fills in a TaskSpec's common fields and holds its argument references until it is done.
   rpc::TaskSpec BuildTaskSpec(const TaskId& task_id, const std::string& function_name,
                               std::vector<TaskArgSpec> args,
                               std::vector<ObjectId>* owned_dependencies);
   void ReleaseTaskReferences(const rpc::TaskSpec& spec);
+  // Runs a lineage spec again: holds its arguments, rebuilds owned ones that are gone, submits
+  // once they exist (or fails the object if one cannot be rebuilt).
+  void Resubmit(rpc::TaskSpec spec);
   // The node holding bundle `index` (-1: one of the bundles, in turn) of a placed group; waits
   // until the group is placed. NotFound if it does not exist or was removed.
   absl::StatusOr<std::pair<NodeId, int>> ResolveBundle(const std::string& group_id, int index);
@@ -112,6 +129,8 @@ class SubmissionFacade {
   std::string address_;  // set once by SetIdentity, before concurrent use
   NodeId node_id_;
   std::atomic<uint32_t> next_bundle_{0};
+  Lineage lineage_;
+  std::atomic<int64_t> reconstructions_{0};
 
   // Submitted tasks' argument references, released when the task is done.
   absl::Mutex mu_;

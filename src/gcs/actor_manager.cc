@@ -316,8 +316,13 @@ void ActorManager::OnNodeDeadLocked(const rpc::NodeInfo& node) {
   for (auto& [id, actor] : actors_) {
     if (actor.info.node_id() == node.node_id() && actor.info.state() != rpc::ActorInfo::DEAD &&
         !actor.info.worker_id().empty()) {
-      OnActorFailedLocked(actor, absl::StrCat("its node ", BytesToHex(node.node_id()).substr(0, 8),
-                                              " died (", node.death_reason(), ")"));
+      const std::string node_died =
+          absl::StrCat("its node ", BytesToHex(node.node_id()).substr(0, 8), " died (",
+                       node.death_reason(), ")");
+      // A kill that its raylet never answered is finished by the node's death.
+      OnActorFailedLocked(actor, actor.kill_requested && !actor.death_cause.empty()
+                                     ? absl::StrCat(actor.death_cause, "; ", node_died)
+                                     : node_died);
     }
   }
 }
@@ -399,7 +404,16 @@ absl::Status ActorManager::KillActor(const std::string& actor_id, bool no_restar
     lease = actor.info.lease_id();
   }
   // The worker's exit report finishes the job (restart, or DEAD with the cause).
-  return leases_->KillLeasedWorker(raylet, lease);
+  absl::Status killed = leases_->KillLeasedWorker(raylet, lease);
+  if (killed.code() == absl::StatusCode::kUnavailable ||
+      killed.code() == absl::StatusCode::kDeadlineExceeded) {
+    // The actor's node cannot be reached (it died and is not declared dead yet, or a partition):
+    // the kill stands, and the node's death finishes it with the kill's cause.
+    TROUPE_LOG(Warning) << "actor " << id->ShortHex() << ": its raylet did not answer the kill ("
+                        << killed.message() << "); it dies with its node";
+    return absl::OkStatus();
+  }
+  return killed;
 }
 
 absl::StatusOr<rpc::ActorInfo> ActorManager::GetActor(

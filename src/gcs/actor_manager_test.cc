@@ -229,6 +229,20 @@ TEST_F(ActorManagerTest, KillWithNoRestartDiesOnTheExitReport) {
   EXPECT_EQ(lease_.num_lease_requests(), 1u);  // infinite restarts, yet no restart
 }
 
+TEST_F(ActorManagerTest, KillOfAnActorWhoseRayletIsGoneIsFinishedByTheNodesDeath) {
+  TestNode node = AddNode(7001, {{"CPU", 4}});
+  std::string worker;
+  ActorId id = CreateAlive(ActorRequest(/*max_restarts=*/-1), node, &worker);
+  lease_.SetKillStatus(absl::UnavailableError("raylet at 10.0.0.1:7001: connection refused"));
+  // The caller is not told an error: the kill stands.
+  ASSERT_TRUE(actors_.KillActor(id.Binary(), /*no_restart=*/true).ok());
+  nodes_.MarkNodeDead(node.id, "health check failed");
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::DEAD);
+  EXPECT_NE(Info(id).death_cause().find("killed by troupe::Kill"), std::string::npos)
+      << Info(id).death_cause();
+  EXPECT_EQ(lease_.num_lease_requests(), 1u);  // infinite restarts, yet no restart
+}
+
 TEST_F(ActorManagerTest, KillWithRestartRestarts) {
   TestNode node = AddNode(7001, {{"CPU", 4}});
   std::string worker;

@@ -90,18 +90,21 @@ std::string RenderTaskCounters(const std::vector<std::string>& values) {
     sum.set_tasks_finished(sum.tasks_finished() + one.tasks_finished());
     sum.set_tasks_failed(sum.tasks_failed() + one.tasks_failed());
     sum.set_tasks_retried(sum.tasks_retried() + one.tasks_retried());
+    sum.set_tasks_reconstructed(sum.tasks_reconstructed() + one.tasks_reconstructed());
     sum.set_actor_calls_submitted(sum.actor_calls_submitted() + one.actor_calls_submitted());
     sum.set_actor_calls_finished(sum.actor_calls_finished() + one.actor_calls_finished());
     sum.set_actor_calls_failed(sum.actor_calls_failed() + one.actor_calls_failed());
   }
   std::string out = absl::StrCat(
       "# HELP troupe_tasks_total Tasks (not actor calls) by what happened to them: submitted "
-      "(first attempts), finished, failed, retried.\n"
+      "(first attempts), finished, failed, retried, reconstructed (re-run to rebuild a lost "
+      "object).\n"
       "# TYPE troupe_tasks_total counter\n",
       "troupe_tasks_total{state=\"submitted\"} ", sum.tasks_submitted(), "\n",
       "troupe_tasks_total{state=\"finished\"} ", sum.tasks_finished(), "\n",
       "troupe_tasks_total{state=\"failed\"} ", sum.tasks_failed(), "\n",
-      "troupe_tasks_total{state=\"retried\"} ", sum.tasks_retried(), "\n");
+      "troupe_tasks_total{state=\"retried\"} ", sum.tasks_retried(), "\n",
+      "troupe_tasks_total{state=\"reconstructed\"} ", sum.tasks_reconstructed(), "\n");
   absl::StrAppend(&out, "# HELP troupe_actor_calls_total Actor method calls by outcome.\n",
                   "# TYPE troupe_actor_calls_total counter\n",
                   "troupe_actor_calls_total{state=\"submitted\"} ", sum.actor_calls_submitted(),

@@ -16,6 +16,8 @@ TEST(MetricsPageTest, TaskCountersOfAllProcessesAreSummed) {
   a.set_tasks_finished(4);
   a.set_tasks_failed(1);
   a.set_tasks_retried(2);
+  a.set_tasks_reconstructed(1);
+  b.set_tasks_reconstructed(2);
   a.set_actor_calls_submitted(7);
   b.set_tasks_submitted(10);
   b.set_tasks_finished(10);
@@ -27,6 +29,7 @@ TEST(MetricsPageTest, TaskCountersOfAllProcessesAreSummed) {
   EXPECT_TRUE(Contains(text, "troupe_tasks_total{state=\"finished\"} 14"));
   EXPECT_TRUE(Contains(text, "troupe_tasks_total{state=\"failed\"} 1"));
   EXPECT_TRUE(Contains(text, "troupe_tasks_total{state=\"retried\"} 2"));
+  EXPECT_TRUE(Contains(text, "troupe_tasks_total{state=\"reconstructed\"} 3"));
   EXPECT_TRUE(Contains(text, "troupe_actor_calls_total{state=\"submitted\"} 7"));
   EXPECT_TRUE(Contains(text, "troupe_actor_calls_total{state=\"finished\"} 6"));
   EXPECT_TRUE(Contains(text, "troupe_actor_calls_total{state=\"failed\"} 1"));

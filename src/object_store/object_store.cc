@@ -89,8 +89,21 @@ std::string ObjectStore::SpillPath(const ObjectId& id) const {
 absl::StatusOr<std::string> ObjectStore::Create(const ObjectId& id, int64_t size, bool primary,
                                                 const ObjectOwner& owner) {
   absl::MutexLock lock(&mu_);
-  if (entries_.contains(id)) {
-    return absl::AlreadyExistsError(absl::StrCat("object ", id.Hex(), " already exists"));
+  if (auto it = entries_.find(id); it != entries_.end()) {
+    Entry& entry = it->second;
+    if (entry.sealed) {
+      // Already here: an earlier attempt of the same task ran on this node (a retry, or a
+      // rebuild after a loss elsewhere), or this is a copy. That value stays and counts as the
+      // primary copy for the writer's owner; the writer need not write it again.
+      entry.delete_when_released = false;
+      if (primary) {
+        entry.primary = true;
+        entry.owner = owner;
+      }
+      return absl::AlreadyExistsError(absl::StrCat("object ", id.Hex(), " already exists"));
+    }
+    // Its writer died before sealing it: this attempt writes it afresh.
+    RemoveLocked(id);
   }
   if ((!owner.worker_id.IsNil() && dead_owners_.contains(owner.worker_id)) ||
       (!owner.node_id.IsNil() && dead_owner_nodes_.contains(owner.node_id))) {

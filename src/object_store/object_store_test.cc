@@ -130,6 +130,30 @@ TEST_F(ObjectStoreTest, UnsealedObjectsAreInvisible) {
   EXPECT_EQ(store_->Stats().used_bytes, 0);
 }
 
+// Regression (chaos test): a task re-run on a node that already held its sealed result failed
+// with "already exists" and the task was lost. The sealed copy stays, and becomes the primary.
+TEST_F(ObjectStoreTest, ARerunFindsItsSealedResultAndMakesItPrimary) {
+  ObjectId id = Make(40, 's', /*primary=*/false);
+  EXPECT_EQ(store_->Create(id, 40, /*primary=*/true).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  Make(40, 'a');
+  Make(40, 'b');  // the store is full: a secondary would be evicted, a primary spills
+  EXPECT_EQ(store_->Stats().num_evicted_total, 0);
+  EXPECT_EQ(Read(id), std::string(40, 's'));
+}
+
+// A writer that died before sealing leaves an unsealed entry; a retry writes it afresh.
+TEST_F(ObjectStoreTest, ARerunReplacesAnUnsealedLeftover) {
+  ObjectId id = ObjectId::FromIndex(TaskId::FromRandom(), 1);
+  ASSERT_TRUE(store_->Create(id, 5, true).ok());  // its writer dies here
+  auto path = store_->Create(id, 7, true);
+  ASSERT_TRUE(path.ok()) << path.status();
+  std::ofstream(*path, std::ios::binary) << std::string(7, 'r');
+  ASSERT_TRUE(store_->Seal(id).ok());
+  EXPECT_EQ(Read(id), std::string(7, 'r'));
+  EXPECT_EQ(store_->Stats().used_bytes, 7);
+}
+
 TEST_F(ObjectStoreTest, SecondaryCopiesAreEvictedBeforePrimariesSpill) {
   ObjectId primary = Make(40, 'p', true);
   ObjectId secondary = Make(40, 's', false);

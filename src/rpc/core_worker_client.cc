@@ -32,13 +32,15 @@ std::function<void()> CoreWorkerClient::PushTaskAsync(
 }
 
 absl::StatusOr<rpc::GetObjectStatusReply> CoreWorkerClient::GetObjectStatus(
-    const std::string& object_id, absl::Duration wait) {
+    const std::string& object_id, absl::Duration wait,
+    const std::vector<std::string>& lost_copies) {
   grpc::ClientContext context;
   AttachToken(&context, token_);
   context.set_deadline(absl::ToChronoTime(absl::Now() + wait + absl::Seconds(10)));
   rpc::GetObjectStatusRequest request;
   request.set_object_id(object_id);
   request.set_timeout_ms(absl::ToInt64Milliseconds(wait));
+  for (const auto& copy : lost_copies) request.add_lost_copy_raylet_addresses(copy);
   rpc::GetObjectStatusReply reply;
   grpc::Status status = stub_->GetObjectStatus(&context, request, &reply);
   if (!status.ok()) return FromGrpcStatus(status, absl::StrCat("owner at ", address_));
@@ -86,6 +88,20 @@ void CoreWorkerClient::AddBorrowersAsync(const std::vector<std::string>& ids,
   call->request.set_borrower_address(borrower);
   stub_->async()->AddBorrowers(&call->context, &call->request, &call->reply,
                                [call, self = shared_from_this()](grpc::Status) {});
+}
+
+absl::Status CoreWorkerClient::AddBorrowers(const std::vector<std::string>& ids,
+                                            const std::string& borrower, absl::Duration timeout) {
+  grpc::ClientContext context;
+  AttachToken(&context, token_);
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  rpc::AddBorrowersRequest request;
+  for (const auto& id : ids) request.add_object_ids(id);
+  request.set_borrower_address(borrower);
+  rpc::AddBorrowersReply reply;
+  grpc::Status status = stub_->AddBorrowers(&context, request, &reply);
+  if (!status.ok()) return FromGrpcStatus(status, absl::StrCat("owner at ", address_));
+  return absl::OkStatus();
 }
 
 void CoreWorkerClient::RemoveBorrowersAsync(const std::vector<std::string>& ids,

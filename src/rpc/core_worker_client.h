@@ -26,8 +26,11 @@ class CoreWorkerClient : public std::enable_shared_from_this<CoreWorkerClient> {
   // cancels the call.
   std::function<void()> PushTaskAsync(rpc::PushTaskRequest request,
                                       std::function<void(absl::StatusOr<rpc::PushTaskReply>)> done);
-  absl::StatusOr<rpc::GetObjectStatusReply> GetObjectStatus(const std::string& object_id,
-                                                            absl::Duration wait);
+  // `lost_copies`: raylets the caller could not read the object from (a borrower reporting
+  // a loss to the owner).
+  absl::StatusOr<rpc::GetObjectStatusReply> GetObjectStatus(
+      const std::string& object_id, absl::Duration wait,
+      const std::vector<std::string>& lost_copies = {});
   // The owner answers once the object is ready or after `wait` (PENDING). `done` runs on a gRPC
   // thread; the returned function cancels the call.
   std::function<void()> GetObjectStatusAsync(
@@ -36,6 +39,10 @@ class CoreWorkerClient : public std::enable_shared_from_this<CoreWorkerClient> {
   void AddObjectLocationAsync(const std::string& object_id, const std::string& raylet_address,
                               const std::string& node_id);
   void AddBorrowersAsync(const std::vector<std::string>& ids, const std::string& borrower);
+  // Waits for the owner's answer (at most `timeout`), so a later RemoveBorrowers cannot
+  // overtake it.
+  absl::Status AddBorrowers(const std::vector<std::string>& ids, const std::string& borrower,
+                            absl::Duration timeout);
   void RemoveBorrowersAsync(const std::vector<std::string>& ids, const std::string& borrower);
   void ExitAsync();
 

@@ -62,14 +62,19 @@ class FakeLeaseClient : public LeaseClient, public BundleClient {
                                 const std::string& lease_id) override {
     absl::MutexLock lock(&mu_);
     killed_.emplace_back(raylet_address, lease_id);
-    return absl::OkStatus();
+    return kill_status_;
+  }
+  // What later KillLeasedWorker calls answer (OK by default), e.g. Unavailable for a dead raylet.
+  void SetKillStatus(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    kill_status_ = std::move(status);
   }
   void ReserveBundle(const std::string& raylet_address, const PlacementGroupId& placement_group_id,
                      int bundle_index, const std::map<std::string, double>& resources,
                      ReserveCallback done) override {
     absl::MutexLock lock(&mu_);
-    reserves_.push_back({raylet_address, placement_group_id, bundle_index, resources,
-                         std::move(done)});
+    reserves_.push_back(
+        {raylet_address, placement_group_id, bundle_index, resources, std::move(done)});
   }
   void ReturnBundle(const std::string& raylet_address, const std::string& reservation_id) override {
     absl::MutexLock lock(&mu_);
@@ -132,6 +137,7 @@ class FakeLeaseClient : public LeaseClient, public BundleClient {
   std::deque<LeaseCall> leases_ ABSL_GUARDED_BY(mu_);
   std::vector<Returned> returned_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<std::string, std::string>> killed_ ABSL_GUARDED_BY(mu_);
+  absl::Status kill_status_ ABSL_GUARDED_BY(mu_);
   std::deque<ReserveCall> reserves_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<std::string, std::string>> returned_bundles_ ABSL_GUARDED_BY(mu_);
 };

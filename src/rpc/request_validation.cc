@@ -435,6 +435,8 @@ absl::Status ValidateRequest(const rpc::PushTaskRequest& request) {
 }
 
 absl::Status ValidateRequest(const rpc::GetObjectStatusRequest& request) {
+  TROUPE_RETURN_IF_ERROR(CheckTexts("lost_copy_raylet_addresses",
+                                    request.lost_copy_raylet_addresses(), L::kMaxNameBytes));
   return CheckId<ObjectId>("object_id", request.object_id());
 }
 

@@ -185,6 +185,11 @@ TEST(RequestValidationTest, CoreWorkerRequests) {
   rpc::GetObjectStatusRequest status;
   status.set_object_id("x");
   ExpectInvalid(ValidateRequest(status), "object_id");
+  status.set_object_id(ObjectId::FromIndex(TaskId::FromRandom(), 1).Binary());
+  status.add_lost_copy_raylet_addresses(std::string(5000, 'a'));
+  ExpectInvalid(ValidateRequest(status), "lost_copy_raylet_addresses[0]");
+  status.set_lost_copy_raylet_addresses(0, "127.0.0.1:1");
+  EXPECT_TRUE(ValidateRequest(status).ok());
   rpc::AddObjectLocationRequest location;
   location.set_object_id(ObjectId::FromIndex(TaskId::FromRandom(), 1).Binary());
   ExpectInvalid(ValidateRequest(location), "raylet_address");

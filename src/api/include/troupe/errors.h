@@ -62,10 +62,28 @@ class GetTimeoutError : public TroupeError {
   using TroupeError::TroupeError;
 };
 
-// The object's only copies are gone (its node died) and it cannot be rebuilt.
+// The object cannot be read any more: every copy is gone (their nodes died) and it cannot be
+// rebuilt (it was made by Put), or it was already freed. The subclasses below say more; catch
+// ObjectLostError for all of them. The message names the object and says why.
 class ObjectLostError : public TroupeError {
  public:
   using TroupeError::TroupeError;
+};
+
+// The object is borrowed and its owner (the process that created it) died or is unreachable:
+// nobody can tell where it lives or rebuild it.
+class OwnerDiedError : public ObjectLostError {
+ public:
+  using ObjectLostError::ObjectLostError;
+};
+
+// Every copy of the object is gone and rebuilding it from lineage (running the task that made it
+// again) was not possible: the task's max_retries are used up, its lineage was evicted by the
+// lineage budget, it came from an actor call, an argument could not be rebuilt, or the rerun
+// failed. The message says which.
+class ObjectReconstructionFailedError : public ObjectLostError {
+ public:
+  using ObjectLostError::ObjectLostError;
 };
 
 // The task was cancelled with troupe::Cancel.

@@ -1122,31 +1122,32 @@ TEST(TasksTest, ClusterUnreachableFailsPendingAndNewCallsAndTheDriverExits) {
       << output;
   EXPECT_TRUE(absl::StrContains(output, "TROUPE_GCS_RECONNECT_TIMEOUT_S")) << output;
   EXPECT_TRUE(absl::StrContains(output, "SHUT DOWN")) << output;
-  TEST(TasksTest, RefHandedOnThroughTwoTasksLivesWhileHeldAndIsFreedAfter) {
-    ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
-    ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
-    Driver driver(cluster);
-    const uint64_t expected = ChecksumOf(MakeBytes(1 << 20, 8));
+}
+
+TEST(TasksTest, RefHandedOnThroughTwoTasksLivesWhileHeldAndIsFreedAfter) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
+  Driver driver(cluster);
+  const uint64_t expected = ChecksumOf(MakeBytes(1 << 20, 8));
+  {
+    troupe::ObjectRef<std::vector<uint8_t>> back;
     {
-      troupe::ObjectRef<std::vector<uint8_t>> back;
-      {
-        // Only the tasks (and then the results) hold it once the driver's own ref is gone.
-        auto outer = troupe::Task(PassOnViaSubtask)
-                         .Remote(std::vector<troupe::ObjectRef<std::vector<uint8_t>>>{
-                             troupe::Put(MakeBytes(1 << 20, 8))});
-        back = (*troupe::Get(outer))[0];
-      }
-      EXPECT_EQ(ChecksumOf(*troupe::Get(back)), expected);
-      EXPECT_GE(StoreBytesUsedEverywhere(cluster), 1 << 20);
+      // Only the tasks (and then the results) hold it once the driver's own ref is gone.
+      auto outer = troupe::Task(PassOnViaSubtask)
+                       .Remote(std::vector<troupe::ObjectRef<std::vector<uint8_t>>>{
+                           troupe::Put(MakeBytes(1 << 20, 8))});
+      back = (*troupe::Get(outer))[0];
     }
-    int64_t used = -1;
-    EXPECT_TRUE(WaitUntil([&] { return (used = StoreBytesUsedEverywhere(cluster)) == 0; },
-                          absl::Seconds(10), "the object to be freed once nobody holds it"))
-        << used << " bytes still used";
-    EXPECT_TRUE(
-        WaitUntil([] { return troupe::internal::GetRuntimeStats().tracked_references == 0; },
-                  absl::Seconds(5), "the driver to track no reference"));
+    EXPECT_EQ(ChecksumOf(*troupe::Get(back)), expected);
+    EXPECT_GE(StoreBytesUsedEverywhere(cluster), 1 << 20);
   }
+  int64_t used = -1;
+  EXPECT_TRUE(WaitUntil([&] { return (used = StoreBytesUsedEverywhere(cluster)) == 0; },
+                        absl::Seconds(10), "the object to be freed once nobody holds it"))
+      << used << " bytes still used";
+  EXPECT_TRUE(WaitUntil([] { return troupe::internal::GetRuntimeStats().tracked_references == 0; },
+                        absl::Seconds(5), "the driver to track no reference"));
+}
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/schema.pb.h"
 #include "src/common/logging.h"
+#include "src/common/process_state.h"
 #include "src/core_worker/core_worker_grpc_service.h"
 #include "src/rpc/server.h"
 
@@ -29,7 +30,8 @@ CoreWorker::CoreWorker(CoreWorkerOptions options)
       clock_(options_.clock != nullptr ? options_.clock : &real_clock_),
       raylets_(options_.token),
       workers_(options_.token),
-      lease_client_(&raylets_) {
+      lease_client_(&raylets_),
+      parent_pid_(options_.is_driver ? 0 : getppid()) {
   if (!options_.warn) {
     options_.warn = [](const std::string& message) {
       fprintf(stderr, "troupe: warning: %s\n", message.c_str());
@@ -359,6 +361,17 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
     }
   }
   args.clear();
+  if (ret->is_application_error() && ProcessIsExiting(parent_pid_)) {
+    // The raylet that started this worker is dying (SIGKILL closes its sockets before the
+    // kernel sends us its death signal), and the failure is most likely its doing: an argument
+    // that could not be fetched, a result that could not be stored. Such a failure must not
+    // reach the caller as the task's result; exiting unanswered makes it a worker death, which
+    // the caller retries (or reports as one).
+    fprintf(stderr,
+            "troupe: the raylet (pid %d) died while task %s ran (%s); exiting without an answer\n",
+            parent_pid_, spec.function_name().c_str(), ret->error_message().c_str());
+    _exit(1);
+  }
   for (const auto& ref : held) objects_->references().RemoveLocal(ref.id);
   for (const auto& borrowed : objects_->references().TakeUnreportedBorrows()) {
     rpc::BorrowedRef* out = reply.add_borrowed_refs();

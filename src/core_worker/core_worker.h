@@ -190,6 +190,8 @@ class CoreWorker {
   ClientPool<CoreWorkerClient> workers_;
   std::shared_ptr<RayletClient> raylet_;
   GrpcLeaseClient lease_client_;
+  // Worker mode: the raylet that started this process (its parent); 0 in drivers.
+  const int parent_pid_;
   std::unique_ptr<GrpcTaskPushClient> push_client_;  // set by Start()
   std::unique_ptr<GcsClient> gcs_;
   std::unique_ptr<GrpcActorDirectory> actor_directory_;

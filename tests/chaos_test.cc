@@ -17,7 +17,9 @@
 //   wall_with_kills=...s wall_without_kills=...s
 // This binary is also the worker program (main() hands over to troupe::Init in worker mode).
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -109,7 +111,24 @@ class Sequencer {
   int64_t out_of_order_ = 0;
 };
 
-TROUPE_REMOTE(Step, Seed, MakeBytes, DigestOf, Sequencer::Create, &Sequencer::Next);
+// Kills the raylet that started this worker, then keeps storing objects until that fails
+// because the raylet is gone: the failure is the raylet's, not the task's, so it must not become
+// the task's result (the worker exits unanswered and the task runs again elsewhere, where the
+// marker file makes it return 42).
+int64_t StoreWhileMyRayletDies(std::string marker) {
+  const int fd = open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+  if (fd < 0) return 42;
+  close(fd);
+  // Outlive the raylet (no parent-death signal): the race the kernel usually wins, made certain.
+  prctl(PR_SET_PDEATHSIG, 0);
+  kill(getppid(), SIGKILL);
+  const std::vector<uint8_t> bytes(256 << 10, 7);
+  for (int i = 0; i < 200; ++i) troupe::Put(bytes);  // throws once the raylet is gone
+  return -1;                                         // the raylet outlived 200 puts
+}
+
+TROUPE_REMOTE(Step, Seed, MakeBytes, DigestOf, Sequencer::Create, &Sequencer::Next,
+              StoreWhileMyRayletDies);
 
 // ---- sizes ----
 
@@ -527,6 +546,26 @@ void RunChaos(const Scale& scale) {
 }
 
 bool long_run = false;  // --long: the chaos_long_test size
+
+// Regression (CI, seed 1342451914): a task whose raylet was SIGKILLed while it stored its result
+// replied "raylet ...: Connection reset by peer" as an application error before the kernel's
+// parent-death signal ended it, and the caller took that as the task's value.
+TEST(ChaosTest, TaskWhoseRayletDiesMidTaskIsRetriedNotFailed) {
+  if (long_run) GTEST_SKIP() << "runs in the normal test run only";
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=0", "--object-store-memory=256MiB"}));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK(cluster.AddWorker({"--num-cpus=1", "--object-store-memory=256MiB"}));
+  }
+  const std::string marker = cluster.temp_root() + "/killed-once";
+  {
+    Driver driver(cluster);
+    auto result = troupe::Task(StoreWhileMyRayletDies).SetMaxRetries(2).Remote(marker);
+    EXPECT_EQ(*troupe::Get(result, std::chrono::minutes(2)), 42);
+  }
+  struct stat st;
+  EXPECT_EQ(stat(marker.c_str(), &st), 0) << "the first attempt never ran";
+}
 
 TEST(ChaosTest, WorkloadSurvivesKilledWorkersAndNodes) {
   RunChaos(long_run ? LongScale() : ShortScale());

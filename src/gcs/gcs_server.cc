@@ -39,8 +39,11 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
       lease_client_(&raylet_clients_),
       push_client_(&worker_clients_),
       auth_(options_.token),
-      publisher_(&clock_),
-      log_publisher_(&clock_, /*max_buffered=*/20000),
+      // Numbered from the clock so cursors of a previous incarnation read as lost (publisher.h).
+      publisher_(&clock_, /*max_buffered=*/10000, absl::Seconds(60),
+                 Publisher::SeqBaseFromClock(clock_)),
+      log_publisher_(&clock_, /*max_buffered=*/20000, absl::Seconds(60),
+                     Publisher::SeqBaseFromClock(clock_)),
       kv_(store_.get()),
       nodes_(options_.token.cluster_id(), store_.get(), &publisher_, &clock_),
       jobs_(store_.get(), &publisher_, &clock_),

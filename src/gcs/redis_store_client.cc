@@ -2,6 +2,10 @@
 
 #include <hiredis/hiredis.h>
 
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <utility>
@@ -42,6 +46,45 @@ std::string GlobEscape(absl::string_view text) {
     out.push_back(c);
   }
   return out;
+}
+
+// hiredis writes with write(), so a write to a Redis that went away raises SIGPIPE, which would
+// end the process. The writer thread blocks it for good; calls on the caller's thread (Connect,
+// CheckRedis, the cluster record) block it for their duration and swallow one they raised.
+class ScopedSigpipeBlock {
+ public:
+  ScopedSigpipeBlock() {
+    sigset_t pipe_only;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old_mask_);
+  }
+  ~ScopedSigpipeBlock() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+      sigset_t pipe_only;
+      sigemptyset(&pipe_only);
+      sigaddset(&pipe_only, SIGPIPE);
+      const struct timespec zero = {0, 0};
+      sigtimedwait(&pipe_only, nullptr, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+
+ private:
+  bool was_pending_ = false;
+  sigset_t old_mask_;
+};
+
+void BlockSigpipeForThisThread() {
+  sigset_t pipe_only;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
 }
 
 struct HostPort {
@@ -215,6 +258,7 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(
 }
 
 absl::Status CheckRedis(const RedisOptions& options) {
+  ScopedSigpipeBlock no_sigpipe;
   return RedisConnection::Open(options).status();
 }
 
@@ -226,6 +270,7 @@ absl::StatusOr<std::unique_ptr<RedisStoreClient>> RedisStoreClient::Connect(Redi
     return absl::InvalidArgumentError(
         "RedisOptions::key_prefix is empty; give one, e.g. troupe:<cluster id hex>");
   }
+  ScopedSigpipeBlock no_sigpipe;
   absl::StatusOr<std::unique_ptr<RedisConnection>> connection = RedisConnection::Open(options);
   if (!connection.ok()) return connection.status();
   std::unique_ptr<RedisStoreClient> store(
@@ -460,6 +505,7 @@ int64_t RedisStoreClient::queued_bytes() const {
 // The writer thread
 
 void RedisStoreClient::RunWriter() {
+  BlockSigpipeForThisThread();
   std::deque<Write> batch;  // taken from queue_, sent (again) until acknowledged
   absl::Duration backoff = kFirstBackoff;
   absl::Status last_error;
@@ -672,6 +718,7 @@ std::string ClusterRecordKey(const std::string& name) {
 
 absl::StatusOr<std::optional<ClusterRecord>> ReadClusterRecord(const RedisOptions& options,
                                                                const std::string& name) {
+  ScopedSigpipeBlock no_sigpipe;
   absl::StatusOr<std::unique_ptr<RedisConnection>> connection = RedisConnection::Open(options);
   if (!connection.ok()) return connection.status();
   const std::string key = ClusterRecordKey(name);
@@ -699,6 +746,7 @@ absl::StatusOr<std::optional<ClusterRecord>> ReadClusterRecord(const RedisOption
 
 absl::Status WriteClusterRecord(const RedisOptions& options, const std::string& name,
                                 const ClusterRecord& record) {
+  ScopedSigpipeBlock no_sigpipe;
   absl::StatusOr<std::unique_ptr<RedisConnection>> connection = RedisConnection::Open(options);
   if (!connection.ok()) return connection.status();
   return (*connection)

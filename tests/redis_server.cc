@@ -209,7 +209,7 @@ absl::StatusOr<std::vector<std::string>> RedisServer::Command(
     if (!status.ok()) return status;
     return out;
   };
-  absl::StatusOr<std::vector<std::string>> result;
+  absl::StatusOr<std::vector<std::string>> result = std::vector<std::string>();
   if (!options_.password.empty()) result = run({"AUTH", options_.password});
   if (result.ok()) result = run(argv);
   redisFree(context);

@@ -222,6 +222,26 @@ TEST(RedisStoreClientTest, KeepsServingWhileRedisIsKilledAndRestarted) {
   EXPECT_EQ(Get(*fresh, "t", "while-away"), "x");
 }
 
+TEST(RedisStoreClientTest, HungRedisCountsAsAwayUntilItAnswersAgain) {
+  SKIP_WITHOUT_REDIS();
+  ASSERT_OK_AND_ASSIGN(auto server, RedisServer::Start());
+  RedisOptions options = OptionsFor(*server);
+  options.command_timeout = absl::Milliseconds(300);
+  ASSERT_OK_AND_ASSIGN(auto store, RedisStoreClient::Connect(options));
+  ASSERT_OK(Put(*store, "t", "before", "1"));
+  ASSERT_OK(server->Pause());
+  PutLogged(store.get(), "t", "during", "2");
+  ASSERT_TRUE(WaitUntil([&] { return !store->connected(); }, absl::Seconds(5),
+                        "the store to time out on the paused Redis"));
+  ASSERT_OK(Put(*store, "t", "while-away", "3"));  // completes at once while away
+  EXPECT_EQ(store->Flush(absl::Milliseconds(100)).code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_OK(server->Resume());
+  ASSERT_OK(store->Flush(absl::Seconds(10)));
+  EXPECT_TRUE(store->connected());
+  ASSERT_OK_AND_ASSIGN(auto raw, server->Command({"HGETALL", "troupe:test:t"}));
+  EXPECT_THAT(raw, ::testing::UnorderedElementsAre("before", "1", "during", "2", "while-away", "3"));
+}
+
 TEST(RedisStoreClientTest, GivesUpWhenRedisStaysAway) {
   SKIP_WITHOUT_REDIS();
   ASSERT_OK_AND_ASSIGN(auto server, RedisServer::Start());

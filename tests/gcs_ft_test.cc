@@ -17,6 +17,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "src/common/ids.h"
 #include "src/common/status_testing.h"
 #include "src/common/wait_until.h"
 #include "src/rpc/gcs_client.h"

@@ -157,6 +157,7 @@ absl::Status RedisServer::WaitReady() {
 absl::Status RedisServer::Signal(int signal) {
   if (pid_ <= 0) return absl::FailedPreconditionError("redis-server is not running");
   kill(pid_, signal);
+  if (signal != SIGKILL) kill(pid_, SIGCONT);  // a paused server handles SIGTERM once resumed
   int status = 0;
   while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
@@ -166,6 +167,18 @@ absl::Status RedisServer::Signal(int signal) {
 
 absl::Status RedisServer::Stop() { return Signal(SIGTERM); }
 absl::Status RedisServer::Kill() { return Signal(SIGKILL); }
+
+absl::Status RedisServer::Pause() {
+  if (pid_ <= 0) return absl::FailedPreconditionError("redis-server is not running");
+  kill(pid_, SIGSTOP);
+  return absl::OkStatus();
+}
+
+absl::Status RedisServer::Resume() {
+  if (pid_ <= 0) return absl::FailedPreconditionError("redis-server is not running");
+  kill(pid_, SIGCONT);
+  return absl::OkStatus();
+}
 
 absl::Status RedisServer::Restart() {
   if (pid_ > 0) {
@@ -209,7 +222,7 @@ absl::StatusOr<std::vector<std::string>> RedisServer::Command(
     if (!status.ok()) return status;
     return out;
   };
-  absl::StatusOr<std::vector<std::string>> result;
+  absl::StatusOr<std::vector<std::string>> result = std::vector<std::string>();
   if (!options_.password.empty()) result = run({"AUTH", options_.password});
   if (result.ok()) result = run(argv);
   redisFree(context);

@@ -51,6 +51,9 @@ class RedisServer {
   absl::Status Stop();
   // SIGKILL and wait: a crash (data already written to the AOF file survives).
   absl::Status Kill();
+  // SIGSTOP / SIGCONT: a hung Redis (connections are accepted by the kernel, nothing answers).
+  absl::Status Pause();
+  absl::Status Resume();
   // Starts it again on the same port and dir, and waits for PING. Running: stops it first.
   absl::Status Restart();
 

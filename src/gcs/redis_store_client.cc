@@ -140,7 +140,7 @@ class RedisConnection {
   absl::StatusOr<Reply> ReadReply(absl::string_view command) {
     void* raw = nullptr;
     if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) {
-      return ContextError(absl::StrCat("answering ", command));
+      return ContextError(command, command_timeout_);
     }
     Reply reply(static_cast<redisReply*>(raw));
     if (reply->type == REDIS_REPLY_ERROR) return ReplyError(command, ReplyText(*reply));
@@ -151,30 +151,33 @@ class RedisConnection {
   RedisConnection(redisContext* context, std::string address, absl::Duration command_timeout)
       : context_(context), address_(std::move(address)), command_timeout_(command_timeout) {}
 
-  absl::Status ContextError(absl::string_view doing) const {
+  // `command`: the command whose reply failed, or "" for the connect itself.
+  absl::Status ContextError(absl::string_view command, absl::Duration timeout) const {
     const std::string what = context_->errstr;
+    const std::string on = command.empty() ? "connecting" : absl::StrCat("on ", command);
     switch (context_->err) {
       case REDIS_ERR_PROTOCOL:
-        return absl::InvalidArgumentError(absl::StrCat(
-            address_, " did not speak the Redis protocol when ", doing, " (", what,
-            "): is it a Redis server? Fix the Redis address"));
+        return absl::InvalidArgumentError(absl::StrCat(address_,
+                                                       " did not speak the Redis protocol ", on,
+                                                       " (", what,
+                                                       "): is it a Redis server? Fix the address"));
       case REDIS_ERR_EOF:
         return absl::UnavailableError(absl::StrCat("Redis at ", address_,
-                                                   " closed the connection when ", doing, " (",
-                                                   what, "); is it running, and is it a Redis?"));
+                                                   " closed the connection ", on, " (", what,
+                                                   "): is it running, and is it a Redis?"));
       case REDIS_ERR_IO:
         if (absl::StrContains(what, "temporarily unavailable") ||
             absl::StrContains(what, "timed out")) {
-          return absl::UnavailableError(
-              absl::StrCat("Redis at ", address_, " did not answer within ",
-                           absl::FormatDuration(command_timeout_), " when ", doing,
-                           ": is it a Redis server, running and not overloaded?"));
+          return absl::UnavailableError(absl::StrCat(
+              "Redis at ", address_, " did not answer ", command.empty() ? "the connect" : command,
+              " within ", absl::FormatDuration(timeout),
+              ": is it a Redis server, running and not overloaded?"));
         }
         [[fallthrough]];
       default:
         return absl::UnavailableError(absl::StrCat("Redis at ", address_, " is unreachable (",
-                                                   what, ") when ", doing,
-                                                   "; start redis-server there or fix the address"));
+                                                   what, ") ", on,
+                                                   ": start redis-server there or fix the address"));
     }
   }
 
@@ -236,8 +239,7 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Open(
   std::unique_ptr<RedisConnection> connection(
       new RedisConnection(context, options.address, options.command_timeout));
   if (context->err != 0) {
-    return connection->ContextError(
-        absl::StrCat("connecting (timeout ", absl::FormatDuration(options.connect_timeout), ")"));
+    return connection->ContextError("", options.connect_timeout);
   }
   redisSetTimeout(context, absl::ToTimeval(options.command_timeout));
   redisEnableKeepAlive(context);
@@ -550,10 +552,13 @@ void RedisStoreClient::RunWriter() {
         last_error = connection.status();
         std::optional<absl::Status> gave_up;
         bool stopping;
+        absl::Duration wait = backoff;
         {
           absl::MutexLock lock(&mu_);
           stopping = stopping_;
           const absl::Duration away = absl::Now() - away_since_;
+          // Try once more right at the deadline rather than up to a backoff past it.
+          wait = std::min(backoff, std::max(options_.give_up_after - away, absl::Milliseconds(1)));
           if (away > options_.give_up_after) {
             gave_up = absl::UnavailableError(absl::StrCat(
                 "Redis at ", options_.address, " has been away for ", absl::FormatDuration(away),
@@ -568,11 +573,11 @@ void RedisStoreClient::RunWriter() {
           return;
         }
         if (stopping) {
-          absl::SleepFor(backoff);  // the destructor's deadline ends the loop
+          absl::SleepFor(wait);  // the destructor's deadline ends the loop
         } else {
           absl::MutexLock lock(&mu_);
           auto stop = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
-          mu_.AwaitWithTimeout(absl::Condition(&stop), backoff);
+          mu_.AwaitWithTimeout(absl::Condition(&stop), wait);
         }
         backoff = std::min(backoff * 2, kMaxBackoff);
         continue;

@@ -341,6 +341,16 @@ TEST(GcsFtTest, WholeHeadRestartIsTheSameCluster) {
   }
   EXPECT_FALSE(new_head.empty()) << status.dump(2);
   EXPECT_NE(new_head, old_head);
+  // The old head node is not ALIVE for long: absent (a GCS that does not reload nodes) or
+  // declared DEAD by the health checks (one that does).
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        status = cluster.Status();
+        auto alive = NodesIn(status, "ALIVE");
+        return std::find(alive.begin(), alive.end(), old_head) == alive.end();
+      },
+      absl::Seconds(10), "the old head node not ALIVE", absl::Milliseconds(200)))
+      << status.dump(2);
 }
 
 // NEEDS wt-reload (the GCS managers reloading actors, placement groups and nodes from the store

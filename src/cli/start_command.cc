@@ -190,21 +190,21 @@ absl::StatusOr<ClusterToken> ClusterTokenFromRedis(const StartOptions& options,
     return token.cluster_id().Hex() == recorded.cluster_id_hex &&
            Sha256Hex(token.ToString()) == recorded.token_hash_hex;
   };
-  std::string given = options.token;
-  if (given.empty()) {
-    if (const char* env = std::getenv("TROUPE_TOKEN")) given = env;
-  }
-  if (!given.empty()) {
-    auto token = ClusterToken::Parse(given);
+  // --token must be right; a $TROUPE_TOKEN of another cluster is passed over.
+  if (!options.token.empty()) {
+    auto token = ClusterToken::Parse(options.token);
     if (!token.ok()) return token.status();
     if (!matches(*token)) {
       return absl::PermissionDeniedError(absl::StrCat(
           "Redis at ", redis.address, " holds cluster ", recorded.cluster_id_hex, " (namespace ",
-          options.redis_namespace, "), and the token given (--token or $TROUPE_TOKEN) is not "
-          "its token; give its token to restart it, or use --redis-namespace=... for a new "
-          "cluster"));
+          options.redis_namespace, "), and the --token given is not its token; give its token "
+          "to restart it, or use --redis-namespace=... for a new cluster"));
     }
     return *token;
+  }
+  if (const char* env = std::getenv("TROUPE_TOKEN")) {
+    auto token = ClusterToken::Parse(env);
+    if (token.ok() && matches(*token)) return *token;
   }
   // The newest local session of that cluster whose token matches.
   std::vector<Session> sessions = Session::All(root);

@@ -26,7 +26,7 @@ int HttpServerMain(const std::vector<std::string>& args);
 // Its exit code when it stopped because the GCS was gone (the head supervisor does not restart it).
 inline constexpr int kHttpServerGcsLostExitCode = 3;
 // `troupe head-supervisor` (src/cli/head_supervisor_command.cc): started by `troupe start --head`;
-// runs the head's HTTP server as its child and restarts it when it dies.
+// runs the head's HTTP server (and, with Redis, the GCS) as children and restarts them.
 int HeadSupervisorMain(const std::vector<std::string>& args);
 
 }  // namespace troupe

@@ -30,7 +30,8 @@ constexpr char kUsage[] =
     "  gcs-server  Run the global control store in the foreground\n"
     "  raylet      Run a raylet in the foreground\n"
     "  http-server Run the head's HTTP server (jobs API, /metrics) in the foreground\n"
-    "  head-supervisor  Run the head's HTTP server as a child, restarting it when it dies\n"
+    "  head-supervisor  Run the head's HTTP server (and, with Redis, the GCS) as children, "
+    "restarting them when they die\n"
     "\n"
     "`troupe <command> --help` shows a command's flags.\n";
 

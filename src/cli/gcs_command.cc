@@ -1,13 +1,25 @@
 // `troupe gcs-server ...`: parses the GCS's flags into GcsServerOptions and runs a GcsServer in
-// the foreground until SIGTERM/SIGINT. `troupe start --head` runs this for you.
+// the foreground until SIGTERM/SIGINT. `troupe start --head` runs this for you (with Redis, under
+// the head supervisor, which restarts it when it dies).
+//
+// Its store: in memory by default (the state dies with the process), or with --redis-address a
+// RedisStoreClient under "troupe:<cluster id hex>", so a restarted GCS finds the cluster's
+// tables again. Redis unreachable at start is retried for --redis-give-up-s; Redis gone for that
+// long while running makes the GCS log why and exit with kGcsStoreLostExitCode.
 #include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "src/cli/commands.h"
+#include "src/cli/redis_flags.h"
 #include "src/common/flag_parser.h"
 #include "src/common/logging.h"
 #include "src/gcs/gcs_server.h"
@@ -15,6 +27,32 @@
 #include "src/rpc/cluster_token.h"
 
 namespace troupe {
+namespace {
+
+// Connects to Redis, retrying for up to give_up_after: a GCS restarted while Redis restarts
+// too waits for it instead of failing at once. Wrong credentials fail at once.
+absl::StatusOr<std::unique_ptr<RedisStoreClient>> ConnectToRedis(const RedisOptions& options) {
+  const absl::Time give_up_at = absl::Now() + options.give_up_after;
+  absl::Duration backoff = absl::Milliseconds(100);
+  bool logged = false;
+  while (true) {
+    auto store = RedisStoreClient::Connect(options);
+    if (store.ok() || store.status().code() != absl::StatusCode::kUnavailable ||
+        absl::Now() + backoff > give_up_at) {
+      return store;
+    }
+    if (!logged) {
+      TROUPE_LOG(Warning) << "cannot reach Redis at " << options.address << " ("
+                          << store.status().message() << "); retrying for up to "
+                          << absl::FormatDuration(options.give_up_after);
+      logged = true;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(1));
+  }
+}
+
+}  // namespace
 
 int GcsServerCommand(const std::vector<std::string>& args) {
   GcsServerOptions options;  // the defaults
@@ -23,6 +61,7 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   int64_t period_ms = absl::ToInt64Milliseconds(options.health_check.period);
   int64_t timeout_ms = absl::ToInt64Milliseconds(options.health_check.timeout);
   int64_t threshold = options.health_check.failure_threshold;
+  RedisFlags redis;
   FlagParser flags("troupe gcs-server",
                    "Runs the global control store in the foreground (`troupe start --head` runs "
                    "it for you).");
@@ -33,6 +72,7 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   flags.AddInt("health-check-timeout-ms", &timeout_ms, "How long a probe may take.");
   flags.AddInt("health-check-failure-threshold", &threshold,
                "Failed probes in a row before a node is declared dead.");
+  redis.Register(&flags);
   if (auto status = flags.Parse(args); !status.ok()) {
     fprintf(stderr, "troupe gcs-server: %s\n", std::string(status.message()).c_str());
     return 2;
@@ -43,6 +83,10 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   }
   if (period_ms <= 0 || timeout_ms <= 0 || threshold <= 0) {
     fprintf(stderr, "troupe gcs-server: health check period, timeout and threshold must be > 0\n");
+    return 2;
+  }
+  if (auto status = redis.Resolve(/*address_from_env=*/false); !status.ok()) {
+    fprintf(stderr, "troupe gcs-server: %s\n", std::string(status.message()).c_str());
     return 2;
   }
   auto token = ReadTokenFile(token_file);
@@ -63,7 +107,40 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  GcsServer server(options, std::make_unique<InMemoryStoreClient>());
+  std::unique_ptr<StoreClient> store;
+  if (redis.enabled()) {
+    auto redis_options = redis.ToOptions(RedisKeyPrefix(token->cluster_id().Hex()));
+    if (!redis_options.ok()) {
+      fprintf(stderr, "troupe gcs-server: %s\n",
+              std::string(redis_options.status().message()).c_str());
+      return 2;
+    }
+    const std::string redis_address = redis.address;
+    redis_options->on_fatal = [redis_address](const absl::Status& status) {
+      // The GCS cannot keep its state: stop rather than diverge from Redis. The head supervisor
+      // does not restart a GCS that exits with this code.
+      TROUPE_LOG(Error) << "GCS exiting: its Redis at " << redis_address
+                        << " is gone: " << status.message()
+                        << ". Bring Redis back and run `troupe start --head` again with the same "
+                           "--redis-address (the cluster's state is kept there).";
+      fflush(stdout);
+      fflush(stderr);
+      _exit(kGcsStoreLostExitCode);
+    };
+    auto connected = ConnectToRedis(*redis_options);
+    if (!connected.ok()) {
+      TROUPE_LOG(Error) << "GCS cannot use Redis at " << redis.address << ": "
+                        << connected.status().message();
+      return connected.status().code() == absl::StatusCode::kUnavailable ? kGcsStoreLostExitCode
+                                                                           : 1;
+    }
+    TROUPE_LOG(Info) << "GCS state is kept in Redis at " << redis.address << " under "
+                     << redis_options->key_prefix;
+    store = std::move(*connected);
+  } else {
+    store = std::make_unique<InMemoryStoreClient>();
+  }
+  GcsServer server(options, std::move(store));
   if (auto status = server.Start(); !status.ok()) {
     TROUPE_LOG(Error) << "GCS failed to start: " << status.message();
     return 1;

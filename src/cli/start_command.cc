@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -16,9 +18,11 @@
 #include "src/cli/commands.h"
 #include "src/cli/daemon.h"
 #include "src/cli/node_flags.h"
+#include "src/cli/redis_flags.h"
 #include "src/common/cluster_target.h"
 #include "src/common/flag_parser.h"
 #include "src/common/session.h"
+#include "src/common/sha256.h"
 #include "src/gcs/health_checker.h"
 #include "src/raylet/raylet_options.h"
 #include "src/rpc/cluster_token.h"
@@ -48,6 +52,10 @@ struct StartOptions {
   int64_t health_check_failure_threshold = HealthCheckOptions().failure_threshold;
   int64_t gcs_reconnect_timeout_s = absl::ToInt64Seconds(RayletOptions().gcs_reconnect_timeout);
   NodeFlags node;
+  // Head: where the GCS keeps its state (none: in memory), and the name the cluster is recorded
+  // under there ("troupe:cluster:<name>"), for whole-head restarts.
+  RedisFlags redis;
+  std::string redis_namespace = "default";
 };
 
 int Fail(const std::string& message, int code = 1) {
@@ -101,28 +109,115 @@ absl::StatusOr<int> StartRaylet(const StartOptions& options, const Session& sess
   return *pid;
 }
 
-// The head's HTTP server (jobs API, state, /metrics), run and restarted by `troupe
-// head-supervisor` (which records it as "http"); returns its URL once it answers.
-absl::StatusOr<std::string> StartHttpServer(const StartOptions& options, const Session& session,
-                                            const std::string& gcs_address) {
-  auto pid = SpawnDaemon(
-      {"head-supervisor", absl::StrCat("--session-dir=", session.dir()),
-       absl::StrCat("--gcs-address=", gcs_address), absl::StrCat("--bind=", options.bind),
-       absl::StrCat("--http-port=", options.http_port),
-       absl::StrCat("--gcs-lost-timeout-s=", options.gcs_reconnect_timeout_s)},
-      session.LogPath("head-supervisor"));
+// Starts `troupe head-supervisor` (recorded as "head-supervisor"): it runs and restarts the
+// head's HTTP server (jobs API, state, /metrics) when there is an HTTP port, and the GCS when
+// `gcs_args` is not empty (with Redis). Returns its pid.
+absl::StatusOr<int> StartSupervisor(const StartOptions& options, const Session& session,
+                                    const std::string& gcs_address,
+                                    const std::vector<std::string>& gcs_args) {
+  std::vector<std::string> args = {
+      "head-supervisor", absl::StrCat("--session-dir=", session.dir()),
+      absl::StrCat("--gcs-address=", gcs_address), absl::StrCat("--bind=", options.bind),
+      absl::StrCat("--http-port=", options.http_port),
+      absl::StrCat("--gcs-lost-timeout-s=", options.gcs_reconnect_timeout_s)};
+  if (!gcs_args.empty()) {
+    args.push_back("--");
+    args.insert(args.end(), gcs_args.begin(), gcs_args.end());
+  }
+  auto pid = SpawnDaemon(args, session.LogPath("head-supervisor"));
   if (!pid.ok()) return pid.status();
   if (auto status = session.RecordDaemon("head-supervisor", *pid); !status.ok()) return status;
+  return *pid;
+}
+
+// Waits until the HTTP server of the supervisor `supervisor_pid` answers; returns its URL.
+absl::StatusOr<std::string> WaitForHttpServer(const StartOptions& options, const Session& session,
+                                              int supervisor_pid) {
   const std::string listen = absl::StrCat(options.bind, ":", options.http_port);
-  if (auto status = WaitUntilReady(*pid, "the HTTP server", session.LogPath("http"),
+  if (auto status = WaitUntilReady(supervisor_pid, "the HTTP server", session.LogPath("http"),
                                    absl::Seconds(20), [&] { return TcpConnectable(listen); });
       !status.ok()) {
-    kill(*pid, SIGKILL);  // the HTTP server dies with it (PDEATHSIG)
     return status;
   }
   const std::string url = absl::StrCat("http://", options.node_ip, ":", options.http_port);
   if (auto status = session.WriteFile("http_address", url); !status.ok()) return status;
   return url;
+}
+
+// Stops what a failed `start` had started in `session`: the supervisor first (so it restarts
+// nothing; the HTTP server dies with it), then the raylet and the GCS.
+void StopStarted(const Session& session) {
+  for (const char* name : {"head-supervisor", "raylet", "gcs"}) {
+    for (const auto& daemon : session.LiveDaemons()) {
+      if (daemon.name != name) continue;
+      kill(daemon.pid, SIGTERM);
+      waitpid(daemon.pid, nullptr, 0);  // reaps our own children; others are not ours to reap
+      session.ForgetDaemon(daemon.name);
+    }
+  }
+}
+
+// The cluster's token for a head that starts with Redis. A cluster recorded in Redis under
+// options.redis_namespace is restarted (its ID and token stay: workers and drivers keep working)
+// and its token must be known here: --token / $TROUPE_TOKEN, else the token file of an earlier
+// local session of that cluster. It is checked against the SHA-256 kept in Redis (never the
+// token). No record: a new cluster, recorded now. `*restart` says which.
+absl::StatusOr<ClusterToken> ClusterTokenFromRedis(const StartOptions& options,
+                                                   const RedisOptions& redis,
+                                                   const std::string& root, bool* restart) {
+  auto record = ReadClusterRecord(redis, options.redis_namespace);
+  if (!record.ok()) {
+    return absl::Status(record.status().code(),
+                        absl::StrCat("cannot read the cluster record from Redis at ",
+                                     redis.address, ": ", record.status().message()));
+  }
+  if (!record->has_value()) {
+    *restart = false;
+    const ClusterToken token = ClusterToken::Generate(ClusterId::FromRandom());
+    if (auto status = WriteClusterRecord(
+            redis, options.redis_namespace,
+            ClusterRecord{token.cluster_id().Hex(), Sha256Hex(token.ToString())});
+        !status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("cannot record the new cluster in Redis at ", redis.address,
+                                       ": ", status.message()));
+    }
+    return token;
+  }
+  *restart = true;
+  const ClusterRecord& recorded = **record;
+  auto matches = [&](const ClusterToken& token) {
+    return token.cluster_id().Hex() == recorded.cluster_id_hex &&
+           Sha256Hex(token.ToString()) == recorded.token_hash_hex;
+  };
+  std::string given = options.token;
+  if (given.empty()) {
+    if (const char* env = std::getenv("TROUPE_TOKEN")) given = env;
+  }
+  if (!given.empty()) {
+    auto token = ClusterToken::Parse(given);
+    if (!token.ok()) return token.status();
+    if (!matches(*token)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "Redis at ", redis.address, " holds cluster ", recorded.cluster_id_hex, " (namespace ",
+          options.redis_namespace, "), and the token given (--token or $TROUPE_TOKEN) is not "
+          "its token; give its token to restart it, or use --redis-namespace=... for a new "
+          "cluster"));
+    }
+    return *token;
+  }
+  // The newest local session of that cluster whose token matches.
+  std::vector<Session> sessions = Session::All(root);
+  for (auto it = sessions.rbegin(); it != sessions.rend(); ++it) {
+    auto cluster_id = it->ReadFile("cluster_id");
+    if (!cluster_id.ok() || *cluster_id != recorded.cluster_id_hex) continue;
+    auto token = ReadTokenFile(it->TokenPath());
+    if (token.ok() && matches(*token)) return *token;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "Redis at ", redis.address, " holds cluster ", recorded.cluster_id_hex, " (namespace ",
+      options.redis_namespace, "); give its token with --token=... to restart it, or use "
+      "--redis-namespace=... for a new cluster"));
 }
 
 // --block: stay in the foreground until a signal, then stop the daemons started here.
@@ -148,11 +243,21 @@ int BlockUntilSignal(const Session& session) {
   }
   // The HTTP server (a driver) first, with its supervisor before it so it is not restarted;
   // then raylets, so they can unregister from the GCS.
+  // (With Redis the GCS is the supervisor's child, not ours: wait for it through /proc.)
   for (const char* name : {"head-supervisor", "http", "raylet", "gcs"}) {
     for (const auto& daemon : session.LiveDaemons()) {
       if (daemon.name != name) continue;
       kill(daemon.pid, SIGTERM);
-      waitpid(daemon.pid, nullptr, 0);
+      const absl::Time deadline = absl::Now() + absl::Seconds(10);
+      while (waitpid(daemon.pid, nullptr, WNOHANG) == 0 ||
+             ProcessMatches(daemon.pid, session.dir())) {
+        if (absl::Now() > deadline) {
+          kill(daemon.pid, SIGKILL);
+          waitpid(daemon.pid, nullptr, WNOHANG);
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
       session.ForgetDaemon(daemon.name);
     }
   }
@@ -171,29 +276,64 @@ int StartHead(StartOptions& options) {
     }
   }
   const std::string root = ResolveTempRoot(options.temp_dir);
+  // With Redis: check it first (a wrong address or password fails here, at once), then find out
+  // whether this starts a new cluster or restarts the one recorded there.
+  std::optional<ClusterToken> redis_token;
+  bool restart = false;
+  if (options.redis.enabled()) {
+    auto redis = options.redis.ToOptions("");
+    if (!redis.ok()) return Fail(std::string(redis.status().message()));
+    if (auto status = CheckRedis(*redis); !status.ok()) {
+      return Fail(absl::StrCat("cannot use Redis at ", options.redis.address, ": ",
+                               status.message()));
+    }
+    auto token = ClusterTokenFromRedis(options, *redis, root, &restart);
+    if (!token.ok()) return Fail(std::string(token.status().message()));
+    redis_token = *token;
+  }
   auto session = Session::Create(root);
   if (!session.ok()) return Fail(std::string(session.status().message()));
-  const ClusterToken token = ClusterToken::Generate(ClusterId::FromRandom());
+  const ClusterToken token =
+      redis_token ? *redis_token : ClusterToken::Generate(ClusterId::FromRandom());
   const std::string gcs_address = absl::StrCat(options.node_ip, ":", options.port);
   for (auto status :
        {WriteTokenFile(session->TokenPath(), token), session->WriteFile("address", gcs_address),
         session->WriteFile("cluster_id", token.cluster_id().Hex())}) {
     if (!status.ok()) return Fail(std::string(status.message()));
   }
+  if (options.redis.enabled()) {
+    // For `troupe status` (an unreachable GCS is being restarted) and for the record.
+    if (auto status = session->WriteFile("redis_address", options.redis.address); !status.ok()) {
+      return Fail(std::string(status.message()));
+    }
+  }
 
-  auto gcs_pid = SpawnDaemon(
-      {"gcs-server", absl::StrCat("--port=", options.port), absl::StrCat("--bind=", options.bind),
-       absl::StrCat("--token-file=", session->TokenPath()),
-       absl::StrCat("--health-check-period-ms=", options.health_check_period_ms),
-       absl::StrCat("--health-check-timeout-ms=", options.health_check_timeout_ms),
-       absl::StrCat("--health-check-failure-threshold=", options.health_check_failure_threshold)},
-      session->LogPath("gcs"));
-  if (!gcs_pid.ok()) return Fail(std::string(gcs_pid.status().message()));
-  if (auto status = session->RecordDaemon("gcs", *gcs_pid); !status.ok()) {
-    return Fail(std::string(status.message()));
+  std::vector<std::string> gcs_args = {
+      "gcs-server", absl::StrCat("--port=", options.port), absl::StrCat("--bind=", options.bind),
+      absl::StrCat("--token-file=", session->TokenPath()),
+      absl::StrCat("--health-check-period-ms=", options.health_check_period_ms),
+      absl::StrCat("--health-check-timeout-ms=", options.health_check_timeout_ms),
+      absl::StrCat("--health-check-failure-threshold=", options.health_check_failure_threshold)};
+  for (auto& arg : options.redis.ToArgs()) gcs_args.push_back(std::move(arg));
+  // Without Redis the GCS runs on its own (a restarted one would have lost the cluster's state);
+  // with Redis the head supervisor runs it and restarts it when it dies.
+  int supervisor_pid = 0;
+  absl::StatusOr<int> gcs_pid = 0;
+  if (options.redis.enabled()) {
+    auto pid = StartSupervisor(options, *session, gcs_address, gcs_args);
+    if (!pid.ok()) return Fail(std::string(pid.status().message()));
+    supervisor_pid = *pid;
+  } else {
+    gcs_pid = SpawnDaemon(std::vector<std::string>(gcs_args.begin(), gcs_args.end()),
+                          session->LogPath("gcs"));
+    if (!gcs_pid.ok()) return Fail(std::string(gcs_pid.status().message()));
+    if (auto status = session->RecordDaemon("gcs", *gcs_pid); !status.ok()) {
+      return Fail(std::string(status.message()));
+    }
   }
   GcsClient gcs(gcs_address, token.ToString(), absl::Seconds(2));
-  if (auto status = WaitUntilReady(*gcs_pid, "the GCS", session->LogPath("gcs"), absl::Seconds(20),
+  if (auto status = WaitUntilReady(supervisor_pid > 0 ? supervisor_pid : *gcs_pid, "the GCS",
+                                   session->LogPath("gcs"), absl::Seconds(20),
                                    [&] {
                                      // Connect by hand first: a gRPC channel that saw "refused"
                                      // backs off for seconds before trying again.
@@ -202,21 +342,30 @@ int StartHead(StartOptions& options) {
                                                            : port_open;
                                    });
       !status.ok()) {
-    kill(*gcs_pid, SIGKILL);
+    StopStarted(*session);
     return Fail(std::string(status.message()));
   }
+  // A new node ID also when the cluster restarts: the old head node is declared dead by the
+  // health checks, and this one joins as a new node.
   const NodeId node_id = NodeId::FromRandom();
   auto raylet_pid = StartRaylet(options, *session, gcs_address, token.ToString(), node_id);
   if (!raylet_pid.ok()) {
-    kill(*gcs_pid, SIGTERM);
+    StopStarted(*session);
     return Fail(std::string(raylet_pid.status().message()));
   }
   std::string http_address;
   if (options.http_port > 0) {
-    auto http = StartHttpServer(options, *session, gcs_address);
+    if (supervisor_pid == 0) {
+      auto pid = StartSupervisor(options, *session, gcs_address, {});
+      if (!pid.ok()) {
+        StopStarted(*session);
+        return Fail(std::string(pid.status().message()));
+      }
+      supervisor_pid = *pid;
+    }
+    auto http = WaitForHttpServer(options, *session, supervisor_pid);
     if (!http.ok()) {
-      kill(*raylet_pid, SIGTERM);
-      kill(*gcs_pid, SIGTERM);
+      StopStarted(*session);
       return Fail(std::string(http.status().message()));
     }
     http_address = *http;
@@ -225,8 +374,20 @@ int StartHead(StartOptions& options) {
     fprintf(stderr, "troupe start: warning: %s\n", std::string(status.message()).c_str());
   }
 
-  printf("Started a Troupe head node (cluster %s).\n", token.cluster_id().Hex().c_str());
+  if (restart) {
+    printf("Restarted the head node of Troupe cluster %s (its state is in Redis at %s, namespace "
+           "%s; the cluster's token is unchanged).\n",
+           token.cluster_id().Hex().c_str(), options.redis.address.c_str(),
+           options.redis_namespace.c_str());
+  } else {
+    printf("Started a Troupe head node (cluster %s).\n", token.cluster_id().Hex().c_str());
+  }
   printf("  GCS address:  %s\n", gcs_address.c_str());
+  if (options.redis.enabled()) {
+    printf("  GCS state:    Redis at %s (namespace %s); the head supervisor restarts the GCS "
+           "if it dies\n",
+           options.redis.address.c_str(), options.redis_namespace.c_str());
+  }
   printf("  Node ID:      %s\n", node_id.Hex().c_str());
   if (!http_address.empty()) {
     printf("  HTTP API:     %s (jobs, state, /metrics)\n", http_address.c_str());
@@ -316,7 +477,8 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddString("address", &options.address,
                   "host:port of the head to join (port defaults to 6380).");
   flags.AddString("token", &options.token,
-                  "Cluster token when joining (default: $TROUPE_TOKEN, or a local session's).");
+                  "Cluster token when joining, or when restarting a head whose cluster is recorded in Redis "
+                  "(default: $TROUPE_TOKEN, or a local session's).");
   flags.AddInt("port", &options.port, "Head: the GCS port.");
   flags.AddInt("http-port", &options.http_port,
                "Head: the HTTP port (jobs REST API, state, /metrics); 0: no HTTP server.");
@@ -347,6 +509,10 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddInt("gcs-reconnect-timeout-s", &options.gcs_reconnect_timeout_s,
                "A raylet (and, on the head, the HTTP server) exits when the GCS has been "
                "unreachable this long.");
+  options.redis.Register(&flags);
+  flags.AddString("redis-namespace", &options.redis_namespace,
+                  "Head with Redis: the name this cluster is recorded under in Redis; a head "
+                  "started again with the same Redis and namespace restarts that cluster.");
   options.node.Register(&flags);
   flags.SetEpilog(
       "Examples:\n"
@@ -377,6 +543,15 @@ int StartCommand(const std::vector<std::string>& args) {
     return Fail(
         absl::StrCat("--raylet-port must be between 0 and 65535, got ", options.raylet_port), 2);
   }
+  if (auto status = options.redis.Resolve(/*address_from_env=*/options.head); !status.ok()) {
+    return Fail(std::string(status.message()), 2);
+  }
+  if (!options.head && options.redis.enabled()) {
+    return Fail("--redis-address is for the head (`troupe start --head`): worker nodes reach "
+                "the GCS, never Redis",
+                2);
+  }
+  if (options.redis_namespace.empty()) return Fail("--redis-namespace must not be empty", 2);
   // Check the node description before starting anything.
   if (auto resources = options.node.BuildResources(); !resources.ok()) {
     return Fail(std::string(resources.status().message()), 2);

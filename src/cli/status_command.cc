@@ -214,6 +214,29 @@ int PrintActors(GcsClient* gcs, const std::string& format) {
   return 0;
 }
 
+// What this machine knows about the head at `address` when its GCS does not answer: a local
+// head session with Redis, and whether its supervisor (which restarts the GCS) runs.
+struct LocalHead {
+  std::string redis_address;  // "" if the head has no Redis (or is not local)
+  int supervisor_pid = 0;     // 0 if none runs
+};
+
+LocalHead FindLocalHead(const std::string& root, const std::string& address) {
+  LocalHead head;
+  for (const auto& session : Session::All(root)) {
+    auto session_address = session.ReadFile("address");
+    auto redis = session.ReadFile("redis_address");
+    if (!session_address.ok() || *session_address != address || !redis.ok()) continue;
+    head.redis_address = *redis;
+    head.supervisor_pid = 0;
+    for (const auto& daemon : session.LiveDaemons()) {
+      if (daemon.name == "head-supervisor") head.supervisor_pid = daemon.pid;
+    }
+    if (head.supervisor_pid != 0) break;  // the running head, else the newest session's
+  }
+  return head;
+}
+
 }  // namespace
 
 int StatusCommand(const std::vector<std::string>& args) {
@@ -245,6 +268,39 @@ int StatusCommand(const std::vector<std::string>& args) {
   if (!target.ok()) return fail(std::string(target.status().message()), 1);
   GcsClient gcs(target->address, target->token, absl::Seconds(5));
   auto info = gcs.GetClusterInfo();
+  if (!info.ok() && info.status().code() == absl::StatusCode::kUnavailable) {
+    const std::string root = ResolveTempRoot(temp_dir);
+    LocalHead head = FindLocalHead(root, target->address);
+    if (head.supervisor_pid != 0) {
+      // The head supervisor restarts the GCS within about a second: wait for it a little.
+      const absl::Time deadline = absl::Now() + absl::Seconds(3);
+      GcsClient retrying(target->address, target->token, absl::Seconds(1));
+      retrying.SetRetry(absl::Seconds(3));
+      while (!info.ok() && info.status().code() == absl::StatusCode::kUnavailable &&
+             absl::Now() < deadline) {
+        info = retrying.GetClusterInfo();
+      }
+      if (!info.ok() && info.status().code() == absl::StatusCode::kUnavailable) {
+        head = FindLocalHead(root, target->address);
+      }
+    }
+    if (!info.ok() && !head.redis_address.empty()) {
+      const std::string port = target->address.substr(target->address.rfind(':') + 1);
+      return fail(
+          head.supervisor_pid != 0
+              ? absl::StrCat("the GCS at ", target->address, " is unreachable (",
+                             info.status().message(), ") and is being restarted by the head "
+                             "supervisor (pid ", head.supervisor_pid, "); its state is in Redis "
+                             "at ", head.redis_address, ". Try again in a moment; see ",
+                             "logs/head-supervisor.log and logs/gcs.log in the head's session.")
+              : absl::StrCat("the GCS at ", target->address, " is unreachable (",
+                             info.status().message(), ") and no head supervisor runs here to "
+                             "restart it; its state is in Redis at ", head.redis_address,
+                             ". Restart the head with `troupe start --head --redis-address=",
+                             head.redis_address, " --port=", port, "`."),
+          1);
+    }
+  }
   if (!info.ok()) {
     std::string hint = info.status().code() == absl::StatusCode::kUnauthenticated
                            ? ""

@@ -100,12 +100,16 @@ absl::Status CoreWorker::Start() {
           },
           options_.warn,
           [this](const std::string& worker_address) -> std::optional<std::string> {
-            auto cause = gcs_->KVGet(kWorkerKillsNamespace, worker_address);
+            auto cause = background_gcs_->KVGet(kWorkerKillsNamespace, worker_address);
             if (!cause.ok()) return std::nullopt;
             return *cause;
           }});
   gcs_ = std::make_unique<GcsClient>(options_.gcs_address, options_.token);
-  actor_directory_ = std::make_unique<GrpcActorDirectory>(gcs_.get());
+  if (options_.cluster_reconnect_timeout > absl::ZeroDuration()) {
+    gcs_->SetRetry(options_.cluster_reconnect_timeout, [this] { return cluster_status(); });
+  }
+  background_gcs_ = std::make_unique<GcsClient>(options_.gcs_address, options_.token);
+  actor_directory_ = std::make_unique<GrpcActorDirectory>(background_gcs_.get());
   actor_submitter_ = std::make_unique<ActorTaskSubmitter>(
       actor_directory_.get(), push_client_.get(), clock_, options_.worker_id.Binary(),
       ActorTaskSubmitter::Callbacks{
@@ -173,7 +177,7 @@ void CoreWorker::ReportTaskCounters() {
   const std::string value = counters.SerializeAsString();
   if (value == last_reported_counters_ || c.submitted.load() + a.submitted.load() == 0) return;
   // One key per process that submitted tasks; the head's /metrics adds them up.
-  if (gcs_->KVPut(kTaskCountersNamespace, options_.worker_id.Hex(), value, true).ok()) {
+  if (background_gcs_->KVPut(kTaskCountersNamespace, options_.worker_id.Hex(), value, true).ok()) {
     last_reported_counters_ = value;
   }
 }

@@ -193,7 +193,12 @@ class CoreWorker {
   // Worker mode: the raylet that started this process (its parent); 0 in drivers.
   const int parent_pid_;
   std::unique_ptr<GrpcTaskPushClient> push_client_;  // set by Start()
+  // User-facing GCS calls (actor and placement group creation, KV, named actors): they wait out
+  // a GCS restart, retrying kUnavailable for up to the reconnect limit (or until the cluster is
+  // declared unreachable). background_gcs_ makes one attempt per call: for lookups made on the
+  // timer and reply threads (actor directory, kill causes, counters), which must not block.
   std::unique_ptr<GcsClient> gcs_;
+  std::unique_ptr<GcsClient> background_gcs_;
   std::unique_ptr<GrpcActorDirectory> actor_directory_;
   std::unique_ptr<ObjectService> objects_;
   std::unique_ptr<TaskExecutor> executor_;

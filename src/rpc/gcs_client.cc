@@ -1,6 +1,9 @@
 #include "src/rpc/gcs_client.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "src/common/status_macros.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/grpc_status.h"
@@ -23,18 +26,37 @@ GcsClient::GcsClient(std::string address, std::string token, absl::Duration time
   placement_group_stub_ = rpc::PlacementGroupService::NewStub(channel);
 }
 
+void GcsClient::SetRetry(absl::Duration retry_for, std::function<absl::Status()> give_up) {
+  retry_for_ = retry_for;
+  give_up_ = std::move(give_up);
+}
+
 template <typename Stub, typename Request, typename Reply>
 absl::StatusOr<Reply> GcsClient::Call(Stub* stub,
                                       grpc::Status (Stub::*method)(grpc::ClientContext*,
                                                                    const Request&, Reply*),
-                                      const Request& request, absl::Duration extra_time) {
-  grpc::ClientContext context;
-  AttachToken(&context, token_);
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_ + extra_time));
-  Reply reply;
-  grpc::Status status = (stub->*method)(&context, request, &reply);
-  if (!status.ok()) return FromGrpcStatus(status, peer_name_);
-  return reply;
+                                      const Request& request, absl::Duration extra_time,
+                                      bool may_retry) {
+  const absl::Time retry_until = absl::Now() + retry_for_;
+  absl::Duration backoff = absl::Milliseconds(50);
+  while (true) {
+    grpc::ClientContext context;
+    AttachToken(&context, token_);
+    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_ + extra_time));
+    Reply reply;
+    grpc::Status status = (stub->*method)(&context, request, &reply);
+    if (status.ok()) return reply;
+    absl::Status error = FromGrpcStatus(status, peer_name_);
+    if (!may_retry || error.code() != absl::StatusCode::kUnavailable ||
+        absl::Now() + backoff > retry_until) {
+      return error;
+    }
+    if (give_up_) {
+      if (absl::Status stop = give_up_(); !stop.ok()) return stop;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(500));
+  }
 }
 
 absl::StatusOr<rpc::GetClusterInfoReply> GcsClient::GetClusterInfo() {
@@ -154,7 +176,7 @@ absl::StatusOr<std::vector<std::string>> GcsClient::KVKeys(const std::string& ns
 
 absl::StatusOr<rpc::PollReply> GcsClient::Poll(const rpc::PollRequest& request) {
   return Call(pubsub_stub_.get(), &rpc::PubSubService::Stub::Poll, request,
-              absl::Milliseconds(request.timeout_ms()));
+              absl::Milliseconds(request.timeout_ms()), /*may_retry=*/false);
 }
 
 absl::Status GcsClient::RegisterActor(const rpc::RegisterActorRequest& request) {

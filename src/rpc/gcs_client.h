@@ -1,8 +1,18 @@
 // Blocking client for the GCS services (proto/gcs.proto), used by raylets, the CLI, drivers and
 // tests. Every call carries the cluster token and a deadline. Thread-safe: gRPC stubs may be used
-// from several threads at once.
+// from several threads at once (SetRetry must be called before the first call).
+//
+// Retries: by default a call makes one attempt. SetRetry(retry_for) makes calls that fail with
+// kUnavailable (the GCS is down or restarting) try again, 50 ms apart doubling to 500 ms, for up
+// to `retry_for` in all, so a GCS restarted under Redis (docs/fault_tolerance.md) is waited out
+// instead of failing the caller. Drivers use it for their user-facing calls (actor and placement
+// group creation, KV, named actors); raylets, health checks and probes do not: they have their
+// own reconnect logic. Poll never retries (its callers loop themselves). A retried write whose
+// first attempt reached the GCS before the connection broke may be applied twice; the GCS's
+// writes are idempotent or answer AlreadyExists, which callers already handle.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +30,11 @@ class GcsClient {
   GcsClient(std::string address, std::string token, absl::Duration timeout = absl::Seconds(10));
 
   const std::string& address() const { return address_; }
+
+  // Retry calls that fail with kUnavailable for up to `retry_for` (zero: never). `give_up`, if
+  // set, is asked before each retry; a non-OK answer ends the retries with that status (the core
+  // worker passes its ClusterUnreachable status). Call before the first call; not thread-safe.
+  void SetRetry(absl::Duration retry_for, std::function<absl::Status()> give_up = nullptr);
 
   absl::StatusOr<rpc::GetClusterInfoReply> GetClusterInfo();
 
@@ -72,11 +87,14 @@ class GcsClient {
   template <typename Stub, typename Request, typename Reply>
   absl::StatusOr<Reply> Call(
       Stub* stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Reply*),
-      const Request& request, absl::Duration extra_time = absl::ZeroDuration());
+      const Request& request, absl::Duration extra_time = absl::ZeroDuration(),
+      bool may_retry = true);
 
   std::string address_;
   std::string token_;
   absl::Duration timeout_;
+  absl::Duration retry_for_ = absl::ZeroDuration();
+  std::function<absl::Status()> give_up_;
   std::string peer_name_;
   std::unique_ptr<rpc::ClusterInfoService::Stub> cluster_stub_;
   std::unique_ptr<rpc::NodeInfoService::Stub> node_stub_;

@@ -25,6 +25,8 @@ void WorkerLogPrinter::Follow() {
     poll.set_timeout_ms(cursor < 0 || stopping ? 0 : 200);
     auto reply = gcs_->Poll(poll);
     if (reply.ok()) {
+      // messages_lost (the GCS restarted, or output outran its buffer): those lines are gone;
+      // logs have no table to re-read, so printing goes on from the new cursor.
       cursor = reply->last_seq();
       for (const auto& message : reply->messages()) {
         const rpc::LogBatch& batch = message.log();

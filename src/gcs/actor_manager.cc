@@ -7,7 +7,11 @@
 
 namespace troupe {
 namespace {
-constexpr char kTable[] = "ACTOR";
+constexpr char kTable[] = "ACTOR";  // ActorInfo by actor ID
+// The creation task by actor ID, written once at registration: a restarted GCS needs it to place
+// actors that are pending or restarting.
+constexpr char kTaskTable[] = "ACTOR_TASK";
+constexpr char kKillTable[] = "ACTOR_KILL";  // PendingActorKill by actor ID
 constexpr absl::Duration kRetryDelay = absl::Seconds(1);
 }  // namespace
 
@@ -25,6 +29,9 @@ void ActorManager::SetStateLocked(Actor& actor, rpc::ActorInfo::State state) {
     actor.info.set_end_time_ms(absl::ToUnixMillis(clock_->Now()));
     TROUPE_LOG(Info) << "actor " << BytesToHex(actor.info.actor_id()).substr(0, 8) << " ("
                      << actor.info.class_name() << ") is DEAD: " << actor.info.death_cause();
+    if (actor.kill_requested || actor.exiting) {
+      store_->AsyncDelete(kKillTable, actor.info.actor_id(), nullptr);
+    }
   }
   PutLogged(store_, kTable, actor.info.actor_id(), actor.info.SerializeAsString());
   rpc::PubMessage message;
@@ -32,6 +39,115 @@ void ActorManager::SetStateLocked(Actor& actor, rpc::ActorInfo::State state) {
   message.set_key(actor.info.actor_id());
   *message.mutable_actor() = actor.info;
   publisher_->Publish(std::move(message));
+}
+
+void ActorManager::SaveKillLocked(const Actor& actor) {
+  if (!actor.kill_requested && !actor.exiting) {
+    store_->AsyncDelete(kKillTable, actor.info.actor_id(), nullptr);
+    return;
+  }
+  rpc::PendingActorKill kill;
+  kill.set_no_restart(actor.no_restart);
+  kill.set_exiting(actor.exiting);
+  kill.set_death_cause(actor.death_cause);
+  kill.set_kill_requested(actor.kill_requested);
+  PutLogged(store_, kKillTable, actor.info.actor_id(), kill.SerializeAsString());
+}
+
+absl::StatusOr<int> ActorManager::Initialize() {
+  auto rows = ScanTableSync(store_, kTable);
+  if (!rows.ok()) return rows.status();
+  auto tasks = ScanTableSync(store_, kTaskTable);
+  if (!tasks.ok()) return tasks.status();
+  auto kills = ScanTableSync(store_, kKillTable);
+  if (!kills.ok()) return kills.status();
+  absl::flat_hash_map<std::string, rpc::NodeInfo> dead_nodes;  // not alive in the node table
+  absl::flat_hash_map<std::string, bool> alive_nodes;
+  for (const auto& node : nodes_->GetAllNodes()) {
+    if (node.state() == rpc::NodeInfo::ALIVE) {
+      alive_nodes[node.node_id()] = true;
+    } else {
+      dead_nodes[node.node_id()] = node;
+    }
+  }
+  absl::flat_hash_map<std::string, rpc::NodeInfo> lost_nodes;  // of ALIVE actors
+  std::vector<std::pair<std::string, std::string>> to_return;  // (raylet, lease)
+  int loaded = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [key, value] : *rows) {
+      rpc::ActorInfo info;
+      auto id = ActorId::FromBinary(key);
+      if (!id.ok() || !info.ParseFromString(value)) {
+        TROUPE_LOG(Error) << "skipping a corrupt row in the " << kTable << " table";
+        continue;
+      }
+      ++loaded;
+      Actor& actor = actors_[*id];
+      actor.info = std::move(info);
+      const auto& wanted = actor.info.required_resources();
+      if (auto demand = ResourceSet::FromMap({wanted.begin(), wanted.end()}); demand.ok()) {
+        actor.demand = *std::move(demand);
+      }
+      if (auto task = tasks->find(key); task != tasks->end()) {
+        (void)actor.creation_task.ParseFromString(task->second);
+      }
+      const auto state = actor.info.state();
+      if (state == rpc::ActorInfo::DEAD) continue;
+      if (auto kill = kills->find(key); kill != kills->end()) {
+        rpc::PendingActorKill pending;
+        if (pending.ParseFromString(kill->second)) {
+          actor.kill_requested = pending.kill_requested();
+          actor.no_restart = pending.no_restart();
+          actor.exiting = pending.exiting();
+          actor.death_cause = pending.death_cause();
+        }
+      }
+      const std::string& node_id = actor.info.node_id();
+      if (state == rpc::ActorInfo::ALIVE) {
+        // Its worker's exit report still finds it; on a node that died meanwhile it fails below.
+        by_worker_[actor.info.worker_id()] = *id;
+        if (!alive_nodes.contains(node_id) && !lost_nodes.contains(node_id)) {
+          rpc::NodeInfo& node = lost_nodes[node_id];
+          if (auto it = dead_nodes.find(node_id); it != dead_nodes.end()) {
+            node = it->second;
+          } else {
+            node.set_node_id(node_id);
+            node.set_death_reason("unknown to the restarted GCS");
+          }
+        }
+        continue;
+      }
+      // PENDING_CREATION / RESTARTING: the earlier GCS may have leased a worker and pushed the
+      // creation task without recording the result; that worker is stopped, and the actor is
+      // placed again from scratch.
+      if (!actor.info.lease_id().empty() && alive_nodes.contains(node_id)) {
+        to_return.emplace_back(actor.info.raylet_address(), actor.info.lease_id());
+      }
+      actor.info.clear_worker_id();
+      actor.info.clear_worker_address();
+      actor.info.clear_lease_id();
+      actor.info.clear_pid();
+      if (!tasks->contains(key)) {
+        actor.info.set_death_cause("its creation task was not saved before the GCS restarted");
+        SetStateLocked(actor, rpc::ActorInfo::DEAD);
+        continue;
+      }
+      if (actor.kill_requested && actor.no_restart) {
+        actor.info.set_death_cause(actor.death_cause);
+        SetStateLocked(actor, rpc::ActorInfo::DEAD);
+        continue;
+      }
+      actor.retry_at = absl::InfinitePast();  // Tick() places it
+    }
+    // Actors whose node died while no GCS was watching fail as on a node death.
+    for (const auto& [node_id, node] : lost_nodes) OnNodeDeadLocked(node);
+  }
+  for (const auto& [raylet, lease] : to_return) {
+    leases_->ReturnWorker(raylet, lease, /*disconnect=*/true);
+  }
+  SendOutbox();
+  return loaded;
 }
 
 absl::Status ActorManager::DoRegisterActor(const rpc::RegisterActorRequest& request) {
@@ -45,7 +161,18 @@ absl::Status ActorManager::DoRegisterActor(const rpc::RegisterActorRequest& requ
         absl::StrCat("actor.required_resources: ", demand.status().message()));
   }
   absl::MutexLock lock(&mu_);
-  if (actors_.contains(*id)) return absl::AlreadyExistsError("actor already registered");
+  if (auto it = actors_.find(*id); it != actors_.end()) {
+    // A driver retrying a registration the GCS (or an earlier GCS) already took.
+    const rpc::ActorInfo& known = it->second.info;
+    if (known.job_id() == request.actor().job_id() && known.name() == request.actor().name() &&
+        known.namespace_name() == request.actor().namespace_name() &&
+        known.class_name() == request.actor().class_name() &&
+        it->second.creation_task.task_id() == request.creation_task().task_id()) {
+      return absl::OkStatus();
+    }
+    return absl::AlreadyExistsError(
+        absl::StrCat("actor ", id->Hex(), " is already registered with another spec"));
+  }
   const rpc::ActorInfo& incoming = request.actor();
   if (!incoming.name().empty()) {
     for (const auto& [other_id, other] : actors_) {
@@ -64,6 +191,7 @@ absl::Status ActorManager::DoRegisterActor(const rpc::RegisterActorRequest& requ
   actor.info.set_start_time_ms(absl::ToUnixMillis(clock_->Now()));
   actor.creation_task = request.creation_task();
   actor.demand = *std::move(demand);
+  PutLogged(store_, kTaskTable, actor.info.actor_id(), actor.creation_task.SerializeAsString());
   SetStateLocked(actor, rpc::ActorInfo::PENDING_CREATION);
   ScheduleLocked(actor);
   return absl::OkStatus();
@@ -185,6 +313,9 @@ void ActorManager::OnLeaseReply(const ActorId& id, uint64_t attempt,
       actor.info.set_lease_id(reply->lease_id());
       actor.info.clear_pending_reason();
       by_worker_[reply->worker_id()] = id;
+      // Saved (not published) so a GCS restarted before the creation finishes can stop this
+      // worker instead of leaking it.
+      PutLogged(store_, kTable, actor.info.actor_id(), actor.info.SerializeAsString());
       *push.mutable_task() = actor.creation_task;
       push.mutable_task()->set_actor_num_restarts(static_cast<int32_t>(actor.info.num_restarts()));
       for (int gpu : reply->gpu_ids()) push.add_gpu_ids(gpu);
@@ -260,8 +391,11 @@ void ActorManager::OnActorFailedLocked(Actor& actor, const std::string& cause) {
   }
   actor.info.set_num_restarts(actor.info.num_restarts() + 1);
   actor.info.set_death_cause(cause);  // why it is restarting
-  actor.kill_requested = false;
-  actor.death_cause.clear();
+  if (actor.kill_requested) {
+    actor.kill_requested = false;
+    actor.death_cause.clear();
+    SaveKillLocked(actor);
+  }
   SetStateLocked(actor, rpc::ActorInfo::RESTARTING);
   ScheduleLocked(actor);
 }
@@ -301,7 +435,10 @@ void ActorManager::OnActorExit(const std::string& actor_id) {
   auto id = ActorId::FromBinary(actor_id);
   if (!id.ok()) return;
   absl::MutexLock lock(&mu_);
-  if (auto it = actors_.find(*id); it != actors_.end()) it->second.exiting = true;
+  if (auto it = actors_.find(*id); it != actors_.end()) {
+    it->second.exiting = true;
+    if (it->second.info.state() != rpc::ActorInfo::DEAD) SaveKillLocked(it->second);
+  }
 }
 
 void ActorManager::OnNodeDead(const rpc::NodeInfo& node) {
@@ -393,6 +530,7 @@ absl::Status ActorManager::KillActor(const std::string& actor_id, bool no_restar
       actor.death_cause =
           no_restart ? "killed by troupe::Kill" : "killed by troupe::Kill (restarting)";
     }
+    SaveKillLocked(actor);
     if (actor.info.lease_id().empty()) {
       if (no_restart) {
         actor.info.set_death_cause(actor.death_cause);

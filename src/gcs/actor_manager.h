@@ -45,8 +45,17 @@ class ActorManager {
  public:
   explicit ActorManager(ActorManagerDeps deps);
 
-  // AlreadyExists when the name is taken in its namespace by an actor that is not DEAD;
-  // InvalidArgument for a bad actor ID or resources (negative, non-finite, unnamed).
+  // Loads the actors an earlier GCS saved on the same store; call once, after the node table
+  // was loaded and before serving. ALIVE actors keep their worker (callers go on calling it);
+  // PENDING_CREATION / RESTARTING ones are placed again by Tick() (a worker the earlier GCS had
+  // leased for them is returned and stopped first); actors on nodes that are not alive any more
+  // fail as on a node death; DEAD ones stay dead. Returns how many actors were loaded.
+  absl::StatusOr<int> Initialize();
+
+  // AlreadyExists when the name is taken in its namespace by an actor that is not DEAD, or the
+  // ID by another actor; InvalidArgument for a bad actor ID or resources (negative, non-finite,
+  // unnamed). Registering the same actor again (a driver retrying after the GCS died mid-call)
+  // is OK and changes nothing.
   absl::Status RegisterActor(const rpc::RegisterActorRequest& request);
   // By ID, or by name within a namespace (NotFound for none, or only dead ones).
   absl::StatusOr<rpc::ActorInfo> GetActor(const rpc::GetActorInfoRequest& request) const;
@@ -107,6 +116,8 @@ class ActorManager {
   void OnActorFailedLocked(Actor& actor, const std::string& cause)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetStateLocked(Actor& actor, rpc::ActorInfo::State state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Saves the kill flags (ACTOR_KILL table), or deletes them once cleared.
+  void SaveKillLocked(const Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   StoreClient* store_;
   Publisher* publisher_;

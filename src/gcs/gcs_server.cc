@@ -39,8 +39,11 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
       lease_client_(&raylet_clients_),
       push_client_(&worker_clients_),
       auth_(options_.token),
-      publisher_(&clock_),
-      log_publisher_(&clock_, /*max_buffered=*/20000),
+      // Numbered from the clock so cursors of a previous incarnation read as lost (publisher.h).
+      publisher_(&clock_, /*max_buffered=*/10000, absl::Seconds(60),
+                 Publisher::SeqBaseFromClock(clock_)),
+      log_publisher_(&clock_, /*max_buffered=*/20000, absl::Seconds(60),
+                     Publisher::SeqBaseFromClock(clock_)),
       kv_(store_.get()),
       nodes_(options_.token.cluster_id(), store_.get(), &publisher_, &clock_),
       jobs_(store_.get(), &publisher_, &clock_),
@@ -102,6 +105,18 @@ absl::Status GcsServer::Start() {
                             absl::StrCat(node.node_ip(), ":", node.raylet_port()));
   }
   if (auto status = jobs_.Initialize(); !status.ok()) return status;
+  // Groups before actors: actors in a group are placed on its bundles.
+  auto groups = placement_groups_.Initialize();
+  if (!groups.ok()) return groups.status();
+  auto actors = actors_.Initialize();
+  if (!actors.ok()) return actors.status();
+  const size_t num_nodes = nodes_.GetAllNodes().size();
+  const size_t num_jobs = jobs_.GetAllJobs().size();
+  if (num_nodes + num_jobs + *actors + *groups > 0) {
+    TROUPE_LOG(Info) << "GCS restarted: reloaded " << num_nodes << " nodes, " << num_jobs
+                     << " jobs, " << *actors << " actors, " << *groups
+                     << " placement groups from the store";
+  }
 
   rpc::GetClusterInfoReply info = MakeClusterInfo(options_);
   info.set_gcs_address(absl::StrCat(options_.bind_address, ":", options_.port));

@@ -38,15 +38,11 @@ void PlacementGroupManager::SaveAndPublishLocked(Group& group) {
   }
 }
 
-absl::Status PlacementGroupManager::Create(const rpc::PlacementGroupInfo& incoming) {
-  auto id = PlacementGroupId::FromBinary(incoming.placement_group_id());
-  if (!id.ok()) return id.status();
-  if (incoming.bundles_size() == 0) {
-    return absl::InvalidArgumentError("a placement group needs at least one bundle");
-  }
+absl::StatusOr<std::vector<ResourceSet>> PlacementGroupManager::Demands(
+    const rpc::PlacementGroupInfo& group) {
   std::vector<ResourceSet> demands;
-  for (int i = 0; i < incoming.bundles_size(); ++i) {
-    const rpc::Bundle& bundle = incoming.bundles(i);
+  for (int i = 0; i < group.bundles_size(); ++i) {
+    const rpc::Bundle& bundle = group.bundles(i);
     auto resources = ResourceSet::FromMap({bundle.resources().begin(), bundle.resources().end()});
     if (!resources.ok()) {
       return absl::InvalidArgumentError(
@@ -57,8 +53,91 @@ absl::Status PlacementGroupManager::Create(const rpc::PlacementGroupInfo& incomi
     }
     demands.push_back(*std::move(resources));
   }
+  return demands;
+}
+
+absl::StatusOr<int> PlacementGroupManager::Initialize() {
+  auto rows = ScanTableSync(store_, kTable);
+  if (!rows.ok()) return rows.status();
+  absl::flat_hash_map<std::string, rpc::NodeInfo> nodes;
+  for (auto& node : nodes_->GetAllNodes()) nodes[node.node_id()] = std::move(node);
+  absl::flat_hash_map<std::string, rpc::NodeInfo> lost;  // not alive, holding bundles
+  int loaded = 0;
   {
     absl::MutexLock lock(&mu_);
+    for (const auto& [key, value] : *rows) {
+      rpc::PlacementGroupInfo info;
+      auto id = PlacementGroupId::FromBinary(key);
+      absl::StatusOr<std::vector<ResourceSet>> demands = absl::DataLossError("unparsable");
+      if (info.ParseFromString(value)) demands = Demands(info);
+      if (!id.ok() || !demands.ok()) {
+        TROUPE_LOG(Error) << "skipping a corrupt row in the " << kTable << " table";
+        continue;
+      }
+      ++loaded;
+      Group& group = groups_[*id];
+      group.info = std::move(info);
+      group.demands = *std::move(demands);
+      if (group.info.state() == rpc::PlacementGroupInfo::REMOVED) continue;
+      bool placing = false;
+      for (auto& bundle : *group.info.mutable_bundles()) {
+        if (!bundle.pending_reservation_id().empty()) {
+          // Asked for by the earlier GCS, answer unknown: return it whether or not it was
+          // granted, and place the bundle anew.
+          returns_.emplace_back(bundle.raylet_address(), bundle.pending_reservation_id());
+          bundle.clear_pending_reservation_id();
+          bundle.clear_node_id();
+          bundle.clear_raylet_address();
+          bundle.clear_reservation_id();
+          placing = true;
+        } else if (bundle.reservation_id().empty() && !bundle.node_id().empty()) {
+          bundle.clear_node_id();  // assigned but never asked for
+          bundle.clear_raylet_address();
+          placing = true;
+        }
+        if (!bundle.node_id().empty()) {
+          auto node = nodes.find(bundle.node_id());
+          if (node == nodes.end() || node->second.state() != rpc::NodeInfo::ALIVE) {
+            rpc::NodeInfo& dead = lost[bundle.node_id()];
+            if (node != nodes.end()) dead = node->second;
+            dead.set_node_id(bundle.node_id());
+          }
+        }
+      }
+      if (placing && group.info.state() == rpc::PlacementGroupInfo::CREATED) {
+        group.info.set_state(rpc::PlacementGroupInfo::RESCHEDULING);  // not expected: be safe
+      }
+      group.retry_at = absl::InfinitePast();  // Tick() places what is missing
+    }
+  }
+  for (const auto& [node_id, node] : lost) OnNodeDead(node);  // also sends the returns
+  SendOutbox();
+  return loaded;
+}
+
+absl::Status PlacementGroupManager::Create(const rpc::PlacementGroupInfo& incoming) {
+  auto id = PlacementGroupId::FromBinary(incoming.placement_group_id());
+  if (!id.ok()) return id.status();
+  if (incoming.bundles_size() == 0) {
+    return absl::InvalidArgumentError("a placement group needs at least one bundle");
+  }
+  auto checked = Demands(incoming);
+  if (!checked.ok()) return checked.status();
+  std::vector<ResourceSet> demands = *std::move(checked);
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = groups_.find(*id); it != groups_.end()) {
+      // A driver retrying a creation the GCS (or an earlier GCS) already took.
+      const rpc::PlacementGroupInfo& known = it->second.info;
+      bool same = known.name() == incoming.name() && known.strategy() == incoming.strategy() &&
+                  known.bundles_size() == incoming.bundles_size();
+      for (int i = 0; same && i < incoming.bundles_size(); ++i) {
+        same = it->second.demands[i] == demands[i];
+      }
+      if (same) return absl::OkStatus();
+      return absl::AlreadyExistsError(
+          absl::StrCat("placement group ", id->Hex(), " already exists with other bundles"));
+    }
     if (!incoming.name().empty()) {
       for (const auto& [other_id, other] : groups_) {
         if (other.info.name() == incoming.name() &&
@@ -122,8 +201,13 @@ void PlacementGroupManager::ScheduleLocked(Group& group) {
     rpc::Bundle* bundle = group.info.mutable_bundles(missing[i]);
     bundle->set_node_id(node.node_id.Binary());
     bundle->set_raylet_address(node.raylet_address);
-    outbox_.push_back({id, group.attempt, missing[i], node.raylet_address});
+    bundle->set_pending_reservation_id(LeaseId::FromRandom().Binary());
+    outbox_.push_back(
+        {id, group.attempt, missing[i], node.raylet_address, bundle->pending_reservation_id()});
   }
+  // Saved before the reservations go out, so a GCS restarted before their answers knows what
+  // to return.
+  PutLogged(store_, kTable, group.info.placement_group_id(), group.info.SerializeAsString());
 }
 
 void PlacementGroupManager::SendOutbox() {
@@ -147,7 +231,8 @@ void PlacementGroupManager::SendOutbox() {
   for (size_t i = 0; i < outbox.size(); ++i) {
     const Reservation reservation = outbox[i];
     bundles_->ReserveBundle(reservation.raylet_address, reservation.id, reservation.bundle,
-                            resources[i], [this, reservation](absl::StatusOr<std::string> id) {
+                            resources[i], reservation.reservation_id,
+                            [this, reservation](absl::StatusOr<std::string> id) {
                               OnReserved(reservation, std::move(id));
                             });
   }
@@ -166,6 +251,7 @@ void PlacementGroupManager::OnReserved(const Reservation& reservation,
     } else {
       Group& group = it->second;
       rpc::Bundle* bundle = group.info.mutable_bundles(reservation.bundle);
+      bundle->clear_pending_reservation_id();
       if (granted) {
         bundle->set_reservation_id(*reservation_id);
       } else {
@@ -213,6 +299,7 @@ absl::Status PlacementGroupManager::Remove(const std::string& placement_group_id
         returns_.emplace_back(bundle.raylet_address(), bundle.reservation_id());
         bundle.clear_reservation_id();
       }
+      bundle.clear_pending_reservation_id();  // its grant comes back stale and is returned
     }
     group.info.set_state(rpc::PlacementGroupInfo::REMOVED);
     SaveAndPublishLocked(group);
@@ -233,6 +320,7 @@ void PlacementGroupManager::OnNodeDead(const rpc::NodeInfo& node) {
           bundle.clear_node_id();
           bundle.clear_raylet_address();
           bundle.clear_reservation_id();
+          bundle.clear_pending_reservation_id();
           lost = true;
         }
       }
@@ -243,6 +331,11 @@ void PlacementGroupManager::OnNodeDead(const rpc::NodeInfo& node) {
         for (int index : group.attempt_bundles) {
           rpc::Bundle* bundle = group.info.mutable_bundles(index);
           if (bundle->reservation_id().empty()) {
+            if (!bundle->pending_reservation_id().empty()) {
+              // Returned now too, so no restart between here and its late grant leaks it.
+              returns_.emplace_back(bundle->raylet_address(), bundle->pending_reservation_id());
+              bundle->clear_pending_reservation_id();
+            }
             bundle->clear_node_id();
             bundle->clear_raylet_address();
           }

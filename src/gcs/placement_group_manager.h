@@ -56,8 +56,16 @@ class PlacementGroupManager {
 
   explicit PlacementGroupManager(PlacementGroupManagerDeps deps);
 
+  // Loads the groups an earlier GCS saved on the same store; call once, after the node table
+  // was loaded and before serving. CREATED groups keep their reservations (raylets hold them);
+  // groups caught between reserving and recording return every reservation that may have been
+  // in flight (raylets refuse those IDs if they arrive later) and are placed again by Tick();
+  // bundles on nodes that are not alive any more are placed again as on a node death; REMOVED
+  // groups stay removed. Returns how many groups were loaded.
+  absl::StatusOr<int> Initialize();
   // InvalidArgument for an empty group or bundle, or bad resources; AlreadyExists for a taken
-  // name.
+  // name, or an ID taken by another group. Creating the same group again (a driver retrying
+  // after the GCS died mid-call) is OK and changes nothing.
   absl::Status Create(const rpc::PlacementGroupInfo& group);
   absl::Status Remove(const std::string& placement_group_id);
   absl::StatusOr<rpc::PlacementGroupInfo> Get(const rpc::GetPlacementGroupRequest& request) const;
@@ -95,7 +103,10 @@ class PlacementGroupManager {
     uint64_t attempt;
     int bundle;
     std::string raylet_address;
+    std::string reservation_id;  // chosen here, saved before it is sent
   };
+  // Per-bundle resources of `group`, checked; InvalidArgument naming the bad bundle.
+  static absl::StatusOr<std::vector<ResourceSet>> Demands(const rpc::PlacementGroupInfo& group);
 
   // Assigns the bundles without a node and queues their reservations in outbox_.
   void ScheduleLocked(Group& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

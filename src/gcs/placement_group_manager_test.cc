@@ -226,16 +226,20 @@ TEST_F(PlacementGroupManagerTest, RepliesOfAnAbandonedAttemptAreReturned) {
   PlacementGroupId id = Create(2, rpc::PlacementGroupInfo::SPREAD);
   ASSERT_EQ(lease_.num_reserve_requests(), 2u);
   // a dies while both reservations are in flight: the attempt is abandoned, both bundles are
-  // placed again (on b), and the old attempt's late grant on b is given back.
+  // placed again (on b), and the old attempt's reservation on b is given back at once (by the
+  // ID the GCS chose for it: a restart cannot lose it) and again when its late grant arrives.
   nodes_.MarkNodeDead(node_ids_[a], "health check failed");
   ASSERT_EQ(lease_.num_reserve_requests(), 4u);
   EXPECT_EQ(lease_.reserve_request(2).raylet_address, b);
   EXPECT_EQ(lease_.reserve_request(3).raylet_address, b);
   const size_t old_on_b = lease_.reserve_request(0).raylet_address == b ? 0 : 1;
+  ASSERT_EQ(lease_.returned_bundles().size(), 1u);
+  EXPECT_EQ(lease_.returned_bundles()[0],
+            std::make_pair(b, lease_.reserve_request(old_on_b).reservation_id));
   lease_.ReplyReserve(old_on_b, std::string("stale"));
   lease_.ReplyReserve(1 - old_on_b, absl::UnavailableError("node a is gone"));
-  ASSERT_EQ(lease_.returned_bundles().size(), 1u);
-  EXPECT_EQ(lease_.returned_bundles()[0], std::make_pair(b, std::string("stale")));
+  ASSERT_EQ(lease_.returned_bundles().size(), 2u);
+  EXPECT_EQ(lease_.returned_bundles()[1], std::make_pair(b, std::string("stale")));
   EXPECT_EQ(Get(id).state(), rpc::PlacementGroupInfo::RESCHEDULING);
   GrantAllFrom(2);
   rpc::PlacementGroupInfo group = Get(id);

@@ -12,8 +12,16 @@ bool Wants(const std::vector<int>& channels, int channel) {
 
 }  // namespace
 
-Publisher::Publisher(const Clock* clock, size_t max_buffered, absl::Duration max_poll_wait)
-    : clock_(clock), max_buffered_(max_buffered), max_poll_wait_(max_poll_wait) {}
+Publisher::Publisher(const Clock* clock, size_t max_buffered, absl::Duration max_poll_wait,
+                     int64_t seq_base)
+    : clock_(clock),
+      max_buffered_(max_buffered),
+      max_poll_wait_(max_poll_wait),
+      last_seq_(seq_base) {}
+
+int64_t Publisher::SeqBaseFromClock(const Clock& clock) {
+  return absl::ToUnixMicros(clock.Now());
+}
 
 bool Publisher::CollectLocked(const std::vector<int>& channels, int64_t after_seq,
                               rpc::PollReply* reply) const {

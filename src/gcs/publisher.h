@@ -3,6 +3,10 @@
 // and gets what is newer on its channels, or waits until something arrives or its timeout passes.
 // A bounded buffer keeps the most recent messages; a subscriber that fell further behind (or that
 // polls a restarted GCS) is told `messages_lost` and re-reads the tables.
+// Sequence numbers survive GCS restarts: the GCS starts each incarnation's numbering at a base
+// taken from the wall clock (SeqBaseFromClock, microseconds), above every number an earlier
+// incarnation handed out, so an old cursor is always behind the new buffer (messages_lost), never
+// a valid position in the new incarnation's stream.
 // Thread-safe. Poll callbacks run on the thread that publishes, polls or expires, never under the
 // publisher's lock.
 #pragma once
@@ -23,9 +27,15 @@ class Publisher {
  public:
   using PollCallback = std::function<void(rpc::PollReply)>;
 
-  // Polls wait at most `max_poll_wait` whatever they ask for.
+  // Polls wait at most `max_poll_wait` whatever they ask for. The first message gets
+  // seq_base + 1.
   Publisher(const Clock* clock, size_t max_buffered = 10000,
-            absl::Duration max_poll_wait = absl::Seconds(60));
+            absl::Duration max_poll_wait = absl::Seconds(60), int64_t seq_base = 0);
+
+  // A seq_base above any sequence number an earlier publisher of the same GCS can have handed
+  // out: microseconds since the Unix epoch (an earlier incarnation would have had to publish
+  // more than a million messages a second to catch up with it).
+  static int64_t SeqBaseFromClock(const Clock& clock);
 
   // Stamps `message` with the next sequence number, buffers it and answers waiting polls.
   int64_t Publish(rpc::PubMessage message);
@@ -59,7 +69,7 @@ class Publisher {
   const size_t max_buffered_;
   const absl::Duration max_poll_wait_;
   mutable absl::Mutex mu_;
-  int64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_seq_ ABSL_GUARDED_BY(mu_);
   std::deque<rpc::PubMessage> buffer_ ABSL_GUARDED_BY(mu_);
   std::list<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

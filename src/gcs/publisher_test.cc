@@ -99,5 +99,33 @@ TEST_F(PublisherTest, CursorFromARestartedGcsReportsLoss) {
   EXPECT_EQ(reply_->last_seq(), 0);
 }
 
+TEST_F(PublisherTest, OldCursorIsLostEvenAfterTheNewGcsPublishedMore) {
+  // The first incarnation numbers from its clock base; a subscriber follows it.
+  Publisher old_gcs(&clock_, 100, absl::Seconds(60), Publisher::SeqBaseFromClock(clock_));
+  for (int i = 0; i < 3; ++i) old_gcs.Publish(NodeMessage("old"));
+  const int64_t cursor = old_gcs.last_seq();
+  // The GCS is killed and restarted a second later; the new one publishes more than the old did
+  // before the subscriber's next poll (with seqs from 1 the old cursor would point into them).
+  clock_.Advance(absl::Seconds(1));
+  Publisher new_gcs(&clock_, 100, absl::Seconds(60), Publisher::SeqBaseFromClock(clock_));
+  EXPECT_GT(new_gcs.last_seq(), cursor);
+  new_gcs.Poll(PollFrom(cursor, 1000), Capture());  // nothing published yet: lost at once
+  ASSERT_TRUE(reply_);
+  EXPECT_TRUE(reply_->messages_lost());
+  reply_.reset();
+  for (int i = 0; i < 10; ++i) new_gcs.Publish(JobMessage("new"));
+  new_gcs.Poll(PollFrom(cursor, 1000), Capture());
+  ASSERT_TRUE(reply_);
+  EXPECT_TRUE(reply_->messages_lost());
+  EXPECT_EQ(reply_->last_seq(), new_gcs.last_seq());
+  // From the new cursor on, nothing is lost.
+  const int64_t resynced = reply_->last_seq();
+  new_gcs.Publish(JobMessage("after"));
+  new_gcs.Poll(PollFrom(resynced, 0), Capture());
+  EXPECT_FALSE(reply_->messages_lost());
+  ASSERT_EQ(reply_->messages_size(), 1);
+  EXPECT_EQ(reply_->messages(0).key(), "after");
+}
+
 }  // namespace
 }  // namespace troupe

@@ -112,9 +112,25 @@ void LeaseManager::RequestLease(const rpc::RequestWorkerLeaseRequest& request, L
     absl::MutexLock lock(&mu_);
     if (spec.bundle_reservation()) {
       // Reserve a placement-group bundle now, or refuse (the GCS tries elsewhere or later).
+      const std::string& named = request.reservation_id();
+      if (!named.empty()) {
+        if (auto held = bundles_.find(named); held != bundles_.end()) {
+          if (held->second.placement_group_id != spec.placement_group_id() ||
+              held->second.index != spec.bundle_index()) {
+            return done(Rejected("the reservation ID is taken by another bundle"));
+          }
+          rpc::RequestWorkerLeaseReply reply;  // a repeated request: the same reservation
+          reply.set_lease_id(named);
+          reply.set_node_id(local_node_.Binary());
+          return done(reply);
+        }
+        if (returned_unknown_.contains(named)) {
+          return done(Rejected("the reservation was returned before it arrived"));
+        }
+      }
       auto allocation = resources_.Allocate(*demand);
       if (!allocation) return done(Rejected(""));
-      const std::string reservation = LeaseId::FromRandom().Binary();
+      const std::string reservation = named.empty() ? LeaseId::FromRandom().Binary() : named;
       Bundle& bundle = bundles_[reservation];
       bundle.placement_group_id = spec.placement_group_id();
       bundle.index = spec.bundle_index();
@@ -360,7 +376,17 @@ absl::Status LeaseManager::ReturnWorker(const std::string& lease_id, bool discon
       bundles_.erase(bundle);
     } else {
       auto it = leases_.find(lease_id);
-      if (it == leases_.end()) return absl::NotFoundError("unknown lease (already returned?)");
+      if (it == leases_.end()) {
+        constexpr size_t kMaxRemembered = 10000;
+        if (returned_unknown_.insert(lease_id).second) {
+          returned_unknown_order_.push_back(lease_id);
+          if (returned_unknown_order_.size() > kMaxRemembered) {
+            returned_unknown_.erase(returned_unknown_order_.front());
+            returned_unknown_order_.pop_front();
+          }
+        }
+        return absl::NotFoundError("unknown lease (already returned?)");
+      }
       worker = it->second.worker;
       ReleaseLocked(lease_id);
     }

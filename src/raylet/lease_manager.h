@@ -7,7 +7,9 @@
 // shows one that can serve them now. Placement-group bundles are reservations (a lease with
 // bundle_reservation, granted at once or refused): their resources leave the node's pool and
 // serve only that group's leases; returning the reservation frees them and kills the group's
-// workers here.
+// workers here. The GCS names each reservation: asking again with a held ID answers with that
+// reservation (a restarted GCS never gets a second one), and an ID returned before it arrived
+// is refused.
 // Owns one long-lived thread that looks up granted leases' jobs and asks the launcher for their
 // workers (a worker dies with the thread that forked it); the launcher, the job lookup and the
 // clock are borrowed and must outlive it.
@@ -130,6 +132,10 @@ class LeaseManager {
   std::vector<NodeView> cluster_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<NodeId> dead_nodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Bundle> bundles_ ABSL_GUARDED_BY(mu_);  // by reservation id
+  // IDs returned while unknown here (possibly reservations still on their way, sent by a GCS
+  // that died): a reservation arriving with one of them is refused. Oldest dropped first.
+  absl::flat_hash_set<std::string> returned_unknown_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> returned_unknown_order_ ABSL_GUARDED_BY(mu_);
   uint64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t spread_counter_ ABSL_GUARDED_BY(mu_) = 0;
   // Infeasible demands (with why) and when they were last asked for.

@@ -310,6 +310,34 @@ TEST_F(LeaseManagerTest, BundleReservationIsGrantedAtOnceOrRefused) {
   EXPECT_EQ(launcher_.num_pops(), 0);
 }
 
+TEST_F(LeaseManagerTest, ARepeatedReservationWithTheSameIdIsTheSameReservation) {
+  // A restarted GCS (or a retry) asks again for a reservation the raylet already holds.
+  rpc::RequestWorkerLeaseRequest request = BundleRequest({{"CPU", 3}}, /*reservation=*/true);
+  const std::string id = LeaseId::FromRandom().Binary();
+  request.set_reservation_id(id);
+  auto first = Ask(request);
+  EXPECT_EQ(first->Await().lease_id(), id);
+  EXPECT_EQ(Available(), (Amounts{{"CPU", 1}, {"GPU", 2}}));
+  auto again = Ask(request);
+  EXPECT_FALSE(again->Await().rejected());
+  EXPECT_EQ(again->Await().lease_id(), id);
+  EXPECT_EQ(Available(), (Amounts{{"CPU", 1}, {"GPU", 2}}));  // not reserved twice
+  // Once returned, the resources are back.
+  ASSERT_TRUE(manager_.ReturnWorker(id, false).ok());
+  EXPECT_EQ(Available(), (Amounts{{"CPU", 4}, {"GPU", 2}}));
+}
+
+TEST_F(LeaseManagerTest, AReservationReturnedBeforeItArrivedIsRefused) {
+  // A restarted GCS returns a reservation the dead one may have sent; it arrives afterwards.
+  const std::string id = LeaseId::FromRandom().Binary();
+  EXPECT_EQ(manager_.ReturnWorker(id, false).code(), absl::StatusCode::kNotFound);
+  rpc::RequestWorkerLeaseRequest request = BundleRequest({{"CPU", 1}}, /*reservation=*/true);
+  request.set_reservation_id(id);
+  auto late = Ask(request);
+  EXPECT_TRUE(late->Await().rejected());
+  EXPECT_EQ(Available(), (Amounts{{"CPU", 4}, {"GPU", 2}}));
+}
+
 TEST_F(LeaseManagerTest, LeasesInsideABundleComeFromItsPool) {
   Granted outside = Grant({{"GPU", 1}}, 0);  // takes device 0
   ASSERT_EQ(outside.reply.gpu_ids(0), 0);

@@ -292,6 +292,34 @@ absl::StatusOr<rpc::JobInfo> Raylet::LookupJob(const JobId& job_id) {
   return absl::NotFoundError(absl::StrCat("the GCS does not know job ", job_id.Hex()));
 }
 
+void Raylet::ResyncJobsAndNodes() {
+  // Worker exits missed meanwhile cannot be re-read (the GCS keeps no worker table); their
+  // objects here are freed when their owners' nodes die or their jobs end.
+  if (auto nodes = gcs_.GetAllNodeInfo(); nodes.ok()) {
+    for (const auto& node : *nodes) {
+      auto node_id = NodeId::FromBinary(node.node_id());
+      if (!node_id.ok() || node.state() != rpc::NodeInfo::DEAD) continue;
+      lease_manager_.MarkNodeDead(*node_id);
+      if (*node_id != options_.node_id) object_store_.FreeOwnedByNode(*node_id);
+    }
+  }
+  auto jobs = gcs_.GetAllJobInfo();
+  if (!jobs.ok()) return;
+  std::vector<JobId> finished;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& job : *jobs) {
+      auto job_id = JobId::FromBinary(job.job_id());
+      if (!job_id.ok() || job.state() != rpc::JobInfo::FINISHED || !jobs_.contains(*job_id)) {
+        continue;
+      }
+      jobs_.erase(*job_id);
+      finished.push_back(*job_id);
+    }
+  }
+  for (const auto& job_id : finished) worker_pool_.KillJobWorkers(job_id);
+}
+
 void Raylet::FollowJobs() {
   int64_t cursor = -1;
   while (!stop_.HasBeenNotified()) {
@@ -307,6 +335,7 @@ void Raylet::FollowJobs() {
       continue;
     }
     cursor = reply->last_seq();
+    if (reply->messages_lost()) ResyncJobsAndNodes();
     for (const auto& message : reply->messages()) {
       if (message.channel() == rpc::NODE_CHANNEL) {
         auto node_id = NodeId::FromBinary(message.node().node_id());

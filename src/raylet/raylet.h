@@ -100,6 +100,9 @@ class Raylet {
   // Follows job and node changes: when a job finishes, its workers here are killed; dead nodes
   // are remembered so tasks bound to them fail instead of waiting.
   void FollowJobs();
+  // After a poll answered messages_lost (the GCS restarted, or this raylet fell behind): applies
+  // what the missed JOB and NODE messages would have from the GCS's tables.
+  void ResyncJobsAndNodes();
   // The job's info from this raylet's cache, else from the GCS.
   absl::StatusOr<rpc::JobInfo> LookupJob(const JobId& job_id);
   void Shutdown();

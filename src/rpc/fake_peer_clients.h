@@ -35,6 +35,7 @@ class FakeLeaseClient : public LeaseClient, public BundleClient {
     int bundle_index;
     std::map<std::string, double> resources;
     ReserveCallback done;
+    std::string reservation_id;  // chosen by the caller
   };
 
   CallCanceller RequestWorkerLease(const std::string& raylet_address,
@@ -71,10 +72,10 @@ class FakeLeaseClient : public LeaseClient, public BundleClient {
   }
   void ReserveBundle(const std::string& raylet_address, const PlacementGroupId& placement_group_id,
                      int bundle_index, const std::map<std::string, double>& resources,
-                     ReserveCallback done) override {
+                     const std::string& reservation_id, ReserveCallback done) override {
     absl::MutexLock lock(&mu_);
-    reserves_.push_back(
-        {raylet_address, placement_group_id, bundle_index, resources, std::move(done)});
+    reserves_.push_back({raylet_address, placement_group_id, bundle_index, resources,
+                         std::move(done), reservation_id});
   }
   void ReturnBundle(const std::string& raylet_address, const std::string& reservation_id) override {
     absl::MutexLock lock(&mu_);

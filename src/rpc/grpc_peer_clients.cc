@@ -29,7 +29,7 @@ absl::Status GrpcLeaseClient::KillLeasedWorker(const std::string& raylet_address
 void GrpcLeaseClient::ReserveBundle(const std::string& raylet_address,
                                     const PlacementGroupId& placement_group_id, int bundle_index,
                                     const std::map<std::string, double>& resources,
-                                    ReserveCallback done) {
+                                    const std::string& reservation_id, ReserveCallback done) {
   // A reservation is a lease request that is granted at once or refused, with no worker.
   rpc::RequestWorkerLeaseRequest request;
   rpc::TaskSpec* spec = request.mutable_resource_spec();
@@ -38,6 +38,7 @@ void GrpcLeaseClient::ReserveBundle(const std::string& raylet_address,
   spec->set_bundle_index(bundle_index);
   spec->set_bundle_reservation(true);
   request.set_grant_or_reject(true);
+  request.set_reservation_id(reservation_id);
   raylets_->Get(raylet_address)
       ->RequestWorkerLeaseAsync(
           request, [done = std::move(done)](absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {

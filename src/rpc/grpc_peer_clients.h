@@ -33,7 +33,7 @@ class GrpcLeaseClient : public LeaseClient, public BundleClient {
 
   void ReserveBundle(const std::string& raylet_address, const PlacementGroupId& placement_group_id,
                      int bundle_index, const std::map<std::string, double>& resources,
-                     ReserveCallback done) override;
+                     const std::string& reservation_id, ReserveCallback done) override;
   void ReturnBundle(const std::string& raylet_address, const std::string& reservation_id) override;
 
  private:

@@ -56,10 +56,12 @@ class BundleClient {
   using ReserveCallback = std::function<void(absl::StatusOr<std::string>)>;
   virtual ~BundleClient() = default;
 
+  // `reservation_id` is chosen by the caller: asking again with the same ID gets the same
+  // reservation, and returning an ID the raylet has not seen yet makes it refuse that ID later.
   virtual void ReserveBundle(const std::string& raylet_address,
                              const PlacementGroupId& placement_group_id, int bundle_index,
                              const std::map<std::string, double>& resources,
-                             ReserveCallback done) = 0;
+                             const std::string& reservation_id, ReserveCallback done) = 0;
   // Frees the reservation; the raylet stops the workers leased from it. Fire and forget.
   virtual void ReturnBundle(const std::string& raylet_address,
                             const std::string& reservation_id) = 0;

@@ -15,7 +15,11 @@
 //     {"metric": "actor_creations_per_second", ...}
 //     {"metric": "placement_group_create_removal_per_second", ...}
 // Usage (TROUPE_ADDRESS/TROUPE_TOKEN set): gcs_ft_bench --mode=recovery|throughput [flags]
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,7 +73,22 @@ bool Alive(int pid) {
   return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
 }
 
-int Recovery(const std::string& pid_file) {
+// True if something accepts TCP connections on 127.0.0.1:`port`.
+bool Listening(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  return ok;
+}
+
+int Recovery(const std::string& pid_file, bool watch_port) {
+  const char* address = std::getenv("TROUPE_ADDRESS");
+  const std::string gcs_address = address ? address : "";
+  const int gcs_port = std::atoi(gcs_address.substr(gcs_address.rfind(':') + 1).c_str());
   auto warm = troupe::Actor(Echo::Create).Remote();
   if (*troupe::Get(warm.Task(&Echo::Ping).Remote(), std::chrono::seconds(120)) != 1) return 1;
   const int old_pid = ReadPid(pid_file);
@@ -76,9 +96,26 @@ int Recovery(const std::string& pid_file) {
     std::fprintf(stderr, "no GCS pid in %s\n", pid_file.c_str());
     return 1;
   }
+  // A breakdown, watched from the side (polling every 2 ms): when the pid file names a new
+  // process (the supervisor restarted the GCS) and when the GCS port accepts connections again.
+  std::atomic<double> restarted_after{-1}, listening_after{-1};
+  std::atomic<bool> stop_watching{false};
   const auto start = Clock::now();
+  std::thread watcher([&] {
+    while (!stop_watching && restarted_after < 0) {
+      const int pid = ReadPid(pid_file);
+      if (pid > 0 && pid != old_pid) restarted_after = Seconds(start);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    while (watch_port && !stop_watching && listening_after < 0) {
+      if (Listening(gcs_port)) listening_after = Seconds(start);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
   if (kill(old_pid, SIGKILL) != 0) {
     std::perror("kill");
+    stop_watching = true;
+    watcher.join();
     return 1;
   }
   int failed_attempts = 0;
@@ -90,12 +127,14 @@ int Recovery(const std::string& pid_file) {
       if (++failed_attempts == 1) std::fprintf(stderr, "attempt failed: %s\n", error.what());
       if (Seconds(start) > 300) {
         std::fprintf(stderr, "no actor within 300 s of the GCS kill\n");
-        return 1;
+        std::exit(1);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
   const double seconds = Seconds(start);
+  stop_watching = true;
+  watcher.join();
   // The actor made before the kill lived through the outage.
   if (*troupe::Get(warm.Task(&Echo::Ping).Remote(), std::chrono::seconds(60)) != 1) return 1;
   const int new_pid = ReadPid(pid_file);
@@ -106,8 +145,9 @@ int Recovery(const std::string& pid_file) {
   }
   std::printf(
       "{\"metric\": \"gcs_kill_to_actor_created\", \"value\": %.3f, \"unit\": \"s\", "
-      "\"old_gcs_pid\": %d, \"new_gcs_pid\": %d, \"failed_attempts\": %d}\n",
-      seconds, old_pid, new_pid, failed_attempts);
+      "\"old_gcs_pid\": %d, \"new_gcs_pid\": %d, \"failed_attempts\": %d, "
+      "\"restarted_after\": %.3f, \"listening_after\": %.3f}\n",
+      seconds, old_pid, new_pid, failed_attempts, restarted_after.load(), listening_after.load());
   std::fflush(stdout);
   return 0;
 }
@@ -160,7 +200,8 @@ int main(int argc, char** argv) {
   const std::string mode = FlagValue(argc, argv, "mode", "");
   int rc = 2;
   if (mode == "recovery") {
-    rc = Recovery(FlagValue(argc, argv, "gcs-pid-file", ""));
+    rc = Recovery(FlagValue(argc, argv, "gcs-pid-file", ""),
+                  FlagValue(argc, argv, "watch-port", "1") == "1");
   } else if (mode == "throughput") {
     rc = Throughput(std::stoi(FlagValue(argc, argv, "actors", "200")),
                     std::stoi(FlagValue(argc, argv, "pgs", "200")));

@@ -43,7 +43,7 @@ from bench_common import json_lines
 REDIS_SERVER = "/usr/bin/redis-server"
 
 RAY_RECOVERY_DRIVER = r'''
-import os, signal, subprocess, sys, time
+import os, signal, socket, subprocess, sys, threading, time
 import ray
 
 ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
@@ -86,13 +86,28 @@ with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
     gcs = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                            start_new_session=True)
 relaunched = time.monotonic() - start
+listening = None
+
+def watch_port():  # the same breakdown as Troupe's, from the side
+    global listening
+    while listening is None and time.monotonic() - start < 60:
+        try:
+            socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=0.1).close()
+            listening = time.monotonic() - start
+        except OSError:
+            time.sleep(0.002)
+
+watcher = threading.Thread(target=watch_port, daemon=True)
+watcher.start()
 actor = Echo.remote()
 assert ray.get(actor.ping.remote(), timeout=300) == 1
 seconds = time.monotonic() - start
+watcher.join()
 # The actor made before the kill survived the outage (the restarted GCS reloaded it from Redis).
 assert ray.get(warm.ping.remote(), timeout=60) == 1
 print('{"metric": "gcs_kill_to_actor_created", "value": %.3f, "unit": "s", '
-      '"relaunched_after": %.3f, "new_gcs_pid": %d}' % (seconds, relaunched, gcs.pid))
+      '"restarted_after": %.3f, "listening_after": %.3f, "new_gcs_pid": %d}'
+      % (seconds, relaunched, listening, gcs.pid))
 '''
 
 RAY_THROUGHPUT_DRIVER = r'''
@@ -214,9 +229,9 @@ def ray_recovery_once(args):
         env = dict(os.environ, **RAY_ENV)
         line = json_lines([args.python, "-c", RAY_RECOVERY_DRIVER, "127.0.0.1:%d" % port,
                            str(port)], env=env)[0]
-        print("  ray recovery: %.3f s (gcs relaunched %.3f s after the kill)"
-              % (line["value"], line["relaunched_after"]), flush=True)
-        return line["value"]
+        print("  ray recovery: %.3f s (gcs relaunched after %.3f s, listening after %.3f s)"
+              % (line["value"], line["restarted_after"], line["listening_after"]), flush=True)
+        return line
     finally:
         ray_stop(args)
         redis.stop()
@@ -274,9 +289,12 @@ def troupe_recovery_once(args):
         pid_file = os.path.join(temp_root, "session_latest", "pids", "gcs.pid")
         line = json_lines([args.bench, "--mode=recovery", "--gcs-pid-file=" + pid_file],
                           env=env)[0]
-        print("  troupe recovery: %.3f s (gcs pid %d -> %d)"
-              % (line["value"], line["old_gcs_pid"], line["new_gcs_pid"]), flush=True)
-        return line["value"]
+        print("  troupe recovery: %.3f s (gcs pid %d -> %d, restarted after %.3f s, listening "
+              "after %.3f s, %d failed attempts)"
+              % (line["value"], line["old_gcs_pid"], line["new_gcs_pid"],
+                 line["restarted_after"], line["listening_after"], line["failed_attempts"]),
+              flush=True)
+        return line
     finally:
         if temp_root:
             troupe_stop(args, temp_root)
@@ -305,7 +323,8 @@ def troupe_throughput(args, with_redis):
 def measure(args, name, recovery_once, throughput):
     out = {}
     print("%s: %d recovery trials" % (name, args.trials), flush=True)
-    out["recovery"] = [recovery_once(args) for _ in range(args.trials)]
+    out["recovery_details"] = [recovery_once(args) for _ in range(args.trials)]
+    out["recovery"] = [line["value"] for line in out["recovery_details"]]
     print("%s: throughput, %d actors and %d placement groups per run" % (name, args.actors, args.pgs),
           flush=True)
     out["mem"] = throughput(args, False)
@@ -364,9 +383,12 @@ def main():
                                     % args.trials, fmt(t, "%.3f"), fmt(r, "%.3f"),
                                     fmt(ratio(r, t), "%.1fx")))
     for system in ("troupe", "ray"):
-        trials = get(system, "recovery")
-        if trials:
-            print("  %s trials: %s" % (system, ", ".join("%.3f" % x for x in trials)))
+        details = get(system, "recovery_details")
+        if details:
+            print("  %s trials: %s; medians: GCS process back after %.3f s, its port accepting "
+                  "after %.3f s" % (system, ", ".join("%.3f" % d["value"] for d in details),
+                                    statistics.median(d["restarted_after"] for d in details),
+                                    statistics.median(d["listening_after"] for d in details)))
     print()
     print("%-52s %12s %12s %10s" % ("throughput (/s, higher is better)", "troupe", "ray",
                                     "troupe/ray"))

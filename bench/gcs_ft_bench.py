@@ -24,6 +24,7 @@ Prints a table with the medians and the ratios (Ray/Troupe recovery, redis/mem f
 
   bash bench/gcs_ft_bench.sh                 # builds, installs Ray if needed, runs this
   python3 bench/gcs_ft_bench.py --trials 5 --actors 200 --pgs 200 [--no-troupe] [--no-ray]
+      [--no-throughput] [--json FILE]
 """
 import argparse
 import json
@@ -325,6 +326,8 @@ def measure(args, name, recovery_once, throughput):
     print("%s: %d recovery trials" % (name, args.trials), flush=True)
     out["recovery_details"] = [recovery_once(args) for _ in range(args.trials)]
     out["recovery"] = [line["value"] for line in out["recovery_details"]]
+    if args.no_throughput:
+        return out
     print("%s: throughput, %d actors and %d placement groups per run" % (name, args.actors, args.pgs),
           flush=True)
     out["mem"] = throughput(args, False)
@@ -349,6 +352,7 @@ def main():
     parser.add_argument("--pgs", type=int, default=200)
     parser.add_argument("--no-troupe", action="store_true")
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--no-throughput", action="store_true", help="recovery trials only")
     parser.add_argument("--json", help="also write every figure to this file")
     args = parser.parse_args()
 

@@ -7,8 +7,10 @@
 //     restarts the GCS (which reloads its tables from Redis); nothing here restarts it. An
 //     attempt that fails during the outage is retried (the time keeps running). Then checks that
 //     the actor made before the kill still answers and that the pid file names a new process.
+//     A side thread polls every 2 ms for the breakdown: restarted_after (the pid file names a new
+//     process) and listening_after (the GCS port accepts a TCP connection; --watch-port=0: off).
 //     {"metric": "gcs_kill_to_actor_created", "value": <s>, "unit": "s", "old_gcs_pid": ...,
-//      "new_gcs_pid": ..., "failed_attempts": ...}
+//      "new_gcs_pid": ..., "failed_attempts": ..., "restarted_after": <s>, "listening_after": <s>}
 //   --mode=throughput --actors=N --pgs=M
 //     N actors in batches of 8 (each created, called once, killed), then M placement groups of
 //     one {CPU: 1} bundle (each created, waited for, removed); a warm-up batch and group first.

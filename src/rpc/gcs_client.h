@@ -3,7 +3,7 @@
 // from several threads at once (SetRetry must be called before the first call).
 //
 // Retries: by default a call makes one attempt. SetRetry(retry_for) makes calls that fail with
-// kUnavailable (the GCS is down or restarting) try again, 50 ms apart doubling to 500 ms, for up
+// kUnavailable (the GCS is down or restarting) try again, 20 ms apart doubling to 250 ms, for up
 // to `retry_for` in all, so a GCS restarted under Redis (docs/fault_tolerance.md) is waited out
 // instead of failing the caller. Drivers use it for their user-facing calls (actor and placement
 // group creation, KV, named actors); raylets, health checks and probes do not: they have their
@@ -96,6 +96,7 @@ class GcsClient {
   absl::Duration retry_for_ = absl::ZeroDuration();
   std::function<absl::Status()> give_up_;
   std::string peer_name_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<rpc::ClusterInfoService::Stub> cluster_stub_;
   std::unique_ptr<rpc::NodeInfoService::Stub> node_stub_;
   std::unique_ptr<rpc::JobInfoService::Stub> job_stub_;

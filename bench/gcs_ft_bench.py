@@ -330,8 +330,15 @@ def measure(args, name, recovery_once, throughput):
         return out
     print("%s: throughput, %d actors and %d placement groups per run" % (name, args.actors, args.pgs),
           flush=True)
-    out["mem"] = throughput(args, False)
-    out["redis"] = throughput(args, True)
+    # Alternating rounds (mem, redis, mem, redis, ...), each metric's median over the rounds: a
+    # 2-core machine's run-to-run noise (about 15%) is as large as the effect measured.
+    rounds = {"mem": [], "redis": []}
+    for _ in range(args.rounds):
+        rounds["mem"].append(throughput(args, False))
+        rounds["redis"].append(throughput(args, True))
+    for mode, runs in rounds.items():
+        out[mode] = {metric: statistics.median(run[metric] for run in runs) for metric in runs[0]}
+        out[mode + "_rounds"] = runs
     return out
 
 
@@ -353,6 +360,7 @@ def main():
     parser.add_argument("--no-troupe", action="store_true")
     parser.add_argument("--no-ray", action="store_true")
     parser.add_argument("--no-throughput", action="store_true", help="recovery trials only")
+    parser.add_argument("--rounds", type=int, default=3, help="throughput rounds per mode")
     parser.add_argument("--json", help="also write every figure to this file")
     args = parser.parse_args()
 

@@ -27,7 +27,16 @@ absl::StatusOr<std::vector<rpc::NodeInfo>> NodeManager::Initialize() {
       continue;
     }
     nodes_[*node_id] = node;
-    if (node.state() == rpc::NodeInfo::ALIVE) alive.push_back(node);
+    if (node.state() != rpc::NodeInfo::ALIVE) continue;
+    alive.push_back(node);
+    // Until its raylet's next report (within its report period), schedule on what the node
+    // registered with: an empty view would make every actor and group wait out a retry delay.
+    // The raylet stays the judge (it queues or spills back a lease it cannot grant), and its
+    // first report (report_seq > 0) replaces this guess.
+    rpc::ResourceUsage& usage = usage_[*node_id];
+    usage.set_node_id(key);
+    *usage.mutable_total() = node.resources_total();
+    *usage.mutable_available() = node.resources_total();
   }
   return alive;
 }

@@ -309,7 +309,7 @@ absl::Status RedisStoreClient::Load() {
   absl::MutexLock lock(&mu_);
   int64_t rows = 0;
   for (const std::string& key : keys) {
-    auto& table = tables_[key.substr(table_start)];
+    const std::string table = key.substr(table_start);
     cursor = "0";
     do {
       absl::StatusOr<Reply> reply = connection_->Command({"HSCAN", key, cursor, "COUNT", "1000"});
@@ -324,8 +324,9 @@ absl::Status RedisStoreClient::Load() {
       cursor = std::string(ReplyText(*r.element[0]));
       const redisReply& fields = *r.element[1];
       for (size_t i = 0; i + 1 < fields.elements; i += 2) {
-        table.insert_or_assign(std::string(ReplyText(*fields.element[i])),
-                               std::string(ReplyText(*fields.element[i + 1])));
+        mirror_.AsyncPut(table, std::string(ReplyText(*fields.element[i])),
+                         std::string(ReplyText(*fields.element[i + 1])), /*overwrite=*/true,
+                         nullptr);
         ++rows;
       }
     } while (cursor != "0");
@@ -391,22 +392,17 @@ std::function<void(const absl::Status&)> RedisStoreClient::EnqueueLocked(
 void RedisStoreClient::AsyncPut(const std::string& table, const std::string& key,
                                 std::string value, bool overwrite,
                                 std::function<void(absl::StatusOr<bool>)> done) {
-  bool added;
+  bool added = false;
   std::function<void(const absl::Status&)> run_now;
   absl::Status now;
   {
     absl::MutexLock lock(&mu_);
-    auto& rows = tables_[table];
-    auto it = rows.find(key);
-    added = it == rows.end();
+    // The in-memory store answers on this thread, before AsyncPut returns.
+    mirror_.AsyncPut(table, key, value, overwrite,
+                     [&added](absl::StatusOr<bool> result) { added = result.ok() && *result; });
     if (!added && !overwrite) {
       // Nothing changes; nothing to send.
     } else {
-      if (added) {
-        rows.emplace(key, value);
-      } else {
-        it->second = value;
-      }
       auto finish = [done = std::move(done), added](const absl::Status& status) {
         if (!done) return;
         if (status.ok()) {
@@ -426,16 +422,7 @@ void RedisStoreClient::AsyncPut(const std::string& table, const std::string& key
 void RedisStoreClient::AsyncGet(
     const std::string& table, const std::string& key,
     std::function<void(absl::StatusOr<std::optional<std::string>>)> done) {
-  std::optional<std::string> value;
-  {
-    absl::MutexLock lock(&mu_);
-    auto table_it = tables_.find(table);
-    if (table_it != tables_.end()) {
-      auto it = table_it->second.find(key);
-      if (it != table_it->second.end()) value = it->second;
-    }
-  }
-  done(std::move(value));
+  mirror_.AsyncGet(table, key, std::move(done));
 }
 
 void RedisStoreClient::AsyncDelete(const std::string& table, const std::string& key,
@@ -444,8 +431,11 @@ void RedisStoreClient::AsyncDelete(const std::string& table, const std::string& 
   absl::Status now;
   {
     absl::MutexLock lock(&mu_);
-    auto table_it = tables_.find(table);
-    if (table_it != tables_.end() && table_it->second.erase(key) == 1) {
+    int64_t deleted = 0;
+    mirror_.AsyncDelete(table, key, [&deleted](absl::StatusOr<int64_t> result) {
+      deleted = result.ok() ? *result : 0;
+    });
+    if (deleted == 1) {
       auto finish = [done = std::move(done)](const absl::Status& status) {
         if (!done) return;
         if (status.ok()) {
@@ -464,18 +454,7 @@ void RedisStoreClient::AsyncDelete(const std::string& table, const std::string& 
 
 void RedisStoreClient::AsyncScan(const std::string& table, const std::string& prefix,
                                  std::function<void(absl::StatusOr<Rows>)> done) {
-  Rows rows;
-  {
-    absl::MutexLock lock(&mu_);
-    auto table_it = tables_.find(table);
-    if (table_it != tables_.end()) {
-      for (auto it = table_it->second.lower_bound(prefix);
-           it != table_it->second.end() && absl::StartsWith(it->first, prefix); ++it) {
-        rows.emplace(it->first, it->second);
-      }
-    }
-  }
-  done(std::move(rows));
+  mirror_.AsyncScan(table, prefix, std::move(done));
 }
 
 absl::Status RedisStoreClient::Flush(absl::Duration timeout) {

@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "src/gcs/in_memory_store_client.h"
 #include "src/gcs/store_client.h"
 
 namespace troupe {
@@ -123,7 +123,9 @@ class RedisStoreClient : public StoreClient {
   std::unique_ptr<RedisConnection> connection_;  // used by the writer thread only (and Load, before)
 
   mutable absl::Mutex mu_;
-  std::map<std::string, std::map<std::string, std::string>> tables_ ABSL_GUARDED_BY(mu_);
+  // The mirror every read is served from. Writes change it under mu_ together with queueing
+  // them, so it and Redis see the same order; reads take only its own lock.
+  InMemoryStoreClient mirror_;
   std::deque<Write> queue_ ABSL_GUARDED_BY(mu_);  // not yet taken by the writer
   int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;   // queue_ plus the writer's batch
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;      // writes in the writer's batch

@@ -387,6 +387,29 @@ TEST_F(GcsRestartTest, PlacementGroupsKeepTheirReservationsOrReturnUncertainOnes
             rpc::PlacementGroupInfo::REMOVED);
 }
 
+// A reloaded alive node is scheduled on what it registered with until its raylet reports (an
+// empty view would make every actor and group wait out a retry delay after a restart); the
+// raylet's next report replaces that guess.
+TEST_F(GcsRestartTest, ReloadedNodesScheduleOnRegisteredResourcesUntilTheirNextReport) {
+  TestNode a = AddNode(7001);
+  Restart();
+  std::vector<rpc::ResourceUsage> view = gcs_->nodes.GetAllResourceUsage();
+  ASSERT_EQ(view.size(), 1u);
+  EXPECT_EQ(view[0].node_id(), a.id.Binary());
+  EXPECT_EQ(view[0].raylet_address(), a.address);
+  EXPECT_EQ(view[0].total().at("CPU"), 4);
+  EXPECT_EQ(view[0].available().at("CPU"), 4);
+  rpc::ResourceUsage busy;
+  busy.set_node_id(a.id.Binary());
+  busy.set_report_seq(++report_seq_);
+  (*busy.mutable_total())["CPU"] = 4;
+  (*busy.mutable_available())["CPU"] = 1;
+  ASSERT_TRUE(gcs_->nodes.ReportResourceUsage(busy).ok());
+  view = gcs_->nodes.GetAllResourceUsage();
+  ASSERT_EQ(view.size(), 1u);
+  EXPECT_EQ(view[0].available().at("CPU"), 1);
+}
+
 TEST_F(GcsRestartTest, GroupBundlesOnANodeThatDiedWhileTheGcsWasDownArePlacedAgain) {
   TestNode a = AddNode(7001);
   TestNode b = AddNode(7002);
@@ -408,7 +431,9 @@ TEST_F(GcsRestartTest, GroupBundlesOnANodeThatDiedWhileTheGcsWasDownArePlacedAga
     EXPECT_NE(bundle.node_id(), b.id.Binary());
     if (bundle.node_id() == a.id.Binary()) ++on_a;
   }
-  EXPECT_EQ(on_a, 1);
+  // The kept bundle is on a; the lost one may already be proposed there too (a reloaded alive
+  // node is scheduled on its registered resources until its raylet reports).
+  EXPECT_GE(on_a, 1);
   ASSERT_TRUE(Report(a).ok());
   clock_.Advance(absl::Seconds(1));
   gcs_->groups.Tick();

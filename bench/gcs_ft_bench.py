@@ -24,7 +24,7 @@ Prints a table with the medians and the ratios (Ray/Troupe recovery, redis/mem f
 
   bash bench/gcs_ft_bench.sh                 # builds, installs Ray if needed, runs this
   python3 bench/gcs_ft_bench.py --trials 5 --actors 200 --pgs 200 [--no-troupe] [--no-ray]
-      [--no-throughput] [--json FILE]
+      [--no-throughput] [--rounds N] [--json FILE]
 """
 import argparse
 import json

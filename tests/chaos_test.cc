@@ -127,8 +127,14 @@ int64_t StoreWhileMyRayletDies(std::string marker) {
   return -1;                                         // the raylet outlived 200 puts
 }
 
+// Dies (SIGKILL) while it holds its argument mapped: its store pin is released by the raylet.
+int64_t DieWhileReading(std::vector<uint8_t> bytes) {
+  kill(getpid(), SIGKILL);
+  return static_cast<int64_t>(bytes.size());
+}
+
 TROUPE_REMOTE(Step, Seed, MakeBytes, DigestOf, Sequencer::Create, &Sequencer::Next,
-              StoreWhileMyRayletDies);
+              StoreWhileMyRayletDies, DieWhileReading);
 
 // ---- sizes ----
 
@@ -546,6 +552,38 @@ void RunChaos(const Scale& scale) {
 }
 
 bool long_run = false;  // --long: the chaos_long_test size
+
+// Regression (seed 2686929764): a reader killed while it held an object pinned kept it in the
+// store for good: freed by its owner, the object waited for a release that never came.
+TEST(ChaosTest, ObjectsPinnedByAKilledReaderAreFreed) {
+  if (long_run) GTEST_SKIP() << "runs in the normal test run only";
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=1", "--object-store-memory=256MiB"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=1", "--object-store-memory=256MiB"}));
+  {
+    Driver driver(cluster);
+    for (int i = 0; i < 4; ++i) {  // on either node, read on the same or the other one
+      auto bytes = troupe::Task(MakeBytes).SetSchedulingStrategy(troupe::Spread{}).Remote(
+          int64_t{1} << 20, static_cast<int64_t>(i));
+      auto died = troupe::Task(DieWhileReading)
+                      .SetMaxRetries(0)
+                      .SetSchedulingStrategy(troupe::Spread{})
+                      .Remote(bytes);
+      EXPECT_THROW(troupe::Get(died, std::chrono::minutes(1)), std::exception);
+    }
+  }
+  std::vector<std::string> left;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        left.clear();
+        for (const auto& session : SessionDirs(cluster.temp_root())) {
+          for (auto& f : ObjectFilesIn(StoreDirOf(session))) left.push_back(f);
+        }
+        return left.empty();
+      },
+      absl::Seconds(20), "every store to be empty"))
+      << "objects left behind: " << absl::StrJoin(left, ", ") << MappedBy(left);
+}
 
 // Regression (CI, seed 1342451914): a task whose raylet was SIGKILLed while it stored its result
 // replied "raylet ...: Connection reset by peer" as an application error before the kernel's

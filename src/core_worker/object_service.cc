@@ -287,7 +287,8 @@ absl::StatusOr<std::optional<StoredObject>> ObjectService::Resolve(const ObjectR
 }
 
 absl::StatusOr<ObjectBuffer> ObjectService::MapLocalObject(const ObjectId& id) {
-  auto objects = raylet_->GetObjects({id.Binary()});
+  const std::string reader = options_.worker_id.Binary();
+  auto objects = raylet_->GetObjects({id.Binary()}, reader);
   if (!objects.ok()) return objects.status();
   if (objects->empty() || !(*objects)[0].found()) {
     return absl::NotFoundError(absl::StrCat("object ", id.Hex(), " is not on this node"));
@@ -298,7 +299,7 @@ absl::StatusOr<ObjectBuffer> ObjectService::MapLocalObject(const ObjectId& id) {
   ObjectBuffer buffer;
   buffer.size = static_cast<size_t>(local.size());
   if (buffer.size == 0) {
-    raylet->ReleaseObjectsAsync({binary});
+    raylet->ReleaseObjectsAsync({binary}, reader);
     buffer.holder = std::make_shared<char>(0);
     buffer.data = static_cast<const char*>(buffer.holder.get());
     return buffer;
@@ -307,7 +308,7 @@ absl::StatusOr<ObjectBuffer> ObjectService::MapLocalObject(const ObjectId& id) {
   void* mapped = fd < 0 ? MAP_FAILED : mmap(nullptr, buffer.size, PROT_READ, MAP_SHARED, fd, 0);
   if (fd >= 0) close(fd);
   if (mapped == MAP_FAILED) {
-    raylet->ReleaseObjectsAsync({binary});
+    raylet->ReleaseObjectsAsync({binary}, reader);
     return absl::InternalError(
         absl::StrCat("cannot map ", local.path(), ": ", std::strerror(errno)));
   }
@@ -315,9 +316,9 @@ absl::StatusOr<ObjectBuffer> ObjectService::MapLocalObject(const ObjectId& id) {
   buffer.data = static_cast<const char*>(mapped);
   // Unmapped and unpinned when the last reader lets go. The unpin is synchronous so the store
   // can reuse the memory at once (a put right after a read must not find it still pinned).
-  buffer.holder = std::shared_ptr<const void>(mapped, [raylet, binary, size](const void* p) {
+  buffer.holder = std::shared_ptr<const void>(mapped, [raylet, binary, size, reader](const void* p) {
     munmap(const_cast<void*>(p), size);
-    (void)raylet->ReleaseObjects({binary});
+    (void)raylet->ReleaseObjects({binary}, reader);
   });
   return buffer;
 }

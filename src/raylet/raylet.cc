@@ -69,6 +69,7 @@ Raylet::Raylet(RayletOptions options, const Clock* clock)
             return WorkerPool::Program{executable, working_dir};
           },
           [this](const Worker& worker, const std::string& how) {
+            ReleasePinsOf(worker.worker_id);  // a reader killed mid-read holds pins forever
             if (worker.is_driver) {
               TROUPE_LOG(Info) << "driver of job " << worker.job_id.Hex() << " (pid " << worker.pid
                                << ") is gone; marking the job finished";
@@ -223,6 +224,9 @@ absl::Status Raylet::HandleSealObject(const rpc::SealObjectRequest& request,
 
 absl::Status Raylet::HandleGetObjects(const rpc::GetObjectsRequest& request,
                                       rpc::GetObjectsReply* reply) {
+  auto reader = request.worker_id().empty() ? absl::StatusOr<WorkerId>(WorkerId::Nil())
+                                             : WorkerId::FromBinary(request.worker_id());
+  if (!reader.ok()) return reader.status();
   for (const auto& binary : request.object_ids()) {
     rpc::LocalObject* out = reply->add_objects();
     out->set_object_id(binary);
@@ -233,6 +237,10 @@ absl::Status Raylet::HandleGetObjects(const rpc::GetObjectsRequest& request,
       out->set_found(true);
       out->set_path(location->path);
       out->set_size(location->size);
+      if (!reader->IsNil()) {
+        absl::MutexLock lock(&mu_);
+        ++pins_by_reader_[*reader][*id];
+      }
     } else if (location.status().code() != absl::StatusCode::kNotFound) {
       return location.status();
     }
@@ -240,10 +248,40 @@ absl::Status Raylet::HandleGetObjects(const rpc::GetObjectsRequest& request,
   return absl::OkStatus();
 }
 
+void Raylet::ReleasePinsOf(const WorkerId& reader) {
+  absl::flat_hash_map<ObjectId, int> pins;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = pins_by_reader_.find(reader);
+    if (it == pins_by_reader_.end()) return;
+    pins = std::move(it->second);
+    pins_by_reader_.erase(it);
+  }
+  for (const auto& [id, count] : pins) {
+    for (int i = 0; i < count; ++i) object_store_.Release(id);
+  }
+}
+
 absl::Status Raylet::HandleReleaseObjects(const rpc::ReleaseObjectsRequest& request,
                                           rpc::ReleaseObjectsReply*) {
+  auto reader = request.worker_id().empty() ? absl::StatusOr<WorkerId>(WorkerId::Nil())
+                                             : WorkerId::FromBinary(request.worker_id());
+  if (!reader.ok()) return reader.status();
   for (const auto& binary : request.object_ids()) {
-    if (auto id = ObjectId::FromBinary(binary); id.ok()) object_store_.Release(*id);
+    auto id = ObjectId::FromBinary(binary);
+    if (!id.ok()) continue;
+    if (!reader->IsNil()) {
+      // Only what this reader still holds here: after its death released its pins (or for
+      // a pin it never took) there is nothing to release.
+      absl::MutexLock lock(&mu_);
+      auto held = pins_by_reader_.find(*reader);
+      if (held == pins_by_reader_.end()) continue;
+      auto pin = held->second.find(*id);
+      if (pin == held->second.end()) continue;
+      if (--pin->second == 0) held->second.erase(pin);
+      if (held->second.empty()) pins_by_reader_.erase(held);
+    }
+    object_store_.Release(*id);
   }
   return absl::OkStatus();
 }

@@ -85,6 +85,8 @@ class Raylet {
                                   rpc::CreateObjectReply* reply);
   absl::Status HandleSealObject(const rpc::SealObjectRequest& request, rpc::SealObjectReply* reply);
   absl::Status HandleGetObjects(const rpc::GetObjectsRequest& request, rpc::GetObjectsReply* reply);
+  // Releases every store pin `reader` still holds (it exited or died).
+  void ReleasePinsOf(const WorkerId& reader);
   absl::Status HandleReleaseObjects(const rpc::ReleaseObjectsRequest& request,
                                     rpc::ReleaseObjectsReply* reply);
   // Copies the object from the named raylet into this node's store on a thread of its own (a
@@ -140,6 +142,10 @@ class Raylet {
   // the report loop until they get through.
   std::vector<std::pair<std::string, std::string>> unreported_exits_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<WorkerId, std::string> kill_reasons_ ABSL_GUARDED_BY(mu_);
+  // Store pins taken by each reader process (GetObjects with its worker ID) and not released
+  // yet; released by ReleasePinsOf when that process exits or dies.
+  absl::flat_hash_map<WorkerId, absl::flat_hash_map<ObjectId, int>> pins_by_reader_
+      ABSL_GUARDED_BY(mu_);
   absl::Time last_memory_kill_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 

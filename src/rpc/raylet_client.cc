@@ -122,25 +122,30 @@ absl::Status RayletClient::SealObject(const std::string& object_id) {
 }
 
 absl::StatusOr<std::vector<rpc::LocalObject>> RayletClient::GetObjects(
-    const std::vector<std::string>& ids) {
+    const std::vector<std::string>& ids, const std::string& worker_id) {
   rpc::GetObjectsRequest request;
   for (const auto& id : ids) request.add_object_ids(id);
+  request.set_worker_id(worker_id);
   auto reply = Call(&rpc::NodeManagerService::Stub::GetObjects, request, absl::Seconds(120));
   if (!reply.ok()) return reply.status();
   return std::vector<rpc::LocalObject>(reply->objects().begin(), reply->objects().end());
 }
 
-void RayletClient::ReleaseObjectsAsync(const std::vector<std::string>& ids) {
+void RayletClient::ReleaseObjectsAsync(const std::vector<std::string>& ids,
+                                       const std::string& worker_id) {
   auto call = std::make_shared<AsyncCall<rpc::ReleaseObjectsRequest, rpc::ReleaseObjectsReply>>();
   AttachToken(&call->context, token_);
   for (const auto& id : ids) call->request.add_object_ids(id);
+  call->request.set_worker_id(worker_id);
   stub_->async()->ReleaseObjects(&call->context, &call->request, &call->reply,
                                  [call, self = shared_from_this()](grpc::Status) {});
 }
 
-absl::Status RayletClient::ReleaseObjects(const std::vector<std::string>& ids) {
+absl::Status RayletClient::ReleaseObjects(const std::vector<std::string>& ids,
+                                          const std::string& worker_id) {
   rpc::ReleaseObjectsRequest request;
   for (const auto& id : ids) request.add_object_ids(id);
+  request.set_worker_id(worker_id);
   return Call(&rpc::NodeManagerService::Stub::ReleaseObjects, request, absl::Seconds(2)).status();
 }
 

@@ -44,9 +44,13 @@ class RayletClient : public std::enable_shared_from_this<RayletClient> {
                                            const std::string& owner_worker_id = "",
                                            const std::string& owner_node_id = "");
   absl::Status SealObject(const std::string& object_id);
-  absl::StatusOr<std::vector<rpc::LocalObject>> GetObjects(const std::vector<std::string>& ids);
-  void ReleaseObjectsAsync(const std::vector<std::string>& ids);
-  absl::Status ReleaseObjects(const std::vector<std::string>& ids);
+  // Pins each found object for the reader `worker_id` (binary; "" for none), which must release
+  // it; the raylet releases what a reader held when that reader dies.
+  absl::StatusOr<std::vector<rpc::LocalObject>> GetObjects(const std::vector<std::string>& ids,
+                                                           const std::string& worker_id = "");
+  void ReleaseObjectsAsync(const std::vector<std::string>& ids, const std::string& worker_id = "");
+  absl::Status ReleaseObjects(const std::vector<std::string>& ids,
+                              const std::string& worker_id = "");
   absl::Status FetchObject(const std::string& object_id, const std::string& from_raylet_address,
                            absl::Duration timeout);
   // ObjectManagerService on this raylet: drop its copies of these objects.

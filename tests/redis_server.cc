@@ -20,27 +20,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "tests/free_port.h"
 
 namespace troupe::testing {
 namespace {
-
-absl::StatusOr<int> PickFreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", strerror(errno)));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const std::string error = strerror(errno);
-    close(fd);
-    return absl::InternalError(absl::StrCat("picking a free port: ", error));
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 void Flatten(const redisReply& reply, std::vector<std::string>* out) {
   switch (reply.type) {
@@ -77,7 +60,7 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(Options options)
   }
   absl::Status last;
   for (int attempt = 0; attempt < 3; ++attempt) {  // another process may take the port first
-    absl::StatusOr<int> port = PickFreePort();
+    absl::StatusOr<int> port = FreeLoopbackPort();
     if (!port.ok()) return port.status();
     std::unique_ptr<RedisServer> server(new RedisServer(options, *port, templ));
     {

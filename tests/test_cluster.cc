@@ -123,19 +123,6 @@ CommandResult RunTroupe(const std::vector<std::string>& args, const std::vector<
           ReadFileOrEmpty(out_path), ReadFileOrEmpty(err_path)};
 }
 
-int PickFreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
 std::vector<int> ProcessesMentioning(const std::string& marker) {
   std::vector<int> pids;
   DIR* proc = opendir("/proc");

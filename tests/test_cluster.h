@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "src/rpc/gcs_client.h"
+#include "tests/free_port.h"  // PickFreePort, used with clusters
 
 namespace troupe::testing {
 
@@ -26,8 +27,6 @@ std::string TroupeBinary();
 // Runs `troupe args...` with extra environment entries ("NAME=value") and waits for it.
 CommandResult RunTroupe(const std::vector<std::string>& args,
                         const std::vector<std::string>& env = {});
-// A TCP port that was free a moment ago.
-int PickFreePort();
 // Pids of processes whose command line contains `marker`.
 std::vector<int> ProcessesMentioning(const std::string& marker);
 // The NUL-separated arguments of a running process (empty if it is gone).

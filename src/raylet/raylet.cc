@@ -222,11 +222,19 @@ absl::Status Raylet::HandleSealObject(const rpc::SealObjectRequest& request,
   return object_store_.Seal(*id);
 }
 
+namespace {
+// The reader a GetObjects/ReleaseObjects request names (nil when it names none).
+absl::StatusOr<WorkerId> ReaderOf(const std::string& worker_id) {
+  if (worker_id.empty()) return WorkerId::Nil();
+  return WorkerId::FromBinary(worker_id);
+}
+}  // namespace
+
 absl::Status Raylet::HandleGetObjects(const rpc::GetObjectsRequest& request,
                                       rpc::GetObjectsReply* reply) {
-  auto reader = request.worker_id().empty() ? absl::StatusOr<WorkerId>(WorkerId::Nil())
-                                             : WorkerId::FromBinary(request.worker_id());
+  absl::StatusOr<WorkerId> reader = ReaderOf(request.worker_id());
   if (!reader.ok()) return reader.status();
+  std::vector<ObjectId> pinned;
   for (const auto& binary : request.object_ids()) {
     rpc::LocalObject* out = reply->add_objects();
     out->set_object_id(binary);
@@ -237,13 +245,15 @@ absl::Status Raylet::HandleGetObjects(const rpc::GetObjectsRequest& request,
       out->set_found(true);
       out->set_path(location->path);
       out->set_size(location->size);
-      if (!reader->IsNil()) {
-        absl::MutexLock lock(&mu_);
-        ++pins_by_reader_[*reader][*id];
-      }
+      pinned.push_back(*id);
     } else if (location.status().code() != absl::StatusCode::kNotFound) {
       return location.status();
     }
+  }
+  if (!reader->IsNil() && !pinned.empty()) {
+    absl::MutexLock lock(&mu_);
+    auto& held = pins_by_reader_[*reader];
+    for (const ObjectId& id : pinned) ++held[id];
   }
   return absl::OkStatus();
 }
@@ -264,8 +274,7 @@ void Raylet::ReleasePinsOf(const WorkerId& reader) {
 
 absl::Status Raylet::HandleReleaseObjects(const rpc::ReleaseObjectsRequest& request,
                                           rpc::ReleaseObjectsReply*) {
-  auto reader = request.worker_id().empty() ? absl::StatusOr<WorkerId>(WorkerId::Nil())
-                                             : WorkerId::FromBinary(request.worker_id());
+  absl::StatusOr<WorkerId> reader = ReaderOf(request.worker_id());
   if (!reader.ok()) return reader.status();
   for (const auto& binary : request.object_ids()) {
     auto id = ObjectId::FromBinary(binary);

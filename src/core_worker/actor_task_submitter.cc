@@ -79,7 +79,7 @@ void ActorTaskSubmitter::PushLocked(const ActorId& actor_id, ActorState& actor, 
   *request.mutable_task() = call.spec;
   request.mutable_task()->set_caller_first_unanswered(actor.unanswered.begin()->first);
   in_flight_++;
-  pushes_->PushTask(actor.address, std::move(request),
+  call.cancel = pushes_->PushTask(actor.address, std::move(request),
                     [this, actor_id, seq, push_id = call.push_id,
                      incarnation = actor.incarnation](absl::StatusOr<rpc::PushTaskReply> r) {
                       OnReply(actor_id, seq, push_id, incarnation, std::move(r));
@@ -95,6 +95,11 @@ void ActorTaskSubmitter::OnReply(const ActorId& actor_id, int64_t seq, int64_t p
     in_flight_--;
     if (shut_down_) return;
     ActorState& actor = actors_[actor_id];
+    if (reply.ok() && incarnation == actor.fenced_incarnation) {
+      // Fencing: its node was declared dead; whatever it answers now is refused (the call is
+      // resent to the restarted actor or fails, as the actor's state decides).
+      reply = absl::UnavailableError("the reply came from a node declared dead; refused");
+    }
     if (reply.ok() && incarnation == actor.incarnation) {
       actor.unreachable_since = absl::InfiniteFuture();  // the worker answers
     }
@@ -155,6 +160,11 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
         actor.unanswered.clear();
         break;
       case rpc::ActorInfo::ALIVE:
+        if (dead_nodes_.contains(info.node_id())) {
+          // Stale: the GCS has declared the node dead but not yet restarted or buried the actor.
+          actor.next_lookup = clock_->Now() + absl::Milliseconds(20);
+          break;
+        }
         if (info.worker_address() == actor.address && info.worker_id() == actor.worker_id) {
           // The same incarnation: a transport error, or a death the GCS has not noticed yet.
           actor.resolving = false;
@@ -181,6 +191,7 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
         // A new incarnation: the actor restarted (or was just created).
         actor.address = info.worker_address();
         actor.worker_id = info.worker_id();
+        actor.node_id = info.node_id();
         actor.incarnation++;
         actor.resolving = false;
         actor.unreachable_since = absl::InfiniteFuture();
@@ -207,6 +218,31 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
     }
   }
   for (auto& [spec, error, message] : failures) Fail(spec, error, message);
+}
+
+void ActorTaskSubmitter::OnNodeDead(const NodeId& node_id) {
+  std::vector<CallCanceller> cancels;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_ || !dead_nodes_.insert(node_id.Binary()).second) return;
+    const absl::Time now = clock_->Now();
+    for (auto& [id, actor] : actors_) {
+      if (actor.dead || actor.node_id != node_id.Binary() ||
+          actor.fenced_incarnation == actor.incarnation) {
+        continue;
+      }
+      actor.fenced_incarnation = actor.incarnation;
+      // Ask the GCS now what became of the actor (restarted elsewhere, or dead).
+      actor.resolving = true;
+      actor.next_lookup = absl::InfinitePast();
+      if (actor.unreachable_since == absl::InfiniteFuture()) actor.unreachable_since = now;
+      for (auto& [seq, call] : actor.unanswered) {
+        if (call.in_flight && call.cancel) cancels.push_back(call.cancel);
+      }
+    }
+  }
+  // Their callbacks run with CANCELLED: a transport error, settled by the lookup above.
+  for (auto& cancel : cancels) cancel();
 }
 
 void ActorTaskSubmitter::Tick() {

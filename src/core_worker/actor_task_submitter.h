@@ -13,6 +13,12 @@
 //     (at-most-once). DEAD: every waiting call fails with the cause.
 //   - any other error (the actor refused the request: INVALID_ARGUMENT, UNAUTHENTICATED, ...)
 //     fails that call at once with the actor's message.
+// A node declared dead (OnNodeDead, from the GCS's node channel) ends the incarnations on it at
+// once, without waiting for a transport error (a partitioned node answers nothing, for minutes):
+// the calls in flight there are cancelled, their replies refused from then on (fencing), and the
+// actor is looked up again; an ALIVE answer that still names a worker on that node is stale (the
+// GCS has not finished reacting) and is asked again, so the calls go to the restarted actor
+// (per max_task_retries) or fail with the actor's death cause.
 // Pushes go through a TaskPushClient, lookups through an ActorDirectory, time comes from a Clock
 // (all three not owned; peer_clients.h, clock.h), so tests drive it with fakes. Thread-safe.
 // Tick() runs on the core worker's timer thread; callbacks run without the lock.
@@ -23,6 +29,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/worker.pb.h"
@@ -54,6 +61,8 @@ class ActorTaskSubmitter {
   const TaskCounters& counters() const { return counters_; }
 
   void Submit(const ActorId& actor_id, rpc::TaskSpec spec);
+  // The GCS declared node `node_id` dead: see the header comment. Idempotent.
+  void OnNodeDead(const NodeId& node_id) ABSL_LOCKS_EXCLUDED(mu_);
   // Looks up actors whose address is unknown or stale, and resends or fails their calls.
   void Tick();
   void Shutdown();
@@ -66,13 +75,17 @@ class ActorTaskSubmitter {
     int attempts = 0;          // incarnations it was pushed to
     int64_t incarnation = -1;  // the latest of them
     int64_t push_id = 0;       // of its latest push: failures of older pushes are ignored
+    CallCanceller cancel;      // of its latest push
   };
   struct ActorState {
     // The live worker: its address ("" while unknown) and worker ID. A new one is a new
     // incarnation (a restart), counted in `incarnation`.
     std::string address;
     std::string worker_id;
+    std::string node_id;  // binary: where the live worker runs
     int64_t incarnation = 0;
+    // The incarnation whose node was declared dead (its replies are refused); -1 if none.
+    int64_t fenced_incarnation = -1;
     bool resolving = true;
     absl::Time next_lookup = absl::InfinitePast();
     absl::Time unreachable_since = absl::InfiniteFuture();  // every push failing since
@@ -104,6 +117,7 @@ class ActorTaskSubmitter {
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_push_id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<ActorId, ActorState> actors_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> dead_nodes_ ABSL_GUARDED_BY(mu_);  // binary IDs
 };
 
 }  // namespace troupe

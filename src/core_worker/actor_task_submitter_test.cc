@@ -182,6 +182,72 @@ TEST_F(ActorTaskSubmitterTest, DeadActorFailsEveryWaitingCallWithTheCause) {
   EXPECT_EQ(pushes_.num_pushes(), 1u);
 }
 
+// ---- The actor's node declared dead (a partition: its worker answers nothing) ----
+
+rpc::ActorInfo AliveOn(const NodeId& node, const std::string& address, int64_t max_task_retries) {
+  rpc::ActorInfo info = Alive(address, max_task_retries);
+  info.set_node_id(node.Binary());
+  info.set_worker_id(address + "-worker");
+  return info;
+}
+
+TEST_F(ActorTaskSubmitterTest, NodeDeathCancelsCallsAndResendsThemToTheRestartedActor) {
+  const NodeId dead = NodeId::FromRandom();
+  directory_.Set(actor_, AliveOn(dead, "a:1", /*max_task_retries=*/1));
+  submitter_.Submit(actor_, Call("m0"));
+  submitter_.Tick();
+  ASSERT_EQ(pushes_.num_pushes(), 1u);
+  submitter_.OnNodeDead(dead);
+  EXPECT_TRUE(pushes_.push(0).cancelled);
+  pushes_.Reply(0, absl::CancelledError("cancelled"));
+  // The GCS has not reacted yet: ALIVE on the dead node is stale, nothing is resent there.
+  clock_.Advance(absl::Milliseconds(30));
+  submitter_.Tick();
+  EXPECT_EQ(pushes_.num_pushes(), 1u);
+  directory_.Set(actor_, AliveOn(NodeId::FromRandom(), "b:2", 1));
+  clock_.Advance(absl::Milliseconds(30));
+  submitter_.Tick();
+  EXPECT_EQ(Pushed(1), (std::vector<std::string>{"b:2 m0#0"}));
+  pushes_.Reply(1, rpc::PushTaskReply());
+  EXPECT_EQ(replies_, (std::vector<std::string>{"m0"}));
+  EXPECT_TRUE(failures_.empty());
+}
+
+TEST_F(ActorTaskSubmitterTest, LateReplyFromADeadNodeIsRefusedAndTheCallFailsAsActorDied) {
+  const NodeId dead = NodeId::FromRandom();
+  directory_.Set(actor_, AliveOn(dead, "a:1", /*max_task_retries=*/0));
+  submitter_.Submit(actor_, Call("m0"));
+  submitter_.Tick();
+  submitter_.OnNodeDead(dead);
+  pushes_.Reply(0, rpc::PushTaskReply());  // the node came back; its answer raced the cancel
+  EXPECT_TRUE(replies_.empty());
+  rpc::ActorInfo restarted = AliveOn(NodeId::FromRandom(), "b:2", 0);
+  restarted.set_death_cause("its node died");
+  directory_.Set(actor_, restarted);
+  submitter_.Tick();
+  ASSERT_EQ(failures_.size(), 1u);
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kActorDied);
+  EXPECT_NE(failures_[0].message.find("its node died"), std::string::npos);
+  EXPECT_TRUE(replies_.empty());
+  EXPECT_EQ(pushes_.num_pushes(), 1u);  // at most once: not resent
+}
+
+TEST_F(ActorTaskSubmitterTest, NodeDeathOfADeadActorFailsItsCallsWithTheCause) {
+  const NodeId dead = NodeId::FromRandom();
+  directory_.Set(actor_, AliveOn(dead, "a:1", /*max_task_retries=*/-1));
+  submitter_.Submit(actor_, Call("m0"));
+  submitter_.Tick();
+  submitter_.OnNodeDead(dead);
+  rpc::ActorInfo buried;
+  buried.set_state(rpc::ActorInfo::DEAD);
+  buried.set_death_cause("its node died (health check failed)");
+  directory_.Set(actor_, buried);
+  submitter_.Tick();
+  ASSERT_EQ(failures_.size(), 1u);
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kActorDied);
+  EXPECT_NE(failures_[0].message.find("health check failed"), std::string::npos);
+}
+
 TEST_F(ActorTaskSubmitterTest, UnreachableWhileAliveFailsCallsAfterTheLimit) {
   directory_.Set(actor_, Alive("a:1", /*max_task_retries=*/-1));
   submitter_.Submit(actor_, Call("m0"));

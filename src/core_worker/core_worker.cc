@@ -149,6 +149,8 @@ absl::Status CoreWorker::Start() {
     });
   }
   objects_->SetReconstructor(submission_.get());
+  // Drivers own tasks from the start; workers only once they submit (most never do).
+  if (options_.is_driver) WatchNodeDeaths();
   timer_ = std::thread([this] { TimerLoop(); });
   metrics_reporter_ = std::thread([this] {
     while (!stop_timer_.WaitForNotificationWithTimeout(absl::Seconds(2))) ReportTaskCounters();
@@ -159,6 +161,30 @@ absl::Status CoreWorker::Start() {
 void CoreWorker::OnClusterUnreachable(const absl::Status& status) {
   options_.warn(std::string(status.message()));
   submission_->FailAllAsUnreachable(std::string(status.message()));
+}
+
+void CoreWorker::WatchNodeDeaths() {
+  if (watching_nodes_.load(std::memory_order_acquire)) return;
+  absl::MutexLock lock(&node_watch_mu_);
+  if (node_watcher_ || stop_timer_.HasBeenNotified()) return;
+  node_watcher_ = std::make_unique<NodeDeathWatcher>(
+      NodeDeathWatcher::Options{},
+      [this](const rpc::PollRequest& request, NodeDeathWatcher::PollDone done) {
+        return background_gcs_->PollAsync(request, std::move(done));
+      },
+      [this] { return background_gcs_->GetAllNodeInfo(); },
+      [this](const NodeId& node_id, const std::string& raylet_address) {
+        OnNodeDead(node_id, raylet_address);
+      });
+  node_watcher_thread_ = std::thread([watcher = node_watcher_.get()] { watcher->Run(); });
+  watching_nodes_.store(true, std::memory_order_release);
+}
+
+void CoreWorker::OnNodeDead(const NodeId& node_id, const std::string& raylet_address) {
+  // Copies there are not read any more; then calls in flight there fail over.
+  objects_->OnNodeDead(node_id, raylet_address);
+  submitter_->OnNodeDead(node_id, raylet_address);
+  actor_submitter_->OnNodeDead(node_id);
 }
 
 void CoreWorker::ReportTaskCounters() {
@@ -184,7 +210,14 @@ void CoreWorker::ReportTaskCounters() {
 
 void CoreWorker::Shutdown() {
   if (!server_) return;
-  stop_timer_.Notify();
+  std::thread node_watcher_thread;
+  {
+    absl::MutexLock lock(&node_watch_mu_);
+    stop_timer_.Notify();  // under the lock: no watcher starts after this
+    if (node_watcher_) node_watcher_->Stop();
+    node_watcher_thread = std::move(node_watcher_thread_);
+  }
+  if (node_watcher_thread.joinable()) node_watcher_thread.join();
   if (timer_.joinable()) timer_.join();
   if (liveness_thread_.joinable()) liveness_thread_.join();
   if (metrics_reporter_.joinable()) metrics_reporter_.join();
@@ -211,6 +244,7 @@ void CoreWorker::TimerLoop() {
 ObjectRefInfo CoreWorker::SubmitTask(const std::string& function_name,
                                      std::vector<TaskArgSpec> args,
                                      const TaskSubmitOptions& options) {
+  WatchNodeDeaths();
   return submission_->SubmitTask(function_name, std::move(args), options);
 }
 
@@ -247,6 +281,7 @@ absl::StatusOr<ActorId> CoreWorker::CreateActor(const std::string& factory_name,
 
 ObjectRefInfo CoreWorker::SubmitActorTask(const ActorId& actor_id, const std::string& method_name,
                                           std::vector<TaskArgSpec> args) {
+  WatchNodeDeaths();
   return submission_->SubmitActorTask(actor_id, method_name, std::move(args));
 }
 

@@ -7,13 +7,16 @@
 //   TaskExecutor      worker mode: the queue of pushed tasks, run on the thread that calls
 //                     RunTaskLoop()
 //   CoreWorkerGrpcService  CoreWorkerService (proto/worker.proto), glue only
+//   NodeDeathWatcher  follows node deaths from the GCS (drivers from Start, workers from their
+//                     first submission) and tells the submitters and the ObjectService
 // and the clients they use (raylet and worker client pools, the GCS client, and the gRPC
 // implementations of the peer-client interfaces), plus the Clock they read.
 // Its public methods are the API layer's (src/api) view of the runtime; most forward to a part.
 // Thread-safe. A timer thread returns idle leases, looks up actors and expires waits; another
-// reports task counters.
+// reports task counters; another follows node deaths.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -29,6 +32,7 @@
 #include "src/common/ids.h"
 #include "src/core_worker/actor_task_submitter.h"
 #include "src/core_worker/cluster_liveness.h"
+#include "src/core_worker/node_death_watcher.h"
 #include "src/core_worker/object_service.h"
 #include "src/core_worker/submission_facade.h"
 #include "src/core_worker/task_executor.h"
@@ -222,6 +226,14 @@ class CoreWorker {
   std::unique_ptr<ClusterLiveness> liveness_;
   std::thread liveness_thread_;
   void OnClusterUnreachable(const absl::Status& status);
+  // Starts following node deaths (once; a no-op after Shutdown began). Any thread.
+  void WatchNodeDeaths() ABSL_LOCKS_EXCLUDED(node_watch_mu_);
+  // The GCS declared a node dead: what this process has in flight there fails over.
+  void OnNodeDead(const NodeId& node_id, const std::string& raylet_address);
+  std::atomic<bool> watching_nodes_{false};
+  absl::Mutex node_watch_mu_;
+  std::unique_ptr<NodeDeathWatcher> node_watcher_ ABSL_GUARDED_BY(node_watch_mu_);
+  std::thread node_watcher_thread_ ABSL_GUARDED_BY(node_watch_mu_);
   std::string last_reported_counters_;
 };
 

@@ -344,7 +344,7 @@ GetResult ObjectService::Materialize(const ObjectRefInfo& ref, const StoredObjec
     absl::Status fetched = absl::NotFoundError("no copy to fetch from");
     bool store_full = false;
     for (const auto& source : sources) {
-      if (source == options_.raylet_address) continue;
+      if (source == options_.raylet_address || IsDeadRaylet(source)) continue;
       fetched = raylet_->FetchObject(ref.id.Binary(), source, absl::Minutes(10));
       if (fetched.ok()) break;
       store_full |= fetched.code() == absl::StatusCode::kResourceExhausted;
@@ -674,9 +674,31 @@ void ObjectService::HandleGetObjectStatus(const rpc::GetObjectStatusRequest& req
       });
 }
 
+void ObjectService::OnNodeDead(const NodeId& node_id, const std::string& raylet_address) {
+  absl::MutexLock lock(&dead_mu_);
+  dead_nodes_.insert(node_id.Binary());
+  if (!raylet_address.empty()) dead_raylets_.insert(raylet_address);
+}
+
+bool ObjectService::IsDeadRaylet(const std::string& raylet_address) const {
+  absl::MutexLock lock(&dead_mu_);
+  return dead_raylets_.contains(raylet_address);
+}
+
 absl::Status ObjectService::HandleAddObjectLocation(const rpc::AddObjectLocationRequest& request) {
   auto id = ObjectId::FromBinary(request.object_id());
   if (!id.ok()) return id.status();
+  {
+    absl::MutexLock lock(&dead_mu_);
+    if (dead_nodes_.contains(request.node_id()) ||
+        dead_raylets_.contains(request.raylet_address())) {
+      // Fencing: a node declared dead does not come back as a holder of copies.
+      return absl::FailedPreconditionError(
+          absl::StrCat("node ", BytesToHex(request.node_id()).substr(0, 8), " (raylet ",
+                       request.raylet_address(),
+                       ") was declared dead; its copy of object ", id->Hex(), " is refused"));
+    }
+  }
   if (references_.IsTracked(*id)) {
     memory_store_.AddCopy(*id, request.raylet_address());
   } else {

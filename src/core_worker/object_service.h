@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -120,6 +121,12 @@ class ObjectService {
   // A task this process submitted will not run: its return becomes `error`.
   void StoreError(const ObjectId& return_id, const std::string& function_name,
                   StoredObject::Error error, const std::string& message);
+  // The GCS declared node `node_id` (raylet at `raylet_address`) dead: copies there are not
+  // read (a partitioned node would hang the fetch; one that comes back is fenced off), and new
+  // copies it reports are refused. An object whose every copy was there is rebuilt (owned) or
+  // reported lost when next read. Idempotent; any thread.
+  void OnNodeDead(const NodeId& node_id, const std::string& raylet_address)
+      ABSL_LOCKS_EXCLUDED(dead_mu_);
   // Worker mode: whether a task is running (a Get inside it then lends the worker's CPUs back to
   // the raylet while it blocks).
   void SetExecuting(bool executing) { executing_ = executing; }
@@ -177,6 +184,12 @@ class ObjectService {
   ObjectReconstructor* reconstructor_ = nullptr;  // set once, before concurrent use
   // Serialises the "still the value we saw?" check of OnCopiesLost with its erase.
   absl::Mutex lost_mu_;
+
+  // Nodes declared dead (binary IDs) and their raylets.
+  bool IsDeadRaylet(const std::string& raylet_address) const ABSL_LOCKS_EXCLUDED(dead_mu_);
+  mutable absl::Mutex dead_mu_;
+  absl::flat_hash_set<std::string> dead_nodes_ ABSL_GUARDED_BY(dead_mu_);
+  absl::flat_hash_set<std::string> dead_raylets_ ABSL_GUARDED_BY(dead_mu_);
 
   // Owner queries of Wait still in flight (their callbacks use this object).
   absl::Mutex queries_mu_;

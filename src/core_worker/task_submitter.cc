@@ -34,17 +34,33 @@ std::string TaskSubmitter::KeyOf(const rpc::TaskSpec& spec) {
   return key;
 }
 
-bool TaskSubmitter::BeginCall(uint64_t* call_id) {
+bool TaskSubmitter::IsDeadLocked(const std::string& node_id,
+                                 const std::string& raylet_address) const {
+  return (!node_id.empty() && dead_nodes_.contains(node_id)) ||
+         dead_raylets_.contains(raylet_address);
+}
+
+bool TaskSubmitter::BeginCall(const std::string& raylet_address, const std::string& node_id,
+                              uint64_t* call_id) {
   absl::MutexLock lock(&mu_);
   if (shut_down_) return false;
   *call_id = next_call_id_++;
-  calls_[*call_id] = nullptr;
+  calls_[*call_id] = Call{nullptr, raylet_address, node_id, IsDeadLocked(node_id, raylet_address)};
   return true;
 }
 
 void TaskSubmitter::SetCanceller(uint64_t call_id, std::function<void()> cancel) {
-  absl::MutexLock lock(&mu_);
-  if (auto it = calls_.find(call_id); it != calls_.end()) it->second = std::move(cancel);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = calls_.find(call_id);
+    if (it == calls_.end()) return;  // answered already
+    if (!it->second.doomed) {
+      it->second.cancel = std::move(cancel);
+      return;
+    }
+  }
+  // Its node died between the send and now: nothing will answer it.
+  cancel();
 }
 
 void TaskSubmitter::EndCall(uint64_t call_id) {
@@ -112,7 +128,7 @@ void TaskSubmitter::RequestLease(const std::string& key, const rpc::TaskSpec& sp
   *request.mutable_resource_spec() = spec;
   request.set_grant_or_reject(grant_or_reject);
   uint64_t call_id;
-  if (!BeginCall(&call_id)) return;
+  if (!BeginCall(raylet_address, /*node_id=*/"", &call_id)) return;
   SetCanceller(call_id, leases_->RequestWorkerLease(
                             raylet_address, request,
                             [this, key, spec, raylet_address,
@@ -125,6 +141,7 @@ void TaskSubmitter::RequestLease(const std::string& key, const rpc::TaskSpec& sp
 void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& spec,
                                  const std::string& raylet_address,
                                  absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
+  bool fenced = false, spill_to_dead = false;
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) {
@@ -134,6 +151,16 @@ void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& sp
       }
       return;
     }
+    // A dead node's answer (or its cancelled request) counts for nothing: its grant is void.
+    fenced = IsDeadLocked(reply.ok() ? reply->node_id() : "", raylet_address);
+    spill_to_dead = reply.ok() && IsDeadLocked("", reply->retry_at_raylet_address());
+  }
+  if ((fenced || spill_to_dead) && raylet_address != options_.local_raylet_address) {
+    return RequestLease(key, spec, options_.local_raylet_address, /*grant_or_reject=*/false);
+  }
+  if (fenced) reply = absl::UnavailableError("this node's raylet was declared dead");
+  if (reply.ok() && !reply->retry_at_raylet_address().empty()) {
+    if (spill_to_dead) reply = absl::UnavailableError("spillback to a node declared dead");
   }
   if (reply.ok() && !reply->retry_at_raylet_address().empty()) {
     return RequestLease(key, spec, reply->retry_at_raylet_address(), /*grant_or_reject=*/true);
@@ -171,6 +198,7 @@ void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& sp
       worker->lease_id = reply->lease_id();
       worker->worker_address = reply->worker_address();
       worker->raylet_address = raylet_address;
+      worker->node_id = reply->node_id();
       worker->gpu_ids.assign(reply->gpu_ids().begin(), reply->gpu_ids().end());
       worker->idle_since = clock_->Now();
       queue.workers.push_back(worker);
@@ -192,7 +220,7 @@ void TaskSubmitter::Push(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spe
   *request.mutable_task() = spec;
   for (int id : worker->gpu_ids) request.add_gpu_ids(id);
   uint64_t call_id;
-  if (!BeginCall(&call_id)) return;
+  if (!BeginCall(worker->raylet_address, worker->node_id, &call_id)) return;
   SetCanceller(call_id, pushes_->PushTask(worker->worker_address, std::move(request),
                                           [this, worker, spec = std::move(spec), call_id](
                                               absl::StatusOr<rpc::PushTaskReply> reply) mutable {
@@ -206,9 +234,16 @@ void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskS
   const TaskId task_id = *TaskId::FromBinary(spec.task_id());
   Actions actions;
   bool cancelled = false;
+  bool node_died = false;
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return;
+    // Fencing: once its node is declared dead, a worker's answer is refused, even one that
+    // raced the cancellation; the task was (or is now) retried elsewhere or failed.
+    node_died = worker->on_dead_node;
+    if (node_died && reply.ok()) {
+      reply = absl::UnavailableError("the reply came from a node declared dead; refused");
+    }
     auto running = running_.find(task_id);
     const std::string key = running != running_.end() ? running->second.key : KeyOf(spec);
     if (running != running_.end()) {
@@ -236,6 +271,12 @@ void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskS
       ++counters_.failed;
       callbacks_.on_failure(spec, StoredObject::Error::kCancelled,
                             absl::StrCat("task ", spec.function_name(), " was cancelled"));
+    } else if (node_died) {
+      RetryOrFail(std::move(spec), StoredObject::Error::kTaskFailed,
+                  absl::StrCat("the node running task ", spec.function_name(), " (node ",
+                               BytesToHex(worker->node_id).substr(0, 8), ", raylet ",
+                               worker->raylet_address,
+                               ") was declared dead by the GCS (it crashed or is unreachable)"));
     } else if (auto oom = callbacks_.oom_cause ? callbacks_.oom_cause(worker->worker_address)
                                                : std::nullopt) {
       RetryOrFail(std::move(spec), StoredObject::Error::kOutOfMemory,
@@ -311,6 +352,38 @@ bool TaskSubmitter::Cancel(const TaskId& task_id, bool force) {
   return false;
 }
 
+void TaskSubmitter::OnNodeDead(const NodeId& node_id, const std::string& raylet_address) {
+  std::vector<std::function<void()>> cancels;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_ || !dead_nodes_.insert(node_id.Binary()).second) return;
+    if (!raylet_address.empty()) dead_raylets_.insert(raylet_address);
+    for (auto& [key, queue] : queues_) {
+      for (auto it = queue.workers.begin(); it != queue.workers.end();) {
+        if (!IsDeadLocked((*it)->node_id, (*it)->raylet_address)) {
+          ++it;
+          continue;
+        }
+        // Void with its node: never pushed to or returned again.
+        (*it)->on_dead_node = true;
+        it = queue.workers.erase(it);
+      }
+    }
+    for (auto& [id, call] : calls_) {
+      if (!IsDeadLocked(call.node_id, call.raylet_address)) continue;
+      call.doomed = true;
+      if (call.cancel) cancels.push_back(call.cancel);
+    }
+  }
+  if (!cancels.empty()) {
+    TROUPE_LOG(Warning) << "node " << node_id.ShortHex() << " (raylet " << raylet_address
+                        << ") was declared dead: cancelling " << cancels.size()
+                        << " call(s) to it; their tasks are retried or fail";
+  }
+  // Each cancelled call's callback runs with CANCELLED and takes the worker-death path.
+  for (auto& cancel : cancels) cancel();
+}
+
 void TaskSubmitter::Tick() {
   Actions actions;
   {
@@ -339,8 +412,8 @@ void TaskSubmitter::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return;
     shut_down_ = true;
-    for (auto& [id, cancel] : calls_) {
-      if (cancel) cancels.push_back(cancel);
+    for (auto& [id, call] : calls_) {
+      if (call.cancel) cancels.push_back(call.cancel);
     }
   }
   for (auto& cancel : cancels) cancel();

@@ -5,6 +5,11 @@
 // been idle for `lease_linger`. Workers that die mid-task have their tasks retried on new leases
 // (up to max_retries); tasks that can never be scheduled stay queued with a warning, and run as
 // soon as a node that fits them joins.
+// Node deaths (OnNodeDead, told by the core worker from the GCS's node channel) are handled like
+// the deaths of every worker on that node: calls to the node (pushes and lease requests) are
+// cancelled at once, their tasks retried or failed, and the node is fenced: whatever its workers
+// or raylet answer afterwards (a reply that raced the cancellation, a grant) is refused, so a
+// partitioned node that comes back cannot overwrite a retried result or a reported failure.
 // Talks to raylets through a LeaseClient and to workers through a TaskPushClient (peer_clients.h;
 // neither owned), and reads time from a Clock (not owned), so tests drive it with fakes.
 // Thread-safe. Callbacks run on the peer clients' threads (gRPC threads in production), without
@@ -67,6 +72,11 @@ class TaskSubmitter {
   // Queued: dropped and failed as cancelled (true). Running and `force`: its worker is killed
   // and the task fails as cancelled (true). Otherwise false.
   bool Cancel(const TaskId& task_id, bool force);
+  // The GCS declared node `node_id` (raylet at `raylet_address`) dead: its leases are void,
+  // calls to it are cancelled and their tasks retried or failed as if its workers died, and
+  // nothing it answers from now on is accepted. Idempotent.
+  void OnNodeDead(const NodeId& node_id, const std::string& raylet_address)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Returns leases idle past the linger and retries lease requests that were waiting (the core
   // worker's timer calls it every 10 ms).
   void Tick();
@@ -83,9 +93,11 @@ class TaskSubmitter {
     std::string lease_id;
     std::string worker_address;
     std::string raylet_address;
+    std::string node_id;  // binary, from the grant
     std::vector<int> gpu_ids;
     int in_flight = 0;
     absl::Time idle_since;
+    bool on_dead_node = false;  // guarded by mu_: set by OnNodeDead, never cleared
   };
   struct Queue {
     std::deque<rpc::TaskSpec> tasks;
@@ -127,15 +139,30 @@ class TaskSubmitter {
   const Clock* clock_;
   Callbacks callbacks_;
 
-  // Registers an RPC about to be sent; false once shut down (then do not send it).
-  bool BeginCall(uint64_t* call_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // An RPC in flight: how to cancel it, and the node it went to (so a node's death cancels it).
+  struct Call {
+    std::function<void()> cancel;  // null until SetCanceller
+    std::string raylet_address;    // the raylet asked, or the raylet of the worker pushed to
+    std::string node_id;           // binary; "" when not known (a lease request)
+    bool doomed = false;           // its node died: cancel as soon as the canceller is known
+  };
+  // Whether the GCS declared this node (binary ID) or the node of this raylet dead.
+  bool IsDeadLocked(const std::string& node_id, const std::string& raylet_address) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Registers an RPC about to be sent to a node; false once shut down (then do not send it).
+  bool BeginCall(const std::string& raylet_address, const std::string& node_id,
+                 uint64_t* call_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Cancels at once if the call's node died meanwhile.
   void SetCanceller(uint64_t call_id, std::function<void()> cancel) ABSL_LOCKS_EXCLUDED(mu_);
   void EndCall(uint64_t call_id) ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_call_id_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<uint64_t, std::function<void()>> calls_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Call> calls_ ABSL_GUARDED_BY(mu_);
+  // Nodes the GCS declared dead (binary IDs) and their raylets' addresses.
+  absl::flat_hash_set<std::string> dead_nodes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> dead_raylets_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Queue> queues_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<TaskId, Running> running_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<TaskId> cancelled_ ABSL_GUARDED_BY(mu_);

@@ -387,6 +387,84 @@ TEST_F(TaskSubmitterTest, ForceCancelKillsTheRunningTasksWorker) {
   EXPECT_EQ(leases_.num_lease_requests(), 1u);  // not retried
 }
 
+// ---- A node declared dead (a partition: its workers answer nothing) ----
+
+rpc::RequestWorkerLeaseReply GrantedOn(const NodeId& node, const std::string& lease_id,
+                                       const std::string& worker) {
+  rpc::RequestWorkerLeaseReply reply = Granted(lease_id, worker);
+  reply.set_node_id(node.Binary());
+  return reply;
+}
+
+TEST_F(TaskSubmitterTest, NodeDeathCancelsItsPushesAndRetriesTheirTasksElsewhere) {
+  const NodeId dead = NodeId::FromRandom();
+  submitter_.Submit(Task("f", /*max_retries=*/1));
+  leases_.ReplyLease(0, GrantedOn(dead, "lease-1", "worker:1"));
+  ASSERT_EQ(pushes_.num_pushes(), 1u);
+  submitter_.OnNodeDead(dead, "dead-raylet:3");
+  EXPECT_TRUE(pushes_.push(0).cancelled);  // not left waiting for a silent node
+  pushes_.Reply(0, absl::CancelledError("cancelled"));
+  EXPECT_TRUE(failures_.empty());
+  ASSERT_EQ(leases_.num_lease_requests(), 2u);  // retried on a new lease
+  EXPECT_EQ(leases_.lease_request(1).raylet_address, kLocalRaylet);
+  EXPECT_TRUE(leases_.returned_workers().empty());  // nothing is sent to the dead node
+  Grant(1, "worker:2", "lease-2");
+  ASSERT_EQ(pushes_.num_pushes(), 2u);
+  EXPECT_EQ(pushes_.push(1).worker_address, "worker:2");
+  EXPECT_EQ(pushes_.push(1).request.task().attempt(), 1);
+  pushes_.Reply(1, Ran(pushes_.push(1).request.task()));
+  EXPECT_EQ(replies_, (std::vector<std::string>{"f"}));
+}
+
+TEST_F(TaskSubmitterTest, LateReplyFromADeadNodeIsRefusedAndTheFailureStands) {
+  const NodeId dead = NodeId::FromRandom();
+  rpc::TaskSpec spec = Task("f", /*max_retries=*/0);
+  submitter_.Submit(spec);
+  leases_.ReplyLease(0, GrantedOn(dead, "lease-1", "worker:1"));
+  submitter_.OnNodeDead(dead, "dead-raylet:3");
+  // The node comes back and its worker's result arrives (it raced the cancellation).
+  pushes_.Reply(0, Ran(spec));
+  EXPECT_TRUE(replies_.empty());
+  ASSERT_EQ(failures_.size(), 1u);
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kTaskFailed);
+  EXPECT_NE(failures_[0].message.find("declared dead"), std::string::npos);
+  EXPECT_NE(failures_[0].message.find("gave up after 1 attempt(s)"), std::string::npos);
+  // The dead node's worker is never used again.
+  submitter_.Submit(Task("g"));
+  EXPECT_EQ(pushes_.num_pushes(), 1u);
+  EXPECT_EQ(leases_.num_lease_requests(), 2u);
+}
+
+TEST_F(TaskSubmitterTest, LeaseRequestToADeadNodeIsCancelledAndItsGrantRefused) {
+  const NodeId dead = NodeId::FromRandom();
+  submitter_.Submit(Task("f"));
+  rpc::RequestWorkerLeaseReply spill;
+  spill.set_retry_at_raylet_address("dead-raylet:3");
+  leases_.ReplyLease(0, spill);
+  ASSERT_EQ(leases_.num_lease_requests(), 2u);
+  submitter_.OnNodeDead(dead, "dead-raylet:3");
+  EXPECT_TRUE(leases_.lease_request(1).cancelled);
+  leases_.ReplyLease(1, GrantedOn(dead, "lease-1", "worker:1"));  // a grant that raced it
+  EXPECT_EQ(pushes_.num_pushes(), 0u);
+  ASSERT_EQ(leases_.num_lease_requests(), 3u);  // starts over at the local raylet
+  EXPECT_EQ(leases_.lease_request(2).raylet_address, kLocalRaylet);
+  rpc::RequestWorkerLeaseReply spill_again;  // a stale cluster view spills to it again
+  spill_again.set_retry_at_raylet_address("dead-raylet:3");
+  leases_.ReplyLease(2, spill_again);
+  ASSERT_EQ(leases_.num_lease_requests(), 4u);
+  EXPECT_EQ(leases_.lease_request(3).raylet_address, kLocalRaylet);
+  EXPECT_TRUE(failures_.empty());
+}
+
+TEST_F(TaskSubmitterTest, PushStartedAfterItsNodeDiedIsCancelledAtOnce) {
+  const NodeId dead = NodeId::FromRandom();
+  submitter_.Submit(Task("f"));
+  submitter_.OnNodeDead(dead, "dead-raylet:3");
+  // A grant from the node, received from the local raylet before it learned of the death.
+  leases_.ReplyLease(0, GrantedOn(dead, "lease-1", "worker:1"));
+  EXPECT_EQ(pushes_.num_pushes(), 0u);
+}
+
 TEST(TaskSubmitterShutdownTest, CancelsCallsInFlightAndReturnsLeases) {
   FakeClock clock;
   FakeLeaseClient fake_leases;

@@ -388,6 +388,10 @@ void Raylet::FollowJobs() {
       if (message.channel() == rpc::NODE_CHANNEL) {
         auto node_id = NodeId::FromBinary(message.node().node_id());
         if (node_id.ok() && message.node().state() == rpc::NodeInfo::DEAD) {
+          if (*node_id == options_.node_id) {
+            OnDeclaredDead(message.node().death_reason());
+            return;
+          }
           lease_manager_.MarkNodeDead(*node_id);
           // Every owner on that node died with it.
           if (*node_id != options_.node_id) object_store_.FreeOwnedByNode(*node_id);
@@ -458,7 +462,10 @@ absl::Status Raylet::Run() {
     });
     status = ReportLoop();
   }
-  if (!stop_.HasBeenNotified()) stop_.Notify();
+  {
+    absl::MutexLock lock(&mu_);  // RequestStop and OnDeclaredDead notify under it too
+    if (!stop_.HasBeenNotified()) stop_.Notify();
+  }
   if (job_follower_.joinable()) job_follower_.join();
   if (log_thread_.joinable()) log_thread_.join();
   Shutdown();
@@ -510,6 +517,10 @@ absl::Status Raylet::ReportLoop() {
       continue;
     }
     const absl::Status& status = cluster.status();
+    if (status.code() == absl::StatusCode::kFailedPrecondition) {
+      OnDeclaredDead(std::string(status.message()));
+      break;
+    }
     if (status.code() == absl::StatusCode::kNotFound) {
       TROUPE_LOG(Warning) << "the GCS no longer knows this node (it restarted?); registering again";
       TROUPE_RETURN_IF_ERROR(RegisterWithRetry(/*re_register=*/true));
@@ -534,6 +545,12 @@ absl::Status Raylet::ReportLoop() {
   std::string reason;
   {
     absl::MutexLock lock(&mu_);
+    if (declared_dead_.has_value()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the GCS declared node ", options_.node_id.Hex(), " dead (", *declared_dead_,
+                       "); its workers were killed and its work was re-placed. Start the node "
+                       "again (`troupe start --address=...`) to rejoin as a new node"));
+    }
     reason = stop_reason_;
   }
   if (auto status = gcs_.UnregisterNode(options_.node_id.Binary(), reason); !status.ok()) {
@@ -592,6 +609,22 @@ void Raylet::CheckMemory() {
   TROUPE_LOG(Warning) << "node memory at " << usage * 100 << "%: killing worker "
                       << victim->worker_id.ShortHex() << " (pid " << victim->pid << ")";
   worker_pool_.KillWorker(victim->worker_id);
+}
+
+void Raylet::OnDeclaredDead(const std::string& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (declared_dead_.has_value()) return;
+    declared_dead_ = why;
+    stop_reason_ = "declared dead";
+  }
+  TROUPE_LOG(Error) << "the GCS declared this node (" << options_.node_id.Hex() << ") dead: " << why
+                    << ". Killing its workers and exiting: their tasks and actors were re-placed "
+                       "and their results would be refused. Start the node again to rejoin.";
+  lease_manager_.RejectAllPending("this node was declared dead by the GCS");
+  worker_pool_.KillAll();
+  absl::MutexLock lock(&mu_);
+  if (!stop_.HasBeenNotified()) stop_.Notify();
 }
 
 void Raylet::RequestStop(const std::string& reason) {

@@ -99,6 +99,11 @@ class Raylet {
   // Registers, retrying until success, a fatal refusal, a stop request or the reconnect timeout.
   absl::Status RegisterWithRetry(bool re_register);
   absl::Status ReportLoop();
+  // The GCS declared this node dead (a report was refused, or its death was published): a dead
+  // node never comes back as it was, since its work was re-placed. Logs why, kills the node's
+  // workers at once (so none of them keeps acting on old work) and stops the raylet; Run()
+  // then returns FailedPrecondition without unregistering. Idempotent; any thread.
+  void OnDeclaredDead(const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
   // Follows job and node changes: when a job finishes, its workers here are killed; dead nodes
   // are remembered so tasks bound to them fail instead of waiting.
   void FollowJobs();
@@ -135,6 +140,7 @@ class Raylet {
   absl::Notification stop_;
   mutable absl::Mutex mu_;
   std::string stop_reason_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> declared_dead_ ABSL_GUARDED_BY(mu_);  // why, once declared
   std::string cluster_id_ ABSL_GUARDED_BY(mu_);  // set by the first registration
   int64_t report_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<JobId, rpc::JobInfo> jobs_ ABSL_GUARDED_BY(mu_);

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "src/common/status_macros.h"
+#include "src/rpc/async_call.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/grpc_status.h"
 #include "src/rpc/server.h"
@@ -184,6 +185,24 @@ absl::StatusOr<std::vector<std::string>> GcsClient::KVKeys(const std::string& ns
 absl::StatusOr<rpc::PollReply> GcsClient::Poll(const rpc::PollRequest& request) {
   return Call(pubsub_stub_.get(), &rpc::PubSubService::Stub::Poll, request,
               absl::Milliseconds(request.timeout_ms()), /*may_retry=*/false);
+}
+
+std::function<void()> GcsClient::PollAsync(
+    const rpc::PollRequest& request, std::function<void(absl::StatusOr<rpc::PollReply>)> done) {
+  auto call = std::make_shared<AsyncCall<rpc::PollRequest, rpc::PollReply>>();
+  AttachToken(&call->context, token_);
+  call->context.set_deadline(
+      absl::ToChronoTime(absl::Now() + timeout_ + absl::Milliseconds(request.timeout_ms())));
+  call->request = request;
+  pubsub_stub_->async()->Poll(&call->context, &call->request, &call->reply,
+                              [call, done = std::move(done), peer = peer_name_](grpc::Status s) {
+                                if (!s.ok()) return done(FromGrpcStatus(s, peer));
+                                done(std::move(call->reply));
+                              });
+  std::weak_ptr<AsyncCall<rpc::PollRequest, rpc::PollReply>> weak = call;
+  return [weak] {
+    if (auto live = weak.lock()) live->context.TryCancel();
+  };
 }
 
 absl::Status GcsClient::RegisterActor(const rpc::RegisterActorRequest& request) {

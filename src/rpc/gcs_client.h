@@ -81,6 +81,10 @@ class GcsClient {
 
   // Pubsub: waits up to request.timeout_ms (plus the usual call timeout) for new messages.
   absl::StatusOr<rpc::PollReply> Poll(const rpc::PollRequest& request);
+  // The same, without blocking: `done` runs once on a gRPC thread; the returned function
+  // cancels the call (`done` then gets CANCELLED). Never retries.
+  std::function<void()> PollAsync(const rpc::PollRequest& request,
+                                  std::function<void(absl::StatusOr<rpc::PollReply>)> done);
   absl::Status PublishLogs(const rpc::PublishLogsRequest& request);
 
  private:

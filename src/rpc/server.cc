@@ -13,6 +13,15 @@
 #include "absl/strings/str_cat.h"
 
 namespace troupe {
+namespace {
+
+// Client keepalive: ping every kKeepaliveTimeMs while calls are in flight; a ping unanswered for
+// kKeepaliveTimeoutMs closes the connection and fails its calls.
+constexpr int kKeepaliveTimeMs = 10000;
+constexpr int kKeepaliveTimeoutMs = 10000;
+
+}  // namespace
+
 absl::Status CheckPortAvailable(const std::string& host, int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
@@ -48,6 +57,12 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   }
   // gRPC enables SO_REUSEPORT by default, which would let two heads share a port silently.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Accept the clients' keepalive pings (MakeChannel), also during long calls that send no
+  // data, instead of answering them with GOAWAY "too_many_pings".
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             kKeepaliveTimeMs / 2);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.SetMaxReceiveMessageSize(512 << 20);
   builder.SetMaxSendMessageSize(512 << 20);
   const std::string address = absl::StrCat(host, ":", port);
@@ -102,6 +117,12 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // timed out before receiving SETTINGS frame"), which surfaced as lost objects and unreachable
   // actors; a refused connection (dead peer) still fails at once, and calls carry deadlines.
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
+  // Keepalive while calls are in flight: a peer that went silent (partition, frozen host) fails
+  // its calls with UNAVAILABLE after about kKeepaliveTimeMs + kKeepaliveTimeoutMs instead of
+  // never; the GCS's node-death notice is usually faster (docs/fault_tolerance.md).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a long task sends no data
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 

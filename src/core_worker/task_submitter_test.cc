@@ -451,6 +451,10 @@ TEST_F(TaskSubmitterTest, LeaseRequestToADeadNodeIsCancelledAndItsGrantRefused) 
   rpc::RequestWorkerLeaseReply spill_again;  // a stale cluster view spills to it again
   spill_again.set_retry_at_raylet_address("dead-raylet:3");
   leases_.ReplyLease(2, spill_again);
+  // Not followed: asked again at the local raylet after the retry interval (its view catches up).
+  EXPECT_EQ(leases_.num_lease_requests(), 3u);
+  clock_.Advance(absl::Seconds(1));
+  submitter_.Tick();
   ASSERT_EQ(leases_.num_lease_requests(), 4u);
   EXPECT_EQ(leases_.lease_request(3).raylet_address, kLocalRaylet);
   EXPECT_TRUE(failures_.empty());

@@ -161,8 +161,7 @@ TEST(NodeFailoverTest, FrozenNodeFailsOverAndIsFencedWhenItComesBack) {
     EXPECT_THROW(troupe::Get(failed, std::chrono::seconds(5)), troupe::TaskFailedError);
     EXPECT_THROW(troupe::Get(call, std::chrono::seconds(5)), troupe::ActorDiedError);
     // The cluster still works (on the spare node).
-    EXPECT_EQ(*troupe::Get(troupe::Task(HoldOnce).Remote(retried_marker),
-                           std::chrono::seconds(30)),
+    EXPECT_EQ(*troupe::Get(troupe::Task(HoldOnce).Remote(retried_marker), std::chrono::seconds(30)),
               2);
   }
   for (int pid : frozen) {

@@ -79,11 +79,12 @@ void ActorTaskSubmitter::PushLocked(const ActorId& actor_id, ActorState& actor, 
   *request.mutable_task() = call.spec;
   request.mutable_task()->set_caller_first_unanswered(actor.unanswered.begin()->first);
   in_flight_++;
-  call.cancel = pushes_->PushTask(actor.address, std::move(request),
-                    [this, actor_id, seq, push_id = call.push_id,
-                     incarnation = actor.incarnation](absl::StatusOr<rpc::PushTaskReply> r) {
-                      OnReply(actor_id, seq, push_id, incarnation, std::move(r));
-                    });
+  call.cancel =
+      pushes_->PushTask(actor.address, std::move(request),
+                        [this, actor_id, seq, push_id = call.push_id,
+                         incarnation = actor.incarnation](absl::StatusOr<rpc::PushTaskReply> r) {
+                          OnReply(actor_id, seq, push_id, incarnation, std::move(r));
+                        });
 }
 
 void ActorTaskSubmitter::OnReply(const ActorId& actor_id, int64_t seq, int64_t push_id,

@@ -33,7 +33,7 @@ class NodeDeathWatcher {
   using OnDead = std::function<void(const NodeId&, const std::string& raylet_address)>;
 
   struct Options {
-    absl::Duration poll_wait = absl::Seconds(10);  // how long one long poll may wait
+    absl::Duration poll_wait = absl::Seconds(10);   // how long one long poll may wait
     absl::Duration retry_delay = absl::Seconds(1);  // after a failed poll
   };
   NodeDeathWatcher(Options options, PollAsync poll, ListNodes list_nodes, OnDead on_dead);

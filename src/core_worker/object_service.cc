@@ -695,8 +695,8 @@ absl::Status ObjectService::HandleAddObjectLocation(const rpc::AddObjectLocation
       // Fencing: a node declared dead does not come back as a holder of copies.
       return absl::FailedPreconditionError(
           absl::StrCat("node ", BytesToHex(request.node_id()).substr(0, 8), " (raylet ",
-                       request.raylet_address(),
-                       ") was declared dead; its copy of object ", id->Hex(), " is refused"));
+                       request.raylet_address(), ") was declared dead; its copy of object ",
+                       id->Hex(), " is refused"));
     }
   }
   if (references_.IsTracked(*id)) {

@@ -150,8 +150,8 @@ class TaskSubmitter {
   bool IsDeadLocked(const std::string& node_id, const std::string& raylet_address) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Registers an RPC about to be sent to a node; false once shut down (then do not send it).
-  bool BeginCall(const std::string& raylet_address, const std::string& node_id,
-                 uint64_t* call_id) ABSL_LOCKS_EXCLUDED(mu_);
+  bool BeginCall(const std::string& raylet_address, const std::string& node_id, uint64_t* call_id)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Cancels at once if the call's node died meanwhile.
   void SetCanceller(uint64_t call_id, std::function<void()> cancel) ABSL_LOCKS_EXCLUDED(mu_);
   void EndCall(uint64_t call_id) ABSL_LOCKS_EXCLUDED(mu_);

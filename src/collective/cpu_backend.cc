@@ -126,6 +126,17 @@ absl::StatusOr<bool> CpuBackend::AdvanceRecv(const OpContext& ctx, const Step& s
                         : t.stage == 1 ? t.bytes - t.done
                                        : Padding(t.bytes) - t.done;
     if (left > 0) {
+      if (t.stage == 1 && !t.reduce) {  // a plain copy: straight into place
+        auto got = link->ReadInto(t.data + t.done, left);
+        if (!got.ok()) return LinkError(t.peer, got.status());
+        if (*got == 0) return progressed;
+        progressed = true;
+        t.done += *got;
+        if (*got < left) continue;
+        ++t.stage;
+        t.done = 0;
+        continue;
+      }
       auto readable = link->Readable();
       if (!readable.ok()) return LinkError(t.peer, readable.status());
       auto [data, available] = *readable;
@@ -207,11 +218,11 @@ absl::Status CpuBackend::Exchange(const OpContext& ctx, Step& step) {
     }
     fds.clear();
     for (const Transfer& t : step.sends) {
-      const int fd = mesh_->link(t.peer)->fd();
+      const int fd = mesh_->link(t.peer)->write_fd();
       if (t.stage != 3 && fd >= 0) fds.push_back({fd, POLLOUT, 0});
     }
     for (const Transfer& t : step.recvs) {
-      const int fd = mesh_->link(t.peer)->fd();
+      const int fd = mesh_->link(t.peer)->read_fd();
       if (t.stage != 3 && fd >= 0) fds.push_back({fd, POLLIN, 0});
     }
     absl::Status status = mesh_->WaitForProgress(doorbell, &fds, ctx.deadline);

@@ -51,6 +51,12 @@ struct MeshOptions {
   bool data_links = true;  // false: control connections only (the NCCL backend)
   bool force_tcp = false;  // TCP data links even between members on one host
   size_t ring_bytes = 4 << 20;
+  // TCP data links: connections per peer, and the bytes sent on one before the next takes over.
+  int tcp_streams = 1;
+  size_t tcp_stripe_bytes = 1 << 20;
+  // The shared-memory domain to publish; "" detects it (tests set it to pretend a peer shares
+  // /dev/shm when it does not).
+  std::string shm_domain;
   absl::Duration rendezvous_timeout = absl::Minutes(5);
 };
 
@@ -64,8 +70,12 @@ class Link {
   // Contiguous readable bytes (possibly fewer than are buffered), without consuming them.
   virtual absl::StatusOr<std::pair<const char*, size_t>> Readable() = 0;
   virtual void Consume(size_t n) = 0;
-  // TCP links: the socket, to poll when blocked. -1 for shared memory.
-  virtual int fd() const { return -1; }
+  // Copies up to `n` readable bytes to `out` and consumes them (any count, not only whole
+  // units: for plain copies). TCP links receive straight into `out`, saving a copy.
+  virtual absl::StatusOr<size_t> ReadInto(char* out, size_t n);
+  // TCP links: the socket to poll when a write / a read is blocked. -1 for shared memory.
+  virtual int write_fd() const { return -1; }
+  virtual int read_fd() const { return -1; }
 };
 
 class Mesh {
@@ -103,16 +113,34 @@ class Mesh {
  private:
   struct Peer {
     int control_fd = -1;
-    int data_fd = -1;
+    std::vector<int> data_fds;  // until the TcpLink takes them
     Inbox* inbox = nullptr;  // the peer's inbox, mapped here (same host only)
     size_t inbox_size = 0;
     std::string pending;  // control bytes read but not yet a whole message
   };
   explicit Mesh(MeshOptions options);
   absl::Status Rendezvous(const KvAccess& kv);
+  absl::Status CreateInbox();
   absl::Status ConnectTo(int peer, const KvAccess& kv, absl::Time deadline);
-  absl::Status AcceptFrom(int expected_peers, absl::Time deadline);
+  // One attempt at what the peer's key says; kUnavailable: stale or not ready yet, retry.
+  absl::Status TryConnect(int peer, const std::string& peer_nonce, const std::string& domain,
+                          const std::string& address, absl::Time deadline);
+  // Opens one connection of `kind` ("control", "data<i>") to the peer; the fd, once accepted.
+  // *peer_wants_tcp: it could not open our inbox.
+  absl::StatusOr<int> Hello(int peer, const std::string& address, const std::string& peer_nonce,
+                            const std::string& kind, bool shared_memory, absl::Time deadline,
+                            bool* peer_wants_tcp);
+  absl::Status AcceptFrom(const KvAccess& kv, absl::Time deadline);
+  absl::Status AcceptTimeout();
+  // Maps the peer's inbox, checking the peer's nonce in it; kUnavailable when this process
+  // cannot open it (a different /dev/shm).
   absl::Status MapPeerInbox(int peer, const std::string& nonce);
+  void UnmapPeerInbox(int peer);
+  void NoteTcpFallback(int peer, const absl::Status& why);
+  // A failed member leaves "FAILED\n<cause rank>\n<reason>" under its key (see Connect).
+  static std::optional<absl::Status> FailureReport(int peer, const std::string& value);
+  // The first failure report of a member not connected yet (rate-limited: KV reads).
+  absl::Status CheckFailureReports(const KvAccess& kv);
   absl::Status ReadyRound(absl::Time deadline);
   absl::Status PeerGone(int peer, const std::string& how);
   // Reads whatever the peer's control connection has; true if the peer closed it.
@@ -123,7 +151,8 @@ class Mesh {
 
   MeshOptions options_;
   std::string nonce_;
-  std::string host_;  // boot id: equal for processes that can share /dev/shm
+  std::string shm_domain_;  // "" when this member has no inbox (see DetectShmDomain)
+  absl::Time next_report_check_ = absl::InfinitePast();
   int listen_fd_ = -1;
   std::string inbox_path_;
   Inbox* inbox_ = nullptr;  // our own: peers write into it

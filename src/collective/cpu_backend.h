@@ -70,6 +70,7 @@ class CpuBackend : public CommBackend {
     std::vector<Transfer> sends, recvs;
   };
   absl::Status Exchange(const OpContext& ctx, Step& step);
+  bool WaitsOnSockets(const Step& step);
   absl::StatusOr<bool> AdvanceSend(const OpContext& ctx, const Step& step, Transfer& t);
   absl::StatusOr<bool> AdvanceRecv(const OpContext& ctx, const Step& step, Transfer& t);
   void FillHeader(const OpContext& ctx, const Step& step, Transfer& t);

@@ -17,7 +17,6 @@
 #include <random>
 #include <thread>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -274,45 +273,28 @@ class ShmLink : public Link {
   Mesh::Inbox* peer_;
 };
 
-// A byte stream over one or more TCP connections. With several, the stream is cut into stripes
-// of `stripe_bytes`, stripe i travelling on connection i % n: one transfer keeps several
-// connections busy (the kernel can spread their processing over cores and NIC queues, and one
-// slow flow's window does not cap the transfer). The receive buffer only ever holds bytes of the
-// current stripe, so it is read from one connection at a time.
 class TcpLink : public Link {
  public:
-  TcpLink(std::vector<int> fds, size_t stripe_bytes)
-      : fds_(std::move(fds)),
-        stripe_(fds_.size() == 1 ? SIZE_MAX : stripe_bytes),
-        buffer_(kBufferBytes) {}
+  explicit TcpLink(int fd) : fd_(fd), buffer_(kBufferBytes) {}
 
   absl::StatusOr<size_t> Write(const char* data, size_t n, size_t unit) override {
-    size_t total = 0;
-    while (total < n) {
-      // Whole units only, so the receiver's reads stay aligned (stripes are multiples of 8).
-      size_t want = std::min(n - total, stripe_ - sent_ % stripe_);
-      want -= want % unit;
-      if (want == 0) break;
-      const int fd = write_fd();
-      ssize_t put = send(fd, data + total, want, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (put < 0) {
-        if (errno == EAGAIN || errno == EINTR) break;
-        return absl::UnavailableError(Errno("send"));
-      }
-      size_t sent = put;
-      if (const size_t partial = sent % unit; partial != 0) {
-        // Finish the unit we started (rare; blocks at most briefly).
-        std::string rest(data + total + sent, unit - partial);
-        if (auto status = WriteAll(fd, rest, absl::Now() + absl::Seconds(30)); !status.ok()) {
-          return status;
-        }
-        sent += unit - partial;
-      }
-      sent_ += sent;
-      total += sent;
-      if (sent < want) break;  // the socket is full
+    // Whole units only, so the receiver's reads stay aligned: a partial unit is held back.
+    n -= n % unit;
+    if (n == 0) return 0;
+    ssize_t sent = send(fd_, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EAGAIN || errno == EINTR) return 0;
+      return absl::UnavailableError(Errno("send"));
     }
-    return total;
+    const size_t partial = sent % unit;
+    if (partial != 0) {  // finish the unit we started (rare; blocks at most briefly)
+      std::string rest(data + sent, unit - partial);
+      if (auto status = WriteAll(fd_, rest, absl::Now() + absl::Seconds(30)); !status.ok()) {
+        return status;
+      }
+      sent += unit - partial;
+    }
+    return static_cast<size_t>(sent);
   }
 
   absl::StatusOr<std::pair<const char*, size_t>> Readable() override {
@@ -322,52 +304,34 @@ class TcpLink : public Link {
       end_ -= begin_;
       begin_ = 0;
     }
-    const size_t stripe_left = StripeLeft(received_ + (end_ - begin_));
-    const size_t room = std::min(buffer_.size() - end_, stripe_left);
-    if (room > 0) {
-      auto n = Receive(buffer_.data() + end_, room);
+    if (end_ < buffer_.size()) {
+      auto n = Receive(buffer_.data() + end_, buffer_.size() - end_);
       if (!n.ok()) return n.status();
       end_ += *n;
     }
     return std::make_pair(static_cast<const char*>(buffer_.data() + begin_), end_ - begin_);
   }
 
-  void Consume(size_t n) override {
-    begin_ += n;
-    received_ += n;
-  }
+  void Consume(size_t n) override { begin_ += n; }
 
   absl::StatusOr<size_t> ReadInto(char* out, size_t n) override {
-    size_t total = std::min(n, end_ - begin_);  // what is buffered goes first
-    std::memcpy(out, buffer_.data() + begin_, total);
-    Consume(total);
-    while (total < n) {
-      auto got = Receive(out + total, std::min(n - total, StripeLeft(received_)));
-      if (!got.ok()) return got.status();
-      received_ += *got;
-      total += *got;
-      if (*got == 0) break;
-    }
-    return total;
+    const size_t buffered = std::min(n, end_ - begin_);  // what was read ahead goes first
+    std::memcpy(out, buffer_.data() + begin_, buffered);
+    Consume(buffered);
+    if (buffered == n) return n;
+    auto got = Receive(out + buffered, n - buffered);
+    if (!got.ok()) return got.status();
+    return buffered + *got;
   }
 
-  int write_fd() const override { return fds_[(sent_ / stripe_) % fds_.size()]; }
-  int read_fd() const override { return fds_[(received_ / stripe_) % fds_.size()]; }
+  int fd() const override { return fd_; }
 
  private:
   static constexpr size_t kBufferBytes = 512 << 10;
 
-  size_t StripeLeft(uint64_t position) const {
-    if (stripe_ == SIZE_MAX) return SIZE_MAX;
-    // Bytes up to the end of position's stripe; 0 when the buffer already holds the rest of it.
-    const uint64_t stripe_end = (received_ / stripe_ + 1) * stripe_;
-    return position >= stripe_end ? 0 : stripe_end - position;
-  }
-
-  // Reads what the current read connection has (0 if nothing yet), up to `n` bytes.
+  // Up to `n` bytes that have arrived (0 if none yet).
   absl::StatusOr<size_t> Receive(char* out, size_t n) {
-    if (n == 0) return 0;
-    ssize_t got = recv(fds_[(received_ / stripe_) % fds_.size()], out, n, MSG_DONTWAIT);
+    ssize_t got = recv(fd_, out, n, MSG_DONTWAIT);
     if (got == 0) return absl::UnavailableError("connection closed");
     if (got < 0) {
       if (errno == EAGAIN || errno == EINTR) return 0;
@@ -376,12 +340,9 @@ class TcpLink : public Link {
     return static_cast<size_t>(got);
   }
 
-  const std::vector<int> fds_;  // owned by the Mesh
-  const size_t stripe_;
+  int fd_;  // owned by the Mesh
   std::vector<char> buffer_;
   size_t begin_ = 0, end_ = 0;
-  uint64_t sent_ = 0;      // bytes written, ever
-  uint64_t received_ = 0;  // bytes consumed, ever (the buffer holds the next end_ - begin_)
 };
 
 }  // namespace
@@ -423,7 +384,7 @@ Mesh::Mesh(MeshOptions options)
 Mesh::~Mesh() {
   for (Peer& peer : peers_) {
     if (peer.control_fd >= 0) close(peer.control_fd);
-    for (int fd : peer.data_fds) close(fd);
+    if (peer.data_fd >= 0) close(peer.data_fd);
     if (peer.inbox != nullptr) munmap(peer.inbox, peer.inbox_size);
   }
   if (listen_fd_ >= 0) close(listen_fd_);
@@ -508,7 +469,7 @@ absl::Status Mesh::Rendezvous(const KvAccess& kv) {
   }
   socklen_t length = sizeof(addr);
   if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      listen(listen_fd_, (1 + options_.tcp_streams) * options_.world_size) != 0 ||
+      listen(listen_fd_, 2 * options_.world_size) != 0 ||
       getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
     return absl::InternalError(Errno(("listen on " + options_.listen_ip).c_str()));
   }
@@ -544,7 +505,7 @@ absl::Status Mesh::Rendezvous(const KvAccess& kv) {
                                                p.inbox->data(theirs, options_.rank),
                                                theirs.RingBytes(options_.rank), p.inbox);
     } else {
-      links_[peer] = std::make_unique<TcpLink>(p.data_fds, options_.tcp_stripe_bytes);
+      links_[peer] = std::make_unique<TcpLink>(p.data_fd);
     }
   }
   return absl::OkStatus();
@@ -628,18 +589,13 @@ absl::Status Mesh::TryConnect(int peer, const std::string& peer_nonce, const std
     shared_memory = false;
   }
   if (!options_.data_links || shared_memory) return absl::OkStatus();
-  for (int stream = 0; stream < options_.tcp_streams; ++stream) {
-    auto data = Hello(peer, address, peer_nonce, absl::StrCat("data", stream), false, deadline,
-                      nullptr);
-    if (!data.ok()) {
-      close(p.control_fd);
-      p.control_fd = -1;
-      for (int fd : p.data_fds) close(fd);
-      p.data_fds.clear();
-      return data.status();
-    }
-    p.data_fds.push_back(*data);
+  auto data = Hello(peer, address, peer_nonce, "data", false, deadline, nullptr);
+  if (!data.ok()) {
+    close(p.control_fd);
+    p.control_fd = -1;
+    return data.status();
   }
+  p.data_fd = *data;
   return absl::OkStatus();
 }
 
@@ -652,8 +608,8 @@ void Mesh::NoteTcpFallback(int peer, const absl::Status& why) {
 }
 
 absl::Status Mesh::AcceptFrom(const KvAccess& kv, absl::Time deadline) {
-  // Control connections from every higher rank, plus tcp_streams data connections from each of
-  // those that does not share memory with us.
+  // Control connections from every higher rank, plus a data connection from each of those that
+  // does not share memory with us.
   int missing_control = options_.world_size - 1 - options_.rank;
   int missing_data = 0;
   while (missing_control > 0 || missing_data > 0) {
@@ -669,10 +625,9 @@ absl::Status Mesh::AcceptFrom(const KvAccess& kv, absl::Time deadline) {
     auto hello = ReadFrame(fd, std::min(deadline, absl::Now() + absl::Seconds(10)));
     std::vector<std::string> fields;
     if (hello.ok()) fields = absl::StrSplit(*hello, '\n');
-    int peer = -1, stream = -1;
+    int peer = -1;
     const bool control = fields.size() == 7 && fields[5] == "control";
-    const bool data = fields.size() == 7 && absl::StartsWith(fields[5], "data") &&
-                      absl::SimpleAtoi(fields[5].substr(4), &stream);
+    const bool data = fields.size() == 7 && fields[5] == "data";
     std::string refusal;
     if (fields.size() != 7 || fields[0] != "HELLO" || !absl::SimpleAtoi(fields[2], &peer) ||
         !(control || data)) {
@@ -683,8 +638,7 @@ absl::Status Mesh::AcceptFrom(const KvAccess& kv, absl::Time deadline) {
       refusal = "STALE: that address belongs to an earlier incarnation of the group";
     } else if (peer <= options_.rank || peer >= options_.world_size) {
       refusal = absl::StrCat("rank ", peer, " should not connect to rank ", options_.rank);
-    } else if (control ? peers_[peer].control_fd >= 0
-                       : stream != static_cast<int>(peers_[peer].data_fds.size())) {
+    } else if ((control ? peers_[peer].control_fd : peers_[peer].data_fd) >= 0) {
       refusal = absl::StrCat("rank ", peer, " is already connected (two members with one rank?)");
     }
     std::string answer = "OK";
@@ -707,9 +661,9 @@ absl::Status Mesh::AcceptFrom(const KvAccess& kv, absl::Time deadline) {
     if (control) {
       peers_[peer].control_fd = fd;
       --missing_control;
-      if (options_.data_links && peers_[peer].inbox == nullptr) missing_data += options_.tcp_streams;
+      if (options_.data_links && peers_[peer].inbox == nullptr) ++missing_data;
     } else {
-      peers_[peer].data_fds.push_back(fd);
+      peers_[peer].data_fd = fd;
       --missing_data;
     }
   }
@@ -888,7 +842,7 @@ void Mesh::Abort(const absl::Status& status) {
     (void)send(p.control_fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     // FIN after the message (not a reset): peers read the reason, then see the close.
     shutdown(p.control_fd, SHUT_WR);
-    for (int fd : p.data_fds) shutdown(fd, SHUT_RDWR);
+    if (p.data_fd >= 0) shutdown(p.data_fd, SHUT_RDWR);
   }
 }
 

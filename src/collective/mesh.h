@@ -1,19 +1,26 @@
 // The connections between the members of a collective group, set up by rendezvous through the
 // GCS KV:
 //
-//   1. each member listens on a TCP port, creates its shared-memory inbox and publishes
-//      "nonce, host, address" under <job namespace>/collective/<group>/rank/<r>;
+//   1. each member listens on a TCP port, creates its shared-memory inbox (its nonce written in
+//      it) and publishes "nonce, shared-memory domain, address" under
+//      <job namespace>/collective/<group>/rank/<r>;
 //   2. member r connects to every lower rank j, handing over the nonce it read for j; j accepts
 //      only its current nonce, so a key left by an earlier incarnation of the group is refused
 //      and re-read (never silently joined);
 //   3. once all are connected (a READY round), each member unlinks its inbox file and deletes its
 //      key: nothing is left behind in the KV or in /dev/shm.
+// A member that fails to join replaces its key with "FAILED, cause, reason" and aborts the
+// connections it has: members waiting for it poll the keys of those not yet connected and fail
+// at once with its reason (naming it), instead of waiting out the rendezvous timeout.
 //
 // Per peer there is a control connection (aborts, liveness: a dead peer's socket closes) and a
-// data Link: a shared-memory ring in the receiver's inbox when both are on one host, else a
-// second TCP connection. A member waits on its own futex doorbell, which peers ring when they
-// put data in or take it out of a ring it uses.
-// Thread-compatible: one operation at a time (the group serialises them).
+// data Link: a shared-memory ring in the receiver's inbox when both share /dev/shm, else a
+// second TCP connection. Sharing /dev/shm is decided per pair: equal domains (boot id
+// and /dev/shm's device, see DetectShmDomain in mesh.cc), then proven by opening the peer's inbox
+// and finding its nonce there; if either side cannot, the pair uses TCP. A member waits on its
+// own futex doorbell, which peers ring when they put data in or take it out of a ring it uses.
+// Thread-compatible: one operation at a time (the group serialises them); Abort may come from
+// any thread.
 #pragma once
 
 #include <poll.h>
@@ -51,9 +58,6 @@ struct MeshOptions {
   bool data_links = true;  // false: control connections only (the NCCL backend)
   bool force_tcp = false;  // TCP data links even between members on one host
   size_t ring_bytes = 4 << 20;
-  // TCP data links: connections per peer, and the bytes sent on one before the next takes over.
-  int tcp_streams = 1;
-  size_t tcp_stripe_bytes = 1 << 20;
   // The shared-memory domain to publish; "" detects it (tests set it to pretend a peer shares
   // /dev/shm when it does not).
   std::string shm_domain;
@@ -73,9 +77,8 @@ class Link {
   // Copies up to `n` readable bytes to `out` and consumes them (any count, not only whole
   // units: for plain copies). TCP links receive straight into `out`, saving a copy.
   virtual absl::StatusOr<size_t> ReadInto(char* out, size_t n);
-  // TCP links: the socket to poll when a write / a read is blocked. -1 for shared memory.
-  virtual int write_fd() const { return -1; }
-  virtual int read_fd() const { return -1; }
+  // TCP links: the socket, to poll when blocked. -1 for shared memory.
+  virtual int fd() const { return -1; }
 };
 
 class Mesh {
@@ -113,7 +116,7 @@ class Mesh {
  private:
   struct Peer {
     int control_fd = -1;
-    std::vector<int> data_fds;  // until the TcpLink takes them
+    int data_fd = -1;
     Inbox* inbox = nullptr;  // the peer's inbox, mapped here (same host only)
     size_t inbox_size = 0;
     std::string pending;  // control bytes read but not yet a whole message
@@ -125,7 +128,7 @@ class Mesh {
   // One attempt at what the peer's key says; kUnavailable: stale or not ready yet, retry.
   absl::Status TryConnect(int peer, const std::string& peer_nonce, const std::string& domain,
                           const std::string& address, absl::Time deadline);
-  // Opens one connection of `kind` ("control", "data<i>") to the peer; the fd, once accepted.
+  // Opens one connection of `kind` ("control", "data") to the peer; the fd, once accepted.
   // *peer_wants_tcp: it could not open our inbox.
   absl::StatusOr<int> Hello(int peer, const std::string& address, const std::string& peer_nonce,
                             const std::string& kind, bool shared_memory, absl::Time deadline,

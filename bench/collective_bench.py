@@ -7,8 +7,8 @@ Prints, per operation, rank count and size: time and bus bandwidth of both, and 
   bazel build -c opt //bench:collective_bench
   python3 bench/collective_bench.py            # needs Debian's python3-torch (/usr/bin/python3)
 
-Across hosts (--netns, needs root): one network namespace per node (scripts/netns.sh), a Troupe
-cluster with the head in node 1 and a worker in each other node, the Troupe members placed one
+Across hosts (--netns, needs root): one network namespace per node, each with its own /dev/shm
+(scripts/netns.sh up --private-shm, as on separate hosts), a Troupe cluster with the head in node 1 and a worker in each other node, the Troupe members placed one
 per node (collective_bench --spread, so they talk over TCP), gloo's ranks started one per node
 with MASTER_ADDR = node 1. All-reduce at 4 KB and 45 MB, --repeat rounds alternating Troupe and
 gloo; the table shows the median of each and the ratio:
@@ -54,7 +54,9 @@ class NetnsCluster:
         check = run([NETNS, "check"])
         if check.returncode != 0:
             raise SystemExit("--netns: " + check.stdout.strip())
-        up = run([NETNS, "up", self.prefix, str(n)])
+        # Each node gets its own /dev/shm, as separate hosts (or containers) have: otherwise
+        # members on different nodes would rightly talk through shared memory, not TCP.
+        up = run([NETNS, "up", self.prefix, str(n)] + ([] if args.shared_shm else ["--private-shm"]))
         if up.returncode != 0:
             raise SystemExit("--netns: " + up.stderr.strip())
 
@@ -145,8 +147,9 @@ def netns_main(args):
                         rows.setdefault((impl, world, r["bytes"]), []).append(r["busbw_gbps"])
     finally:
         cluster.close()
-    print("all-reduce across network namespaces (one rank per namespace, TCP over veth), "
-          "bus bandwidth GB/s, median of %d" % args.repeat)
+    print("all-reduce across network namespaces (one rank per namespace%s), "
+          "bus bandwidth GB/s, median of %d"
+          % (", shared /dev/shm" if args.shared_shm else ", TCP over veth", args.repeat))
     print("%5s %9s | %10s %10s | %7s" % ("ranks", "size", "troupe", "gloo", "ratio"))
     for world in args.ranks:
         for nbytes in (4096, 45 << 20):
@@ -170,6 +173,9 @@ def main():
     parser.add_argument("--troupe-cli", default="bazel-bin/src/cli/troupe")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-gloo", action="store_true", help="--netns: Troupe only")
+    parser.add_argument("--shared-shm", action="store_true",
+                        help="--netns: nodes share /dev/shm (Troupe members then use shared "
+                             "memory between nodes); default: each node has its own")
     parser.add_argument("--member-env", default="",
                         help="K=V,... set in each Troupe member's process (tuning experiments)")
     args = parser.parse_args()

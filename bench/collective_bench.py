@@ -145,18 +145,25 @@ def netns_main(args):
                 for impl, fn in sides:
                     for r in fn(cluster, args, world):
                         rows.setdefault((impl, world, r["bytes"]), []).append(r["busbw_gbps"])
+                        rows.setdefault((impl + " cpu", world, r["bytes"]), []).append(
+                            r.get("cpu_us_per_member", 0))
     finally:
         cluster.close()
-    print("all-reduce across network namespaces (one rank per namespace%s), "
-          "bus bandwidth GB/s, median of %d"
+    print("all-reduce across network namespaces (one rank per namespace%s), median of %d rounds"
           % (", shared /dev/shm" if args.shared_shm else ", TCP over veth", args.repeat))
-    print("%5s %9s | %10s %10s | %7s" % ("ranks", "size", "troupe", "gloo", "ratio"))
+    print("busbw in GB/s; cpu = CPU time per operation per member (all its threads), in us")
+    print("%5s %9s | %10s %10s %7s | %10s %10s %7s" % (
+        "ranks", "size", "troupe", "gloo", "ratio", "troupe cpu", "gloo cpu", "ratio"))
     for world in args.ranks:
         for nbytes in (4096, 45 << 20):
-            t = statistics.median(rows.get(("troupe", world, nbytes), [0]))
-            g = statistics.median(rows.get(("gloo", world, nbytes), [0]))
-            print("%5d %9s | %10.3f %10.3f | %6.2fx" % (world, human(nbytes), t, g,
-                                                        t / g if g > 0 else float("inf")))
+            def med(key):
+                return statistics.median(rows.get((key, world, nbytes), [0]))
+            t, g, tc, gc = med("troupe"), med("gloo"), med("troupe cpu"), med("gloo cpu")
+            print("%5d %9s | %10.3f %10.3f %6.2fx | %10.0f %10.0f %6.2fx" % (
+                world, human(nbytes), t, g, t / g if g > 0 else float("inf"), tc, gc,
+                gc / tc if tc > 0 else float("inf")))
+    print("ratio: Troupe busbw / gloo busbw; cpu ratio: gloo CPU / Troupe CPU (above 1: Troupe "
+          "uses less)")
 
 
 def main():

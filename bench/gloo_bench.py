@@ -60,11 +60,15 @@ def member(rank, world, args, port, queue):
             dist.broadcast(estimate, 0)
             iterations = int(min(max(args.seconds / max(estimate.item(), 1e-7), 3), 100000))
             dist.barrier()
+            cpu_start = time.process_time()
             start = time.perf_counter()
             for _ in range(iterations):
                 once()
             elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+            # CPU time per operation, averaged over the ranks (all of the process's threads).
+            cpu = torch.tensor([time.process_time() - cpu_start], dtype=torch.float64)
             dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+            dist.all_reduce(cpu)
             per_op = elapsed.item() / iterations
             algbw = nbytes / per_op / 1e9
             bus = (2.0 if op == "allreduce" else 1.0) * (world - 1) / world
@@ -72,6 +76,7 @@ def member(rank, world, args, port, queue):
                 "impl": "gloo", "op": op, "ranks": world, "bytes": nbytes,
                 "time_us": round(per_op * 1e6, 2), "algbw_gbps": round(algbw, 4),
                 "busbw_gbps": round(algbw * bus, 4),
+                "cpu_us_per_member": round(cpu.item() / world / iterations * 1e6, 2),
                 **({"note": "emulated (all_reduce + slice)"} if op == "reduce_scatter" else {})}))
     if rank == 0 and queue is not None:
         queue.put("\n".join(lines))

@@ -182,14 +182,13 @@ absl::StatusOr<bool> CpuBackend::AdvanceRecv(const OpContext& ctx, const Step& s
   return progressed;
 }
 
-bool CpuBackend::WaitsOnSockets(const Step& step) {
-  for (const Transfer& t : step.sends) {
-    if (t.stage != 3 && mesh_->link(t.peer)->fd() >= 0) return true;
+bool CpuBackend::WaitsOnlyOnSockets(const Step& step) {
+  for (const auto* transfers : {&step.sends, &step.recvs}) {
+    for (const Transfer& t : *transfers) {
+      if (t.stage != 3 && mesh_->link(t.peer)->fd() < 0) return false;  // shared memory
+    }
   }
-  for (const Transfer& t : step.recvs) {
-    if (t.stage != 3 && mesh_->link(t.peer)->fd() >= 0) return true;
-  }
-  return false;
+  return true;
 }
 
 absl::Status CpuBackend::Exchange(const OpContext& ctx, Step& step) {
@@ -220,7 +219,7 @@ absl::Status CpuBackend::Exchange(const OpContext& ctx, Step& step) {
     }
     // Spinning pays off on shared memory (a peer's write shows up within nanoseconds); on a
     // socket every pass is two system calls taking CPU the kernel needs to move the data: poll.
-    if (WaitsOnSockets(step)) idle = kSpinPasses + kYieldPasses;
+    if (WaitsOnlyOnSockets(step)) idle = kSpinPasses + kYieldPasses;
     if (++idle < kSpinPasses) {
       CpuRelax();
       continue;

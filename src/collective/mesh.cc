@@ -434,6 +434,21 @@ absl::Status Mesh::CheckFailureReports(const KvAccess& kv) {
   return absl::OkStatus();
 }
 
+absl::Status Mesh::CheckConnectedPeers() {
+  for (int peer = 0; peer < options_.world_size; ++peer) {
+    Peer& p = peers_[peer];
+    if (peer == options_.rank || p.control_fd < 0) continue;
+    // Other messages (an early READY) stay queued for the READY round.
+    const bool closed = ReadAvailable(p);
+    std::string scan = p.pending;
+    while (auto message = TakeFrame(&scan)) {
+      if (IsAbort(*message)) return AbortError(peer, *message);
+    }
+    if (closed) return PeerGone(peer, kClosedHow);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Mesh::CreateInbox() {
   inbox_path_ = absl::StrCat(kShmDir, "/troupe-coll-", nonce_);
   inbox_size_ = InboxLayout{options_.rank, options_.world_size, options_.ring_bytes}.Size();
@@ -524,6 +539,7 @@ absl::Status Mesh::ConnectTo(int peer, const KvAccess& kv, absl::Time deadline) 
     }
     // Whoever we wait for may be waiting for a member that gave up: fail with its reason now.
     if (auto report = CheckFailureReports(kv); !report.ok()) return report;
+    if (auto gone = CheckConnectedPeers(); !gone.ok()) return gone;
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Milliseconds(100));
     return absl::OkStatus();
@@ -617,6 +633,7 @@ absl::Status Mesh::AcceptFrom(const KvAccess& kv, absl::Time deadline) {
     if (poll(&entry, 1, std::min(MillisUntil(deadline), kAcceptSliceMs)) == 0) {
       if (absl::Now() >= deadline) return AcceptTimeout();
       if (auto report = CheckFailureReports(kv); !report.ok()) return report;
+      if (auto gone = CheckConnectedPeers(); !gone.ok()) return gone;
       continue;
     }
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);

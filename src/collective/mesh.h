@@ -144,6 +144,8 @@ class Mesh {
   static std::optional<absl::Status> FailureReport(int peer, const std::string& value);
   // The first failure report of a member not connected yet (rate-limited: KV reads).
   absl::Status CheckFailureReports(const KvAccess& kv);
+  // Members connected already that aborted (a failed join) or hung up, during the rendezvous.
+  absl::Status CheckConnectedPeers();
   absl::Status ReadyRound(absl::Time deadline);
   absl::Status PeerGone(int peer, const std::string& how);
   // Reads whatever the peer's control connection has; true if the peer closed it.

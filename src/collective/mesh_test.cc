@@ -79,6 +79,8 @@ struct MemberSpec {
   size_t private_shm_bytes = 0;  // > 0: this member gets its own /dev/shm of that size
   std::string listen_ip = "127.0.0.1";
   std::string shm_domain;  // "" detects
+  absl::Duration rendezvous_timeout = absl::Seconds(60);
+  bool absent = false;  // never started
 };
 
 float Input(int rank, size_t i) { return static_cast<float>(rank + 1 + i % 7); }
@@ -96,7 +98,7 @@ std::string RunMember(const std::string& dir, int world, int rank, const MemberS
   options.key_prefix = "collective/g/";
   options.listen_ip = spec.listen_ip;
   options.shm_domain = spec.shm_domain;
-  options.rendezvous_timeout = absl::Seconds(60);
+  options.rendezvous_timeout = spec.rendezvous_timeout;
   auto mesh = Mesh::Connect(options, FileKv(dir));
   if (!mesh.ok()) {
     return absl::StrCat("ERR ", PeerOf(mesh.status()), " ", mesh.status().message());
@@ -133,6 +135,7 @@ std::vector<std::string> RunGroup(const std::vector<MemberSpec>& specs) {
   const int world = specs.size();
   std::vector<pid_t> pids;
   for (int rank = 0; rank < world; ++rank) {
+    if (specs[rank].absent) continue;
     pid_t pid = fork();
     if (pid == 0) {
       WriteFile(absl::StrCat(dir, "/result.", rank), RunMember(dir, world, rank, specs[rank]));
@@ -156,7 +159,9 @@ std::vector<std::string> RunGroup(const std::vector<MemberSpec>& specs) {
   std::vector<std::string> results;
   for (int rank = 0; rank < world; ++rank) {
     const std::string path = absl::StrCat(dir, "/result.", rank);
-    results.push_back(access(path.c_str(), F_OK) == 0 ? ReadFile(path) : "no result (killed)");
+    results.push_back(access(path.c_str(), F_OK) == 0 ? ReadFile(path)
+                      : specs[rank].absent           ? "absent"
+                                                     : "no result (killed)");
   }
   std::system(("rm -rf " + dir).c_str());
   return results;
@@ -192,6 +197,18 @@ TEST(MeshTest, MemberThatCannotJoinFailsTheOthersAtOnceWithItsReason) {
     EXPECT_TRUE(absl::StrContains(results[rank], "rank 1 could not join: bad listen address"))
         << results[rank];
   }
+}
+
+TEST(MeshTest, MemberThatGivesUpAfterConnectingFailsThoseItReachedAtOnce) {
+  // Rank 1 never comes. Rank 2 connects to rank 0, then gives up on rank 1 after its own short
+  // timeout; rank 0 (still waiting for rank 1, timeout 60 s) must hear why from rank 2 at once,
+  // not report "rank(s) 1 did not join within 1m" after its own timeout.
+  std::vector<std::string> results =
+      RunGroup({{}, {.absent = true}, {.rendezvous_timeout = absl::Seconds(2)}});
+  EXPECT_TRUE(absl::StartsWith(results[2], "ERR 1 rank 1 did not join within 2s")) << results[2];
+  EXPECT_TRUE(absl::StartsWith(results[0], "ERR 1 ")) << results[0];
+  EXPECT_TRUE(absl::StrContains(results[0], "rank 2 aborted the group: rank 1 did not join within 2s"))
+      << results[0];
 }
 
 TEST(MeshTest, MemberWhoseDevShmIsFullFailsTheOthersAtOnceWithItsReason) {

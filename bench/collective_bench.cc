@@ -58,7 +58,8 @@ class Member {
     for (const std::string& pair :
          std::vector<std::string>(absl::StrSplit(env, ',', absl::SkipEmpty()))) {
       const size_t eq = pair.find('=');
-      if (eq != std::string::npos) setenv(pair.substr(0, eq).c_str(), pair.substr(eq + 1).c_str(), 1);
+      if (eq != std::string::npos)
+        setenv(pair.substr(0, eq).c_str(), pair.substr(eq + 1).c_str(), 1);
     }
     coll::InitGroup(world, rank, coll::Backend::kCpu, "bench");
     return "ok";
@@ -162,7 +163,8 @@ int main(int argc, char** argv) {
     std::vector<troupe::ActorHandle<Member>> members;
     troupe::PlacementGroup nodes;
     if (spread) {  // one member per node: the group spans hosts and uses TCP between them
-      troupe::PlacementGroupOptions options{"collective-bench", {}, troupe::PlacementStrategy::kStrictSpread};
+      troupe::PlacementGroupOptions options{
+          "collective-bench", {}, troupe::PlacementStrategy::kStrictSpread};
       options.bundles.assign(world, {{"CPU", 1}});
       nodes = troupe::CreatePlacementGroup(options);
       if (!nodes.Wait(std::chrono::seconds(60))) {

@@ -494,9 +494,9 @@ absl::Status Mesh::Rendezvous(const KvAccess& kv) {
   } else {
     shm_domain_.clear();
   }
-  kv.put(options_.key_prefix + "rank/" + std::to_string(options_.rank),
-         absl::StrCat(nonce_, "\n", shm_domain_, "\n", options_.listen_ip, ":",
-                      ntohs(addr.sin_port)));
+  kv.put(
+      options_.key_prefix + "rank/" + std::to_string(options_.rank),
+      absl::StrCat(nonce_, "\n", shm_domain_, "\n", options_.listen_ip, ":", ntohs(addr.sin_port)));
 
   for (int peer = 0; peer < options_.rank; ++peer) {
     if (auto status = ConnectTo(peer, kv, deadline); !status.ok()) return status;
@@ -593,8 +593,8 @@ absl::Status Mesh::TryConnect(int peer, const std::string& peer_nonce, const std
     }
   }
   bool peer_wants_tcp = false;
-  auto control = Hello(peer, address, peer_nonce, "control", shared_memory, deadline,
-                       &peer_wants_tcp);
+  auto control =
+      Hello(peer, address, peer_nonce, "control", shared_memory, deadline, &peer_wants_tcp);
   if (!control.ok()) {
     UnmapPeerInbox(peer);
     return control.status();

@@ -7,6 +7,8 @@
 //  - A member that cannot join makes every other member fail at once with its reason, instead of
 //    waiting out the rendezvous timeout with "did not join".
 // The private-/dev/shm cases need root (unshare + mount): they skip, saying why, without it.
+#include "src/collective/mesh.h"
+
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -27,7 +29,6 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "src/collective/cpu_backend.h"
-#include "src/collective/mesh.h"
 
 namespace troupe::collective {
 namespace {
@@ -61,7 +62,8 @@ KvAccess FileKv(const std::string& dir) {
 // Gives this (single-threaded, forked) process its own mount namespace with a fresh tmpfs of
 // `bytes` on /dev/shm. Nothing propagates back to the host's mounts.
 bool PrivateShm(size_t bytes) {
-  return unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+  return unshare(CLONE_NEWNS) == 0 &&
+         mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
          mount("tmpfs", "/dev/shm", "tmpfs", 0, absl::StrCat("size=", bytes).c_str()) == 0;
 }
 
@@ -113,7 +115,8 @@ std::string RunMember(const std::string& dir, int world, int rank, const MemberS
     std::vector<float> data(count);
     for (size_t i = 0; i < count; ++i) data[i] = Input(rank, i);
     OpContext ctx{OpCode::kAllReduce, seq++, absl::Now() + absl::Seconds(60), absl::Seconds(60)};
-    if (auto status = backend.AllReduce(data.data(), count, DataType::kFloat32, ReduceOp::kSum, ctx);
+    if (auto status =
+            backend.AllReduce(data.data(), count, DataType::kFloat32, ReduceOp::kSum, ctx);
         !status.ok()) {
       return absl::StrCat("ERR ", PeerOf(status), " ", status.message());
     }
@@ -160,8 +163,8 @@ std::vector<std::string> RunGroup(const std::vector<MemberSpec>& specs) {
   for (int rank = 0; rank < world; ++rank) {
     const std::string path = absl::StrCat(dir, "/result.", rank);
     results.push_back(access(path.c_str(), F_OK) == 0 ? ReadFile(path)
-                      : specs[rank].absent           ? "absent"
-                                                     : "no result (killed)");
+                      : specs[rank].absent            ? "absent"
+                                                      : "no result (killed)");
   }
   std::system(("rm -rf " + dir).c_str());
   return results;
@@ -207,7 +210,8 @@ TEST(MeshTest, MemberThatGivesUpAfterConnectingFailsThoseItReachedAtOnce) {
       RunGroup({{}, {.absent = true}, {.rendezvous_timeout = absl::Seconds(2)}});
   EXPECT_TRUE(absl::StartsWith(results[2], "ERR 1 rank 1 did not join within 2s")) << results[2];
   EXPECT_TRUE(absl::StartsWith(results[0], "ERR 1 ")) << results[0];
-  EXPECT_TRUE(absl::StrContains(results[0], "rank 2 aborted the group: rank 1 did not join within 2s"))
+  EXPECT_TRUE(
+      absl::StrContains(results[0], "rank 2 aborted the group: rank 1 did not join within 2s"))
       << results[0];
 }
 

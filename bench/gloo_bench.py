@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch gloo's side of the collective benchmark: the same operations, sizes, dtype (f32) and
 rank counts as bench/collective_bench.cc, one JSON object per line. Ranks are processes on this
-machine (torch.multiprocessing), rendezvous over loopback TCP.
+machine (torch.multiprocessing), rendezvous over loopback TCP; or, with --rank, this process is
+one rank of --ranks W meeting at --master-addr (bench/collective_bench.py --netns starts one per
+network namespace that way), and rank 0 prints.
 
 torch 1.13 (Debian) has no reduce_scatter in gloo: that row is measured the way a gloo user has to
 do it, all_reduce of the whole input then keeping the own block, and marked "emulated".
@@ -28,12 +30,12 @@ def sizes(args):
 
 
 def member(rank, world, args, port, queue):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_ADDR"] = args.master_addr
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     lines = []
-    for op in ("allreduce", "allgather", "reduce_scatter"):
+    for op in args.ops:
         for nbytes in sizes(args):
             count = nbytes // 4
             block = count // world
@@ -58,11 +60,15 @@ def member(rank, world, args, port, queue):
             dist.broadcast(estimate, 0)
             iterations = int(min(max(args.seconds / max(estimate.item(), 1e-7), 3), 100000))
             dist.barrier()
+            cpu_start = time.process_time()
             start = time.perf_counter()
             for _ in range(iterations):
                 once()
             elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
+            # CPU time per operation, averaged over the ranks (all of the process's threads).
+            cpu = torch.tensor([time.process_time() - cpu_start], dtype=torch.float64)
             dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+            dist.all_reduce(cpu)
             per_op = elapsed.item() / iterations
             algbw = nbytes / per_op / 1e9
             bus = (2.0 if op == "allreduce" else 1.0) * (world - 1) / world
@@ -70,9 +76,12 @@ def member(rank, world, args, port, queue):
                 "impl": "gloo", "op": op, "ranks": world, "bytes": nbytes,
                 "time_us": round(per_op * 1e6, 2), "algbw_gbps": round(algbw, 4),
                 "busbw_gbps": round(algbw * bus, 4),
+                "cpu_us_per_member": round(cpu.item() / world / iterations * 1e6, 2),
                 **({"note": "emulated (all_reduce + slice)"} if op == "reduce_scatter" else {})}))
-    if rank == 0:
+    if rank == 0 and queue is not None:
         queue.put("\n".join(lines))
+    elif rank == 0:
+        print("\n".join(lines), flush=True)
     dist.destroy_process_group()
 
 
@@ -84,11 +93,20 @@ def main():
     parser.add_argument("--extra-bytes", type=int, default=45 << 20)
     parser.add_argument("--seconds", type=float, default=0.5)
     parser.add_argument("--ranks", type=int, nargs="*", default=[2, 4])
+    parser.add_argument("--ops", nargs="*", default=["allreduce", "allgather", "reduce_scatter"])
+    parser.add_argument("--rank", type=int, default=-1,
+                        help="be this one rank of --ranks W (started elsewhere), not all of them")
+    parser.add_argument("--master-addr", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="default: 29600 + world size")
     args = parser.parse_args()
+    if args.rank >= 0:
+        world = args.ranks[0]
+        member(args.rank, world, args, args.port or 29600 + world, None)
+        return
     ctx = mp.get_context("spawn")
     for world in args.ranks:
         queue = ctx.SimpleQueue()
-        port = 29600 + world
+        port = args.port or 29600 + world
         procs = [ctx.Process(target=member, args=(r, world, args, port, queue)) for r in range(world)]
         for p in procs:
             p.start()

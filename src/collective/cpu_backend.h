@@ -3,8 +3,9 @@
 // Every algorithm is a sequence of steps; in a step a member streams byte ranges to some peers
 // and from others at the same time (Exchange), each range framed by a 16-byte header (operation,
 // sequence number, step, size) so mismatched calls are reported instead of corrupting data.
-// Received bytes are reduced or copied straight out of the link (the shared-memory ring), and a
-// range streams through the ring in pieces as the receiver drains it (chunked, pipelined).
+// Received bytes are reduced or copied straight out of the link (the shared-memory ring; on TCP,
+// copies are received straight into place), and a range streams through the link in pieces as
+// the receiver drains it (chunked, pipelined).
 //
 //   small buffers (<= 64 KiB): one step, everyone sends its buffer to everyone, each member
 //     reduces in rank order (same result everywhere, latency of one message);
@@ -70,6 +71,8 @@ class CpuBackend : public CommBackend {
     std::vector<Transfer> sends, recvs;
   };
   absl::Status Exchange(const OpContext& ctx, Step& step);
+  // True when every unfinished transfer of the step is on a TCP link (then waiting polls).
+  bool WaitsOnlyOnSockets(const Step& step);
   absl::StatusOr<bool> AdvanceSend(const OpContext& ctx, const Step& step, Transfer& t);
   absl::StatusOr<bool> AdvanceRecv(const OpContext& ctx, const Step& step, Transfer& t);
   void FillHeader(const OpContext& ctx, const Step& step, Transfer& t);

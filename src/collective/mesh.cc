@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -25,6 +26,8 @@ namespace {
 
 constexpr char kPeerPayload[] = "troupe.collective/peer";
 constexpr absl::Duration kSlice = absl::Milliseconds(50);
+constexpr absl::Duration kReportCheckInterval = absl::Milliseconds(100);
+constexpr int kAcceptSliceMs = 100;
 constexpr char kClosedHow[] = "its connection closed (the process exited, or it left the group)";
 
 bool IsAbort(const std::string& message) { return message.rfind("ABORT\n", 0) == 0; }
@@ -39,12 +42,22 @@ std::string RandomHex(int bytes) {
   return out;
 }
 
-// Processes with the same boot id share /dev/shm (same kernel); the path is stable per boot.
-std::string HostKey() {
+constexpr char kShmDir[] = "/dev/shm";
+constexpr char kFailed[] = "FAILED";  // a rank key's value once that member gave up joining
+
+// The shared-memory domain: processes whose /dev/shm is the same filesystem. Two processes can
+// share a kernel (same boot id) and still see different /dev/shm mounts (containers, pods): the
+// tmpfs's device number tells those apart, since every tmpfs mount instance gets its own
+// anonymous device and a bind mount of one keeps it. Equal domains are only a hint: a member
+// proves it by opening the peer's inbox and finding the peer's nonce in it (MapPeerInbox), and
+// falls back to TCP when it cannot. "" when this process has no usable /dev/shm.
+std::string DetectShmDomain() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
-  return id.empty() ? "unknown-host" : id;
+  std::string boot_id;
+  std::getline(in, boot_id);
+  struct stat shm;
+  if (boot_id.empty() || stat(kShmDir, &shm) != 0) return "";
+  return absl::StrCat(boot_id, "/dev:", absl::Hex(shm.st_dev));
 }
 
 int Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
@@ -195,6 +208,7 @@ struct InboxLayout {
 struct Mesh::Inbox {
   std::atomic<uint32_t> seq;       // rung by peers after they change a ring this member uses
   std::atomic<uint32_t> sleepers;  // > 0 while this member sleeps on seq
+  char owner[48];                  // the owner's nonce: peers check they mapped the right file
 
   RingState* ring(int sender) {
     return reinterpret_cast<RingState*>(reinterpret_cast<char*>(this) + 64) + sender;
@@ -291,25 +305,61 @@ class TcpLink : public Link {
       begin_ = 0;
     }
     if (end_ < buffer_.size()) {
-      ssize_t n = recv(fd_, buffer_.data() + end_, buffer_.size() - end_, MSG_DONTWAIT);
-      if (n == 0) return absl::UnavailableError("connection closed");
-      if (n < 0 && errno != EAGAIN && errno != EINTR) return absl::UnavailableError(Errno("recv"));
-      if (n > 0) end_ += n;
+      auto n = Receive(buffer_.data() + end_, buffer_.size() - end_);
+      if (!n.ok()) return n.status();
+      end_ += *n;
     }
     return std::make_pair(static_cast<const char*>(buffer_.data() + begin_), end_ - begin_);
   }
 
   void Consume(size_t n) override { begin_ += n; }
+
+  absl::StatusOr<size_t> ReadInto(char* out, size_t n) override {
+    const size_t buffered = std::min(n, end_ - begin_);  // what was read ahead goes first
+    std::memcpy(out, buffer_.data() + begin_, buffered);
+    Consume(buffered);
+    if (buffered == n) return n;
+    auto got = Receive(out + buffered, n - buffered);
+    if (!got.ok()) return got.status();
+    return buffered + *got;
+  }
+
   int fd() const override { return fd_; }
 
  private:
   static constexpr size_t kBufferBytes = 512 << 10;
-  int fd_;
+
+  // Up to `n` bytes that have arrived (0 if none yet).
+  absl::StatusOr<size_t> Receive(char* out, size_t n) {
+    ssize_t got = recv(fd_, out, n, MSG_DONTWAIT);
+    if (got == 0) return absl::UnavailableError("connection closed");
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EINTR) return 0;
+      return absl::UnavailableError(Errno("recv"));
+    }
+    return static_cast<size_t>(got);
+  }
+
+  int fd_;  // owned by the Mesh
   std::vector<char> buffer_;
   size_t begin_ = 0, end_ = 0;
 };
 
 }  // namespace
+
+absl::StatusOr<size_t> Link::ReadInto(char* out, size_t n) {
+  size_t total = 0;
+  while (total < n) {
+    auto readable = Readable();
+    if (!readable.ok()) return readable.status();
+    const size_t take = std::min(readable->second, n - total);
+    if (take == 0) break;
+    std::memcpy(out + total, readable->first, take);
+    Consume(take);
+    total += take;
+  }
+  return total;
+}
 
 absl::Status PeerError(absl::StatusCode code, int rank, const std::string& message) {
   absl::Status status(code, message);
@@ -327,7 +377,7 @@ int PeerOf(const absl::Status& status) {
 Mesh::Mesh(MeshOptions options)
     : options_(std::move(options)),
       nonce_(absl::StrCat(getpid(), "-", RandomHex(12))),
-      host_(HostKey()),
+      shm_domain_(options_.shm_domain.empty() ? DetectShmDomain() : options_.shm_domain),
       peers_(options_.world_size),
       links_(options_.world_size) {}
 
@@ -345,11 +395,83 @@ Mesh::~Mesh() {
 absl::StatusOr<std::unique_ptr<Mesh>> Mesh::Connect(const MeshOptions& options,
                                                     const KvAccess& kv) {
   std::unique_ptr<Mesh> mesh(new Mesh(options));
+  const std::string key = options.key_prefix + "rank/" + std::to_string(options.rank);
   absl::Status status = mesh->Rendezvous(kv);
-  // Whether it worked or not, our key has served its purpose (or would mislead a retry).
-  kv.del(options.key_prefix + "rank/" + std::to_string(options.rank));
-  if (!status.ok()) return status;
-  return mesh;
+  if (status.ok()) {
+    kv.del(key);  // it has served its purpose (and would mislead a retry)
+    return mesh;
+  }
+  // Tell the others now rather than let them wait out the rendezvous timeout: those connected
+  // already through the control connection, the rest through our key, which they poll while
+  // they wait. The report stays until this rank's next attempt overwrites the key (or the job
+  // ends); a declared group's next incarnation uses fresh keys.
+  int cause = PeerOf(status);
+  if (cause < 0) cause = options.rank;
+  kv.put(key, absl::StrCat(kFailed, "\n", cause, "\n", status.message()));
+  mesh->Abort(status);
+  return status;
+}
+
+std::optional<absl::Status> Mesh::FailureReport(int peer, const std::string& value) {
+  std::vector<std::string> fields = absl::StrSplit(value, absl::MaxSplits('\n', 2));
+  if (fields.size() != 3 || fields[0] != kFailed) return std::nullopt;
+  int cause = peer;
+  if (!absl::SimpleAtoi(fields[1], &cause) || cause < 0) cause = peer;
+  return PeerError(absl::StatusCode::kAborted, cause,
+                   absl::StrCat("rank ", peer, " could not join: ", fields[2]));
+}
+
+absl::Status Mesh::CheckFailureReports(const KvAccess& kv) {
+  const absl::Time now = absl::Now();
+  if (now < next_report_check_) return absl::OkStatus();
+  next_report_check_ = now + kReportCheckInterval;
+  for (int peer = 0; peer < options_.world_size; ++peer) {
+    if (peer == options_.rank || peers_[peer].control_fd >= 0) continue;
+    std::optional<std::string> value = kv.get(options_.key_prefix + "rank/" + std::to_string(peer));
+    if (!value) continue;
+    if (std::optional<absl::Status> report = FailureReport(peer, *value)) return *report;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mesh::CheckConnectedPeers() {
+  for (int peer = 0; peer < options_.world_size; ++peer) {
+    Peer& p = peers_[peer];
+    if (peer == options_.rank || p.control_fd < 0) continue;
+    // Other messages (an early READY) stay queued for the READY round.
+    const bool closed = ReadAvailable(p);
+    std::string scan = p.pending;
+    while (auto message = TakeFrame(&scan)) {
+      if (IsAbort(*message)) return AbortError(peer, *message);
+    }
+    if (closed) return PeerGone(peer, kClosedHow);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mesh::CreateInbox() {
+  inbox_path_ = absl::StrCat(kShmDir, "/troupe-coll-", nonce_);
+  inbox_size_ = InboxLayout{options_.rank, options_.world_size, options_.ring_bytes}.Size();
+  int fd = open(inbox_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    // No usable /dev/shm here (absent, read-only, not ours): every data link goes over TCP.
+    inbox_path_.clear();
+    shm_domain_.clear();
+    return absl::OkStatus();
+  }
+  // Allocated now, so a full /dev/shm is this clear error rather than a SIGBUS mid-operation.
+  if (int error = posix_fallocate(fd, 0, inbox_size_); error != 0) {
+    close(fd);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot allocate the ", inbox_size_ >> 10, " KiB shared-memory inbox in /dev/shm: ",
+        std::strerror(error), " (free space there, or use Transport::kTcp)"));
+  }
+  void* map = mmap(nullptr, inbox_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return absl::InternalError(Errno("mapping the shared-memory inbox"));
+  inbox_ = static_cast<Inbox*>(map);  // a fresh file: all zero, which is the initial state
+  std::strncpy(inbox_->owner, nonce_.c_str(), sizeof(inbox_->owner) - 1);
+  return absl::OkStatus();
 }
 
 absl::Status Mesh::Rendezvous(const KvAccess& kv) {
@@ -364,35 +486,22 @@ absl::Status Mesh::Rendezvous(const KvAccess& kv) {
   if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       listen(listen_fd_, 2 * options_.world_size) != 0 ||
       getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
-    return absl::InternalError(Errno("listen"));
+    return absl::InternalError(Errno(("listen on " + options_.listen_ip).c_str()));
   }
   SetNonBlocking(listen_fd_);
-  if (options_.data_links && options_.world_size > 1) {
-    inbox_path_ = "/dev/shm/troupe-coll-" + nonce_;
-    inbox_size_ = InboxLayout{options_.rank, options_.world_size, options_.ring_bytes}.Size();
-    int fd = open(inbox_path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return absl::InternalError(Errno("creating the shared-memory inbox"));
-    // Allocated now, so a full /dev/shm is this clear error rather than a SIGBUS mid-operation.
-    if (int error = posix_fallocate(fd, 0, inbox_size_); error != 0) {
-      close(fd);
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "cannot allocate the ", inbox_size_ >> 10, " KiB shared-memory inbox in /dev/shm: ",
-          std::strerror(error), " (free space there, or use Transport::kTcp)"));
-    }
-    void* map = mmap(nullptr, inbox_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) return absl::InternalError(Errno("mapping the shared-memory inbox"));
-    inbox_ = static_cast<Inbox*>(map);  // a fresh file: all zero, which is the initial state
+  if (options_.data_links && !options_.force_tcp && options_.world_size > 1) {
+    if (auto status = CreateInbox(); !status.ok()) return status;
+  } else {
+    shm_domain_.clear();
   }
-  kv.put(options_.key_prefix + "rank/" + std::to_string(options_.rank),
-         absl::StrCat(nonce_, "\n", host_, "\n", options_.listen_ip, ":", ntohs(addr.sin_port)));
+  kv.put(
+      options_.key_prefix + "rank/" + std::to_string(options_.rank),
+      absl::StrCat(nonce_, "\n", shm_domain_, "\n", options_.listen_ip, ":", ntohs(addr.sin_port)));
 
   for (int peer = 0; peer < options_.rank; ++peer) {
     if (auto status = ConnectTo(peer, kv, deadline); !status.ok()) return status;
   }
-  if (auto status = AcceptFrom(options_.world_size - 1 - options_.rank, deadline); !status.ok()) {
-    return status;
-  }
+  if (auto status = AcceptFrom(kv, deadline); !status.ok()) return status;
   if (auto status = ReadyRound(deadline); !status.ok()) return status;
   // Everyone has mapped our inbox: the file name is no longer needed.
   if (!inbox_path_.empty()) unlink(inbox_path_.c_str());
@@ -428,78 +537,104 @@ absl::Status Mesh::ConnectTo(int peer, const KvAccess& kv, absl::Time deadline) 
           absl::StrCat("rank ", peer, " did not join within ",
                        absl::FormatDuration(options_.rendezvous_timeout), " (", last_problem, ")"));
     }
+    // Whoever we wait for may be waiting for a member that gave up: fail with its reason now.
+    if (auto report = CheckFailureReports(kv); !report.ok()) return report;
+    if (auto gone = CheckConnectedPeers(); !gone.ok()) return gone;
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Milliseconds(100));
     return absl::OkStatus();
   };
   while (true) {
     std::optional<std::string> value = kv.get(key);
-    if (!value) {
-      if (auto status = retry(); !status.ok()) return status;
-      continue;
+    if (value) {
+      if (std::optional<absl::Status> report = FailureReport(peer, *value)) return *report;
+      std::vector<std::string> fields = absl::StrSplit(*value, '\n');
+      if (fields.size() != 3) return absl::InternalError("malformed rendezvous key " + key);
+      absl::Status attempt = TryConnect(peer, fields[0], fields[1], fields[2], deadline);
+      if (attempt.ok() || !absl::IsUnavailable(attempt)) return attempt;
+      last_problem = std::string(attempt.message());
     }
-    std::vector<std::string> fields = absl::StrSplit(*value, '\n');
-    if (fields.size() != 3) return absl::InternalError("malformed rendezvous key " + key);
-    const std::string& peer_nonce = fields[0];
-    const bool shared_memory = options_.data_links && !options_.force_tcp && fields[1] == host_;
-    // The control connection, then (between hosts) the data connection.
-    bool stale = false;
-    for (const char* kind : {"control", "data"}) {
-      if (std::string(kind) == "data" && (!options_.data_links || shared_memory)) break;
-      auto fd = ConnectTcp(fields[2], std::min(deadline, absl::Now() + absl::Seconds(5)));
-      if (!fd.ok()) {  // not listening (yet, or any more: a key left by a dead member)
-        last_problem = std::string(fd.status().message());
-        stale = true;
-        break;
-      }
-      const std::string hello =
-          absl::StrCat("HELLO\n", options_.group, "\n", options_.rank, "\n", nonce_, "\n",
-                       peer_nonce, "\n", kind, "\n", shared_memory ? 1 : 0);
-      absl::Status sent = WriteAll(*fd, Frame(hello), deadline);
-      auto answer = sent.ok() ? ReadFrame(*fd, deadline) : absl::StatusOr<std::string>(sent);
-      if (!answer.ok() || *answer != "OK") {
-        close(*fd);
-        last_problem = answer.ok() ? *answer : std::string(answer.status().message());
-        if (!answer.ok() && absl::IsDeadlineExceeded(answer.status())) {
-          return PeerError(absl::StatusCode::kDeadlineExceeded, peer,
-                           absl::StrCat("rank ", peer, " did not accept our connection within ",
-                                        absl::FormatDuration(options_.rendezvous_timeout)));
-        }
-        stale = true;
-        break;
-      }
-      (std::string(kind) == "control" ? peers_[peer].control_fd : peers_[peer].data_fd) = *fd;
-    }
-    if (stale) {
-      if (peers_[peer].control_fd >= 0) close(peers_[peer].control_fd);
-      peers_[peer].control_fd = -1;
-      if (auto status = retry(); !status.ok()) return status;
-      continue;
-    }
-    if (shared_memory) return MapPeerInbox(peer, peer_nonce);
-    return absl::OkStatus();
+    if (auto status = retry(); !status.ok()) return status;
   }
 }
 
-absl::Status Mesh::AcceptFrom(int expected_peers, absl::Time deadline) {
-  // Control connections from every higher rank, plus data connections from those on other hosts.
-  int missing_control = expected_peers;
+absl::StatusOr<int> Mesh::Hello(int peer, const std::string& address, const std::string& peer_nonce,
+                                const std::string& kind, bool shared_memory, absl::Time deadline,
+                                bool* peer_wants_tcp) {
+  // Not listening (yet, or any more: a key left by a dead member) is kUnavailable: retry.
+  auto fd = ConnectTcp(address, std::min(deadline, absl::Now() + absl::Seconds(5)));
+  if (!fd.ok()) return absl::UnavailableError(fd.status().message());
+  const std::string hello =
+      absl::StrCat("HELLO\n", options_.group, "\n", options_.rank, "\n", nonce_, "\n", peer_nonce,
+                   "\n", kind, "\n", shared_memory ? 1 : 0);
+  absl::Status sent = WriteAll(*fd, Frame(hello), deadline);
+  auto answer = sent.ok() ? ReadFrame(*fd, deadline) : absl::StatusOr<std::string>(sent);
+  if (answer.ok() && (*answer == "OK" || *answer == "OK tcp")) {
+    if (peer_wants_tcp != nullptr) *peer_wants_tcp = *answer == "OK tcp";
+    return *fd;
+  }
+  close(*fd);
+  if (!answer.ok() && absl::IsDeadlineExceeded(answer.status())) {
+    return PeerError(absl::StatusCode::kDeadlineExceeded, peer,
+                     absl::StrCat("rank ", peer, " did not accept our connection within ",
+                                  absl::FormatDuration(options_.rendezvous_timeout)));
+  }
+  return absl::UnavailableError(answer.ok() ? *answer : answer.status().message());
+}
+
+absl::Status Mesh::TryConnect(int peer, const std::string& peer_nonce, const std::string& domain,
+                              const std::string& address, absl::Time deadline) {
+  Peer& p = peers_[peer];
+  bool shared_memory = options_.data_links && !shm_domain_.empty() && domain == shm_domain_;
+  if (shared_memory) {
+    if (absl::Status mapped = MapPeerInbox(peer, peer_nonce); !mapped.ok()) {
+      NoteTcpFallback(peer, mapped);
+      shared_memory = false;
+    }
+  }
+  bool peer_wants_tcp = false;
+  auto control =
+      Hello(peer, address, peer_nonce, "control", shared_memory, deadline, &peer_wants_tcp);
+  if (!control.ok()) {
+    UnmapPeerInbox(peer);
+    return control.status();
+  }
+  p.control_fd = *control;
+  if (peer_wants_tcp) {  // it could not open our inbox
+    UnmapPeerInbox(peer);
+    shared_memory = false;
+  }
+  if (!options_.data_links || shared_memory) return absl::OkStatus();
+  auto data = Hello(peer, address, peer_nonce, "data", false, deadline, nullptr);
+  if (!data.ok()) {
+    close(p.control_fd);
+    p.control_fd = -1;
+    return data.status();
+  }
+  p.data_fd = *data;
+  return absl::OkStatus();
+}
+
+void Mesh::NoteTcpFallback(int peer, const absl::Status& why) {
+  // Rare and worth knowing (a slower path than the configuration suggests): one line per peer.
+  std::fprintf(stderr,
+               "collective group '%s' rank %d: using TCP to rank %d, which looked like it shares "
+               "/dev/shm with this process but does not (%s)\n",
+               options_.group.c_str(), options_.rank, peer, std::string(why.message()).c_str());
+}
+
+absl::Status Mesh::AcceptFrom(const KvAccess& kv, absl::Time deadline) {
+  // Control connections from every higher rank, plus a data connection from each of those that
+  // does not share memory with us.
+  int missing_control = options_.world_size - 1 - options_.rank;
   int missing_data = 0;
   while (missing_control > 0 || missing_data > 0) {
     pollfd entry{listen_fd_, POLLIN, 0};
-    if (poll(&entry, 1, MillisUntil(deadline)) == 0) {
-      std::string absent;
-      int first_absent = -1;
-      for (int peer = options_.rank + 1; peer < options_.world_size; ++peer) {
-        if (peers_[peer].control_fd < 0) {
-          absl::StrAppend(&absent, absent.empty() ? "" : ", ", peer);
-          if (first_absent < 0) first_absent = peer;
-        }
-      }
-      return PeerError(
-          absl::StatusCode::kDeadlineExceeded, first_absent,
-          absl::StrCat("rank(s) ", absent.empty() ? "?" : absent, " did not join within ",
-                       absl::FormatDuration(options_.rendezvous_timeout)));
+    if (poll(&entry, 1, std::min(MillisUntil(deadline), kAcceptSliceMs)) == 0) {
+      if (absl::Now() >= deadline) return AcceptTimeout();
+      if (auto report = CheckFailureReports(kv); !report.ok()) return report;
+      if (auto gone = CheckConnectedPeers(); !gone.ok()) return gone;
+      continue;
     }
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) continue;
@@ -508,8 +643,11 @@ absl::Status Mesh::AcceptFrom(int expected_peers, absl::Time deadline) {
     std::vector<std::string> fields;
     if (hello.ok()) fields = absl::StrSplit(*hello, '\n');
     int peer = -1;
+    const bool control = fields.size() == 7 && fields[5] == "control";
+    const bool data = fields.size() == 7 && fields[5] == "data";
     std::string refusal;
-    if (fields.size() != 7 || fields[0] != "HELLO" || !absl::SimpleAtoi(fields[2], &peer)) {
+    if (fields.size() != 7 || fields[0] != "HELLO" || !absl::SimpleAtoi(fields[2], &peer) ||
+        !(control || data)) {
       refusal = "not a collective hello";
     } else if (fields[1] != options_.group) {
       refusal = "this member belongs to group '" + options_.group + "'";
@@ -517,26 +655,30 @@ absl::Status Mesh::AcceptFrom(int expected_peers, absl::Time deadline) {
       refusal = "STALE: that address belongs to an earlier incarnation of the group";
     } else if (peer <= options_.rank || peer >= options_.world_size) {
       refusal = absl::StrCat("rank ", peer, " should not connect to rank ", options_.rank);
-    } else if ((fields[5] == "control" ? peers_[peer].control_fd : peers_[peer].data_fd) >= 0) {
+    } else if ((control ? peers_[peer].control_fd : peers_[peer].data_fd) >= 0) {
       refusal = absl::StrCat("rank ", peer, " is already connected (two members with one rank?)");
+    }
+    std::string answer = "OK";
+    if (refusal.empty() && control && fields[6] == "1") {
+      if (absl::Status mapped = MapPeerInbox(peer, fields[3]); !mapped.ok()) {
+        NoteTcpFallback(peer, mapped);
+        answer = "OK tcp";  // the peer opens data connections instead
+      }
     }
     if (!refusal.empty()) {
       (void)WriteAll(fd, Frame(refusal), absl::Now() + absl::Seconds(1));
       close(fd);
       continue;
     }
-    if (!WriteAll(fd, Frame("OK"), deadline).ok()) {
+    if (!WriteAll(fd, Frame(answer), deadline).ok()) {
+      UnmapPeerInbox(peer);
       close(fd);
       continue;
     }
-    if (fields[5] == "control") {
+    if (control) {
       peers_[peer].control_fd = fd;
       --missing_control;
-      if (fields[6] == "1") {
-        if (auto status = MapPeerInbox(peer, fields[3]); !status.ok()) return status;
-      } else if (options_.data_links) {
-        ++missing_data;
-      }
+      if (options_.data_links && peers_[peer].inbox == nullptr) ++missing_data;
     } else {
       peers_[peer].data_fd = fd;
       --missing_data;
@@ -545,19 +687,48 @@ absl::Status Mesh::AcceptFrom(int expected_peers, absl::Time deadline) {
   return absl::OkStatus();
 }
 
+absl::Status Mesh::AcceptTimeout() {
+  std::string absent;
+  int first_absent = -1;
+  for (int peer = options_.rank + 1; peer < options_.world_size; ++peer) {
+    if (peers_[peer].control_fd < 0) {
+      absl::StrAppend(&absent, absent.empty() ? "" : ", ", peer);
+      if (first_absent < 0) first_absent = peer;
+    }
+  }
+  return PeerError(absl::StatusCode::kDeadlineExceeded, first_absent,
+                   absl::StrCat("rank(s) ", absent.empty() ? "?" : absent, " did not join within ",
+                                absl::FormatDuration(options_.rendezvous_timeout)));
+}
+
 absl::Status Mesh::MapPeerInbox(int peer, const std::string& nonce) {
-  const std::string path = "/dev/shm/troupe-coll-" + nonce;
+  const std::string path = absl::StrCat(kShmDir, "/troupe-coll-", nonce);
   const size_t size = InboxLayout{peer, options_.world_size, options_.ring_bytes}.Size();
   int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0)
-    return absl::InternalError(
-        Errno(("opening rank " + std::to_string(peer) + "'s shared-memory inbox " + path).c_str()));
+  if (fd < 0) return absl::UnavailableError(Errno(("opening its inbox " + path).c_str()));
+  struct stat file;
+  if (fstat(fd, &file) != 0 || static_cast<size_t>(file.st_size) < size) {
+    close(fd);
+    return absl::UnavailableError("its inbox " + path + " is not the expected size");
+  }
   void* map = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
-  if (map == MAP_FAILED) return absl::InternalError(Errno("mapping a peer's inbox"));
-  peers_[peer].inbox = static_cast<Inbox*>(map);
+  if (map == MAP_FAILED) return absl::UnavailableError(Errno("mapping its inbox"));
+  Inbox* inbox = static_cast<Inbox*>(map);
+  if (std::strncmp(inbox->owner, nonce.c_str(), sizeof(inbox->owner)) != 0) {
+    munmap(map, size);
+    return absl::UnavailableError("the file " + path + " here is not its inbox");
+  }
+  peers_[peer].inbox = inbox;
   peers_[peer].inbox_size = size;
   return absl::OkStatus();
+}
+
+void Mesh::UnmapPeerInbox(int peer) {
+  Peer& p = peers_[peer];
+  if (p.inbox != nullptr) munmap(p.inbox, p.inbox_size);
+  p.inbox = nullptr;
+  p.inbox_size = 0;
 }
 
 absl::Status Mesh::ReadyRound(absl::Time deadline) {

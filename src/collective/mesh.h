@@ -1,19 +1,26 @@
 // The connections between the members of a collective group, set up by rendezvous through the
 // GCS KV:
 //
-//   1. each member listens on a TCP port, creates its shared-memory inbox and publishes
-//      "nonce, host, address" under <job namespace>/collective/<group>/rank/<r>;
+//   1. each member listens on a TCP port, creates its shared-memory inbox (its nonce written in
+//      it) and publishes "nonce, shared-memory domain, address" under
+//      <job namespace>/collective/<group>/rank/<r>;
 //   2. member r connects to every lower rank j, handing over the nonce it read for j; j accepts
 //      only its current nonce, so a key left by an earlier incarnation of the group is refused
 //      and re-read (never silently joined);
 //   3. once all are connected (a READY round), each member unlinks its inbox file and deletes its
 //      key: nothing is left behind in the KV or in /dev/shm.
+// A member that fails to join replaces its key with "FAILED, cause, reason" and aborts the
+// connections it has: members waiting for it poll the keys of those not yet connected and fail
+// at once with its reason (naming it), instead of waiting out the rendezvous timeout.
 //
 // Per peer there is a control connection (aborts, liveness: a dead peer's socket closes) and a
-// data Link: a shared-memory ring in the receiver's inbox when both are on one host, else a
-// second TCP connection. A member waits on its own futex doorbell, which peers ring when they
-// put data in or take it out of a ring it uses.
-// Thread-compatible: one operation at a time (the group serialises them).
+// data Link: a shared-memory ring in the receiver's inbox when both share /dev/shm, else a
+// second TCP connection. Sharing /dev/shm is decided per pair: equal domains (boot id
+// and /dev/shm's device, see DetectShmDomain in mesh.cc), then proven by opening the peer's inbox
+// and finding its nonce there; if either side cannot, the pair uses TCP. A member waits on its
+// own futex doorbell, which peers ring when they put data in or take it out of a ring it uses.
+// Thread-compatible: one operation at a time (the group serialises them); Abort may come from
+// any thread.
 #pragma once
 
 #include <poll.h>
@@ -51,6 +58,9 @@ struct MeshOptions {
   bool data_links = true;  // false: control connections only (the NCCL backend)
   bool force_tcp = false;  // TCP data links even between members on one host
   size_t ring_bytes = 4 << 20;
+  // The shared-memory domain to publish; "" detects it (tests set it to pretend a peer shares
+  // /dev/shm when it does not).
+  std::string shm_domain;
   absl::Duration rendezvous_timeout = absl::Minutes(5);
 };
 
@@ -64,6 +74,9 @@ class Link {
   // Contiguous readable bytes (possibly fewer than are buffered), without consuming them.
   virtual absl::StatusOr<std::pair<const char*, size_t>> Readable() = 0;
   virtual void Consume(size_t n) = 0;
+  // Copies up to `n` readable bytes to `out` and consumes them (any count, not only whole
+  // units: for plain copies). TCP links receive straight into `out`, saving a copy.
+  virtual absl::StatusOr<size_t> ReadInto(char* out, size_t n);
   // TCP links: the socket, to poll when blocked. -1 for shared memory.
   virtual int fd() const { return -1; }
 };
@@ -110,9 +123,29 @@ class Mesh {
   };
   explicit Mesh(MeshOptions options);
   absl::Status Rendezvous(const KvAccess& kv);
+  absl::Status CreateInbox();
   absl::Status ConnectTo(int peer, const KvAccess& kv, absl::Time deadline);
-  absl::Status AcceptFrom(int expected_peers, absl::Time deadline);
+  // One attempt at what the peer's key says; kUnavailable: stale or not ready yet, retry.
+  absl::Status TryConnect(int peer, const std::string& peer_nonce, const std::string& domain,
+                          const std::string& address, absl::Time deadline);
+  // Opens one connection of `kind` ("control", "data") to the peer; the fd, once accepted.
+  // *peer_wants_tcp: it could not open our inbox.
+  absl::StatusOr<int> Hello(int peer, const std::string& address, const std::string& peer_nonce,
+                            const std::string& kind, bool shared_memory, absl::Time deadline,
+                            bool* peer_wants_tcp);
+  absl::Status AcceptFrom(const KvAccess& kv, absl::Time deadline);
+  absl::Status AcceptTimeout();
+  // Maps the peer's inbox, checking the peer's nonce in it; kUnavailable when this process
+  // cannot open it (a different /dev/shm).
   absl::Status MapPeerInbox(int peer, const std::string& nonce);
+  void UnmapPeerInbox(int peer);
+  void NoteTcpFallback(int peer, const absl::Status& why);
+  // A failed member leaves "FAILED\n<cause rank>\n<reason>" under its key (see Connect).
+  static std::optional<absl::Status> FailureReport(int peer, const std::string& value);
+  // The first failure report of a member not connected yet (rate-limited: KV reads).
+  absl::Status CheckFailureReports(const KvAccess& kv);
+  // Members connected already that aborted (a failed join) or hung up, during the rendezvous.
+  absl::Status CheckConnectedPeers();
   absl::Status ReadyRound(absl::Time deadline);
   absl::Status PeerGone(int peer, const std::string& how);
   // Reads whatever the peer's control connection has; true if the peer closed it.
@@ -123,7 +156,8 @@ class Mesh {
 
   MeshOptions options_;
   std::string nonce_;
-  std::string host_;  // boot id: equal for processes that can share /dev/shm
+  std::string shm_domain_;  // "" when this member has no inbox (see DetectShmDomain)
+  absl::Time next_report_check_ = absl::InfinitePast();
   int listen_fd_ = -1;
   std::string inbox_path_;
   Inbox* inbox_ = nullptr;  // our own: peers write into it

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "src/rpc/transport_security.h"
 
 namespace troupe {
 absl::Status CheckPortAvailable(const std::string& host, int port) {
@@ -51,7 +52,9 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   builder.SetMaxReceiveMessageSize(512 << 20);
   builder.SetMaxSendMessageSize(512 << 20);
   const std::string address = absl::StrCat(host, ":", port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), bound_port);
+  auto credentials = ServerCredentials();  // TLS when this process uses it
+  if (!credentials.ok()) return credentials.status();
+  builder.AddListeningPort(address, *credentials, bound_port);
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || *bound_port == 0) {
@@ -102,7 +105,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // timed out before receiving SETTINGS frame"), which surfaced as lost objects and unreachable
   // actors; a refused connection (dead peer) still fails at once, and calls carry deadlines.
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, ChannelCredentials(), args);
 }
 
 }  // namespace troupe

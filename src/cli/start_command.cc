@@ -659,6 +659,9 @@ int StartCommand(const std::vector<std::string>& args) {
     return StartHead(options);
   }
   if (!options.node_ip.empty() && options.bind.empty()) options.bind = options.node_ip;
+  if (options.ca_cert_hash.empty() && std::getenv("TROUPE_CA_CERT_HASH") != nullptr) {
+    options.ca_cert_hash = std::getenv("TROUPE_CA_CERT_HASH");
+  }
   return JoinCluster(options);
 }
 

@@ -60,27 +60,35 @@ int main(int argc, char** argv) {
   config.log_to_driver = false;
   troupe::Init(config);
 
-  Report("tasks_async", Rate(1000, seconds, [] {
-           std::vector<troupe::ObjectRef<int>> refs;
-           for (int i = 0; i < 1000; ++i) refs.push_back(troupe::Task(SmallValue).Remote());
-           troupe::Get(refs);
-         }),
+  Report("tasks_async",
+         Rate(1000, seconds,
+              [] {
+                std::vector<troupe::ObjectRef<int>> refs;
+                for (int i = 0; i < 1000; ++i) refs.push_back(troupe::Task(SmallValue).Remote());
+                troupe::Get(refs);
+              }),
          "per_second");
-  Report("tasks_sync", Rate(200, seconds, [] {
-           for (int i = 0; i < 200; ++i) troupe::Get(troupe::Task(SmallValue).Remote());
-         }),
+  Report("tasks_sync",
+         Rate(200, seconds,
+              [] {
+                for (int i = 0; i < 200; ++i) troupe::Get(troupe::Task(SmallValue).Remote());
+              }),
          "per_second");
   auto echo = troupe::Actor(Echo::Create).Remote();
   troupe::Get(echo.Task(&Echo::Small).Remote());
-  Report("actor_calls_async", Rate(1000, seconds, [&] {
-           std::vector<troupe::ObjectRef<int>> refs;
-           for (int i = 0; i < 1000; ++i) refs.push_back(echo.Task(&Echo::Small).Remote());
-           troupe::Get(refs);
-         }),
+  Report("actor_calls_async",
+         Rate(1000, seconds,
+              [&] {
+                std::vector<troupe::ObjectRef<int>> refs;
+                for (int i = 0; i < 1000; ++i) refs.push_back(echo.Task(&Echo::Small).Remote());
+                troupe::Get(refs);
+              }),
          "per_second");
-  Report("actor_calls_sync", Rate(200, seconds, [&] {
-           for (int i = 0; i < 200; ++i) troupe::Get(echo.Task(&Echo::Small).Remote());
-         }),
+  Report("actor_calls_sync",
+         Rate(200, seconds,
+              [&] {
+                for (int i = 0; i < 200; ++i) troupe::Get(echo.Task(&Echo::Small).Remote());
+              }),
          "per_second");
   // A fresh object each round (a pulled copy would be reused), pulled by the other node.
   const int64_t bytes = transfer_mb << 20;

@@ -65,8 +65,10 @@ class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     http_port_ = PickFreePort();
-    auto cluster = TestCluster::Start(
-        {"--tls=on", "--num-cpus=2", absl::StrCat("--http-port=", http_port_)});
+    auto cluster =
+        // The memory monitor is not under test (the machine may be busy with other work).
+        TestCluster::Start({"--tls=on", "--num-cpus=2", "--memory-usage-threshold=1",
+                            absl::StrCat("--http-port=", http_port_)});
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = new TestCluster(std::move(*cluster));
     ASSERT_FALSE(cluster_->tls_dir().empty()) << "--tls=on made no TLS folder";
@@ -117,6 +119,7 @@ TEST_F(TlsTest, ANodeJoinsWithTheJoinCommandAndGetsACertificateFromTheHead) {
   const std::string root = FreshRoot("joined");
   args.push_back("--temp-dir=" + root);
   args.push_back("--num-cpus=1");
+  args.push_back("--memory-usage-threshold=1");
   args.push_back(R"(--resources={"joined": 1})");
   // Nothing local to trust: only the pin in the command.
   CommandResult joined = RunTroupe(args, {"TROUPE_TLS_DIR="});
@@ -130,8 +133,8 @@ TEST_F(TlsTest, ANodeJoinsWithTheJoinCommandAndGetsACertificateFromTheHead) {
   ASSERT_EQ(stat(NodeKeyPath(tls_dir).c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0600u);
   EXPECT_NE(access(CaKeyPath(tls_dir).c_str(), F_OK), 0) << "the CA key must stay on the head";
-  EXPECT_OK(VerifyCertificate(ReadAll(CaCertPath(cluster_->tls_dir())),
-                              ReadAll(NodeCertPath(tls_dir))));
+  EXPECT_OK(
+      VerifyCertificate(ReadAll(CaCertPath(cluster_->tls_dir())), ReadAll(NodeCertPath(tls_dir))));
 
   // Tasks, actors and objects across both nodes, all over TLS.
   {
@@ -150,9 +153,9 @@ TEST_F(TlsTest, ANodeJoinsWithTheJoinCommandAndGetsACertificateFromTheHead) {
   // A driver on the joined node finds its way with TROUPE_ADDRESS=auto through that node's
   // session (token and trust): the job program run by hand there.
   const std::string out = root + "/driver.out";
-  const std::string command =
-      absl::StrCat("env -u TROUPE_TLS_DIR -u TROUPE_TOKEN TROUPE_ADDRESS=auto TROUPE_TEMP_DIR=",
-                   root, " ", JobProgram(), " > ", out, " 2>&1");
+  const std::string command = absl::StrCat(
+      "env -u TROUPE_TLS_DIR -u TROUPE_TOKEN TROUPE_ADDRESS=auto TROUPE_TEMP_DIR=", root, " ",
+      JobProgram(), " > ", out, " 2>&1");
   EXPECT_EQ(std::system(command.c_str()), 0) << ReadAll(out);
   EXPECT_TRUE(absl::StrContains(ReadAll(out), "sum of squares: 30")) << ReadAll(out);
   CommandResult stop = RunTroupe({"stop", "--force", "--temp-dir=" + root});
@@ -196,7 +199,8 @@ TEST_F(TlsTest, PlaintextClientsAreRefusedOnEveryPort) {
     rpc::GetClusterInfoReply reply;
     grpc::Status status = rpc::ClusterInfoService::NewStub(plaintext(cluster_->gcs_address()))
                               ->GetClusterInfo(&c, rpc::GetClusterInfoRequest(), &reply);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << "GCS: " << status.error_message();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << "GCS: " << status.error_message();
   }
   {
     grpc::ClientContext c;
@@ -261,17 +265,17 @@ TEST_F(TlsTest, AClientTrustingAForeignCaIsRefused) {
   ASSERT_OK_AND_ASSIGN(auto foreign, GenerateCa("foreign"));
   const std::string dir = FreshRoot("foreign_ca");
   ASSERT_OK(WriteFileWithMode(CaCertPath(dir), foreign.cert_pem, 0644));
-  CommandResult status = RunTroupe(
-      {"status", "--address=" + cluster_->gcs_address(), "--token=" + cluster_->token()},
-      {"TROUPE_TLS_DIR=" + dir});
+  CommandResult status =
+      RunTroupe({"status", "--address=" + cluster_->gcs_address(), "--token=" + cluster_->token()},
+                {"TROUPE_TLS_DIR=" + dir});
   EXPECT_NE(status.exit_code, 0) << status.out;
-  CommandResult job = RunTroupe({"job", "list", "--address=" + cluster_->HttpAddress(),
-                                 "--token=" + cluster_->token()},
-                                {"TROUPE_TLS_DIR=" + dir});
+  CommandResult job = RunTroupe(
+      {"job", "list", "--address=" + cluster_->HttpAddress(), "--token=" + cluster_->token()},
+      {"TROUPE_TLS_DIR=" + dir});
   EXPECT_NE(job.exit_code, 0) << job.out;
   // ... while the cluster's own CA works.
-  CommandResult good = RunTroupe({"status", "--address=" + cluster_->gcs_address(),
-                                  "--token=" + cluster_->token()});
+  CommandResult good =
+      RunTroupe({"status", "--address=" + cluster_->gcs_address(), "--token=" + cluster_->token()});
   EXPECT_EQ(good.exit_code, 0) << good.err;
 }
 

@@ -26,7 +26,8 @@ TEST(ClusterTlsTest, CertificatesNameTheNodeAndLoopback) {
 TEST(ClusterTlsTest, JoinCommandCarriesAddressTokenAndPin) {
   EXPECT_EQ(JoinCommand("10.0.0.5:6380", "troupe_x", "sha256:ab"),
             "troupe start --address=10.0.0.5:6380 --token=troupe_x --ca-cert-hash=sha256:ab");
-  EXPECT_EQ(JoinCommand("127.0.0.1:6380", "t", ""), "troupe start --address=127.0.0.1:6380 --token=t");
+  EXPECT_EQ(JoinCommand("127.0.0.1:6380", "t", ""),
+            "troupe start --address=127.0.0.1:6380 --token=t");
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <cstdio>
 #include <memory>
 #include <string>

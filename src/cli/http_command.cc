@@ -53,7 +53,8 @@ int HttpServerMain(const std::vector<std::string>& args) {
   // This process is a driver too: its runtime finds the cluster's TLS files here.
   if (!options.tls_dir.empty()) setenv(kTlsDirEnv, options.tls_dir.c_str(), 1);
   if (auto status = UseTlsDir(options.tls_dir); !status.ok()) {
-    std::fprintf(stderr, "troupe http-server: --tls-dir: %s\n", std::string(status.message()).c_str());
+    std::fprintf(stderr, "troupe http-server: --tls-dir: %s\n",
+                 std::string(status.message()).c_str());
     return 2;
   }
   if (gcs_lost_timeout_s <= 0) {

@@ -25,9 +25,9 @@
 #include "src/common/flag_parser.h"
 #include "src/common/package.h"
 #include "src/common/session.h"
-#include "src/tls/tls_files.h"
 #include "src/common/sha256.h"
 #include "src/jobs/packages.h"
+#include "src/tls/tls_files.h"
 
 namespace troupe {
 namespace {
@@ -81,7 +81,8 @@ std::optional<ApiTarget> ResolveApi(const std::string& address_flag, const std::
     target.url = (target.ca_path.empty() ? "http://" : "https://") + target.url;
   }
   if (absl::StartsWith(target.url, "https://") && target.ca_path.empty()) {
-    *error = "no cluster CA to verify " + target.url + " against: set TROUPE_TLS_DIR to a folder "
+    *error = "no cluster CA to verify " + target.url +
+             " against: set TROUPE_TLS_DIR to a folder "
              "holding the head's ca.pem (its <session>/tls)";
     return std::nullopt;
   }
@@ -164,12 +165,12 @@ json Follow(const ApiTarget& api, const std::string& id) {
   auto client = MakeClient(api);
   client->set_read_timeout(3600, 0);
   client->Get(("/api/jobs/" + id + "/logs/tail").c_str(),
-             httplib::Headers{{"Authorization", "Bearer " + api.token}},
-             [](const char* data, size_t length) {
-               std::fwrite(data, 1, length, stdout);
-               std::fflush(stdout);
-               return true;
-             });
+              httplib::Headers{{"Authorization", "Bearer " + api.token}},
+              [](const char* data, size_t length) {
+                std::fwrite(data, 1, length, stdout);
+                std::fflush(stdout);
+                return true;
+              });
   return Call(api, "GET", "/api/jobs/" + id).body;
 }
 

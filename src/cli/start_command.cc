@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "src/cli/cluster_tls.h"
 #include "src/cli/commands.h"
 #include "src/cli/daemon.h"
 #include "src/cli/node_flags.h"
@@ -31,7 +32,6 @@
 #include "src/rpc/transport_security.h"
 #include "src/tls/peer_certificates.h"
 #include "src/tls/tls_files.h"
-#include "src/cli/cluster_tls.h"
 
 namespace troupe {
 namespace {
@@ -44,8 +44,8 @@ struct StartOptions {
   std::string node_ip;
   std::string bind;
   std::string temp_dir;
-  std::string tls = "auto";       // head: auto | on | off (see cluster_tls.h)
-  std::string ca_cert_hash;       // joining: the head's CA pin, sha256:<hex>
+  std::string tls = "auto";  // head: auto | on | off (see cluster_tls.h)
+  std::string ca_cert_hash;  // joining: the head's CA pin, sha256:<hex>
   int64_t port = kDefaultGcsPort;
   int64_t http_port = 8265;
   int64_t raylet_port = 0;
@@ -381,8 +381,7 @@ int StartHead(StartOptions& options) {
   // A new node ID also when the cluster restarts: the old head node is declared dead by the
   // health checks, and this one joins as a new node.
   const NodeId node_id = NodeId::FromRandom();
-  auto raylet_pid =
-      StartRaylet(options, *session, gcs_address, token.ToString(), node_id, tls_dir);
+  auto raylet_pid = StartRaylet(options, *session, gcs_address, token.ToString(), node_id, tls_dir);
   if (!raylet_pid.ok()) {
     StopStarted(*session);
     return Fail(std::string(raylet_pid.status().message()));
@@ -427,15 +426,14 @@ int StartHead(StartOptions& options) {
     printf("  HTTP API:     %s (jobs, state, /metrics)\n", http_address.c_str());
   }
   printf("  Session dir:  %s (logs in logs/)\n", session->dir().c_str());
-  printf("  Token file:   %s (mode 0600; required by every call)\n",
-         session->TokenPath().c_str());
+  printf("  Token file:   %s (mode 0600; required by every call)\n", session->TokenPath().c_str());
   if (!tls_dir.empty()) {
     printf("  TLS:          on; cluster CA %s (pin %s)\n", CaCertPath(tls_dir).c_str(),
            ca_pin.c_str());
   } else {
     printf("  TLS:          off%s\n", IsLoopbackAddress(options.bind)
-                                         ? " (loopback only; --tls=on to use it anyway)"
-                                         : " (--tls=off: EVERYTHING IS PLAIN TEXT)");
+                                          ? " (loopback only; --tls=on to use it anyway)"
+                                          : " (--tls=off: EVERYTHING IS PLAIN TEXT)");
   }
   printf("\nAdd a worker node: run this on it (also in %s/join_command, mode 0600):\n",
          session->dir().c_str());
@@ -473,7 +471,8 @@ absl::StatusOr<std::string> HeadCa(const StartOptions& options, const ClusterTar
   if (!target.tls_dir.empty()) return ReadWholeFile(CaCertPath(target.tls_dir));
   if (FetchPeerCertificates(target.address, absl::Seconds(2)).ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the head at ", target.address, " serves TLS: join with --ca-cert-hash=sha256:... to "
+        "the head at ", target.address,
+        " serves TLS: join with --ca-cert-hash=sha256:... to "
         "pin its CA (the head printed the whole command; it is in its <session>/join_command)"));
   }
   return std::string();
@@ -526,9 +525,9 @@ int JoinCluster(StartOptions& options) {
   const NodeId node_id = NodeId::FromRandom();
   std::string tls_dir;
   if (!ca_pem->empty()) {
-    if (auto status = SetUpNodeTls(*session, *ca_pem, &gcs,
-                                   CertificateNames(options.node_ip, options.bind),
-                                   absl::StrCat("troupe-node-", node_id.Hex().substr(0, 12)));
+    if (auto status =
+            SetUpNodeTls(*session, *ca_pem, &gcs, CertificateNames(options.node_ip, options.bind),
+                         absl::StrCat("troupe-node-", node_id.Hex().substr(0, 12)));
         !status.ok()) {
       return Fail(std::string(status.message()));
     }

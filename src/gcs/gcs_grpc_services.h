@@ -26,9 +26,9 @@ class ClusterInfoGrpcService : public rpc::ClusterInfoService::CallbackService {
   grpc::ServerUnaryReactor* GetClusterInfo(grpc::CallbackServerContext* context,
                                            const rpc::GetClusterInfoRequest* request,
                                            rpc::GetClusterInfoReply* reply) override;
-  grpc::ServerUnaryReactor* IssueNodeCertificate(
-      grpc::CallbackServerContext* context, const rpc::IssueNodeCertificateRequest* request,
-      rpc::IssueNodeCertificateReply* reply) override;
+  grpc::ServerUnaryReactor* IssueNodeCertificate(grpc::CallbackServerContext* context,
+                                                 const rpc::IssueNodeCertificateRequest* request,
+                                                 rpc::IssueNodeCertificateReply* reply) override;
 
  private:
   const TokenAuthenticator* auth_;

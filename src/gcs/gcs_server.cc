@@ -125,8 +125,7 @@ absl::Status GcsServer::Start() {
     if (!ca.ok()) return ca.status();
     ca_ = std::move(*ca);
   }
-  cluster_service_ =
-      std::make_unique<ClusterInfoGrpcService>(&auth_, info, ca_ ? &*ca_ : nullptr);
+  cluster_service_ = std::make_unique<ClusterInfoGrpcService>(&auth_, info, ca_ ? &*ca_ : nullptr);
   auto server =
       StartGrpcServer(options_.bind_address, options_.port,
                       {cluster_service_.get(), &node_service_, &job_service_, &kv_service_,

@@ -202,8 +202,8 @@ absl::Status HttpServer::Start() {
                                                       NodeKeyPath(options_.tls_dir).c_str());
     if (!https->is_valid()) {
       Shutdown();
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot serve HTTPS with ", NodeCertPath(options_.tls_dir), " and its key"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot serve HTTPS with ", NodeCertPath(options_.tls_dir), " and its key"));
     }
     http_ = std::move(https);
   }

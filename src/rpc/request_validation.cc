@@ -175,7 +175,7 @@ absl::Status ValidateRequest(const rpc::IssueNodeCertificateRequest& request) {
     if (address.empty() || address.size() > 253 ||
         address.find_first_of(",: \t\n") != std::string::npos) {
       return absl::InvalidArgumentError(
-          absl::StrCat("'", address, "' is not an IP address or host name"));
+          absl::StrCat("addresses: '", address, "' is not an IP address or host name"));
     }
   }
   if (request.node_name().size() > 64) {

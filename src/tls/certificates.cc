@@ -202,17 +202,16 @@ absl::Status VerifyCertificate(const std::string& ca_pem, const std::string& cer
   if (!ca.ok()) return ca.status();
   auto cert = ParseCert(cert_pem);
   if (!cert.ok()) return cert.status();
-  std::unique_ptr<X509_STORE, decltype(&X509_STORE_free)> store(X509_STORE_new(),
-                                                                 X509_STORE_free);
+  std::unique_ptr<X509_STORE, decltype(&X509_STORE_free)> store(X509_STORE_new(), X509_STORE_free);
   X509_STORE_add_cert(store.get(), ca->get());
   std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> context(X509_STORE_CTX_new(),
                                                                           X509_STORE_CTX_free);
   X509_STORE_CTX_init(context.get(), store.get(), cert->get(), nullptr);
   if (X509_verify_cert(context.get()) == 1) return absl::OkStatus();
   ERR_clear_error();
-  return absl::PermissionDeniedError(absl::StrCat(
-      "certificate not trusted by the cluster CA: ",
-      X509_verify_cert_error_string(X509_STORE_CTX_get_error(context.get()))));
+  return absl::PermissionDeniedError(
+      absl::StrCat("certificate not trusted by the cluster CA: ",
+                   X509_verify_cert_error_string(X509_STORE_CTX_get_error(context.get()))));
 }
 
 absl::StatusOr<std::vector<std::string>> SubjectAltNames(const std::string& cert_pem) {
@@ -251,8 +250,8 @@ absl::StatusOr<CertificateAuthority> CertificateAuthority::Load(const KeyAndCert
   return CertificateAuthority(std::move(keys), ca.cert_pem);
 }
 
-absl::StatusOr<std::string> CertificateAuthority::SignCsr(
-    const std::string& csr_pem, const CertificateRequest& request) const {
+absl::StatusOr<std::string> CertificateAuthority::SignCsr(const std::string& csr_pem,
+                                                          const CertificateRequest& request) const {
   BioPtr bio(BIO_new_mem_buf(csr_pem.data(), static_cast<int>(csr_pem.size())));
   ReqPtr csr(PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr));
   if (csr == nullptr) {
@@ -266,8 +265,8 @@ absl::StatusOr<std::string> CertificateAuthority::SignCsr(
   if (request.subject_alt_names.empty()) {
     return absl::InvalidArgumentError("a node certificate needs at least one address");
   }
-  auto cert = NewCertificate(public_key, request.common_name, keys_->cert.get(),
-                             request.not_before, request.lifetime);
+  auto cert = NewCertificate(public_key, request.common_name, keys_->cert.get(), request.not_before,
+                             request.lifetime);
   if (!cert.ok()) return cert.status();
   std::vector<std::string> sans;
   for (const std::string& name : request.subject_alt_names) {

@@ -47,7 +47,7 @@ absl::StatusOr<std::vector<std::string>> FetchPeerCertificates(const std::string
   const int fd = Connect(address.substr(0, colon), address.substr(colon + 1), timeout);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("cannot connect to ", address));
   std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> context(SSL_CTX_new(TLS_client_method()),
-                                                           SSL_CTX_free);
+                                                            SSL_CTX_free);
   // Nothing is trusted yet: the pin decides, after the handshake.
   SSL_CTX_set_verify(context.get(), SSL_VERIFY_NONE, nullptr);
   SSL_CTX_set_min_proto_version(context.get(), TLS1_2_VERSION);
@@ -70,15 +70,16 @@ absl::StatusOr<std::vector<std::string>> FetchPeerCertificates(const std::string
   ERR_clear_error();
   close(fd);
   if (chain.empty()) {
-    return absl::UnavailableError(absl::StrCat(
-        "the head at ", address, " does not speak TLS (was it started with --tls=off? then join "
-        "without --ca-cert-hash)"));
+    return absl::UnavailableError(
+        absl::StrCat("the head at ", address,
+                     " does not speak TLS (was it started with --tls=off? then join "
+                     "without --ca-cert-hash)"));
   }
   return chain;
 }
 
-absl::StatusOr<std::string> PinnedCa(const std::vector<std::string>& chain,
-                                     const std::string& pin, const std::string& address) {
+absl::StatusOr<std::string> PinnedCa(const std::vector<std::string>& chain, const std::string& pin,
+                                     const std::string& address) {
   const std::string wanted = absl::AsciiStrToLower(pin);
   std::string presented;
   for (size_t i = 1; i < chain.size(); ++i) {
@@ -86,9 +87,10 @@ absl::StatusOr<std::string> PinnedCa(const std::vector<std::string>& chain,
     if (!candidate.ok()) continue;
     if (*candidate == wanted) {
       if (auto status = VerifyCertificate(chain[i], chain[0]); !status.ok()) {
-        return absl::PermissionDeniedError(absl::StrCat(
-            "refusing to join: the head at ", address, " presented the pinned CA, but its own "
-            "certificate is not valid under it (", status.message(), ")"));
+        return absl::PermissionDeniedError(absl::StrCat("refusing to join: the head at ", address,
+                                                        " presented the pinned CA, but its own "
+                                                        "certificate is not valid under it (",
+                                                        status.message(), ")"));
       }
       return chain[i];
     }

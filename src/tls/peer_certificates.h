@@ -19,8 +19,8 @@ absl::StatusOr<std::vector<std::string>> FetchPeerCertificates(const std::string
 
 // The PEM CA certificate among `chain` whose CaPin is `pin`, after checking that it signed the
 // leaf. PermissionDenied, saying what was presented and what to check, when none matches.
-absl::StatusOr<std::string> PinnedCa(const std::vector<std::string>& chain,
-                                     const std::string& pin, const std::string& address);
+absl::StatusOr<std::string> PinnedCa(const std::vector<std::string>& chain, const std::string& pin,
+                                     const std::string& address);
 
 // FetchPeerCertificates + PinnedCa.
 absl::StatusOr<std::string> DiscoverPinnedCa(const std::string& address, const std::string& pin,

@@ -25,7 +25,8 @@ absl::Status WriteFileWithMode(const std::string& path, const std::string& conte
     return absl::InternalError(absl::StrCat("cannot create ", folder, ": ", strerror(errno)));
   }
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", path, ": ", strerror(errno)));
+  if (fd < 0)
+    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", strerror(errno)));
   fchmod(fd, mode);  // an existing file keeps its mode through open(): set it
   size_t written = 0;
   while (written < content.size()) {
@@ -53,8 +54,8 @@ absl::StatusOr<TlsMaterial> ReadTlsMaterial(const std::string& tls_dir) {
   TlsMaterial material;
   auto ca = ReadWholeFile(CaCertPath(tls_dir));
   if (!ca.ok()) {
-    return absl::NotFoundError(absl::StrCat("no cluster CA certificate in ", tls_dir,
-                                            " (expected ", CaCertPath(tls_dir), ")"));
+    return absl::NotFoundError(absl::StrCat("no cluster CA certificate in ", tls_dir, " (expected ",
+                                            CaCertPath(tls_dir), ")"));
   }
   material.ca_pem = *ca;
   auto cert = ReadWholeFile(NodeCertPath(tls_dir));

@@ -25,6 +25,8 @@
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
 #include "src/common/wait_until.h"
+#include "src/rpc/transport_security.h"
+#include "src/tls/tls_files.h"
 
 extern char** environ;
 
@@ -109,7 +111,17 @@ CommandResult RunTroupe(const std::vector<std::string>& args, const std::vector<
   argv.push_back(nullptr);
   std::vector<std::string> env_copy = env;
   std::vector<char*> envp;
-  for (char** e = environ; *e; ++e) envp.push_back(*e);
+  // Entries of `env` replace inherited ones of the same name.
+  auto overridden = [&](const char* entry) {
+    for (const auto& given : env) {
+      const size_t eq = given.find('=');
+      if (std::strncmp(entry, given.c_str(), eq + 1) == 0) return true;
+    }
+    return false;
+  };
+  for (char** e = environ; *e; ++e) {
+    if (!overridden(*e)) envp.push_back(*e);
+  }
   for (auto& entry : env_copy) envp.push_back(entry.data());
   envp.push_back(nullptr);
 
@@ -183,6 +195,7 @@ TestCluster::TestCluster(TestCluster&& other) noexcept
     : temp_root_(std::exchange(other.temp_root_, "")),
       gcs_address_(std::move(other.gcs_address_)),
       token_(std::move(other.token_)),
+      tls_dir_(std::exchange(other.tls_dir_, "")),
       gcs_(std::move(other.gcs_)) {}
 
 absl::StatusOr<TestCluster> TestCluster::Start(const std::vector<std::string>& head_flags) {
@@ -208,6 +221,12 @@ absl::StatusOr<TestCluster> TestCluster::Start(const std::vector<std::string>& h
   if (cluster.token_.empty()) {
     return absl::InternalError(absl::StrCat("the head started but wrote no token to ",
                                             cluster.HeadSessionDir(), "/token"));
+  }
+  const std::string tls_dir = TlsDirOf(cluster.HeadSessionDir());
+  if (access(CaCertPath(tls_dir).c_str(), R_OK) == 0) {
+    cluster.tls_dir_ = tls_dir;
+    setenv(kTlsDirEnv, tls_dir.c_str(), 1);
+    if (auto status = UseTlsDir(tls_dir); !status.ok()) return status;
   }
   cluster.gcs_ =
       std::make_unique<GcsClient>(cluster.gcs_address_, cluster.token_, absl::Seconds(5));
@@ -246,6 +265,10 @@ TestCluster::~TestCluster() {
   Troupe({"stop", "--force"});
   // Nothing started for this cluster may outlive it.
   EXPECT_TRUE(ProcessesMentioning(temp_root_).empty()) << "processes left behind in " << temp_root_;
+  if (!tls_dir_.empty()) {
+    unsetenv(kTlsDirEnv);
+    SetTransportSecurity(std::nullopt);
+  }
 }
 
 std::string TestCluster::HeadSessionDir() const {

@@ -24,7 +24,8 @@ struct CommandResult {
 
 // The troupe binary from the test's runfiles.
 std::string TroupeBinary();
-// Runs `troupe args...` with extra environment entries ("NAME=value") and waits for it.
+// Runs `troupe args...` with extra environment entries ("NAME=value", replacing an inherited
+// NAME) and waits for it.
 CommandResult RunTroupe(const std::vector<std::string>& args,
                         const std::vector<std::string>& env = {});
 // Pids of processes whose command line contains `marker`.
@@ -64,6 +65,11 @@ class TestCluster {
   const std::string& gcs_address() const { return gcs_address_; }
   const std::string& token() const { return token_; }
   const std::string& temp_root() const { return temp_root_; }
+  // The head's TLS folder (ca.pem, node.pem, ...) when the head runs TLS (e.g. "--tls=on"), else
+  // "". While such a cluster lives, this process and the commands it runs use it: Start sets
+  // $TROUPE_TLS_DIR and this process's transport security (one TLS cluster at a time per test
+  // process); the destructor clears both.
+  const std::string& tls_dir() const { return tls_dir_; }
   // The session directory of the head.
   std::string HeadSessionDir() const;
   // http://127.0.0.1:PORT of the head's HTTP server (start the cluster with
@@ -80,6 +86,7 @@ class TestCluster {
   std::string temp_root_;  // "" once moved from
   std::string gcs_address_;
   std::string token_;
+  std::string tls_dir_;
   std::unique_ptr<GcsClient> gcs_;  // set once the head is up
 };
 

@@ -27,6 +27,7 @@
 #include "src/common/session.h"
 #include "src/core_worker/core_worker.h"
 #include "src/rpc/gcs_client.h"
+#include "src/rpc/transport_security.h"
 #include "troupe/api.h"
 
 namespace troupe {
@@ -126,6 +127,7 @@ void Init(const Config& config) {
   std::string token = config.token;
   const bool embedded = address.empty();
   if (embedded) {
+    SetTransportSecurity(std::nullopt);  // an embedded cluster listens on loopback only
     session->cluster = StartEmbeddedCluster(config);
     address = session->cluster->gcs_address();
     token = session->cluster->token();
@@ -134,6 +136,10 @@ void Init(const Config& config) {
     if (!target.ok()) throw RuntimeError(std::string(target.status().message()));
     address = target->address;
     token = target->token;
+    // The cluster's TLS files, if it uses TLS: $TROUPE_TLS_DIR or this node's session.
+    if (auto status = UseTlsDir(target->tls_dir); !status.ok()) {
+      throw RuntimeError("cannot use the cluster's TLS files: " + std::string(status.message()));
+    }
   }
   session->gcs = std::make_unique<GcsClient>(address, token);
   auto info = session->gcs->GetClusterInfo();

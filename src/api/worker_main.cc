@@ -9,6 +9,7 @@
 #include "src/api/core_worker_runtime.h"
 #include "src/api/runtime_gateway.h"
 #include "src/core_worker/core_worker.h"
+#include "src/rpc/transport_security.h"
 #include "troupe/api.h"
 
 namespace troupe::internal {
@@ -101,6 +102,11 @@ void RunWorker() {
   options.raylet_address = Env("TROUPE_RAYLET_ADDRESS");
   options.gcs_address = Env("TROUPE_GCS_ADDRESS");
   options.token = Env("TROUPE_TOKEN");
+  // The node's TLS files, from the raylet: the worker serves and connects like its raylet.
+  if (auto status = UseTlsDir(Env("TROUPE_TLS_DIR")); !status.ok()) {
+    fprintf(stderr, "troupe worker: TROUPE_TLS_DIR: %s\n", std::string(status.message()).c_str());
+    _exit(2);
+  }
   options.node_ip = Env("TROUPE_NODE_IP").empty() ? "127.0.0.1" : Env("TROUPE_NODE_IP");
   auto job_id = JobId::FromHex(Env("TROUPE_JOB_ID"));
   auto worker_id = WorkerId::FromHex(Env("TROUPE_WORKER_ID"));

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -25,6 +24,8 @@
 #include "src/gcs/gcs_server.h"
 #include "src/gcs/in_memory_store_client.h"
 #include "src/rpc/cluster_token.h"
+#include "src/rpc/transport_security.h"
+#include "src/tls/tls_files.h"
 
 namespace troupe {
 namespace {
@@ -57,6 +58,7 @@ absl::StatusOr<std::unique_ptr<RedisStoreClient>> ConnectToRedis(const RedisOpti
 int GcsServerCommand(const std::vector<std::string>& args) {
   GcsServerOptions options;  // the defaults
   std::string token_file;
+  std::string tls_dir;
   int64_t port = options.port;
   int64_t period_ms = absl::ToInt64Milliseconds(options.health_check.period);
   int64_t timeout_ms = absl::ToInt64Milliseconds(options.health_check.timeout);
@@ -68,6 +70,9 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   flags.AddInt("port", &port, "Port to listen on (0: any free port).");
   flags.AddString("bind", &options.bind_address, "Address to listen on.");
   flags.AddString("token-file", &token_file, "File holding the cluster token (required).");
+  flags.AddString("tls-dir", &tls_dir,
+                  "Serve TLS with the head's files there (ca.pem, ca.key, node.pem, node.key); "
+                  "empty: plaintext.");
   flags.AddInt("health-check-period-ms", &period_ms, "How often each raylet is probed.");
   flags.AddInt("health-check-timeout-ms", &timeout_ms, "How long a probe may take.");
   flags.AddInt("health-check-failure-threshold", &threshold,
@@ -96,6 +101,15 @@ int GcsServerCommand(const std::vector<std::string>& args) {
     return 2;
   }
   options.token = *token;
+  if (!tls_dir.empty()) {
+    auto ca = ReadCaFiles(tls_dir);
+    absl::Status status = ca.ok() ? UseTlsDir(tls_dir) : ca.status();
+    if (!status.ok()) {
+      fprintf(stderr, "troupe gcs-server: --tls-dir: %s\n", std::string(status.message()).c_str());
+      return 2;
+    }
+    options.certificate_authority = *ca;
+  }
   options.port = static_cast<int>(port);
   options.health_check = {absl::Milliseconds(period_ms), absl::Milliseconds(timeout_ms),
                           static_cast<int>(threshold)};

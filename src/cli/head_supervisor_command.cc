@@ -44,6 +44,7 @@
 #include "src/cli/redis_flags.h"
 #include "src/common/flag_parser.h"
 #include "src/common/session.h"
+#include "src/tls/tls_files.h"
 
 namespace troupe {
 namespace {
@@ -382,6 +383,11 @@ int HeadSupervisorMain(const std::vector<std::string>& args) {
                          absl::StrCat("--bind=", bind),
                          absl::StrCat("--port=", http_port),
                          absl::StrCat("--gcs-lost-timeout-s=", gcs_lost_timeout_s)};
+    // A TLS head (its session holds a node certificate) serves HTTPS.
+    const std::string tls_dir = TlsDirOf(session->dir());
+    if (access(NodeCertPath(tls_dir).c_str(), R_OK) == 0) {
+      options.http_args.push_back(absl::StrCat("--tls-dir=", tls_dir));
+    }
     options.http_listen = absl::StrCat(bind, ":", http_port);
   }
   Supervisor supervisor(std::move(options), *std::move(session));

@@ -13,6 +13,8 @@
 #include "src/cli/commands.h"
 #include "src/common/flag_parser.h"
 #include "src/http/http_server.h"
+#include "src/rpc/transport_security.h"
+#include "src/tls/tls_files.h"
 
 namespace troupe {
 
@@ -26,6 +28,8 @@ int HttpServerMain(const std::vector<std::string>& args) {
   flags.AddString("address", &options.gcs_address, "host:port of the GCS.");
   flags.AddString("token-file", &token_file, "File holding the cluster token.");
   flags.AddString("bind", &options.bind, "Address to listen on.");
+  flags.AddString("tls-dir", &options.tls_dir,
+                  "Serve HTTPS with the head's TLS files there (and connect to the GCS with TLS).");
   flags.AddInt("port", &port, "Port to listen on.");
   int64_t gcs_lost_timeout_s = absl::ToInt64Seconds(options.gcs_lost_timeout);
   flags.AddInt("gcs-lost-timeout-s", &gcs_lost_timeout_s,
@@ -46,6 +50,13 @@ int HttpServerMain(const std::vector<std::string>& args) {
     return 2;
   }
   options.port = static_cast<int>(port);
+  // This process is a driver too: its runtime finds the cluster's TLS files here.
+  if (!options.tls_dir.empty()) setenv(kTlsDirEnv, options.tls_dir.c_str(), 1);
+  if (auto status = UseTlsDir(options.tls_dir); !status.ok()) {
+    std::fprintf(stderr, "troupe http-server: --tls-dir: %s\n",
+                 std::string(status.message()).c_str());
+    return 2;
+  }
   if (gcs_lost_timeout_s <= 0) {
     std::fprintf(stderr, "troupe http-server: --gcs-lost-timeout-s must be > 0\n");
     return 2;

@@ -1,6 +1,8 @@
 // `troupe job submit|status|logs|stop|list` and `troupe list ...`: clients of the head's HTTP API
 // (src/http). The API address comes from --address, $TROUPE_API_ADDRESS, or the local session's
 // http_address; the token from --token, $TROUPE_TOKEN, or the local session.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +27,7 @@
 #include "src/common/session.h"
 #include "src/common/sha256.h"
 #include "src/jobs/packages.h"
+#include "src/tls/tls_files.h"
 
 namespace troupe {
 namespace {
@@ -32,8 +35,9 @@ namespace {
 using nlohmann::json;
 
 struct ApiTarget {
-  std::string url;  // http://host:port
+  std::string url;  // http://host:port, or https:// on a TLS cluster
   std::string token;
+  std::string ca_path;  // the cluster CA an https:// server must be signed by
 };
 
 int Fail(const std::string& command, const std::string& message, int code = 1) {
@@ -67,7 +71,21 @@ std::optional<ApiTarget> ResolveApi(const std::string& address_flag, const std::
         "(or run this on the head, started with `troupe start --head`)";
     return std::nullopt;
   }
-  if (!absl::StartsWith(target.url, "http://")) target.url = "http://" + target.url;
+  // The cluster CA: $TROUPE_TLS_DIR's, else the local session's (if it runs TLS).
+  if (std::getenv(kTlsDirEnv) != nullptr && *std::getenv(kTlsDirEnv) != '\0') {
+    target.ca_path = CaCertPath(std::getenv(kTlsDirEnv));
+  } else if (session.ok() && access(CaCertPath(TlsDirOf(session->dir())).c_str(), R_OK) == 0) {
+    target.ca_path = CaCertPath(TlsDirOf(session->dir()));
+  }
+  if (!absl::StartsWith(target.url, "http://") && !absl::StartsWith(target.url, "https://")) {
+    target.url = (target.ca_path.empty() ? "http://" : "https://") + target.url;
+  }
+  if (absl::StartsWith(target.url, "https://") && target.ca_path.empty()) {
+    *error = "no cluster CA to verify " + target.url +
+             " against: set TROUPE_TLS_DIR to a folder "
+             "holding the head's ca.pem (its <session>/tls)";
+    return std::nullopt;
+  }
   if (target.token.empty()) {
     *error = "no cluster token: pass --token or set TROUPE_TOKEN (the head's <session>/token)";
     return std::nullopt;
@@ -94,16 +112,26 @@ struct Response {
   std::string error;  // transport error
 };
 
+// A client for the API; an https:// one verifies the server against the cluster CA only.
+std::unique_ptr<httplib::Client> MakeClient(const ApiTarget& api) {
+  auto client = std::make_unique<httplib::Client>(api.url);
+  if (!api.ca_path.empty()) {
+    client->set_ca_cert_path(api.ca_path.c_str());
+    client->enable_server_certificate_verification(true);
+  }
+  return client;
+}
+
 Response Call(const ApiTarget& api, const std::string& method, const std::string& path,
               const std::string& body = "", const std::string& content_type = "application/json") {
-  httplib::Client client(api.url);
-  client.set_read_timeout(60, 0);
+  auto client = MakeClient(api);
+  client->set_read_timeout(60, 0);
   httplib::Headers headers = {{"Authorization", "Bearer " + api.token}};
   httplib::Result result =
-      method == "GET"    ? client.Get(path.c_str(), headers)
-      : method == "POST" ? client.Post(path.c_str(), headers, body, content_type.c_str())
-      : method == "PUT"  ? client.Put(path.c_str(), headers, body, content_type.c_str())
-                         : client.Delete(path.c_str(), headers);
+      method == "GET"    ? client->Get(path.c_str(), headers)
+      : method == "POST" ? client->Post(path.c_str(), headers, body, content_type.c_str())
+      : method == "PUT"  ? client->Put(path.c_str(), headers, body, content_type.c_str())
+                         : client->Delete(path.c_str(), headers);
   Response out;
   if (!result) {
     out.error =
@@ -134,15 +162,15 @@ std::string ShellQuote(const std::string& arg) {
 
 // Streams the job's output until it ends; returns the final record.
 json Follow(const ApiTarget& api, const std::string& id) {
-  httplib::Client client(api.url);
-  client.set_read_timeout(3600, 0);
-  client.Get(("/api/jobs/" + id + "/logs/tail").c_str(),
-             httplib::Headers{{"Authorization", "Bearer " + api.token}},
-             [](const char* data, size_t length) {
-               std::fwrite(data, 1, length, stdout);
-               std::fflush(stdout);
-               return true;
-             });
+  auto client = MakeClient(api);
+  client->set_read_timeout(3600, 0);
+  client->Get(("/api/jobs/" + id + "/logs/tail").c_str(),
+              httplib::Headers{{"Authorization", "Bearer " + api.token}},
+              [](const char* data, size_t length) {
+                std::fwrite(data, 1, length, stdout);
+                std::fflush(stdout);
+                return true;
+              });
   return Call(api, "GET", "/api/jobs/" + id).body;
 }
 

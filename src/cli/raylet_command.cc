@@ -13,6 +13,7 @@
 #include "src/common/logging.h"
 #include "src/raylet/raylet.h"
 #include "src/rpc/cluster_token.h"
+#include "src/rpc/transport_security.h"
 
 namespace troupe {
 
@@ -28,6 +29,9 @@ int RayletCommand(const std::vector<std::string>& args) {
                    "Runs a raylet in the foreground (`troupe start` runs it for you).");
   flags.AddString("address", &options.gcs_address, "host:port of the head's GCS (required).");
   flags.AddString("token-file", &token_file, "File holding the cluster token (required).");
+  flags.AddString("tls-dir", &options.tls_dir,
+                  "Serve and connect with TLS using this node's files there (ca.pem, node.pem, "
+                  "node.key); workers get it too. Empty: plaintext.");
   flags.AddString("node-id", &node_id_hex, "This node's ID in hex (default: random).");
   flags.AddString("node-ip-address", &options.node_ip,
                   "Address other nodes use to reach this one.");
@@ -65,6 +69,9 @@ int RayletCommand(const std::vector<std::string>& args) {
   auto token = ReadTokenFile(token_file);
   if (!token.ok()) return fail(std::string(token.status().message()) + " (pass --token-file)");
   options.token = token->ToString();
+  if (auto status = UseTlsDir(options.tls_dir); !status.ok()) {
+    return fail("--tls-dir: " + std::string(status.message()));
+  }
   if (!node_id_hex.empty()) {
     auto node_id = NodeId::FromHex(node_id_hex);
     if (!node_id.ok()) return fail("--node-id: " + std::string(node_id.status().message()));

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "src/cli/cluster_tls.h"
 #include "src/cli/commands.h"
 #include "src/cli/daemon.h"
 #include "src/cli/node_flags.h"
@@ -28,6 +29,9 @@
 #include "src/rpc/cluster_token.h"
 #include "src/rpc/gcs_client.h"
 #include "src/rpc/server.h"
+#include "src/rpc/transport_security.h"
+#include "src/tls/peer_certificates.h"
+#include "src/tls/tls_files.h"
 
 namespace troupe {
 namespace {
@@ -40,6 +44,8 @@ struct StartOptions {
   std::string node_ip;
   std::string bind;
   std::string temp_dir;
+  std::string tls = "auto";  // head: auto | on | off (see cluster_tls.h)
+  std::string ca_cert_hash;  // joining: the head's CA pin, sha256:<hex>
   int64_t port = kDefaultGcsPort;
   int64_t http_port = 8265;
   int64_t raylet_port = 0;
@@ -77,7 +83,7 @@ absl::Status NodeIsAlive(GcsClient* gcs, const NodeId& node_id) {
 
 absl::StatusOr<int> StartRaylet(const StartOptions& options, const Session& session,
                                 const std::string& gcs_address, const std::string& token,
-                                const NodeId& node_id) {
+                                const NodeId& node_id, const std::string& tls_dir) {
   std::vector<std::string> args = {
       "raylet",
       absl::StrCat("--address=", gcs_address),
@@ -95,6 +101,7 @@ absl::StatusOr<int> StartRaylet(const StartOptions& options, const Session& sess
     args.push_back(absl::StrCat("--testing-memory-usage-file=", options.testing_memory_usage_file));
   }
   if (options.head) args.push_back("--head");
+  if (!tls_dir.empty()) args.push_back(absl::StrCat("--tls-dir=", tls_dir));
   for (auto& arg : options.node.ToArgs()) args.push_back(std::move(arg));
   auto pid = SpawnDaemon(args, session.LogPath("raylet"));
   if (!pid.ok()) return pid.status();
@@ -139,7 +146,9 @@ absl::StatusOr<std::string> WaitForHttpServer(const StartOptions& options, const
       !status.ok()) {
     return status;
   }
-  const std::string url = absl::StrCat("http://", options.node_ip, ":", options.http_port);
+  const bool https = access(NodeCertPath(TlsDirOf(session.dir())).c_str(), R_OK) == 0;
+  const std::string url =
+      absl::StrCat(https ? "https://" : "http://", options.node_ip, ":", options.http_port);
   if (auto status = session.WriteFile("http_address", url); !status.ok()) return status;
   return url;
 }
@@ -301,6 +310,29 @@ int StartHead(StartOptions& options) {
         session->WriteFile("cluster_id", token.cluster_id().Hex())}) {
     if (!status.ok()) return Fail(std::string(status.message()));
   }
+  auto tls = ResolveTlsMode(options.tls, options.bind);
+  if (!tls.ok()) return Fail(std::string(tls.status().message()), 2);
+  std::string tls_dir, ca_pin;
+  if (*tls) {
+    auto pin = SetUpHeadTls(*session, root, token.cluster_id().Hex(),
+                            CertificateNames(options.node_ip, options.bind));
+    if (!pin.ok()) return Fail(absl::StrCat("cannot set up TLS: ", pin.status().message()));
+    ca_pin = *pin;
+    tls_dir = TlsDirOf(session->dir());
+  } else if (!IsLoopbackAddress(options.bind)) {
+    fprintf(stderr,
+            "\n*** WARNING: TLS is OFF (--tls=off) while the head listens on %s, beyond "
+            "loopback. ***\n*** The cluster token and all data cross the network in plain "
+            "text: anyone on the path can read the token and run code on this cluster. ***\n\n",
+            options.bind.c_str());
+  }
+  if (auto status = UseTlsDir(tls_dir); !status.ok()) return Fail(std::string(status.message()));
+  const std::string join_command = JoinCommand(gcs_address, token.ToString(), ca_pin);
+  // Mode 0600: it holds the token.
+  if (auto status = WriteFileWithMode(session->dir() + "/join_command", join_command + "\n", 0600);
+      !status.ok()) {
+    return Fail(std::string(status.message()));
+  }
   if (options.redis.enabled()) {
     // For `troupe status` (an unreachable GCS is being restarted) and for the record.
     if (auto status = session->WriteFile("redis_address", options.redis.address); !status.ok()) {
@@ -314,6 +346,7 @@ int StartHead(StartOptions& options) {
       absl::StrCat("--health-check-period-ms=", options.health_check_period_ms),
       absl::StrCat("--health-check-timeout-ms=", options.health_check_timeout_ms),
       absl::StrCat("--health-check-failure-threshold=", options.health_check_failure_threshold)};
+  if (!tls_dir.empty()) gcs_args.push_back(absl::StrCat("--tls-dir=", tls_dir));
   for (auto& arg : options.redis.ToArgs()) gcs_args.push_back(std::move(arg));
   // Without Redis the GCS runs on its own (a restarted one would have lost the cluster's state);
   // with Redis the head supervisor runs it and restarts it when it dies.
@@ -348,7 +381,7 @@ int StartHead(StartOptions& options) {
   // A new node ID also when the cluster restarts: the old head node is declared dead by the
   // health checks, and this one joins as a new node.
   const NodeId node_id = NodeId::FromRandom();
-  auto raylet_pid = StartRaylet(options, *session, gcs_address, token.ToString(), node_id);
+  auto raylet_pid = StartRaylet(options, *session, gcs_address, token.ToString(), node_id, tls_dir);
   if (!raylet_pid.ok()) {
     StopStarted(*session);
     return Fail(std::string(raylet_pid.status().message()));
@@ -393,14 +426,20 @@ int StartHead(StartOptions& options) {
     printf("  HTTP API:     %s (jobs, state, /metrics)\n", http_address.c_str());
   }
   printf("  Session dir:  %s (logs in logs/)\n", session->dir().c_str());
-  printf("  Token file:   %s (mode 0600; required by every call)\n\n",
-         session->TokenPath().c_str());
-  printf("Add a worker node (on another machine, give the token by hand):\n");
-  printf("  troupe start --address=%s --token=$(cat %s)\n", gcs_address.c_str(),
-         session->TokenPath().c_str());
-  printf("Connect a driver program:\n");
-  printf("  TROUPE_ADDRESS=%s TROUPE_TOKEN=$(cat %s) ./my_app\n", gcs_address.c_str(),
-         session->TokenPath().c_str());
+  printf("  Token file:   %s (mode 0600; required by every call)\n", session->TokenPath().c_str());
+  if (!tls_dir.empty()) {
+    printf("  TLS:          on; cluster CA %s (pin %s)\n", CaCertPath(tls_dir).c_str(),
+           ca_pin.c_str());
+  } else {
+    printf("  TLS:          off%s\n", IsLoopbackAddress(options.bind)
+                                          ? " (loopback only; --tls=on to use it anyway)"
+                                          : " (--tls=off: EVERYTHING IS PLAIN TEXT)");
+  }
+  printf("\nAdd a worker node: run this on it (also in %s/join_command, mode 0600):\n",
+         session->dir().c_str());
+  printf("  %s\n", join_command.c_str());
+  printf("Connect a driver program on any node of the cluster:\n");
+  printf("  TROUPE_ADDRESS=auto ./my_app\n");
   printf("Check the cluster:   troupe status\n");
   printf("Stop this machine's Troupe processes:   troupe stop\n");
   if (absl::StartsWith(options.bind, "127.")) {
@@ -413,6 +452,32 @@ int StartHead(StartOptions& options) {
   return options.block ? BlockUntilSignal(*session) : 0;
 }
 
+// The CA a joining node trusts ("" for a plaintext head). With --ca-cert-hash: the CA the head
+// presents, if its pin matches (retried until `deadline` while the head does not answer; a
+// mismatch fails at once). Without: a local session's CA of this cluster, else none, but a head
+// that answers TLS is then refused with what to add.
+absl::StatusOr<std::string> HeadCa(const StartOptions& options, const ClusterTarget& target,
+                                   absl::Time deadline) {
+  if (!options.ca_cert_hash.empty()) {
+    while (true) {
+      auto ca = DiscoverPinnedCa(target.address, options.ca_cert_hash, absl::Seconds(2));
+      if (ca.ok() || ca.status().code() != absl::StatusCode::kUnavailable ||
+          absl::Now() > deadline) {
+        return ca;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  }
+  if (!target.tls_dir.empty()) return ReadWholeFile(CaCertPath(target.tls_dir));
+  if (FetchPeerCertificates(target.address, absl::Seconds(2)).ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the head at ", target.address,
+        " serves TLS: join with --ca-cert-hash=sha256:... to "
+        "pin its CA (the head printed the whole command; it is in its <session>/join_command)"));
+  }
+  return std::string();
+}
+
 int JoinCluster(StartOptions& options) {
   const std::string root = ResolveTempRoot(options.temp_dir);
   auto target = ResolveClusterTarget(options.address, options.token, root);
@@ -422,9 +487,18 @@ int JoinCluster(StartOptions& options) {
     if (options.bind.empty()) options.bind = options.node_ip;
   }
 
+  const absl::Time deadline = absl::Now() + absl::Seconds(options.connect_timeout_s);
+  // Whom to trust: the CA the head presents if it matches --ca-cert-hash, else the CA of a local
+  // session of this cluster (a node started on the head's machine), else none (plaintext head).
+  auto ca_pem = HeadCa(options, *target, deadline);
+  if (!ca_pem.ok()) return Fail(std::string(ca_pem.status().message()));
+  if (ca_pem->empty()) {
+    SetTransportSecurity(std::nullopt);
+  } else {
+    SetTransportSecurity(TlsMaterial{*ca_pem, "", ""});
+  }
   // Reach the head first (bounded retry), so a wrong address or token fails here, clearly.
   GcsClient gcs(target->address, target->token, absl::Seconds(2));
-  const absl::Time deadline = absl::Now() + absl::Seconds(options.connect_timeout_s);
   absl::StatusOr<rpc::GetClusterInfoReply> info;
   while (true) {
     info = gcs.GetClusterInfo();
@@ -449,7 +523,18 @@ int JoinCluster(StartOptions& options) {
     if (!status.ok()) return Fail(std::string(status.message()));
   }
   const NodeId node_id = NodeId::FromRandom();
-  auto raylet_pid = StartRaylet(options, *session, target->address, target->token, node_id);
+  std::string tls_dir;
+  if (!ca_pem->empty()) {
+    if (auto status =
+            SetUpNodeTls(*session, *ca_pem, &gcs, CertificateNames(options.node_ip, options.bind),
+                         absl::StrCat("troupe-node-", node_id.Hex().substr(0, 12)));
+        !status.ok()) {
+      return Fail(std::string(status.message()));
+    }
+    tls_dir = TlsDirOf(session->dir());
+  }
+  auto raylet_pid =
+      StartRaylet(options, *session, target->address, target->token, node_id, tls_dir);
   if (!raylet_pid.ok()) return Fail(std::string(raylet_pid.status().message()));
   // Keep session_latest on a head running here, if any, so `troupe status` finds it.
   auto latest = Session::Latest(root);
@@ -459,6 +544,8 @@ int JoinCluster(StartOptions& options) {
          target->address.c_str());
   printf("  Node ID:      %s\n", node_id.Hex().c_str());
   printf("  Node address: %s\n", options.node_ip.c_str());
+  printf("  TLS:          %s\n", tls_dir.empty() ? "off (the head runs without TLS)"
+                                                 : "on (node certificate issued by the head)");
   printf("  Session dir:  %s (logs in logs/)\n", session->dir().c_str());
   printf("Check the cluster:   troupe status --address=%s\n", target->address.c_str());
   printf("Stop this machine's Troupe processes:   troupe stop\n");
@@ -494,6 +581,12 @@ int StartCommand(const std::vector<std::string>& args) {
                   "(default: 127.0.0.1 for a head, the address routing to the head when joining).");
   flags.AddString("bind", &options.bind,
                   "Address daemons listen on, e.g. 0.0.0.0 (default: --node-ip-address).");
+  flags.AddString("tls", &options.tls,
+                  "Head: auto (TLS unless the head binds loopback only), on, or off (plain text "
+                  "beyond loopback: loudly warned). Joining nodes follow the head.");
+  flags.AddString("ca-cert-hash", &options.ca_cert_hash,
+                  "Joining a TLS cluster: the head's CA pin, sha256:<hex> (printed by the head "
+                  "and in its <session>/join_command); a head presenting another CA is refused.");
   flags.AddString("temp-dir", &options.temp_dir,
                   "Root of session directories (default: $TROUPE_TEMP_DIR or /tmp/troupe).");
   flags.AddBool("block", &options.block,
@@ -565,6 +658,9 @@ int StartCommand(const std::vector<std::string>& args) {
     return StartHead(options);
   }
   if (!options.node_ip.empty() && options.bind.empty()) options.bind = options.node_ip;
+  if (options.ca_cert_hash.empty() && std::getenv("TROUPE_CA_CERT_HASH") != nullptr) {
+    options.ca_cert_hash = std::getenv("TROUPE_CA_CERT_HASH");
+  }
   return JoinCluster(options);
 }
 

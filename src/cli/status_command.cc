@@ -15,6 +15,7 @@
 #include "src/common/resources.h"
 #include "src/common/session.h"
 #include "src/rpc/gcs_client.h"
+#include "src/rpc/transport_security.h"
 
 namespace troupe {
 namespace {
@@ -266,6 +267,9 @@ int StatusCommand(const std::vector<std::string>& args) {
   }
   auto target = ResolveClusterTarget(address, token, ResolveTempRoot(temp_dir));
   if (!target.ok()) return fail(std::string(target.status().message()), 1);
+  if (auto status = UseTlsDir(target->tls_dir); !status.ok()) {
+    return fail(std::string(status.message()), 1);
+  }
   GcsClient gcs(target->address, target->token, absl::Seconds(5));
   auto info = gcs.GetClusterInfo();
   if (!info.ok() && info.status().code() == absl::StatusCode::kUnavailable) {

@@ -25,6 +25,7 @@
 #include "src/cli/commands.h"
 #include "src/common/cluster_target.h"
 #include "src/common/flag_parser.h"
+#include "src/tls/tls_files.h"
 #include "troupe/api.h"
 
 namespace troupe {
@@ -167,6 +168,8 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
   if (target.ok()) {
     config.address = target->address;
     config.token = target->token;
+    // Init resolves the cluster again (without --temp-dir): hand it the TLS files found here.
+    if (!target->tls_dir.empty()) setenv(kTlsDirEnv, target->tls_dir.c_str(), 1);
   } else if (!address.empty()) {
     std::fprintf(stderr, "troupe train launch: %s\n",
                  std::string(target.status().message()).c_str());

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/common/session.h"
+#include "src/tls/tls_files.h"
 
 namespace troupe {
 namespace {
@@ -30,6 +31,7 @@ absl::StatusOr<ClusterTarget> ResolveClusterTarget(const std::string& address_fl
                                                    const std::string& temp_root) {
   ClusterTarget target;
   target.address = !address_flag.empty() ? address_flag : Env("TROUPE_ADDRESS");
+  if (target.address == "auto") target.address.clear();
   if (target.address.empty()) {
     auto latest = Session::Latest(temp_root);
     if (latest.ok()) {
@@ -44,12 +46,20 @@ absl::StatusOr<ClusterTarget> ResolveClusterTarget(const std::string& address_fl
   }
   target.address = WithDefaultPort(target.address);
   target.token = !token_flag.empty() ? token_flag : Env("TROUPE_TOKEN");
-  if (target.token.empty()) {
-    auto sessions = Session::All(temp_root);
-    for (auto it = sessions.rbegin(); it != sessions.rend() && target.token.empty(); ++it) {
-      auto address = it->ReadFile("address");
-      if (!address.ok() || WithDefaultPort(*address) != target.address) continue;
-      if (auto token = it->ReadFile("token"); token.ok()) target.token = *token;
+  target.tls_dir = Env(kTlsDirEnv);
+  // The newest live-or-not local session of that cluster lends what was not given.
+  auto sessions = Session::All(temp_root);
+  for (auto it = sessions.rbegin(); it != sessions.rend(); ++it) {
+    if (!target.token.empty() && !target.tls_dir.empty()) break;
+    auto address = it->ReadFile("address");
+    if (!address.ok() || WithDefaultPort(*address) != target.address) continue;
+    auto token = it->ReadFile("token");
+    if (!token.ok()) continue;
+    if (target.token.empty()) target.token = *token;
+    // Trust comes only from the session whose token is the one in use.
+    if (target.tls_dir.empty() && *token == target.token &&
+        access(CaCertPath(TlsDirOf(it->dir())).c_str(), R_OK) == 0) {
+      target.tls_dir = TlsDirOf(it->dir());
     }
   }
   if (target.token.empty()) {

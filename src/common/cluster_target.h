@@ -1,6 +1,9 @@
 // Which cluster a CLI command talks to, and with which token:
 //   address: --address, else $TROUPE_ADDRESS, else the address in session_latest
 //   token:   --token,   else $TROUPE_TOKEN,   else the token of a local session with that address
+//   TLS:     $TROUPE_TLS_DIR, else the tls/ folder of a local session with that address (a head's
+//            or a joined node's), else none (plaintext)
+// TROUPE_ADDRESS=auto (or --address=auto) means this machine's latest session, like no address.
 // Stateless.
 #pragma once
 
@@ -15,6 +18,7 @@ inline constexpr int kDefaultGcsPort = 6380;
 struct ClusterTarget {
   std::string address;  // host:port of the GCS
   std::string token;
+  std::string tls_dir;  // src/tls/tls_files.h layout; empty: the cluster runs without TLS
 };
 
 // FailedPrecondition (no cluster known) or Unauthenticated (no token) with what to do.

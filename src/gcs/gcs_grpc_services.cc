@@ -40,6 +40,26 @@ ServerUnaryReactor* ClusterInfoGrpcService::GetClusterInfo(
   });
 }
 
+ServerUnaryReactor* ClusterInfoGrpcService::IssueNodeCertificate(
+    CallbackServerContext* context, const rpc::IssueNodeCertificateRequest* request,
+    rpc::IssueNodeCertificateReply* reply) {
+  return RespondChecked(context, *auth_, *request, [&]() -> absl::Status {
+    if (ca_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "this cluster runs without TLS (its head was started with --tls=off or on loopback): "
+          "join without --ca-cert-hash");
+    }
+    CertificateRequest names;
+    names.common_name = request->node_name().empty() ? "troupe-node" : request->node_name();
+    names.subject_alt_names.assign(request->addresses().begin(), request->addresses().end());
+    auto cert = ca_->SignCsr(request->csr_pem(), names);
+    if (!cert.ok()) return cert.status();
+    reply->set_cert_pem(*cert);
+    reply->set_ca_pem(ca_->cert_pem());
+    return absl::OkStatus();
+  });
+}
+
 // ---- Nodes ----
 
 ServerUnaryReactor* NodeInfoGrpcService::RegisterNode(CallbackServerContext* context,

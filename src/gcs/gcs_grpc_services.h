@@ -13,20 +13,27 @@
 #include "src/gcs/placement_group_manager.h"
 #include "src/gcs/publisher.h"
 #include "src/rpc/auth.h"
+#include "src/tls/certificates.h"
 
 namespace troupe {
 
 class ClusterInfoGrpcService : public rpc::ClusterInfoService::CallbackService {
  public:
-  ClusterInfoGrpcService(const TokenAuthenticator* auth, rpc::GetClusterInfoReply info)
-      : auth_(auth), info_(std::move(info)) {}
+  // `ca`: signs node certificates (null: the cluster runs without TLS).
+  ClusterInfoGrpcService(const TokenAuthenticator* auth, rpc::GetClusterInfoReply info,
+                         const CertificateAuthority* ca)
+      : auth_(auth), info_(std::move(info)), ca_(ca) {}
   grpc::ServerUnaryReactor* GetClusterInfo(grpc::CallbackServerContext* context,
                                            const rpc::GetClusterInfoRequest* request,
                                            rpc::GetClusterInfoReply* reply) override;
+  grpc::ServerUnaryReactor* IssueNodeCertificate(grpc::CallbackServerContext* context,
+                                                 const rpc::IssueNodeCertificateRequest* request,
+                                                 rpc::IssueNodeCertificateReply* reply) override;
 
  private:
   const TokenAuthenticator* auth_;
   const rpc::GetClusterInfoReply info_;
+  const CertificateAuthority* ca_;
 };
 
 class NodeInfoGrpcService : public rpc::NodeInfoService::CallbackService {

@@ -120,7 +120,12 @@ absl::Status GcsServer::Start() {
 
   rpc::GetClusterInfoReply info = MakeClusterInfo(options_);
   info.set_gcs_address(absl::StrCat(options_.bind_address, ":", options_.port));
-  cluster_service_ = std::make_unique<ClusterInfoGrpcService>(&auth_, info);
+  if (options_.certificate_authority) {
+    auto ca = CertificateAuthority::Load(*options_.certificate_authority);
+    if (!ca.ok()) return ca.status();
+    ca_ = std::move(*ca);
+  }
+  cluster_service_ = std::make_unique<ClusterInfoGrpcService>(&auth_, info, ca_ ? &*ca_ : nullptr);
   auto server =
       StartGrpcServer(options_.bind_address, options_.port,
                       {cluster_service_.get(), &node_service_, &job_service_, &kv_service_,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -41,6 +42,8 @@ struct GcsServerOptions {
   ClusterToken token;               // also fixes the cluster ID
   HealthCheckOptions health_check;  // defaults in src/gcs/health_checker.h
   std::string version = "0.1.0";
+  // With TLS on the head: the CA that signs joining nodes' certificates (IssueNodeCertificate).
+  std::optional<KeyAndCertificate> certificate_authority;
 };
 
 class GcsServer {
@@ -77,6 +80,7 @@ class GcsServer {
   std::unique_ptr<GrpcNodeProber> prober_;
   HealthChecker health_checker_;
 
+  std::optional<CertificateAuthority> ca_;
   std::unique_ptr<ClusterInfoGrpcService> cluster_service_;
   NodeInfoGrpcService node_service_;
   JobInfoGrpcService job_service_;

@@ -18,6 +18,7 @@
 #include "src/http/state_views.h"
 #include "src/jobs/job_service.h"
 #include "src/rpc/gcs_client.h"
+#include "src/tls/tls_files.h"
 #include "troupe/api.h"
 
 namespace troupe {
@@ -194,7 +195,18 @@ absl::Status HttpServer::Start() {
   } catch (const TroupeError& e) {
     return absl::UnavailableError(std::string("cannot join the cluster: ") + e.what());
   }
-  http_ = std::make_unique<httplib::Server>();
+  if (options_.tls_dir.empty()) {
+    http_ = std::make_unique<httplib::Server>();
+  } else {
+    auto https = std::make_unique<httplib::SSLServer>(NodeCertPath(options_.tls_dir).c_str(),
+                                                      NodeKeyPath(options_.tls_dir).c_str());
+    if (!https->is_valid()) {
+      Shutdown();
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot serve HTTPS with ", NodeCertPath(options_.tls_dir), " and its key"));
+    }
+    http_ = std::move(https);
+  }
   routes_ = std::make_unique<Routes>(options_, gcs_.get());
   routes_->Install(*http_);
   if (!http_->bind_to_port(options_.bind.c_str(), options_.port)) {

@@ -39,6 +39,9 @@ struct HttpServerOptions {
   int port = 8265;
   std::string gcs_address;
   std::string token;  // the cluster token text
+  // The head's TLS files (src/tls/tls_files.h): serve HTTPS with its certificate. Empty: HTTP.
+  // (The server's own cluster connection finds them like any driver: $TROUPE_TLS_DIR.)
+  std::string tls_dir;
   // Serve returns Unavailable once the GCS has not answered for this long (the head is gone).
   absl::Duration gcs_lost_timeout = absl::Seconds(60);
 };

@@ -152,6 +152,7 @@ bool JobSupervisor::Run() {
   }
   env.push_back("TROUPE_ADDRESS=" + Env("TROUPE_GCS_ADDRESS"));
   env.push_back("TROUPE_TOKEN=" + Env("TROUPE_TOKEN"));
+  if (!Env("TROUPE_TLS_DIR").empty()) env.push_back("TROUPE_TLS_DIR=" + Env("TROUPE_TLS_DIR"));
   env.push_back("TROUPE_JOB_SUBMISSION_ID=" + id_);
   if (!digest.empty()) env.push_back("TROUPE_WORKING_DIR_DIGEST=" + digest);
   std::vector<char*> envp;

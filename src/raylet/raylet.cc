@@ -62,7 +62,7 @@ Raylet::Raylet(RayletOptions options, const Clock* clock)
       worker_pool_(
           WorkerPoolOptions{options_.node_id.Hex(), options_.node_ip, options_.gcs_address,
                             options_.token, options_.session_dir + "/logs", options_.session_dir,
-                            options_.worker_idle_timeout, options_.mask_gpus},
+                            options_.tls_dir, options_.worker_idle_timeout, options_.mask_gpus},
           [this](const rpc::JobInfo& job) -> absl::StatusOr<WorkerPool::Program> {
             TROUPE_ASSIGN_OR_RETURN(std::string executable, executables_.Resolve(job));
             TROUPE_ASSIGN_OR_RETURN(std::string working_dir, executables_.ResolveWorkingDir(job));

@@ -29,6 +29,9 @@ struct RayletOptions {
   std::string object_store_dir;      // default: /dev/shm/troupe-<node id>
   std::string spill_dir;             // default: <session_dir>/spill
   std::string executable_cache_dir;  // default: <session_dir>/executables
+  // This node's TLS files (src/tls/tls_files.h), passed on to workers; empty: no TLS. The
+  // process's own servers and channels follow src/rpc/transport_security.h, set by main.
+  std::string tls_dir;
 
   // How often the raylet reports its resources to the GCS (and gets the cluster view back),
   // reaps exited workers and checks memory. The embedded local cluster of a driver uses

@@ -74,6 +74,7 @@ absl::StatusOr<int> WorkerPool::StartProcess(const rpc::JobInfo& job, const Work
   env.push_back("TROUPE_NODE_ID=" + options_.node_id_hex);
   env.push_back("TROUPE_NODE_IP=" + options_.node_ip);
   if (!options_.session_dir.empty()) env.push_back("TROUPE_SESSION_DIR=" + options_.session_dir);
+  if (!options_.tls_dir.empty()) env.push_back("TROUPE_TLS_DIR=" + options_.tls_dir);
   env.push_back("TROUPE_JOB_ID=" + BytesToHex(job.job_id()));
   env.push_back("TROUPE_WORKER_ID=" + worker_id.Hex());
   if (!cuda_visible_devices.empty()) {

@@ -38,6 +38,9 @@ struct WorkerPoolOptions {
   // The node's session directory, given to workers as TROUPE_SESSION_DIR (job supervisors make
   // job working directories in <session_dir>/jobs).
   std::string session_dir;
+  // The node's TLS files (src/tls/tls_files.h), given to workers as TROUPE_TLS_DIR; empty:
+  // the cluster runs without TLS.
+  std::string tls_dir;
   // The raylet passes RayletOptions::worker_idle_timeout (where the default is declared).
   absl::Duration idle_timeout = absl::InfiniteDuration();
   bool mask_gpus = false;  // CUDA_VISIBLE_DEVICES = the worker's GPUs (else all stay visible)

@@ -72,6 +72,11 @@ absl::StatusOr<rpc::GetClusterInfoReply> GcsClient::GetClusterInfo() {
               rpc::GetClusterInfoRequest());
 }
 
+absl::StatusOr<rpc::IssueNodeCertificateReply> GcsClient::IssueNodeCertificate(
+    const rpc::IssueNodeCertificateRequest& request) {
+  return Call(cluster_stub_.get(), &rpc::ClusterInfoService::Stub::IssueNodeCertificate, request);
+}
+
 absl::StatusOr<rpc::RegisterNodeReply> GcsClient::RegisterNode(
     const rpc::RegisterNodeRequest& request) {
   return Call(node_stub_.get(), &rpc::NodeInfoService::Stub::RegisterNode, request);

@@ -37,6 +37,9 @@ class GcsClient {
   void SetRetry(absl::Duration retry_for, std::function<absl::Status()> give_up = nullptr);
 
   absl::StatusOr<rpc::GetClusterInfoReply> GetClusterInfo();
+  // A joining node's certificate: the head's CA signs `request.csr_pem` (TLS clusters only).
+  absl::StatusOr<rpc::IssueNodeCertificateReply> IssueNodeCertificate(
+      const rpc::IssueNodeCertificateRequest& request);
 
   // Nodes and resources.
   absl::StatusOr<rpc::RegisterNodeReply> RegisterNode(const rpc::RegisterNodeRequest& request);

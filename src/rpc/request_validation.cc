@@ -164,6 +164,26 @@ absl::Status CheckKvNamespaceAndKey(const std::string& ns, const std::string& ke
 
 absl::Status ValidateRequest(const rpc::GetClusterInfoRequest&) { return absl::OkStatus(); }
 
+absl::Status ValidateRequest(const rpc::IssueNodeCertificateRequest& request) {
+  if (request.csr_pem().empty() || request.csr_pem().size() > 16 * 1024) {
+    return absl::InvalidArgumentError("csr_pem must hold one PEM certificate request (< 16 KiB)");
+  }
+  if (request.addresses().empty() || request.addresses_size() > 16) {
+    return absl::InvalidArgumentError("addresses must name 1 to 16 addresses of the node");
+  }
+  for (const std::string& address : request.addresses()) {
+    if (address.empty() || address.size() > 253 ||
+        address.find_first_of(",: \t\n") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("addresses: '", address, "' is not an IP address or host name"));
+    }
+  }
+  if (request.node_name().size() > 64) {
+    return absl::InvalidArgumentError("node_name is longer than 64 characters");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateRequest(const rpc::RegisterNodeRequest& request) {
   const rpc::NodeInfo& node = request.node();
   TROUPE_RETURN_IF_ERROR(CheckId<NodeId>("node.node_id", node.node_id()));

@@ -45,6 +45,7 @@ struct RequestLimits {
 
 // GCS (proto/gcs.proto).
 absl::Status ValidateRequest(const rpc::GetClusterInfoRequest& request);
+absl::Status ValidateRequest(const rpc::IssueNodeCertificateRequest& request);
 absl::Status ValidateRequest(const rpc::RegisterNodeRequest& request);
 absl::Status ValidateRequest(const rpc::UnregisterNodeRequest& request);
 absl::Status ValidateRequest(const rpc::GetAllNodeInfoRequest& request);

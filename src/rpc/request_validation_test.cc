@@ -204,5 +204,23 @@ TEST(RequestValidationTest, CoreWorkerRequests) {
   ExpectInvalid(ValidateRequest(remove), "object_ids[0]");
 }
 
+TEST(RequestValidationTest, CertificateRequestsNeedACsrAndPlainAddresses) {
+  rpc::IssueNodeCertificateRequest request;
+  request.set_csr_pem("-----BEGIN CERTIFICATE REQUEST-----");
+  request.add_addresses("10.0.0.2");
+  EXPECT_TRUE(ValidateRequest(request).ok());
+  auto no_csr = request;
+  no_csr.clear_csr_pem();
+  ExpectInvalid(ValidateRequest(no_csr), "csr_pem");
+  auto no_address = request;
+  no_address.clear_addresses();
+  ExpectInvalid(ValidateRequest(no_address), "addresses");
+  for (const char* bad : {"", "a,b", "IP:1.2.3.4", "x y"}) {
+    auto injected = request;
+    injected.add_addresses(bad);
+    ExpectInvalid(ValidateRequest(injected), "addresses");
+  }
+}
+
 }  // namespace
 }  // namespace troupe

@@ -18,7 +18,8 @@
 
 namespace troupe {
 
-// Listens on host:port (port 0: any free port, reported in *bound_port) and serves `services`.
+// Listens on host:port (port 0: any free port, reported in *bound_port) and serves `services`,
+// with TLS when this process uses it (transport_security.h).
 // Fails with a message that names the address and, for a taken port, says what to do.
 // With `latencies`, every call's server-side latency is recorded there, per method.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
@@ -54,7 +55,8 @@ grpc::ServerUnaryReactor* RespondAsync(grpc::CallbackServerContext* context,
   return reactor;
 }
 
-// A channel to host:port (plaintext; the token authenticates).
+// A channel to host:port: TLS verified against the cluster CA when this process uses TLS (see
+// transport_security.h), else plaintext; the token authenticates the caller either way.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 
 }  // namespace troupe

@@ -1,0 +1,104 @@
+// The Troupe side of bench/tls_bench.py: a driver against a running cluster (TROUPE_ADDRESS) of
+// a head and one worker node offering the custom resource "remote". Measures the paths TLS sits
+// on: small tasks, small actor calls, and objects pulled from the driver's node by a task on the
+// other node (node-to-node transfer through the raylets). Prints one JSON object per line.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "troupe/api.h"
+
+namespace {
+
+int SmallValue() { return 0; }
+
+int64_t SizeOf(std::vector<uint8_t> bytes) { return static_cast<int64_t>(bytes.size()); }
+
+class Echo {
+ public:
+  static Echo* Create() { return new Echo(); }
+  int Small() { return 0; }
+};
+
+TROUPE_REMOTE(SmallValue, SizeOf, Echo::Create, &Echo::Small);
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void Report(const char* metric, double value, const char* unit) {
+  printf("{\"metric\": \"%s\", \"value\": %.3f, \"unit\": \"%s\"}\n", metric, value, unit);
+  fflush(stdout);
+}
+
+// Runs `batch` (of `ops` operations) repeatedly for about `seconds`; operations per second.
+double Rate(int ops, double seconds, const std::function<void()>& batch) {
+  batch();  // warm-up
+  const auto start = Clock::now();
+  int64_t done = 0;
+  do {
+    batch();
+    done += ops;
+  } while (Seconds(start) < seconds);
+  return done / Seconds(start);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  double seconds = 3.0;
+  int64_t transfer_mb = 100;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--seconds=", 10) == 0) seconds = std::atof(argv[i] + 10);
+    if (std::strncmp(argv[i], "--transfer-mb=", 14) == 0) transfer_mb = std::atoll(argv[i] + 14);
+  }
+  troupe::Config config;
+  config.log_to_driver = false;
+  troupe::Init(config);
+
+  Report("tasks_async",
+         Rate(1000, seconds,
+              [] {
+                std::vector<troupe::ObjectRef<int>> refs;
+                for (int i = 0; i < 1000; ++i) refs.push_back(troupe::Task(SmallValue).Remote());
+                troupe::Get(refs);
+              }),
+         "per_second");
+  Report("tasks_sync",
+         Rate(200, seconds,
+              [] {
+                for (int i = 0; i < 200; ++i) troupe::Get(troupe::Task(SmallValue).Remote());
+              }),
+         "per_second");
+  auto echo = troupe::Actor(Echo::Create).Remote();
+  troupe::Get(echo.Task(&Echo::Small).Remote());
+  Report("actor_calls_async",
+         Rate(1000, seconds,
+              [&] {
+                std::vector<troupe::ObjectRef<int>> refs;
+                for (int i = 0; i < 1000; ++i) refs.push_back(echo.Task(&Echo::Small).Remote());
+                troupe::Get(refs);
+              }),
+         "per_second");
+  Report("actor_calls_sync",
+         Rate(200, seconds,
+              [&] {
+                for (int i = 0; i < 200; ++i) troupe::Get(echo.Task(&Echo::Small).Remote());
+              }),
+         "per_second");
+  // A fresh object each round (a pulled copy would be reused), pulled by the other node.
+  const int64_t bytes = transfer_mb << 20;
+  std::vector<uint8_t> payload(bytes, 7);
+  const double transfers = Rate(1, seconds, [&] {
+    payload[0]++;
+    auto ref = troupe::Put(payload);
+    troupe::Get(troupe::Task(SizeOf).SetResources({{"remote", 1}}).Remote(ref));
+  });
+  Report("node_to_node_transfer", transfers * bytes / 1e9, "GB_per_second");
+  troupe::Shutdown();
+  return 0;
+}

@@ -1,0 +1,290 @@
+// TLS through the real CLI: one head started with --tls=on (on loopback, so no namespaces are
+// needed; beyond loopback it is the default, see docs/security.md) plus a worker node joined with
+// the head's join_command from a temp root of its own (so it trusts nothing but the pin).
+// This binary is also the worker program: raylets start it in worker mode.
+#include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "proto/raylet.grpc.pb.h"
+#include "proto/worker.grpc.pb.h"
+#include "src/common/status_testing.h"
+#include "src/rpc/auth.h"
+#include "src/rpc/server.h"
+#include "src/tls/certificates.h"
+#include "src/tls/tls_files.h"
+#include "tests/driver.h"
+#include "tests/test_cluster.h"
+#include "troupe/api.h"
+
+namespace {
+
+int Plus(int a, int b) { return a + b; }
+
+std::vector<uint8_t> Reversed(std::vector<uint8_t> bytes) {
+  std::reverse(bytes.begin(), bytes.end());
+  return bytes;
+}
+
+class Counter {
+ public:
+  static Counter* Create(int start) { return new Counter{start}; }
+  int Add(int x) { return value_ += x; }
+  int value_;
+};
+
+TROUPE_REMOTE(Plus, Reversed, Counter::Create, &Counter::Add);
+
+}  // namespace
+
+namespace troupe::testing {
+namespace {
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+std::string JobProgram() {
+  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/", std::getenv("TEST_WORKSPACE"),
+                      "/tests/job_program");
+}
+
+class TlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    http_port_ = PickFreePort();
+    auto cluster =
+        // The memory monitor is not under test (the machine may be busy with other work).
+        TestCluster::Start({"--tls=on", "--num-cpus=2", "--memory-usage-threshold=1",
+                            absl::StrCat("--http-port=", http_port_)});
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = new TestCluster(std::move(*cluster));
+    ASSERT_FALSE(cluster_->tls_dir().empty()) << "--tls=on made no TLS folder";
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    if (cluster_ == nullptr) GTEST_SKIP() << "the TLS cluster did not start";
+  }
+
+  // The head's join command split into arguments, without the leading "troupe".
+  static std::vector<std::string> JoinArgs() {
+    std::string command(
+        absl::StripAsciiWhitespace(ReadAll(cluster_->HeadSessionDir() + "/join_command")));
+    std::vector<std::string> args = absl::StrSplit(command, ' ', absl::SkipEmpty());
+    args.erase(args.begin());
+    return args;
+  }
+
+  // A temp root of its own: a node there has no local session to trust, only what it is given.
+  static std::string FreshRoot(const std::string& name) {
+    return absl::StrCat(cluster_->temp_root(), "_", name);
+  }
+
+  static TestCluster* cluster_;
+  static int http_port_;
+};
+TestCluster* TlsTest::cluster_ = nullptr;
+int TlsTest::http_port_ = 0;
+
+TEST_F(TlsTest, HeadKeepsTheCaKeyPrivateAndWritesTheJoinCommand) {
+  struct stat info {};
+  ASSERT_EQ(stat(CaKeyPath(cluster_->tls_dir()).c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  ASSERT_EQ(stat((cluster_->HeadSessionDir() + "/join_command").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);  // it holds the token
+  ASSERT_OK_AND_ASSIGN(std::string pin, CaPin(ReadAll(CaCertPath(cluster_->tls_dir()))));
+  const std::string command = ReadAll(cluster_->HeadSessionDir() + "/join_command");
+  EXPECT_TRUE(absl::StrContains(command, "--address=" + cluster_->gcs_address())) << command;
+  EXPECT_TRUE(absl::StrContains(command, "--token=" + cluster_->token())) << command;
+  EXPECT_TRUE(absl::StrContains(command, "--ca-cert-hash=" + pin)) << command;
+}
+
+TEST_F(TlsTest, ANodeJoinsWithTheJoinCommandAndGetsACertificateFromTheHead) {
+  std::vector<std::string> args = JoinArgs();
+  const std::string root = FreshRoot("joined");
+  args.push_back("--temp-dir=" + root);
+  args.push_back("--num-cpus=1");
+  args.push_back("--memory-usage-threshold=1");
+  args.push_back(R"(--resources={"joined": 1})");
+  // Nothing local to trust: only the pin in the command.
+  CommandResult joined = RunTroupe(args, {"TROUPE_TLS_DIR="});
+  ASSERT_EQ(joined.exit_code, 0) << joined.out << joined.err;
+  EXPECT_TRUE(absl::StrContains(joined.out, "TLS:          on")) << joined.out;
+  char link[4096];
+  ssize_t n = readlink((root + "/session_latest").c_str(), link, sizeof(link) - 1);
+  ASSERT_GT(n, 0);
+  const std::string tls_dir = TlsDirOf(std::string(link, n));
+  struct stat info {};
+  ASSERT_EQ(stat(NodeKeyPath(tls_dir).c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  EXPECT_NE(access(CaKeyPath(tls_dir).c_str(), F_OK), 0) << "the CA key must stay on the head";
+  EXPECT_OK(
+      VerifyCertificate(ReadAll(CaCertPath(cluster_->tls_dir())), ReadAll(NodeCertPath(tls_dir))));
+
+  // Tasks, actors and objects across both nodes, all over TLS.
+  {
+    Driver driver(*cluster_);
+    EXPECT_EQ(*Get(Task(Plus).SetResources({{"joined", 1}}).Remote(20, 22)), 42);
+    std::vector<uint8_t> big(3 << 20);
+    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
+    auto put = Put(big);  // on the head's node; the task on the joined node pulls it
+    std::vector<uint8_t> back = *Get(Task(Reversed).SetResources({{"joined", 1}}).Remote(put));
+    std::reverse(back.begin(), back.end());
+    EXPECT_EQ(back, big);
+    auto counter = Actor(Counter::Create).SetResources({{"joined", 0.5}}).Remote(1);
+    EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(2)), 3);
+    EXPECT_EQ(*Get(counter.Task(&Counter::Add).Remote(4)), 7);
+  }
+  // A driver on the joined node finds its way with TROUPE_ADDRESS=auto through that node's
+  // session (token and trust): the job program run by hand there.
+  const std::string out = root + "/driver.out";
+  const std::string command = absl::StrCat(
+      "env -u TROUPE_TLS_DIR -u TROUPE_TOKEN TROUPE_ADDRESS=auto TROUPE_TEMP_DIR=", root, " ",
+      JobProgram(), " > ", out, " 2>&1");
+  EXPECT_EQ(std::system(command.c_str()), 0) << ReadAll(out);
+  EXPECT_TRUE(absl::StrContains(ReadAll(out), "sum of squares: 30")) << ReadAll(out);
+  CommandResult stop = RunTroupe({"stop", "--force", "--temp-dir=" + root});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+}
+
+TEST_F(TlsTest, AJobRunsThroughTheHttpsApi) {
+  EXPECT_TRUE(absl::StartsWith(cluster_->HttpAddress(), "https://")) << cluster_->HttpAddress();
+  CommandResult job = RunTroupe({"job", "submit", "--address=" + cluster_->HttpAddress(),
+                                 "--token=" + cluster_->token(), "--", JobProgram()});
+  ASSERT_EQ(job.exit_code, 0) << job.out << job.err;
+  EXPECT_TRUE(absl::StrContains(job.out, "sum of squares: 30")) << job.out;
+  EXPECT_TRUE(absl::StrContains(job.err, "SUCCEEDED")) << job.err;
+}
+
+TEST_F(TlsTest, PlaintextClientsAreRefusedOnEveryPort) {
+  // Find a worker's port: an actor lives in one.
+  Driver driver(*cluster_);
+  auto counter = Actor(Counter::Create).Remote(0);
+  ASSERT_EQ(*Get(counter.Task(&Counter::Add).Remote(1)), 1);
+  ASSERT_OK_AND_ASSIGN(auto actors, cluster_->gcs().GetAllActorInfo());
+  std::string worker_address;
+  for (const auto& actor : actors) {
+    if (actor.state() == rpc::ActorInfo::ALIVE) worker_address = actor.worker_address();
+  }
+  ASSERT_FALSE(worker_address.empty());
+  ASSERT_OK_AND_ASSIGN(auto nodes, cluster_->gcs().GetAllNodeInfo());
+  ASSERT_FALSE(nodes.empty());
+  const std::string raylet_address = absl::StrCat(nodes[0].node_ip(), ":", nodes[0].raylet_port());
+
+  auto plaintext = [&](const std::string& address) {
+    return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  };
+  auto context = [&](grpc::ClientContext* c) {
+    AttachToken(c, cluster_->token());  // the right token: only the transport is wrong
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  };
+  {
+    grpc::ClientContext c;
+    context(&c);
+    rpc::GetClusterInfoReply reply;
+    grpc::Status status = rpc::ClusterInfoService::NewStub(plaintext(cluster_->gcs_address()))
+                              ->GetClusterInfo(&c, rpc::GetClusterInfoRequest(), &reply);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << "GCS: " << status.error_message();
+  }
+  {
+    grpc::ClientContext c;
+    context(&c);
+    rpc::HealthCheckReply reply;
+    grpc::Status status = rpc::NodeManagerService::NewStub(plaintext(raylet_address))
+                              ->HealthCheck(&c, rpc::HealthCheckRequest(), &reply);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << "raylet: " << status.error_message();
+  }
+  {
+    grpc::ClientContext c;
+    context(&c);
+    rpc::GetObjectStatusReply reply;
+    grpc::Status status = rpc::CoreWorkerService::NewStub(plaintext(worker_address))
+                              ->GetObjectStatus(&c, rpc::GetObjectStatusRequest(), &reply);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE)
+        << "worker: " << status.error_message();
+  }
+  {
+    httplib::Client http(absl::StrCat("http://127.0.0.1:", http_port_));
+    http.set_connection_timeout(5, 0);
+    auto result = http.Get("/api/jobs/", {{"Authorization", "Bearer " + cluster_->token()}});
+    EXPECT_FALSE(result && result->status == 200) << "HTTP answered in plain text";
+  }
+  // The same calls over TLS get through (so the refusals above are about the transport).
+  {
+    grpc::ClientContext c;
+    context(&c);
+    rpc::HealthCheckReply reply;
+    grpc::Status status = rpc::NodeManagerService::NewStub(MakeChannel(raylet_address))
+                              ->HealthCheck(&c, rpc::HealthCheckRequest(), &reply);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+}
+
+TEST_F(TlsTest, ANodeWithAWrongPinRefusesToJoin) {
+  ASSERT_OK_AND_ASSIGN(auto foreign, GenerateCa("foreign"));
+  ASSERT_OK_AND_ASSIGN(std::string wrong_pin, CaPin(foreign.cert_pem));
+  ASSERT_OK_AND_ASSIGN(auto before, cluster_->gcs().GetAllNodeInfo());
+  CommandResult result =
+      RunTroupe({"start", "--address=" + cluster_->gcs_address(), "--token=" + cluster_->token(),
+                 "--ca-cert-hash=" + wrong_pin, "--temp-dir=" + FreshRoot("wrong_pin")},
+                {"TROUPE_TLS_DIR="});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(result.err, "refusing to join")) << result.err;
+  EXPECT_TRUE(absl::StrContains(result.err, wrong_pin)) << result.err;
+  ASSERT_OK_AND_ASSIGN(auto after, cluster_->gcs().GetAllNodeInfo());
+  EXPECT_EQ(after.size(), before.size()) << "a node registered despite the wrong pin";
+}
+
+TEST_F(TlsTest, ANodeWithoutAPinIsToldToGiveOne) {
+  CommandResult result =
+      RunTroupe({"start", "--address=" + cluster_->gcs_address(), "--token=" + cluster_->token(),
+                 "--temp-dir=" + FreshRoot("no_pin")},
+                {"TROUPE_TLS_DIR="});
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(result.err, "--ca-cert-hash")) << result.err;
+}
+
+TEST_F(TlsTest, AClientTrustingAForeignCaIsRefused) {
+  ASSERT_OK_AND_ASSIGN(auto foreign, GenerateCa("foreign"));
+  const std::string dir = FreshRoot("foreign_ca");
+  ASSERT_OK(WriteFileWithMode(CaCertPath(dir), foreign.cert_pem, 0644));
+  CommandResult status =
+      RunTroupe({"status", "--address=" + cluster_->gcs_address(), "--token=" + cluster_->token()},
+                {"TROUPE_TLS_DIR=" + dir});
+  EXPECT_NE(status.exit_code, 0) << status.out;
+  CommandResult job = RunTroupe(
+      {"job", "list", "--address=" + cluster_->HttpAddress(), "--token=" + cluster_->token()},
+      {"TROUPE_TLS_DIR=" + dir});
+  EXPECT_NE(job.exit_code, 0) << job.out;
+  // ... while the cluster's own CA works.
+  CommandResult good =
+      RunTroupe({"status", "--address=" + cluster_->gcs_address(), "--token=" + cluster_->token()});
+  EXPECT_EQ(good.exit_code, 0) << good.err;
+}
+
+}  // namespace
+}  // namespace troupe::testing
+
+int main(int argc, char** argv) {
+  // In worker mode this never returns: the raylet started this binary to run tasks.
+  if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -78,6 +79,15 @@ int RayletCommand(const std::vector<std::string>& args) {
   if (!labels.ok()) return fail(std::string(labels.status().message()));
   options.resources = *resources;
   options.labels = *labels;
+  // Transfer tuning and the testing delay come from the environment (see RayletOptions).
+  auto env_int = [](const char* name) -> int64_t {
+    const char* value = std::getenv(name);
+    return value == nullptr ? 0 : std::strtoll(value, nullptr, 10);
+  };
+  options.object_transfer_streams = static_cast<int>(env_int("TROUPE_OBJECT_STREAMS"));
+  options.object_chunk_bytes = env_int("TROUPE_OBJECT_CHUNK_BYTES");
+  options.testing_object_serve_chunk_delay =
+      absl::Milliseconds(env_int("TROUPE_TESTING_OBJECT_SERVE_DELAY_MS"));
   options.mask_gpus = node_flags.gpu_visibility == "assigned";
   options.bind_address = bind.empty() ? options.node_ip : bind;
   options.port = static_cast<int>(port);

@@ -6,6 +6,28 @@
 
 namespace troupe {
 
+namespace {
+
+// Writes ServeObject's messages to the stream; each data message takes one copy of the chunk.
+class StreamChunkWriter : public ChunkWriter {
+ public:
+  explicit StreamChunkWriter(grpc::ServerWriter<rpc::ObjectChunk>* stream) : stream_(stream) {}
+
+  bool WriteHeader(const rpc::ObjectChunk& header) override { return stream_->Write(header); }
+
+  bool WriteData(int64_t offset, const char* data, int64_t length) override {
+    chunk_.set_offset(offset);
+    chunk_.mutable_data()->assign(data, length);
+    return stream_->Write(chunk_);
+  }
+
+ private:
+  grpc::ServerWriter<rpc::ObjectChunk>* const stream_;
+  rpc::ObjectChunk chunk_;  // reused: its string keeps its capacity from chunk to chunk
+};
+
+}  // namespace
+
 grpc::Status ObjectManagerGrpcService::PullObject(grpc::ServerContext* context,
                                                   const rpc::PullObjectRequest* request,
                                                   grpc::ServerWriter<rpc::ObjectChunk>* writer) {
@@ -13,9 +35,9 @@ grpc::Status ObjectManagerGrpcService::PullObject(grpc::ServerContext* context,
   if (absl::Status valid = ValidateRequest(*request); !valid.ok()) return ToGrpcStatus(valid);
   auto id = ObjectId::FromBinary(request->object_id());
   if (!id.ok()) return ToGrpcStatus(id.status());
-  return ToGrpcStatus(objects_->ServeObject(
-      *id, request->chunk_size(),
-      [writer](const rpc::ObjectChunk& chunk) { return writer->Write(chunk); }));
+  StreamChunkWriter chunks(writer);
+  return ToGrpcStatus(objects_->ServeObject(*id, request->offset(), request->length(),
+                                            request->chunk_size(), &chunks));
 }
 
 grpc::Status ObjectManagerGrpcService::FreeObjects(grpc::ServerContext* context,

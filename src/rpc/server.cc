@@ -88,7 +88,8 @@ void PinCallbackQueue() {
 
 }  // namespace
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const ChannelOptions& options) {
   PinCallbackQueue();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(512 << 20);
@@ -102,6 +103,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // timed out before receiving SETTINGS frame"), which surfaced as lost objects and unreachable
   // actors; a refused connection (dead peer) still fails at once, and calls carry deadlines.
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
+  if (options.own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 

@@ -54,7 +54,14 @@ grpc::ServerUnaryReactor* RespondAsync(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+struct ChannelOptions {
+  // A TCP connection of its own: by default, channels to one address with the same settings
+  // share one connection. Bulk transfers spread over several connections with this.
+  bool own_connection = false;
+};
+
 // A channel to host:port (plaintext; the token authenticates).
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const ChannelOptions& options = {});
 
 }  // namespace troupe

@@ -43,17 +43,16 @@ absl::Status ObjectManager::Fetch(const ObjectId& id, const std::vector<std::str
 
 absl::Status ObjectManager::ServeObject(const ObjectId& id, int64_t offset, int64_t length,
                                         int64_t chunk_size, ChunkWriter* writer) {
-  auto location = store_->Get(id);  // pinned until Release: the mapping stays valid
+  auto location = store_->Get(id);  // pinned: its file is neither reused nor spilled meanwhile
   if (!location.ok()) return location.status();
-  absl::Status status = ServeMapped(*location, id, offset, length, chunk_size, writer);
-  store_->Release(id);
-  return status;
+  return ServePinned(*location, id, offset, length, chunk_size, writer);
 }
 
-absl::Status ObjectManager::ServeMapped(const ObjectStore::Location& location, const ObjectId& id,
+absl::Status ObjectManager::ServePinned(const ObjectStore::Location& location, const ObjectId& id,
                                         int64_t offset, int64_t length, int64_t chunk_size,
                                         ChunkWriter* writer) {
   if (offset < 0 || offset > location.size) {
+    store_->Release(id);
     return absl::OutOfRangeError(absl::StrCat("offset ", offset, " lies outside the object's ",
                                               location.size, " bytes"));
   }
@@ -66,28 +65,35 @@ absl::Status ObjectManager::ServeMapped(const ObjectStore::Location& location, c
     header.set_owner_worker_id(location.owner.worker_id.Binary());
   }
   if (!location.owner.node_id.IsNil()) header.set_owner_node_id(location.owner.node_id.Binary());
-  if (!writer->WriteHeader(header) || end == offset) return absl::OkStatus();
-
+  if (!writer->WriteHeader(header) || end == offset) {
+    store_->Release(id);
+    return absl::OkStatus();
+  }
   int fd = open(location.path.c_str(), O_RDONLY | O_CLOEXEC);
   void* mapped = fd < 0 ? MAP_FAILED : mmap(nullptr, location.size, PROT_READ, MAP_SHARED, fd, 0);
   const int error = errno;
   if (fd >= 0) close(fd);
   if (mapped == MAP_FAILED) {
+    store_->Release(id);
     return absl::InternalError(
         absl::StrCat("cannot map ", location.path, ": ", std::strerror(error)));
   }
-  // Sequential reads: let the kernel read ahead (it matters for a file just restored or reused).
-  madvise(mapped, location.size, MADV_SEQUENTIAL);
+  // The writer may still be sending from the mapping after we return: the last holder unmaps it
+  // and unpins the object.
+  const int64_t size = location.size;
+  std::shared_ptr<const void> mapping(mapped, [store = store_, id, size](const void* p) {
+    munmap(const_cast<void*>(p), size);
+    store->Release(id);
+  });
   const char* data = static_cast<const char*>(mapped);
   for (int64_t at = offset; at < end;) {
     if (options_.testing_serve_chunk_delay > absl::ZeroDuration()) {
       absl::SleepFor(options_.testing_serve_chunk_delay);
     }
     const int64_t n = std::min(chunk_size, end - at);
-    if (!writer->WriteData(at, data + at, n)) break;  // the puller went away
+    if (!writer->WriteData(at, data + at, n, mapping)) break;  // the puller went away
     at += n;
   }
-  munmap(mapped, location.size);
   return absl::OkStatus();
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,11 @@ class ChunkWriter {
  public:
   virtual ~ChunkWriter() = default;
   virtual bool WriteHeader(const rpc::ObjectChunk& header) = 0;
-  // `data` (the object's bytes at `offset`) is valid only during the call.
-  virtual bool WriteData(int64_t offset, const char* data, int64_t length) = 0;
+  // `data` (the object's bytes at `offset`, in a read-only mapping of the stored object) stays
+  // valid as long as a copy of `mapping` is held: a writer may send it without copying and let
+  // go of `mapping` once sent. The last copy unmaps it and unpins the object in the store.
+  virtual bool WriteData(int64_t offset, const char* data, int64_t length,
+                         const std::shared_ptr<const void>& mapping) = 0;
 };
 
 class ObjectManager {
@@ -68,7 +72,8 @@ class ObjectManager {
   void Free(const ObjectId& id);
 
  private:
-  absl::Status ServeMapped(const ObjectStore::Location& location, const ObjectId& id,
+  // ServeObject once the object is pinned; releases the pin (at once, or with the mapping).
+  absl::Status ServePinned(const ObjectStore::Location& location, const ObjectId& id,
                            int64_t offset, int64_t length, int64_t chunk_size, ChunkWriter* writer);
 
   ObjectStore* const store_;

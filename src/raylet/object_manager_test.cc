@@ -48,7 +48,8 @@ class SinkWriter : public ChunkWriter {
     status = sink_->OnHeader(header);
     return status.ok();
   }
-  bool WriteData(int64_t offset, const char* data, int64_t length) override {
+  bool WriteData(int64_t offset, const char* data, int64_t length,
+                 const std::shared_ptr<const void>&) override {
     if (!may_send_()) {
       broke = true;
       return false;
@@ -294,12 +295,15 @@ class RecordingWriter : public ChunkWriter {
     header = h;
     return true;
   }
-  bool WriteData(int64_t offset, const char* data, int64_t length) override {
+  bool WriteData(int64_t offset, const char* data, int64_t length,
+                 const std::shared_ptr<const void>& mapping) override {
+    held = mapping;  // as a writer still sending would
     chunks.push_back({offset, std::string(data, length)});
     return static_cast<int>(chunks.size()) < accept_;
   }
   rpc::ObjectChunk header;
   std::vector<Data> chunks;
+  std::shared_ptr<const void> held;
 
  private:
   const int accept_;
@@ -333,8 +337,13 @@ TEST_F(ObjectManagerTest, ServeObjectSendsAHeaderThenTheRangeInChunksOfTheAskedS
   // An offset past the end is refused.
   RecordingWriter past;
   EXPECT_EQ(objects_.ServeObject(id_, 6, 0, 2, &past).code(), absl::StatusCode::kOutOfRange);
-  // Served copies are released: Free removes the object.
+  // A mapping still held by a writer keeps the object pinned: Free waits for its release.
   objects_.Free(id_);
+  EXPECT_EQ(store_->Stats().num_objects, 1);
+  whole.held.reset();
+  range.held.reset();
+  leaves.held.reset();
+  EXPECT_EQ(store_->Stats().num_objects, 0);
   EXPECT_FALSE(store_->Contains(id_));
 }
 

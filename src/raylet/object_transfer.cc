@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "src/common/logging.h"
 
 namespace troupe {
 
@@ -200,11 +201,20 @@ void ObjectTransfer::RunStream(int connection) {
 }
 
 void ObjectTransfer::SourceFailedLocked(const std::string& source, const absl::Status& status) {
-  if (source_index_ < sources_.size() && sources_[source_index_] == source) ++source_index_;
+  // Several streams may see one source fail: only the first moves on to the next source.
+  if (source_index_ >= sources_.size() || sources_[source_index_] != source) return;
+  ++source_index_;
   last_source_error_ = absl::Status(
       status.code(), absl::StrCat("pulling object ", id_.Hex(), " from the raylet at ", source,
                                   " (copy ", source_index_, " of ", sources_.size(),
                                   "): ", status.message()));
+  if (source_index_ < sources_.size()) {
+    TROUPE_LOG(Warning) << last_source_error_.message() << "; the rest comes from the raylet at "
+                        << sources_[source_index_];
+  } else {
+    TROUPE_LOG(Warning) << last_source_error_.message()
+                        << "; no copy is left; the partial copy is dropped";
+  }
 }
 
 }  // namespace troupe

@@ -1,13 +1,13 @@
 // Troupe's side of the cross-node transfer benchmark (bench/transfer_bench.py runs it against a
-// two-node cluster whose nodes sit in two network namespaces, with Ray doing the same). A task
-// on the producer node makes an object of N bytes there; a task on the consumer node is handed
-// a reference to it (inside a vector, so the task starts before the object moves) and times
-// GetView of it there: the node-to-node transfer into the consumer's store plus mapping it.
-// Prints one JSON line per size, with the median over the iterations:
-//   {"bytes": N, "seconds": S, "gbps": G}
+// two-node cluster whose nodes sit in two network namespaces, with Ray doing the same). For each
+// request line "BYTES SEED" on stdin: a task on the producer node makes an object of BYTES bytes
+// there; a task on the consumer node is handed a reference to it (inside a vector, so the task
+// starts before the object moves) and times GetView of it there: the node-to-node transfer into
+// the consumer's store plus mapping it. Answers each line with one JSON line:
+//   {"bytes": N, "seconds": S}
+// and exits at the end of stdin. Prints {"ready": true} once both nodes took a task.
 // Usage (TROUPE_ADDRESS/TROUPE_TOKEN set):
-//   transfer_bench --producer=<node id hex> --consumer=<node id hex> [--sizes=1048576,...]
-//   [--iterations=5]
+//   transfer_bench --producer=<node id hex> --consumer=<node id hex>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,8 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "troupe/api.h"
 
 namespace {
@@ -60,19 +58,8 @@ int main(int argc, char** argv) {
   troupe::Init(argc, argv);
   const std::string producer = FlagValue(argc, argv, "producer", "");
   const std::string consumer = FlagValue(argc, argv, "consumer", "");
-  const int iterations = std::stoi(FlagValue(argc, argv, "iterations", "5"));
-  std::vector<int64_t> sizes;
-  for (absl::string_view text :
-       absl::StrSplit(FlagValue(argc, argv, "sizes", "1048576,104857600,1073741824"), ',')) {
-    int64_t size;
-    if (!absl::SimpleAtoi(text, &size)) {
-      std::fprintf(stderr, "--sizes: not a number: %s\n", std::string(text).c_str());
-      return 2;
-    }
-    sizes.push_back(size);
-  }
   if (producer.empty() || consumer.empty()) {
-    std::fprintf(stderr, "usage: transfer_bench --producer=ID --consumer=ID [--sizes=N,...]\n");
+    std::fprintf(stderr, "usage: transfer_bench --producer=ID --consumer=ID < requests\n");
     return 2;
   }
   // Both nodes must be in the scheduler's view before a hard affinity can pick them.
@@ -85,29 +72,25 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  for (int64_t size : sizes) {
-    std::vector<double> times;
-    for (int i = 0; i < iterations; ++i) {
-      const int seed = i + 1;
-      auto object = troupe::Task(MakeBytes)
-                        .SetSchedulingStrategy(troupe::NodeAffinity{producer, /*soft=*/false})
-                        .Remote(size, seed);
-      troupe::Wait(std::vector<troupe::ObjectRef<Bytes>>{object}, 1);
-      const double seconds =
-          *troupe::Get(troupe::Task(TimeGet)
-                           .SetSchedulingStrategy(troupe::NodeAffinity{consumer, /*soft=*/false})
-                           .Remote(std::vector<troupe::ObjectRef<Bytes>>{object}, size, seed));
-      if (seconds < 0) {
-        std::fprintf(stderr, "the consumer read a wrong object of %lld bytes\n",
-                     static_cast<long long>(size));
-        return 1;
-      }
-      times.push_back(seconds);
+  std::printf("{\"ready\": true}\n");
+  std::fflush(stdout);
+  long long size = 0;
+  int seed = 0;
+  while (std::scanf("%lld %d", &size, &seed) == 2) {
+    auto object = troupe::Task(MakeBytes)
+                      .SetSchedulingStrategy(troupe::NodeAffinity{producer, /*soft=*/false})
+                      .Remote(static_cast<int64_t>(size), seed);
+    troupe::Wait(std::vector<troupe::ObjectRef<Bytes>>{object}, 1);
+    const double seconds =
+        *troupe::Get(troupe::Task(TimeGet)
+                         .SetSchedulingStrategy(troupe::NodeAffinity{consumer, /*soft=*/false})
+                         .Remote(std::vector<troupe::ObjectRef<Bytes>>{object},
+                                 static_cast<int64_t>(size), seed));
+    if (seconds < 0) {
+      std::fprintf(stderr, "the consumer read a wrong object of %lld bytes\n", size);
+      return 1;
     }
-    std::sort(times.begin(), times.end());
-    const double median = times[times.size() / 2];
-    std::printf("{\"bytes\": %lld, \"seconds\": %.6f, \"gbps\": %.3f}\n",
-                static_cast<long long>(size), median, size / median / 1e9);
+    std::printf("{\"bytes\": %lld, \"seconds\": %.6f}\n", size, seconds);
     std::fflush(stdout);
   }
   troupe::Shutdown();

@@ -117,7 +117,7 @@ class FakeObjectPuller : public ObjectPuller {
     header.set_total_size(source.header_size);
     if (!writer.WriteHeader(header)) return writer.status;
     for (const Data& data : source.data) {
-      if (!writer.WriteData(data.offset, data.bytes.data(), data.bytes.size())) {
+      if (!writer.WriteData(data.offset, data.bytes.data(), data.bytes.size(), nullptr)) {
         return writer.broke ? absl::UnavailableError("the source's raylet died") : writer.status;
       }
     }

@@ -72,6 +72,9 @@ class ObjectTransfer {
   // Pulls the first chunk from the first source that answers; creates and maps the copy.
   absl::Status PullFirstChunk();
   absl::Status CreateCopy(const rpc::ObjectChunk& header);
+  // Allocates and maps the copy's pages under `range` in one go, before its chunks arrive, so
+  // copying them in takes no page fault per page.
+  void Populate(const Range& range) const;
   // One stream's loop: takes ranges until none is left or every source failed.
   void RunStream(int connection);
   // `source` failed with `status`: later pulls go to the next source, if any.

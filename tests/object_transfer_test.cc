@@ -81,13 +81,15 @@ void KillWhenTheCopyIsUnderWay(TestCluster& cluster, const std::string& head, in
                                int64_t bytes, const std::string& node) {
   ASSERT_TRUE(WaitUntil([&] { return StoreUsedBytes(cluster, head) >= before + bytes; },
                         absl::Seconds(30), "the head to start pulling the object",
-                        absl::Milliseconds(50)));
+                        absl::Milliseconds(50)))
+      << "head " << head << ", before " << before << ": " << cluster.Status().dump(1);
   const int raylet_pid = troupe::testing::FindNode(cluster.Status(), node)["raylet_pid"];
   ASSERT_EQ(kill(raylet_pid, SIGKILL), 0);
 }
 
 std::string HeadNode(TestCluster& cluster) {
-  for (const auto& node : cluster.Status()["nodes"]) {
+  const nlohmann::json status = cluster.Status();
+  for (const auto& node : status["nodes"]) {
     if (node.value("is_head", false)) return node["node_id"];
   }
   return "";

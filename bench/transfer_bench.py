@@ -148,8 +148,8 @@ def iperf(prefix, parallel, seconds):
         for _ in range(50):  # the server needs a moment to listen
             result = run(on_node(prefix, 2, ["iperf3", "-c", "10.99.0.1", "-J", "-t", str(seconds),
                                              "-P", str(parallel)]), check=False)
-            if result.returncode == 0:
-                end = json.loads(result.stdout)["end"]
+            end = json.loads(result.stdout or "{}").get("end", {}) if result.returncode == 0 else {}
+            if "sum_received" in end and "cpu_utilization_percent" in end:
                 cpu = end["cpu_utilization_percent"]
                 # iperf3 reports each side's CPU as a share of the wall time of the test.
                 cpu_s = (cpu["host_total"] + cpu["remote_total"]) / 100.0 * seconds

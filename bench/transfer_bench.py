@@ -268,6 +268,10 @@ def main():
                 driver.close()
             except Exception:  # the namespaces' teardown below kills what is left
                 pass
+        # `troupe stop` also removes the nodes' object stores from /dev/shm.
+        for i in (1, 2):
+            run(on_node(args.prefix, i, [troupe, "stop", "--force",
+                                         "--temp-dir=%s/n%d" % (temp, i)]), check=False)
         run(["bash", NETNS, "down", args.prefix], check=False)
         shutil.rmtree(temp, ignore_errors=True)
 

@@ -6,6 +6,7 @@
 #     python3-torch        bench/gloo_bench.py (run by collective_bench.py), bench/ddp_bench.py
 #     python3-torchvision  bench/ddp_bench.py's ResNet18 (run by train_bench.py)
 #     python3-venv         the virtualenv below
+#     iperf3               bench/transfer_bench.py's raw TCP figure
 #   PyPI, into a virtualenv (default ~/.cache/troupe-bench-venv):
 #     ray[default]==2.60.0 bench/ray_microbench.py (run by microbenchmark.py), the `ray` CLI for
 #                          cluster_start.py (--ray VENV/bin/ray), and the job SDK for
@@ -18,7 +19,7 @@ VENV=${1:-$HOME/.cache/troupe-bench-venv}
 RAY_VERSION=2.60.0  # the version docs/benchmarks.md reports
 NUMPY_VERSION=2.4.6
 
-bash scripts/install_deps.sh python3-torch python3-torchvision python3-venv
+bash scripts/install_deps.sh python3-torch python3-torchvision python3-venv iperf3
 
 # Debian's Python (python3-venv), not whichever python3 comes first on PATH.
 if [ ! -x "$VENV/bin/python" ]; then /usr/bin/python3 -m venv "$VENV"; fi

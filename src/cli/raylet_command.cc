@@ -1,9 +1,11 @@
 // `troupe raylet`: parses the raylet's flags into RayletOptions and runs a Raylet in the
 // foreground until SIGTERM/SIGINT (`troupe start` runs it as a daemon). The composition root of
 // a daemon raylet; flag defaults come from RayletOptions.
+#include <malloc.h>
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -85,6 +87,21 @@ int RayletCommand(const std::vector<std::string>& args) {
   if (!labels.ok()) return fail(std::string(labels.status().message()));
   options.resources = *resources;
   options.labels = *labels;
+  // Transfer tuning and the testing delay come from the environment (see RayletOptions).
+  auto env_int = [](const char* name) -> int64_t {
+    const char* value = std::getenv(name);
+    return value == nullptr ? 0 : std::strtoll(value, nullptr, 10);
+  };
+  options.object_transfer_streams = static_cast<int>(env_int("TROUPE_OBJECT_STREAMS"));
+  options.object_chunk_bytes = env_int("TROUPE_OBJECT_CHUNK_BYTES");
+  options.testing_object_serve_chunk_delay =
+      absl::Milliseconds(env_int("TROUPE_TESTING_OBJECT_SERVE_DELAY_MS"));
+  // Object transfers receive megabytes per message into buffers gRPC mallocs and frees: glibc
+  // would hand each one back to the kernel (munmap or trim) and fault fresh zeroed pages in for
+  // the next, a third of a transfer's CPU (docs/benchmarks.md). Keep up to 128 MiB of freed
+  // heap for reuse instead.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
   options.mask_gpus = node_flags.gpu_visibility == "assigned";
   options.bind_address = bind.empty() ? options.node_ip : bind;
   options.port = static_cast<int>(port);

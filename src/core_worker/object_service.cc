@@ -341,16 +341,20 @@ GetResult ObjectService::Materialize(const ObjectRefInfo& ref, const StoredObjec
     // Not on this node: copy it here from a node that has it.
     std::vector<std::string> sources = object.copy_raylet_addresses;
     if (sources.empty()) sources.push_back(object.value.raylet_address());
-    absl::Status fetched = absl::NotFoundError("no copy to fetch from");
-    bool store_full = false;
-    for (const auto& source : sources) {
-      if (source == options_.raylet_address || IsDeadRaylet(source)) continue;
-      fetched = raylet_->FetchObject(ref.id.Binary(), source, absl::Minutes(10));
-      if (fetched.ok()) break;
-      store_full |= fetched.code() == absl::StatusCode::kResourceExhausted;
-    }
+    // Not the copy here, and none on a node the GCS declared dead (it may be cut off and hang).
+    sources.erase(std::remove_if(sources.begin(), sources.end(),
+                                 [&](const std::string& source) {
+                                   return source == options_.raylet_address ||
+                                          IsDeadRaylet(source);
+                                 }),
+                  sources.end());
+    // One transfer over every copy: the raylet moves on to the next copy if one fails midway.
+    absl::Status fetched = sources.empty()
+                               ? absl::NotFoundError("no copy to fetch from")
+                               : raylet_->FetchObject(ref.id.Binary(), sources, absl::Minutes(10));
     // Only a copy that could not be had is lost; a full store here is not a loss.
-    result.copies_lost = !fetched.ok() && !store_full;
+    result.copies_lost =
+        !fetched.ok() && fetched.code() != absl::StatusCode::kResourceExhausted;
     if (fetched.ok()) {
       if (references_.OwnedByMe(ref)) {
         memory_store_.AddCopy(ref.id, options_.raylet_address);

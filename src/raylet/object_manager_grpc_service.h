@@ -2,8 +2,14 @@
 // FreeObjects). Only glue: checks the cluster token and the request
 // (src/rpc/request_validation.h: INVALID_ARGUMENT naming the field), then calls the
 // ObjectManager and converts its absl::Status. The pull client is GrpcObjectPuller.
-// Synchronous handlers on gRPC's threads. Owned by the raylet's server (raylet_server.cc);
-// borrows the authenticator and the ObjectManager (both must outlive it).
+// PullObject is a raw callback method: each data message is a small encoded head (offset, data
+// length) plus a gRPC slice that points into the object's read-only mapping, so a chunk goes from
+// shared memory to the socket without a copy in user space; the slice holds the mapping (and the
+// store's pin) until gRPC has sent it. Each stream runs ObjectManager::ServeObject on a thread of
+// its own, which waits for each write to complete before the next (one chunk in flight per
+// stream beyond gRPC's flow-control window). FreeObjects is a synchronous handler.
+// Owned by the raylet's server (raylet_server.cc); borrows the authenticator and the
+// ObjectManager (both must outlive it).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -16,13 +22,14 @@
 
 namespace troupe {
 
-class ObjectManagerGrpcService : public rpc::ObjectManagerService::Service {
+class ObjectManagerGrpcService : public rpc::ObjectManagerService::WithRawCallbackMethod_PullObject<
+                                     rpc::ObjectManagerService::Service> {
  public:
   ObjectManagerGrpcService(const TokenAuthenticator* auth, ObjectManager* objects)
       : auth_(auth), objects_(objects) {}
 
-  grpc::Status PullObject(grpc::ServerContext* context, const rpc::PullObjectRequest* request,
-                          grpc::ServerWriter<rpc::ObjectChunk>* writer) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* PullObject(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request) override;
   grpc::Status FreeObjects(grpc::ServerContext* context, const rpc::FreeObjectsRequest* request,
                            rpc::FreeObjectsReply* reply) override;
 

@@ -47,6 +47,17 @@ void MapFromResources(const ResourceSet& resources, T* out) {
   for (const auto& [name, amount] : resources.ToMap()) (*out)[name] = amount;
 }
 
+ObjectManagerOptions ObjectManagerOptionsOf(const RayletOptions& options) {
+  ObjectManagerOptions result;
+  if (options.object_transfer_streams > 0) {
+    result.transfer.streams = options.object_transfer_streams;
+  }
+  if (options.object_chunk_bytes > 0) result.transfer.chunk_bytes = options.object_chunk_bytes;
+  result.transfer.range_bytes = std::max(result.transfer.range_bytes, result.transfer.chunk_bytes);
+  result.testing_serve_chunk_delay = options.testing_object_serve_chunk_delay;
+  return result;
+}
+
 }  // namespace
 
 Raylet::Raylet(RayletOptions options, const Clock* clock)
@@ -57,7 +68,7 @@ Raylet::Raylet(RayletOptions options, const Clock* clock)
       object_store_({options_.object_store_dir, options_.spill_dir,
                      static_cast<int64_t>(options_.resources.Get(kObjectStoreMemory).ToDouble())}),
       object_puller_(token_.ToString()),
-      object_manager_(&object_store_, &object_puller_),
+      object_manager_(&object_store_, &object_puller_, ObjectManagerOptionsOf(options_)),
       executables_(options_.executable_cache_dir, &gcs_),
       worker_pool_(
           WorkerPoolOptions{options_.node_id.Hex(), options_.node_ip, options_.gcs_address,
@@ -300,8 +311,11 @@ void Raylet::HandleFetchObject(const rpc::FetchObjectRequest& request,
   auto id = ObjectId::FromBinary(request.object_id());
   if (!id.ok()) return done(id.status());
   // A transfer can take seconds: run it off gRPC's callback threads.
-  std::thread([this, id = *id, from = request.from_raylet_address(), done = std::move(done)] {
-    done(object_manager_.Fetch(id, from));
+  std::vector<std::string> sources{request.from_raylet_address()};
+  sources.insert(sources.end(), request.other_raylet_addresses().begin(),
+                 request.other_raylet_addresses().end());
+  std::thread([this, id = *id, sources = std::move(sources), done = std::move(done)] {
+    done(object_manager_.Fetch(id, sources));
   }).detach();
 }
 

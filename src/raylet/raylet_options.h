@@ -49,6 +49,14 @@ struct RayletOptions {
   // Testing only: read the memory usage (a fraction, e.g. "0.99") from this file instead of
   // /proc/meminfo, so tests drive the memory monitor. "" (default): the machine's real usage.
   std::string testing_memory_usage_file;
+  // Node-to-node object transfer (src/raylet/object_transfer.h): streams per transfer and bytes
+  // per chunk; 0: the defaults there. `troupe raylet` reads them from $TROUPE_OBJECT_STREAMS and
+  // $TROUPE_OBJECT_CHUNK_BYTES (tuning knobs for benchmarks).
+  int object_transfer_streams = 0;
+  int64_t object_chunk_bytes = 0;
+  // Testing only: the raylet serves each object chunk this much later, so a test can kill a
+  // source mid-transfer ($TROUPE_TESTING_OBJECT_SERVE_DELAY_MS for `troupe raylet`).
+  absl::Duration testing_object_serve_chunk_delay = absl::ZeroDuration();
 };
 
 }  // namespace troupe

@@ -150,11 +150,12 @@ absl::Status RayletClient::ReleaseObjects(const std::vector<std::string>& ids,
 }
 
 absl::Status RayletClient::FetchObject(const std::string& object_id,
-                                       const std::string& from_raylet_address,
+                                       const std::vector<std::string>& sources,
                                        absl::Duration timeout) {
   rpc::FetchObjectRequest request;
   request.set_object_id(object_id);
-  request.set_from_raylet_address(from_raylet_address);
+  if (!sources.empty()) request.set_from_raylet_address(sources[0]);
+  for (size_t i = 1; i < sources.size(); ++i) request.add_other_raylet_addresses(sources[i]);
   return Call(&rpc::NodeManagerService::Stub::FetchObject, request, timeout).status();
 }
 

@@ -51,7 +51,9 @@ class RayletClient : public std::enable_shared_from_this<RayletClient> {
   void ReleaseObjectsAsync(const std::vector<std::string>& ids, const std::string& worker_id = "");
   absl::Status ReleaseObjects(const std::vector<std::string>& ids,
                               const std::string& worker_id = "");
-  absl::Status FetchObject(const std::string& object_id, const std::string& from_raylet_address,
+  // Copies the object into this raylet's store from the first of `sources` (raylet addresses,
+  // at least one); if a source fails mid-transfer the rest comes from the next one.
+  absl::Status FetchObject(const std::string& object_id, const std::vector<std::string>& sources,
                            absl::Duration timeout);
   // ObjectManagerService on this raylet: drop its copies of these objects.
   void FreeObjectsAsync(const std::vector<std::string>& ids);

@@ -420,7 +420,11 @@ absl::Status ValidateRequest(const rpc::ReleaseObjectsRequest& request) {
 
 absl::Status ValidateRequest(const rpc::FetchObjectRequest& request) {
   TROUPE_RETURN_IF_ERROR(CheckId<ObjectId>("object_id", request.object_id()));
-  return CheckNonEmptyName("from_raylet_address", request.from_raylet_address());
+  TROUPE_RETURN_IF_ERROR(CheckNonEmptyName("from_raylet_address", request.from_raylet_address()));
+  for (const std::string& address : request.other_raylet_addresses()) {
+    TROUPE_RETURN_IF_ERROR(CheckNonEmptyName("other_raylet_addresses", address));
+  }
+  return absl::OkStatus();
 }
 
 // ---- Raylet: ObjectManagerService ----
@@ -430,6 +434,12 @@ absl::Status ValidateRequest(const rpc::PullObjectRequest& request) {
   if (request.chunk_size() < 0 || request.chunk_size() > L::kMaxChunkBytes) {
     return Invalid("chunk_size", absl::StrCat("is ", request.chunk_size(),
                                               "; allowed: 0 (default) to ", L::kMaxChunkBytes));
+  }
+  if (request.offset() < 0) {
+    return Invalid("offset", absl::StrCat("is ", request.offset(), "; must be 0 or more"));
+  }
+  if (request.length() < 0) {
+    return Invalid("length", absl::StrCat("is ", request.length(), "; must be 0 (to the end) or more"));
   }
   return absl::OkStatus();
 }

@@ -55,8 +55,15 @@ grpc::ServerUnaryReactor* RespondAsync(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+struct ChannelOptions {
+  // A TCP connection of its own: by default, channels to one address with the same settings
+  // share one connection. Bulk transfers spread over several connections with this.
+  bool own_connection = false;
+};
+
 // A channel to host:port: TLS verified against the cluster CA when this process uses TLS (see
 // transport_security.h), else plaintext; the token authenticates the caller either way.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const ChannelOptions& options = {});
 
 }  // namespace troupe

@@ -11,10 +11,10 @@
 
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -100,7 +100,8 @@ class Reducer {
     coll::AllReduce(data, coll::ReduceOp::kSum, group);
     const float ranks_sum = world_size * (world_size + 1) / 2.0f;
     double error = 0;
-    for (int64_t i = 0; i < count; ++i) error = std::max<double>(error, std::abs(data[i] - ranks_sum * (i % 7)));
+    for (int64_t i = 0; i < count; ++i)
+      error = std::max<double>(error, std::abs(data[i] - ranks_sum * (i % 7)));
     return {std::to_string(error), ::Where()};
   }
 };
@@ -131,7 +132,8 @@ void ResNetLoop(const train::LoopConfig& config) {
     ddp->SynchronizeGradients();
     optimizer.step();
     double mine = 0;
-    for (const auto& p : model->parameters()) mine += p.detach().to(torch::kFloat64).sum().item<double>();
+    for (const auto& p : model->parameters())
+      mine += p.detach().to(torch::kFloat64).sum().item<double>();
     std::vector<double> all(ctx.world_size);
     coll::AllGather(&mine, all.data(), 1, coll::DataType::kFloat64, ctx.group);
     for (double other : all) mismatches += other != mine;
@@ -160,8 +162,8 @@ void PlacementScenario() {
     auto task = troupe::Task(Where).SetSchedulingStrategy(On(nodes[i])).Remote();
     auto actor = troupe::Actor(Locator::Create).SetSchedulingStrategy(On(nodes[i])).Remote();
     std::cout << "task" << i + 1 << "=" << *troupe::Get(task) << "\n";
-    std::cout << "actor" << i + 1 << "="
-              << *troupe::Get(actor.Task(&Locator::Where).Remote()) << "\n";
+    std::cout << "actor" << i + 1 << "=" << *troupe::Get(actor.Task(&Locator::Where).Remote())
+              << "\n";
   }
 }
 
@@ -187,8 +189,7 @@ void CollectiveScenario() {
   std::vector<troupe::ActorHandle<Reducer>> members;
   std::vector<int> ranks;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    members.push_back(
-        troupe::Actor(Reducer::Create).SetSchedulingStrategy(On(nodes[i])).Remote());
+    members.push_back(troupe::Actor(Reducer::Create).SetSchedulingStrategy(On(nodes[i])).Remote());
     ranks.push_back(static_cast<int>(i));
   }
   coll::GroupOptions options;
@@ -226,8 +227,8 @@ std::string Outcome(const troupe::ObjectRef<std::string>& ref, std::chrono::mill
   }
 }
 
-// A task without retries pinned to node 3, then tasks that prefer node 3 (soft affinity); on
-// node 3 they block (see LingerOn) and the test kills or cuts off node 3 once they started
+// A task without retries pinned to node 3, then three that prefer node 3 (soft affinity); on
+// node 3 they block (see LingerOn) and the test kills or cuts off node 3 once all four started
 // there. The retried ones must end on another node; the other must fail with an error (not
 // hang). Then, once the test says node 3's processes are gone (file $FENCE_CHECK), the failed
 // task is asked again: a late result from the dead node must not have replaced its error.
@@ -282,10 +283,11 @@ void TrainScenario() {
 }
 
 int RunScenario(const std::string& name) {
-  const std::map<std::string, void (*)()> scenarios = {
-      {"placement", PlacementScenario}, {"objects", ObjectsScenario},
-      {"collective", CollectiveScenario}, {"failover", FailoverScenario},
-      {"train", TrainScenario}};
+  const std::map<std::string, void (*)()> scenarios = {{"placement", PlacementScenario},
+                                                       {"objects", ObjectsScenario},
+                                                       {"collective", CollectiveScenario},
+                                                       {"failover", FailoverScenario},
+                                                       {"train", TrainScenario}};
   auto it = scenarios.find(name);
   if (it == scenarios.end()) {
     std::cerr << "no scenario " << name << "\n";
@@ -393,9 +395,8 @@ TEST_F(MultiHostTest, ThreeNodesJoinWithTheirOwnAddresses) {
     EXPECT_EQ(node["node_ip"], cluster().NodeIp(i));
   }
   // Asked from another node too.
-  CommandResult from3 =
-      cluster().TroupeOn(3, {"status", "--address=" + cluster().GcsAddress(),
-                             "--token=" + cluster().token()});
+  CommandResult from3 = cluster().TroupeOn(
+      3, {"status", "--address=" + cluster().GcsAddress(), "--token=" + cluster().token()});
   EXPECT_EQ(from3.exit_code, 0) << from3.err;
   EXPECT_TRUE(absl::StrContains(from3.out, cluster().NodeId(3).substr(0, 8))) << from3.out;
 }
@@ -424,10 +425,10 @@ TEST_F(MultiHostTest, SmallAndLargeObjectsMoveBetweenNodes) {
 TEST_F(MultiHostTest, JobSubmittedFromAnotherNode) {
   const std::string dir = NewTempDir("job_dir");
   std::ofstream(dir + "/message.txt") << "hello across hosts\n";
-  CommandResult r = cluster().TroupeOn(
-      3, {"job", "submit", "--address=" + cluster().HttpAddress(), "--token=" + cluster().token(),
-          "--working-dir=" + dir, "--submission-id=from-node-3", "--",
-          Runfile("tests/job_program")});
+  CommandResult r =
+      cluster().TroupeOn(3, {"job", "submit", "--address=" + cluster().HttpAddress(),
+                             "--token=" + cluster().token(), "--working-dir=" + dir,
+                             "--submission-id=from-node-3", "--", Runfile("tests/job_program")});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "task reads: hello across hosts")) << r.out;
   EXPECT_TRUE(absl::StrContains(r.out, "sum of squares: 30")) << r.out;
@@ -480,9 +481,8 @@ TEST_F(MultiHostTest, TrainLaunchRunsDdpRanksOnDifferentNodes) {
   std::ofstream(script) << kDdpScript;
   // Two CPUs per rank on two-CPU nodes: the ranks land on two different nodes.
   CommandResult r = cluster().TroupeOn(
-      1, {"train", "launch", "--address=" + cluster().GcsAddress(),
-          "--token=" + cluster().token(), "--num-workers=2", "--cpus-per-worker=2", "--",
-          "/usr/bin/python3", script});
+      1, {"train", "launch", "--address=" + cluster().GcsAddress(), "--token=" + cluster().token(),
+          "--num-workers=2", "--cpus-per-worker=2", "--", "/usr/bin/python3", script});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::map<std::string, std::string> line_of_rank;
   for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
@@ -528,7 +528,7 @@ TEST_F(MultiHostOwnClusterTest, CollectiveGroupSpansNodesWithPrivateShm) {
   ExpectCollectiveSpansNodes(*cluster);
 }
 
-// Runs the failover driver on node 1, strikes node 3 with `strike` once tasks run there, and
+// Runs the failover driver on node 1, strikes node 3 with `strike` once a task runs there, and
 // checks that node 3 was declared dead, the retried tasks finished on nodes 1 and 2 and the one
 // without retries failed. Then `after` runs (the link may come back) and, once node 3 has no
 // process left, the driver checks the failed task's error still stands (fencing).
@@ -538,24 +538,23 @@ void ExpectFailoverFromNode3(NetnsCluster& cluster, const std::function<void()>&
   const std::string fence_check = markers + "/fence_check";
   std::optional<DriverRun> run;
   std::thread driver([&] {
-    run = RunDriver(cluster, 1, "failover",
-                    {"MARKER_DIR=" + markers, "FENCE_CHECK=" + fence_check}, 400);
+    run = RunDriver(cluster, 1, "failover", {"MARKER_DIR=" + markers, "FENCE_CHECK=" + fence_check},
+                    400);
   });
-  auto started = [&](const std::string& tag) {
-    for (const auto& entry : std::filesystem::directory_iterator(markers)) {
-      if (absl::StartsWith(entry.path().filename().string(), "started_" + tag)) return true;
-    }
-    return false;
-  };
-  const bool running = WaitUntil([&] { return started("once") && started("retried"); },
-                                 absl::Seconds(180), "tasks to start on node 3");
+  // All four tasks run on node 3 (four CPUs) when it is struck.
+  const bool running = WaitUntil(
+      [&] {
+        return std::distance(std::filesystem::directory_iterator(markers),
+                             std::filesystem::directory_iterator()) == 4;
+      },
+      absl::Seconds(180), "the four tasks to start on node 3");
   if (running) strike();
   std::ofstream(markers + "/struck").close();
   const bool dead = WaitUntil([&] { return cluster.NodeState(3) == "DEAD"; }, absl::Seconds(30),
                               "node 3 to be declared dead");
   // The driver reports its first results within its deadline; then node 3 may come back.
-  (void)WaitUntil([&] { return std::filesystem::exists(markers + "/reported"); },
-                  absl::Seconds(50), "the driver's first results");
+  (void)WaitUntil([&] { return std::filesystem::exists(markers + "/reported"); }, absl::Seconds(50),
+                  "the driver's first results");
   if (after) after();
   std::ofstream(markers + "/release").close();  // node 3's blocked tasks may finish now
   EXPECT_TRUE(WaitUntil([&] { return cluster.ProcessesOn(3).empty(); }, absl::Seconds(30),
@@ -576,8 +575,16 @@ void ExpectFailoverFromNode3(NetnsCluster& cluster, const std::function<void()>&
       << "a result from the dead node replaced the error";
 }
 
+// Four CPUs per node: the four tasks of the failover scenario all run on node 3 at once.
+NetnsCluster::Options FourCpusPerNode() {
+  NetnsCluster::Options options;
+  options.node_flags = {"--num-cpus=4"};
+  return options;
+}
+
 TEST_F(MultiHostOwnClusterTest, KilledNodeIsDeclaredDeadAndItsTasksRunElsewhere) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<NetnsCluster> cluster, NetnsCluster::Start({}));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<NetnsCluster> cluster,
+                       NetnsCluster::Start(FourCpusPerNode()));
   ExpectFailoverFromNode3(
       *cluster, [&] { EXPECT_OK(cluster->KillNode(3)); }, nullptr);
 }
@@ -586,7 +593,8 @@ TEST_F(MultiHostOwnClusterTest, KilledNodeIsDeclaredDeadAndItsTasksRunElsewhere)
 // declared dead and leaves (its raylet exits, its workers with it) instead of rejoining under its
 // old identity, and what its tasks return late is refused.
 TEST_F(MultiHostOwnClusterTest, PartitionedNodeIsDeclaredDeadAndDoesNotRejoin) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<NetnsCluster> cluster, NetnsCluster::Start({}));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<NetnsCluster> cluster,
+                       NetnsCluster::Start(FourCpusPerNode()));
   ExpectFailoverFromNode3(
       *cluster, [&] { EXPECT_OK(cluster->SetLink(3, false)); },
       [&] { EXPECT_OK(cluster->SetLink(3, true)); });

@@ -136,6 +136,12 @@ NetnsCluster::~NetnsCluster() {
     ADD_FAILURE() << "netns.sh down " << prefix_ << " failed: " << result.out << result.err;
   }
   std::error_code ignored;
+  // A failed test keeps every node's logs among its outputs (test.outputs/outputs.zip).
+  const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
+  if (::testing::Test::HasFailure() && outputs != nullptr) {
+    std::filesystem::copy(temp_root_, absl::StrCat(outputs, "/netns_", prefix_),
+                          std::filesystem::copy_options::recursive, ignored);
+  }
   std::filesystem::remove_all(temp_root_, ignored);
 }
 
@@ -154,9 +160,9 @@ CommandResult NetnsCluster::NetnsScript(const std::vector<std::string>& args) co
 
 CommandResult NetnsCluster::RunOn(int i, const std::vector<std::string>& argv,
                                   const std::vector<std::string>& env, int timeout_s) const {
-  std::vector<std::string> command = {"/bin/bash", NetnsScriptPath(), "exec", prefix_,
-                                      std::to_string(i), "--", "timeout", "-s", "KILL",
-                                      std::to_string(timeout_s)};
+  std::vector<std::string> command = {
+      "/bin/bash", NetnsScriptPath(), "exec", prefix_, std::to_string(i),
+      "--",        "timeout",         "-s",   "KILL",  std::to_string(timeout_s)};
   command.insert(command.end(), argv.begin(), argv.end());
   return RunCommand(command, env);
 }

@@ -5,9 +5,9 @@
 // with the token. Commands (drivers, `troupe job submit`, ...) run on a chosen node; a node can be
 // partitioned (link down/up) or killed (every process in its namespace SIGKILLed). The destructor
 // (and a SIGTERM/SIGINT from a Bazel timeout) kills everything and removes the namespaces, even
-// when the test failed half-way; a failed test keeps the nodes' logs among its outputs. Needs root: tests call Check() first and GTEST_SKIP with its
-// reason. Not thread-safe, except RunOn, which may run from several threads at once (a driver in
-// the background while the test kills a node).
+// when the test failed half-way; a failed test keeps the nodes' logs among its outputs. Needs root:
+// tests call Check() first and GTEST_SKIP with its reason. Not thread-safe, except RunOn, which may
+// run from several threads at once (a driver in the background while the test kills a node).
 #pragma once
 
 #include <memory>

@@ -5,6 +5,8 @@
 #   scripts/netns.sh exec PREFIX I -- CMD...       run CMD on node I (its network and mounts)
 #   scripts/netns.sh ip PREFIX I                   node I's address (10.99.0.I)
 #   scripts/netns.sh link PREFIX I down|up         cut / restore node I's link (a partition)
+#   scripts/netns.sh kill PREFIX I                 SIGKILL every process on node I (a node dies)
+#   scripts/netns.sh pids PREFIX I                 pids of the processes on node I, one a line
 #   scripts/netns.sh down PREFIX                   kill every process on the nodes, remove all
 #   scripts/netns.sh check                         exit 0 if namespaces can be made here, else
 #                                                  print why and exit 1
@@ -105,14 +107,31 @@ cmd_link() {
   ip -n "${prefix}hub" link set "${prefix}v${i}" "$state"
 }
 
+# SIGKILL every process whose network namespace is $1's (repeated: a dying daemon may fork).
+kill_namespace() {
+  local ns=$1 pids round
+  for round in 1 2 3; do
+    pids=$(ip netns pids "$ns" 2>/dev/null || true)
+    [ -z "$pids" ] && return 0
+    # shellcheck disable=SC2086
+    kill -9 $pids 2>/dev/null || true
+    sleep 0.1
+  done
+}
+
+cmd_kill() {
+  local prefix=$1 i=$2
+  check_prefix "$prefix"
+  [ -e "/run/netns/${prefix}n${i}" ] || die "no node ${i} for prefix ${prefix}"
+  kill_namespace "${prefix}n${i}"
+}
+
 cmd_down() {
   local prefix=$1
   check_prefix "$prefix"
   local ns
   for ns in $(ip netns list | awk '{print $1}' | grep -E "^${prefix}(hub|n[0-9]+)$" || true); do
-    local pids
-    pids=$(ip netns pids "$ns" 2>/dev/null || true)
-    [ -n "$pids" ] && kill -9 $pids 2>/dev/null || true
+    kill_namespace "$ns"
   done
   # Processes with a private /dev/shm may have left the network namespace list already dead; wait
   # briefly so the namespaces are not held.
@@ -136,6 +155,8 @@ case "$command" in
   up) [ $# -ge 2 ] || die "usage: up PREFIX N [--private-shm]"; cmd_up "$@" ;;
   exec) [ $# -ge 3 ] || die "usage: exec PREFIX I -- CMD..."; cmd_exec "$@" ;;
   ip) [ $# -eq 2 ] || die "usage: ip PREFIX I"; echo "${SUBNET}.$2" ;;
+  kill) [ $# -eq 2 ] || die "usage: kill PREFIX I"; cmd_kill "$@" ;;
+  pids) [ $# -eq 2 ] || die "usage: pids PREFIX I"; check_prefix "$1"; ip netns pids "${1}n${2}" ;;
   link) [ $# -eq 3 ] || die "usage: link PREFIX I down|up"; cmd_link "$@" ;;
   down) [ $# -eq 1 ] || die "usage: down PREFIX"; cmd_down "$@" ;;
   *) die "unknown command '$command'" ;;

@@ -45,19 +45,20 @@ std::string TestTmpDir() {
   return dir ? dir : "/tmp";
 }
 
-// If the test is killed (a Bazel timeout sends SIGTERM first), stop every cluster it started so
-// no daemon outlives it. Everything the handler touches is prepared in advance: it only forks
-// and execs, which is allowed in a signal handler.
-constexpr int kMaxClusters = 64;
-char* stop_argv[kMaxClusters][5];
-std::atomic<int> num_clusters{0};
+// If the test is killed (a Bazel timeout sends SIGTERM first), run every registered cleanup
+// command (stop each cluster, remove namespaces) so nothing outlives it. Everything the handler
+// touches is prepared in advance: it only forks and execs, which is allowed in a signal handler.
+constexpr int kMaxCleanups = 64;
+constexpr int kMaxCleanupArgs = 8;
+char* cleanup_argv[kMaxCleanups][kMaxCleanupArgs + 1];
+std::atomic<int> num_cleanups{0};
 
-void StopClustersAndExit(int signal_number) {
-  const int n = std::min(num_clusters.load(), kMaxClusters);
+void RunCleanupsAndExit(int signal_number) {
+  const int n = std::min(num_cleanups.load(), kMaxCleanups);
   for (int i = 0; i < n; ++i) {
     pid_t pid = fork();
     if (pid == 0) {
-      execv(stop_argv[i][0], stop_argv[i]);
+      execv(cleanup_argv[i][0], cleanup_argv[i]);
       _exit(127);
     }
     if (pid > 0) waitpid(pid, nullptr, 0);
@@ -66,24 +67,21 @@ void StopClustersAndExit(int signal_number) {
   raise(signal_number);
 }
 
-void RegisterForCleanup(const std::string& binary, const std::string& temp_root) {
-  const int slot = num_clusters.load();
-  if (slot >= kMaxClusters) return;
-  stop_argv[slot][0] = strdup(binary.c_str());
-  stop_argv[slot][1] = strdup("stop");
-  stop_argv[slot][2] = strdup("--force");
-  stop_argv[slot][3] = strdup(("--temp-dir=" + temp_root).c_str());
-  stop_argv[slot][4] = nullptr;
-  num_clusters = slot + 1;
+}  // namespace
+
+void RegisterCleanupCommand(const std::vector<std::string>& argv) {
+  const int slot = num_cleanups.load();
+  if (slot >= kMaxCleanups || argv.empty() || argv.size() > kMaxCleanupArgs) return;
+  for (size_t i = 0; i < argv.size(); ++i) cleanup_argv[slot][i] = strdup(argv[i].c_str());
+  cleanup_argv[slot][argv.size()] = nullptr;
+  num_cleanups = slot + 1;
   static bool installed = [] {
-    signal(SIGTERM, StopClustersAndExit);
-    signal(SIGINT, StopClustersAndExit);
+    signal(SIGTERM, RunCleanupsAndExit);
+    signal(SIGINT, RunCleanupsAndExit);
     return true;
   }();
   (void)installed;
 }
-
-}  // namespace
 
 std::string TroupeBinary() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
@@ -92,7 +90,8 @@ std::string TroupeBinary() {
   return "bazel-bin/src/cli/troupe";
 }
 
-CommandResult RunTroupe(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::vector<std::string>& env) {
   static std::atomic<int> counter{0};
   const std::string base = absl::StrCat(TestTmpDir(), "/cmd_", getpid(), "_", counter++);
   const std::string out_path = base + ".out", err_path = base + ".err";
@@ -104,11 +103,10 @@ CommandResult RunTroupe(const std::vector<std::string>& args, const std::vector<
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::string binary = TroupeBinary();
-  std::vector<char*> argv = {binary.data()};
-  std::vector<std::string> args_copy = args;
-  for (auto& arg : args_copy) argv.push_back(arg.data());
-  argv.push_back(nullptr);
+  std::vector<std::string> args_copy = argv;
+  std::vector<char*> args;
+  for (auto& arg : args_copy) args.push_back(arg.data());
+  args.push_back(nullptr);
   std::vector<std::string> env_copy = env;
   std::vector<char*> envp;
   // Entries of `env` replace inherited ones of the same name.
@@ -126,13 +124,19 @@ CommandResult RunTroupe(const std::vector<std::string>& args, const std::vector<
   envp.push_back(nullptr);
 
   pid_t pid;
-  int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), envp.data());
+  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return {127, "", absl::StrCat("cannot run ", binary)};
+  if (rc != 0) return {127, "", absl::StrCat("cannot run ", argv[0], ": ", std::strerror(rc))};
   int wstatus = 0;
   waitpid(pid, &wstatus, 0);
   return {WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus),
           ReadFileOrEmpty(out_path), ReadFileOrEmpty(err_path)};
+}
+
+CommandResult RunTroupe(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  std::vector<std::string> argv = {TroupeBinary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv, env);
 }
 
 std::vector<int> ProcessesMentioning(const std::string& marker) {
@@ -188,7 +192,7 @@ int TestCluster::GcsPid() const {
 }
 
 TestCluster::TestCluster(std::string temp_root) : temp_root_(std::move(temp_root)) {
-  RegisterForCleanup(TroupeBinary(), temp_root_);
+  RegisterCleanupCommand({TroupeBinary(), "stop", "--force", "--temp-dir=" + temp_root_});
 }
 
 TestCluster::TestCluster(TestCluster&& other) noexcept

@@ -24,10 +24,18 @@ struct CommandResult {
 
 // The troupe binary from the test's runfiles.
 std::string TroupeBinary();
-// Runs `troupe args...` with extra environment entries ("NAME=value", replacing an inherited
-// NAME) and waits for it.
+// Runs argv[0] (a path) with `argv` and extra environment entries ("NAME=value", replacing an
+// inherited NAME), stdin from /dev/null, and waits for it; the output is kept in files under
+// $TEST_TMPDIR.
+CommandResult RunCommand(const std::vector<std::string>& argv,
+                         const std::vector<std::string>& env = {});
+// Runs `troupe args...` with extra environment entries (as RunCommand) and waits for it.
 CommandResult RunTroupe(const std::vector<std::string>& args,
                         const std::vector<std::string>& env = {});
+// Runs `argv` (argv[0] a path, at most 8 arguments) if the test is killed by SIGTERM or SIGINT
+// (a Bazel timeout), so that what it started does not outlive it; for every cluster or set of
+// namespaces a test makes. Call from the test thread.
+void RegisterCleanupCommand(const std::vector<std::string>& argv);
 // Pids of processes whose command line contains `marker`.
 std::vector<int> ProcessesMentioning(const std::string& marker);
 // The NUL-separated arguments of a running process (empty if it is gone).

@@ -6,6 +6,7 @@
 // are stopped; the group restarts up to --max-failures times; the exit status is the failing
 // rank's.
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -31,18 +32,36 @@
 namespace troupe {
 namespace {
 
+// The name of the network interface that holds IPv4 address `ip`, or "".
+std::string InterfaceOf(const std::string& ip) {
+  ifaddrs* addresses = nullptr;
+  if (getifaddrs(&addresses) != 0) return "";
+  std::string name;
+  for (ifaddrs* a = addresses; a != nullptr && name.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN];
+    const auto* address = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+    if (inet_ntop(AF_INET, &address->sin_addr, text, sizeof(text)) && ip == text) {
+      name = a->ifa_name;
+    }
+  }
+  freeifaddrs(addresses);
+  return name;
+}
+
 // Runs in a worker: one rank of the launched command.
 class LaunchRank {
  public:
   static LaunchRank* Create() { return new LaunchRank(); }
 
-  // {node id, node IP, leased GPU ids "a,b"}.
+  // {node id, node IP, leased GPU ids "a,b", the interface holding the node IP ("" if none)}.
   std::vector<std::string> Where() {
     std::string gpus;
     for (int id : GetGpuIds()) absl::StrAppend(&gpus, gpus.empty() ? "" : ",", id);
     const char* node = std::getenv("TROUPE_NODE_ID");
     const char* ip = std::getenv("TROUPE_NODE_IP");
-    return {node ? node : "", ip ? ip : "127.0.0.1", gpus};
+    const std::string node_ip = ip ? ip : "127.0.0.1";
+    return {node ? node : "", node_ip, gpus, InterfaceOf(node_ip)};
   }
 
   // A TCP port free on this node a moment ago (rank 0's MASTER_PORT).
@@ -231,6 +250,7 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
       // Ranks see the launcher's environment (as with torchrun), minus Troupe's own variables
       // and the shell's bookkeeping, plus the variables below.
       std::vector<std::string> inherited;
+      bool gloo_interface_given = false;
       for (char** e = environ; *e; ++e) {
         const std::string entry = *e;
         const std::string name = entry.substr(0, entry.find('='));
@@ -238,6 +258,7 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
             name == "_") {
           continue;
         }
+        gloo_interface_given |= name == "GLOO_SOCKET_IFNAME";
         inherited.push_back(entry);
       }
       std::vector<ObjectRef<int>> runs;
@@ -255,6 +276,10 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
                                   absl::StrCat("OMP_NUM_THREADS=", cpus),
                                   "CUDA_VISIBLE_DEVICES=" + w[2],
                               });
+        // gloo listens on the address the host name resolves to, often 127.0.1.1 (Debian's
+        // /etc/hosts), and tells the other ranks to connect there: pin it to the interface of
+        // the node's address, the one the other nodes reach.
+        if (!gloo_interface_given && !w[3].empty()) env.push_back("GLOO_SOCKET_IFNAME=" + w[3]);
         runs.push_back(ranks[rank].Task(&LaunchRank::Run).Remote(command, env, rank));
       }
       std::vector<bool> done(num_workers, false);

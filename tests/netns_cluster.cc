@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -102,7 +103,9 @@ std::vector<std::string> NetnsCluster::StartFlags(int i, const Options& options)
     flags.insert(flags.end(), {"--head", absl::StrCat("--port=", kHeadPort),
                                absl::StrCat("--http-port=", kHttpPort)});
   } else {
-    flags.insert(flags.end(), {"--address=" + GcsAddress(), "--token=" + token_});
+    // What the head's join_command says: address, token and the CA pin.
+    flags.insert(flags.end(), {"--address=" + GcsAddress(), "--token=" + token_,
+                               "--ca-cert-hash=" + ca_cert_hash_});
   }
   flags.insert(flags.end(), options.node_flags.begin(), options.node_flags.end());
   return flags;
@@ -122,6 +125,13 @@ absl::Status NetnsCluster::StartNodes(const Options& options) {
       token_ = std::string(
           absl::StripAsciiWhitespace(ReadFileOrEmpty(TempDir(1) + "/session_latest/token")));
       if (token_.empty()) return absl::InternalError("the head started but wrote no token");
+      const std::string join = ReadFileOrEmpty(TempDir(1) + "/session_latest/join_command");
+      const size_t pin = join.find("--ca-cert-hash=");
+      if (pin == std::string::npos) {
+        return absl::InternalError("the head wrote no join_command with a CA pin: '" + join + "'");
+      }
+      ca_cert_hash_ = join.substr(pin + strlen("--ca-cert-hash="));
+      ca_cert_hash_ = ca_cert_hash_.substr(0, ca_cert_hash_.find_first_of(" \n"));
     }
   }
   return absl::OkStatus();
@@ -148,7 +158,7 @@ NetnsCluster::~NetnsCluster() {
 std::string NetnsCluster::NodeIp(int i) const { return absl::StrCat("10.99.0.", i); }
 std::string NetnsCluster::GcsAddress() const { return absl::StrCat(NodeIp(1), ":", kHeadPort); }
 std::string NetnsCluster::HttpAddress() const {
-  return absl::StrCat("http://", NodeIp(1), ":", kHttpPort);
+  return absl::StrCat("https://", NodeIp(1), ":", kHttpPort);
 }
 std::string NetnsCluster::TempDir(int i) const { return absl::StrCat(temp_root_, "/n", i); }
 
@@ -164,7 +174,10 @@ CommandResult NetnsCluster::RunOn(int i, const std::vector<std::string>& argv,
       "/bin/bash", NetnsScriptPath(), "exec", prefix_, std::to_string(i),
       "--",        "timeout",         "-s",   "KILL",  std::to_string(timeout_s)};
   command.insert(command.end(), argv.begin(), argv.end());
-  return RunCommand(command, env);
+  std::vector<std::string> full_env = env;
+  const std::string tls_dir = TempDir(i) + "/session_latest/tls";
+  if (std::filesystem::exists(tls_dir + "/ca.pem")) full_env.push_back("TROUPE_TLS_DIR=" + tls_dir);
+  return RunCommand(command, full_env);
 }
 
 CommandResult NetnsCluster::TroupeOn(int i, std::vector<std::string> args) const {

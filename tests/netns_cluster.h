@@ -42,16 +42,20 @@ class NetnsCluster {
   // Node i (1-based) address, 10.99.0.i, and its node ID (hex) as `troupe start` printed it.
   std::string NodeIp(int i) const;
   const std::string& NodeId(int i) const { return node_ids_.at(i - 1); }
-  // The head's GCS address (host:port) and HTTP API (http://host:port), reachable only from inside
-  // the namespaces.
+  // The head's GCS address (host:port) and HTTP API (https://host:port: the head binds beyond
+  // loopback, so TLS is on by default), reachable only from inside the namespaces.
   std::string GcsAddress() const;
   std::string HttpAddress() const;
   const std::string& token() const { return token_; }
   // Node i's own temp dir (its sessions and logs).
   std::string TempDir(int i) const;
 
+  // The CA pin the head wrote into its join_command (--ca-cert-hash=sha256:...).
+  const std::string& ca_cert_hash() const { return ca_cert_hash_; }
+
   // Runs `argv` on node i (its network namespace and mounts) with extra environment entries, and
-  // waits; after `timeout_s` it is SIGKILLed (exit code 137), so a hung driver fails the test
+  // waits; once node i has started, TROUPE_TLS_DIR points at its session's TLS files (drivers and
+  // the CLI there trust the cluster CA, as on a real joined machine); after `timeout_s` it is SIGKILLed (exit code 137), so a hung driver fails the test
   // instead of hanging it. Thread-safe.
   CommandResult RunOn(int i, const std::vector<std::string>& argv,
                       const std::vector<std::string>& env = {}, int timeout_s = 120) const;
@@ -80,6 +84,7 @@ class NetnsCluster {
   const std::string temp_root_;  // node i lives in temp_root_/n<i>
   std::vector<std::string> node_ids_;
   std::string token_;
+  std::string ca_cert_hash_;  // from the head's join_command
   bool up_ = false;  // namespaces exist
 };
 

@@ -83,17 +83,16 @@ class FakeObjectPuller : public ObjectPuller {
       source = sources[range.address];
       max_concurrent = std::max(max_concurrent, ++concurrent);
       // Give other streams the chance to overlap (bounded: never waits past a second).
-      mu.AwaitWithTimeout(absl::Condition(
-                              +[](FakeObjectPuller* self) {
-                                return self->concurrent >= self->wait_for_concurrent;
-                              },
-                              this),
-                          overlap_wait);
+      mu.AwaitWithTimeout(absl::Condition(this, &FakeObjectPuller::EnoughOverlap), overlap_wait);
     }
     absl::Status status = Serve(source, range, sink);
     absl::MutexLock lock(&mu);
     --concurrent;
     return status;
+  }
+
+  bool EnoughOverlap() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return concurrent >= wait_for_concurrent;
   }
 
   absl::Status Serve(const FakeSource& source, const PullRange& range, ChunkSink* sink) {

@@ -8,9 +8,10 @@ Prints, per operation, rank count and size: time and bus bandwidth of both, and 
   python3 bench/collective_bench.py            # needs Debian's python3-torch (/usr/bin/python3)
 
 Across hosts (--netns, needs root): one network namespace per node, each with its own /dev/shm
-(scripts/netns.sh up --private-shm, as on separate hosts), a Troupe cluster with the head in node 1 and a worker in each other node, the Troupe members placed one
-per node (collective_bench --spread, so they talk over TCP), gloo's ranks started one per node
-with MASTER_ADDR = node 1. All-reduce at 4 KB and 45 MB, --repeat rounds alternating Troupe and
+(scripts/netns.sh up --private-shm, as on separate hosts), a Troupe cluster with the head in node
+1 and a worker in each other node (bench/netns_cluster.py), the Troupe members placed one per
+node (collective_bench --spread, so they talk over TCP), gloo's ranks started one per node with
+MASTER_ADDR = node 1. All-reduce at 4 KB and 45 MB, --repeat rounds alternating Troupe and
 gloo; the table shows the median of each and the ratio:
 
   bazel build -c opt //src/cli:troupe //bench:collective_bench
@@ -19,18 +20,14 @@ gloo; the table shows the median of each and the ratio:
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
 
 from bench_common import json_lines
+from netns_cluster import NetnsCluster
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-NETNS = os.path.join(ROOT, "scripts", "netns.sh")
 
 
 def human(nbytes):
@@ -40,77 +37,13 @@ def human(nbytes):
         nbytes /= 1024
 
 
-def run(cmd, **kwargs):
-    return subprocess.run(cmd, capture_output=True, text=True, **kwargs)
-
-
-class NetnsCluster:
-    """Nodes 1..n in network namespaces PREFIXn1..n (10.99.0.I); a Troupe head in node 1 and a
-    worker node in each other one, each with its own temp dir. Torn down on exit."""
-
-    def __init__(self, args, n):
-        self.args, self.n, self.prefix = args, n, args.netns_prefix
-        self.temps = []
-        check = run([NETNS, "check"])
-        if check.returncode != 0:
-            raise SystemExit("--netns: " + check.stdout.strip())
-        # Each node gets its own /dev/shm, as separate hosts (or containers) have: otherwise
-        # members on different nodes would rightly talk through shared memory, not TCP.
-        up = run([NETNS, "up", self.prefix, str(n)] + ([] if args.shared_shm else ["--private-shm"]))
-        if up.returncode != 0:
-            raise SystemExit("--netns: " + up.stderr.strip())
-
-    def ip(self, node):
-        return "10.99.0.%d" % node
-
-    def exec_args(self, node, env=None):
-        env_args = ["env"] + ["%s=%s" % kv for kv in (env or {}).items()]
-        return [NETNS, "exec", self.prefix, str(node), "--"] + env_args
-
-    def start_troupe(self):
-        troupe = os.path.abspath(self.args.troupe_cli)
-        common = ["--num-cpus=2", "--object-store-memory=256MiB"]
-        for node in range(1, self.n + 1):
-            temp = tempfile.mkdtemp(prefix="troupe-coll-n%d-" % node)
-            self.temps.append(temp)
-            if node == 1:
-                cmd = [troupe, "start", "--head", "--port=6380", "--http-port=0"]
-            else:
-                cmd = [troupe, "start", "--address=%s:6380" % self.ip(1), "--token=" + self.token]
-            cmd += ["--node-ip-address=" + self.ip(node), "--temp-dir=" + temp] + common
-            started = run(self.exec_args(node) + cmd)
-            if started.returncode != 0:
-                raise SystemExit(" ".join(cmd) + "\n" + started.stdout + started.stderr)
-            if node == 1:
-                with open(os.path.join(temp, "session_latest", "token")) as f:
-                    self.token = f.read().strip()
-        status = [troupe, "status", "--format=json", "--address=%s:6380" % self.ip(1),
-                  "--token=" + self.token]
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            out = run(self.exec_args(1) + status)
-            if out.returncode == 0 and sum(
-                    node["state"] == "ALIVE" for node in json.loads(out.stdout)["nodes"]) == self.n:
-                return
-            time.sleep(0.2)
-        raise SystemExit("the %d Troupe nodes did not all join within 60 s" % self.n)
-
-    def close(self):
-        troupe = os.path.abspath(self.args.troupe_cli)
-        for temp in self.temps:
-            run([troupe, "stop", "--force", "--temp-dir=" + temp])
-            shutil.rmtree(temp, ignore_errors=True)
-        run([NETNS, "down", self.prefix])
-
-
 def sweep_args(args):
     return ["--min-bytes=4096", "--max-bytes=4096", "--extra-bytes=%d" % (45 << 20),
             "--seconds=%g" % args.seconds]
 
 
 def netns_troupe(cluster, args, world):
-    env = {"TROUPE_ADDRESS": "%s:6380" % cluster.ip(1), "TROUPE_TOKEN": cluster.token}
-    return json_lines(cluster.exec_args(1, env) + [
+    return json_lines(cluster.exec_args(1, cluster.driver_env()) + [
         os.path.abspath(args.troupe), "--ranks=%d" % world, "--spread", "--ops=allreduce",
         "--member-env=" + args.member_env] + sweep_args(args))
 
@@ -135,7 +68,8 @@ def netns_gloo(cluster, args, world):
 
 
 def netns_main(args):
-    cluster = NetnsCluster(args, max(args.ranks))
+    cluster = NetnsCluster(args.netns_prefix, max(args.ranks), args.troupe_cli,
+                           private_shm=not args.shared_shm)
     rows = {}  # (impl, ranks, bytes) -> [busbw, ...]
     try:
         cluster.start_troupe()

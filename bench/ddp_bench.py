@@ -2,8 +2,10 @@
 """PyTorch's side of the training-throughput benchmark: the same ResNet18 (1x28x28 input, 10
 classes), Adam 1e-3, batch 128 per process, one thread per process, fixed random batches; as one
 plain process (--workers 1) or as DDP over gloo with N processes started like torchrun would
-(MASTER_ADDR/PORT, RANK, WORLD_SIZE; Debian's torchrun itself is broken). Prints a JSON line with
-the global images/s."""
+(MASTER_ADDR/PORT, RANK, WORLD_SIZE; Debian's torchrun itself is broken). Or, with --rank, this
+process is one rank of --workers W meeting at --master-addr (bench/train_bench.py --netns starts
+one per network namespace that way; set GLOO_SOCKET_IFNAME there). Rank 0 prints a JSON line
+with the global images/s."""
 import argparse
 import json
 import os
@@ -36,17 +38,23 @@ def steps(model, warmup, count):
     return count * 128 / (time.perf_counter() - start)
 
 
-def rank_main(rank, world, args, queue):
+def ddp_rate(rank, world, args):
+    """Trains as rank `rank` of `world`; returns the global images/s (every rank's, summed)."""
     torch.set_num_threads(1)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29655", RANK=str(rank),
+    os.environ.update(MASTER_ADDR=args.master_addr, MASTER_PORT=str(args.port), RANK=str(rank),
                       WORLD_SIZE=str(world))
     dist.init_process_group("gloo")
     model = torch.nn.parallel.DistributedDataParallel(make_model())
     rate = torch.tensor([steps(model, args.warmup, args.steps)], dtype=torch.float64)
     dist.all_reduce(rate)
-    if rank == 0:
-        queue.put(rate.item())
     dist.destroy_process_group()
+    return rate.item()
+
+
+def rank_main(rank, world, args, queue):
+    rate = ddp_rate(rank, world, args)
+    if rank == 0:
+        queue.put(rate)
 
 
 def main():
@@ -54,8 +62,16 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--rank", type=int, default=None,
+                        help="be this one rank of --workers (started elsewhere: one per host)")
+    parser.add_argument("--master-addr", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=29655)
     args = parser.parse_args()
-    if args.workers == 1:
+    if args.rank is not None:
+        rate = ddp_rate(args.rank, args.workers, args)
+        if args.rank != 0:
+            return
+    elif args.workers == 1:
         torch.set_num_threads(1)
         rate = steps(make_model(), args.warmup, args.steps)
     else:

@@ -2,7 +2,9 @@
 // 10 classes) trained with Adam 1e-3, batch 128 per worker, one intra-op thread per worker, on
 // fixed random batches of FashionMNIST's shape. Prints JSON lines with images/s:
 //   --mode=plain      a plain single-process LibTorch loop (no Troupe at all)
-//   --mode=troupe     DataParallelTrainer with --workers workers on an embedded cluster
+//   --mode=troupe     DataParallelTrainer with --workers workers on an embedded cluster, or on
+//                     the running cluster at $TROUPE_ADDRESS when that is set; --spread puts
+//                     the workers one per node (placement STRICT_SPREAD)
 // bench/train_bench.py runs these and PyTorch DDP (gloo) side by side.
 #include <chrono>
 #include <cstdio>
@@ -56,23 +58,26 @@ int main(int argc, char** argv) {
   if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
   std::string mode = "plain";
   int workers = 1, steps = 20, warmup = 3;
+  bool spread = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strncmp(argv[i], "--mode=", 7)) mode = argv[i] + 7;
     if (!std::strncmp(argv[i], "--workers=", 10)) workers = std::atoi(argv[i] + 10);
     if (!std::strncmp(argv[i], "--steps=", 8)) steps = std::atoi(argv[i] + 8);
     if (!std::strncmp(argv[i], "--warmup=", 9)) warmup = std::atoi(argv[i] + 9);
+    if (!std::strcmp(argv[i], "--spread")) spread = true;
   }
   double rate = 0;
   if (mode == "plain") {
     torch::set_num_threads(1);
     rate = TrainSteps(fashion_mnist::MakeResNet18(), nullptr, warmup, steps);
   } else {
-    troupe::Config config;
-    config.num_cpus = workers;
+    troupe::Config config;  // address empty: $TROUPE_ADDRESS if set, else an embedded cluster
+    if (std::getenv("TROUPE_ADDRESS") == nullptr) config.num_cpus = workers;
     config.log_to_driver = false;
     troupe::Init(config);
     troupe::train::ScalingConfig scaling;
     scaling.num_workers = workers;
+    if (spread) scaling.placement_strategy = "STRICT_SPREAD";
     troupe::train::RunConfig run;
     run.name = "train_bench";
     run.storage_path = "/tmp/troupe_bench_results";

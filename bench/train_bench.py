@@ -9,18 +9,72 @@
   python3 bench/train_bench.py            # /usr/bin/python3 with Debian's python3-torch
 
 Each configuration runs --repeats times, alternating, and the median is reported.
+
+Across hosts (--netns, needs root): two network namespaces, each with its own /dev/shm, as two
+hosts (bench/netns_cluster.py); a Troupe head on node 1 and a node joined on node 2. Troupe:
+the driver on node 1, DataParallelTrainer with 2 workers placed one per node (STRICT_SPREAD), so
+the gradients cross the link. PyTorch: DDP gloo with rank 0 on node 1 and rank 1 on node 2
+(MASTER_ADDR = node 1, GLOO_SOCKET_IFNAME=eth0). Rounds alternate; medians and their ratio:
+
+  bazel build -c opt --config=nocuda //bench:train_bench //src/cli:troupe
+  python3 bench/train_bench.py --netns
 """
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
 
 from bench_common import json_lines
+from netns_cluster import NetnsCluster
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def rate(command):
     return json_lines(command)[-1]["images_per_s"]
+
+
+def netns_troupe(cluster, args):
+    command = cluster.exec_args(1, cluster.driver_env()) + [
+        os.path.abspath(args.troupe), "--mode=troupe", "--workers=2", "--spread",
+        "--steps=%d" % args.steps]
+    return json_lines(command)[-1]["images_per_s"]
+
+
+def netns_ddp(cluster, args):
+    env = {"GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1"}
+    procs = []
+    for rank in range(2):
+        command = cluster.exec_args(rank + 1, env) + [
+            args.python, os.path.join(HERE, "ddp_bench.py"), "--rank", str(rank), "--workers", "2",
+            "--master-addr", cluster.ip(1), "--steps", str(args.steps)]
+        procs.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    outs = [p.communicate(timeout=900) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        if p.returncode != 0:
+            sys.stderr.write(err[-3000:])
+            raise SystemExit("a DDP rank exited with %d" % p.returncode)
+    return [json.loads(line) for line in outs[0][0].splitlines()
+            if line.startswith("{")][-1]["images_per_s"]
+
+
+def netns_main(args):
+    samples = {"troupe": [], "ddp": []}
+    with NetnsCluster(args.netns_prefix, 2, args.troupe_cli) as cluster:
+        cluster.start_troupe()
+        for _ in range(args.repeats):  # alternating, so both see the same machine
+            samples["troupe"].append(netns_troupe(cluster, args))
+            samples["ddp"].append(netns_ddp(cluster, args))
+    median = {name: statistics.median(values) for name, values in samples.items()}
+    print("ResNet18, 2 workers on 2 network namespaces (one per namespace, TCP over veth), "
+          "%d steps of batch 128 per worker, median of %d rounds" % (args.steps, args.repeats))
+    for name, label in (("troupe", "troupe DataParallelTrainer"), ("ddp", "torch DDP gloo")):
+        print("%-30s %8.1f img/s  (runs: %s)" % (label, median[name],
+                                                 ", ".join("%.1f" % v for v in samples[name])))
+    print("troupe / torch DDP gloo: %.3fx" % (median["troupe"] / median["ddp"]))
 
 
 def main():
@@ -30,7 +84,13 @@ def main():
     parser.add_argument("--python", default="/usr/bin/python3")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--netns", action="store_true",
+                        help="2 workers across 2 network namespaces (see above; needs root)")
+    parser.add_argument("--netns-prefix", default="trainb", help="scripts/netns.sh PREFIX")
+    parser.add_argument("--troupe-cli", default="bazel-bin/src/cli/troupe")
     args = parser.parse_args()
+    if args.netns:
+        return netns_main(args)
     common = ["--steps=%d" % args.steps]
     configs = {
         "libtorch plain, 1 process": [args.troupe, "--mode=plain"] + common,

@@ -30,10 +30,11 @@ class NetnsCluster:
     call close()."""
 
     def __init__(self, prefix, n, troupe_cli, private_shm=True, num_cpus=2,
-                 object_store_memory="256MiB"):
+                 object_store_memory="256MiB", head_flags=()):
         self.prefix, self.n = prefix, n
         self.troupe = os.path.abspath(troupe_cli)
         self.num_cpus, self.object_store_memory = num_cpus, object_store_memory
+        self.head_flags = list(head_flags)  # e.g. ["--tls=off"]; the head's choice is the cluster's
         self.temps, self.token, self.ca_cert_hash = [], "", ""
         check = run([NETNS, "check"])
         if check.returncode != 0:
@@ -80,7 +81,8 @@ class NetnsCluster:
             temp = tempfile.mkdtemp(prefix="troupe-%s-n%d-" % (self.prefix, node))
             self.temps.append(temp)
             if node == 1:
-                cmd = [self.troupe, "start", "--head", "--port=%d" % HEAD_PORT, "--http-port=0"]
+                cmd = [self.troupe, "start", "--head", "--port=%d" % HEAD_PORT,
+                       "--http-port=0"] + self.head_flags
             else:  # what the head's join_command says
                 cmd = [self.troupe, "start", "--address=" + self.address(), "--token=" + self.token]
                 if self.ca_cert_hash:

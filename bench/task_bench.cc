@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "troupe/api.h"
 
 namespace {
@@ -46,28 +47,8 @@ int CallActor(troupe::ActorHandle<Echo> actor, int n, bool with_arg) {
 
 TROUPE_REMOTE(SmallValue, SubmitMany, Echo::Create, &Echo::Small, &Echo::SmallWithArg, CallActor);
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-void Report(const char* metric, double value, const char* unit) {
-  printf("{\"metric\": \"%s\", \"value\": %.3f, \"unit\": \"%s\"}\n", metric, value, unit);
-  fflush(stdout);
-}
-
-// Runs `batch` repeatedly for about `seconds`; returns operations per second.
-double Rate(int ops_per_batch, double seconds, const std::function<void()>& batch) {
-  batch();  // warm up
-  int64_t ops = 0;
-  auto start = Clock::now();
-  while (Seconds(start) < seconds) {
-    batch();
-    ops += ops_per_batch;
-  }
-  return ops / Seconds(start);
-}
+using troupe::bench::Rate;
+using troupe::bench::Report;
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "troupe/api.h"
 
 namespace {
@@ -24,28 +25,8 @@ class Echo {
 
 TROUPE_REMOTE(SmallValue, SizeOf, Echo::Create, &Echo::Small);
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-void Report(const char* metric, double value, const char* unit) {
-  printf("{\"metric\": \"%s\", \"value\": %.3f, \"unit\": \"%s\"}\n", metric, value, unit);
-  fflush(stdout);
-}
-
-// Runs `batch` (of `ops` operations) repeatedly for about `seconds`; operations per second.
-double Rate(int ops, double seconds, const std::function<void()>& batch) {
-  batch();  // warm-up
-  const auto start = Clock::now();
-  int64_t done = 0;
-  do {
-    batch();
-    done += ops;
-  } while (Seconds(start) < seconds);
-  return done / Seconds(start);
-}
+using troupe::bench::Rate;
+using troupe::bench::Report;
 
 }  // namespace
 

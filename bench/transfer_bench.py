@@ -29,8 +29,9 @@ import sys
 import tempfile
 import time
 
+from netns_cluster import NetnsCluster
+
 NETNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "netns.sh")
-TROUPE_PORT = 6380
 RAY_PORT = 6390
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -164,28 +165,16 @@ def iperf(prefix, parallel, seconds):
             server.wait()
 
 
-def start_troupe(prefix, troupe, bench, temp):
-    run(on_node(prefix, 1, [troupe, "start", "--head", "--port=%d" % TROUPE_PORT,
-                            "--node-ip-address=10.99.0.1", "--num-cpus=2", "--http-port=0",
-                            "--temp-dir=" + temp + "/n1"]))
-    with open(os.path.join(temp, "n1", "session_latest", "token")) as f:
-        token = f.read().strip()
-    run(on_node(prefix, 2, [troupe, "start", "--address=10.99.0.1:%d" % TROUPE_PORT,
-                            "--token=" + token, "--node-ip-address=10.99.0.2", "--num-cpus=2",
-                            "--temp-dir=" + temp + "/n2"]))
-    deadline = time.time() + 30
-    while True:
-        status = json.loads(run(on_node(prefix, 1, [troupe, "status", "--format=json",
-                                                    "--temp-dir=" + temp + "/n1"])).stdout)
-        ids = {n["node_ip"]: n["node_id"] for n in status["nodes"] if n["state"] == "ALIVE"}
-        if len(ids) == 2:
-            break
-        if time.time() > deadline:
-            raise RuntimeError("the worker node did not join: %s" % status)
-        time.sleep(0.2)
-    env = dict(os.environ, TROUPE_ADDRESS="10.99.0.1:%d" % TROUPE_PORT, TROUPE_TOKEN=token)
-    return Driver(on_node(prefix, 1, [bench, "--producer=" + ids["10.99.0.1"],
-                                      "--consumer=" + ids["10.99.0.2"]]), env=env)
+def start_troupe(cluster, bench):
+    """The Troupe nodes (joined as the head's join_command says: TLS, CA pin) and the measuring
+    driver on node 1."""
+    cluster.start_troupe()
+    status = json.loads(run(cluster.exec_args(1) + [
+        cluster.troupe, "status", "--format=json", "--address=" + cluster.address(),
+        "--token=" + cluster.token]).stdout)
+    ids = {n["node_ip"]: n["node_id"] for n in status["nodes"] if n["state"] == "ALIVE"}
+    return Driver(cluster.exec_args(1, cluster.driver_env()) + [
+        bench, "--producer=" + ids["10.99.0.1"], "--consumer=" + ids["10.99.0.2"]])
 
 
 def start_ray(prefix, ray, python, temp, store_bytes):
@@ -221,6 +210,8 @@ def main():
     parser.add_argument("--iperf-seconds", type=int, default=2)
     parser.add_argument("--iperf-parallel", type=int, default=4)
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--tls", choices=["auto", "on", "off"], default="auto",
+                        help="the Troupe head's --tls (auto: on, as the head binds 10.99.0.1)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     troupe, bench = os.path.abspath(args.troupe), os.path.abspath(args.bench)
@@ -229,10 +220,14 @@ def main():
                    "tcp_cpu": []} for size in sizes}
     temp = tempfile.mkdtemp(prefix="xf-bench-")
     run(["bash", NETNS, "down", args.prefix], check=False)
-    run(["bash", NETNS, "up", args.prefix, "2"])
+    # Shared /dev/shm (each node still has its own store, so every byte crosses the link): a
+    # private tmpfs per node would cap the store below the 1 GB object's needs.
+    cluster = NetnsCluster(args.prefix, 2, troupe, private_shm=False,
+                           object_store_memory=str(max(3 * max(sizes), 1 << 30)),
+                           head_flags=["--tls=" + args.tls])
     drivers = []
     try:
-        ours = start_troupe(args.prefix, troupe, bench, temp)
+        ours = start_troupe(cluster, bench)
         drivers.append(ours)
         troupe_raylets = pids_in(args.prefix, "troupe raylet")
         theirs = None
@@ -268,11 +263,9 @@ def main():
                 driver.close()
             except Exception:  # the namespaces' teardown below kills what is left
                 pass
-        # `troupe stop` also removes the nodes' object stores from /dev/shm.
-        for i in (1, 2):
-            run(on_node(args.prefix, i, [troupe, "stop", "--force",
-                                         "--temp-dir=%s/n%d" % (temp, i)]), check=False)
-        run(["bash", NETNS, "down", args.prefix], check=False)
+        # Stops Troupe on each node (which removes its store from /dev/shm), then the namespaces
+        # with every process left in them (Ray's too).
+        cluster.close()
         shutil.rmtree(temp, ignore_errors=True)
 
     med = statistics.median

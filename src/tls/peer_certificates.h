@@ -1,7 +1,8 @@
 // Discovering the cluster CA from the head itself, pinned by its hash (kubeadm's discovery by
 // --discovery-token-ca-cert-hash): open a TLS connection to the head's GCS without trusting
 // anything yet, take the certificate chain it presents, and accept the CA in it only if its pin
-// matches the one the user gave. Stateless; blocking (one short connection).
+// matches the one the user gave. Stateless, so safe from any thread; blocking (one short
+// connection).
 #pragma once
 
 #include <string>

@@ -5,7 +5,8 @@
 //   node.key  its private key, mode 0600 (made on this node; never leaves it)
 // Daemons get the folder with --tls-dir; workers and drivers with $TROUPE_TLS_DIR (the raylet
 // passes it to workers) or find it in the local session of the cluster they connect to.
-// Stateless functions.
+// Stateless functions, safe from any thread (two processes writing one folder at once are not
+// coordinated: one node owns its session folder).
 #pragma once
 
 #include <string>

@@ -63,7 +63,8 @@ def netns_ddp(cluster, args):
 
 def netns_main(args):
     samples = {"troupe": [], "ddp": []}
-    with NetnsCluster(args.netns_prefix, 2, args.troupe_cli) as cluster:
+    with NetnsCluster(args.netns_prefix, 2, args.troupe_cli,
+                      private_shm=not args.shared_shm) as cluster:
         cluster.start_troupe()
         for _ in range(args.repeats):  # alternating, so both see the same machine
             samples["troupe"].append(netns_troupe(cluster, args))
@@ -87,6 +88,9 @@ def main():
     parser.add_argument("--netns", action="store_true",
                         help="2 workers across 2 network namespaces (see above; needs root)")
     parser.add_argument("--netns-prefix", default="trainb", help="scripts/netns.sh PREFIX")
+    parser.add_argument("--shared-shm", action="store_true",
+                        help="--netns: the nodes share /dev/shm (Troupe's all-reduce then uses "
+                             "shared memory between them; DDP still uses TCP)")
     parser.add_argument("--troupe-cli", default="bazel-bin/src/cli/troupe")
     args = parser.parse_args()
     if args.netns:

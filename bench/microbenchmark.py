@@ -5,17 +5,50 @@ side by side in one run, with Ray's metric names and the Troupe/Ray ratio per me
   bazel build -c opt //bench:task_bench
   bash bench/setup_peers.sh            # a virtualenv with Ray (PyPI)
   python3 bench/microbenchmark.py --python ~/.cache/troupe-bench-venv/bin/python
+
+--tls=on|off: Troupe's side runs against a head started through the CLI (2 CPUs, on loopback)
+with that --tls, instead of an embedded cluster, so the Ray ratios can be read with TLS on.
 """
 import argparse
+import contextlib
 import os
+import shutil
+import socket
+import subprocess
+import tempfile
 
 from bench_common import json_lines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run(command):
-    return {r["metric"]: (r["value"], r["unit"]) for r in json_lines(command)}
+def run(command, env=None):
+    return {r["metric"]: (r["value"], r["unit"]) for r in json_lines(command, env=env)}
+
+
+@contextlib.contextmanager
+def cli_cluster(troupe_cli, tls):
+    """A one-node cluster through the CLI with --tls=tls; yields the environment for a driver."""
+    temp = tempfile.mkdtemp(prefix="troupe-microbench-")
+    try:
+        with socket.socket() as probe:  # a free port for the GCS
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        subprocess.run([troupe_cli, "start", "--head", "--num-cpus=2", "--port=%d" % port,
+                        "--http-port=0", "--temp-dir=" + temp, "--tls=" + tls], check=True,
+                       capture_output=True, text=True)
+        session = os.path.join(temp, "session_latest")
+        with open(os.path.join(session, "address")) as f:
+            address = f.read().strip()
+        with open(os.path.join(session, "token")) as f:
+            token = f.read().strip()
+        env = dict(os.environ, TROUPE_ADDRESS=address, TROUPE_TOKEN=token)
+        if tls == "on":
+            env["TROUPE_TLS_DIR"] = os.path.join(session, "tls")
+        yield env
+    finally:
+        subprocess.run([troupe_cli, "stop", "--force", "--temp-dir=" + temp], capture_output=True)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def main():
@@ -24,9 +57,16 @@ def main():
     parser.add_argument("--troupe", default="bazel-bin/bench/task_bench")
     parser.add_argument("--python", default=os.path.expanduser("~/.cache/troupe-bench-venv/bin/python"))
     parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--tls", choices=["on", "off"],
+                        help="run Troupe's side against a CLI-started head with this --tls")
+    parser.add_argument("--troupe-cli", default="bazel-bin/src/cli/troupe")
     args = parser.parse_args()
 
-    troupe = run([args.troupe, "--seconds=%g" % args.seconds])
+    if args.tls:
+        with cli_cluster(args.troupe_cli, args.tls) as env:
+            troupe = run([args.troupe, "--seconds=%g" % args.seconds], env=env)
+    else:
+        troupe = run([args.troupe, "--seconds=%g" % args.seconds])
     ray = run([args.python, os.path.join(HERE, "ray_microbench.py"), str(args.seconds)])
     print("%-46s %14s %14s %9s  %s" % ("metric", "troupe", "ray", "ratio", "unit"))
     for metric, (value, unit) in troupe.items():

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -186,6 +187,22 @@ TEST(ClusterTest, StopLeavesNoTroupeProcessBehind) {
   CommandResult status = cluster.Troupe({"status"});
   EXPECT_NE(status.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(status.err, "troupe start --head")) << status.err;
+}
+
+// A node whose processes were all SIGKILLed (a crash, a test's teardown) leaves its object store
+// in /dev/shm; `troupe stop` finds no process to stop but still removes it.
+TEST(ClusterTest, StopAfterSigkillRemovesTheStoreLeftInDevShm) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start());
+  const std::string session = cluster.HeadSessionDir();
+  const std::string store = "/dev/shm/troupe-" + session.substr(session.rfind('/') + 1);
+  ASSERT_TRUE(std::filesystem::exists(store)) << store;
+  for (int pid : ProcessesMentioning(cluster.temp_root())) kill(pid, SIGKILL);
+  ASSERT_TRUE(WaitUntil([&] { return ProcessesMentioning(cluster.temp_root()).empty(); },
+                        absl::Seconds(10), "the SIGKILLed processes to be gone"));
+  CommandResult stop = cluster.Troupe({"stop"});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+  EXPECT_TRUE(absl::StrContains(stop.out, "No Troupe processes are running")) << stop.out;
+  EXPECT_FALSE(std::filesystem::exists(store)) << store << " was left behind";
 }
 
 TEST(ClusterTest, ClearErrors) {

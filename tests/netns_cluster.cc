@@ -145,6 +145,11 @@ NetnsCluster::~NetnsCluster() {
   if (result.exit_code != 0) {
     ADD_FAILURE() << "netns.sh down " << prefix_ << " failed: " << result.out << result.err;
   }
+  // With every process gone, `troupe stop` removes what the SIGKILLed nodes left in the host's
+  // /dev/shm (their object stores, when the nodes share it; a private one went with its mount).
+  for (size_t i = 1; i <= node_ids_.size(); ++i) {
+    RunTroupe({"stop", "--force", "--temp-dir=" + TempDir(static_cast<int>(i))});
+  }
   std::error_code ignored;
   // A failed test keeps every node's logs among its outputs (test.outputs/outputs.zip).
   const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");

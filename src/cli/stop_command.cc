@@ -55,6 +55,25 @@ void RemoveTree(const std::string& dir) {
   }
 }
 
+// Forgets daemons that are gone and, for every session with none left, removes what its SIGKILLed
+// processes could not: the object store in /dev/shm (it holds RAM) and job working directories.
+void CleanUpStoppedSessions(const std::string& root) {
+  for (const auto& session : Session::All(root)) {
+    for (const char* name : {"gcs", "raylet", "http", "head-supervisor"}) {
+      bool alive = false;
+      for (const auto& daemon : session.LiveDaemons()) alive |= daemon.name == name;
+      if (!alive) session.ForgetDaemon(name);
+    }
+    // A raylet killed with SIGKILL leaves its shared-memory objects behind: they hold RAM.
+    if (session.LiveDaemons().empty()) {
+      RemoveTree(ObjectStoreDirOf(session));
+      // Job working directories (remove_all deletes symlinks, never what they point to).
+      std::error_code ignored;
+      std::filesystem::remove_all(session.dir() + "/jobs", ignored);
+    }
+  }
+}
+
 }  // namespace
 
 int StopCommand(const std::vector<std::string>& args) {
@@ -94,6 +113,8 @@ int StopCommand(const std::vector<std::string>& args) {
   }
   const size_t total = supervisors.size() + http.size() + raylets.size() + others.size();
   if (total == 0) {
+    // Still clean up: nodes that were SIGKILLed (a crash, a test's teardown) left their stores.
+    CleanUpStoppedSessions(root);
     printf("No Troupe processes are running on this machine (looked in %s).\n", root.c_str());
     return 0;
   }
@@ -125,20 +146,7 @@ int StopCommand(const std::vector<std::string>& args) {
       stubborn = SignalAndWait(stubborn, SIGKILL, absl::Seconds(5));
     }
   }
-  for (const auto& session : Session::All(root)) {
-    for (const char* name : {"gcs", "raylet", "http", "head-supervisor"}) {
-      bool alive = false;
-      for (const auto& daemon : session.LiveDaemons()) alive |= daemon.name == name;
-      if (!alive) session.ForgetDaemon(name);
-    }
-    // A raylet killed with SIGKILL leaves its shared-memory objects behind: they hold RAM.
-    if (session.LiveDaemons().empty()) {
-      RemoveTree(ObjectStoreDirOf(session));
-      // Job working directories (remove_all deletes symlinks, never what they point to).
-      std::error_code ignored;
-      std::filesystem::remove_all(session.dir() + "/jobs", ignored);
-    }
-  }
+  CleanUpStoppedSessions(root);
   if (!stubborn.empty()) {
     for (const auto& target : stubborn) {
       fprintf(stderr, "troupe stop: %s (pid %d) is still running\n", target.daemon.name.c_str(),

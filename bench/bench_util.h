@@ -1,12 +1,14 @@
 // Small helpers shared by the C++ benchmark drivers: a steady clock, one JSON line per figure
-// (what bench/*.py read), and an operations-per-second loop. Header-only; no state, so safe from
-// any thread (Report writes whole lines to stdout under stdio's own lock).
+// (what bench/*.py read), an operations-per-second loop and `--name=value` flags. Header-only; no
+// state, so safe from any thread (Report writes whole lines to stdout under stdio's own lock).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
+#include <string>
 
 namespace troupe::bench {
 
@@ -34,6 +36,16 @@ inline double Rate(int ops_per_batch, double seconds, const std::function<void()
     ops += ops_per_batch;
   }
   return ops / Seconds(start);
+}
+
+// The value of `--name=value` among the program's arguments, or `fallback`.
+inline std::string FlagValue(int argc, char** argv, const std::string& name,
+                             const std::string& fallback) {
+  const std::string prefix = "--" + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
+  }
+  return fallback;
 }
 
 }  // namespace troupe::bench

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "troupe/api.h"
 
 namespace {
@@ -43,13 +44,7 @@ bool MadeHere(std::vector<uint8_t> bytes) {
 
 TROUPE_REMOTE(MakeBytes, WhereAmI, MadeHere);
 
-std::string FlagValue(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
-  }
-  return fallback;
-}
+using troupe::bench::FlagValue;
 
 }  // namespace
 

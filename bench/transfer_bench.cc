@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "troupe/api.h"
 
 namespace {
@@ -44,13 +45,7 @@ std::string WhereAmI() { return std::getenv("TROUPE_NODE_ID"); }
 
 TROUPE_REMOTE(MakeBytes, TimeGet, WhereAmI);
 
-std::string FlagValue(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
-  }
-  return fallback;
-}
+using troupe::bench::FlagValue;
 
 }  // namespace
 

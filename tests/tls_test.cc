@@ -183,8 +183,15 @@ TEST_F(TlsTest, PlaintextClientsAreRefusedOnEveryPort) {
   }
   ASSERT_FALSE(worker_address.empty());
   ASSERT_OK_AND_ASSIGN(auto nodes, cluster_->gcs().GetAllNodeInfo());
-  ASSERT_FALSE(nodes.empty());
-  const std::string raylet_address = absl::StrCat(nodes[0].node_ip(), ":", nodes[0].raylet_port());
+  // The head's raylet (an earlier test of this suite SIGKILLs the node it joined, which may still
+  // be listed as alive).
+  std::string raylet_address;
+  for (const auto& node : nodes) {
+    if (node.is_head() && node.state() == rpc::NodeInfo::ALIVE) {
+      raylet_address = absl::StrCat(node.node_ip(), ":", node.raylet_port());
+    }
+  }
+  ASSERT_FALSE(raylet_address.empty());
 
   auto plaintext = [&](const std::string& address) {
     return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());

@@ -181,6 +181,10 @@ TEST_F(JobsTest, BadRequestsGetClearErrorsAndChangeNothing) {
   };
   expect(Request("POST", "/api/jobs/", "{not json"), 400, "not valid JSON");
   expect(Request("POST", "/api/jobs/", "{}"), 400, "'entrypoint' is required");
+  expect(Request("POST", "/api/jobs/", R"({"entrypoint": 5})"), 400,
+         "'entrypoint' must be a string");
+  expect(Request("POST", "/api/jobs/", R"({"entrypoint": 5})"), 400, "), not number");
+  expect(Request("POST", "/api/jobs/", R"({"entrypoint": ""})"), 400, "must not be empty");
   expect(Request("POST", "/api/jobs/", R"({"entrypoint": "true", "colour": 1})"), 400,
          "unknown field 'colour'");
   expect(Request("POST", "/api/jobs/", R"({"entrypoint": "true", "entrypoint_num_cpus": -1})"), 400,
@@ -301,6 +305,11 @@ TEST_F(JobsTest, ListAndLogsCommands) {
   EXPECT_TRUE(absl::StrContains(gcs.out, "==> ")) << gcs.out;
   CommandResult none = troupe({"logs", "no-such-log"});
   EXPECT_NE(none.exit_code, 0);
+  // A temp root where no node ever ran: a message saying so, not a silent success.
+  CommandResult empty = troupe::testing::RunTroupe(
+      {"logs", "--temp-dir=" + cluster_->temp_root() + "/nothing-here"});
+  EXPECT_EQ(empty.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(empty.err, "no Troupe log files under")) << empty.err;
 }
 
 TEST_F(JobsTest, MetricsPassPromtoolAndCountTheCluster) {

@@ -99,7 +99,8 @@ struct ApiFlags {
   void Register(FlagParser* flags) {
     flags->AddString("address", &address, "The head's HTTP API, http://HOST:8265.");
     flags->AddString("token", &token, "Cluster token (default: $TROUPE_TOKEN or the local one).");
-    flags->AddString("temp-dir", &temp_dir, "Where local sessions live (default /tmp/troupe).");
+    flags->AddString("temp-dir", &temp_dir,
+                    "Root of session directories (default: $TROUPE_TEMP_DIR or /tmp/troupe).");
   }
   std::optional<ApiTarget> Resolve(std::string* error) const {
     return ResolveApi(address, token, temp_dir, error);
@@ -266,7 +267,16 @@ int Submit(const std::vector<std::string>& all_args) {
 int Simple(const std::string& verb, const std::vector<std::string>& args) {
   ApiFlags api_flags;
   bool follow = false;
-  FlagParser flags("troupe job " + verb, "See `troupe job --help`.");
+  static const std::map<std::string, std::string> kAbout = {
+      {"status", "Prints a job's status (PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED) and "
+                 "message:\n  troupe job status ID"},
+      {"logs", "Prints a job's output so far, or with --follow until it ends:\n  troupe job "
+               "logs ID [--follow]"},
+      {"stop", "Stops a running job, its workers and its actors:\n  troupe job stop ID"},
+      {"list", "Lists every submitted job: id, status, exit code, entrypoint:\n  troupe job "
+               "list"},
+      {"delete", "Forgets a finished job (its record and output):\n  troupe job delete ID"}};
+  FlagParser flags("troupe job " + verb, kAbout.at(verb));
   api_flags.Register(&flags);
   if (verb == "logs") flags.AddBool("follow", &follow, "Keep printing until the job ends.");
   std::vector<std::string> flag_args, positional;
@@ -414,6 +424,12 @@ int LogsCommand(const std::vector<std::string>& args) {
     }
   }
   std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    return Fail("logs", "no Troupe log files under " + ResolveTempRoot(api_flags.temp_dir) +
+                            ": no node was started on this machine with this temp root (pass "
+                            "--temp-dir=DIR or set TROUPE_TEMP_DIR to the one `troupe start` "
+                            "used)");
+  }
   int printed = 0;
   for (const auto& file : files) {
     if (names.empty()) {

@@ -19,7 +19,7 @@ constexpr char kUsage[] =
     "\n"
     "Commands:\n"
     "  start       Start a head node (--head) or join a cluster (--address=HOST:PORT)\n"
-    "  stop        Stop every Troupe process started on this machine\n"
+    "  stop        Stop the nodes started on this machine (under one --temp-dir)\n"
     "  status      Show the cluster's nodes and resources\n"
     "  job         Submit and manage jobs: submit, status, logs, stop, list, delete\n"
     "  list        List nodes, actors, jobs or placement groups (JSON)\n"
@@ -61,6 +61,12 @@ int main(int argc, char** argv) {
   if (command == "list") return troupe::ListCommand(args);
   if (command == "logs") return troupe::LogsCommand(args);
   if (command == "train") {
+    if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+      printf("Usage: troupe train launch [flags] -- CMD ARGS...\n"
+             "  Runs a distributed training script as N ranks (torchrun-style); "
+             "`troupe train launch --help` shows its flags.\n");
+      return 0;
+    }
     if (args.empty() || args[0] != "launch") {
       fprintf(stderr, "troupe train: the subcommand is `launch`: troupe train launch --help\n");
       return 2;

@@ -41,18 +41,24 @@ TEST(NodeFlagsTest, BadResourcesSayWhichFlagAndWhy) {
   ASSERT_FALSE(builtin.ok());
   EXPECT_NE(builtin.status().message().find("use --num-cpus"), std::string::npos);
   EXPECT_FALSE(Build({"--num-gpus=-2"}).ok());
+  auto fraction = Build({"--num-cpus=1.5"});
+  ASSERT_FALSE(fraction.ok());
+  EXPECT_NE(fraction.status().message().find("--num-cpus must be a whole number, got 1.5"),
+            std::string::npos)
+      << fraction.status();
+  EXPECT_FALSE(Build({"--num-gpus=0.5"}).ok());
 }
 
 TEST(NodeFlagsTest, ArgsRoundTrip) {
   NodeFlags original;
   FlagParser parser("troupe start", "test");
   original.Register(&parser);
-  ASSERT_TRUE(parser.Parse({"--num-cpus=1.5", R"(--labels={"zone": "a"})"}).ok());
+  ASSERT_TRUE(parser.Parse({"--num-cpus=3", R"(--labels={"zone": "a"})"}).ok());
   NodeFlags copy;
   FlagParser copy_parser("troupe raylet", "test");
   copy.Register(&copy_parser);
   ASSERT_TRUE(copy_parser.Parse(original.ToArgs()).ok());
-  EXPECT_EQ(copy.num_cpus, 1.5);
+  EXPECT_EQ(copy.num_cpus, 3);
   EXPECT_EQ(copy.labels_json, original.labels_json);
   EXPECT_EQ(copy.BuildLabels()->at("zone"), "a");
 }

@@ -81,7 +81,9 @@ int StopCommand(const std::vector<std::string>& args) {
   std::string temp_dir;
   int64_t grace_s = 10;
   FlagParser flags("troupe stop",
-                   "Stops every Troupe process started on this machine (heads and worker nodes).");
+                   "Stops the Troupe nodes (heads and worker nodes) started on this machine "
+                   "under one temp root (--temp-dir, $TROUPE_TEMP_DIR or /tmp/troupe); nodes "
+                   "started with another --temp-dir keep running.");
   flags.AddBool("force", &force, "Kill with SIGKILL at once instead of stopping gracefully.");
   flags.AddString("temp-dir", &temp_dir,
                   "Root of session directories (default: $TROUPE_TEMP_DIR or /tmp/troupe).");
@@ -115,7 +117,9 @@ int StopCommand(const std::vector<std::string>& args) {
   if (total == 0) {
     // Still clean up: nodes that were SIGKILLed (a crash, a test's teardown) left their stores.
     CleanUpStoppedSessions(root);
-    printf("No Troupe processes are running on this machine (looked in %s).\n", root.c_str());
+    printf("No Troupe node started under %s is running (nodes started with another --temp-dir "
+           "are not looked at).\n",
+           root.c_str());
     return 0;
   }
   std::vector<Target> stubborn;

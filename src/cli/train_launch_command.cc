@@ -26,6 +26,7 @@
 #include "src/cli/commands.h"
 #include "src/common/cluster_target.h"
 #include "src/common/flag_parser.h"
+#include "src/common/session.h"
 #include "src/tls/tls_files.h"
 #include "troupe/api.h"
 
@@ -159,7 +160,8 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
                   "Cluster (default: $TROUPE_ADDRESS, else the local one, "
                   "else an embedded single-node cluster).");
   flags.AddString("token", &token, "Cluster token (default: $TROUPE_TOKEN or the local one).");
-  flags.AddString("temp-dir", &temp_dir, "Where local sessions live (default /tmp/troupe).");
+  flags.AddString("temp-dir", &temp_dir,
+                  "Root of session directories (default: $TROUPE_TEMP_DIR or /tmp/troupe).");
   auto parsed = flags.Parse(args);
   if (flags.help_requested()) {
     std::printf("%s", flags.Usage().c_str());
@@ -183,7 +185,7 @@ int TrainLaunchCommand(const std::vector<std::string>& all_args) {
   }
   Config config;
   config.working_dir = working_dir;
-  auto target = ResolveClusterTarget(address, token, temp_dir.empty() ? "/tmp/troupe" : temp_dir);
+  auto target = ResolveClusterTarget(address, token, ResolveTempRoot(temp_dir));
   if (target.ok()) {
     config.address = target->address;
     config.token = target->token;

@@ -35,7 +35,22 @@ absl::StatusOr<ClusterTarget> ResolveClusterTarget(const std::string& address_fl
   if (target.address.empty()) {
     auto latest = Session::Latest(temp_root);
     if (latest.ok()) {
-      if (auto address = latest->ReadFile("address"); address.ok()) target.address = *address;
+      auto address = latest->ReadFile("address");
+      if (address.ok() && latest->LiveDaemons().empty()) {
+        // A session left by a stopped or killed cluster: its address answers no more.
+        std::string restart = "Start one with `troupe start --head`, or pass --address.";
+        if (auto redis = latest->ReadFile("redis_address"); redis.ok() && !redis->empty()) {
+          restart = absl::StrCat("Its state is in Redis at ", *redis,
+                                 ": restart the head with `troupe start --head --redis-address=",
+                                 *redis, " --port=", address->substr(address->rfind(':') + 1),
+                                 "`, or pass --address.");
+        }
+        return absl::FailedPreconditionError(
+            absl::StrCat("no Troupe cluster runs here: the latest session in ", temp_root, " (",
+                         latest->dir(), ", head at ", *address, ") has no live process. ",
+                         restart));
+      }
+      if (address.ok()) target.address = *address;
     }
   }
   if (target.address.empty()) {

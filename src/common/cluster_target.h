@@ -1,5 +1,6 @@
 // Which cluster a CLI command talks to, and with which token:
-//   address: --address, else $TROUPE_ADDRESS, else the address in session_latest
+//   address: --address, else $TROUPE_ADDRESS, else the address in session_latest (only while
+//            that session's daemons run: a stopped or killed one's is refused, naming it)
 //   token:   --token,   else $TROUPE_TOKEN,   else the token of a local session with that address
 //   TLS:     $TROUPE_TLS_DIR, else the tls/ folder of a local session with that address (a head's
 //            or a joined node's), else none (plaintext)

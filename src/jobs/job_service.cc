@@ -71,11 +71,19 @@ Reply JobService::Submit(const std::string& request_body) {
                             "entrypoint_resources");
     }
   }
-  if (!request.contains("entrypoint") || !request["entrypoint"].is_string() ||
-      request["entrypoint"].get<std::string>().empty()) {
+  if (!request.contains("entrypoint") || request["entrypoint"].is_null()) {
     return Error(400,
                  "field 'entrypoint' is required: the shell command to run, e.g. "
                  "\"./my_app --epochs 5\"");
+  }
+  if (!request["entrypoint"].is_string()) {
+    return Error(400, std::string("field 'entrypoint' must be a string (the shell command to "
+                                  "run, e.g. \"./my_app --epochs 5\"), not ") +
+                          request["entrypoint"].type_name());
+  }
+  if (request["entrypoint"].get<std::string>().empty()) {
+    return Error(400, "field 'entrypoint' must not be empty: the shell command to run, e.g. "
+                      "\"./my_app --epochs 5\"");
   }
   std::string id;
   if (request.contains("submission_id") && !request["submission_id"].is_null()) {

@@ -7,8 +7,9 @@ namespace troupe {
 namespace {
 constexpr char kBearer[] = "Bearer ";
 constexpr char kHowToFix[] =
-    "pass --token or set TROUPE_TOKEN to the token in the head's session directory "
-    "(/tmp/troupe/session_latest/token on the head)";
+    "pass --token or set TROUPE_TOKEN to the token in the head's session directory (on the "
+    "head: `cat <temp root>/session_latest/token`; the temp root is the head's --temp-dir, "
+    "$TROUPE_TEMP_DIR or /tmp/troupe)";
 }  // namespace
 
 grpc::Status TokenAuthenticator::Check(const grpc::ServerContextBase& context) const {

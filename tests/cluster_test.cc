@@ -1,6 +1,9 @@
 // Multi-process tests of the foundation: a real head and raylets on loopback, driven through the
 // `troupe` CLI and the GCS's gRPC API.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "src/common/ids.h"
@@ -244,11 +248,43 @@ TEST(ClusterTest, ClearErrors) {
   EXPECT_EQ(no_cluster.exit_code, 1);
   EXPECT_TRUE(absl::StrContains(no_cluster.err, "troupe start --head")) << no_cluster.err;
 
-  for (const char* command : {"start", "stop", "status", "raylet", "gcs-server"}) {
-    CommandResult help = RunTroupe({command, "--help"});
-    EXPECT_EQ(help.exit_code, 0) << command;
-    EXPECT_TRUE(absl::StrContains(help.out, "Usage: troupe")) << command;
+  for (const std::vector<std::string>& command :
+       std::vector<std::vector<std::string>>{{"start"}, {"stop"}, {"status"}, {"raylet"},
+                                             {"gcs-server"}, {"job"}, {"job", "submit"},
+                                             {"job", "status"}, {"job", "logs"}, {"logs"},
+                                             {"train"}, {"train", "launch"}}) {
+    std::vector<std::string> args = command;
+    args.push_back("--help");
+    CommandResult help = RunTroupe(args);
+    EXPECT_EQ(help.exit_code, 0) << absl::StrJoin(command, " ");
+    EXPECT_TRUE(absl::StrContains(help.out, "Usage: troupe")) << absl::StrJoin(command, " ");
+    EXPECT_FALSE(absl::StrContains(help.out, "See `troupe")) << absl::StrJoin(command, " ");
   }
+
+  // HTTP commands: a dead port and a port that accepts but never answers end in a clear
+  // message naming the address, within the call timeout (10 s), not a hang.
+  const int dead_port = PickFreePort();
+  CommandResult refused = RunTroupe(
+      {"job", "list", absl::StrCat("--address=http://127.0.0.1:", dead_port), "--token=x"});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(refused.err, absl::StrCat("127.0.0.1:", dead_port, ": the "
+                                                          "connection was refused")))
+      << refused.err;
+  EXPECT_TRUE(absl::StrContains(refused.err, "Is the head running")) << refused.err;
+  int silent = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(silent, 4), 0);
+  socklen_t len = sizeof(addr);
+  getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len);
+  CommandResult mute = RunTroupe(
+      {"job", "list", absl::StrCat("--address=http://127.0.0.1:", ntohs(addr.sin_port)),
+       "--token=x"});
+  close(silent);
+  EXPECT_EQ(mute.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(mute.err, "no complete answer in time")) << mute.err;
   EXPECT_EQ(RunTroupe({"launch-rockets"}).exit_code, 2);
 }
 

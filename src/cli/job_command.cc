@@ -123,10 +123,45 @@ std::unique_ptr<httplib::Client> MakeClient(const ApiTarget& api) {
   return client;
 }
 
+// Connecting gives up after this; a call's answer is awaited kCallTimeoutS (an upload's longer).
+constexpr int kConnectTimeoutS = 5;
+constexpr int kCallTimeoutS = 10;
+constexpr int kUploadTimeoutS = 120;
+
+// What went wrong talking to `url`, and what to do about it.
+std::string DescribeTransportError(const std::string& url, httplib::Error error) {
+  std::string what;
+  switch (error) {
+    case httplib::Error::Connection:
+      what = "the connection was refused or the host is unreachable";
+      break;
+    case httplib::Error::ConnectionTimeout:
+      what = absl::StrCat("no connection within ", kConnectTimeoutS, " s");
+      break;
+    case httplib::Error::Read:
+      what = "no complete answer in time (the server stopped answering)";
+      break;
+    case httplib::Error::SSLConnection:
+      what = "the TLS handshake failed (is it an http:// server, or not Troupe's?)";
+      break;
+    case httplib::Error::SSLServerVerification:
+      what = "its certificate is not signed by this cluster's CA (another cluster's head?)";
+      break;
+    default:
+      what = httplib::to_string(error);
+  }
+  return absl::StrCat("cannot reach the head's HTTP API at ", url, ": ", what,
+                      ". Is the head running (`troupe status`)? Point --address (or "
+                      "TROUPE_API_ADDRESS) at its HTTP address, http(s)://HEAD:8265.");
+}
+
 Response Call(const ApiTarget& api, const std::string& method, const std::string& path,
               const std::string& body = "", const std::string& content_type = "application/json") {
   auto client = MakeClient(api);
-  client->set_read_timeout(60, 0);
+  client->set_connection_timeout(kConnectTimeoutS, 0);
+  const int timeout_s = method == "PUT" ? kUploadTimeoutS : kCallTimeoutS;
+  client->set_read_timeout(timeout_s, 0);
+  client->set_write_timeout(timeout_s, 0);
   httplib::Headers headers = {{"Authorization", "Bearer " + api.token}};
   httplib::Result result =
       method == "GET"    ? client->Get(path.c_str(), headers)
@@ -135,8 +170,7 @@ Response Call(const ApiTarget& api, const std::string& method, const std::string
                          : client->Delete(path.c_str(), headers);
   Response out;
   if (!result) {
-    out.error =
-        "cannot reach the HTTP API at " + api.url + ": " + httplib::to_string(result.error());
+    out.error = DescribeTransportError(api.url, result.error());
     return out;
   }
   out.status = result->status;
@@ -164,6 +198,7 @@ std::string ShellQuote(const std::string& arg) {
 // Streams the job's output until it ends; returns the final record.
 json Follow(const ApiTarget& api, const std::string& id) {
   auto client = MakeClient(api);
+  client->set_connection_timeout(kConnectTimeoutS, 0);
   client->set_read_timeout(3600, 0);
   client->Get(("/api/jobs/" + id + "/logs/tail").c_str(),
               httplib::Headers{{"Authorization", "Bearer " + api.token}},

@@ -288,6 +288,70 @@ TEST(ClusterTest, ClearErrors) {
   EXPECT_EQ(RunTroupe({"launch-rockets"}).exit_code, 2);
 }
 
+// troupe::Init() with no address: this machine's running cluster, else an embedded one (one
+// line on stderr says which); TROUPE_ADDRESS=local forces the embedded one; Init(argc, argv)
+// ends a failed connection with a message and exit 1, not an uncaught exception.
+TEST(ClusterTest, DriverAttachesToTheRunningClusterElseStartsAnEmbeddedOne) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  ASSERT_TRUE(srcdir && workspace);
+  const std::string quickstart =
+      absl::StrCat(srcdir, "/", workspace, "/examples/tasks/quickstart");
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start());
+  const std::vector<std::string> here = {"TROUPE_TEMP_DIR=" + cluster.temp_root(),
+                                         "TROUPE_ADDRESS=", "TROUPE_TOKEN="};
+  auto sessions = [&] {
+    int n = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(cluster.temp_root())) {
+      n += absl::StartsWith(entry.path().filename().string(), "session_") ? 1 : 0;
+    }
+    return n;
+  };
+  const int sessions_before = sessions();
+
+  CommandResult attached = RunCommand({quickstart}, here);
+  EXPECT_EQ(attached.exit_code, 0) << attached.err;
+  EXPECT_TRUE(absl::StrContains(attached.out, "1 + 2 = 3")) << attached.out;
+  EXPECT_TRUE(absl::StrContains(attached.err, "connecting to the cluster running on this machine "
+                                              "at " + cluster.gcs_address()))
+      << attached.err;
+
+  const std::vector<std::string> local = {"TROUPE_TEMP_DIR=" + cluster.temp_root(),
+                                          "TROUPE_ADDRESS=local", "TROUPE_TOKEN="};
+  CommandResult forced = RunCommand({quickstart}, local);
+  EXPECT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_TRUE(absl::StrContains(forced.err, "started an embedded single-node cluster in this "
+                                            "process (TROUPE_ADDRESS=local)"))
+      << forced.err;
+  EXPECT_EQ(sessions(), sessions_before) << "the embedded cluster left its session directory";
+
+  // A wrong token and a dead port: a message and exit 1.
+  CommandResult wrong_token = RunCommand(
+      {quickstart}, {"TROUPE_ADDRESS=" + cluster.gcs_address(),
+                     "TROUPE_TOKEN=" + ClusterToken::Generate(ClusterId::FromRandom()).ToString()});
+  EXPECT_EQ(wrong_token.exit_code, 1) << wrong_token.err;
+  EXPECT_TRUE(absl::StrContains(wrong_token.err, "refused this driver's token")) << wrong_token.err;
+  EXPECT_FALSE(absl::StrContains(wrong_token.err, "cannot reach")) << wrong_token.err;
+  EXPECT_FALSE(absl::StrContains(wrong_token.err, "terminate called")) << wrong_token.err;
+  const std::string dead = absl::StrCat("127.0.0.1:", PickFreePort());
+  CommandResult unreachable = RunCommand(
+      {quickstart}, {"TROUPE_ADDRESS=" + dead, "TROUPE_TOKEN=" + cluster.token(),
+                     "TROUPE_GCS_RECONNECT_TIMEOUT_S=1"});
+  EXPECT_EQ(unreachable.exit_code, 1) << unreachable.err;
+  EXPECT_TRUE(absl::StrContains(unreachable.err, "cannot reach the cluster at " + dead))
+      << unreachable.err;
+  EXPECT_FALSE(absl::StrContains(unreachable.err, "terminate called")) << unreachable.err;
+
+  // With the cluster stopped, no address: an embedded cluster, saying why.
+  ASSERT_EQ(cluster.Troupe({"stop"}).exit_code, 0);
+  CommandResult embedded = RunCommand({quickstart}, here);
+  EXPECT_EQ(embedded.exit_code, 0) << embedded.err;
+  EXPECT_TRUE(absl::StrContains(embedded.err, "started an embedded single-node cluster in this "
+                                              "process (no cluster runs on this machine)"))
+      << embedded.err;
+  EXPECT_EQ(sessions(), sessions_before);
+}
+
 TEST(ClusterTest, RayletsReRegisterWhenTheGcsComesBack) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start());
   ASSERT_OK(cluster.AddWorker());

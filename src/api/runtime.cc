@@ -6,8 +6,10 @@
 // Lifecycle: Init and Shutdown serialize on one mutex. Calls from other threads never touch it:
 // they go through the gateway, which Shutdown closes first (see runtime_gateway.h and the
 // threading contract in troupe/api.h).
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,8 +58,9 @@ std::unique_ptr<internal::EmbeddedCluster> StartEmbeddedCluster(const Config& co
   internal::EmbeddedClusterStarter start = internal::RegisteredEmbeddedClusterStarter();
   if (start == nullptr) {
     throw RuntimeError(
-        "no cluster address: set TROUPE_ADDRESS (or Config::address) to a running cluster's GCS "
-        "host:port, or link //src/local_cluster into this program to start an embedded local "
+        "no cluster runs on this machine and none was named: set TROUPE_ADDRESS (or "
+        "Config::address) to a running cluster's GCS host:port, start one here with `troupe "
+        "start --head`, or link //src/local_cluster into this program to start an embedded local "
         "cluster");
   }
   auto cluster = start(config);
@@ -112,7 +115,13 @@ void Init(int argc, char** argv) {
   static std::vector<std::string> args;
   args.assign(argv, argv + argc);
   saved_argv = &args;
-  Init(Config());
+  try {
+    Init(Config());
+  } catch (const TroupeError& e) {
+    // A program's first line should not end in "terminate called after throwing".
+    std::fprintf(stderr, "%s: %s\n", argc > 0 ? argv[0] : "troupe", e.what());
+    std::exit(1);
+  }
 }
 
 void Init(const Config& config) {
@@ -125,26 +134,54 @@ void Init(const Config& config) {
 
   std::string address = !config.address.empty() ? config.address : Env("TROUPE_ADDRESS");
   std::string token = config.token;
-  const bool embedded = address.empty();
+  // No address: this machine's running cluster if there is one (like ray.init()), else an
+  // embedded one. "local" forces an embedded one.
+  std::optional<absl::StatusOr<ClusterTarget>> target;
+  // Sizing the node is for an embedded cluster only: a program that does wants one.
+  const bool sizes_node = config.num_cpus >= 0 || config.num_gpus >= 0 ||
+                          !config.resources.empty() || config.object_store_memory >= 0;
+  if (address.empty() && !sizes_node) {
+    target = ResolveClusterTarget("", token, ResolveTempRoot(""));
+    if (target->ok()) {
+      std::fprintf(stderr, "troupe: connecting to the cluster running on this machine at %s "
+                           "(TROUPE_ADDRESS=local starts an embedded one instead)\n",
+                   (*target)->address.c_str());
+    }
+  } else if (address != "local") {
+    target = ResolveClusterTarget(address, token, ResolveTempRoot(""));
+    if (!target->ok()) throw RuntimeError(std::string(target->status().message()));
+  }
+  const bool embedded = !target.has_value() || !target->ok();
   if (embedded) {
+    const char* why = target.has_value() ? "no cluster runs on this machine"
+                      : address.empty()  ? "the Config sizes its node"
+                                         : "TROUPE_ADDRESS=local";
     SetTransportSecurity(std::nullopt);  // an embedded cluster listens on loopback only
     session->cluster = StartEmbeddedCluster(config);
     address = session->cluster->gcs_address();
     token = session->cluster->token();
+    std::fprintf(stderr, "troupe: started an embedded single-node cluster in this process (%s)\n",
+                 why);
   } else {
-    auto target = ResolveClusterTarget(address, token, ResolveTempRoot(""));
-    if (!target.ok()) throw RuntimeError(std::string(target.status().message()));
-    address = target->address;
-    token = target->token;
+    address = (*target)->address;
+    token = (*target)->token;
     // The cluster's TLS files, if it uses TLS: $TROUPE_TLS_DIR or this node's session.
-    if (auto status = UseTlsDir(target->tls_dir); !status.ok()) {
+    if (auto status = UseTlsDir((*target)->tls_dir); !status.ok()) {
       throw RuntimeError("cannot use the cluster's TLS files: " + std::string(status.message()));
     }
   }
   session->gcs = std::make_unique<GcsClient>(address, token);
   auto info = session->gcs->GetClusterInfo();
-  if (!info.ok())
-    throw RuntimeError("cannot reach the cluster: " + std::string(info.status().message()));
+  if (!info.ok() && info.status().code() == absl::StatusCode::kUnauthenticated) {
+    throw RuntimeError("the cluster at " + address + " refused this driver's token: " +
+                       std::string(info.status().message()));
+  }
+  if (!info.ok()) {
+    throw RuntimeError("cannot reach the cluster at " + address + ": " +
+                       std::string(info.status().message()) +
+                       " (is it running? `troupe status` on its head; TROUPE_ADDRESS or "
+                       "Config::address names it)");
+  }
   const std::string raylet_address = FindLocalRaylet(session->gcs.get(), address);
 
   // The job: workers run this same executable, fetched by digest on other machines.

@@ -1,7 +1,6 @@
 #include "src/cli/node_flags.h"
 
 #include <cmath>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -48,14 +47,11 @@ absl::StatusOr<ResourceSet> NodeFlags::BuildResources(std::string* gpu_note) con
     return absl::InvalidArgumentError("--num-cpus must be >= 0");
   }
   if (num_gpus < 0 && num_gpus != -1) return absl::InvalidArgumentError("--num-gpus must be >= 0");
-  // A node offers whole CPUs and GPUs (tasks may ask for fractions of them).
-  for (const auto& [flag, value] : {std::pair<const char*, double>{"--num-cpus", num_cpus},
-                                    std::pair<const char*, double>{"--num-gpus", num_gpus}}) {
-    if (value != std::floor(value)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          flag, " must be a whole number, got ", value,
-          ": a node offers whole CPUs and GPUs (tasks and actors may ask for fractions of one)"));
-    }
+  // A node offers whole CPUs (tasks may ask for fractions of one).
+  if (num_cpus != std::floor(num_cpus)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--num-cpus must be a whole number, got ", num_cpus,
+                     ": a node offers whole CPUs (tasks and actors may ask for fractions of one)"));
   }
   if (gpu_visibility != "all" && gpu_visibility != "assigned") {
     return absl::InvalidArgumentError("--gpu-visibility must be 'all' or 'assigned', got '" +

@@ -32,6 +32,11 @@ absl::StatusOr<ClusterTarget> ResolveClusterTarget(const std::string& address_fl
   ClusterTarget target;
   target.address = !address_flag.empty() ? address_flag : Env("TROUPE_ADDRESS");
   if (target.address == "auto") target.address.clear();
+  if (target.address == "local") {
+    return absl::FailedPreconditionError(
+        "TROUPE_ADDRESS=local asks a driver for an embedded cluster of its own; this needs a "
+        "running cluster: unset TROUPE_ADDRESS (this machine's cluster) or pass --address");
+  }
   if (target.address.empty()) {
     auto latest = Session::Latest(temp_root);
     if (latest.ok()) {

@@ -4,7 +4,8 @@
 //   token:   --token,   else $TROUPE_TOKEN,   else the token of a local session with that address
 //   TLS:     $TROUPE_TLS_DIR, else the tls/ folder of a local session with that address (a head's
 //            or a joined node's), else none (plaintext)
-// TROUPE_ADDRESS=auto (or --address=auto) means this machine's latest session, like no address.
+// TROUPE_ADDRESS=auto (or --address=auto) means this machine's latest session, like no address;
+// "local" (a driver's embedded cluster) is refused, saying so.
 // Stateless.
 #pragma once
 

@@ -1,5 +1,8 @@
 #include "src/local_cluster/local_cluster.h"
 
+#include <filesystem>
+#include <system_error>
+
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
 #include "src/common/session.h"
@@ -35,6 +38,7 @@ absl::StatusOr<std::unique_ptr<internal::EmbeddedCluster>> LocalCluster::Start(
   raylet_options.token = cluster->token_;
   raylet_options.is_head = true;
   raylet_options.session_dir = session->dir();
+  cluster->session_dir_ = session->dir();
   // One node in one process: reports are cheap, and worker exits show sooner.
   raylet_options.report_period = RayletOptions::kEmbeddedReportPeriod;
   auto custom = ResourceSet::FromMap(config.resources);
@@ -71,6 +75,12 @@ void LocalCluster::Stop() {
   if (gcs_) {
     gcs_->Stop();
     gcs_.reset();
+  }
+  if (!session_dir_.empty()) {
+    // Its workers' logs went to the driver's stderr already; leave no directory per run.
+    std::error_code ignored;
+    std::filesystem::remove_all(session_dir_, ignored);
+    session_dir_.clear();
   }
 }
 

@@ -1,10 +1,11 @@
 // LocalCluster: a GCS (in-memory storage) and one head raylet running inside this process, for a
-// driver that names no cluster (troupe::Init() without an address or $TROUPE_ADDRESS). Linking
+// driver that names no cluster and finds none running on its machine (see troupe/api.h). Linking
 // //src/local_cluster registers StartLocalCluster with the client runtime
 // (src/api/embedded_cluster.h); programs that only join running clusters do not link it, and so
 // carry no daemon code. The raylet runs on a thread this object owns; its workers are child
 // processes of this executable. Owned by the driver's session; Stop (or the destructor) stops the
-// raylet, then the GCS. Thread-safety: Stop and the destructor are called from one thread.
+// raylet, then the GCS, and removes the session directory. Thread-safety: Stop and the
+// destructor are called from one thread.
 #pragma once
 
 #include <memory>
@@ -35,6 +36,7 @@ class LocalCluster final : public internal::EmbeddedCluster {
 
   std::string gcs_address_;
   std::string token_;
+  std::string session_dir_;  // removed by Stop
   std::unique_ptr<GcsServer> gcs_;
   std::unique_ptr<Raylet> raylet_;
   std::thread raylet_thread_;

@@ -4,7 +4,7 @@
 //   int Plus(int a, int b) { return a + b; }
 //   TROUPE_REMOTE(Plus);
 //   int main(int argc, char** argv) {
-//     troupe::Init(argc, argv);                   // TROUPE_ADDRESS, or an embedded local cluster
+//     troupe::Init(argc, argv);  // TROUPE_ADDRESS, this machine's cluster, or an embedded one
 //     auto sum = troupe::Task(Plus).Remote(1, 2);
 //     int three = *troupe::Get(sum);
 //     troupe::Shutdown();
@@ -15,9 +15,15 @@
 // argument parsing and setup that is safe to repeat. Errors are thrown as troupe::TroupeError
 // subclasses (troupe/errors.h).
 //
-// Linking: the runtime is //src/api. Init() with no address (and no $TROUPE_ADDRESS) starts an
-// embedded local cluster only in programs that also link //src/local_cluster; elsewhere it throws
-// RuntimeError saying so.
+// Which cluster: Config::address, else $TROUPE_ADDRESS, else the cluster running on this machine
+// (the latest session under $TROUPE_TEMP_DIR or /tmp/troupe whose daemons are alive, as `troupe
+// status` finds it), else an embedded local cluster; TROUPE_ADDRESS=local, or a Config that sizes
+// the node (num_cpus, num_gpus, resources, object_store_memory), forces the embedded one.
+// Init says on stderr, in one line, which it did. The embedded cluster exists only in programs
+// that also link //src/local_cluster; elsewhere Init throws RuntimeError saying so.
+//
+// Errors: Init(argc, argv) prints a failure to connect (no cluster, wrong token, unreachable)
+// on stderr and exits with status 1; Init() and Init(config) throw RuntimeError instead.
 //
 // Threading contract:
 //   - After Init returns, every call here (Task/Actor ... Remote, Put, Get, GetView, Wait,
@@ -53,9 +59,9 @@
 namespace troupe {
 
 struct Config {
-  // host:port of a running cluster's GCS. Empty: $TROUPE_ADDRESS, else start an embedded local
-  // cluster (a GCS and one raylet inside this process, stopped by Shutdown; needs
-  // //src/local_cluster linked in).
+  // host:port of a running cluster's GCS. Empty: $TROUPE_ADDRESS, else the cluster running on
+  // this machine, else an embedded local cluster (a GCS and one raylet inside this process,
+  // stopped by Shutdown; needs //src/local_cluster linked in). "local": always the embedded one.
   std::string address;
   // Cluster token. Empty: $TROUPE_TOKEN, else the token of a local session with that address.
   std::string token;
@@ -79,8 +85,9 @@ struct Config {
   double gcs_reconnect_timeout_s = -1;
 };
 
-// Connects this driver to a cluster (Config::address, $TROUPE_ADDRESS, or an embedded one) and
-// registers its job. In worker mode runs tasks and never returns. Throws RuntimeError.
+// Connects this driver to a cluster (see "Which cluster" above) and registers its job. In worker
+// mode runs tasks and never returns. Init() and Init(config) throw RuntimeError; Init(argc, argv)
+// prints the error and exits 1.
 void Init();
 void Init(int argc, char** argv);
 void Init(const Config& config);

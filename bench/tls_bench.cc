@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "bench/bench_util.h"
@@ -33,15 +34,18 @@ using troupe::bench::Report;
 int main(int argc, char** argv) {
   double seconds = 3.0;
   int64_t transfer_mb = 100;
+  std::string only;  // --only=METRIC runs just that loop (for profiling one path)
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--seconds=", 10) == 0) seconds = std::atof(argv[i] + 10);
     if (std::strncmp(argv[i], "--transfer-mb=", 14) == 0) transfer_mb = std::atoll(argv[i] + 14);
+    if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
   }
+  auto wanted = [&](const std::string& metric) { return only.empty() || only == metric; };
   troupe::Config config;
   config.log_to_driver = false;
   troupe::Init(config);
 
-  Report("tasks_async",
+  if (wanted("tasks_async")) Report("tasks_async",
          Rate(1000, seconds,
               [] {
                 std::vector<troupe::ObjectRef<int>> refs;
@@ -49,7 +53,7 @@ int main(int argc, char** argv) {
                 troupe::Get(refs);
               }),
          "per_second");
-  Report("tasks_sync",
+  if (wanted("tasks_sync")) Report("tasks_sync",
          Rate(200, seconds,
               [] {
                 for (int i = 0; i < 200; ++i) troupe::Get(troupe::Task(SmallValue).Remote());
@@ -57,7 +61,7 @@ int main(int argc, char** argv) {
          "per_second");
   auto echo = troupe::Actor(Echo::Create).Remote();
   troupe::Get(echo.Task(&Echo::Small).Remote());
-  Report("actor_calls_async",
+  if (wanted("actor_calls_async")) Report("actor_calls_async",
          Rate(1000, seconds,
               [&] {
                 std::vector<troupe::ObjectRef<int>> refs;
@@ -65,13 +69,17 @@ int main(int argc, char** argv) {
                 troupe::Get(refs);
               }),
          "per_second");
-  Report("actor_calls_sync",
+  if (wanted("actor_calls_sync")) Report("actor_calls_sync",
          Rate(200, seconds,
               [&] {
                 for (int i = 0; i < 200; ++i) troupe::Get(echo.Task(&Echo::Small).Remote());
               }),
          "per_second");
   // A fresh object each round (a pulled copy would be reused), pulled by the other node.
+  if (!wanted("node_to_node_transfer")) {
+    troupe::Shutdown();
+    return 0;
+  }
   const int64_t bytes = transfer_mb << 20;
   std::vector<uint8_t> payload(bytes, 7);
   const double transfers = Rate(1, seconds, [&] {

@@ -249,3 +249,15 @@ TEST(FunctionNamesTest, SplitsAtTopLevelCommas) {
 }
 
 }  // namespace
+
+// Large raw arrays are copied by two threads (CopyBytes): every byte, both halves and an odd
+// tail that is not a whole page, lands where it belongs.
+TEST(CopyBytesTest, LargeCopiesSplitOverTwoThreadsAreByteIdentical) {
+  for (size_t size : {size_t{100}, size_t{(16 << 20) + 4097}}) {
+    std::vector<uint8_t> from(size);
+    for (size_t i = 0; i < size; ++i) from[i] = static_cast<uint8_t>(i * 131 + i / 4096);
+    std::vector<uint8_t> to(size, 0);
+    troupe::internal::CopyBytes(reinterpret_cast<char*>(to.data()), from.data(), size);
+    EXPECT_EQ(to, from) << size << " bytes";
+  }
+}

@@ -26,6 +26,7 @@
 #include "src/api/runtime_gateway.h"
 #include "src/api/worker_main.h"
 #include "src/common/cluster_target.h"
+#include "src/common/mutex_settings.h"
 #include "src/common/session.h"
 #include "src/core_worker/core_worker.h"
 #include "src/rpc/gcs_client.h"
@@ -125,6 +126,7 @@ void Init(int argc, char** argv) {
 }
 
 void Init(const Config& config) {
+  UseProductionMutexSettings();  // drivers and workers alike
   if (Env("TROUPE_WORKER_MODE") == "1") internal::RunWorker();
   absl::MutexLock lock(&lifecycle_mu);
   if (driver != nullptr) throw RuntimeError("troupe::Init was already called");

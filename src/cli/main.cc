@@ -8,6 +8,7 @@
 
 #include "src/cli/commands.h"
 #include "src/common/logging.h"
+#include "src/common/mutex_settings.h"
 #include "troupe/api.h"
 
 namespace {
@@ -38,6 +39,7 @@ constexpr char kUsage[] =
 }  // namespace
 
 int main(int argc, char** argv) {
+  troupe::UseProductionMutexSettings();
   // `troupe train launch` runs its ranks' actors in workers started from this same executable.
   if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
   if (const char* level = std::getenv("TROUPE_LOG_LEVEL"); level && !std::strcmp(level, "debug")) {

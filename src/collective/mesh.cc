@@ -275,7 +275,11 @@ class ShmLink : public Link {
 
 class TcpLink : public Link {
  public:
-  explicit TcpLink(int fd) : fd_(fd), buffer_(kBufferBytes) {}
+  // `send_buffer` / `receive_buffer`: the socket's buffer sizes (0: the kernel's autotuning).
+  TcpLink(int fd, int send_buffer, int receive_buffer) : fd_(fd), buffer_(kBufferBytes) {
+    if (send_buffer > 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &send_buffer, sizeof(int));
+    if (receive_buffer > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(int));
+  }
 
   absl::StatusOr<size_t> Write(const char* data, size_t n, size_t unit) override {
     // Whole units only, so the receiver's reads stay aligned: a partial unit is held back.
@@ -520,7 +524,8 @@ absl::Status Mesh::Rendezvous(const KvAccess& kv) {
                                                p.inbox->data(theirs, options_.rank),
                                                theirs.RingBytes(options_.rank), p.inbox);
     } else {
-      links_[peer] = std::make_unique<TcpLink>(p.data_fd);
+      links_[peer] = std::make_unique<TcpLink>(p.data_fd, options_.tcp_send_buffer,
+                                               options_.tcp_receive_buffer);
     }
   }
   return absl::OkStatus();

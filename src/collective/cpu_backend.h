@@ -11,7 +11,9 @@
 //     reduces in rank order (same result everywhere, latency of one message);
 //   large buffers: ring reduce-scatter then ring all-gather (each member sends and receives
 //     2 (n-1)/n of the buffer: bandwidth-optimal); broadcast = scatter + ring all-gather;
-//     reduce = ring reduce-scatter + gather.
+//     reduce = ring reduce-scatter + gather. The ring's steps run as one Exchange, pipelined:
+//     step s + 1 forwards each piece of the chunk step s reduces (or receives) once it is final,
+//     so all-reduce's reduce-scatter flows on into its all-gather without a pause.
 // Thread-compatible (the Group runs one operation at a time).
 #pragma once
 

@@ -8,14 +8,13 @@
 #include "src/collective/cpu_backend.h"
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstring>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -61,6 +60,17 @@ std::vector<std::string> RunGroup(
         result = body(backend, rank);
       }
       WriteTestFile(absl::StrCat(dir, "/result.", rank), result);
+      // Leaving closes this member's connections, which peers still finishing the same operation
+      // take for a death: wait until all have a result (a failed member does not: the group is
+      // broken already, and a dead peer never writes one).
+      const absl::Time until =
+          absl::Now() + (absl::StartsWith(result, "OK") ? absl::Seconds(60) : absl::ZeroDuration());
+      for (int peer = 0; peer < world && absl::Now() < until; ++peer) {
+        while (access(absl::StrCat(dir, "/result.", peer).c_str(), F_OK) != 0 &&
+               absl::Now() < until) {
+          absl::SleepFor(absl::Milliseconds(5));
+        }
+      }
       _exit(0);
     }
     pids.push_back(pid);
@@ -245,28 +255,32 @@ TEST(CpuBackendTest, RingOperationsAtOddSizesOverSharedMemory) {
   }));
 }
 
-// Rank 2 dies (exits without a word, as a crash would) once the all-gather half of a 24 MB
-// all-reduce has started filling its buffer: reduce-scatter done, pieces still being forwarded.
+// Rank 2 dies in the middle of the all-gather half of a 24 MB all-reduce: a page in the middle
+// of its chunk 2 is read-only, and chunk 2 is only read before the all-gather's first step
+// writes the final sums into it. Writing there kills it (shared memory: SIGSEGV) or fails its
+// receive (TCP: EFAULT, after which it exits without a word, as a crash would). The others must
+// fail naming it, instead of hanging until their timeout.
 TEST(CpuBackendTest, MemberDyingMidPipelineFailsTheOthersNamingIt) {
   constexpr int kWorld = 3, kVictim = 2;
   constexpr size_t kCount = 6 << 20;
   for (bool force_tcp : {true, false}) {
     std::vector<std::string> results =
         RunGroup(kWorld, force_tcp, [](CpuBackend& backend, int rank) -> std::string {
-          std::vector<float> data(kCount, 1.0f);
+          const size_t bytes = kCount * sizeof(float);
+          void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                              -1, 0);
+          float* data = static_cast<float*>(mapped);
+          std::fill(data, data + kCount, 1.0f);
           if (rank == kVictim) {
-            // Chunk `rank` is sent untouched in the first step and only written again by the
-            // all-gather's first step (with the final sum, kWorld).
-            volatile float* watched = data.data() + kCount / kWorld * rank;
-            std::thread([watched] {
-              while (*watched != static_cast<float>(kWorld)) {
-              }
-              _exit(0);
-            }).detach();
+            const size_t middle = (kCount / kWorld * rank + kCount / kWorld / 2) * sizeof(float);
+            mprotect(static_cast<char*>(mapped) + middle / 4096 * 4096, 4096, PROT_READ);
           }
-          absl::Status status = backend.AllReduce(data.data(), kCount, DataType::kFloat32,
+          absl::Status status = backend.AllReduce(data, kCount, DataType::kFloat32,
                                                   ReduceOp::kSum, Context(OpCode::kAllReduce, 0));
-          return status.ok() ? "OK" : Err(status);
+          if (rank == kVictim) _exit(0);
+          if (status.ok()) return "OK";
+          backend.Abort(status);  // as the Group does: peers hear why before the close
+          return Err(status);
         });
     SCOPED_TRACE(force_tcp ? "tcp" : "shared memory");
     EXPECT_EQ(results[kVictim], "killed");

@@ -71,12 +71,14 @@ struct MeshOptions {
   absl::Duration rendezvous_timeout = absl::Minutes(5);
 };
 
-// A byte stream to one peer. Writes and reads never block; positions stay multiples of the
-// unit the caller writes and reads in (both sides use the same units).
+// A byte stream to one peer. Writes and reads never block. Shared-memory links keep positions
+// multiples of the unit the caller writes and reads in (the receiver reduces in place out of
+// the ring); TCP links may take part of a unit (the receiver stages bytes in its own buffer).
 class Link {
  public:
   virtual ~Link() = default;
-  // Copies up to `n` bytes in (rounded down to `unit`); returns how many were taken.
+  // Copies up to `n` bytes in (shared memory: rounded down to `unit`); returns how many were
+  // taken.
   virtual absl::StatusOr<size_t> Write(const char* data, size_t n, size_t unit) = 0;
   // Contiguous readable bytes (possibly fewer than are buffered), without consuming them.
   virtual absl::StatusOr<std::pair<const char*, size_t>> Readable() = 0;

@@ -76,7 +76,8 @@ char* CpuBackend::Scratch(size_t bytes) {
 }
 
 void CpuBackend::FillHeader(const OpContext& ctx, const Step& step, Transfer& t) {
-  WireHeader header{step.seq, step.index, static_cast<uint8_t>(ctx.op),
+  WireHeader header{step.seq, static_cast<uint16_t>(step.index + t.segment),
+                    static_cast<uint8_t>(ctx.op),
                     static_cast<uint8_t>(step.dtype), t.bytes};
   std::memcpy(t.header, &header, sizeof(header));
 }
@@ -94,22 +95,27 @@ absl::StatusOr<bool> CpuBackend::AdvanceSend(const OpContext& ctx, const Step& s
   bool progressed = false;
   while (t.stage < 3) {
     const char* from;
-    size_t left, chunk_unit;
+    size_t total, ready, chunk_unit;
     if (t.stage == 0) {
-      from = t.header + t.done, left = sizeof(WireHeader) - t.done, chunk_unit = 8;
+      from = t.header, total = ready = sizeof(WireHeader), chunk_unit = 8;
     } else if (t.stage == 1) {
-      from = t.data + t.done, left = t.bytes - t.done, chunk_unit = unit;
+      // A forwarded range goes only as far as its source has delivered.
+      from = t.data, total = t.bytes, chunk_unit = unit;
+      ready = t.source < 0 ? t.bytes : Delivered(step.recvs[t.source]);
     } else {
       static const char kZeros[8] = {};
-      from = kZeros, left = Padding(t.bytes) - t.done, chunk_unit = unit;
+      from = kZeros, total = ready = Padding(t.bytes), chunk_unit = unit;
     }
-    if (left > 0) {
-      auto taken = link->Write(from, left, chunk_unit);
+    if (t.done < ready) {
+      auto taken = link->Write(from + t.done, ready - t.done, chunk_unit);
       if (!taken.ok()) return LinkError(t.peer, taken.status());
       if (*taken == 0) return progressed;
       progressed = true;
       t.done += *taken;
-      if (*taken < left) continue;
+    }
+    if (t.done < total) {
+      if (t.done < ready) continue;  // the link took part: offer the rest
+      return progressed;             // waiting for the source
     }
     ++t.stage;
     t.done = 0;
@@ -151,6 +157,7 @@ absl::StatusOr<bool> CpuBackend::AdvanceRecv(const OpContext& ctx, const Step& s
             std::memcpy(t.data + t.done, t.base + t.done, take);
           }
           ReduceInto(step.dtype, step.op, t.data + t.done, data, take / unit);
+          if (t.finish_average) FinishAverage(step.dtype, t.data + t.done, take / unit, world_);
         } else {
           std::memcpy(t.data + t.done, data, take);
         }
@@ -163,7 +170,8 @@ absl::StatusOr<bool> CpuBackend::AdvanceRecv(const OpContext& ctx, const Step& s
     if (t.stage == 0) {  // a whole header: is the peer in the same operation as we are?
       WireHeader got;
       std::memcpy(&got, t.header, sizeof(got));
-      if (got.seq != step.seq || got.step != step.index || got.op != static_cast<uint8_t>(ctx.op) ||
+      const uint16_t index = step.index + t.segment;
+      if (got.seq != step.seq || got.step != index || got.op != static_cast<uint8_t>(ctx.op) ||
           got.dtype != static_cast<uint8_t>(step.dtype) || got.bytes != t.bytes) {
         return PeerError(
             absl::StatusCode::kFailedPrecondition, t.peer,
@@ -171,7 +179,7 @@ absl::StatusOr<bool> CpuBackend::AdvanceRecv(const OpContext& ctx, const Step& s
                          got.seq, " (", DataTypeName(static_cast<DataType>(got.dtype)), ", ",
                          got.bytes, " bytes in step ", got.step, ") while this rank is in ",
                          OpName(ctx.op), " #", step.seq, " (", DataTypeName(step.dtype), ", ",
-                         t.bytes, " bytes in step ", step.index,
+                         t.bytes, " bytes in step ", index,
                          "): every member must call the same operations in the same order with "
                          "matching sizes and types"));
       }
@@ -191,26 +199,63 @@ bool CpuBackend::WaitsOnlyOnSockets(const Step& step) {
   return true;
 }
 
+size_t CpuBackend::Delivered(const Transfer& t) {
+  return t.stage == 0 ? 0 : t.stage == 1 ? t.done : t.bytes;
+}
+
+bool CpuBackend::SendHasData(const Step& step, const Transfer& t) const {
+  if (t.stage != 1 || t.source < 0) return true;
+  // TCP links take any byte count; shared-memory rings whole elements.
+  const size_t unit = mesh_->link(t.peer)->fd() >= 0 ? 1 : ElementSize(step.dtype);
+  return Delivered(step.recvs[t.source]) >= t.done + std::min(unit, t.bytes - t.done);
+}
+
+void CpuBackend::PollEntries(const Step& step, std::vector<pollfd>* fds) {
+  fds->clear();
+  std::vector<bool> sending(world_), receiving(world_);  // a transfer ahead holds the link
+  for (const Transfer& t : step.sends) {
+    if (t.stage == 3 || sending[t.peer]) continue;
+    sending[t.peer] = true;
+    const int fd = mesh_->link(t.peer)->fd();
+    if (fd >= 0 && SendHasData(step, t)) fds->push_back({fd, POLLOUT, 0});
+  }
+  for (const Transfer& t : step.recvs) {
+    if (t.stage == 3 || receiving[t.peer]) continue;
+    receiving[t.peer] = true;
+    const int fd = mesh_->link(t.peer)->fd();
+    if (fd >= 0) fds->push_back({fd, POLLIN, 0});
+  }
+}
+
 absl::Status CpuBackend::Exchange(const OpContext& ctx, Step& step) {
   for (Transfer& t : step.sends) FillHeader(ctx, step, t);
   int idle = 0;
   std::vector<pollfd> fds;
+  // Per peer, the first unfinished transfer of each direction in this pass (later ones wait).
+  std::vector<bool> sending(world_), receiving(world_);
   while (true) {
     const uint32_t doorbell = mesh_->doorbell();
     bool progressed = false, pending = false;
-    for (Transfer& t : step.sends) {
-      if (t.stage == 3) continue;
-      auto moved = AdvanceSend(ctx, step, t);
-      if (!moved.ok()) return moved.status();
-      progressed |= *moved;
-      pending |= t.stage != 3;
-    }
+    std::fill(sending.begin(), sending.end(), false);
+    std::fill(receiving.begin(), receiving.end(), false);
+    // Receives first: what they deliver, forwarding sends can pass on in the same pass.
     for (Transfer& t : step.recvs) {
       if (t.stage == 3) continue;
+      pending = true;
+      if (receiving[t.peer]) continue;
       auto moved = AdvanceRecv(ctx, step, t);
       if (!moved.ok()) return moved.status();
       progressed |= *moved;
-      pending |= t.stage != 3;
+      receiving[t.peer] = t.stage != 3;
+    }
+    for (Transfer& t : step.sends) {
+      if (t.stage == 3) continue;
+      pending = true;
+      if (sending[t.peer]) continue;
+      auto moved = AdvanceSend(ctx, step, t);
+      if (!moved.ok()) return moved.status();
+      progressed |= *moved;
+      sending[t.peer] = t.stage != 3;
     }
     if (!pending) return absl::OkStatus();
     if (progressed) {
@@ -228,15 +273,7 @@ absl::Status CpuBackend::Exchange(const OpContext& ctx, Step& step) {
       sched_yield();
       continue;
     }
-    fds.clear();
-    for (const Transfer& t : step.sends) {
-      const int fd = mesh_->link(t.peer)->fd();
-      if (t.stage != 3 && fd >= 0) fds.push_back({fd, POLLOUT, 0});
-    }
-    for (const Transfer& t : step.recvs) {
-      const int fd = mesh_->link(t.peer)->fd();
-      if (t.stage != 3 && fd >= 0) fds.push_back({fd, POLLIN, 0});
-    }
+    PollEntries(step, &fds);
     absl::Status status = mesh_->WaitForProgress(doorbell, &fds, ctx.deadline);
     if (absl::IsDeadlineExceeded(status)) {
       int waiting_for = -1;
@@ -256,38 +293,43 @@ absl::Status CpuBackend::Exchange(const OpContext& ctx, Step& step) {
   }
 }
 
-absl::Status CpuBackend::RingReduceScatter(const char* input, char* work, size_t count,
-                                           DataType dtype, ReduceOp op, int shift,
-                                           const OpContext& ctx, uint16_t first_step) {
-  const size_t unit = ElementSize(dtype);
+void CpuBackend::AddRingReduceScatter(Step& step, const char* input, char* work, size_t count,
+                                      int shift) {
+  const size_t unit = ElementSize(step.dtype);
   const int next = Mod(rank_ + 1, world_), prev = Mod(rank_ - 1, world_);
   for (int s = 0; s < world_ - 1; ++s) {
     auto [send_offset, send_count] = ChunkOf(count, world_, Mod(rank_ - s + shift, world_));
     auto [recv_offset, recv_count] = ChunkOf(count, world_, Mod(rank_ - s - 1 + shift, world_));
-    Step step{ctx.seq, static_cast<uint16_t>(first_step + s), dtype, op, {}, {}};
-    // Step 0 sends from the input; later steps forward what the previous step reduced.
-    const char* from = s == 0 ? input : work;
-    step.sends.push_back({next, const_cast<char*>(from) + send_offset * unit, send_count * unit});
-    step.recvs.push_back({prev, work + recv_offset * unit, recv_count * unit, /*reduce=*/true,
-                          input + recv_offset * unit});
-    if (auto status = Exchange(ctx, step); !status.ok()) return status;
+    const uint16_t segment = step.sends.size();
+    // Step 0 sends from the input; later steps forward what the previous step reduces (the same
+    // chunk), piece by piece as it is reduced.
+    Transfer send{next, const_cast<char*>(s == 0 ? input : work) + send_offset * unit,
+                  send_count * unit};
+    if (s > 0) send.source = step.recvs.size() - 1;
+    send.segment = segment;
+    step.sends.push_back(send);
+    Transfer recv{prev, work + recv_offset * unit, recv_count * unit, /*reduce=*/true,
+                  input + recv_offset * unit};
+    recv.segment = segment;
+    step.recvs.push_back(recv);
   }
-  return absl::OkStatus();
 }
 
-absl::Status CpuBackend::RingAllGather(char* data, size_t count, DataType dtype, int shift,
-                                       const OpContext& ctx, uint16_t first_step) {
-  const size_t unit = ElementSize(dtype);
+void CpuBackend::AddRingAllGather(Step& step, char* data, size_t count, int shift, bool chained) {
+  const size_t unit = ElementSize(step.dtype);
   const int next = Mod(rank_ + 1, world_), prev = Mod(rank_ - 1, world_);
   for (int s = 0; s < world_ - 1; ++s) {
     auto [send_offset, send_count] = ChunkOf(count, world_, Mod(rank_ + shift - s, world_));
     auto [recv_offset, recv_count] = ChunkOf(count, world_, Mod(rank_ + shift - s - 1, world_));
-    Step step{ctx.seq, static_cast<uint16_t>(first_step + s), dtype, ReduceOp::kSum, {}, {}};
-    step.sends.push_back({next, data + send_offset * unit, send_count * unit});
-    step.recvs.push_back({prev, data + recv_offset * unit, recv_count * unit});
-    if (auto status = Exchange(ctx, step); !status.ok()) return status;
+    const uint16_t segment = step.sends.size();
+    Transfer send{next, data + send_offset * unit, send_count * unit};
+    if (s > 0 || chained) send.source = step.recvs.size() - 1;
+    send.segment = segment;
+    step.sends.push_back(send);
+    Transfer recv{prev, data + recv_offset * unit, recv_count * unit};
+    recv.segment = segment;
+    step.recvs.push_back(recv);
   }
-  return absl::OkStatus();
 }
 
 absl::Status CpuBackend::AllToAll(const char* data, size_t bytes, DataType dtype,
@@ -318,14 +360,13 @@ absl::Status CpuBackend::AllReduce(void* data_ptr, size_t count, DataType dtype,
     if (op == ReduceOp::kAvg) FinishAverage(dtype, data, count, world_);
     return absl::OkStatus();
   }
-  if (auto status = RingReduceScatter(data, data, count, dtype, op, 0, ctx, 0); !status.ok()) {
-    return status;
-  }
-  if (op == ReduceOp::kAvg) {
-    auto [offset, owned] = ChunkOf(count, world_, Mod(rank_ + 1, world_));
-    FinishAverage(dtype, data + offset * ElementSize(dtype), owned, world_);
-  }
-  return RingAllGather(data, count, dtype, 1, ctx, world_ - 1);
+  // Reduce-scatter then all-gather as one pipelined exchange: the chunk a member finishes
+  // reducing (averaging, for kAvg) goes on to the all-gather piece by piece.
+  Step step{ctx.seq, 0, dtype, op, {}, {}};
+  AddRingReduceScatter(step, data, data, count, 0);
+  step.recvs.back().finish_average = op == ReduceOp::kAvg;
+  AddRingAllGather(step, data, count, 1, /*chained=*/true);
+  return Exchange(ctx, step);
 }
 
 absl::Status CpuBackend::AllGather(const void* send, void* recv_ptr, size_t count, DataType dtype,
@@ -343,7 +384,9 @@ absl::Status CpuBackend::AllGather(const void* send, void* recv_ptr, size_t coun
     }
     return Exchange(ctx, step);
   }
-  return RingAllGather(recv, count * world_, dtype, 0, ctx, 0);
+  Step step{ctx.seq, 0, dtype, ReduceOp::kSum, {}, {}};
+  AddRingAllGather(step, recv, count * world_, 0, /*chained=*/false);
+  return Exchange(ctx, step);
 }
 
 absl::Status CpuBackend::ReduceScatter(const void* send_ptr, void* recv, size_t recv_count,
@@ -371,10 +414,9 @@ absl::Status CpuBackend::ReduceScatter(const void* send_ptr, void* recv, size_t 
   } else {
     char* work = Scratch(bytes * world_);
     // shift -1: afterwards this member holds chunk `rank` (its own block).
-    if (auto status = RingReduceScatter(send, work, recv_count * world_, dtype, op, -1, ctx, 0);
-        !status.ok()) {
-      return status;
-    }
+    Step step{ctx.seq, 0, dtype, op, {}, {}};
+    AddRingReduceScatter(step, send, work, recv_count * world_, -1);
+    if (auto status = Exchange(ctx, step); !status.ok()) return status;
     std::memcpy(recv, work + rank_ * bytes, bytes);
   }
   if (op == ReduceOp::kAvg) FinishAverage(dtype, recv, recv_count, world_);
@@ -409,7 +451,9 @@ absl::Status CpuBackend::Broadcast(void* data_ptr, size_t count, DataType dtype,
     step.recvs.push_back({root, data + offset * unit, n * unit});
   }
   if (auto status = Exchange(ctx, step); !status.ok()) return status;
-  return RingAllGather(data, count, dtype, 0, ctx, 1);
+  Step gather{ctx.seq, 1, dtype, ReduceOp::kSum, {}, {}};
+  AddRingAllGather(gather, data, count, 0, /*chained=*/false);
+  return Exchange(ctx, gather);
 }
 
 absl::Status CpuBackend::Reduce(void* data_ptr, size_t count, DataType dtype, ReduceOp op, int root,
@@ -438,9 +482,9 @@ absl::Status CpuBackend::Reduce(void* data_ptr, size_t count, DataType dtype, Re
   }
   // Ring reduce-scatter (into scratch on non-roots: they keep their input), then gather.
   char* work = rank_ == root ? data : Scratch(bytes);
-  if (auto status = RingReduceScatter(data, work, count, dtype, op, -1, ctx, 0); !status.ok()) {
-    return status;
-  }
+  Step reduce_scatter{ctx.seq, 0, dtype, op, {}, {}};
+  AddRingReduceScatter(reduce_scatter, data, work, count, -1);
+  if (auto status = Exchange(ctx, reduce_scatter); !status.ok()) return status;
   auto [offset, owned] = ChunkOf(count, world_, rank_);
   if (op == ReduceOp::kAvg) FinishAverage(dtype, work + offset * unit, owned, world_);
   Step gather{ctx.seq, static_cast<uint16_t>(world_ - 1), dtype, op, {}, {}};

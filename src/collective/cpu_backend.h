@@ -11,9 +11,13 @@
 //     reduces in rank order (same result everywhere, latency of one message);
 //   large buffers: ring reduce-scatter then ring all-gather (each member sends and receives
 //     2 (n-1)/n of the buffer: bandwidth-optimal); broadcast = scatter + ring all-gather;
-//     reduce = ring reduce-scatter + gather.
+//     reduce = ring reduce-scatter + gather. The ring's steps run as one Exchange, pipelined:
+//     step s + 1 forwards each piece of the chunk step s reduces (or receives) once it is final,
+//     so all-reduce's reduce-scatter flows on into its all-gather without a pause.
 // Thread-compatible (the Group runs one operation at a time).
 #pragma once
+
+#include <poll.h>
 
 #include <memory>
 #include <vector>
@@ -57,12 +61,21 @@ class CpuBackend : public CommBackend {
     // Reducing receives: data = base (op) incoming, when base is not data itself (it saves
     // copying the whole input first; only received ranges are touched).
     const char* base = nullptr;
+    // Sends: forwards what step.recvs[source] delivers, each byte as soon as it is final there
+    // (the ring's steps pipelined: step s + 1 sends what step s reduced, while it arrives).
+    int source = -1;
+    // Reducing receives: divide each piece by the world size once reduced (kAvg's owned chunk,
+    // before it is forwarded).
+    bool finish_average = false;
+    // Ring step number in the header: step.index + segment (one Exchange may run several).
+    uint16_t segment = 0;
     // Progress, kept by Exchange.
     int stage = 0;  // 0 header, 1 payload, 2 padding, 3 done
     size_t done = 0;
     char header[16];
   };
-  // A step: all sends and receives progress together until all are done.
+  // A step: all sends and receives progress together until all are done. Transfers with the same
+  // peer and direction run in the order listed (they share the link).
   struct Step {
     uint32_t seq;
     uint16_t index;
@@ -73,19 +86,25 @@ class CpuBackend : public CommBackend {
   absl::Status Exchange(const OpContext& ctx, Step& step);
   // True when every unfinished transfer of the step is on a TCP link (then waiting polls).
   bool WaitsOnlyOnSockets(const Step& step);
+  // Payload bytes of a receive that are final in place (what a send sourced from it may send).
+  static size_t Delivered(const Transfer& t);
+  // Whether a send could move bytes now if its link had room (false: it waits for its source).
+  bool SendHasData(const Step& step, const Transfer& t) const;
+  // The poll entries of the transfers at the head of their links that wait on a socket.
+  void PollEntries(const Step& step, std::vector<pollfd>* fds);
   absl::StatusOr<bool> AdvanceSend(const OpContext& ctx, const Step& step, Transfer& t);
   absl::StatusOr<bool> AdvanceRecv(const OpContext& ctx, const Step& step, Transfer& t);
   void FillHeader(const OpContext& ctx, const Step& step, Transfer& t);
   absl::Status LinkError(int peer, const absl::Status& status);
 
   // Ring reduce-scatter of `input` (count elements in n chunks) into `work` (which may be
-  // `input`): afterwards work holds the reduction of chunk (rank + 1 + shift) mod n. Steps start
-  // at `first_step`.
-  absl::Status RingReduceScatter(const char* input, char* work, size_t count, DataType dtype,
-                                 ReduceOp op, int shift, const OpContext& ctx, uint16_t first_step);
-  // Ring all-gather in place: each member starts holding chunk (rank + shift) mod n.
-  absl::Status RingAllGather(char* data, size_t count, DataType dtype, int shift,
-                             const OpContext& ctx, uint16_t first_step);
+  // `input`): afterwards work holds the reduction of chunk (rank + 1 + shift) mod n. Adds the
+  // n - 1 ring steps to `step` as segments (each forwarding what the previous one reduced).
+  void AddRingReduceScatter(Step& step, const char* input, char* work, size_t count, int shift);
+  // Ring all-gather in place: each member starts holding chunk (rank + shift) mod n. Adds n - 1
+  // segments to `step`; with `chained`, the first sends what the step's last receive (the
+  // reduce-scatter's) delivers, as it arrives.
+  void AddRingAllGather(Step& step, char* data, size_t count, int shift, bool chained);
   // Sends `bytes` to every peer and receives each peer's `bytes` into scratch block p.
   absl::Status AllToAll(const char* data, size_t bytes, DataType dtype, const OpContext& ctx);
   char* Scratch(size_t bytes);

@@ -275,24 +275,21 @@ class ShmLink : public Link {
 
 class TcpLink : public Link {
  public:
-  explicit TcpLink(int fd) : fd_(fd), buffer_(kBufferBytes) {}
+  // `send_buffer` / `receive_buffer`: the socket's buffer sizes (0: the kernel's autotuning).
+  TcpLink(int fd, int send_buffer, int receive_buffer) : fd_(fd), buffer_(kBufferBytes) {
+    if (send_buffer > 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &send_buffer, sizeof(int));
+    if (receive_buffer > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof(int));
+  }
 
-  absl::StatusOr<size_t> Write(const char* data, size_t n, size_t unit) override {
-    // Whole units only, so the receiver's reads stay aligned: a partial unit is held back.
-    n -= n % unit;
+  // Any byte count, whole units or not: the receiver stages what it reduces in its own buffer
+  // (Readable keeps a partial unit there), so nothing here waits to finish a unit. (Blocking
+  // for the rest of a unit deadlocked rings whose members were all blocked sending.)
+  absl::StatusOr<size_t> Write(const char* data, size_t n, size_t /*unit*/) override {
     if (n == 0) return 0;
     ssize_t sent = send(fd_, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent < 0) {
       if (errno == EAGAIN || errno == EINTR) return 0;
       return absl::UnavailableError(Errno("send"));
-    }
-    const size_t partial = sent % unit;
-    if (partial != 0) {  // finish the unit we started (rare; blocks at most briefly)
-      std::string rest(data + sent, unit - partial);
-      if (auto status = WriteAll(fd_, rest, absl::Now() + absl::Seconds(30)); !status.ok()) {
-        return status;
-      }
-      sent += unit - partial;
     }
     return static_cast<size_t>(sent);
   }
@@ -520,7 +517,8 @@ absl::Status Mesh::Rendezvous(const KvAccess& kv) {
                                                p.inbox->data(theirs, options_.rank),
                                                theirs.RingBytes(options_.rank), p.inbox);
     } else {
-      links_[peer] = std::make_unique<TcpLink>(p.data_fd);
+      links_[peer] = std::make_unique<TcpLink>(p.data_fd, options_.tcp_send_buffer,
+                                               options_.tcp_receive_buffer);
     }
   }
   return absl::OkStatus();

@@ -29,35 +29,10 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "src/collective/cpu_backend.h"
+#include "src/collective/file_kv_testing.h"
 
 namespace troupe::collective {
 namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-void WriteFile(const std::string& path, const std::string& value) {
-  const std::string temporary = path + ".tmp." + std::to_string(getpid());
-  std::ofstream(temporary) << value;
-  rename(temporary.c_str(), path.c_str());  // readers see all of it or none
-}
-
-// The GCS KV's role, played by files in a directory every member (process) sees.
-KvAccess FileKv(const std::string& dir) {
-  auto path = [dir](const std::string& key) {
-    return dir + "/" + absl::StrReplaceAll(key, {{"/", "#"}});
-  };
-  return {[path](const std::string& key) -> std::optional<std::string> {
-            if (access(path(key).c_str(), F_OK) != 0) return std::nullopt;
-            return ReadFile(path(key));
-          },
-          [path](const std::string& key, const std::string& value) { WriteFile(path(key), value); },
-          [path](const std::string& key) { unlink(path(key).c_str()); }};
-}
 
 // Gives this (single-threaded, forked) process its own mount namespace with a fresh tmpfs of
 // `bytes` on /dev/shm. Nothing propagates back to the host's mounts.
@@ -141,7 +116,7 @@ std::vector<std::string> RunGroup(const std::vector<MemberSpec>& specs) {
     if (specs[rank].absent) continue;
     pid_t pid = fork();
     if (pid == 0) {
-      WriteFile(absl::StrCat(dir, "/result.", rank), RunMember(dir, world, rank, specs[rank]));
+      WriteTestFile(absl::StrCat(dir, "/result.", rank), RunMember(dir, world, rank, specs[rank]));
       _exit(0);
     }
     pids.push_back(pid);
@@ -162,7 +137,7 @@ std::vector<std::string> RunGroup(const std::vector<MemberSpec>& specs) {
   std::vector<std::string> results;
   for (int rank = 0; rank < world; ++rank) {
     const std::string path = absl::StrCat(dir, "/result.", rank);
-    results.push_back(access(path.c_str(), F_OK) == 0 ? ReadFile(path)
+    results.push_back(access(path.c_str(), F_OK) == 0 ? ReadTestFile(path)
                       : specs[rank].absent            ? "absent"
                                                       : "no result (killed)");
   }

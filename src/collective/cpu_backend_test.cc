@@ -14,6 +14,7 @@
 
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,16 +54,19 @@ std::vector<std::string> RunGroup(
       options.rendezvous_timeout = kTimeout;
       auto mesh = Mesh::Connect(options, FileKv(dir));
       std::string result;
+      // Lives until this member leaves (below), not just until its operations returned.
+      std::unique_ptr<CpuBackend> backend;
       if (!mesh.ok()) {
         result = absl::StrCat("ERR ", PeerOf(mesh.status()), " ", mesh.status().message());
       } else {
-        CpuBackend backend(std::move(*mesh));
-        result = body(backend, rank);
+        backend = std::make_unique<CpuBackend>(std::move(*mesh));
+        result = body(*backend, rank);
       }
       WriteTestFile(absl::StrCat(dir, "/result.", rank), result);
-      // Leaving closes this member's connections, which peers still finishing the same operation
-      // take for a death: wait until all have a result (a failed member does not: the group is
-      // broken already, and a dead peer never writes one).
+      // Leaving (destroying the backend, or exiting) closes this member's connections, which
+      // peers still finishing the same operation take for a death (DestroyGroup's documented
+      // semantics): wait until all have a result (a failed member does not: the group is broken
+      // already, and a dead peer never writes one).
       const absl::Time until =
           absl::Now() + (absl::StartsWith(result, "OK") ? absl::Seconds(60) : absl::ZeroDuration());
       for (int peer = 0; peer < world && absl::Now() < until; ++peer) {

@@ -215,6 +215,7 @@ int LogsCommand(const std::vector<std::string>& args) {
       "  troupe logs --actor-id 8c1e               the log of the worker holding the actor\n"
       "  troupe logs --pid 4242                    the log of the worker with that pid\n"
       "  troupe logs --task-id 5d0b                what that task printed (see docs/cli.md)\n"
+      "  troupe logs --actor-id 8c1e --task-id 5d0b  that call's output in the actor's log\n"
       "A FILENAME that names no file exactly prints every file whose name contains it.\n"
       "With no head answering, lists and prints this machine's files.");
   api_flags.Register(&flags);
@@ -230,15 +231,18 @@ int LogsCommand(const std::vector<std::string>& args) {
   if (!parsed.ok()) return Fail(std::string(parsed.message()), 2);
   if (flags.positional().size() > 1) return Fail("give at most one FILENAME", 2);
   if (tail < 0) return Fail("--tail must be >= 0", 2);
-  const int selectors = !actor_id.empty() + (pid > 0) + !task_id.empty() + !flags.positional().empty();
-  if (selectors > 1) return Fail("give one of FILENAME, --actor-id, --pid, --task-id", 2);
+  // One file selector; --task-id alone finds its worker through /api/v0/tasks, and with a file
+  // selector only filters that file.
+  const int file_selectors = !actor_id.empty() + (pid > 0) + !flags.positional().empty();
+  if (file_selectors > 1) return Fail("give one of FILENAME, --actor-id, --pid", 2);
   const std::string name = flags.positional().empty() ? "" : flags.positional()[0];
   std::string error;
   auto api = api_flags.Resolve(&error);
   if (!api) return LocalLogs(api_flags.temp_dir, name, error);
-  if (selectors == 1 && name.empty()) {
+  if (name.empty() && (file_selectors == 1 || !task_id.empty())) {
     Target target;
-    if (!ResolveWorker(*api, actor_id, pid, task_id, node_id, &target, &error)) {
+    if (!ResolveWorker(*api, actor_id, pid, file_selectors == 1 ? "" : task_id, node_id, &target,
+                       &error)) {
       return Fail(error);
     }
     return PrintFile(*api, target, tail, follow, task_id);
@@ -277,7 +281,7 @@ int LogsCommand(const std::vector<std::string>& args) {
     return Fail("no log file " + std::string(node_id.empty() ? "on any node" : "on that node") +
                 " matches '" + name + "' (`troupe logs` lists them)");
   }
-  if (matches.size() == 1) return PrintFile(*api, matches[0], tail, follow, "");
+  if (matches.size() == 1) return PrintFile(*api, matches[0], tail, follow, task_id);
   if (follow) {
     return Fail(absl::StrCat("'", name, "' matches ", matches.size(),
                              " files: --follow takes one (give --node-id and the full name)"),
@@ -285,7 +289,7 @@ int LogsCommand(const std::vector<std::string>& args) {
   }
   for (const auto& target : matches) {
     std::printf("==> node %s: %s <==\n", target.node_id.c_str(), target.filename.c_str());
-    if (int code = PrintFile(*api, target, tail, false, ""); code != 0) return code;
+    if (int code = PrintFile(*api, target, tail, false, task_id); code != 0) return code;
   }
   return 0;
 }

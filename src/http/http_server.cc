@@ -225,7 +225,7 @@ absl::Status HttpServer::Start() {
   config.token = options_.token;
   config.log_to_driver = false;
   // A system namespace: this driver's job is marked "is_system" and hidden from `troupe list`.
-  config.namespace_name = kSupervisorNamespace;
+  config.namespace_name = jobs::kSupervisorNamespace;
   try {
     Init(config);
   } catch (const TroupeError& e) {

@@ -121,7 +121,7 @@ TEST_F(StateCliTest, ActorTableAlignsLongClassNames) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> lines = Lines(r.out);
   ASSERT_GE(lines.size(), 2u) << r.out;
-  const size_t name_at = lines[0].find("NAME");
+  const size_t name_at = lines[0].find("  NAME  ") + 2;  // not CLASS_NAME's
   ASSERT_NE(name_at, std::string::npos) << r.out;
   bool found = false;
   for (size_t i = 1; i < lines.size(); ++i) {
@@ -149,8 +149,32 @@ TEST_F(StateCliTest, JsonYamlFiltersAndLimit) {
   EXPECT_EQ(Json({"list", "nodes", "--limit", "1"}).size(), 1u);
   CommandResult yaml = Troupe({"list", "nodes", "--format=yaml"});
   ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
-  EXPECT_TRUE(absl::StrContains(yaml.out, "- node_id: ")) << yaml.out;
+  EXPECT_TRUE(absl::StartsWith(yaml.out, "- ")) << yaml.out;  // a list of mappings
+  // An ID is quoted when it starts with a digit (YAML would read it as a number).
+  EXPECT_TRUE(absl::StrContains(yaml.out, "\n  node_id: " + *worker_node_ + "\n") ||
+              absl::StrContains(yaml.out, "\n  node_id: \"" + *worker_node_ + "\"\n"))
+      << yaml.out;
   EXPECT_TRUE(absl::StrContains(yaml.out, "\n  state: ALIVE\n")) << yaml.out;
+  // A YAML reader reads back what the JSON says (PyYAML, where installed).
+  if (access("/usr/bin/python3", X_OK) == 0) {
+    const std::string path = testing::TempDir() + "/nodes.yaml";
+    std::ofstream(path) << yaml.out;
+    CommandResult parsed = troupe::testing::RunCommand(
+        {"/usr/bin/python3", "-c",
+         "import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))", path});
+    if (parsed.exit_code == 0) {
+      json from_yaml = json::parse(parsed.out, nullptr, false);
+      ASSERT_TRUE(from_yaml.is_array()) << parsed.out;
+      ASSERT_EQ(from_yaml.size(), nodes.size());
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        EXPECT_EQ(from_yaml[i]["node_id"], nodes[i]["node_id"]);
+        EXPECT_EQ(from_yaml[i]["state"], nodes[i]["state"]);
+        EXPECT_EQ(from_yaml[i]["is_head_node"], nodes[i]["is_head_node"]);
+        EXPECT_EQ(from_yaml[i]["resources_total"], nodes[i]["resources_total"]);
+        EXPECT_EQ(from_yaml[i]["labels"], nodes[i]["labels"]);
+      }
+    }
+  }
   CommandResult get = Troupe({"get", "actor", printer_->ID().substr(0, 12)});
   ASSERT_EQ(get.exit_code, 0) << get.err;
   EXPECT_TRUE(absl::StrContains(get.out, std::string("class_name: \"") + kLongClass + "\""))

@@ -253,6 +253,11 @@ TEST_F(StateCliTest, LogsOfAnotherNodesWorker) {
   ASSERT_EQ(listing.exit_code, 0) << listing.err;
   EXPECT_TRUE(absl::StrContains(listing.out, "=== node " + *worker_node_)) << listing.out;
   EXPECT_TRUE(absl::StrContains(listing.out, "raylet")) << listing.out;
+  // A daemon's file of the other node, by name.
+  CommandResult raylet = Troupe({"logs", "raylet.log", "--node-id", worker_node_->substr(0, 8),
+                                 "--tail", "2"});
+  ASSERT_EQ(raylet.exit_code, 0) << raylet.err;
+  EXPECT_EQ(Lines(raylet.out).size(), 2u) << raylet.out;
   CommandResult log = Troupe({"logs", "--actor-id", printer_->ID()});
   ASSERT_EQ(log.exit_code, 0) << log.err;
   EXPECT_TRUE(absl::StrContains(log.out, "first-call\n")) << log.out;

@@ -266,6 +266,12 @@ TEST_F(StateCliTest, LogsOfAnotherNodesWorker) {
   CommandResult tail = Troupe({"logs", "--actor-id", printer_->ID(), "--tail", "1"});
   ASSERT_EQ(tail.exit_code, 0) << tail.err;
   EXPECT_EQ(tail.out, "second-call\n");
+  json holder = Json({"list", "workers", "--filter", "actor_id=" + printer_->ID()});
+  ASSERT_EQ(holder.size(), 1u) << holder;
+  CommandResult by_pid =
+      Troupe({"logs", "--pid", std::to_string(holder[0]["pid"].get<int>()), "--tail", "1"});
+  ASSERT_EQ(by_pid.exit_code, 0) << by_pid.err;
+  EXPECT_EQ(by_pid.out, "second-call\n");
   // --task-id: only the lines after that call's marker, up to the next marker.
   std::string second_task;
   std::string last_marker;

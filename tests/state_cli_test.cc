@@ -60,7 +60,8 @@ std::vector<std::string> Lines(const std::string& text) {
 class StateCliTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto started = TestCluster::Start({"--num-cpus=1", absl::StrCat("--http-port=", PickFreePort())});
+    auto started =
+        TestCluster::Start({"--num-cpus=1", absl::StrCat("--http-port=", PickFreePort())});
     ASSERT_TRUE(started.ok()) << started.status();
     cluster_ = new TestCluster(std::move(*started));
     auto worker = cluster_->AddWorker({"--num-cpus=1", R"(--resources={"side": 1})"});
@@ -254,8 +255,8 @@ TEST_F(StateCliTest, LogsOfAnotherNodesWorker) {
   EXPECT_TRUE(absl::StrContains(listing.out, "=== node " + *worker_node_)) << listing.out;
   EXPECT_TRUE(absl::StrContains(listing.out, "raylet")) << listing.out;
   // A daemon's file of the other node, by name.
-  CommandResult raylet = Troupe({"logs", "raylet.log", "--node-id", worker_node_->substr(0, 8),
-                                 "--tail", "2"});
+  CommandResult raylet =
+      Troupe({"logs", "raylet.log", "--node-id", worker_node_->substr(0, 8), "--tail", "2"});
   ASSERT_EQ(raylet.exit_code, 0) << raylet.err;
   EXPECT_EQ(Lines(raylet.out).size(), 2u) << raylet.out;
   CommandResult log = Troupe({"logs", "--actor-id", printer_->ID()});
@@ -277,7 +278,8 @@ TEST_F(StateCliTest, LogsOfAnotherNodesWorker) {
   std::string last_marker;
   for (const auto& line : Lines(log.out)) {
     if (absl::StartsWith(line, ":troupe task ")) last_marker = line;
-    if (line == "second-call") second_task = Lines(absl::StrReplaceAll(last_marker, {{" ", "\n"}}))[2];
+    if (line == "second-call")
+      second_task = Lines(absl::StrReplaceAll(last_marker, {{" ", "\n"}}))[2];
   }
   ASSERT_FALSE(second_task.empty()) << log.out;
   CommandResult only = Troupe({"logs", "--actor-id", printer_->ID(), "--task-id", second_task});
@@ -338,21 +340,33 @@ TEST_F(StateCliTest, LogsFallBackToLocalFilesWithoutAHead) {
 }
 
 TEST(StateCliUsageTest, HelpWorksOnEveryVerbAndBadUsageExits2) {
-  const std::vector<std::vector<std::string>> helps = {
-      {"list", "--help"},          {"list", "nodes", "--help"},   {"list", "tasks", "--help"},
-      {"list", "objects", "--help"}, {"list", "workers", "--help"}, {"get", "--help"},
-      {"get", "actor", "--help"},  {"summary", "--help"},        {"summary", "tasks", "--help"},
-      {"memory", "--help"},        {"logs", "--help"},           {"list", "-h"}};
+  const std::vector<std::vector<std::string>> helps = {{"list", "--help"},
+                                                       {"list", "nodes", "--help"},
+                                                       {"list", "tasks", "--help"},
+                                                       {"list", "objects", "--help"},
+                                                       {"list", "workers", "--help"},
+                                                       {"get", "--help"},
+                                                       {"get", "actor", "--help"},
+                                                       {"summary", "--help"},
+                                                       {"summary", "tasks", "--help"},
+                                                       {"memory", "--help"},
+                                                       {"logs", "--help"},
+                                                       {"list", "-h"}};
   for (const auto& args : helps) {
     CommandResult r = troupe::testing::RunTroupe(args);
     EXPECT_EQ(r.exit_code, 0) << absl::StrJoin(args, " ") << r.err;
     EXPECT_TRUE(absl::StrContains(r.out, "Usage: troupe " + args[0]))
         << absl::StrJoin(args, " ") << r.out;
   }
-  const std::vector<std::vector<std::string>> bad = {
-      {"list"},          {"list", "bogus"},        {"list", "nodes", "--format=xml"},
-      {"get", "actor"},  {"summary", "workers"},   {"list", "nodes", "--filter", "novalue"},
-      {"logs", "--tail=-1"}, {"memory", "--format=yaml"}, {"list", "nodes", "--bogus"}};
+  const std::vector<std::vector<std::string>> bad = {{"list"},
+                                                     {"list", "bogus"},
+                                                     {"list", "nodes", "--format=xml"},
+                                                     {"get", "actor"},
+                                                     {"summary", "workers"},
+                                                     {"list", "nodes", "--filter", "novalue"},
+                                                     {"logs", "--tail=-1"},
+                                                     {"memory", "--format=yaml"},
+                                                     {"list", "nodes", "--bogus"}};
   for (const auto& args : bad) {
     CommandResult r = troupe::testing::RunTroupe(args);
     EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(args, " ") << r.out << r.err;

@@ -129,5 +129,4 @@ std::string Problem(const Response& r) {
   return absl::StrCat("HTTP ", r.status, ": ", r.body.value("error", r.body.dump()));
 }
 
-
 }  // namespace troupe

@@ -74,8 +74,7 @@ int LocalLogs(const std::string& temp_dir, const std::string& name, const std::s
 std::string Query(const std::vector<std::pair<std::string, std::string>>& params) {
   std::string out;
   for (const auto& [k, v] : params) {
-    absl::StrAppend(&out, out.empty() ? "?" : "&", k, "=",
-                    httplib::detail::encode_query_param(v));
+    absl::StrAppend(&out, out.empty() ? "?" : "&", k, "=", httplib::detail::encode_query_param(v));
   }
   return out;
 }
@@ -104,8 +103,10 @@ bool ResolveWorker(const ApiTarget& api, const std::string& actor_id, int64_t pi
   } else if (!task_id.empty()) {
     Response tasks = Call(api, "GET", "/api/v0/tasks" + Query({{"detail", "true"}}));
     if (tasks.status == 404) {
-      return *error = "this head does not track tasks (older version): cannot find the worker "
-                      "that ran task " + task_id,
+      return *error =
+                 "this head does not track tasks (older version): cannot find the worker "
+                 "that ran task " +
+                 task_id,
              false;
     }
     if (tasks.status != 200) return *error = Problem(tasks), false;
@@ -117,15 +118,13 @@ bool ResolveWorker(const ApiTarget& api, const std::string& actor_id, int64_t pi
       }
     }
     if (worker_id.empty()) {
-      return *error = "no task with an ID starting with " + task_id + " has run on a worker",
-             false;
+      return *error = "no task with an ID starting with " + task_id + " has run on a worker", false;
     }
   }
   Response workers = Call(api, "GET", "/api/v0/workers");
   if (workers.status == 200) {
     for (const auto& w : workers.body.value("result", json::array())) {
-      const bool match = pid > 0 ? w.value("pid", 0) == pid
-                                 : w.value("worker_id", "") == worker_id;
+      const bool match = pid > 0 ? w.value("pid", 0) == pid : w.value("worker_id", "") == worker_id;
       if (match && (node_flag.empty() || absl::StartsWith(w.value("node_id", ""), node_flag))) {
         *target = {w.value("node_id", ""), w.value("log_file", "")};
         return true;
@@ -272,8 +271,10 @@ int LogsCommand(const std::vector<std::string>& args) {
   for (const auto& node : nodes) {
     for (const auto& file : node.value("files", json::array())) {
       const std::string file_name = file.value("name", "");
-      if (file_name == name) exact.push_back({node.value("node_id", ""), file_name});
-      else if (absl::StrContains(file_name, name)) partial.push_back({node.value("node_id", ""), file_name});
+      if (file_name == name)
+        exact.push_back({node.value("node_id", ""), file_name});
+      else if (absl::StrContains(file_name, name))
+        partial.push_back({node.value("node_id", ""), file_name});
     }
   }
   const std::vector<Target>& matches = exact.empty() ? partial : exact;

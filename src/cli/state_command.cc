@@ -39,24 +39,30 @@ struct Kind {
 const std::map<std::string, Kind>& Kinds() {
   static const auto* kinds = new std::map<std::string, Kind>{
       {"tasks",
-       {"/api/v0/tasks", "task_id",
+       {"/api/v0/tasks",
+        "task_id",
         {"task_id", "attempt_number", "name", "state", "type", "node_id", "worker_pid",
          "error_message"}}},
       {"actors",
-       {"/api/v0/actors", "actor_id",
+       {"/api/v0/actors",
+        "actor_id",
         {"actor_id", "class_name", "name", "state", "node_id", "pid", "num_restarts"}}},
       {"objects",
-       {"/api/v0/objects", "object_id",
+       {"/api/v0/objects",
+        "object_id",
         {"object_id", "node_id", "size", "copy", "spilled", "pins", "owner_worker_id"}}},
       {"workers",
-       {"/api/v0/workers", "worker_id",
+       {"/api/v0/workers",
+        "worker_id",
         {"worker_id", "node_id", "pid", "state", "job_id", "actor_id", "actor_class"}}},
       {"nodes",
-       {"/api/v0/nodes", "node_id",
+       {"/api/v0/nodes",
+        "node_id",
         {"node_id", "node_ip", "state", "is_head_node", "resources_total"}}},
       {"jobs", {"/api/v0/jobs", "job_id", {"job_id", "type", "status", "entrypoint"}}},
       {"placement-groups",
-       {"/api/v0/placement_groups", "placement_group_id",
+       {"/api/v0/placement_groups",
+        "placement_group_id",
         {"placement_group_id", "name", "state", "strategy", "bundles"}}}};
   return *kinds;
 }
@@ -103,9 +109,9 @@ json RowsOf(const std::string& command, const json& body) {
   json rows = body.is_array() ? body : body.value("result", json::array());
   if (body.is_object()) {
     for (const auto& node : body.value("unreachable_nodes", json::array())) {
-      std::fprintf(stderr, "troupe %s: warning: node %s (%s) did not answer: %s\n",
-                   command.c_str(), node.value("node_id", "?").c_str(),
-                   node.value("address", "?").c_str(), node.value("error", "").c_str());
+      std::fprintf(stderr, "troupe %s: warning: node %s (%s) did not answer: %s\n", command.c_str(),
+                   node.value("node_id", "?").c_str(), node.value("address", "?").c_str(),
+                   node.value("error", "").c_str());
     }
   }
   for (auto& row : rows) {
@@ -190,8 +196,9 @@ int List(const std::string& kind, std::vector<std::string> args) {
   flags.AddBool("detail", &detail, "Every field as a column (json and yaml always show all).");
   flags.AddString("format", &format, "table, json or yaml.");
   flags.AddBool("all", &all, "Also show Troupe's own jobs, actors and workers.");
-  flags.SetEpilog("  --filter KEY=VALUE | KEY!=VALUE   keep matching rows (repeatable; values "
-                  "compare case-insensitively)\n");
+  flags.SetEpilog(
+      "  --filter KEY=VALUE | KEY!=VALUE   keep matching rows (repeatable; values "
+      "compare case-insensitively)\n");
   auto filters = TakeFilters(&args);
   auto parsed = flags.Parse(args);
   if (flags.help_requested()) return std::printf("%s", flags.Usage().c_str()), 0;
@@ -216,8 +223,8 @@ int List(const std::string& kind, std::vector<std::string> args) {
     });
     if (!rows.empty() && !known) {
       return Fail("list",
-                  "no " + kind + " field '" + filter.key + "' to filter on; fields: " +
-                      absl::StrJoin(AllColumns(rows), ", "),
+                  "no " + kind + " field '" + filter.key +
+                      "' to filter on; fields: " + absl::StrJoin(AllColumns(rows), ", "),
                   2);
     }
   }
@@ -249,8 +256,9 @@ int Get(const std::string& singular, std::vector<std::string> args) {
   ApiFlags api_flags;
   std::string format = "yaml";
   FlagParser flags("troupe get " + singular,
-                   "Prints one " + singular + "'s full record (an ID prefix is enough):\n  troupe get " +
-                       singular + " ID [--format json]");
+                   "Prints one " + singular +
+                       "'s full record (an ID prefix is enough):\n  troupe get " + singular +
+                       " ID [--format json]");
   api_flags.Register(&flags);
   flags.AddString("format", &format, "yaml or json.");
   auto parsed = flags.Parse(args);
@@ -310,12 +318,13 @@ int Summary(const std::string& kind, const std::vector<std::string>& args) {
   ApiFlags api_flags;
   std::string format = "table";
   bool all = false;
-  FlagParser flags("troupe summary " + kind,
-                   "Counts the cluster's " + kind +
-                       (kind == "objects" ? " per node: copies, spilled, pinned, bytes"
-                                          : " by " + std::string(kind == "tasks" ? "name" : "class") +
-                                                " and state") +
-                       ":\n  troupe summary " + kind);
+  FlagParser flags(
+      "troupe summary " + kind,
+      "Counts the cluster's " + kind +
+          (kind == "objects"
+               ? " per node: copies, spilled, pinned, bytes"
+               : " by " + std::string(kind == "tasks" ? "name" : "class") + " and state") +
+          ":\n  troupe summary " + kind);
   api_flags.Register(&flags);
   flags.AddString("format", &format, "table, json or yaml.");
   flags.AddBool("all", &all, "Count Troupe's own actors too.");
@@ -340,8 +349,14 @@ int Summary(const std::string& kind, const std::vector<std::string>& args) {
     std::map<std::string, json> by_node;
     for (const auto& o : visible) {
       json& n = by_node[o.value("node_id", "")];
-      if (n.is_null()) n = {{"node_id", o.value("node_id", "")}, {"objects", 0}, {"primary", 0},
-                            {"secondary", 0}, {"spilled", 0}, {"pinned", 0}, {"bytes", 0}};
+      if (n.is_null())
+        n = {{"node_id", o.value("node_id", "")},
+             {"objects", 0},
+             {"primary", 0},
+             {"secondary", 0},
+             {"spilled", 0},
+             {"pinned", 0},
+             {"bytes", 0}};
       n["objects"] = n["objects"].get<int64_t>() + 1;
       const char* copy = o.value("copy", "") == "PRIMARY" ? "primary" : "secondary";
       n[copy] = n[copy].get<int64_t>() + 1;
@@ -393,8 +408,8 @@ int Memory(const std::vector<std::string>& args) {
   auto who = [&](const std::string& worker_id) {
     if (worker_id.empty()) return std::string("-");
     auto it = pid_of.find(worker_id);
-    return worker_id.substr(0, 8) + (it != pid_of.end() ? absl::StrCat(" (pid ", it->second, ")")
-                                                        : std::string());
+    return worker_id.substr(0, 8) +
+           (it != pid_of.end() ? absl::StrCat(" (pid ", it->second, ")") : std::string());
   };
   std::map<std::string, json> by_node;
   for (auto& o : objects) {
@@ -406,8 +421,12 @@ int Memory(const std::vector<std::string>& args) {
     o["owner"] = who(o.value("owner_worker_id", ""));
     o["pinned_by_text"] = absl::StrJoin(pinned.get<std::vector<std::string>>(), ", ");
     json& node = by_node[o.value("node_id", "")];
-    if (node.is_null()) node = {{"node_id", o.value("node_id", "")}, {"node_ip", o.value("node_ip", "")},
-                                {"objects", json::array()}, {"memory_bytes", 0}, {"spilled_bytes", 0}};
+    if (node.is_null())
+      node = {{"node_id", o.value("node_id", "")},
+              {"node_ip", o.value("node_ip", "")},
+              {"objects", json::array()},
+              {"memory_bytes", 0},
+              {"spilled_bytes", 0}};
     node[o.value("spilled", false) ? "spilled_bytes" : "memory_bytes"] =
         node[o.value("spilled", false) ? "spilled_bytes" : "memory_bytes"].get<int64_t>() +
         o.value("size", int64_t{0});
@@ -431,9 +450,9 @@ int Memory(const std::vector<std::string>& args) {
                       {"pinned_by", o["pinned_by_text"]}});
     }
     std::printf("--- Node %s (%s) ---\n", id.c_str(), node.value("node_ip", "").c_str());
-    std::printf("%s", FormatTable({"object_id", "size", "copy", "spilled", "owner", "pinned_by"},
-                                  rows)
-                          .c_str());
+    std::printf(
+        "%s",
+        FormatTable({"object_id", "size", "copy", "spilled", "owner", "pinned_by"}, rows).c_str());
     std::printf("%zu objects, %s in memory, %s spilled\n\n", rows.size(),
                 Bytes(node["memory_bytes"].get<int64_t>()).c_str(),
                 Bytes(node["spilled_bytes"].get<int64_t>()).c_str());
@@ -479,7 +498,7 @@ int ListCommand(const std::vector<std::string>& args) {
 }
 
 int GetCommand(const std::vector<std::string>& args) {
-  static const std::set<std::string> kSingular = {"task", "actor", "object", "worker",
+  static const std::set<std::string> kSingular = {"task", "actor", "object",         "worker",
                                                   "node", "job",   "placement-group"};
   if (args.empty() || !kSingular.count(args[0])) {
     return KindUsage("get", "task|actor|object|worker|node|job|placement-group",

@@ -178,8 +178,7 @@ class HttpServer::Routes {
       Send(res, node_views_.LogFiles(req.get_param_value("node_id")));
     });
     http.Get("/api/v0/logs/file", [this](const httplib::Request& req, httplib::Response& res) {
-      Send(res, node_views_.LogFile(req.get_param_value("node_id"),
-                                    req.get_param_value("filename"),
+      Send(res, node_views_.LogFile(req.get_param_value("node_id"), req.get_param_value("filename"),
                                     static_cast<int>(IntParam(req, "lines", 0)),
                                     IntParam(req, "offset", 0), IntParam(req, "max_bytes", 0)));
     });

@@ -35,10 +35,11 @@ FanOut<Reply> AskNodes(const std::vector<rpc::NodeInfo>& nodes, const std::strin
                        Call call) {
   std::vector<std::future<absl::StatusOr<Reply>>> pending;
   for (const auto& node : nodes) {
-    pending.push_back(std::async(std::launch::async, [&token, &call, address = RayletAddress(node)] {
-      auto raylet = std::make_shared<RayletClient>(address, token);
-      return call(*raylet);
-    }));
+    pending.push_back(
+        std::async(std::launch::async, [&token, &call, address = RayletAddress(node)] {
+          auto raylet = std::make_shared<RayletClient>(address, token);
+          return call(*raylet);
+        }));
   }
   FanOut<Reply> out;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -148,8 +149,8 @@ jobs::Reply NodeViews::LogFiles(const std::string& node_id) {
     }
   }
   if (chosen.empty() && !node_id.empty()) {
-    return jobs::Error(404, "no alive node has an ID starting with '" + node_id +
-                                "' (see `troupe list nodes`)");
+    return jobs::Error(
+        404, "no alive node has an ID starting with '" + node_id + "' (see `troupe list nodes`)");
   }
   auto fan = AskNodes<rpc::ListLogFilesReply>(
       chosen, token_, [](RayletClient& raylet) { return raylet.ListLogFiles(kPerNodeTimeout); });
@@ -158,7 +159,8 @@ jobs::Reply NodeViews::LogFiles(const std::string& node_id) {
     if (!reply.ok()) continue;
     json files = json::array();
     for (const auto& file : reply->files()) {
-      files.push_back({{"name", file.name()}, {"size", file.size()}, {"mtime_ms", file.mtime_ms()}});
+      files.push_back(
+          {{"name", file.name()}, {"size", file.size()}, {"mtime_ms", file.mtime_ms()}});
     }
     out.push_back({{"node_id", BytesToHex(node.node_id())},
                    {"node_ip", node.node_ip()},
@@ -176,17 +178,17 @@ jobs::Reply NodeViews::LogFile(const std::string& node_id, const std::string& fi
   std::vector<const rpc::NodeInfo*> matches;
   for (const auto& node : *nodes) {
     if (node.state() != rpc::NodeInfo::ALIVE) continue;
-    const bool wanted = node_id.empty() ? node.is_head()
-                                        : absl::StartsWith(BytesToHex(node.node_id()), node_id);
+    const bool wanted =
+        node_id.empty() ? node.is_head() : absl::StartsWith(BytesToHex(node.node_id()), node_id);
     if (wanted) matches.push_back(&node);
   }
   if (matches.empty()) {
-    return jobs::Error(404, "no alive node has an ID starting with '" + node_id +
-                                "' (see `troupe list nodes`)");
+    return jobs::Error(
+        404, "no alive node has an ID starting with '" + node_id + "' (see `troupe list nodes`)");
   }
   if (matches.size() > 1) {
-    return jobs::Error(400, "node_id '" + node_id + "' matches " +
-                                std::to_string(matches.size()) + " nodes: give more of it");
+    return jobs::Error(400, "node_id '" + node_id + "' matches " + std::to_string(matches.size()) +
+                                " nodes: give more of it");
   }
   rpc::ReadLogFileRequest request;
   request.set_name(filename);

@@ -1,7 +1,8 @@
 // StateViews: the JSON state endpoints (/api/v0/nodes, /api/v0/actors,
 // /api/v0/placement_groups, /api/v0/jobs, /api/cluster_status), read from the GCS on each request
-// (timed into HttpMetrics). Rows of jobs and actors carry "is_system" (see IsSystemActor). /metrics renders from the same views. Thread-safe; the GCS client,
-// job service and metrics are borrowed and outlive it.
+// (timed into HttpMetrics). Rows of jobs and actors carry "is_system" (see IsSystemActor). /metrics
+// renders from the same views. Thread-safe; the GCS client, job service and metrics are borrowed
+// and outlive it.
 #pragma once
 
 #include "proto/common.pb.h"

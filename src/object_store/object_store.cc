@@ -376,8 +376,8 @@ std::vector<StoredObjectInfo> ObjectStore::List() const {
   std::vector<StoredObjectInfo> out;
   out.reserve(entries_.size());
   for (const auto& [id, entry] : entries_) {
-    out.push_back({id, entry.size, entry.owner, entry.primary, entry.spilled, entry.sealed,
-                   entry.pins});
+    out.push_back(
+        {id, entry.size, entry.owner, entry.primary, entry.spilled, entry.sealed, entry.pins});
   }
   return out;
 }

@@ -33,8 +33,9 @@ absl::Status CheckPlainName(const std::string& name) {
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
       name.find('\0') != std::string::npos) {
     return absl::InvalidArgumentError(
-        absl::StrCat("'", name, "' is not a log file name: give a name `troupe logs` lists "
-                                "(no '/', no '..')"));
+        absl::StrCat("'", name,
+                     "' is not a log file name: give a name `troupe logs` lists "
+                     "(no '/', no '..')"));
   }
   return absl::OkStatus();
 }
@@ -44,7 +45,8 @@ std::string ReadRange(int fd, int64_t offset, int64_t length) {
   std::string out(static_cast<size_t>(length), '\0');
   int64_t done = 0;
   while (done < length) {
-    const ssize_t n = pread(fd, out.data() + done, static_cast<size_t>(length - done), offset + done);
+    const ssize_t n =
+        pread(fd, out.data() + done, static_cast<size_t>(length - done), offset + done);
     if (n <= 0) break;
     done += n;
   }
@@ -63,8 +65,9 @@ std::vector<LogFileEntry> ListLogFiles(const std::string& dir) {
     if (fstatat(dirfd(d), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
       continue;
     }
-    files.push_back({entry->d_name, static_cast<int64_t>(st.st_size),
-                     static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000});
+    files.push_back(
+        {entry->d_name, static_cast<int64_t>(st.st_size),
+         static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000});
   }
   closedir(d);
   std::sort(files.begin(), files.end(),

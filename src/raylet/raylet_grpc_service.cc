@@ -113,8 +113,7 @@ ServerUnaryReactor* RayletGrpcService::FetchObject(CallbackServerContext* contex
 ServerUnaryReactor* RayletGrpcService::ListStoreObjects(CallbackServerContext* context,
                                                         const rpc::ListStoreObjectsRequest* request,
                                                         rpc::ListStoreObjectsReply* reply) {
-  return Respond(context, *auth_,
-                 [&] { return raylet_->HandleListStoreObjects(*request, reply); });
+  return Respond(context, *auth_, [&] { return raylet_->HandleListStoreObjects(*request, reply); });
 }
 
 ServerUnaryReactor* RayletGrpcService::ListNodeWorkers(CallbackServerContext* context,

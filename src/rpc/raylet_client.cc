@@ -45,8 +45,7 @@ absl::StatusOr<rpc::GetNodeStatsReply> RayletClient::GetNodeStats(absl::Duration
   return Call(&rpc::NodeManagerService::Stub::GetNodeStats, rpc::GetNodeStatsRequest(), timeout);
 }
 
-absl::StatusOr<rpc::ListStoreObjectsReply> RayletClient::ListStoreObjects(
-    absl::Duration timeout) {
+absl::StatusOr<rpc::ListStoreObjectsReply> RayletClient::ListStoreObjects(absl::Duration timeout) {
   return Call(&rpc::NodeManagerService::Stub::ListStoreObjects, rpc::ListStoreObjectsRequest(),
               timeout);
 }

@@ -12,9 +12,14 @@ int StopCommand(const std::vector<std::string>& args);
 int StatusCommand(const std::vector<std::string>& args);
 // `troupe train launch [flags] -- CMD ARGS...` (src/cli/train_launch_command.cc).
 int TrainLaunchCommand(const std::vector<std::string>& args);
-// `troupe job ...` and `troupe list ...` (src/cli/job_command.cc): clients of the head's HTTP API.
+// `troupe job ...` (src/cli/job_command.cc): a client of the head's HTTP API.
 int JobCommand(const std::vector<std::string>& args);
+// `troupe list|get|summary|memory` (src/cli/state_command.cc): the state API.
 int ListCommand(const std::vector<std::string>& args);
+int GetCommand(const std::vector<std::string>& args);
+int SummaryCommand(const std::vector<std::string>& args);
+int MemoryCommand(const std::vector<std::string>& args);
+// `troupe logs` (src/cli/logs_command.cc): every node's log files, through the head.
 int LogsCommand(const std::vector<std::string>& args);
 // `troupe gcs-server [flags]` (src/cli/gcs_command.cc): runs a GCS in the foreground.
 int GcsServerCommand(const std::vector<std::string>& args);

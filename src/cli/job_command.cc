@@ -1,14 +1,8 @@
-// `troupe job submit|status|logs|stop|list` and `troupe list ...`: clients of the head's HTTP API
-// (src/http). The API address comes from --address, $TROUPE_API_ADDRESS, or the local session's
-// http_address; the token from --token, $TROUPE_TOKEN, or the local session.
-#include <unistd.h>
-
+// `troupe job submit|status|logs|stop|list|delete`: clients of the head's HTTP API (src/http),
+// found and called through src/cli/http_api.h.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <map>
 #include <optional>
 #include <string>
@@ -18,171 +12,23 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/commands.h"
+#include "src/cli/http_api.h"
 #include "src/common/flag_parser.h"
 #include "src/common/package.h"
-#include "src/common/session.h"
 #include "src/common/sha256.h"
 #include "src/jobs/packages.h"
-#include "src/tls/tls_files.h"
 
 namespace troupe {
 namespace {
 
 using nlohmann::json;
 
-struct ApiTarget {
-  std::string url;  // http://host:port, or https:// on a TLS cluster
-  std::string token;
-  std::string ca_path;  // the cluster CA an https:// server must be signed by
-};
-
 int Fail(const std::string& command, const std::string& message, int code = 1) {
   std::fprintf(stderr, "troupe %s: %s\n", command.c_str(), message.c_str());
   return code;
-}
-
-// Where the HTTP API is and the token to use; an error message if unknown.
-std::optional<ApiTarget> ResolveApi(const std::string& address_flag, const std::string& token_flag,
-                                    const std::string& temp_dir, std::string* error) {
-  ApiTarget target{address_flag, token_flag};
-  if (target.url.empty() && std::getenv("TROUPE_API_ADDRESS")) {
-    target.url = std::getenv("TROUPE_API_ADDRESS");
-  }
-  if (target.token.empty() && std::getenv("TROUPE_TOKEN"))
-    target.token = std::getenv("TROUPE_TOKEN");
-  auto session = Session::Latest(ResolveTempRoot(temp_dir));
-  if (session.ok()) {
-    if (target.url.empty()) {
-      auto url = session->ReadFile("http_address");
-      if (url.ok()) target.url = *url;
-    }
-    if (target.token.empty()) {
-      auto token = session->ReadFile("token");
-      if (token.ok()) target.token = std::string(absl::StripAsciiWhitespace(*token));
-    }
-  }
-  if (target.url.empty()) {
-    *error =
-        "no HTTP API address: pass --address=http://HEAD:8265 or set TROUPE_API_ADDRESS "
-        "(or run this on the head, started with `troupe start --head`)";
-    return std::nullopt;
-  }
-  // The cluster CA: $TROUPE_TLS_DIR's, else the local session's (if it runs TLS).
-  if (std::getenv(kTlsDirEnv) != nullptr && *std::getenv(kTlsDirEnv) != '\0') {
-    target.ca_path = CaCertPath(std::getenv(kTlsDirEnv));
-  } else if (session.ok() && access(CaCertPath(TlsDirOf(session->dir())).c_str(), R_OK) == 0) {
-    target.ca_path = CaCertPath(TlsDirOf(session->dir()));
-  }
-  if (!absl::StartsWith(target.url, "http://") && !absl::StartsWith(target.url, "https://")) {
-    target.url = (target.ca_path.empty() ? "http://" : "https://") + target.url;
-  }
-  if (absl::StartsWith(target.url, "https://") && target.ca_path.empty()) {
-    *error = "no cluster CA to verify " + target.url +
-             " against: set TROUPE_TLS_DIR to a folder "
-             "holding the head's ca.pem (its <session>/tls)";
-    return std::nullopt;
-  }
-  if (target.token.empty()) {
-    *error = "no cluster token: pass --token or set TROUPE_TOKEN (the head's <session>/token)";
-    return std::nullopt;
-  }
-  return target;
-}
-
-// --address, --token and --temp-dir: how every HTTP-API command finds the head.
-struct ApiFlags {
-  std::string address, token, temp_dir;
-  void Register(FlagParser* flags) {
-    flags->AddString("address", &address, "The head's HTTP API, http://HOST:8265.");
-    flags->AddString("token", &token, "Cluster token (default: $TROUPE_TOKEN or the local one).");
-    flags->AddString("temp-dir", &temp_dir,
-                    "Root of session directories (default: $TROUPE_TEMP_DIR or /tmp/troupe).");
-  }
-  std::optional<ApiTarget> Resolve(std::string* error) const {
-    return ResolveApi(address, token, temp_dir, error);
-  }
-};
-
-struct Response {
-  int status = 0;
-  json body;
-  std::string error;  // transport error
-};
-
-// A client for the API; an https:// one verifies the server against the cluster CA only.
-std::unique_ptr<httplib::Client> MakeClient(const ApiTarget& api) {
-  auto client = std::make_unique<httplib::Client>(api.url);
-  if (!api.ca_path.empty()) {
-    client->set_ca_cert_path(api.ca_path.c_str());
-    client->enable_server_certificate_verification(true);
-  }
-  return client;
-}
-
-// Connecting gives up after this; a call's answer is awaited kCallTimeoutS (an upload's longer).
-constexpr int kConnectTimeoutS = 5;
-constexpr int kCallTimeoutS = 10;
-constexpr int kUploadTimeoutS = 120;
-
-// What went wrong talking to `url`, and what to do about it.
-std::string DescribeTransportError(const std::string& url, httplib::Error error) {
-  std::string what;
-  switch (error) {
-    case httplib::Error::Connection:
-      what = "the connection was refused or the host is unreachable";
-      break;
-    case httplib::Error::ConnectionTimeout:
-      what = absl::StrCat("no connection within ", kConnectTimeoutS, " s");
-      break;
-    case httplib::Error::Read:
-      what = "no complete answer in time (the server stopped answering)";
-      break;
-    case httplib::Error::SSLConnection:
-      what = "the TLS handshake failed (is it an http:// server, or not Troupe's?)";
-      break;
-    case httplib::Error::SSLServerVerification:
-      what = "its certificate is not signed by this cluster's CA (another cluster's head?)";
-      break;
-    default:
-      what = httplib::to_string(error);
-  }
-  return absl::StrCat("cannot reach the head's HTTP API at ", url, ": ", what,
-                      ". Is the head running (`troupe status`)? Point --address (or "
-                      "TROUPE_API_ADDRESS) at its HTTP address, http(s)://HEAD:8265.");
-}
-
-Response Call(const ApiTarget& api, const std::string& method, const std::string& path,
-              const std::string& body = "", const std::string& content_type = "application/json") {
-  auto client = MakeClient(api);
-  client->set_connection_timeout(kConnectTimeoutS, 0);
-  const int timeout_s = method == "PUT" ? kUploadTimeoutS : kCallTimeoutS;
-  client->set_read_timeout(timeout_s, 0);
-  client->set_write_timeout(timeout_s, 0);
-  httplib::Headers headers = {{"Authorization", "Bearer " + api.token}};
-  httplib::Result result =
-      method == "GET"    ? client->Get(path.c_str(), headers)
-      : method == "POST" ? client->Post(path.c_str(), headers, body, content_type.c_str())
-      : method == "PUT"  ? client->Put(path.c_str(), headers, body, content_type.c_str())
-                         : client->Delete(path.c_str(), headers);
-  Response out;
-  if (!result) {
-    out.error = DescribeTransportError(api.url, result.error());
-    return out;
-  }
-  out.status = result->status;
-  out.body = json::parse(result->body, nullptr, false);
-  if (out.body.is_discarded()) out.body = json{{"error", result->body}};
-  return out;
-}
-
-// The error text of a failed call.
-std::string Problem(const Response& r) {
-  if (!r.error.empty()) return r.error;
-  return absl::StrCat("HTTP ", r.status, ": ", r.body.value("error", r.body.dump()));
 }
 
 std::string ShellQuote(const std::string& arg) {
@@ -386,103 +232,6 @@ int JobCommand(const std::vector<std::string>& args) {
   }
   std::fprintf(stderr, "troupe job: unknown subcommand '%s'\n%s", args[0].c_str(), kUsage);
   return 2;
-}
-
-int ListCommand(const std::vector<std::string>& args) {
-  static const std::map<std::string, std::string> kPaths = {
-      {"nodes", "/api/v0/nodes"},
-      {"actors", "/api/v0/actors"},
-      {"jobs", "/api/v0/jobs"},
-      {"placement-groups", "/api/v0/placement_groups"}};
-  if (args.empty() || (!kPaths.count(args[0]) && args[0] != "tasks")) {
-    std::fprintf(stderr,
-                 "Usage: troupe list <nodes|actors|jobs|placement-groups> [--address=URL]"
-                 " [--token=T]\n");
-    return 2;
-  }
-  if (args[0] == "tasks") {
-    return Fail("list",
-                "tasks are not tracked cluster-wide yet (owners keep them); see "
-                "`troupe list actors` and `troupe status`");
-  }
-  ApiFlags api_flags;
-  FlagParser flags("troupe list", "Lists the cluster's " + args[0] + " as JSON.");
-  api_flags.Register(&flags);
-  auto parsed = flags.Parse(std::vector<std::string>(args.begin() + 1, args.end()));
-  if (!parsed.ok()) return Fail("list", std::string(parsed.message()), 2);
-  std::string error;
-  auto api = api_flags.Resolve(&error);
-  if (!api) return Fail("list", error);
-  Response r = Call(*api, "GET", kPaths.at(args[0]));
-  if (r.status != 200) return Fail("list", Problem(r));
-  std::printf("%s\n", r.body.dump(2).c_str());
-  return 0;
-}
-
-}  // namespace troupe
-
-namespace troupe {
-
-int LogsCommand(const std::vector<std::string>& args) {
-  ApiFlags api_flags;
-  std::string actor;
-  FlagParser flags("troupe logs",
-                   "Lists this machine's Troupe log files (daemons and workers of every local "
-                   "session), or prints those whose name contains NAME:\n  troupe logs\n  troupe "
-                   "logs raylet\n  troupe logs --actor=<actor id prefix>   (on the actor's node)");
-  api_flags.Register(&flags);
-  flags.AddString("actor", &actor, "Print the log of the worker holding this actor.");
-  std::vector<std::string> flag_args, names;
-  for (const auto& arg : args) (absl::StartsWith(arg, "--") ? flag_args : names).push_back(arg);
-  auto parsed = flags.Parse(flag_args);
-  if (flags.help_requested()) return std::printf("%s", flags.Usage().c_str()), 0;
-  if (!parsed.ok()) return Fail("logs", std::string(parsed.message()), 2);
-  if (!actor.empty()) {
-    std::string error;
-    auto api = api_flags.Resolve(&error);
-    if (!api) return Fail("logs", error);
-    Response actors = Call(*api, "GET", "/api/v0/actors");
-    if (actors.status != 200) return Fail("logs", Problem(actors));
-    std::string worker;
-    for (const auto& a : actors.body) {
-      if (absl::StartsWith(a.value("actor_id", ""), actor)) worker = a.value("worker_id", "");
-    }
-    if (worker.empty()) return Fail("logs", "no actor with an id starting with " + actor);
-    names = {"worker-" + worker.substr(0, 8)};
-  }
-  std::vector<std::string> files;
-  for (const auto& session : Session::All(ResolveTempRoot(api_flags.temp_dir))) {
-    const std::string dir = session.dir() + "/logs";
-    std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-      files.push_back(entry.path().string());
-    }
-  }
-  std::sort(files.begin(), files.end());
-  if (files.empty()) {
-    return Fail("logs", "no Troupe log files under " + ResolveTempRoot(api_flags.temp_dir) +
-                            ": no node was started on this machine with this temp root (pass "
-                            "--temp-dir=DIR or set TROUPE_TEMP_DIR to the one `troupe start` "
-                            "used)");
-  }
-  int printed = 0;
-  for (const auto& file : files) {
-    if (names.empty()) {
-      std::printf("%s\n", file.c_str());
-      continue;
-    }
-    const std::string base = std::filesystem::path(file).filename().string();
-    if (!absl::StrContains(base, names[0])) continue;
-    std::printf("==> %s <==\n", file.c_str());
-    std::ifstream in(file);
-    std::cout << in.rdbuf() << std::flush;
-    ++printed;
-  }
-  if (!names.empty() && printed == 0) {
-    return Fail("logs", "no log file here matches '" + names[0] +
-                            "' (worker logs live on the node that ran the worker)");
-  }
-  return 0;
 }
 
 }  // namespace troupe

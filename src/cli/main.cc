@@ -23,8 +23,11 @@ constexpr char kUsage[] =
     "  stop        Stop the nodes started on this machine (under one --temp-dir)\n"
     "  status      Show the cluster's nodes and resources\n"
     "  job         Submit and manage jobs: submit, status, logs, stop, list, delete\n"
-    "  list        List nodes, actors, jobs or placement groups (JSON)\n"
-    "  logs        List or print this machine's log files (daemons, workers, --actor=ID)\n"
+    "  list        List tasks, actors, objects, workers, nodes, jobs or placement groups\n"
+    "  get         Print one task, actor, object, worker, node, job or placement group\n"
+    "  summary     Count tasks, actors or objects by name/class and state\n"
+    "  memory      Objects in the object stores by node: size, owner, spilled, pinned by\n"
+    "  logs        List or print any node's log files (--node-id, --actor-id, --tail, ...)\n"
     "  train launch  Run a distributed training script as N ranks (torchrun-style)\n"
     "\n"
     "Daemons (started for you by `troupe start`):\n"
@@ -61,6 +64,9 @@ int main(int argc, char** argv) {
   if (command == "status") return troupe::StatusCommand(args);
   if (command == "job") return troupe::JobCommand(args);
   if (command == "list") return troupe::ListCommand(args);
+  if (command == "get") return troupe::GetCommand(args);
+  if (command == "summary") return troupe::SummaryCommand(args);
+  if (command == "memory") return troupe::MemoryCommand(args);
   if (command == "logs") return troupe::LogsCommand(args);
   if (command == "train") {
     if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {

@@ -1,4 +1,5 @@
 // `troupe status`: the cluster's nodes and resources, like `ray status`.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -14,6 +15,7 @@
 #include "src/common/ids.h"
 #include "src/common/resources.h"
 #include "src/common/session.h"
+#include "src/http/state_views.h"
 #include "src/rpc/gcs_client.h"
 #include "src/rpc/transport_security.h"
 
@@ -175,11 +177,16 @@ void PrintJson(const rpc::GetClusterInfoReply& info, const std::string& address,
   printf("%s\n", out.dump(2).c_str());
 }
 
-int PrintActors(GcsClient* gcs, const std::string& format) {
+int PrintActors(GcsClient* gcs, const std::string& format, bool all) {
   auto actors = gcs->GetAllActorInfo();
   if (!actors.ok()) {
     fprintf(stderr, "troupe status: %s\n", std::string(actors.status().message()).c_str());
     return 1;
+  }
+  // Troupe's own actors (job supervisors) only with --all.
+  if (!all) {
+    actors->erase(std::remove_if(actors->begin(), actors->end(), http::IsSystemActor),
+                  actors->end());
   }
   if (format == "json") {
     nlohmann::json out = nlohmann::json::array();
@@ -242,7 +249,7 @@ LocalHead FindLocalHead(const std::string& root, const std::string& address) {
 
 int StatusCommand(const std::vector<std::string>& args) {
   std::string address, token, temp_dir, format = "text";
-  bool show_actors = false;
+  bool show_actors = false, all = false;
   FlagParser flags("troupe status", "Shows the cluster's nodes and resources.");
   flags.AddString("address", &address,
                   "host:port of the head (default: $TROUPE_ADDRESS, or this machine's latest "
@@ -253,6 +260,7 @@ int StatusCommand(const std::vector<std::string>& args) {
   flags.AddString("format", &format, "Output format: text or json.");
   flags.AddBool("actors", &show_actors,
                 "List actors instead: state, class, node, pid, restarts and death cause.");
+  flags.AddBool("all", &all, "With --actors: also Troupe's own (job supervisors).");
   auto fail = [](const std::string& message, int code) {
     fprintf(stderr, "troupe status: %s\n", message.c_str());
     return code;
@@ -312,7 +320,7 @@ int StatusCommand(const std::vector<std::string>& args) {
                              "point --address at a running head.";
     return fail(absl::StrCat(info.status().message(), hint), 1);
   }
-  if (show_actors) return PrintActors(&gcs, format);
+  if (show_actors) return PrintActors(&gcs, format, all);
   auto nodes = gcs.GetAllNodeInfo();
   auto usages = gcs.GetAllResourceUsage();
   if (!nodes.ok()) return fail(std::string(nodes.status().message()), 1);

@@ -1,6 +1,14 @@
 #include "src/core_worker/task_executor.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
 #include "absl/strings/str_cat.h"
+#include "src/common/ids.h"
 
 namespace troupe {
 namespace {
@@ -11,6 +19,28 @@ absl::Status Abandoned(int64_t seq) {
   return absl::AbortedError(absl::StrCat(
       "actor call ", seq,
       " was already answered to its caller, or its caller gave up on it; it is not run again"));
+}
+
+// In a worker process (whose stdout and stderr go to its log file), marks where a task's output
+// begins: `troupe logs --task-id` prints the lines between a task's marker and the next one.
+// What was printed before is flushed first so it lands before the marker. Output of actor calls
+// running concurrently (max_concurrency > 1) interleaves and cannot be told apart.
+void MarkTaskStart(const rpc::TaskSpec& spec) {
+  static const bool in_worker = std::getenv("TROUPE_WORKER_MODE") != nullptr;
+  if (!in_worker) return;
+  static const bool same_file = [] {
+    struct stat out, err;
+    return fstat(1, &out) == 0 && fstat(2, &err) == 0 && out.st_dev == err.st_dev &&
+           out.st_ino == err.st_ino;
+  }();
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const std::string marker =
+      absl::StrCat(":troupe task ", BytesToHex(spec.task_id()), " ", spec.function_name(), ":\n");
+  (void)!write(1, marker.data(), marker.size());
+  if (!same_file) (void)!write(2, marker.data(), marker.size());
 }
 
 }  // namespace
@@ -116,6 +146,7 @@ bool TaskExecutor::Take(bool block, Push* push) {
 }
 
 bool TaskExecutor::RunOne(Push push) {
+  MarkTaskStart(push.request->task());
   rpc::PushTaskReply reply = run_(*push.request);
   // Read what is needed before answering: the request is gone after `done`.
   const rpc::TaskSpec& spec = push.request->task();

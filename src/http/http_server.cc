@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -14,10 +15,12 @@
 #include "src/http/http_metrics.h"
 #include "src/http/log_tail.h"
 #include "src/http/metrics_page.h"
+#include "src/http/node_views.h"
 #include "src/http/request_guard.h"
 #include "src/http/state_views.h"
 #include "src/jobs/job_service.h"
 #include "src/rpc/gcs_client.h"
+#include "src/schema/kv_schema.h"
 #include "src/tls/tls_files.h"
 #include "troupe/api.h"
 
@@ -51,7 +54,18 @@ bool TcpConnectable(const std::string& address) {
 
 void Send(httplib::Response& res, const jobs::Reply& reply) {
   res.status = reply.status;
-  res.set_content(reply.body.dump(), "application/json");
+  // Log text is not always UTF-8: invalid bytes become U+FFFD instead of failing the reply.
+  res.set_content(reply.body.dump(-1, ' ', false, json::error_handler_t::replace),
+                  "application/json");
+}
+
+// A query parameter as an integer; `fallback` when absent or not a number.
+int64_t IntParam(const httplib::Request& req, const char* name, int64_t fallback) {
+  if (!req.has_param(name)) return fallback;
+  char* end = nullptr;
+  const std::string text = req.get_param_value(name);
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  return end != nullptr && *end == '\0' && !text.empty() ? value : fallback;
 }
 
 bool JsonBody(const httplib::Request& req, httplib::Response& res) {
@@ -76,7 +90,11 @@ std::chrono::steady_clock::time_point StartOf(const httplib::Request& req) {
 class HttpServer::Routes {
  public:
   Routes(const HttpServerOptions& options, GcsClient* gcs)
-      : options_(options), gcs_(gcs), jobs_(gcs), views_(gcs, &jobs_, &metrics_) {}
+      : options_(options),
+        gcs_(gcs),
+        jobs_(gcs),
+        views_(gcs, &jobs_, &metrics_),
+        node_views_(gcs, options.token, &metrics_) {}
 
   void Install(httplib::Server& http) {
     http.set_payload_max_length(kMaxPackageBytes + (1 << 20));
@@ -150,6 +168,20 @@ class HttpServer::Routes {
     });
     http.Get("/api/v0/jobs",
              [this](const httplib::Request&, httplib::Response& res) { Send(res, views_.Jobs()); });
+    http.Get("/api/v0/objects", [this](const httplib::Request&, httplib::Response& res) {
+      Send(res, node_views_.Objects());
+    });
+    http.Get("/api/v0/workers", [this](const httplib::Request&, httplib::Response& res) {
+      Send(res, node_views_.Workers());
+    });
+    http.Get("/api/v0/logs", [this](const httplib::Request& req, httplib::Response& res) {
+      Send(res, node_views_.LogFiles(req.get_param_value("node_id")));
+    });
+    http.Get("/api/v0/logs/file", [this](const httplib::Request& req, httplib::Response& res) {
+      Send(res, node_views_.LogFile(req.get_param_value("node_id"), req.get_param_value("filename"),
+                                    static_cast<int>(IntParam(req, "lines", 0)),
+                                    IntParam(req, "offset", 0), IntParam(req, "max_bytes", 0)));
+    });
     http.Get("/api/cluster_status", [this](const httplib::Request&, httplib::Response& res) {
       Send(res, views_.ClusterStatus());
     });
@@ -165,6 +197,7 @@ class HttpServer::Routes {
   jobs::JobService jobs_;
   http::HttpMetrics metrics_;
   http::StateViews views_;
+  http::NodeViews node_views_;
 };
 
 HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options)) {}
@@ -190,6 +223,8 @@ absl::Status HttpServer::Start() {
   config.address = options_.gcs_address;
   config.token = options_.token;
   config.log_to_driver = false;
+  // A system namespace: this driver's job is marked "is_system" and hidden from `troupe list`.
+  config.namespace_name = jobs::kSupervisorNamespace;
   try {
     Init(config);
   } catch (const TroupeError& e) {

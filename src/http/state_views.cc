@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "nlohmann/json.hpp"
 #include "proto/gcs.pb.h"
 #include "src/common/ids.h"
@@ -19,6 +20,15 @@ json MapToJson(const google::protobuf::Map<std::string, double>& map) {
 }
 
 }  // namespace
+
+bool IsSystemActor(const rpc::ActorInfo& actor) {
+  return absl::StartsWith(actor.namespace_name(), "troupe_") ||
+         absl::StartsWith(actor.class_name(), "troupe::");
+}
+
+bool IsSystemJob(const rpc::JobInfo& job) {
+  return absl::StartsWith(job.namespace_name(), "troupe_");
+}
 
 jobs::Reply StateViews::Nodes() {
   auto nodes = metrics_->Timed("GetAllNodeInfo", [&] { return gcs_->GetAllNodeInfo(); });
@@ -66,7 +76,8 @@ jobs::Reply StateViews::Actors() {
                    {"job_id", BytesToHex(a.job_id())},
                    {"detached", a.detached()},
                    {"required_resources", MapToJson(a.required_resources())},
-                   {"death_cause", a.death_cause()}});
+                   {"death_cause", a.death_cause()},
+                   {"is_system", IsSystemActor(a)}});
   }
   return {200, out};
 }
@@ -100,11 +111,16 @@ jobs::Reply StateViews::Jobs() {
                    {"entrypoint", j.entrypoint()},
                    {"start_time", j.start_time_ms()},
                    {"end_time", j.end_time_ms()},
-                   {"driver_pid", j.driver_pid()}});
+                   {"driver_pid", j.driver_pid()},
+                   {"namespace", j.namespace_name()},
+                   {"is_system", IsSystemJob(j)}});
   }
   auto submitted = jobs_->List();
   if (submitted.status == 200) {
-    for (auto& s : submitted.body) out.push_back(s);
+    for (auto& s : submitted.body) {
+      s["is_system"] = false;
+      out.push_back(s);
+    }
   }
   return {200, out};
 }

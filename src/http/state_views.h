@@ -1,14 +1,23 @@
 // StateViews: the JSON state endpoints (/api/v0/nodes, /api/v0/actors,
 // /api/v0/placement_groups, /api/v0/jobs, /api/cluster_status), read from the GCS on each request
-// (timed into HttpMetrics). /metrics renders from the same views. Thread-safe; the GCS client,
-// job service and metrics are borrowed and outlive it.
+// (timed into HttpMetrics). Rows of jobs and actors carry "is_system" (see IsSystemActor). /metrics
+// renders from the same views. Thread-safe; the GCS client, job service and metrics are borrowed
+// and outlive it.
 #pragma once
 
+#include "proto/common.pb.h"
 #include "src/http/http_metrics.h"
 #include "src/jobs/job_service.h"
 #include "src/rpc/gcs_client.h"
 
 namespace troupe::http {
+
+// Troupe's own machinery, hidden from user views unless asked for (`--all`) and marked
+// "is_system": true in the API: jobs and actors in a namespace starting with "troupe_" (the head's
+// HTTP server runs as a driver in kSupervisorNamespace; job supervisors are created there) and
+// actors whose class is in the troupe:: C++ namespace.
+bool IsSystemActor(const rpc::ActorInfo& actor);
+bool IsSystemJob(const rpc::JobInfo& job);
 
 class StateViews {
  public:

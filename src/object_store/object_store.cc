@@ -371,6 +371,17 @@ ObjectStoreStats ObjectStore::Stats() const {
   return stats_;
 }
 
+std::vector<StoredObjectInfo> ObjectStore::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<StoredObjectInfo> out;
+  out.reserve(entries_.size());
+  for (const auto& [id, entry] : entries_) {
+    out.push_back(
+        {id, entry.size, entry.owner, entry.primary, entry.spilled, entry.sealed, entry.pins});
+  }
+  return out;
+}
+
 void ObjectStore::Destroy() {
   absl::MutexLock lock(&mu_);
   for (const auto& [id, entry] : entries_) {

@@ -22,6 +22,7 @@
 #include <deque>
 #include <list>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -51,6 +52,17 @@ struct ObjectStoreStats {
   int64_t num_spilled_total = 0;
   int64_t num_restored_total = 0;
   int64_t num_evicted_total = 0;
+};
+
+// One object of the store, as listed for the state API (`troupe memory`).
+struct StoredObjectInfo {
+  ObjectId id;
+  int64_t size = 0;
+  ObjectOwner owner;
+  bool primary = false;
+  bool spilled = false;
+  bool sealed = false;
+  int pins = 0;  // readers holding it now
 };
 
 class ObjectStore {
@@ -91,6 +103,8 @@ class ObjectStore {
   static constexpr size_t kMaxDeadOwners = 100000;
 
   ObjectStoreStats Stats() const;
+  // Every object here (in memory or spilled, sealed or not), in no particular order.
+  std::vector<StoredObjectInfo> List() const;
   const std::string& shm_dir() const { return options_.shm_dir; }
   // Removes every object file and the directories. Called when the raylet exits.
   void Destroy();

@@ -6,6 +6,7 @@
 namespace troupe {
 namespace {
 constexpr int64_t kMaxReadPerTick = 1 << 20;
+constexpr char kTaskMarker[] = ":troupe task ";
 }  // namespace
 
 void LogMonitor::Tick() {
@@ -30,6 +31,8 @@ void LogMonitor::Tick() {
     size_t start = 0;
     for (size_t newline; (newline = followed.partial.find('\n', start)) != std::string::npos;
          start = newline + 1) {
+      // Task markers (task_executor.cc) are for `troupe logs --task-id`, not for drivers.
+      if (followed.partial.compare(start, sizeof(kTaskMarker) - 1, kTaskMarker) == 0) continue;
       batch.add_lines(followed.partial.substr(start, newline - start));
     }
     followed.partial.erase(0, start);

@@ -93,6 +93,16 @@ class Raylet {
   // transfer can take seconds), then calls `done` (once, from that thread).
   void HandleFetchObject(const rpc::FetchObjectRequest& request,
                          std::function<void(absl::Status)> done);
+  // Introspection for the head's state API (raylet_introspection.cc): this node's store contents
+  // with the pins each reader holds, its workers, and its log files (src/raylet/node_logs.h).
+  absl::Status HandleListStoreObjects(const rpc::ListStoreObjectsRequest& request,
+                                      rpc::ListStoreObjectsReply* reply);
+  absl::Status HandleListNodeWorkers(const rpc::ListNodeWorkersRequest& request,
+                                     rpc::ListNodeWorkersReply* reply);
+  absl::Status HandleListLogFiles(const rpc::ListLogFilesRequest& request,
+                                  rpc::ListLogFilesReply* reply);
+  absl::Status HandleReadLogFile(const rpc::ReadLogFileRequest& request,
+                                 rpc::ReadLogFileReply* reply);
 
  private:
   rpc::NodeInfo NodeInfoLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

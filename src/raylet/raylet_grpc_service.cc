@@ -108,4 +108,30 @@ ServerUnaryReactor* RayletGrpcService::FetchObject(CallbackServerContext* contex
   });
 }
 
+// The introspection calls carry nothing to validate but ReadLogFile's name, which
+// ReadLogFile (node_logs.h) checks itself (INVALID_ARGUMENT for anything but a plain name).
+ServerUnaryReactor* RayletGrpcService::ListStoreObjects(CallbackServerContext* context,
+                                                        const rpc::ListStoreObjectsRequest* request,
+                                                        rpc::ListStoreObjectsReply* reply) {
+  return Respond(context, *auth_, [&] { return raylet_->HandleListStoreObjects(*request, reply); });
+}
+
+ServerUnaryReactor* RayletGrpcService::ListNodeWorkers(CallbackServerContext* context,
+                                                       const rpc::ListNodeWorkersRequest* request,
+                                                       rpc::ListNodeWorkersReply* reply) {
+  return Respond(context, *auth_, [&] { return raylet_->HandleListNodeWorkers(*request, reply); });
+}
+
+ServerUnaryReactor* RayletGrpcService::ListLogFiles(CallbackServerContext* context,
+                                                    const rpc::ListLogFilesRequest* request,
+                                                    rpc::ListLogFilesReply* reply) {
+  return Respond(context, *auth_, [&] { return raylet_->HandleListLogFiles(*request, reply); });
+}
+
+ServerUnaryReactor* RayletGrpcService::ReadLogFile(CallbackServerContext* context,
+                                                   const rpc::ReadLogFileRequest* request,
+                                                   rpc::ReadLogFileReply* reply) {
+  return Respond(context, *auth_, [&] { return raylet_->HandleReadLogFile(*request, reply); });
+}
+
 }  // namespace troupe

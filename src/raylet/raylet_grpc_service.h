@@ -55,6 +55,18 @@ class RayletGrpcService : public rpc::NodeManagerService::CallbackService {
   grpc::ServerUnaryReactor* FetchObject(grpc::CallbackServerContext* context,
                                         const rpc::FetchObjectRequest* request,
                                         rpc::FetchObjectReply* reply) override;
+  grpc::ServerUnaryReactor* ListStoreObjects(grpc::CallbackServerContext* context,
+                                             const rpc::ListStoreObjectsRequest* request,
+                                             rpc::ListStoreObjectsReply* reply) override;
+  grpc::ServerUnaryReactor* ListNodeWorkers(grpc::CallbackServerContext* context,
+                                            const rpc::ListNodeWorkersRequest* request,
+                                            rpc::ListNodeWorkersReply* reply) override;
+  grpc::ServerUnaryReactor* ListLogFiles(grpc::CallbackServerContext* context,
+                                         const rpc::ListLogFilesRequest* request,
+                                         rpc::ListLogFilesReply* reply) override;
+  grpc::ServerUnaryReactor* ReadLogFile(grpc::CallbackServerContext* context,
+                                        const rpc::ReadLogFileRequest* request,
+                                        rpc::ReadLogFileReply* reply) override;
 
  private:
   const TokenAuthenticator* const auth_;

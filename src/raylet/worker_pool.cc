@@ -268,6 +268,15 @@ std::vector<std::shared_ptr<Worker>> WorkerPool::Snapshot() const {
   return workers;
 }
 
+std::vector<WorkerPool::WorkerState> WorkerPool::Describe() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<WorkerState> out;
+  for (const auto& [id, entry] : workers_) {
+    if (!entry.worker->is_driver) out.push_back({entry.worker, entry.registered, entry.idle});
+  }
+  return out;
+}
+
 int WorkerPool::num_workers() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(workers_.size());

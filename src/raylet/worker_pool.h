@@ -84,6 +84,13 @@ class WorkerPool : public WorkerLauncher {
   int num_workers() const;
   // Every worker process currently known (not drivers).
   std::vector<std::shared_ptr<Worker>> Snapshot() const;
+  // Every worker process (not drivers) and where it stands, for the state API.
+  struct WorkerState {
+    std::shared_ptr<Worker> worker;
+    bool registered = false;  // false: starting
+    bool idle = false;        // registered and not leased
+  };
+  std::vector<WorkerState> Describe() const;
   // Where workers reach the raylet (known once its server is up).
   void set_raylet_address(const std::string& address) {
     absl::MutexLock lock(&mu_);

@@ -45,6 +45,25 @@ absl::StatusOr<rpc::GetNodeStatsReply> RayletClient::GetNodeStats(absl::Duration
   return Call(&rpc::NodeManagerService::Stub::GetNodeStats, rpc::GetNodeStatsRequest(), timeout);
 }
 
+absl::StatusOr<rpc::ListStoreObjectsReply> RayletClient::ListStoreObjects(absl::Duration timeout) {
+  return Call(&rpc::NodeManagerService::Stub::ListStoreObjects, rpc::ListStoreObjectsRequest(),
+              timeout);
+}
+
+absl::StatusOr<rpc::ListNodeWorkersReply> RayletClient::ListNodeWorkers(absl::Duration timeout) {
+  return Call(&rpc::NodeManagerService::Stub::ListNodeWorkers, rpc::ListNodeWorkersRequest(),
+              timeout);
+}
+
+absl::StatusOr<rpc::ListLogFilesReply> RayletClient::ListLogFiles(absl::Duration timeout) {
+  return Call(&rpc::NodeManagerService::Stub::ListLogFiles, rpc::ListLogFilesRequest(), timeout);
+}
+
+absl::StatusOr<rpc::ReadLogFileReply> RayletClient::ReadLogFile(
+    const rpc::ReadLogFileRequest& request, absl::Duration timeout) {
+  return Call(&rpc::NodeManagerService::Stub::ReadLogFile, request, timeout);
+}
+
 absl::StatusOr<rpc::RegisterWorkerReply> RayletClient::RegisterWorker(
     const rpc::RegisterWorkerRequest& request) {
   return Call(&rpc::NodeManagerService::Stub::RegisterWorker, request, absl::Seconds(30));

@@ -55,6 +55,12 @@ class RayletClient : public std::enable_shared_from_this<RayletClient> {
   // at least one); if a source fails mid-transfer the rest comes from the next one.
   absl::Status FetchObject(const std::string& object_id, const std::vector<std::string>& sources,
                            absl::Duration timeout);
+  // Introspection for the state API: the node's store contents, workers and log files.
+  absl::StatusOr<rpc::ListStoreObjectsReply> ListStoreObjects(absl::Duration timeout);
+  absl::StatusOr<rpc::ListNodeWorkersReply> ListNodeWorkers(absl::Duration timeout);
+  absl::StatusOr<rpc::ListLogFilesReply> ListLogFiles(absl::Duration timeout);
+  absl::StatusOr<rpc::ReadLogFileReply> ReadLogFile(const rpc::ReadLogFileRequest& request,
+                                                    absl::Duration timeout);
   // ObjectManagerService on this raylet: drop its copies of these objects.
   void FreeObjectsAsync(const std::vector<std::string>& ids);
 

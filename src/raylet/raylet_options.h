@@ -21,6 +21,8 @@ struct RayletOptions {
   std::string node_ip = "127.0.0.1";  // advertised to the cluster
   std::string bind_address = "127.0.0.1";
   int port = 0;           // 0: any free port
+  // The object data port (src/raylet/object_data_server.h), on bind_address; 0: any free port.
+  int object_data_port = 0;
   ResourceSet resources;  // totals this node offers
   std::map<std::string, std::string> labels;
   bool is_head = false;

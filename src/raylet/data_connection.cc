@@ -54,6 +54,7 @@ SSL_CTX* NewContext(const SSL_METHOD* method) {
   if (context == nullptr) return nullptr;
   SSL_CTX_set_min_proto_version(context, TLS1_3_VERSION);
   SSL_CTX_set_ciphersuites(context, kCipherSuites);
+  SSL_CTX_set_options(context, SSL_OP_IGNORE_UNEXPECTED_EOF);  // a peer may just close
   SSL_CTX_set_read_ahead(context, 1);
   SSL_CTX_set_default_read_buffer_len(context, kTlsReadBuffer);
   return context;
@@ -176,8 +177,18 @@ absl::StatusOr<std::unique_ptr<DataConnection>> DataConnection::Connect(const st
     SSL_set1_host(ssl, host.c_str());
     SSL_set_tlsext_host_name(ssl, host.c_str());
   }
+  ERR_clear_error();
+  errno = 0;
   const int result = SSL_connect(ssl);
   if (result != 1) {
+    const int kind = SSL_get_error(ssl, result);
+    const int error = errno;
+    if (kind == SSL_ERROR_ZERO_RETURN ||
+        (kind == SSL_ERROR_SYSCALL && (error == 0 || error == ECONNRESET || error == EPIPE))) {
+      ERR_clear_error();
+      return absl::AbortedError(
+          absl::StrCat(where, " closed the connection during the TLS handshake"));
+    }
     absl::Status status = connection->Error("TLS handshake", result);
     const long verify = SSL_get_verify_result(ssl);
     if (verify != X509_V_OK) {

@@ -54,7 +54,8 @@ class DataConnection {
  public:
   // Connects to host:port within `timeout` (then TLS with `tls`, if not null, verifying the
   // server against `host`). Unavailable when nothing answers (refused, unreachable, timed out);
-  // the handshake's failure is Unavailable too, with OpenSSL's reason.
+  // the handshake's failure is Unavailable too, with OpenSSL's reason, except that a server
+  // closing the connection during the handshake (its connection cap) is Aborted.
   static absl::StatusOr<std::unique_ptr<DataConnection>> Connect(const std::string& host, int port,
                                                                  const DataTls* tls,
                                                                  absl::Duration timeout);

@@ -73,7 +73,10 @@ absl::Status DataObjectPuller::Pull(const PullRange& range, ChunkSink* sink) {
       auto connected = DataConnection::Connect(HostOf(range.address), port, options_.tls.get(),
                                                options_.connect_timeout);
       if (!connected.ok()) {
-        MarkUnreachable(range.address, connected.status());
+        // Aborted: closed during the handshake (the server's cap), not unreachable.
+        if (connected.status().code() != absl::StatusCode::kAborted) {
+          MarkUnreachable(range.address, connected.status());
+        }
         return PullThroughFallback(range, sink);
       }
       connection = std::move(*connected);

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -72,6 +73,9 @@ class Pin {
 
 absl::StatusOr<std::unique_ptr<ObjectDataServer>> ObjectDataServer::Start(
     ObjectStore* store, ObjectDataServerOptions options) {
+  // sendfile(2) and OpenSSL's writes to a peer that went away raise SIGPIPE, which would kill
+  // the raylet: the process ignores it (writes fail with EPIPE instead).
+  signal(SIGPIPE, SIG_IGN);
   auto listening = Listen(options.bind_address, options.port);
   if (!listening.ok()) return listening.status();
   std::unique_ptr<ObjectDataServer> server(
@@ -101,6 +105,16 @@ void ObjectDataServer::Shutdown() {
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
       +[](absl::flat_hash_set<int>* open) { return open->empty(); }, &connections_));
+}
+
+int ObjectDataServer::connections() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(connections_.size());
+}
+
+int64_t ObjectDataServer::ranges_started() const {
+  absl::MutexLock lock(&mu_);
+  return ranges_started_;
 }
 
 void ObjectDataServer::AcceptLoop() {
@@ -226,6 +240,10 @@ absl::Status ObjectDataServer::SendRange(DataConnection* connection, const std::
     (void)connection->WriteAll(EncodeDataError(error).data(),
                                static_cast<int64_t>(EncodeDataError(error).size()));
     return error;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    ++ranges_started_;
   }
   absl::Status status = connection->WriteAll(header.data(), static_cast<int64_t>(header.size()));
   if (options_.testing_send_delay == absl::ZeroDuration()) {

@@ -9,6 +9,7 @@
 // idle connection is closed after `idle_timeout`; a peer that stops reading fails the send after
 // `send_timeout`. A malformed, oversized or unauthenticated request gets an error reply and the
 // connection is closed; nothing a peer sends can stop the server.
+// Start makes the process ignore SIGPIPE (a peer going away mid-send must not kill the raylet).
 // Owned by the Raylet; borrows the store (must outlive it). Thread-safe: one accepting thread
 // and one thread per connection, all joined (or waited for) by Shutdown.
 #pragma once
@@ -51,6 +52,9 @@ class ObjectDataServer {
   ObjectDataServer& operator=(const ObjectDataServer&) = delete;
 
   int port() const { return port_; }
+  // Connections open now, and ranges whose sending began so far (for tests and logs).
+  int connections() const;
+  int64_t ranges_started() const;
   // Stops accepting, breaks every open connection (their ranges end short) and waits for their
   // threads. Idempotent.
   void Shutdown();
@@ -73,7 +77,8 @@ class ObjectDataServer {
   const int port_;
   std::thread accept_thread_;
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
+  int64_t ranges_started_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // Sockets of the running connection threads (Shutdown breaks them).
   absl::flat_hash_set<int> connections_ ABSL_GUARDED_BY(mu_);

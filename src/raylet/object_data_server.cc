@@ -184,9 +184,9 @@ void ObjectDataServer::Serve(DataConnection* connection) {
 
 bool ObjectDataServer::ServeRequest(DataConnection* connection, const char* fixed) {
   auto refuse = [connection](const absl::Status& status) {
-    (void)connection->WriteAll(EncodeDataError(status).data(),
-                               static_cast<int64_t>(EncodeDataError(status).size()));
-    return false;
+    const std::string reply = EncodeDataError(status);
+    (void)connection->WriteAll(reply.data(), static_cast<int64_t>(reply.size()));
+    return false;  // the connection closes after an error
   };
   auto sizes = DecodeDataRequestFixed(fixed);
   if (!sizes.ok()) {
@@ -237,8 +237,8 @@ absl::Status ObjectDataServer::SendRange(DataConnection* connection, const std::
   if (fd < 0) {
     absl::Status error = absl::InternalError(
         absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-    (void)connection->WriteAll(EncodeDataError(error).data(),
-                               static_cast<int64_t>(EncodeDataError(error).size()));
+    const std::string reply = EncodeDataError(error);
+    (void)connection->WriteAll(reply.data(), static_cast<int64_t>(reply.size()));
     return error;
   }
   {

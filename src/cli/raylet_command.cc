@@ -98,6 +98,9 @@ int RayletCommand(const std::vector<std::string>& args) {
   };
   options.object_transfer_streams = static_cast<int>(env_int("TROUPE_OBJECT_STREAMS"));
   options.object_chunk_bytes = env_int("TROUPE_OBJECT_CHUNK_BYTES");
+  if (const char* pulls = std::getenv("TROUPE_OBJECT_DATA_PORT_PULLS"); pulls != nullptr) {
+    options.object_data_port_pulls = std::string(pulls) != "0";
+  }
   options.testing_object_serve_chunk_delay =
       absl::Milliseconds(env_int("TROUPE_TESTING_OBJECT_SERVE_DELAY_MS"));
   // Object transfers receive megabytes per message into buffers gRPC mallocs and frees: glibc

@@ -318,7 +318,8 @@ absl::Status DataConnection::SendFile(int fd, int64_t offset, int64_t length) {
   static const int64_t kPage = sysconf(_SC_PAGESIZE);
   const int64_t begin = offset / kPage * kPage;
   const int64_t mapped_length = offset + length - begin;
-  void* mapped = mmap(nullptr, mapped_length, PROT_READ, MAP_SHARED, fd, begin);
+  // MAP_POPULATE: the pages are mapped in one go, not faulted in 16 at a time while sending.
+  void* mapped = mmap(nullptr, mapped_length, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, begin);
   if (mapped == MAP_FAILED) {
     return absl::InternalError(absl::StrCat("cannot map the object: ", std::strerror(errno)));
   }

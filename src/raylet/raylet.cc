@@ -71,7 +71,10 @@ Raylet::Raylet(RayletOptions options, const Clock* clock)
       data_tls_(LoadObjectDataTls(options_.tls_dir)),
       data_puller_(&object_puller_,
                    {token_.ToString(), data_tls_.ok() ? data_tls_->client : nullptr}),
-      object_manager_(&object_store_, &data_puller_, ObjectManagerOptionsOf(options_)),
+      object_manager_(&object_store_,
+                      options_.object_data_port_pulls ? static_cast<ObjectPuller*>(&data_puller_)
+                                                      : &object_puller_,
+                      ObjectManagerOptionsOf(options_)),
       executables_(options_.executable_cache_dir, &gcs_),
       worker_pool_(
           WorkerPoolOptions{options_.node_id.Hex(), options_.node_ip, options_.gcs_address,

@@ -3,6 +3,9 @@
 // the head's join_command from a temp root of its own (so it trusts nothing but the pin).
 // This binary is also the worker program: raylets start it in worker mode.
 #include <grpcpp/grpcpp.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +13,7 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -21,6 +25,7 @@
 #include "src/rpc/auth.h"
 #include "src/rpc/server.h"
 #include "src/tls/certificates.h"
+#include "src/tls/peer_certificates.h"
 #include "src/tls/tls_files.h"
 #include "tests/driver.h"
 #include "tests/test_cluster.h"
@@ -171,6 +176,51 @@ TEST_F(TlsTest, AJobRunsThroughTheHttpsApi) {
   EXPECT_TRUE(absl::StrContains(job.err, "SUCCEEDED")) << job.err;
 }
 
+// The object data port the head's raylet logged at start ("object data port N (TLS)"), or 0.
+int HeadObjectDataPort(const TestCluster& cluster) {
+  for (const std::string& path : cluster.RayletLogs()) {
+    if (!absl::StartsWith(path, cluster.HeadSessionDir())) continue;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      const size_t at = line.find("object data port ");
+      int port = 0;
+      if (at != std::string::npos &&
+          absl::SimpleAtoi(line.substr(at + 17, line.find(' ', at + 17) - at - 17), &port)) {
+        return port;
+      }
+    }
+  }
+  return 0;
+}
+
+// What a plaintext client gets from 127.0.0.1:port after sending an object data request (the
+// right magic and token; no TLS): everything until the server closes the connection.
+std::string PlaintextDataRequest(int port, const std::string& token) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval timeout{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  std::string reply;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return "<cannot connect>";
+  }
+  std::string request("TROD\x00\x01", 6);
+  request += std::string(1, static_cast<char>(token.size() >> 8));
+  request += std::string(1, static_cast<char>(token.size() & 0xff));
+  request += std::string("\x00\x14\x00\x00", 4) + std::string(16, '\0') + token +
+             std::string(20, 'o');
+  (void)send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  char buffer[4096];
+  for (ssize_t got; (got = recv(fd, buffer, sizeof(buffer), 0)) > 0;) reply.append(buffer, got);
+  close(fd);
+  return reply;
+}
+
 TEST_F(TlsTest, PlaintextClientsAreRefusedOnEveryPort) {
   // Find a worker's port: an actor lives in one.
   Driver driver(*cluster_);
@@ -233,7 +283,23 @@ TEST_F(TlsTest, PlaintextClientsAreRefusedOnEveryPort) {
     auto result = http.Get("/api/jobs/", {{"Authorization", "Bearer " + cluster_->token()}});
     EXPECT_FALSE(result && result->status == 200) << "HTTP answered in plain text";
   }
-  // The same calls over TLS get through (so the refusals above are about the transport).
+  // The object data port (raw TCP, not gRPC): a plaintext request gets no object data reply.
+  const int data_port = HeadObjectDataPort(*cluster_);
+  ASSERT_NE(data_port, 0) << "the head's raylet log names no object data port";
+  {
+    const std::string reply = PlaintextDataRequest(data_port, cluster_->token());
+    EXPECT_NE(reply, "<cannot connect>");
+    EXPECT_EQ(reply.find("TROD"), std::string::npos) << "the object data port answered in plain text";
+  }
+  // The same calls over TLS get through (so the refusals above are about the transport), and the
+  // object data port speaks TLS with the node's certificate.
+  {
+    auto chain = FetchPeerCertificates(absl::StrCat("127.0.0.1:", data_port), absl::Seconds(5));
+    ASSERT_TRUE(chain.ok()) << chain.status();
+    ASSERT_FALSE(chain->empty());
+    ASSERT_OK_AND_ASSIGN(std::string ca, ReadWholeFile(CaCertPath(cluster_->tls_dir())));
+    EXPECT_OK(VerifyCertificate(ca, chain->front()));
+  }
   {
     grpc::ClientContext c;
     context(&c);

@@ -24,6 +24,7 @@ int RayletCommand(const std::vector<std::string>& args) {
   NodeFlags node_flags;
   std::string token_file, node_id_hex, bind;
   int64_t port = options.port;
+  int64_t object_data_port = options.object_data_port;
   int64_t report_period_ms = absl::ToInt64Milliseconds(options.report_period);
   int64_t reconnect_timeout_s = absl::ToInt64Seconds(options.gcs_reconnect_timeout);
   bool head = false;
@@ -39,6 +40,9 @@ int RayletCommand(const std::vector<std::string>& args) {
                   "Address other nodes use to reach this one.");
   flags.AddString("bind", &bind, "Address to listen on (default: --node-ip-address).");
   flags.AddInt("port", &port, "Port to listen on (0: any free port).");
+  flags.AddInt("object-data-port", &object_data_port,
+               "Port where other nodes read object bytes, on the --bind address (0: any free "
+               "port). TLS whenever --tls-dir is given.");
   flags.AddBool("head", &head, "This is the head node.");
   flags.AddString(
       "session-dir", &options.session_dir,
@@ -94,6 +98,9 @@ int RayletCommand(const std::vector<std::string>& args) {
   };
   options.object_transfer_streams = static_cast<int>(env_int("TROUPE_OBJECT_STREAMS"));
   options.object_chunk_bytes = env_int("TROUPE_OBJECT_CHUNK_BYTES");
+  if (const char* pulls = std::getenv("TROUPE_OBJECT_DATA_PORT_PULLS"); pulls != nullptr) {
+    options.object_data_port_pulls = std::string(pulls) != "0";
+  }
   options.testing_object_serve_chunk_delay =
       absl::Milliseconds(env_int("TROUPE_TESTING_OBJECT_SERVE_DELAY_MS"));
   // Object transfers receive megabytes per message into buffers gRPC mallocs and frees: glibc
@@ -105,6 +112,7 @@ int RayletCommand(const std::vector<std::string>& args) {
   options.mask_gpus = node_flags.gpu_visibility == "assigned";
   options.bind_address = bind.empty() ? options.node_ip : bind;
   options.port = static_cast<int>(port);
+  options.object_data_port = static_cast<int>(object_data_port);
   options.is_head = head;
   options.report_period = absl::Milliseconds(report_period_ms);
   options.gcs_reconnect_timeout = absl::Seconds(reconnect_timeout_s);

@@ -49,6 +49,7 @@ struct StartOptions {
   int64_t port = kDefaultGcsPort;
   int64_t http_port = 8265;
   int64_t raylet_port = 0;
+  int64_t object_data_port = 0;
   // Passed on to the daemons; the defaults are theirs (RayletOptions, HealthCheckOptions).
   double memory_usage_threshold = RayletOptions().memory_usage_threshold;
   std::string testing_memory_usage_file;  // testing only; see RayletOptions
@@ -92,6 +93,7 @@ absl::StatusOr<int> StartRaylet(const StartOptions& options, const Session& sess
       absl::StrCat("--node-ip-address=", options.node_ip),
       absl::StrCat("--bind=", options.bind),
       absl::StrCat("--port=", options.raylet_port),
+      absl::StrCat("--object-data-port=", options.object_data_port),
       absl::StrCat("--session-dir=", session.dir()),
       absl::StrCat("--object-store-dir=", ObjectStoreDirOf(session)),
       absl::StrCat("--gcs-reconnect-timeout-s=", options.gcs_reconnect_timeout_s),
@@ -570,6 +572,9 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddInt("http-port", &options.http_port,
                "Head: the HTTP port (jobs REST API, state, /metrics); 0: no HTTP server.");
   flags.AddInt("raylet-port", &options.raylet_port, "The raylet's port (0: any free port).");
+  flags.AddInt("object-data-port", &options.object_data_port,
+               "The raylet's object data port, where other nodes read object bytes (0: any free "
+               "port).");
   flags.AddDouble("memory-usage-threshold", &options.memory_usage_threshold,
                   "Kill the newest worker when more than this fraction of the machine's memory "
                   "is in use (1: never).");
@@ -635,6 +640,11 @@ int StartCommand(const std::vector<std::string>& args) {
   if (options.raylet_port < 0 || options.raylet_port > 65535) {
     return Fail(
         absl::StrCat("--raylet-port must be between 0 and 65535, got ", options.raylet_port), 2);
+  }
+  if (options.object_data_port < 0 || options.object_data_port > 65535) {
+    return Fail(absl::StrCat("--object-data-port must be between 0 and 65535, got ",
+                             options.object_data_port),
+                2);
   }
   if (auto status = options.redis.Resolve(/*address_from_env=*/options.head); !status.ok()) {
     return Fail(std::string(status.message()), 2);

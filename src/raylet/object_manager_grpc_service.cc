@@ -44,8 +44,9 @@ grpc::ByteBuffer DataMessage(int64_t offset, const char* data, int64_t length,
 // gRPC reports it done. Deletes itself when gRPC is done with the call.
 class PullReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>, public ChunkWriter {
  public:
-  PullReactor(ObjectManager* objects, const ObjectId& id, rpc::PullObjectRequest request)
-      : objects_(objects), id_(id), request_(std::move(request)) {
+  PullReactor(ObjectManager* objects, const ObjectId& id, rpc::PullObjectRequest request,
+              int data_port)
+      : objects_(objects), id_(id), request_(std::move(request)), data_port_(data_port) {
     std::thread([this] {
       absl::Status status = objects_->ServeObject(id_, request_.offset(), request_.length(),
                                                   request_.chunk_size(), this);
@@ -54,9 +55,11 @@ class PullReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>, public Ch
   }
 
   bool WriteHeader(const rpc::ObjectChunk& header) override {
+    rpc::ObjectChunk with_port = header;
+    with_port.set_data_port(data_port_);
     grpc::ByteBuffer message;
     bool own_buffer;
-    grpc::SerializationTraits<rpc::ObjectChunk>::Serialize(header, &message, &own_buffer);
+    grpc::SerializationTraits<rpc::ObjectChunk>::Serialize(with_port, &message, &own_buffer);
     return Write(std::move(message));
   }
 
@@ -88,6 +91,7 @@ class PullReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>, public Ch
   ObjectManager* const objects_;
   const ObjectId id_;
   const rpc::PullObjectRequest request_;
+  const int data_port_;
   absl::Mutex mu_;
   grpc::ByteBuffer message_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -117,7 +121,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ObjectManagerGrpcService::PullObject
   }
   auto id = ObjectId::FromBinary(request.object_id());
   if (!id.ok()) return new FailedReactor(ToGrpcStatus(id.status()));
-  return new PullReactor(objects_, *id, std::move(request));
+  return new PullReactor(objects_, *id, std::move(request), data_port_);
 }
 
 grpc::Status ObjectManagerGrpcService::FreeObjects(grpc::ServerContext* context,

@@ -25,8 +25,9 @@ namespace troupe {
 class ObjectManagerGrpcService : public rpc::ObjectManagerService::WithRawCallbackMethod_PullObject<
                                      rpc::ObjectManagerService::Service> {
  public:
-  ObjectManagerGrpcService(const TokenAuthenticator* auth, ObjectManager* objects)
-      : auth_(auth), objects_(objects) {}
+  // `data_port`: the raylet's object data port, named in every PullObject header (0: none).
+  ObjectManagerGrpcService(const TokenAuthenticator* auth, ObjectManager* objects, int data_port)
+      : auth_(auth), objects_(objects), data_port_(data_port) {}
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* PullObject(grpc::CallbackServerContext* context,
                                                          const grpc::ByteBuffer* request) override;
@@ -36,6 +37,7 @@ class ObjectManagerGrpcService : public rpc::ObjectManagerService::WithRawCallba
  private:
   const TokenAuthenticator* const auth_;
   ObjectManager* const objects_;
+  const int data_port_;
 };
 
 }  // namespace troupe

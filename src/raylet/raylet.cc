@@ -68,7 +68,13 @@ Raylet::Raylet(RayletOptions options, const Clock* clock)
       object_store_({options_.object_store_dir, options_.spill_dir,
                      static_cast<int64_t>(options_.resources.Get(kObjectStoreMemory).ToDouble())}),
       object_puller_(token_.ToString()),
-      object_manager_(&object_store_, &object_puller_, ObjectManagerOptionsOf(options_)),
+      data_tls_(LoadObjectDataTls(options_.tls_dir)),
+      data_puller_(&object_puller_,
+                   {token_.ToString(), data_tls_.ok() ? data_tls_->client : nullptr}),
+      object_manager_(&object_store_,
+                      options_.object_data_port_pulls ? static_cast<ObjectPuller*>(&data_puller_)
+                                                      : &object_puller_,
+                      ObjectManagerOptionsOf(options_)),
       executables_(options_.executable_cache_dir, &gcs_),
       worker_pool_(
           WorkerPoolOptions{options_.node_id.Hex(), options_.node_ip, options_.gcs_address,
@@ -114,8 +120,23 @@ Raylet::~Raylet() { Shutdown(); }
 std::string Raylet::address() const { return absl::StrCat(options_.node_ip, ":", bound_port_); }
 
 absl::Status Raylet::Start() {
+  if (!data_tls_.ok()) {
+    return absl::Status(data_tls_.status().code(),
+                        absl::StrCat("the object data port's TLS: ", data_tls_.status().message()));
+  }
+  ObjectDataServerOptions data;
+  data.bind_address = options_.bind_address;
+  data.port = options_.object_data_port;
+  data.token = token_;
+  data.tls = data_tls_->server;
+  data.testing_send_delay = options_.testing_object_serve_chunk_delay;
+  auto data_server = ObjectDataServer::Start(&object_store_, std::move(data));
+  if (!data_server.ok()) return data_server.status();
+  data_server_ = std::move(*data_server);
+  TROUPE_LOG(Info) << "object data port " << data_server_->port()
+                   << (data_tls_->server ? " (TLS)" : " (plaintext)");
   auto server = RayletServer::Start(options_.bind_address, options_.port, token_, this,
-                                    &object_manager_, &bound_port_);
+                                    &object_manager_, data_server_->port(), &bound_port_);
   if (!server.ok()) return server.status();
   server_ = std::move(*server);
   worker_pool_.set_raylet_address(address());
@@ -125,6 +146,7 @@ absl::Status Raylet::Start() {
 void Raylet::Shutdown() {
   lease_manager_.RejectAllPending("the raylet is shutting down");
   worker_pool_.KillAll();
+  if (data_server_) data_server_->Shutdown();
   object_store_.Destroy();
   if (server_) {
     // A gRPC deadline: real time, whatever clock the raylet was given.

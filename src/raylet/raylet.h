@@ -28,10 +28,13 @@
 #include "src/common/ids.h"
 #include "src/common/resources.h"
 #include "src/object_store/object_store.h"
+#include "src/raylet/data_connection.h"
+#include "src/raylet/data_object_puller.h"
 #include "src/raylet/executable_cache.h"
 #include "src/raylet/grpc_object_puller.h"
 #include "src/raylet/lease_manager.h"
 #include "src/raylet/log_monitor.h"
+#include "src/raylet/object_data_server.h"
 #include "src/raylet/object_manager.h"
 #include "src/raylet/process_launcher.h"
 #include "src/raylet/raylet_options.h"
@@ -136,6 +139,10 @@ class Raylet {
   const ClusterToken token_;
   ObjectStore object_store_;
   GrpcObjectPuller object_puller_;
+  // The object data port's TLS contexts (both null without TLS), or why they could not be made
+  // (then Start fails).
+  absl::StatusOr<ObjectDataTls> data_tls_;
+  DataObjectPuller data_puller_;  // over object_puller_
   ObjectManager object_manager_;
   ExecutableCache executables_;
   PosixProcessLauncher processes_;
@@ -143,6 +150,7 @@ class Raylet {
   LeaseManager lease_manager_;
   LogMonitor log_monitor_;
   std::thread log_thread_;
+  std::unique_ptr<ObjectDataServer> data_server_;
   std::unique_ptr<RayletServer> server_;
   int bound_port_ = 0;
   std::thread job_follower_;

@@ -21,6 +21,8 @@ struct RayletOptions {
   std::string node_ip = "127.0.0.1";  // advertised to the cluster
   std::string bind_address = "127.0.0.1";
   int port = 0;           // 0: any free port
+  // The object data port (src/raylet/object_data_server.h), on bind_address; 0: any free port.
+  int object_data_port = 0;
   ResourceSet resources;  // totals this node offers
   std::map<std::string, std::string> labels;
   bool is_head = false;
@@ -54,6 +56,9 @@ struct RayletOptions {
   // $TROUPE_OBJECT_CHUNK_BYTES (tuning knobs for benchmarks).
   int object_transfer_streams = 0;
   int64_t object_chunk_bytes = 0;
+  // Pull ranges over other raylets' object data ports (else over gRPC only; the data port is
+  // still served). `troupe raylet` reads $TROUPE_OBJECT_DATA_PORT_PULLS=0 (for A/B benchmarks).
+  bool object_data_port_pulls = true;
   // Testing only: the raylet serves each object chunk this much later, so a test can kill a
   // source mid-transfer ($TROUPE_TESTING_OBJECT_SERVE_DELAY_MS for `troupe raylet`).
   absl::Duration testing_object_serve_chunk_delay = absl::ZeroDuration();

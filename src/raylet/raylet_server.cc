@@ -11,8 +11,10 @@ namespace troupe {
 
 // Declared in this order so that the server goes first, then the services it called.
 struct RayletServer::Grpc {
-  Grpc(const ClusterToken& token, Raylet* raylet, ObjectManager* objects)
-      : auth(token), node_manager(&auth, raylet), object_manager(&auth, objects) {}
+  Grpc(const ClusterToken& token, Raylet* raylet, ObjectManager* objects, int object_data_port)
+      : auth(token),
+        node_manager(&auth, raylet),
+        object_manager(&auth, objects, object_data_port) {}
 
   TokenAuthenticator auth;
   RayletGrpcService node_manager;
@@ -24,8 +26,9 @@ absl::StatusOr<std::unique_ptr<RayletServer>> RayletServer::Start(const std::str
                                                                   const ClusterToken& token,
                                                                   Raylet* raylet,
                                                                   ObjectManager* objects,
+                                                                  int object_data_port,
                                                                   int* bound_port) {
-  auto grpc = std::make_unique<Grpc>(token, raylet, objects);
+  auto grpc = std::make_unique<Grpc>(token, raylet, objects, object_data_port);
   auto server =
       StartGrpcServer(host, port, {&grpc->node_manager, &grpc->object_manager}, bound_port);
   if (!server.ok()) return server.status();

@@ -22,10 +22,12 @@ class Raylet;
 class RayletServer {
  public:
   // Listens on host:port (port 0: any free port, reported in *bound_port) and serves both
-  // services; every call must carry `token`. Fails if the port cannot be bound.
+  // services; every call must carry `token`. PullObject headers name `object_data_port`.
+  // Fails if the port cannot be bound.
   static absl::StatusOr<std::unique_ptr<RayletServer>> Start(const std::string& host, int port,
                                                              const ClusterToken& token,
                                                              Raylet* raylet, ObjectManager* objects,
+                                                             int object_data_port,
                                                              int* bound_port);
   ~RayletServer();  // call Shutdown first
 

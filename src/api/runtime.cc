@@ -149,7 +149,7 @@ void Init(const Config& config) {
                            "(TROUPE_ADDRESS=local starts an embedded one instead)\n",
                    (*target)->address.c_str());
     }
-  } else if (address != "local") {
+  } else if (!address.empty() && address != "local") {
     target = ResolveClusterTarget(address, token, ResolveTempRoot(""));
     if (!target->ok()) throw RuntimeError(std::string(target->status().message()));
   }

@@ -16,6 +16,8 @@ int TrainLaunchCommand(const std::vector<std::string>& args);
 int JobCommand(const std::vector<std::string>& args);
 int ListCommand(const std::vector<std::string>& args);
 int LogsCommand(const std::vector<std::string>& args);
+// `troupe timeline [--job ID] -o FILE` (src/cli/timeline_command.cc): Chrome trace of task runs.
+int TimelineCommand(const std::vector<std::string>& args);
 // `troupe gcs-server [flags]` (src/cli/gcs_command.cc): runs a GCS in the foreground.
 int GcsServerCommand(const std::vector<std::string>& args);
 // `troupe raylet ...` (src/cli/raylet_command.cc): runs a raylet in the foreground until

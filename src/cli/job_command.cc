@@ -22,6 +22,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/commands.h"
+#include "src/cli/http_api.h"
 #include "src/common/flag_parser.h"
 #include "src/common/package.h"
 #include "src/common/session.h"
@@ -34,155 +35,9 @@ namespace {
 
 using nlohmann::json;
 
-struct ApiTarget {
-  std::string url;  // http://host:port, or https:// on a TLS cluster
-  std::string token;
-  std::string ca_path;  // the cluster CA an https:// server must be signed by
-};
-
 int Fail(const std::string& command, const std::string& message, int code = 1) {
   std::fprintf(stderr, "troupe %s: %s\n", command.c_str(), message.c_str());
   return code;
-}
-
-// Where the HTTP API is and the token to use; an error message if unknown.
-std::optional<ApiTarget> ResolveApi(const std::string& address_flag, const std::string& token_flag,
-                                    const std::string& temp_dir, std::string* error) {
-  ApiTarget target{address_flag, token_flag};
-  if (target.url.empty() && std::getenv("TROUPE_API_ADDRESS")) {
-    target.url = std::getenv("TROUPE_API_ADDRESS");
-  }
-  if (target.token.empty() && std::getenv("TROUPE_TOKEN"))
-    target.token = std::getenv("TROUPE_TOKEN");
-  auto session = Session::Latest(ResolveTempRoot(temp_dir));
-  if (session.ok()) {
-    if (target.url.empty()) {
-      auto url = session->ReadFile("http_address");
-      if (url.ok()) target.url = *url;
-    }
-    if (target.token.empty()) {
-      auto token = session->ReadFile("token");
-      if (token.ok()) target.token = std::string(absl::StripAsciiWhitespace(*token));
-    }
-  }
-  if (target.url.empty()) {
-    *error =
-        "no HTTP API address: pass --address=http://HEAD:8265 or set TROUPE_API_ADDRESS "
-        "(or run this on the head, started with `troupe start --head`)";
-    return std::nullopt;
-  }
-  // The cluster CA: $TROUPE_TLS_DIR's, else the local session's (if it runs TLS).
-  if (std::getenv(kTlsDirEnv) != nullptr && *std::getenv(kTlsDirEnv) != '\0') {
-    target.ca_path = CaCertPath(std::getenv(kTlsDirEnv));
-  } else if (session.ok() && access(CaCertPath(TlsDirOf(session->dir())).c_str(), R_OK) == 0) {
-    target.ca_path = CaCertPath(TlsDirOf(session->dir()));
-  }
-  if (!absl::StartsWith(target.url, "http://") && !absl::StartsWith(target.url, "https://")) {
-    target.url = (target.ca_path.empty() ? "http://" : "https://") + target.url;
-  }
-  if (absl::StartsWith(target.url, "https://") && target.ca_path.empty()) {
-    *error = "no cluster CA to verify " + target.url +
-             " against: set TROUPE_TLS_DIR to a folder "
-             "holding the head's ca.pem (its <session>/tls)";
-    return std::nullopt;
-  }
-  if (target.token.empty()) {
-    *error = "no cluster token: pass --token or set TROUPE_TOKEN (the head's <session>/token)";
-    return std::nullopt;
-  }
-  return target;
-}
-
-// --address, --token and --temp-dir: how every HTTP-API command finds the head.
-struct ApiFlags {
-  std::string address, token, temp_dir;
-  void Register(FlagParser* flags) {
-    flags->AddString("address", &address, "The head's HTTP API, http://HOST:8265.");
-    flags->AddString("token", &token, "Cluster token (default: $TROUPE_TOKEN or the local one).");
-    flags->AddString("temp-dir", &temp_dir,
-                    "Root of session directories (default: $TROUPE_TEMP_DIR or /tmp/troupe).");
-  }
-  std::optional<ApiTarget> Resolve(std::string* error) const {
-    return ResolveApi(address, token, temp_dir, error);
-  }
-};
-
-struct Response {
-  int status = 0;
-  json body;
-  std::string error;  // transport error
-};
-
-// A client for the API; an https:// one verifies the server against the cluster CA only.
-std::unique_ptr<httplib::Client> MakeClient(const ApiTarget& api) {
-  auto client = std::make_unique<httplib::Client>(api.url);
-  if (!api.ca_path.empty()) {
-    client->set_ca_cert_path(api.ca_path.c_str());
-    client->enable_server_certificate_verification(true);
-  }
-  return client;
-}
-
-// Connecting gives up after this; a call's answer is awaited kCallTimeoutS (an upload's longer).
-constexpr int kConnectTimeoutS = 5;
-constexpr int kCallTimeoutS = 10;
-constexpr int kUploadTimeoutS = 120;
-
-// What went wrong talking to `url`, and what to do about it.
-std::string DescribeTransportError(const std::string& url, httplib::Error error) {
-  std::string what;
-  switch (error) {
-    case httplib::Error::Connection:
-      what = "the connection was refused or the host is unreachable";
-      break;
-    case httplib::Error::ConnectionTimeout:
-      what = absl::StrCat("no connection within ", kConnectTimeoutS, " s");
-      break;
-    case httplib::Error::Read:
-      what = "no complete answer in time (the server stopped answering)";
-      break;
-    case httplib::Error::SSLConnection:
-      what = "the TLS handshake failed (is it an http:// server, or not Troupe's?)";
-      break;
-    case httplib::Error::SSLServerVerification:
-      what = "its certificate is not signed by this cluster's CA (another cluster's head?)";
-      break;
-    default:
-      what = httplib::to_string(error);
-  }
-  return absl::StrCat("cannot reach the head's HTTP API at ", url, ": ", what,
-                      ". Is the head running (`troupe status`)? Point --address (or "
-                      "TROUPE_API_ADDRESS) at its HTTP address, http(s)://HEAD:8265.");
-}
-
-Response Call(const ApiTarget& api, const std::string& method, const std::string& path,
-              const std::string& body = "", const std::string& content_type = "application/json") {
-  auto client = MakeClient(api);
-  client->set_connection_timeout(kConnectTimeoutS, 0);
-  const int timeout_s = method == "PUT" ? kUploadTimeoutS : kCallTimeoutS;
-  client->set_read_timeout(timeout_s, 0);
-  client->set_write_timeout(timeout_s, 0);
-  httplib::Headers headers = {{"Authorization", "Bearer " + api.token}};
-  httplib::Result result =
-      method == "GET"    ? client->Get(path.c_str(), headers)
-      : method == "POST" ? client->Post(path.c_str(), headers, body, content_type.c_str())
-      : method == "PUT"  ? client->Put(path.c_str(), headers, body, content_type.c_str())
-                         : client->Delete(path.c_str(), headers);
-  Response out;
-  if (!result) {
-    out.error = DescribeTransportError(api.url, result.error());
-    return out;
-  }
-  out.status = result->status;
-  out.body = json::parse(result->body, nullptr, false);
-  if (out.body.is_discarded()) out.body = json{{"error", result->body}};
-  return out;
-}
-
-// The error text of a failed call.
-std::string Problem(const Response& r) {
-  if (!r.error.empty()) return r.error;
-  return absl::StrCat("HTTP ", r.status, ": ", r.body.value("error", r.body.dump()));
 }
 
 std::string ShellQuote(const std::string& arg) {

@@ -24,6 +24,7 @@ constexpr char kUsage[] =
     "  job         Submit and manage jobs: submit, status, logs, stop, list, delete\n"
     "  list        List nodes, actors, jobs or placement groups (JSON)\n"
     "  logs        List or print this machine's log files (daemons, workers, --actor=ID)\n"
+    "  timeline    Write the task timeline as Chrome trace JSON (-o trace.json; Perfetto)\n"
     "  train launch  Run a distributed training script as N ranks (torchrun-style)\n"
     "\n"
     "Daemons (started for you by `troupe start`):\n"
@@ -60,6 +61,7 @@ int main(int argc, char** argv) {
   if (command == "job") return troupe::JobCommand(args);
   if (command == "list") return troupe::ListCommand(args);
   if (command == "logs") return troupe::LogsCommand(args);
+  if (command == "timeline") return troupe::TimelineCommand(args);
   if (command == "train") {
     if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
       printf("Usage: troupe train launch [flags] -- CMD ARGS...\n"

@@ -16,6 +16,7 @@
 #include "src/http/metrics_page.h"
 #include "src/http/request_guard.h"
 #include "src/http/state_views.h"
+#include "src/http/task_views.h"
 #include "src/jobs/job_service.h"
 #include "src/rpc/gcs_client.h"
 #include "src/tls/tls_files.h"
@@ -76,7 +77,11 @@ std::chrono::steady_clock::time_point StartOf(const httplib::Request& req) {
 class HttpServer::Routes {
  public:
   Routes(const HttpServerOptions& options, GcsClient* gcs)
-      : options_(options), gcs_(gcs), jobs_(gcs), views_(gcs, &jobs_, &metrics_) {}
+      : options_(options),
+        gcs_(gcs),
+        jobs_(gcs),
+        views_(gcs, &jobs_, &metrics_),
+        tasks_(gcs, &metrics_) {}
 
   void Install(httplib::Server& http) {
     http.set_payload_max_length(kMaxPackageBytes + (1 << 20));
@@ -150,6 +155,21 @@ class HttpServer::Routes {
     });
     http.Get("/api/v0/jobs",
              [this](const httplib::Request&, httplib::Response& res) { Send(res, views_.Jobs()); });
+    // Tasks (task_views.h); summarize before {id}: routes match in the order registered.
+    http.Get("/api/v0/tasks/?", [this](const httplib::Request& req, httplib::Response& res) {
+      Send(res, tasks_.List(req.params));
+    });
+    http.Get("/api/v0/tasks/summarize/?",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               Send(res, tasks_.Summarize(req.params));
+             });
+    http.Get(R"(/api/v0/tasks/([^/]+)/?)",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               Send(res, tasks_.Get(req.matches[1]));
+             });
+    http.Get("/api/v0/timeline/?", [this](const httplib::Request& req, httplib::Response& res) {
+      Send(res, tasks_.Timeline(req.params));
+    });
     http.Get("/api/cluster_status", [this](const httplib::Request&, httplib::Response& res) {
       Send(res, views_.ClusterStatus());
     });
@@ -165,6 +185,7 @@ class HttpServer::Routes {
   jobs::JobService jobs_;
   http::HttpMetrics metrics_;
   http::StateViews views_;
+  http::TaskViews tasks_;
 };
 
 HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options)) {}

@@ -58,7 +58,10 @@ std::string ReadFile(const std::string& path) {
 }
 
 TEST(TaskEventsTest, TasksActorsFailuresAndRetriesShowInTheApiAndTimeline) {
-  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=1", absl::StrCat(
+                                                               "--http-port=",
+                                                               troupe::testing::PickFreePort())}));
   ASSERT_OK(cluster.AddWorker({"--num-cpus=1"}));
   Driver driver(cluster);
 
@@ -66,21 +69,33 @@ TEST(TaskEventsTest, TasksActorsFailuresAndRetriesShowInTheApiAndTimeline) {
   for (int i = 0; i < 6; ++i) squares.push_back(troupe::Task(Square).Remote(i));
   for (int i = 0; i < 6; ++i) ASSERT_EQ(*troupe::Get(squares[i]), i * i);
   EXPECT_THROW(troupe::Get(troupe::Task(Boom).Remote(1)), troupe::TaskError);
-  EXPECT_ANY_THROW(troupe::Get(troupe::Task(Crash).SetMaxRetries(1).Remote(1)));
   auto tally = troupe::Actor(Tally::Create).Remote(10);
   for (int i = 1; i <= 3; ++i) EXPECT_GT(*troupe::Get(tally.Task(&Tally::Add).Remote(i)), 10);
 
   // Our job: the one the Square tasks belong to.
   std::string job;
+  json answer;
   ASSERT_TRUE(WaitUntil(
       [&] {
-        json rows = GetJson(cluster, "/api/v0/tasks?filter=state=FINISHED&limit=10000")["result"];
-        for (const auto& row : rows) {
+        answer = GetJson(cluster, "/api/v0/tasks?filter=state=FINISHED&limit=10000");
+        for (const auto& row : answer["result"]) {
           if (absl::StrContains(row.value("name", ""), "Square")) job = row["job_id"];
         }
         return !job.empty();
       },
-      absl::Seconds(30), "a finished Square task in /api/v0/tasks"));
+      absl::Seconds(30), "a finished Square task in /api/v0/tasks"))
+      << GetJson(cluster, "/api/v0/tasks?limit=10000").dump(1);
+  // The same worker may have run those tasks: it reports them within ~1 s, and a worker that dies
+  // before then loses what it had not reported, so the crashing task comes once they are in.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return GetJson(cluster, "/api/v0/tasks?filter=state=FINISHED&filter=job_id=" + job)
+                       ["total"] == 6 + 1 + 3 &&
+               GetJson(cluster, "/api/v0/tasks?filter=state=FAILED&filter=job_id=" + job)
+                       ["total"] == 1;
+      },
+      absl::Seconds(30), "the Square tasks and the actor's to finish, Boom to fail"));
+  EXPECT_ANY_THROW(troupe::Get(troupe::Task(Crash).SetMaxRetries(1).Remote(1)));
 
   // Every attempt reaches its final state once both sides have flushed (about 1 s).
   json rows;

@@ -157,18 +157,18 @@ class HttpServer::Routes {
              [this](const httplib::Request&, httplib::Response& res) { Send(res, views_.Jobs()); });
     // Tasks (task_views.h); summarize before {id}: routes match in the order registered.
     http.Get("/api/v0/tasks/?", [this](const httplib::Request& req, httplib::Response& res) {
-      Send(res, tasks_.List(req.params));
+      Send(res, tasks_.List(http::ParseQuery(req.target)));
     });
     http.Get("/api/v0/tasks/summarize/?",
              [this](const httplib::Request& req, httplib::Response& res) {
-               Send(res, tasks_.Summarize(req.params));
+               Send(res, tasks_.Summarize(http::ParseQuery(req.target)));
              });
     http.Get(R"(/api/v0/tasks/([^/]+)/?)",
              [this](const httplib::Request& req, httplib::Response& res) {
                Send(res, tasks_.Get(req.matches[1]));
              });
     http.Get("/api/v0/timeline/?", [this](const httplib::Request& req, httplib::Response& res) {
-      Send(res, tasks_.Timeline(req.params));
+      Send(res, tasks_.Timeline(http::ParseQuery(req.target)));
     });
     http.Get("/api/cluster_status", [this](const httplib::Request&, httplib::Response& res) {
       Send(res, views_.ClusterStatus());

@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "proto/gcs.pb.h"
 #include "src/common/ids.h"
@@ -51,7 +52,42 @@ json Row(const rpc::TaskRecord& task, bool detail) {
   return row;
 }
 
+std::string PercentDecode(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    int high, low;
+    auto hex = [](char c) {
+      return c >= '0' && c <= '9'   ? c - '0'
+             : c >= 'a' && c <= 'f' ? c - 'a' + 10
+             : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                    : -1;
+    };
+    if (text[i] == '%' && i + 2 < text.size() && (high = hex(text[i + 1])) >= 0 &&
+        (low = hex(text[i + 2])) >= 0) {
+      out.push_back(static_cast<char>(high * 16 + low));
+      i += 2;
+    } else {
+      out.push_back(text[i] == '+' ? ' ' : text[i]);
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+QueryParams ParseQuery(const std::string& target) {
+  QueryParams params;
+  const size_t start = target.find('?');
+  if (start == std::string::npos) return params;
+  for (absl::string_view part :
+       absl::StrSplit(absl::string_view(target).substr(start + 1), '&', absl::SkipEmpty())) {
+    const size_t eq = part.find('=');
+    const std::string key(part.substr(0, eq));
+    const std::string value(eq == absl::string_view::npos ? "" : part.substr(eq + 1));
+    params.emplace(PercentDecode(key), PercentDecode(value));
+  }
+  return params;
+}
 
 bool TaskViews::ParseFilters(const QueryParams& params, rpc::GetTaskEventsRequest* request,
                              std::string* error) {

@@ -20,6 +20,11 @@ namespace troupe::http {
 
 using QueryParams = std::multimap<std::string, std::string>;
 
+// The parameters of a request target's query ("/path?a=1&filter=state=RUNNING"): split at '&',
+// each at its FIRST '=', then percent-decoded ('+' is a space), so `filter=k=v` works unencoded
+// as well as encoded (`filter=k%3Dv`). HTTP libraries split at the last '=' instead.
+QueryParams ParseQuery(const std::string& target);
+
 class TaskViews {
  public:
   static constexpr int64_t kDefaultLimit = 100;

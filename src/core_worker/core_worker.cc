@@ -124,12 +124,14 @@ absl::Status CoreWorker::Start() {
             submission_->OnTaskFailure(spec, error, message);
           }});
   // Task events: one buffer per process, flushed to the GCS by its own thread.
-  task_events_ = std::make_unique<TaskEventBuffer>(
-      TaskEventBuffer::Options{}, [this](const rpc::AddTaskEventDataRequest& request) {
-        if (!cluster_status().ok()) return cluster_status();  // do not wait on a dead GCS
-        return background_gcs_->AddTaskEventData(request);
-      });
-  task_events_->Start();
+  if (options_.record_task_events) {
+    task_events_ = std::make_unique<TaskEventBuffer>(
+        TaskEventBuffer::Options{}, [this](const rpc::AddTaskEventDataRequest& request) {
+          if (!cluster_status().ok()) return cluster_status();  // do not wait on a dead GCS
+          return background_gcs_->AddTaskEventData(request);
+        });
+    task_events_->Start();
+  }
   submission_ = std::make_unique<SubmissionFacade>(
       SubmissionFacade::Options{options_.job_id, options_.max_lineage_bytes, options_.warn,
                                 [this](const PlacementGroupId& id, absl::Time deadline) {

@@ -91,6 +91,9 @@ struct CoreWorkerOptions {
   // and new call fails with a ClusterUnreachable status (cluster_liveness.h). Zero or less: never
   // give up. Workers do not watch (their raylet ends them).
   absl::Duration cluster_reconnect_timeout = absl::Seconds(60);
+  // Report task events (task state API, timeline; task_event_buffer.h). The API layer sets it
+  // from $TROUPE_TASK_EVENTS ("0": off), e.g. to measure their cost.
+  bool record_task_events = true;
   // Time for every timeout and deadline of this process (not owned; must outlive the core
   // worker). Null: the real clock.
   const Clock* clock = nullptr;

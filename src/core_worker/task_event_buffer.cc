@@ -7,7 +7,11 @@ namespace troupe {
 TaskEventBuffer::TaskEventBuffer(Options options, Report report)
     : options_(options), report_(std::move(report)) {}
 
-TaskEventBuffer::~TaskEventBuffer() { Stop(); }
+TaskEventBuffer::~TaskEventBuffer() {
+  // No last flush here: what `report_` uses may be gone already; Stop() is the owner's to call.
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (flusher_.joinable()) flusher_.join();
+}
 
 void TaskEventBuffer::Record(TaskStateEvent event) {
   absl::MutexLock lock(&mu_);

@@ -62,7 +62,8 @@ class TaskEventBuffer : public TaskEventSink {
   using Report = std::function<absl::Status(const rpc::AddTaskEventDataRequest&)>;
 
   TaskEventBuffer(Options options, Report report);
-  ~TaskEventBuffer();  // Stop()
+  // Stops the flusher without a last flush (call Stop() first to send what is left).
+  ~TaskEventBuffer();
 
   void Record(TaskStateEvent event) override ABSL_LOCKS_EXCLUDED(mu_);
   // Starts the background flusher (once).

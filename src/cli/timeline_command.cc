@@ -28,7 +28,7 @@ int TimelineCommand(const std::vector<std::string>& args) {
                    "Writes the timeline of task execution (one bar per task run, per node and "
                    "worker) as Chrome trace-event JSON; open it in https://ui.perfetto.dev or "
                    "chrome://tracing.\n  troupe timeline -o trace.json\n  troupe timeline "
-                   "--job=01000000 -o trace.json");
+                   "--job=00000001 -o trace.json");
   api_flags.Register(&flags);
   flags.AddString("job", &job, "Only this job's tasks (its hex ID, as `troupe list jobs` shows).");
   flags.AddString("output", &output, "File to write (required; -o works too).");

@@ -125,8 +125,12 @@ absl::Status CoreWorker::Start() {
           }});
   // Task events: one buffer per process, flushed to the GCS by its own thread.
   if (options_.record_task_events) {
+    TaskEventBuffer::Options event_options;
+    event_options.node_id = node_id_.Binary();
+    event_options.worker_id = options_.worker_id.Binary();
+    event_options.pid = pid_;
     task_events_ = std::make_unique<TaskEventBuffer>(
-        TaskEventBuffer::Options{}, [this](const rpc::AddTaskEventDataRequest& request) {
+        event_options, [this](const rpc::AddTaskEventDataRequest& request) {
           if (!cluster_status().ok()) return cluster_status();  // do not wait on a dead GCS
           return background_gcs_->AddTaskEventData(request);
         });
@@ -361,7 +365,7 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
     ret->set_exception_type(type);
     ret->set_error_message(message);
   };
-  RecordExecution(spec, rpc::TaskEvent::RUNNING, "");
+  const uint64_t execution = BeginExecution(spec);
 
   std::vector<ObjectBuffer> args;
   std::vector<ObjectRefInfo> held;
@@ -427,11 +431,14 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
             parent_pid_, spec.function_name().c_str(), ret->error_message().c_str());
     _exit(1);
   }
-  RecordExecution(spec, ret->is_application_error() ? rpc::TaskEvent::FAILED
-                                                    : rpc::TaskEvent::FINISHED,
-                  ret->is_application_error()
-                      ? absl::StrCat(ret->exception_type(), ": ", ret->error_message())
-                      : "");
+  if (task_events_) {
+    task_events_->EndRunning(
+        execution, ret->is_application_error() ? rpc::TaskEvent::FAILED : rpc::TaskEvent::FINISHED,
+        clock_->Now(),
+        ret->is_application_error()
+            ? absl::StrCat(ret->exception_type(), ": ", ret->error_message())
+            : "");
+  }
   for (const auto& ref : held) objects_->references().RemoveLocal(ref.id);
   for (const auto& borrowed : objects_->references().TakeUnreportedBorrows()) {
     rpc::BorrowedRef* out = reply.add_borrowed_refs();
@@ -441,26 +448,17 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
   return reply;
 }
 
-void CoreWorker::RecordExecution(const rpc::TaskSpec& spec, rpc::TaskEvent::State state,
-                                 std::string error_message) {
-  if (!task_events_) return;
+uint64_t CoreWorker::BeginExecution(const rpc::TaskSpec& spec) {
+  if (!task_events_) return 0;
   TaskStateEvent event;
   event.task_id = spec.task_id();
   event.attempt = spec.attempt();
   event.job_id = spec.job_id();
-  event.state = state;
   event.time = clock_->Now();
-  if (state == rpc::TaskEvent::RUNNING) {
-    // What the owner's SUBMITTED says too: the record is complete even if that one is lost.
-    event.name = spec.function_name();
-    event.type = spec.type();
-    event.actor_id = spec.actor_id();
-    event.node_id = node_id_.Binary();
-    event.worker_id = options_.worker_id.Binary();
-    event.worker_pid = pid_;
-  }
-  event.error_message = std::move(error_message);
-  task_events_->Record(std::move(event));
+  // What the owner's SUBMITTED says too: the record is complete even if that one is lost.
+  event.name = spec.function_name();
+  event.type = spec.type();
+  return task_events_->BeginRunning(std::move(event));
 }
 
 void CoreWorker::HandOverContained(const rpc::TaskSpec& spec,

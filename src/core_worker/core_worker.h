@@ -186,10 +186,9 @@ class CoreWorker {
   void HandOverContained(const rpc::TaskSpec& spec, const std::vector<ObjectRefInfo>& contained,
                          rpc::PushTaskReply* reply);
   void TimerLoop();
-  // Worker mode: the executing side's task events (running on this node/worker, then finished
-  // or failed with `error_message`).
-  void RecordExecution(const rpc::TaskSpec& spec, rpc::TaskEvent::State state,
-                       std::string error_message);
+  // Worker mode: the executing side's task events: a run of `spec` starts here (the token for
+  // TaskEventBuffer::EndRunning; 0 when events are off).
+  uint64_t BeginExecution(const rpc::TaskSpec& spec);
 
   CoreWorkerOptions options_;
   RealClock real_clock_;

@@ -15,12 +15,40 @@ TaskEventBuffer::~TaskEventBuffer() {
 
 void TaskEventBuffer::Record(TaskStateEvent event) {
   absl::MutexLock lock(&mu_);
+  AppendLocked(std::move(event));
+}
+
+void TaskEventBuffer::AppendLocked(TaskStateEvent event) {
   if (events_.size() >= options_.max_buffered_events) {
     ++unreported_drops_[event.job_id];
     num_dropped_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   events_.push_back(std::move(event));
+}
+
+uint64_t TaskEventBuffer::BeginRunning(TaskStateEvent running) {
+  running.state = rpc::TaskEvent::RUNNING;
+  running.executed_here = true;
+  absl::MutexLock lock(&mu_);
+  const uint64_t token = next_token_++;
+  running_[token].event = std::move(running);
+  return token;
+}
+
+void TaskEventBuffer::EndRunning(uint64_t token, rpc::TaskEvent::State state, absl::Time end,
+                                 std::string error_message) {
+  absl::MutexLock lock(&mu_);
+  auto it = running_.find(token);
+  if (it == running_.end()) return;
+  TaskStateEvent event = std::move(it->second.event);
+  const bool reported = it->second.reported;
+  running_.erase(it);
+  if (!reported) event.start_time = event.time;
+  event.state = state;
+  event.time = end;
+  event.error_message = std::move(error_message);
+  AppendLocked(std::move(event));
 }
 
 size_t TaskEventBuffer::num_buffered() const {
@@ -41,7 +69,7 @@ void TaskEventBuffer::Stop() {
   Flush();
 }
 
-void TaskEventBuffer::ToProto(const TaskStateEvent& event, rpc::TaskEvent* out) {
+void TaskEventBuffer::ToProto(const TaskStateEvent& event, rpc::TaskEvent* out) const {
   out->set_task_id(event.task_id);
   out->set_attempt(event.attempt);
   out->set_job_id(event.job_id);
@@ -50,10 +78,13 @@ void TaskEventBuffer::ToProto(const TaskStateEvent& event, rpc::TaskEvent* out) 
   out->set_name(event.name);
   out->set_type(event.type);
   out->set_actor_id(event.actor_id);
-  out->set_node_id(event.node_id);
-  out->set_worker_id(event.worker_id);
-  out->set_worker_pid(event.worker_pid);
+  out->set_node_id(event.executed_here ? options_.node_id : event.node_id);
+  out->set_worker_id(event.executed_here ? options_.worker_id : event.worker_id);
+  out->set_worker_pid(event.executed_here ? options_.pid : event.worker_pid);
   out->set_error_message(event.error_message);
+  if (event.start_time != absl::InfinitePast()) {
+    out->set_start_time_us(absl::ToUnixMicros(event.start_time));
+  }
 }
 
 int TaskEventBuffer::Flush() {
@@ -62,6 +93,12 @@ int TaskEventBuffer::Flush() {
   absl::flat_hash_map<std::string, int64_t> drops;
   {
     absl::MutexLock lock(&mu_);
+    // Runs still going that were not reported yet: RUNNING now, so they show while they last.
+    for (auto& [token, run] : running_) {
+      if (run.reported) continue;
+      run.reported = true;
+      AppendLocked(run.event);
+    }
     events.swap(events_);
     drops.swap(unreported_drops_);
   }

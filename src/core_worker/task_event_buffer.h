@@ -41,6 +41,10 @@ struct TaskStateEvent {
   std::string worker_id;
   int32_t worker_pid = 0;
   std::string error_message;
+  // Set by the executing side: node, worker and pid are this process's (filled in at flush,
+  // off the task path), and, on an end event, when the run started.
+  bool executed_here = false;
+  absl::Time start_time = absl::InfinitePast();
 };
 
 // Where task state changes are recorded. Implementations must be cheap and never block for long:
@@ -57,6 +61,10 @@ class TaskEventBuffer : public TaskEventSink {
     size_t max_buffered_events = 100000;  // beyond this, events are dropped (and counted)
     size_t max_batch_events = 10000;      // events per report call
     absl::Duration flush_interval = absl::Seconds(1);
+    // This process, for events recorded with `executed_here` (binary IDs).
+    std::string node_id;
+    std::string worker_id;
+    int32_t pid = 0;
   };
   // Sends one batch; a failed call's events are counted as dropped (reported next time).
   using Report = std::function<absl::Status(const rpc::AddTaskEventDataRequest&)>;
@@ -66,6 +74,14 @@ class TaskEventBuffer : public TaskEventSink {
   ~TaskEventBuffer();
 
   void Record(TaskStateEvent event) override ABSL_LOCKS_EXCLUDED(mu_);
+  // The executing side. A run starts (`running` describes it; its state and time are set here):
+  // it is reported RUNNING only if it is still running at a flush, so a run that ends between
+  // two flushes costs one event, its end (which carries the start time). Returns the token for
+  // EndRunning.
+  uint64_t BeginRunning(TaskStateEvent running) ABSL_LOCKS_EXCLUDED(mu_);
+  // The run ended in `state` (FINISHED or FAILED, with `error_message`) at `end`.
+  void EndRunning(uint64_t token, rpc::TaskEvent::State state, absl::Time end,
+                  std::string error_message) ABSL_LOCKS_EXCLUDED(mu_);
   // Starts the background flusher (once).
   void Start();
   // Stops the flusher and flushes what is left. Idempotent. Record after Stop still buffers
@@ -80,12 +96,20 @@ class TaskEventBuffer : public TaskEventSink {
   size_t num_buffered() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  static void ToProto(const TaskStateEvent& event, rpc::TaskEvent* out);
+  void ToProto(const TaskStateEvent& event, rpc::TaskEvent* out) const;
+  void AppendLocked(TaskStateEvent event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   const Report report_;
   mutable absl::Mutex mu_;
   std::vector<TaskStateEvent> events_ ABSL_GUARDED_BY(mu_);
+  // Runs in progress here, by token; `reported` once a flush sent their RUNNING event.
+  struct Running {
+    TaskStateEvent event;
+    bool reported = false;
+  };
+  absl::flat_hash_map<uint64_t, Running> running_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 0;
   // Drops not reported yet, per job (binary ID).
   absl::flat_hash_map<std::string, int64_t> unreported_drops_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> num_dropped_{0};

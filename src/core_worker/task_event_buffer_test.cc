@@ -110,3 +110,54 @@ TEST(TaskEventBufferTest, StopFlushesWhatIsLeft) {
 
 }  // namespace
 }  // namespace troupe
+
+namespace troupe {
+namespace {
+
+TaskEventBuffer::Options Identity() {
+  TaskEventBuffer::Options options;
+  options.node_id = "node-n";
+  options.worker_id = "worker-w";
+  options.pid = 77;
+  return options;
+}
+
+TEST(TaskEventBufferTest, ARunThatEndsBetweenFlushesIsOneEventCarryingItsStart) {
+  Reports reports;
+  TaskEventBuffer buffer(Identity(), reports.Fn());
+  const uint64_t token = buffer.BeginRunning(Event(1));  // time 1001
+  buffer.EndRunning(token, rpc::TaskEvent::FINISHED, absl::FromUnixMicros(5000), "");
+  buffer.Flush();
+  ASSERT_EQ(reports.requests.size(), 1u);
+  ASSERT_EQ(reports.requests[0].events_size(), 1);
+  const rpc::TaskEvent& event = reports.requests[0].events(0);
+  EXPECT_EQ(event.state(), rpc::TaskEvent::FINISHED);
+  EXPECT_EQ(event.time_us(), 5000);
+  EXPECT_EQ(event.start_time_us(), 1001);
+  EXPECT_EQ(event.node_id(), "node-n");  // this process's, filled in at the flush
+  EXPECT_EQ(event.worker_id(), "worker-w");
+  EXPECT_EQ(event.worker_pid(), 77);
+}
+
+TEST(TaskEventBufferTest, ARunStillGoingAtAFlushIsReportedRunningOnce) {
+  Reports reports;
+  TaskEventBuffer buffer(Identity(), reports.Fn());
+  const uint64_t token = buffer.BeginRunning(Event(2));
+  buffer.Flush();
+  buffer.Flush();  // not again
+  buffer.EndRunning(token, rpc::TaskEvent::FAILED, absl::FromUnixMicros(9000), "E: boom");
+  buffer.Flush();
+  ASSERT_EQ(reports.requests.size(), 2u);
+  ASSERT_EQ(reports.requests[0].events_size(), 1);
+  EXPECT_EQ(reports.requests[0].events(0).state(), rpc::TaskEvent::RUNNING);
+  EXPECT_EQ(reports.requests[0].events(0).time_us(), 1002);
+  EXPECT_EQ(reports.requests[0].events(0).worker_pid(), 77);
+  ASSERT_EQ(reports.requests[1].events_size(), 1);
+  const rpc::TaskEvent& end = reports.requests[1].events(0);
+  EXPECT_EQ(end.state(), rpc::TaskEvent::FAILED);
+  EXPECT_EQ(end.error_message(), "E: boom");
+  EXPECT_EQ(end.start_time_us(), 0);  // RUNNING was reported already
+}
+
+}  // namespace
+}  // namespace troupe

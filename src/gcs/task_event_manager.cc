@@ -58,6 +58,9 @@ void TaskEventManager::Merge(const rpc::TaskEvent& event, rpc::TaskRecord* task)
   if (!event.error_message().empty()) task->set_error_message(event.error_message());
   if (event.state() == rpc::TaskEvent::STATE_UNSPECIFIED) return;
   (*task->mutable_state_time_us())[event.state()] = event.time_us();
+  if (event.start_time_us() != 0) {
+    (*task->mutable_state_time_us())[rpc::TaskEvent::RUNNING] = event.start_time_us();
+  }
   // States are numbered in the order a task goes through them.
   if (event.state() >= task->state()) task->set_state(event.state());
 }

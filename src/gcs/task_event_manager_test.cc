@@ -72,6 +72,18 @@ TEST(TaskEventManagerTest, MergesOwnerAndExecutorEventsArrivingInAnyOrder) {
   EXPECT_EQ(task.state_time_us().at(rpc::TaskEvent::FAILED), 300);
 }
 
+TEST(TaskEventManagerTest, AnEndEventWithAStartTimeAlsoEntersRunning) {
+  TaskEventManager manager({});
+  rpc::TaskEvent finished = Event(1, rpc::TaskEvent::FINISHED, 500);
+  finished.set_start_time_us(400);
+  Add(manager, {finished});
+  auto reply = Get(manager);
+  ASSERT_EQ(reply.tasks_size(), 1);
+  EXPECT_EQ(reply.tasks(0).state(), rpc::TaskEvent::FINISHED);
+  EXPECT_EQ(reply.tasks(0).state_time_us().at(rpc::TaskEvent::RUNNING), 400);
+  EXPECT_EQ(reply.tasks(0).state_time_us().at(rpc::TaskEvent::FINISHED), 500);
+}
+
 TEST(TaskEventManagerTest, AttemptsAreSeparateRecords) {
   TaskEventManager manager({});
   Add(manager, {Event(1, rpc::TaskEvent::FAILED, 1, kJob1, 0),

@@ -109,6 +109,7 @@ TEST_F(MalformedRequestsTest, GcsRefusesMalformedRequestsAndKeepsServing) {
   auto nodes = rpc::NodeInfoService::NewStub(channel);
   auto jobs = rpc::JobInfoService::NewStub(channel);
   auto pubsub = rpc::PubSubService::NewStub(channel);
+  auto tasks = rpc::TaskInfoService::NewStub(channel);
   using AS = rpc::ActorInfoService::Stub;
   using PS = rpc::PlacementGroupService::Stub;
   const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
@@ -216,6 +217,23 @@ TEST_F(MalformedRequestsTest, GcsRefusesMalformedRequestsAndKeepsServing) {
                      return Call(pubsub.get(), &rpc::PubSubService::Stub::Poll, request);
                    },
                    "channels[0]"});
+  cases.push_back({"task event with a 3-byte task id",
+                   [&] {
+                     rpc::AddTaskEventDataRequest request;
+                     rpc::TaskEvent* event = request.add_events();
+                     event->set_task_id("abc");
+                     event->set_job_id(JobId::FromInt(1).Binary());
+                     return Call(tasks.get(), &rpc::TaskInfoService::Stub::AddTaskEventData,
+                                 request);
+                   },
+                   "events[0].task_id"});
+  cases.push_back({"task events with a negative limit",
+                   [&] {
+                     rpc::GetTaskEventsRequest request;
+                     request.set_limit(-1);
+                     return Call(tasks.get(), &rpc::TaskInfoService::Stub::GetTaskEvents, request);
+                   },
+                   "limit"});
   ExpectAllInvalid(cases);
   ExpectDaemonsAlive();
 

@@ -206,6 +206,7 @@ void Init(const Config& config) {
   options.job_id = session->job_id;
   options.max_inline_bytes = config.max_inline_bytes;
   options.testing_drop_actor_replies = Env("TROUPE_TESTING_DROP_ACTOR_REPLIES");
+  options.record_task_events = Env("TROUPE_TASK_EVENTS") != "0";
   options.cluster_reconnect_timeout = reconnect_timeout;
   session->core = std::make_shared<CoreWorker>(options);
   if (auto status = session->core->Start(); !status.ok()) {

@@ -118,6 +118,7 @@ void RunWorker() {
   options.worker_id = *worker_id;
   options.execute = ExecuteRegistered;
   options.testing_drop_actor_replies = Env("TROUPE_TESTING_DROP_ACTOR_REPLIES");
+  options.record_task_events = Env("TROUPE_TASK_EVENTS") != "0";
   auto core = std::make_shared<CoreWorker>(options);
   if (auto status = core->Start(); !status.ok()) {
     fprintf(stderr, "troupe worker: cannot start: %s\n", std::string(status.message()).c_str());

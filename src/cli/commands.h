@@ -21,6 +21,8 @@ int SummaryCommand(const std::vector<std::string>& args);
 int MemoryCommand(const std::vector<std::string>& args);
 // `troupe logs` (src/cli/logs_command.cc): every node's log files, through the head.
 int LogsCommand(const std::vector<std::string>& args);
+// `troupe timeline [--job ID] -o FILE` (src/cli/timeline_command.cc): Chrome trace of task runs.
+int TimelineCommand(const std::vector<std::string>& args);
 // `troupe gcs-server [flags]` (src/cli/gcs_command.cc): runs a GCS in the foreground.
 int GcsServerCommand(const std::vector<std::string>& args);
 // `troupe raylet ...` (src/cli/raylet_command.cc): runs a raylet in the foreground until

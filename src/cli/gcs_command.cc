@@ -63,6 +63,7 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   int64_t period_ms = absl::ToInt64Milliseconds(options.health_check.period);
   int64_t timeout_ms = absl::ToInt64Milliseconds(options.health_check.timeout);
   int64_t threshold = options.health_check.failure_threshold;
+  int64_t max_task_events = options.task_events.max_tasks_per_job;
   RedisFlags redis;
   FlagParser flags("troupe gcs-server",
                    "Runs the global control store in the foreground (`troupe start --head` runs "
@@ -77,6 +78,9 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   flags.AddInt("health-check-timeout-ms", &timeout_ms, "How long a probe may take.");
   flags.AddInt("health-check-failure-threshold", &threshold,
                "Failed probes in a row before a node is declared dead.");
+  flags.AddInt("max-task-events-per-job", &max_task_events,
+               "Task attempts remembered per job for the task API and timeline; the oldest are "
+               "forgotten (and counted) beyond it.");
   redis.Register(&flags);
   if (auto status = flags.Parse(args); !status.ok()) {
     fprintf(stderr, "troupe gcs-server: %s\n", std::string(status.message()).c_str());
@@ -111,6 +115,7 @@ int GcsServerCommand(const std::vector<std::string>& args) {
     options.certificate_authority = *ca;
   }
   options.port = static_cast<int>(port);
+  options.task_events.max_tasks_per_job = max_task_events;
   options.health_check = {absl::Milliseconds(period_ms), absl::Milliseconds(timeout_ms),
                           static_cast<int>(threshold)};
 

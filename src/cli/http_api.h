@@ -50,9 +50,9 @@ struct Response {
 std::unique_ptr<httplib::Client> MakeClient(const ApiTarget& api);
 
 // Connecting gives up after this; a call's answer is awaited kCallTimeoutS (an upload's longer).
-constexpr int kConnectTimeoutS = 5;
-constexpr int kCallTimeoutS = 10;
-constexpr int kUploadTimeoutS = 120;
+inline constexpr int kConnectTimeoutS = 5;
+inline constexpr int kCallTimeoutS = 10;
+inline constexpr int kUploadTimeoutS = 120;
 
 // What went wrong talking to `url`, and what to do about it.
 std::string DescribeTransportError(const std::string& url, httplib::Error error);

@@ -28,6 +28,7 @@ constexpr char kUsage[] =
     "  summary     Count tasks, actors or objects by name/class and state\n"
     "  memory      Objects in the object stores by node: size, owner, spilled, pinned by\n"
     "  logs        List or print any node's log files (--node-id, --actor-id, --tail, ...)\n"
+    "  timeline    Write the task timeline as Chrome trace JSON (-o trace.json; Perfetto)\n"
     "  train launch  Run a distributed training script as N ranks (torchrun-style)\n"
     "\n"
     "Daemons (started for you by `troupe start`):\n"
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   if (command == "summary") return troupe::SummaryCommand(args);
   if (command == "memory") return troupe::MemoryCommand(args);
   if (command == "logs") return troupe::LogsCommand(args);
+  if (command == "timeline") return troupe::TimelineCommand(args);
   if (command == "train") {
     if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
       printf("Usage: troupe train launch [flags] -- CMD ARGS...\n"

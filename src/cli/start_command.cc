@@ -25,6 +25,7 @@
 #include "src/common/session.h"
 #include "src/common/sha256.h"
 #include "src/gcs/health_checker.h"
+#include "src/gcs/task_event_manager.h"
 #include "src/raylet/raylet_options.h"
 #include "src/rpc/cluster_token.h"
 #include "src/rpc/gcs_client.h"
@@ -55,6 +56,7 @@ struct StartOptions {
   std::string testing_memory_usage_file;  // testing only; see RayletOptions
   int64_t connect_timeout_s = 10;
   int64_t health_check_period_ms = absl::ToInt64Milliseconds(HealthCheckOptions().period);
+  int64_t max_task_events_per_job = TaskEventManagerOptions().max_tasks_per_job;
   int64_t health_check_timeout_ms = absl::ToInt64Milliseconds(HealthCheckOptions().timeout);
   int64_t health_check_failure_threshold = HealthCheckOptions().failure_threshold;
   int64_t gcs_reconnect_timeout_s = absl::ToInt64Seconds(RayletOptions().gcs_reconnect_timeout);
@@ -347,7 +349,8 @@ int StartHead(StartOptions& options) {
       absl::StrCat("--token-file=", session->TokenPath()),
       absl::StrCat("--health-check-period-ms=", options.health_check_period_ms),
       absl::StrCat("--health-check-timeout-ms=", options.health_check_timeout_ms),
-      absl::StrCat("--health-check-failure-threshold=", options.health_check_failure_threshold)};
+      absl::StrCat("--health-check-failure-threshold=", options.health_check_failure_threshold),
+      absl::StrCat("--max-task-events-per-job=", options.max_task_events_per_job)};
   if (!tls_dir.empty()) gcs_args.push_back(absl::StrCat("--tls-dir=", tls_dir));
   for (auto& arg : options.redis.ToArgs()) gcs_args.push_back(std::move(arg));
   // Without Redis the GCS runs on its own (a restarted one would have lost the cluster's state);
@@ -600,6 +603,8 @@ int StartCommand(const std::vector<std::string>& args) {
                "Joining: how long to keep trying to reach the head.");
   flags.AddInt("health-check-period-ms", &options.health_check_period_ms,
                "Head: how often the GCS probes each raylet.");
+  flags.AddInt("max-task-events-per-job", &options.max_task_events_per_job,
+               "Head: task attempts the GCS remembers per job (task API, timeline).");
   flags.AddInt("health-check-timeout-ms", &options.health_check_timeout_ms,
                "Head: how long a probe may take.");
   flags.AddInt("health-check-failure-threshold", &options.health_check_failure_threshold,

@@ -31,7 +31,8 @@ CoreWorker::CoreWorker(CoreWorkerOptions options)
       raylets_(options_.token),
       workers_(options_.token),
       lease_client_(&raylets_),
-      parent_pid_(options_.is_driver ? 0 : getppid()) {
+      parent_pid_(options_.is_driver ? 0 : getppid()),
+      pid_(getpid()) {
   if (!options_.warn) {
     options_.warn = [](const std::string& message) {
       fprintf(stderr, "troupe: warning: %s\n", message.c_str());
@@ -103,6 +104,9 @@ absl::Status CoreWorker::Start() {
             auto cause = background_gcs_->KVGet(kWorkerKillsNamespace, worker_address);
             if (!cause.ok()) return std::nullopt;
             return *cause;
+          },
+          [this](const rpc::TaskSpec& spec, const std::string& why) {
+            submission_->OnTaskRetry(spec, why);
           }});
   gcs_ = std::make_unique<GcsClient>(options_.gcs_address, options_.token);
   if (options_.cluster_reconnect_timeout > absl::ZeroDuration()) {
@@ -119,11 +123,25 @@ absl::Status CoreWorker::Start() {
           [this](const rpc::TaskSpec& spec, StoredObject::Error error, const std::string& message) {
             submission_->OnTaskFailure(spec, error, message);
           }});
+  // Task events: one buffer per process, flushed to the GCS by its own thread.
+  if (options_.record_task_events) {
+    TaskEventBuffer::Options event_options;
+    event_options.node_id = node_id_.Binary();
+    event_options.worker_id = options_.worker_id.Binary();
+    event_options.pid = pid_;
+    task_events_ = std::make_unique<TaskEventBuffer>(
+        event_options, [this](const rpc::AddTaskEventDataRequest& request) {
+          if (!cluster_status().ok()) return cluster_status();  // do not wait on a dead GCS
+          return background_gcs_->AddTaskEventData(request);
+        });
+    task_events_->Start();
+  }
   submission_ = std::make_unique<SubmissionFacade>(
       SubmissionFacade::Options{options_.job_id, options_.max_lineage_bytes, options_.warn,
                                 [this](const PlacementGroupId& id, absl::Time deadline) {
                                   return WaitPlacementGroup(id, deadline);
-                                }},
+                                },
+                                task_events_.get()},
       objects_.get(), submitter_.get(), actor_submitter_.get(), gcs_.get(), clock_);
   submission_->SetIdentity(address_, node_id_);
   if (options_.is_driver && options_.cluster_reconnect_timeout > absl::ZeroDuration()) {
@@ -227,6 +245,7 @@ void CoreWorker::Shutdown() {
   // Answers every call this worker holds: the gRPC server's shutdown waits for them all.
   executor_->Shutdown();
   objects_->Shutdown();
+  if (task_events_) task_events_->Stop();  // after the executor: its last task's end counts
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
   server_.reset();
 }
@@ -346,6 +365,7 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
     ret->set_exception_type(type);
     ret->set_error_message(message);
   };
+  const uint64_t execution = BeginExecution(spec);
 
   std::vector<ObjectBuffer> args;
   std::vector<ObjectRefInfo> held;
@@ -411,6 +431,14 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
             parent_pid_, spec.function_name().c_str(), ret->error_message().c_str());
     _exit(1);
   }
+  if (task_events_) {
+    task_events_->EndRunning(
+        execution, ret->is_application_error() ? rpc::TaskEvent::FAILED : rpc::TaskEvent::FINISHED,
+        clock_->Now(),
+        ret->is_application_error()
+            ? absl::StrCat(ret->exception_type(), ": ", ret->error_message())
+            : "");
+  }
   for (const auto& ref : held) objects_->references().RemoveLocal(ref.id);
   for (const auto& borrowed : objects_->references().TakeUnreportedBorrows()) {
     rpc::BorrowedRef* out = reply.add_borrowed_refs();
@@ -418,6 +446,19 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
     out->set_owner_address(borrowed.owner_address);
   }
   return reply;
+}
+
+uint64_t CoreWorker::BeginExecution(const rpc::TaskSpec& spec) {
+  if (!task_events_) return 0;
+  TaskStateEvent event;
+  event.task_id = spec.task_id();
+  event.attempt = spec.attempt();
+  event.job_id = spec.job_id();
+  event.time = clock_->Now();
+  // What the owner's SUBMITTED says too: the record is complete even if that one is lost.
+  event.name = spec.function_name();
+  event.type = spec.type();
+  return task_events_->BeginRunning(std::move(event));
 }
 
 void CoreWorker::HandOverContained(const rpc::TaskSpec& spec,

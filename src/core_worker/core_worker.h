@@ -35,6 +35,7 @@
 #include "src/core_worker/node_death_watcher.h"
 #include "src/core_worker/object_service.h"
 #include "src/core_worker/submission_facade.h"
+#include "src/core_worker/task_event_buffer.h"
 #include "src/core_worker/task_executor.h"
 #include "src/core_worker/task_submitter.h"
 #include "src/rpc/auth.h"
@@ -90,6 +91,9 @@ struct CoreWorkerOptions {
   // and new call fails with a ClusterUnreachable status (cluster_liveness.h). Zero or less: never
   // give up. Workers do not watch (their raylet ends them).
   absl::Duration cluster_reconnect_timeout = absl::Seconds(60);
+  // Report task events (task state API, timeline; task_event_buffer.h). The API layer sets it
+  // from $TROUPE_TASK_EVENTS ("0": off), e.g. to measure their cost.
+  bool record_task_events = true;
   // Time for every timeout and deadline of this process (not owned; must outlive the core
   // worker). Null: the real clock.
   const Clock* clock = nullptr;
@@ -182,6 +186,9 @@ class CoreWorker {
   void HandOverContained(const rpc::TaskSpec& spec, const std::vector<ObjectRefInfo>& contained,
                          rpc::PushTaskReply* reply);
   void TimerLoop();
+  // Worker mode: the executing side's task events: a run of `spec` starts here (the token for
+  // TaskEventBuffer::EndRunning; 0 when events are off).
+  uint64_t BeginExecution(const rpc::TaskSpec& spec);
 
   CoreWorkerOptions options_;
   RealClock real_clock_;
@@ -196,6 +203,7 @@ class CoreWorker {
   GrpcLeaseClient lease_client_;
   // Worker mode: the raylet that started this process (its parent); 0 in drivers.
   const int parent_pid_;
+  const int pid_;
   std::unique_ptr<GrpcTaskPushClient> push_client_;  // set by Start()
   // User-facing GCS calls (actor and placement group creation, KV, named actors): they wait out
   // a GCS restart, retrying kUnavailable for up to the reconnect limit (or until the cluster is
@@ -208,6 +216,8 @@ class CoreWorker {
   std::unique_ptr<TaskExecutor> executor_;
   std::unique_ptr<TaskSubmitter> submitter_;
   std::unique_ptr<ActorTaskSubmitter> actor_submitter_;
+  // This process's task events (owner and executor side), reported to the GCS in batches.
+  std::unique_ptr<TaskEventBuffer> task_events_;
   std::unique_ptr<SubmissionFacade> submission_;
   // The namespace actors are created in and looked up by default: set by the driver after
   // Start, read by API calls on any thread.

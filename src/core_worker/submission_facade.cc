@@ -92,6 +92,7 @@ ObjectRefInfo SubmissionFacade::SubmitTask(const std::string& function_name,
   spec.set_name(options.name);
   *spec.mutable_strategy() = options.strategy;
   if (!TrackPending(spec)) return result;
+  RecordEvent(spec, rpc::TaskEvent::SUBMITTED, /*describe=*/true);
   if (!options.placement_group_id.empty()) {
     // Into a bundle: lease where the bundle is; that raylet hands out its reserved resources.
     auto bundle = ResolveBundle(options.placement_group_id, options.bundle_index);
@@ -118,16 +119,21 @@ ObjectRefInfo SubmissionFacade::SubmitTask(const std::string& function_name,
     lineage_.Record(spec, owned_args);
   }
   if (owned_dependencies.empty()) {
+    RecordEvent(spec, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, /*describe=*/false);
     tasks_->Submit(std::move(spec));
     return result;
   }
+  RecordEvent(spec, rpc::TaskEvent::PENDING_ARGS_AVAIL, /*describe=*/false);
   // Lease a worker only once the arguments exist, so workers never sit waiting for them.
   auto shared = std::make_shared<rpc::TaskSpec>(std::move(spec));
   auto remaining = std::make_shared<std::atomic<size_t>>(owned_dependencies.size());
   for (const auto& dependency : owned_dependencies) {
     objects_->memory_store().OnReady(dependency, absl::InfiniteFuture(),
                                      [this, shared, remaining](std::optional<StoredObject>) {
-                                       if (--*remaining == 0) tasks_->Submit(std::move(*shared));
+                                       if (--*remaining != 0) return;
+                                       RecordEvent(*shared, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT,
+                                                   /*describe=*/false);
+                                       tasks_->Submit(std::move(*shared));
                                      });
   }
   return result;
@@ -198,8 +204,38 @@ void SubmissionFacade::OnTaskFailure(const rpc::TaskSpec& spec, StoredObject::Er
   } else {
     objects_->StoreError(return_id, spec.function_name(), error, message);
   }
+  RecordEvent(spec, rpc::TaskEvent::FAILED, /*describe=*/false, message);
   lineage_.Finished(spec);
   ReleaseTaskReferences(spec);
+}
+
+void SubmissionFacade::OnTaskRetry(const rpc::TaskSpec& spec, const std::string& why) {
+  if (!why.empty()) RecordEvent(spec, rpc::TaskEvent::FAILED, /*describe=*/false, why);
+  rpc::TaskSpec next;
+  next.set_task_id(spec.task_id());
+  next.set_job_id(spec.job_id());
+  next.set_function_name(spec.function_name());
+  next.set_attempt(spec.attempt() + 1);
+  RecordEvent(next, rpc::TaskEvent::SUBMITTED, /*describe=*/true);
+  RecordEvent(next, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, /*describe=*/false);
+}
+
+void SubmissionFacade::RecordEvent(const rpc::TaskSpec& spec, rpc::TaskEvent::State state,
+                                   bool describe, std::string error_message) {
+  if (options_.task_events == nullptr) return;
+  TaskStateEvent event;
+  event.task_id = spec.task_id();
+  event.attempt = spec.attempt();
+  event.job_id = spec.job_id();
+  event.state = state;
+  event.time = clock_->Now();
+  if (describe) {
+    event.name = spec.function_name();
+    event.type = spec.type();
+    event.actor_id = spec.actor_id();
+  }
+  event.error_message = std::move(error_message);
+  options_.task_events->Record(std::move(event));
 }
 
 void SubmissionFacade::Reconstruct(const ObjectId& id, const std::string& what_happened) {
@@ -316,6 +352,7 @@ absl::StatusOr<ActorId> SubmissionFacade::CreateActor(const std::string& factory
   if (info->namespace_name().empty()) info->set_namespace_name(namespace_name);
   *info->mutable_required_resources() = spec.required_resources();
   TROUPE_RETURN_IF_ERROR(gcs_->RegisterActor(request));
+  RecordEvent(spec, rpc::TaskEvent::SUBMITTED, /*describe=*/true);
   return actor_id;
 }
 
@@ -329,6 +366,7 @@ ObjectRefInfo SubmissionFacade::SubmitActorTask(const ActorId& actor_id,
   spec.set_type(rpc::TaskSpec::ACTOR_TASK);
   spec.set_actor_id(actor_id.Binary());
   if (!TrackPending(spec)) return result;
+  RecordEvent(spec, rpc::TaskEvent::SUBMITTED, /*describe=*/true);
   actor_calls_->Submit(actor_id, std::move(spec));
   return result;
 }

@@ -31,6 +31,7 @@
 #include "src/core_worker/actor_task_submitter.h"
 #include "src/core_worker/lineage.h"
 #include "src/core_worker/object_service.h"
+#include "src/core_worker/task_event_buffer.h"
 #include "src/core_worker/task_submitter.h"
 
 namespace troupe {
@@ -63,6 +64,9 @@ class SubmissionFacade : public ObjectReconstructor {
     std::function<void(const std::string&)> warn;  // for the user
     // True once the placement group is placed; false at the deadline or once removed.
     std::function<absl::StatusOr<bool>(const PlacementGroupId&, absl::Time)> wait_placement_group;
+    // Where the owner's side of task events goes (submitted, pending, failures decided here,
+    // retries); not owned, must outlive this. Null: not recorded.
+    TaskEventSink* task_events = nullptr;
   };
   // None of the pointers is owned; all must outlive this.
   SubmissionFacade(Options options, ObjectService* objects, TaskSubmitter* tasks,
@@ -96,6 +100,9 @@ class SubmissionFacade : public ObjectReconstructor {
   void OnTaskReply(const rpc::TaskSpec& spec, const rpc::PushTaskReply& reply);
   void OnTaskFailure(const rpc::TaskSpec& spec, StoredObject::Error error,
                      const std::string& message);
+  // The TaskSubmitter gave attempt spec.attempt() up (`why`; empty when the task threw and is
+  // retried on exceptions: its executor reported that) and submits the next one.
+  void OnTaskRetry(const rpc::TaskSpec& spec, const std::string& why);
   // The cluster is gone (cluster_liveness.h): every task and actor call still pending fails with
   // kClusterUnreachable and `message`, and so does every one submitted afterwards, at once.
   void FailAllAsUnreachable(const std::string& message) ABSL_LOCKS_EXCLUDED(mu_);
@@ -113,6 +120,9 @@ class SubmissionFacade : public ObjectReconstructor {
                               std::vector<TaskArgSpec> args,
                               std::vector<ObjectId>* owned_dependencies);
   void ReleaseTaskReferences(const rpc::TaskSpec& spec);
+  // Records a state change of `spec`'s attempt (with its name, kind and actor when `describe`).
+  void RecordEvent(const rpc::TaskSpec& spec, rpc::TaskEvent::State state, bool describe,
+                   std::string error_message = "");
   // Runs a lineage spec again: holds its arguments, rebuilds owned ones that are gone, submits
   // once they exist (or fails the object if one cannot be rebuilt).
   void Resubmit(rpc::TaskSpec spec);

@@ -25,6 +25,23 @@ rpc::PushTaskReply Ran(const rpc::PushTaskRequest& request, const std::string& v
   return reply;
 }
 
+// Keeps every task event recorded, in order.
+class RecordingSink : public TaskEventSink {
+ public:
+  void Record(TaskStateEvent event) override {
+    absl::MutexLock lock(&mu_);
+    events_.push_back(std::move(event));
+  }
+  std::vector<TaskStateEvent> events() const {
+    absl::MutexLock lock(&mu_);
+    return events_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<TaskStateEvent> events_;
+};
+
 class SubmissionFacadeTest : public ::testing::Test {
  protected:
   SubmissionFacadeTest()
@@ -40,10 +57,14 @@ class SubmissionFacadeTest : public ::testing::Test {
                                             const std::string& message) {
                                        facade_->OnTaskFailure(spec, error, message);
                                      },
-                                     [](const std::string&) {}}) {
+                                     [](const std::string&) {}, nullptr,
+                                     [this](const rpc::TaskSpec& spec, const std::string& why) {
+                                       facade_->OnTaskRetry(spec, why);
+                                     }}) {
     objects_.SetIdentity(kSelf, NodeId::FromRandom());
     SubmissionFacade::Options options;
     options.warn = [this](const std::string& message) { warnings_.push_back(message); };
+    options.task_events = &events_;
     facade_ = std::make_unique<SubmissionFacade>(options, &objects_, &submitter_, nullptr, nullptr,
                                                  &clock_);
     facade_->SetIdentity(kSelf, NodeId::FromRandom());
@@ -80,6 +101,7 @@ class SubmissionFacadeTest : public ::testing::Test {
     return objects_.memory_store().GetIfReady(id);
   }
 
+  RecordingSink events_;  // before facade_: outlives it
   FakeClock clock_;
   ClientPool<RayletClient> raylets_;
   ClientPool<CoreWorkerClient> workers_;
@@ -170,6 +192,54 @@ TEST_F(SubmissionFacadeTest, RerunThatCannotFinishFailsAsReconstructionFailed) {
   EXPECT_EQ(Stored(ref.id)->error, StoredObject::Error::kReconstructionFailed);
   EXPECT_TRUE(absl::StrContains(Stored(ref.id)->error_message, "rebuilding it"))
       << Stored(ref.id)->error_message;
+}
+
+TEST_F(SubmissionFacadeTest, RecordsSubmissionRetriesAndTheOwnersFailureDecision) {
+  Submit("Flaky", /*max_retries=*/1);
+  ASSERT_EQ(pushes_.num_pushes(), 1u);
+  pushes_.Reply(0, absl::UnavailableError("connection reset"));  // the worker died
+  if (leases_.num_lease_requests() > granted_) {
+    rpc::RequestWorkerLeaseReply granted;
+    granted.set_lease_id("lease2");
+    granted.set_worker_address("127.0.0.1:10");
+    leases_.ReplyLease(granted_++, granted);
+  }
+  ASSERT_EQ(pushes_.num_pushes(), 2u);
+  pushes_.Reply(1, absl::UnavailableError("connection reset"));  // and again: no retries left
+
+  std::vector<TaskStateEvent> events = events_.events();
+  const std::vector<std::pair<int, rpc::TaskEvent::State>> expected = {
+      {0, rpc::TaskEvent::SUBMITTED}, {0, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT},
+      {0, rpc::TaskEvent::FAILED},    {1, rpc::TaskEvent::SUBMITTED},
+      {1, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT}, {1, rpc::TaskEvent::FAILED}};
+  ASSERT_EQ(events.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(events[i].attempt, expected[i].first) << i;
+    EXPECT_EQ(events[i].state, expected[i].second) << i;
+    EXPECT_EQ(events[i].task_id, events[0].task_id);
+  }
+  EXPECT_EQ(events[0].name, "Flaky");
+  EXPECT_EQ(events[0].type, rpc::TaskSpec::NORMAL_TASK);
+  EXPECT_EQ(events[3].name, "Flaky");  // the new attempt describes itself too
+  EXPECT_TRUE(absl::StrContains(events[2].error_message, "died")) << events[2].error_message;
+  EXPECT_TRUE(absl::StrContains(events[5].error_message, "gave up after 2")) << events[5].error_message;
+}
+
+TEST_F(SubmissionFacadeTest, ATaskWaitingForItsArgumentsIsPendingArgsFirst) {
+  ObjectRefInfo first = Submit("First", 0);
+  TaskArgSpec arg;
+  arg.by_reference = true;
+  arg.ref = first;
+  Submit("Second", 0, {arg});
+  std::vector<TaskStateEvent> events = events_.events();
+  ASSERT_EQ(events.size(), 4u);
+  EXPECT_EQ(events[2].name, "Second");
+  EXPECT_EQ(events[3].state, rpc::TaskEvent::PENDING_ARGS_AVAIL);
+  AnswerLatest("value");  // First's result exists: Second goes to the submitter
+  events = events_.events();
+  ASSERT_GE(events.size(), 5u);
+  EXPECT_EQ(events[4].state, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT);
+  EXPECT_EQ(events[4].task_id, events[2].task_id);
 }
 
 }  // namespace

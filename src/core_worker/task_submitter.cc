@@ -312,6 +312,7 @@ void TaskSubmitter::RetryOrFail(rpc::TaskSpec spec, StoredObject::Error error,
   if (!message.empty()) {
     TROUPE_LOG(Warning) << message << "; retrying (attempt " << spec.attempt() + 2 << ")";
   }
+  if (callbacks_.on_retry) callbacks_.on_retry(spec, message);
   spec.set_attempt(spec.attempt() + 1);
   ++counters_.retried;
   Submit(std::move(spec));

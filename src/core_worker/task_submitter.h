@@ -59,6 +59,9 @@ class TaskSubmitter {
     // Why the worker at this address was killed by its node's memory monitor, if it was
     // (optional; blocking, on a peer client's thread).
     std::function<std::optional<std::string>(const std::string& worker_address)> oom_cause;
+    // Attempt spec.attempt() failed (why; empty when it threw and retries on exceptions) and the
+    // next one is submitted (optional; for task events).
+    std::function<void(const rpc::TaskSpec&, const std::string& why)> on_retry;
   };
 
   // `leases`, `pushes` and `clock` are not owned and must outlive the submitter.

@@ -139,6 +139,28 @@ ServerUnaryReactor* JobInfoGrpcService::GetAllJobInfo(CallbackServerContext* con
   });
 }
 
+// ---- Task events ----
+
+ServerUnaryReactor* TaskInfoGrpcService::AddTaskEventData(
+    CallbackServerContext* context, const rpc::AddTaskEventDataRequest* request,
+    rpc::AddTaskEventDataReply*) {
+  return RespondChecked(context, *auth_, *request, [&] {
+    tasks_->AddEvents(*request);
+    return absl::OkStatus();
+  });
+}
+
+ServerUnaryReactor* TaskInfoGrpcService::GetTaskEvents(CallbackServerContext* context,
+                                                      const rpc::GetTaskEventsRequest* request,
+                                                      rpc::GetTaskEventsReply* reply) {
+  return RespondChecked(context, *auth_, *request, [&]() -> absl::Status {
+    auto found = tasks_->GetTaskEvents(*request);
+    if (!found.ok()) return found.status();
+    *reply = std::move(*found);
+    return absl::OkStatus();
+  });
+}
+
 // ---- KV ----
 
 ServerUnaryReactor* InternalKvGrpcService::KVGet(CallbackServerContext* context,

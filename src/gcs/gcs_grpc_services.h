@@ -12,6 +12,7 @@
 #include "src/gcs/node_manager.h"
 #include "src/gcs/placement_group_manager.h"
 #include "src/gcs/publisher.h"
+#include "src/gcs/task_event_manager.h"
 #include "src/rpc/auth.h"
 #include "src/tls/certificates.h"
 
@@ -79,6 +80,22 @@ class JobInfoGrpcService : public rpc::JobInfoService::CallbackService {
  private:
   const TokenAuthenticator* auth_;
   JobManager* jobs_;
+};
+
+class TaskInfoGrpcService : public rpc::TaskInfoService::CallbackService {
+ public:
+  TaskInfoGrpcService(const TokenAuthenticator* auth, TaskEventManager* tasks)
+      : auth_(auth), tasks_(tasks) {}
+  grpc::ServerUnaryReactor* AddTaskEventData(grpc::CallbackServerContext* context,
+                                             const rpc::AddTaskEventDataRequest* request,
+                                             rpc::AddTaskEventDataReply* reply) override;
+  grpc::ServerUnaryReactor* GetTaskEvents(grpc::CallbackServerContext* context,
+                                          const rpc::GetTaskEventsRequest* request,
+                                          rpc::GetTaskEventsReply* reply) override;
+
+ private:
+  const TokenAuthenticator* auth_;
+  TaskEventManager* tasks_;
 };
 
 class InternalKvGrpcService : public rpc::InternalKVService::CallbackService {

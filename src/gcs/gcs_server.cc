@@ -51,6 +51,7 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
       placement_groups_(
           {store_.get(), &publisher_, &nodes_, &clock_, &lease_client_,
            [this](const std::string& group) { actors_.KillActorsInPlacementGroup(group); }}),
+      task_events_(options_.task_events),
       prober_(std::make_unique<GrpcNodeProber>(&raylet_clients_)),
       health_checker_(
           options_.health_check, &clock_, prober_.get(),
@@ -60,7 +61,8 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
       kv_service_(&auth_, &kv_),
       pubsub_service_(&auth_, &publisher_, &log_publisher_),
       actor_service_(&auth_, &actors_),
-      placement_group_service_(&auth_, &placement_groups_, &clock_) {
+      placement_group_service_(&auth_, &placement_groups_, &clock_),
+      task_service_(&auth_, &task_events_) {
   actors_.set_bundle_locator([this](const std::string& group_id,
                                     int index) -> absl::StatusOr<std::pair<std::string, int>> {
     rpc::GetPlacementGroupRequest request;
@@ -129,7 +131,8 @@ absl::Status GcsServer::Start() {
   auto server =
       StartGrpcServer(options_.bind_address, options_.port,
                       {cluster_service_.get(), &node_service_, &job_service_, &kv_service_,
-                       &pubsub_service_, &actor_service_, &placement_group_service_},
+                       &pubsub_service_, &actor_service_, &placement_group_service_,
+                       &task_service_},
                       &bound_port_, &rpc_latencies_);
   if (!server.ok()) return server.status();
   server_ = std::move(*server);

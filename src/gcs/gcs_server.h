@@ -22,6 +22,7 @@
 #include "src/gcs/node_manager.h"
 #include "src/gcs/publisher.h"
 #include "src/gcs/store_client.h"
+#include "src/gcs/task_event_manager.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/core_worker_client.h"
 #include "src/rpc/grpc_peer_clients.h"
@@ -44,6 +45,7 @@ struct GcsServerOptions {
   std::string version = "0.1.0";
   // With TLS on the head: the CA that signs joining nodes' certificates (IssueNodeCertificate).
   std::optional<KeyAndCertificate> certificate_authority;
+  TaskEventManagerOptions task_events;  // how many task attempts are remembered per job
 };
 
 class GcsServer {
@@ -77,6 +79,7 @@ class GcsServer {
   JobManager jobs_;
   ActorManager actors_;
   PlacementGroupManager placement_groups_;
+  TaskEventManager task_events_;
   std::unique_ptr<GrpcNodeProber> prober_;
   HealthChecker health_checker_;
 
@@ -88,6 +91,7 @@ class GcsServer {
   PubSubGrpcService pubsub_service_;
   ActorInfoGrpcService actor_service_;
   PlacementGroupGrpcService placement_group_service_;
+  TaskInfoGrpcService task_service_;
   RpcLatencies rpc_latencies_;
   std::unique_ptr<grpc::Server> server_;
   int bound_port_ = 0;

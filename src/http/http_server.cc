@@ -18,6 +18,7 @@
 #include "src/http/node_views.h"
 #include "src/http/request_guard.h"
 #include "src/http/state_views.h"
+#include "src/http/task_views.h"
 #include "src/jobs/job_service.h"
 #include "src/rpc/gcs_client.h"
 #include "src/schema/kv_schema.h"
@@ -94,7 +95,8 @@ class HttpServer::Routes {
         gcs_(gcs),
         jobs_(gcs),
         views_(gcs, &jobs_, &metrics_),
-        node_views_(gcs, options.token, &metrics_) {}
+        node_views_(gcs, options.token, &metrics_),
+        tasks_(gcs, &metrics_) {}
 
   void Install(httplib::Server& http) {
     http.set_payload_max_length(kMaxPackageBytes + (1 << 20));
@@ -182,6 +184,21 @@ class HttpServer::Routes {
                                     static_cast<int>(IntParam(req, "lines", 0)),
                                     IntParam(req, "offset", 0), IntParam(req, "max_bytes", 0)));
     });
+    // Tasks (task_views.h); summarize before {id}: routes match in the order registered.
+    http.Get("/api/v0/tasks/?", [this](const httplib::Request& req, httplib::Response& res) {
+      Send(res, tasks_.List(http::ParseQuery(req.target)));
+    });
+    http.Get("/api/v0/tasks/summarize/?",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               Send(res, tasks_.Summarize(http::ParseQuery(req.target)));
+             });
+    http.Get(R"(/api/v0/tasks/([^/]+)/?)",
+             [this](const httplib::Request& req, httplib::Response& res) {
+               Send(res, tasks_.Get(req.matches[1]));
+             });
+    http.Get("/api/v0/timeline/?", [this](const httplib::Request& req, httplib::Response& res) {
+      Send(res, tasks_.Timeline(http::ParseQuery(req.target)));
+    });
     http.Get("/api/cluster_status", [this](const httplib::Request&, httplib::Response& res) {
       Send(res, views_.ClusterStatus());
     });
@@ -198,6 +215,7 @@ class HttpServer::Routes {
   http::HttpMetrics metrics_;
   http::StateViews views_;
   http::NodeViews node_views_;
+  http::TaskViews tasks_;
 };
 
 HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options)) {}

@@ -24,6 +24,9 @@ std::string RouteLabel(const std::string& method, const std::string& path) {
   if (route.rfind("/api/jobs/", 0) == 0 && route.size() > 10) {
     const size_t end = route.find('/', 10);
     route = "/api/jobs/{id}" + (end == std::string::npos ? "" : route.substr(end));
+  } else if (route.rfind("/api/v0/tasks/", 0) == 0 && route.size() > 14 &&
+             route.rfind("/api/v0/tasks/summarize", 0) != 0) {
+    route = "/api/v0/tasks/{id}";
   } else if (route.rfind("/api/packages/", 0) == 0) {
     route = "/api/packages/{name}";
   }

@@ -45,6 +45,9 @@ TEST(RequestGuardTest, RouteLabelsHideIdsAndNames) {
   EXPECT_EQ(RouteLabel("POST", "/api/jobs/"), "POST /api/jobs/");
   EXPECT_EQ(RouteLabel("PUT", "/api/packages/gcs/troupe_pkg_x.pkg"), "PUT /api/packages/{name}");
   EXPECT_EQ(RouteLabel("GET", "/metrics"), "GET /metrics");
+  EXPECT_EQ(RouteLabel("GET", "/api/v0/tasks/0a1b"), "GET /api/v0/tasks/{id}");
+  EXPECT_EQ(RouteLabel("GET", "/api/v0/tasks/summarize"), "GET /api/v0/tasks/summarize");
+  EXPECT_EQ(RouteLabel("GET", "/api/v0/tasks/"), "GET /api/v0/tasks/");
 }
 
 }  // namespace

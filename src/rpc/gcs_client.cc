@@ -26,6 +26,7 @@ GcsClient::GcsClient(std::string address, std::string token, absl::Duration time
   pubsub_stub_ = rpc::PubSubService::NewStub(channel);
   actor_stub_ = rpc::ActorInfoService::NewStub(channel);
   placement_group_stub_ = rpc::PlacementGroupService::NewStub(channel);
+  task_stub_ = rpc::TaskInfoService::NewStub(channel);
 }
 
 void GcsClient::SetRetry(absl::Duration retry_for, std::function<absl::Status()> give_up) {
@@ -304,6 +305,15 @@ absl::StatusOr<bool> GcsClient::WaitPlacementGroupUntilReady(const std::string& 
 
 absl::Status GcsClient::PublishLogs(const rpc::PublishLogsRequest& request) {
   return Call(pubsub_stub_.get(), &rpc::PubSubService::Stub::PublishLogs, request).status();
+}
+
+absl::Status GcsClient::AddTaskEventData(const rpc::AddTaskEventDataRequest& request) {
+  return Call(task_stub_.get(), &rpc::TaskInfoService::Stub::AddTaskEventData, request).status();
+}
+
+absl::StatusOr<rpc::GetTaskEventsReply> GcsClient::GetTaskEvents(
+    const rpc::GetTaskEventsRequest& request) {
+  return Call(task_stub_.get(), &rpc::TaskInfoService::Stub::GetTaskEvents, request);
 }
 
 }  // namespace troupe

@@ -82,6 +82,10 @@ class GcsClient {
   // (false). NotFound for an unknown group.
   absl::StatusOr<bool> WaitPlacementGroupUntilReady(const std::string& id, absl::Time deadline);
 
+  // Task events (src/gcs/task_event_manager.h).
+  absl::Status AddTaskEventData(const rpc::AddTaskEventDataRequest& request);
+  absl::StatusOr<rpc::GetTaskEventsReply> GetTaskEvents(const rpc::GetTaskEventsRequest& request);
+
   // Pubsub: waits up to request.timeout_ms (plus the usual call timeout) for new messages.
   absl::StatusOr<rpc::PollReply> Poll(const rpc::PollRequest& request);
   // The same, without blocking: `done` runs once on a gRPC thread; the returned function
@@ -111,6 +115,7 @@ class GcsClient {
   std::unique_ptr<rpc::PubSubService::Stub> pubsub_stub_;
   std::unique_ptr<rpc::ActorInfoService::Stub> actor_stub_;
   std::unique_ptr<rpc::PlacementGroupService::Stub> placement_group_stub_;
+  std::unique_ptr<rpc::TaskInfoService::Stub> task_stub_;
 };
 
 }  // namespace troupe

@@ -354,6 +354,25 @@ absl::Status ValidateRequest(const rpc::GetPlacementGroupRequest& request) {
 
 absl::Status ValidateRequest(const rpc::GetAllPlacementGroupRequest&) { return absl::OkStatus(); }
 
+absl::Status ValidateRequest(const rpc::AddTaskEventDataRequest& request) {
+  TROUPE_RETURN_IF_ERROR(CheckCount("events", request.events_size(), L::kMaxRepeated));
+  for (int i = 0; i < request.events_size(); ++i) {
+    const rpc::TaskEvent& event = request.events(i);
+    TROUPE_RETURN_IF_ERROR(CheckId<TaskId>(absl::StrCat("events[", i, "].task_id"), event.task_id()));
+    TROUPE_RETURN_IF_ERROR(CheckId<JobId>(absl::StrCat("events[", i, "].job_id"), event.job_id()));
+    if (event.attempt() < 0) return Invalid(absl::StrCat("events[", i, "].attempt"), "must be >= 0");
+    TROUPE_RETURN_IF_ERROR(CheckText(absl::StrCat("events[", i, "].error_message"),
+                                     event.error_message(), L::kMaxTextBytes));
+  }
+  return CheckCount("dropped", request.dropped_size(), L::kMaxRepeated);
+}
+
+absl::Status ValidateRequest(const rpc::GetTaskEventsRequest& request) {
+  TROUPE_RETURN_IF_ERROR(CheckCount("filters", request.filters_size(), 64));
+  if (request.limit() < 0) return Invalid("limit", "must be >= 0 (0: no limit)");
+  return absl::OkStatus();
+}
+
 absl::Status ValidateRequest(const rpc::WaitPlacementGroupUntilReadyRequest& request) {
   TROUPE_RETURN_IF_ERROR(
       CheckId<PlacementGroupId>("placement_group_id", request.placement_group_id()));

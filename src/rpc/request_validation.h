@@ -72,6 +72,8 @@ absl::Status ValidateRequest(const rpc::RemovePlacementGroupRequest& request);
 absl::Status ValidateRequest(const rpc::GetPlacementGroupRequest& request);
 absl::Status ValidateRequest(const rpc::GetAllPlacementGroupRequest& request);
 absl::Status ValidateRequest(const rpc::WaitPlacementGroupUntilReadyRequest& request);
+absl::Status ValidateRequest(const rpc::AddTaskEventDataRequest& request);
+absl::Status ValidateRequest(const rpc::GetTaskEventsRequest& request);
 
 // Raylet (proto/raylet.proto, NodeManagerService).
 absl::Status ValidateRequest(const rpc::HealthCheckRequest& request);

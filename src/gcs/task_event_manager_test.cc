@@ -1,0 +1,161 @@
+#include "src/gcs/task_event_manager.h"
+
+#include "gtest/gtest.h"
+#include "src/common/ids.h"
+
+namespace troupe {
+namespace {
+
+const std::string kJob1 = JobId::FromInt(1).Binary();
+const std::string kJob2 = JobId::FromInt(2).Binary();
+
+std::string Task(int i) { return std::string(TaskId::Size(), static_cast<char>(i)); }
+
+rpc::TaskEvent Event(int task, rpc::TaskEvent::State state, int64_t time_us,
+                     const std::string& job = kJob1, int attempt = 0) {
+  rpc::TaskEvent event;
+  event.set_task_id(Task(task));
+  event.set_job_id(job);
+  event.set_attempt(attempt);
+  event.set_state(state);
+  event.set_time_us(time_us);
+  return event;
+}
+
+void Add(TaskEventManager& manager, std::vector<rpc::TaskEvent> events) {
+  rpc::AddTaskEventDataRequest request;
+  for (auto& event : events) *request.add_events() = std::move(event);
+  manager.AddEvents(request);
+}
+
+rpc::GetTaskEventsReply Get(const TaskEventManager& manager,
+                            std::vector<rpc::TaskFilter> filters = {}, int64_t limit = 0) {
+  rpc::GetTaskEventsRequest request;
+  for (auto& filter : filters) *request.add_filters() = filter;
+  request.set_limit(limit);
+  auto reply = manager.GetTaskEvents(request);
+  EXPECT_TRUE(reply.ok()) << reply.status();
+  return reply.ok() ? *reply : rpc::GetTaskEventsReply();
+}
+
+rpc::TaskFilter Filter(const std::string& key, const std::string& value, bool not_equal = false) {
+  rpc::TaskFilter filter;
+  filter.set_key(key);
+  filter.set_value(value);
+  filter.set_not_equal(not_equal);
+  return filter;
+}
+
+TEST(TaskEventManagerTest, MergesOwnerAndExecutorEventsArrivingInAnyOrder) {
+  TaskEventManager manager({});
+  // The executor's report arrives before the owner's.
+  rpc::TaskEvent running = Event(1, rpc::TaskEvent::RUNNING, 200);
+  running.set_node_id("node");
+  running.set_worker_pid(42);
+  rpc::TaskEvent failed = Event(1, rpc::TaskEvent::FAILED, 300);
+  failed.set_error_message("boom");
+  Add(manager, {running, failed});
+  rpc::TaskEvent submitted = Event(1, rpc::TaskEvent::SUBMITTED, 100);
+  submitted.set_name("Plus");
+  Add(manager, {submitted});
+
+  auto reply = Get(manager);
+  ASSERT_EQ(reply.tasks_size(), 1);
+  const rpc::TaskRecord& task = reply.tasks(0);
+  EXPECT_EQ(task.name(), "Plus");
+  EXPECT_EQ(task.state(), rpc::TaskEvent::FAILED);  // not moved back by the late SUBMITTED
+  EXPECT_EQ(task.node_id(), "node");
+  EXPECT_EQ(task.worker_pid(), 42);
+  EXPECT_EQ(task.error_message(), "boom");
+  EXPECT_EQ(task.state_time_us().at(rpc::TaskEvent::SUBMITTED), 100);
+  EXPECT_EQ(task.state_time_us().at(rpc::TaskEvent::RUNNING), 200);
+  EXPECT_EQ(task.state_time_us().at(rpc::TaskEvent::FAILED), 300);
+}
+
+TEST(TaskEventManagerTest, AnEndEventWithAStartTimeAlsoEntersRunning) {
+  TaskEventManager manager({});
+  rpc::TaskEvent finished = Event(1, rpc::TaskEvent::FINISHED, 500);
+  finished.set_start_time_us(400);
+  Add(manager, {finished});
+  auto reply = Get(manager);
+  ASSERT_EQ(reply.tasks_size(), 1);
+  EXPECT_EQ(reply.tasks(0).state(), rpc::TaskEvent::FINISHED);
+  EXPECT_EQ(reply.tasks(0).state_time_us().at(rpc::TaskEvent::RUNNING), 400);
+  EXPECT_EQ(reply.tasks(0).state_time_us().at(rpc::TaskEvent::FINISHED), 500);
+}
+
+TEST(TaskEventManagerTest, AttemptsAreSeparateRecords) {
+  TaskEventManager manager({});
+  Add(manager, {Event(1, rpc::TaskEvent::FAILED, 1, kJob1, 0),
+                Event(1, rpc::TaskEvent::FINISHED, 2, kJob1, 1)});
+  auto reply = Get(manager);
+  ASSERT_EQ(reply.tasks_size(), 2);
+  EXPECT_EQ(reply.tasks(0).attempt(), 0);
+  EXPECT_EQ(reply.tasks(0).state(), rpc::TaskEvent::FAILED);
+  EXPECT_EQ(reply.tasks(1).attempt(), 1);
+  EXPECT_EQ(reply.tasks(1).state(), rpc::TaskEvent::FINISHED);
+}
+
+TEST(TaskEventManagerTest, PerJobCapForgetsTheOldestAndCountsThem) {
+  TaskEventManager manager({/*max_tasks_per_job=*/3});
+  for (int i = 1; i <= 5; ++i) Add(manager, {Event(i, rpc::TaskEvent::SUBMITTED, i)});
+  Add(manager, {Event(9, rpc::TaskEvent::SUBMITTED, 9, kJob2)});  // another job: own budget
+  EXPECT_EQ(manager.num_records(), 4u);
+
+  auto job1 = Get(manager, {Filter("job_id", BytesToHex(kJob1))});
+  ASSERT_EQ(job1.tasks_size(), 3);
+  EXPECT_EQ(job1.tasks(0).task_id(), Task(3));  // 1 and 2 were forgotten
+  EXPECT_EQ(job1.tasks(2).task_id(), Task(5));
+  EXPECT_EQ(job1.num_dropped(), 2);
+  auto job2 = Get(manager, {Filter("job_id", BytesToHex(kJob2))});
+  EXPECT_EQ(job2.tasks_size(), 1);
+  EXPECT_EQ(job2.num_dropped(), 0);
+  // A forgotten attempt's late event starts a new record (and forgets the next oldest).
+  Add(manager, {Event(1, rpc::TaskEvent::FINISHED, 10)});
+  EXPECT_EQ(Get(manager, {Filter("job_id", BytesToHex(kJob1))}).num_dropped(), 3);
+}
+
+TEST(TaskEventManagerTest, ProcessDropsAreReportedPerJob) {
+  TaskEventManager manager({});
+  rpc::AddTaskEventDataRequest request;
+  rpc::TaskEventDrops* drops = request.add_dropped();
+  drops->set_job_id(kJob2);
+  drops->set_count(7);
+  manager.AddEvents(request);
+  EXPECT_EQ(Get(manager, {Filter("job_id", BytesToHex(kJob2))}).num_dropped(), 7);
+  EXPECT_EQ(Get(manager, {Filter("job_id", BytesToHex(kJob1))}).num_dropped(), 0);
+  EXPECT_EQ(Get(manager).num_dropped(), 7);
+}
+
+TEST(TaskEventManagerTest, FiltersAndLimit) {
+  TaskEventManager manager({});
+  rpc::TaskEvent a = Event(1, rpc::TaskEvent::FINISHED, 1);
+  a.set_name("A");
+  rpc::TaskEvent b = Event(2, rpc::TaskEvent::RUNNING, 2);
+  b.set_name("B");
+  b.set_type(rpc::TaskSpec::ACTOR_TASK);
+  rpc::TaskEvent c = Event(3, rpc::TaskEvent::FINISHED, 3, kJob2);
+  c.set_name("A");
+  Add(manager, {a, b, c});
+
+  EXPECT_EQ(Get(manager, {Filter("name", "A")}).total(), 2);
+  EXPECT_EQ(Get(manager, {Filter("name", "A", /*not_equal=*/true)}).total(), 1);
+  EXPECT_EQ(Get(manager, {Filter("state", "RUNNING")}).tasks(0).task_id(), Task(2));
+  EXPECT_EQ(Get(manager, {Filter("type", "ACTOR_TASK")}).total(), 1);
+  EXPECT_EQ(Get(manager, {Filter("name", "A"), Filter("job_id", BytesToHex(kJob2))}).total(), 1);
+  EXPECT_EQ(Get(manager, {Filter("task_id", BytesToHex(Task(3)))}).tasks(0).name(), "A");
+  EXPECT_EQ(Get(manager, {Filter("job_id", "not-hex")}).total(), 0);
+
+  auto limited = Get(manager, {}, /*limit=*/2);
+  EXPECT_EQ(limited.total(), 3);
+  ASSERT_EQ(limited.tasks_size(), 2);
+  EXPECT_EQ(limited.tasks(0).task_id(), Task(1));  // oldest first, across jobs
+  EXPECT_EQ(limited.tasks(1).task_id(), Task(2));
+
+  rpc::GetTaskEventsRequest bad;
+  *bad.add_filters() = Filter("colour", "red");
+  EXPECT_EQ(manager.GetTaskEvents(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace troupe

@@ -113,7 +113,7 @@ absl::StatusOr<rpc::GetTaskEventsReply> TaskEventManager::GetTaskEvents(
   rpc::GetTaskEventsReply reply;
   std::vector<const Record*> matched;
   absl::MutexLock lock(&mu_);
-  auto scan = [&](const JobTasks& job) {
+  auto scan = [&](const JobTasks& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     reply.set_num_dropped(reply.num_dropped() + job.dropped);
     for (const auto& key : job.order) {
       const Record& record = records_.at(key);

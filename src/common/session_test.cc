@@ -1,5 +1,7 @@
 #include "src/common/session.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -48,6 +50,21 @@ TEST(ClusterTargetTest, FindsAddressAndTokenFromTheLatestSession) {
   auto session = Session::Create(root);
   ASSERT_TRUE(session->WriteFile("address", "127.0.0.1:7001").ok());
   ASSERT_TRUE(session->MarkLatest().ok());
+  // No live daemon: a session left by a stopped cluster is named and refused.
+  auto stale = ResolveClusterTarget("", "", root);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(stale.status().message().find("has no live process"), std::string::npos)
+      << stale.status();
+  // A "daemon" of this session: a process whose command line names the session directory.
+  const pid_t daemon = fork();
+  if (daemon == 0) {
+    execl("/bin/sh", "sh", "-c", "sleep 60", session->dir().c_str(), nullptr);
+    _exit(127);
+  }
+  ASSERT_GT(daemon, 0);
+  ASSERT_TRUE(session->RecordDaemon("raylet", daemon).ok());
+  for (int i = 0; i < 200 && session->LiveDaemons().empty(); ++i) usleep(10000);  // exec'ing
+  ASSERT_EQ(session->LiveDaemons().size(), 1u);
   auto no_token = ResolveClusterTarget("", "", root);
   EXPECT_EQ(no_token.status().code(), absl::StatusCode::kUnauthenticated);
 
@@ -60,6 +77,8 @@ TEST(ClusterTargetTest, FindsAddressAndTokenFromTheLatestSession) {
   auto explicit_target = ResolveClusterTarget("10.1.2.3", "given", root);
   EXPECT_EQ(explicit_target->address, "10.1.2.3:6380");
   EXPECT_EQ(explicit_target->token, "given");
+  kill(daemon, SIGKILL);
+  waitpid(daemon, nullptr, 0);
 }
 
 }  // namespace

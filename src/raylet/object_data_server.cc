@@ -213,12 +213,15 @@ bool ObjectDataServer::ServeRequest(DataConnection* connection, const char* fixe
         absl::StrCat("object ", id->Hex(), " is not in this node's store")));
   }
   const int64_t size = location->size;
-  const int64_t length = sizes->length == 0 ? size - sizes->offset : sizes->length;
-  if (sizes->offset < 0 || sizes->offset > size || length < 0 || length > size - sizes->offset) {
+  if (sizes->offset < 0 || sizes->offset > size || sizes->length < 0) {
     return refuse(absl::OutOfRangeError(absl::StrCat("bytes [", sizes->offset, ", +", sizes->length,
                                                      ") are outside object ", id->Hex(), " (",
                                                      size, " bytes)")));
   }
+  // As over gRPC (ObjectManager::ServeObject): a range reaching past the end is cut at the end
+  // (a first pull asks for one chunk before it knows the size); the header says how much comes.
+  const int64_t length = sizes->length == 0 ? size - sizes->offset
+                                            : std::min(sizes->length, size - sizes->offset);
   const std::string header = EncodeDataRangeHeader(
       {size, length,
        location->owner.worker_id.IsNil() ? "" : location->owner.worker_id.Binary(),

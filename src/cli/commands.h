@@ -2,10 +2,17 @@
 // exit code (0 ok, 1 failed, 2 bad usage), printing errors to stderr.
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
 namespace troupe {
+
+// Prints "troupe COMMAND: MESSAGE" to stderr and returns `code` (a command's exit status).
+inline int FailCommand(const std::string& command, const std::string& message, int code = 1) {
+  std::fprintf(stderr, "troupe %s: %s\n", command.c_str(), message.c_str());
+  return code;
+}
 
 int StartCommand(const std::vector<std::string>& args);
 int StopCommand(const std::vector<std::string>& args);

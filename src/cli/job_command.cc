@@ -26,11 +26,6 @@ namespace {
 
 using nlohmann::json;
 
-int Fail(const std::string& command, const std::string& message, int code = 1) {
-  std::fprintf(stderr, "troupe %s: %s\n", command.c_str(), message.c_str());
-  return code;
-}
-
 std::string ShellQuote(const std::string& arg) {
   if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                             "0123456789_-./=:,+@%") == std::string::npos) {
@@ -90,14 +85,14 @@ int Submit(const std::vector<std::string>& all_args) {
   flags.AddBool("no-wait", &no_wait, "Return once submitted.");
   auto parsed = flags.Parse(args);
   if (flags.help_requested()) return std::printf("%s", flags.Usage().c_str()), 0;
-  if (!parsed.ok()) return Fail("job submit", std::string(parsed.message()), 2);
+  if (!parsed.ok()) return FailCommand("job submit", std::string(parsed.message()), 2);
   if (command.empty()) {
-    return Fail("job submit", "no command: put it after --, e.g. `troupe job submit -- ./my_app`",
-                2);
+    return FailCommand("job submit",
+                       "no command: put it after --, e.g. `troupe job submit -- ./my_app`", 2);
   }
   std::string error;
   auto api = api_flags.Resolve(&error);
-  if (!api) return Fail("job submit", error);
+  if (!api) return FailCommand("job submit", error);
   json request = {
       {"entrypoint", absl::StrJoin(command, " ", [](std::string* out, const std::string& a) {
          out->append(ShellQuote(a));
@@ -110,7 +105,8 @@ int Submit(const std::vector<std::string>& all_args) {
     for (absl::string_view pair : absl::StrSplit(metadata, ',')) {
       std::vector<std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
       if (kv.size() != 2 || kv[0].empty()) {
-        return Fail("job submit", "--metadata wants k=v[,k=v...], got '" + metadata + "'", 2);
+        return FailCommand("job submit", "--metadata wants k=v[,k=v...], got '" + metadata + "'",
+                           2);
       }
       meta[kv[0]] = kv[1];
     }
@@ -119,17 +115,18 @@ int Submit(const std::vector<std::string>& all_args) {
   if (!working_dir.empty()) {
     auto package = PackDirectory(working_dir);
     if (!package.ok())
-      return Fail("job submit", "--working-dir: " + std::string(package.status().message()));
+      return FailCommand("job submit", "--working-dir: " + std::string(package.status().message()));
     const std::string digest = Sha256Hex(*package);
     const std::string path = "/api/packages/gcs/" + jobs::PackageName(digest);
     if (Call(*api, "GET", path).status != 200) {
       Response put = Call(*api, "PUT", path, *package, "application/octet-stream");
-      if (put.status != 200) return Fail("job submit", "uploading --working-dir: " + Problem(put));
+      if (put.status != 200)
+        return FailCommand("job submit", "uploading --working-dir: " + Problem(put));
     }
     request["runtime_env"] = {{"working_dir", jobs::PackageUri(digest)}};
   }
   Response submitted = Call(*api, "POST", "/api/jobs/", request.dump());
-  if (submitted.status != 200) return Fail("job submit", Problem(submitted));
+  if (submitted.status != 200) return FailCommand("job submit", Problem(submitted));
   const std::string id = submitted.body.value("submission_id", "");
   std::fprintf(stderr, "Job '%s' submitted.\n", id.c_str());
   if (no_wait) {
@@ -149,13 +146,16 @@ int Simple(const std::string& verb, const std::vector<std::string>& args) {
   ApiFlags api_flags;
   bool follow = false;
   static const std::map<std::string, std::string> kAbout = {
-      {"status", "Prints a job's status (PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED) and "
-                 "message:\n  troupe job status ID"},
-      {"logs", "Prints a job's output so far, or with --follow until it ends:\n  troupe job "
-               "logs ID [--follow]"},
+      {"status",
+       "Prints a job's status (PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED) and "
+       "message:\n  troupe job status ID"},
+      {"logs",
+       "Prints a job's output so far, or with --follow until it ends:\n  troupe job "
+       "logs ID [--follow]"},
       {"stop", "Stops a running job, its workers and its actors:\n  troupe job stop ID"},
-      {"list", "Lists every submitted job: id, status, exit code, entrypoint:\n  troupe job "
-               "list"},
+      {"list",
+       "Lists every submitted job: id, status, exit code, entrypoint:\n  troupe job "
+       "list"},
       {"delete", "Forgets a finished job (its record and output):\n  troupe job delete ID"}};
   FlagParser flags("troupe job " + verb, kAbout.at(verb));
   api_flags.Register(&flags);
@@ -165,13 +165,13 @@ int Simple(const std::string& verb, const std::vector<std::string>& args) {
     (absl::StartsWith(arg, "--") ? flag_args : positional).push_back(arg);
   auto parsed = flags.Parse(flag_args);
   if (flags.help_requested()) return std::printf("%s", flags.Usage().c_str()), 0;
-  if (!parsed.ok()) return Fail("job " + verb, std::string(parsed.message()), 2);
+  if (!parsed.ok()) return FailCommand("job " + verb, std::string(parsed.message()), 2);
   if (verb != "list" && positional.size() != 1) {
-    return Fail("job " + verb, "give one submission id: troupe job " + verb + " <id>", 2);
+    return FailCommand("job " + verb, "give one submission id: troupe job " + verb + " <id>", 2);
   }
   std::string error;
   auto api = api_flags.Resolve(&error);
-  if (!api) return Fail("job " + verb, error);
+  if (!api) return FailCommand("job " + verb, error);
   const std::string id = positional.empty() ? "" : positional[0];
   if (verb == "logs" && follow) {
     Follow(*api, id);  // prints the output until the job ends
@@ -182,7 +182,7 @@ int Simple(const std::string& verb, const std::vector<std::string>& args) {
                : verb == "stop"   ? Call(*api, "POST", "/api/jobs/" + id + "/stop")
                : verb == "delete" ? Call(*api, "DELETE", "/api/jobs/" + id)
                                   : Call(*api, "GET", "/api/jobs/");
-  if (r.status != 200) return Fail("job " + verb, Problem(r));
+  if (r.status != 200) return FailCommand("job " + verb, Problem(r));
   if (verb == "status") {
     std::printf("%s: %s (%s)\n", id.c_str(), r.body.value("status", "?").c_str(),
                 r.body.value("message", "").c_str());

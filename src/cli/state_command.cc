@@ -24,11 +24,6 @@ namespace {
 
 using nlohmann::json;
 
-int Fail(const std::string& command, const std::string& message, int code = 1) {
-  std::fprintf(stderr, "troupe %s: %s\n", command.c_str(), message.c_str());
-  return code;
-}
-
 // What `troupe list KIND` reads, the key naming a row, and the table's columns.
 struct Kind {
   std::string path;
@@ -202,30 +197,30 @@ int List(const std::string& kind, std::vector<std::string> args) {
   auto filters = TakeFilters(&args);
   auto parsed = flags.Parse(args);
   if (flags.help_requested()) return std::printf("%s", flags.Usage().c_str()), 0;
-  if (!parsed.ok()) return Fail("list", std::string(parsed.message()), 2);
-  if (!filters.ok()) return Fail("list", std::string(filters.status().message()), 2);
-  if (!ValidFormat(format)) return Fail("list", "--format is table, json or yaml", 2);
-  if (limit < 0) return Fail("list", "--limit must be >= 0", 2);
+  if (!parsed.ok()) return FailCommand("list", std::string(parsed.message()), 2);
+  if (!filters.ok()) return FailCommand("list", std::string(filters.status().message()), 2);
+  if (!ValidFormat(format)) return FailCommand("list", "--format is table, json or yaml", 2);
+  if (limit < 0) return FailCommand("list", "--limit must be >= 0", 2);
   if (!flags.positional().empty()) {
-    return Fail("list", "unexpected argument '" + flags.positional()[0] + "'", 2);
+    return FailCommand("list", "unexpected argument '" + flags.positional()[0] + "'", 2);
   }
   std::string error;
   auto api = api_flags.Resolve(&error);
-  if (!api) return Fail("list", error);
+  if (!api) return FailCommand("list", error);
   json rows;
   // The server filters too where it can (tasks); the limit is applied here, after hiding.
   if (!FetchRows("list", *api, kind, QueryOf(*filters, 0, detail), &rows, &error)) {
-    return Fail("list", error);
+    return FailCommand("list", error);
   }
   for (const auto& filter : *filters) {
     const bool known = std::any_of(rows.begin(), rows.end(), [&](const json& row) {
       return row.is_object() && row.contains(filter.key);
     });
     if (!rows.empty() && !known) {
-      return Fail("list",
-                  "no " + kind + " field '" + filter.key +
-                      "' to filter on; fields: " + absl::StrJoin(AllColumns(rows), ", "),
-                  2);
+      return FailCommand("list",
+                         "no " + kind + " field '" + filter.key +
+                             "' to filter on; fields: " + absl::StrJoin(AllColumns(rows), ", "),
+                         2);
     }
   }
   json shown = json::array();
@@ -263,19 +258,20 @@ int Get(const std::string& singular, std::vector<std::string> args) {
   flags.AddString("format", &format, "yaml or json.");
   auto parsed = flags.Parse(args);
   if (flags.help_requested()) return std::printf("%s", flags.Usage().c_str()), 0;
-  if (!parsed.ok()) return Fail("get", std::string(parsed.message()), 2);
-  if (format != "yaml" && format != "json") return Fail("get", "--format is yaml or json", 2);
+  if (!parsed.ok()) return FailCommand("get", std::string(parsed.message()), 2);
+  if (format != "yaml" && format != "json")
+    return FailCommand("get", "--format is yaml or json", 2);
   if (flags.positional().size() != 1) {
-    return Fail("get", "give one ID: troupe get " + singular + " ID", 2);
+    return FailCommand("get", "give one ID: troupe get " + singular + " ID", 2);
   }
   const std::string id = flags.positional()[0];
   std::string error;
   auto api = api_flags.Resolve(&error);
-  if (!api) return Fail("get", error);
+  if (!api) return FailCommand("get", error);
   const Kind& k = Kinds().at(kind);
   json rows;
   const std::string query = kind == "tasks" ? "?detail=true" : "";
-  if (!FetchRows("get", *api, kind, query, &rows, &error)) return Fail("get", error);
+  if (!FetchRows("get", *api, kind, query, &rows, &error)) return FailCommand("get", error);
   json found = json::array();
   std::set<std::string> ids;
   for (const auto& row : rows) {
@@ -285,10 +281,11 @@ int Get(const std::string& singular, std::vector<std::string> args) {
       ids.insert(row_id);
     }
   }
-  if (found.empty()) return Fail("get", "no " + singular + " with an ID starting with " + id);
+  if (found.empty())
+    return FailCommand("get", "no " + singular + " with an ID starting with " + id);
   if (ids.size() > 1) {
-    return Fail("get", absl::StrCat(ids.size(), " ", kind, " have IDs starting with ", id,
-                                    ": give more of it"));
+    return FailCommand("get", absl::StrCat(ids.size(), " ", kind, " have IDs starting with ", id,
+                                           ": give more of it"));
   }
   // A task has one record per attempt; everything else exactly one.
   Print(format, found.size() == 1 ? found[0] : found, {});
@@ -330,14 +327,14 @@ int Summary(const std::string& kind, const std::vector<std::string>& args) {
   flags.AddBool("all", &all, "Count Troupe's own actors too.");
   auto parsed = flags.Parse(args);
   if (flags.help_requested()) return std::printf("%s", flags.Usage().c_str()), 0;
-  if (!parsed.ok()) return Fail("summary", std::string(parsed.message()), 2);
-  if (!ValidFormat(format)) return Fail("summary", "--format is table, json or yaml", 2);
+  if (!parsed.ok()) return FailCommand("summary", std::string(parsed.message()), 2);
+  if (!ValidFormat(format)) return FailCommand("summary", "--format is table, json or yaml", 2);
   std::string error;
   auto api = api_flags.Resolve(&error);
-  if (!api) return Fail("summary", error);
+  if (!api) return FailCommand("summary", error);
   json rows;
   if (!FetchRows("summary", *api, kind, kind == "tasks" ? "?limit=100000" : "", &rows, &error)) {
-    return Fail("summary", error);
+    return FailCommand("summary", error);
   }
   json visible = json::array();
   for (const auto& row : rows) {
@@ -395,13 +392,15 @@ int Memory(const std::vector<std::string>& args) {
   flags.AddString("format", &format, "table or json.");
   auto parsed = flags.Parse(args);
   if (flags.help_requested()) return std::printf("%s", flags.Usage().c_str()), 0;
-  if (!parsed.ok()) return Fail("memory", std::string(parsed.message()), 2);
-  if (format != "table" && format != "json") return Fail("memory", "--format is table or json", 2);
+  if (!parsed.ok()) return FailCommand("memory", std::string(parsed.message()), 2);
+  if (format != "table" && format != "json")
+    return FailCommand("memory", "--format is table or json", 2);
   std::string error;
   auto api = api_flags.Resolve(&error);
-  if (!api) return Fail("memory", error);
+  if (!api) return FailCommand("memory", error);
   json objects, workers;
-  if (!FetchRows("memory", *api, "objects", "", &objects, &error)) return Fail("memory", error);
+  if (!FetchRows("memory", *api, "objects", "", &objects, &error))
+    return FailCommand("memory", error);
   if (!FetchRows("memory", *api, "workers", "", &workers, &error)) workers = json::array();
   std::map<std::string, int> pid_of;  // worker ID -> pid
   for (const auto& w : workers) pid_of[w.value("worker_id", "")] = w.value("pid", 0);

@@ -33,7 +33,9 @@ finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; 
 
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root"; echo "0 passed, 0 failed, 1 skipped"; exit 0; fi
 command -v podman >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc skopeo >/dev/null
-command -v skopeo >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq skopeo >/dev/null
+for tool in skopeo runc; do
+  command -v "$tool" >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool" >/dev/null
+done
 
 work="$(mktemp -d /tmp/troupe-image-test.XXXXXX)"
 image_tar="$work/troupe-image.tar"
@@ -185,7 +187,7 @@ else
   check "head from the image's root filesystem is up" \
     wait_for_nodes 1 in_image env TROUPE_TEMP_DIR=/tmp/test-head
   in_image troupe start --address="127.0.0.1:$port" --temp-dir=/tmp/test-worker --num-cpus=2 \
-    --token="$(cat "$rootfs/tmp/test-head/session_latest/token")" >/dev/null
+    --token="$(in_image cat /tmp/test-head/session_latest/token)" >/dev/null
   check "head and worker from the image form a cluster of 2 alive nodes" \
     wait_for_nodes 2 in_image env TROUPE_TEMP_DIR=/tmp/test-head
 fi

@@ -171,6 +171,23 @@ TEST(ClusterTest, CallsWithoutTheRightTokenAreRefused) {
   EXPECT_EQ(st.st_mode & 0777, 0600);
 }
 
+// A head given --token uses it for the new cluster (deployments hand the same token, e.g. from a
+// Kubernetes Secret, to the head and to nodes that start before it), and nodes join with it.
+TEST(ClusterTest, HeadStartedWithATokenUsesItAndNodesJoinWithIt) {
+  const std::string given = ClusterToken::Generate(ClusterId::FromRandom()).ToString();
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--token=" + given}));
+  EXPECT_EQ(cluster.token(), given);
+  ASSERT_OK(cluster.AddWorker());
+  EXPECT_EQ(cluster.Status()["nodes"].size(), 2u);
+
+  // A malformed token is a usage error, before anything starts.
+  CommandResult bad = RunTroupe({"start", "--head", "--token=not-a-token",
+                                 "--temp-dir=" + cluster.temp_root() + "/bad",
+                                 absl::StrCat("--port=", PickFreePort()), "--http-port=0"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(absl::StrContains(bad.err, "--token")) << bad.err;
+}
+
 TEST(ClusterTest, StopLeavesNoTroupeProcessBehind) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start());
   ASSERT_OK(cluster.AddWorker());

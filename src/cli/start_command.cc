@@ -170,11 +170,26 @@ void StopStarted(const Session& session) {
   }
 }
 
+// The token of a new cluster: the one given with --token (so a deployment can hand the same
+// token to the head and to nodes started before the head prints it, e.g. from a Kubernetes
+// Secret), else a new random one. $TROUPE_TOKEN is not read here: a stray one must not name a
+// new cluster.
+absl::StatusOr<ClusterToken> NewClusterToken(const StartOptions& options) {
+  if (options.token.empty()) return ClusterToken::Generate(ClusterId::FromRandom());
+  auto token = ClusterToken::Parse(options.token);
+  if (!token.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--token: ", token.status().message(),
+                     " (a token is troupe_<16 hex: cluster ID>_<64 hex: secret>)"));
+  }
+  return *token;
+}
+
 // The cluster's token for a head that starts with Redis. A cluster recorded in Redis under
 // options.redis_namespace is restarted (its ID and token stay: workers and drivers keep working)
 // and its token must be known here: --token / $TROUPE_TOKEN, else the token file of an earlier
 // local session of that cluster. It is checked against the SHA-256 kept in Redis (never the
-// token). No record: a new cluster, recorded now. `*restart` says which.
+// token). No record: a new cluster (NewClusterToken), recorded now. `*restart` says which.
 absl::StatusOr<ClusterToken> ClusterTokenFromRedis(const StartOptions& options,
                                                    const RedisOptions& redis,
                                                    const std::string& root, bool* restart) {
@@ -186,7 +201,9 @@ absl::StatusOr<ClusterToken> ClusterTokenFromRedis(const StartOptions& options,
   }
   if (!record->has_value()) {
     *restart = false;
-    const ClusterToken token = ClusterToken::Generate(ClusterId::FromRandom());
+    auto new_token = NewClusterToken(options);
+    if (!new_token.ok()) return new_token.status();
+    const ClusterToken token = *new_token;
     if (auto status = WriteClusterRecord(
             redis, options.redis_namespace,
             ClusterRecord{token.cluster_id().Hex(), Sha256Hex(token.ToString())});
@@ -304,10 +321,12 @@ int StartHead(StartOptions& options) {
     if (!token.ok()) return Fail(std::string(token.status().message()));
     redis_token = *token;
   }
+  const absl::StatusOr<ClusterToken> cluster_token =
+      redis_token ? absl::StatusOr<ClusterToken>(*redis_token) : NewClusterToken(options);
+  if (!cluster_token.ok()) return Fail(std::string(cluster_token.status().message()), 2);
+  const ClusterToken token = *cluster_token;
   auto session = Session::Create(root);
   if (!session.ok()) return Fail(std::string(session.status().message()));
-  const ClusterToken token =
-      redis_token ? *redis_token : ClusterToken::Generate(ClusterId::FromRandom());
   const std::string gcs_address = absl::StrCat(options.node_ip, ":", options.port);
   for (auto status :
        {WriteTokenFile(session->TokenPath(), token), session->WriteFile("address", gcs_address),
@@ -569,8 +588,10 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddString("address", &options.address,
                   "host:port of the head to join (port defaults to 6380).");
   flags.AddString("token", &options.token,
-                  "Cluster token when joining, or when restarting a head whose cluster is recorded in Redis "
-                  "(default: $TROUPE_TOKEN, or a local session's).");
+                  "Cluster token when joining (default: $TROUPE_TOKEN, or a local session's). Head: "
+                  "the new cluster's token (default: a random one), or the token of the cluster "
+                  "recorded in Redis that it restarts (default: $TROUPE_TOKEN, or a local "
+                  "session's).");
   flags.AddInt("port", &options.port, "Head: the GCS port.");
   flags.AddInt("http-port", &options.http_port,
                "Head: the HTTP port (jobs REST API, state, /metrics); 0: no HTTP server.");

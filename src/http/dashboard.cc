@@ -41,7 +41,8 @@ DashboardReply Dashboard::Handle(const std::string& method, const std::string& p
     if (method != "POST") return JsonError(405, "log out with POST");
     return Logout(cookie_header);
   }
-  if (method != "GET" && method != "HEAD") return JsonError(405, "the dashboard's files are read-only");
+  if (method != "GET" && method != "HEAD")
+    return JsonError(405, "the dashboard's files are read-only");
   if (name == "session") return Json(200, json{{"logged_in", HasSession(cookie_header)}});
   return Asset(name);
 }
@@ -94,7 +95,8 @@ DashboardReply Dashboard::Logout(const std::string& cookie_header) {
 }
 
 std::string Dashboard::SessionCookie(const std::string& value, bool expire) const {
-  std::string cookie = absl::StrCat(kSessionCookie, "=", value, "; Path=/; HttpOnly; SameSite=Strict");
+  std::string cookie =
+      absl::StrCat(kSessionCookie, "=", value, "; Path=/; HttpOnly; SameSite=Strict");
   if (options_.tls) absl::StrAppend(&cookie, "; Secure");
   if (expire) {
     absl::StrAppend(&cookie, "; Max-Age=0");

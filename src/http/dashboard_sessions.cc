@@ -4,9 +4,9 @@
 #include <fstream>
 #include <random>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/strip.h"
 
 namespace troupe::http {

@@ -117,7 +117,8 @@ TEST_F(DashboardTest, WrongOrMalformedLoginsGetNoSession) {
     EXPECT_EQ(dashboard.Handle("POST", "/dashboard/login", "", body).status, 400) << body;
   }
   // Oversized: refused before it is parsed, even with the right token inside.
-  const std::string huge = R"({"token": "cluster-secret", "pad": ")" + std::string(5000, 'x') + "\"}";
+  const std::string huge =
+      R"({"token": "cluster-secret", "pad": ")" + std::string(5000, 'x') + "\"}";
   DashboardReply reply = dashboard.Handle("POST", "/dashboard/login", "", huge);
   EXPECT_EQ(reply.status, 413);
   EXPECT_EQ(HeaderOf(reply, "Set-Cookie"), "");
@@ -168,8 +169,9 @@ TEST_F(DashboardTest, ServesOnlyTheEmbeddedFiles) {
   EXPECT_EQ(dashboard.Handle("GET", "/dashboard/app.css", "", "").status, 200);
   for (const std::string path :
        {"/dashboard/../BUILD", "/dashboard/..%2fBUILD", "/dashboard/%2e%2e/BUILD",
-        "/dashboard/../../../../etc/passwd", "/dashboard/./app.js", "/dashboard/dashboard_assets/app.js",
-        "/dashboard/", "/dashboard/app.js/", "/dashboard/APP.JS", "/dashboard/app.js%00"}) {
+        "/dashboard/../../../../etc/passwd", "/dashboard/./app.js",
+        "/dashboard/dashboard_assets/app.js", "/dashboard/", "/dashboard/app.js/",
+        "/dashboard/APP.JS", "/dashboard/app.js%00"}) {
     EXPECT_EQ(dashboard.Handle("GET", path, "", "").status, 404) << path;
   }
   EXPECT_EQ(dashboard.Handle("POST", "/dashboard/app.js", "", "").status, 405);

@@ -215,8 +215,8 @@ class HttpServer::Routes {
     });
     // The dashboard (dashboard.h): its page, files, login and logout.
     auto dashboard = [this](const httplib::Request& req, httplib::Response& res) {
-      SendDashboard(res, dashboard_.Handle(req.method, req.path, req.get_header_value("Cookie"),
-                                           req.body));
+      SendDashboard(
+          res, dashboard_.Handle(req.method, req.path, req.get_header_value("Cookie"), req.body));
     };
     http.Get("/", dashboard);
     http.Get(R"(/dashboard/.*)", dashboard);

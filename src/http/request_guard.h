@@ -1,6 +1,7 @@
 // The HTTP server's admission checks, before any handler runs: the cross-site check (a browser
 // on another site must never drive this API, since job submission is code execution) and the
-// cluster token, or the dashboard's session cookie in its place (dashboard.h). Also the route label /metrics counts requests under. Pure functions; thread-safe.
+// cluster token, or the dashboard's session cookie in its place (dashboard.h). Also the route label
+// /metrics counts requests under. Pure functions; thread-safe.
 #pragma once
 
 #include <optional>
@@ -17,7 +18,7 @@ struct RequestFacts {
   std::string origin;         // Origin header ("" if none)
   std::string fetch_site;     // Sec-Fetch-Site header ("" if none)
   std::string authorization;  // Authorization header ("" if none)
-  bool session = false;       // a live dashboard session cookie came with it (Dashboard::HasSession)
+  bool session = false;  // a live dashboard session cookie came with it (Dashboard::HasSession)
 };
 
 // Paths anyone may fetch (the cross-site check still applies): /api/version and the dashboard's

@@ -99,7 +99,7 @@ function bar(key, used, total) {
 
 // lineChart({title, series: [{name, points: [[x, y]...]}], xLabel}) -> element. Axes fit the data.
 function lineChart({title, series, xLabel, id}) {
-  const W = 560, H = 210, L = 52, R = 12, T = 10, B = 30;
+  const W = 560, H = 214, L = 52, R = 12, T = 10, B = 36;
   const all = series.flatMap((x) => x.points).filter((p) => Number.isFinite(p[1]));
   const wrap = h('div', {class: 'chart', 'data-chart': id || title});
   wrap.append(h('div', {class: 'title'}, title));
@@ -128,7 +128,7 @@ function lineChart({title, series, xLabel, id}) {
   const xTicks = xLabel === 'time' ? [x0, (x0 + x1) / 2, x1] : niceTicks(x0, x1);
   for (const x of xTicks) {
     const label = xLabel === 'time' ? new Date(x).toLocaleTimeString() : formatNumber(x);
-    svg.append(s('text', {x: px(x), y: H - B + 16, 'text-anchor': 'middle'}, label));
+    svg.append(s('text', {x: px(x), y: H - B + 15, 'text-anchor': 'middle'}, label));
   }
   svg.append(s('line', {x1: L, x2: W - R, y1: H - B, y2: H - B, stroke: '#9aa6b5'}));
   if (xLabel && xLabel !== 'time') {
@@ -216,7 +216,8 @@ pages.overview = {
         h('td', {class: 'mono'}, short(n.node_id), n.is_head_node ? h('div', {class: 'muted'}, 'head') : null),
         h('td', {}, n.node_ip),
         h('td', {}, badge(n.state), n.death_reason ? h('div', {class: 'muted'}, n.death_reason) : null),
-        h('td', {}, n.state === 'ALIVE' ? keys.map((k) => bar(k, total[k] - (avail[k] ?? total[k]), total[k])) : '—'),
+        // A resource missing from resources_available has none left (zero entries are omitted).
+        h('td', {}, n.state === 'ALIVE' ? keys.map((k) => bar(k, total[k] - (n.resources_available ? avail[k] || 0 : total[k]), total[k])) : '—'),
         h('td', {}, n.state === 'ALIVE' ? formatBytes(n.object_store_used_bytes || 0) : '—',
           n.object_store_spilled_bytes ? h('div', {class: 'muted'}, `${formatBytes(n.object_store_spilled_bytes)} spilled`) : null),
         h('td', {}, Object.entries(n.labels || {}).map(([k, v]) => h('span', {class: 'chip'}, `${k}=${v}`))));

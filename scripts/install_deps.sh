@@ -12,6 +12,7 @@ PACKAGES=(
   libtorch-dev zlib1g-dev dataset-fashion-mnist     # the train library and its examples
   python3-torch                                     # DDP/gloo scripts for the launcher tests
   prometheus curl                                   # scraping /metrics in the jobs tests
+  chromium chromium-driver python3-selenium         # the dashboard's browser test
 )
 PACKAGES+=("$@")
 

@@ -447,7 +447,7 @@ int StartHead(StartOptions& options) {
   }
   printf("  Node ID:      %s\n", node_id.Hex().c_str());
   if (!http_address.empty()) {
-    printf("  HTTP API:     %s (jobs, state, /metrics)\n", http_address.c_str());
+    printf("  HTTP API:     %s (jobs, state, /metrics; the dashboard at /)\n", http_address.c_str());
   }
   printf("  Session dir:  %s (logs in logs/)\n", session->dir().c_str());
   printf("  Token file:   %s (mode 0600; required by every call)\n", session->TokenPath().c_str());

@@ -12,6 +12,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "src/common/package.h"
+#include "src/http/dashboard.h"
 #include "src/http/http_metrics.h"
 #include "src/http/log_tail.h"
 #include "src/http/metrics_page.h"
@@ -19,6 +20,7 @@
 #include "src/http/request_guard.h"
 #include "src/http/state_views.h"
 #include "src/http/task_views.h"
+#include "src/http/train_runs_view.h"
 #include "src/jobs/job_service.h"
 #include "src/rpc/gcs_client.h"
 #include "src/schema/kv_schema.h"
@@ -85,6 +87,13 @@ std::chrono::steady_clock::time_point StartOf(const httplib::Request& req) {
   return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(std::stoll(it->second)));
 }
 
+// Copies a library-neutral dashboard reply (dashboard.h) into httplib's response.
+void SendDashboard(httplib::Response& res, const http::DashboardReply& reply) {
+  res.status = reply.status;
+  for (const auto& [name, value] : reply.headers) res.set_header(name, value);
+  res.set_content(reply.body, reply.content_type);
+}
+
 }  // namespace
 
 // The routes, over the services that answer them.
@@ -96,7 +105,8 @@ class HttpServer::Routes {
         jobs_(gcs),
         views_(gcs, &jobs_, &metrics_),
         node_views_(gcs, options.token, &metrics_),
-        tasks_(gcs, &metrics_) {}
+        tasks_(gcs, &metrics_),
+        dashboard_({options.token, /*tls=*/!options.tls_dir.empty()}) {}
 
   void Install(httplib::Server& http) {
     http.set_payload_max_length(kMaxPackageBytes + (1 << 20));
@@ -107,6 +117,7 @@ class HttpServer::Routes {
       http::RequestFacts facts{
           req.path, req.get_header_value("Host"), req.get_header_value("Origin"),
           req.get_header_value("Sec-Fetch-Site"), req.get_header_value("Authorization")};
+      facts.session = dashboard_.HasSession(req.get_header_value("Cookie"));
       if (auto refusal = http::CheckRequest(facts, options_.token)) {
         Send(res, *refusal);
         return httplib::Server::HandlerResponse::Handled;
@@ -202,6 +213,17 @@ class HttpServer::Routes {
     http.Get("/api/cluster_status", [this](const httplib::Request&, httplib::Response& res) {
       Send(res, views_.ClusterStatus());
     });
+    // The dashboard (dashboard.h): its page, files, login and logout.
+    auto dashboard = [this](const httplib::Request& req, httplib::Response& res) {
+      SendDashboard(
+          res, dashboard_.Handle(req.method, req.path, req.get_header_value("Cookie"), req.body));
+    };
+    http.Get("/", dashboard);
+    http.Get(R"(/dashboard/.*)", dashboard);
+    http.Post(R"(/dashboard/.*)", dashboard);
+    http.Get("/api/v0/train_runs", [this](const httplib::Request&, httplib::Response& res) {
+      Send(res, http::TrainRuns(*gcs_));
+    });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(http::RenderMetricsPage(views_, jobs_, *gcs_, metrics_),
                       "text/plain; version=0.0.4; charset=utf-8");
@@ -216,6 +238,7 @@ class HttpServer::Routes {
   http::StateViews views_;
   http::NodeViews node_views_;
   http::TaskViews tasks_;
+  http::Dashboard dashboard_;
 };
 
 HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options)) {}

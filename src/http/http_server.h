@@ -1,8 +1,10 @@
 // The head's HTTP server (`troupe http-server`, src/cli/http_command.cc, started by
 // `troupe start --head` on --http-port, default 8265): the jobs REST API shaped like Ray's
 // (/api/version, /api/jobs/..., /api/packages/...), JSON state endpoints
-// (/api/v0/{nodes,actors,placement_groups,jobs}, /api/cluster_status) and Prometheus /metrics.
-// Every request needs `Authorization: Bearer <cluster token>` except /api/version; requests a
+// (/api/v0/{nodes,actors,placement_groups,jobs,train_runs}, /api/cluster_status), Prometheus
+// /metrics and the web dashboard (/, /dashboard/...: dashboard.h). Every request needs
+// `Authorization: Bearer <cluster token>` (or, from the dashboard's own page, its session cookie)
+// except /api/version and the dashboard's page and login; requests a
 // browser makes from another site are refused on every method (request_guard.h); JSON bodies are
 // capped at 1 MiB and 64 levels of nesting (jobs/bounded_json.h), package uploads at 100 MiB. See
 // docs/jobs.md.

@@ -1,20 +1,32 @@
 #include "src/http/request_guard.h"
 
+#include "absl/strings/match.h"
+
 namespace troupe::http {
 
+bool IsPublicPath(const std::string& path) {
+  return path == "/api/version" || path == "/" || absl::StartsWith(path, "/dashboard/");
+}
+
 std::optional<jobs::Reply> CheckRequest(const RequestFacts& request, const std::string& token) {
-  if ((!request.origin.empty() && request.origin != "http://" + request.host) ||
-      request.fetch_site == "cross-site") {
+  // One port serves one scheme, so an Origin of either scheme on this host:port is this server.
+  const bool same_origin =
+      request.origin == "http://" + request.host || request.origin == "https://" + request.host;
+  if ((!request.origin.empty() && !same_origin) || request.fetch_site == "cross-site") {
     return jobs::Error(403, "cross-origin request refused (Origin: " + request.origin +
                                 "): the jobs API only answers same-origin browser requests and "
                                 "non-browser clients");
   }
-  if (request.path == "/api/version") return std::nullopt;
+  if (IsPublicPath(request.path)) return std::nullopt;
+  if (request.session && request.fetch_site == "same-origin") return std::nullopt;
   if (request.authorization != "Bearer " + token) {
     return jobs::Error(
         401, std::string(request.authorization.empty() ? "no token" : "wrong token") +
                  ": send the cluster token as 'Authorization: Bearer <token>' (it is in <session "
-                 "dir>/token on the head, mode 0600; the troupe CLI sends it for you)");
+                 "dir>/token on the head, mode 0600; the troupe CLI sends it for you)" +
+                 (request.session ? "; a dashboard session cookie counts only on same-origin "
+                                    "requests from the dashboard"
+                                  : ""));
   }
   return std::nullopt;
 }
@@ -27,6 +39,8 @@ std::string RouteLabel(const std::string& method, const std::string& path) {
   } else if (route.rfind("/api/v0/tasks/", 0) == 0 && route.size() > 14 &&
              route.rfind("/api/v0/tasks/summarize", 0) != 0) {
     route = "/api/v0/tasks/{id}";
+  } else if (route.rfind("/dashboard/", 0) == 0) {
+    route = "/dashboard/{file}";
   } else if (route.rfind("/api/packages/", 0) == 0) {
     route = "/api/packages/{name}";
   }

@@ -1,6 +1,7 @@
 // The HTTP server's admission checks, before any handler runs: the cross-site check (a browser
 // on another site must never drive this API, since job submission is code execution) and the
-// cluster token. Also the route label /metrics counts requests under. Pure functions; thread-safe.
+// cluster token, or the dashboard's session cookie in its place (dashboard.h). Also the route label
+// /metrics counts requests under. Pure functions; thread-safe.
 #pragma once
 
 #include <optional>
@@ -17,14 +18,23 @@ struct RequestFacts {
   std::string origin;         // Origin header ("" if none)
   std::string fetch_site;     // Sec-Fetch-Site header ("" if none)
   std::string authorization;  // Authorization header ("" if none)
+  bool session = false;  // a live dashboard session cookie came with it (Dashboard::HasSession)
 };
+
+// Paths anyone may fetch (the cross-site check still applies): /api/version and the dashboard's
+// page, files and login ("/", "/dashboard/...").
+bool IsPublicPath(const std::string& path);
 
 // nullopt when the request may proceed; otherwise the reply to send: 403 for a request from
 // another site (an Origin that is not this server, or Sec-Fetch-Site: cross-site) whatever the
-// method or path, 401 without `Authorization: Bearer <token>` (except /api/version).
+// method or path, 401 without `Authorization: Bearer <token>` (except IsPublicPath). A session
+// cookie stands in for the token only on requests the browser marks `Sec-Fetch-Site:
+// same-origin` (the dashboard's own fetches): SameSite=Strict still sends cookies from another
+// port of the same host, and such a request, even one carrying no Origin, must not pass.
 std::optional<jobs::Reply> CheckRequest(const RequestFacts& request, const std::string& token);
 
-// "METHOD path" with job ids and package names replaced ({id}, {name}), for metrics labels.
+// "METHOD path" with job ids, package names and dashboard files replaced ({id}, {name}, {file}),
+// for metrics labels.
 std::string RouteLabel(const std::string& method, const std::string& path);
 
 }  // namespace troupe::http

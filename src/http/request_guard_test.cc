@@ -39,6 +39,64 @@ TEST(RequestGuardTest, CrossSiteRequestsAreRefusedEvenWithTheToken) {
   EXPECT_FALSE(CheckRequest(same_origin, "secret").has_value());
 }
 
+TEST(RequestGuardTest, TheDashboardPageAndLoginNeedNoToken) {
+  EXPECT_FALSE(CheckRequest(Facts("/", ""), "secret").has_value());
+  EXPECT_FALSE(CheckRequest(Facts("/dashboard/login", ""), "secret").has_value());
+  EXPECT_FALSE(CheckRequest(Facts("/dashboard/app.js", ""), "secret").has_value());
+  EXPECT_EQ(CheckRequest(Facts("/dashboardx", ""), "secret")->status, 401);
+  // ...but a login posted from another site is refused like any cross-site request.
+  RequestFacts forged_login = Facts("/dashboard/login", "");
+  forged_login.origin = "http://evil.example";
+  EXPECT_EQ(CheckRequest(forged_login, "secret")->status, 403);
+}
+
+TEST(RequestGuardTest, ASessionCookieCountsOnlyOnSameOriginRequests) {
+  RequestFacts from_page = Facts("/api/jobs/", "");
+  from_page.session = true;
+  from_page.origin = "http://127.0.0.1:8265";
+  from_page.fetch_site = "same-origin";
+  EXPECT_FALSE(CheckRequest(from_page, "secret").has_value());
+
+  // Under TLS the page's Origin is https://.
+  RequestFacts over_tls = from_page;
+  over_tls.origin = "https://127.0.0.1:8265";
+  EXPECT_FALSE(CheckRequest(over_tls, "secret").has_value());
+
+  // A page on another site: refused whatever it carries.
+  RequestFacts cross_site = from_page;
+  cross_site.origin = "http://evil.example";
+  cross_site.fetch_site = "cross-site";
+  EXPECT_EQ(CheckRequest(cross_site, "secret")->status, 403);
+  cross_site.origin = "";  // e.g. an <img> or a form GET: no Origin, still marked cross-site
+  EXPECT_EQ(CheckRequest(cross_site, "secret")->status, 403);
+
+  // Another port of the same host is "same-site": SameSite=Strict sends the cookie, so the
+  // cookie must not count there, Origin or not.
+  RequestFacts same_site = Facts("/api/jobs/", "");
+  same_site.session = true;
+  same_site.fetch_site = "same-site";
+  auto refused = CheckRequest(same_site, "secret");
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status, 401);
+  EXPECT_NE(refused->body["error"].get<std::string>().find("same-origin"), std::string::npos);
+  same_site.origin = "http://127.0.0.1:8000";
+  EXPECT_EQ(CheckRequest(same_site, "secret")->status, 403);
+
+  // No Sec-Fetch-Site at all (not a current browser's fetch): the cookie does not count.
+  RequestFacts unmarked = Facts("/api/jobs/", "");
+  unmarked.session = true;
+  EXPECT_EQ(CheckRequest(unmarked, "secret")->status, 401);
+  // A top-level navigation typed by the user ("none") is not the page's fetch either.
+  unmarked.fetch_site = "none";
+  EXPECT_EQ(CheckRequest(unmarked, "secret")->status, 401);
+
+  // Without a live session (forged, expired: Dashboard::HasSession said no), same-origin is not
+  // enough.
+  RequestFacts no_session = from_page;
+  no_session.session = false;
+  EXPECT_EQ(CheckRequest(no_session, "secret")->status, 401);
+}
+
 TEST(RequestGuardTest, RouteLabelsHideIdsAndNames) {
   EXPECT_EQ(RouteLabel("GET", "/api/jobs/abc/logs/tail"), "GET /api/jobs/{id}/logs/tail");
   EXPECT_EQ(RouteLabel("GET", "/api/jobs/abc"), "GET /api/jobs/{id}");
@@ -48,6 +106,7 @@ TEST(RequestGuardTest, RouteLabelsHideIdsAndNames) {
   EXPECT_EQ(RouteLabel("GET", "/api/v0/tasks/0a1b"), "GET /api/v0/tasks/{id}");
   EXPECT_EQ(RouteLabel("GET", "/api/v0/tasks/summarize"), "GET /api/v0/tasks/summarize");
   EXPECT_EQ(RouteLabel("GET", "/api/v0/tasks/"), "GET /api/v0/tasks/");
+  EXPECT_EQ(RouteLabel("GET", "/dashboard/app.js"), "GET /dashboard/{file}");
 }
 
 }  // namespace

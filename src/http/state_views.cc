@@ -88,13 +88,17 @@ jobs::Reply StateViews::PlacementGroups() {
   if (!groups.ok()) return jobs::Error(503, std::string(groups.status().message()));
   json out = json::array();
   for (const auto& g : *groups) {
-    json bundles = json::array();
-    for (const auto& b : g.bundles()) bundles.push_back(MapToJson(b.resources()));
+    json bundles = json::array(), bundle_nodes = json::array();
+    for (const auto& b : g.bundles()) {
+      bundles.push_back(MapToJson(b.resources()));
+      bundle_nodes.push_back(BytesToHex(b.node_id()));  // "" while pending
+    }
     out.push_back({{"placement_group_id", BytesToHex(g.placement_group_id())},
                    {"name", g.name()},
                    {"state", rpc::PlacementGroupInfo::State_Name(g.state())},
                    {"strategy", rpc::PlacementGroupInfo::Strategy_Name(g.strategy())},
                    {"bundles", bundles},
+                   {"bundle_nodes", bundle_nodes},
                    {"pending_reason", g.pending_reason()}});
   }
   return {200, out};

@@ -178,7 +178,9 @@ jobs::Reply TaskViews::Summarize(const QueryParams& params) {
   auto reply = Fetch(request);
   if (!reply.ok()) return FromStatus(reply.status());
   json summary = json::object();
+  int64_t retried = 0;  // attempts after the first (the dashboard charts retries from this)
   for (const auto& task : reply->tasks()) {
+    if (task.attempt() > 0) ++retried;
     json& entry = summary[task.name()];
     if (entry.is_null()) {
       entry = {{"type", rpc::TaskSpec::Type_Name(task.type())},
@@ -188,7 +190,10 @@ jobs::Reply TaskViews::Summarize(const QueryParams& params) {
     count = count.is_null() ? 1 : count.get<int64_t>() + 1;
   }
   return {200,
-          {{"summary", summary}, {"total", reply->total()}, {"num_dropped", reply->num_dropped()}}};
+          {{"summary", summary},
+           {"total", reply->total()},
+           {"num_dropped", reply->num_dropped()},
+           {"retried_attempts", retried}}};
 }
 
 jobs::Reply TaskViews::Timeline(const QueryParams& params) {

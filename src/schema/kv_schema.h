@@ -21,6 +21,9 @@
 //   troupe_executables      <sha256 hex>             a driver's executable, raw bytes
 //                                                    (driver -> raylets,
 //                                                    src/raylet/executable_cache.h)
+//   troupe_train_runs       run/<run id>             JSON record of a DataParallelTrainer run
+//                                                    (src/train/run_record.h; trainer's driver
+//                                                    -> /api/v0/train_runs)
 //   job-<job id hex>        user keys                user values; deleted when the job ends
 //                                                    (src/common/ids.h JobKvNamespace)
 //
@@ -40,6 +43,11 @@ inline constexpr char kWorkerKillsNamespace[] = "troupe_worker_kills";
 // The GCS publishes its RPC latency histograms (Prometheus text) here every 5 s.
 inline constexpr char kMetricsNamespace[] = "troupe_metrics";
 inline constexpr char kGcsRpcLatencyKey[] = "gcs_rpc_latency";
+
+// DataParallelTrainer runs, for the dashboard (src/train/run_record.h).
+inline constexpr char kTrainRunsNamespace[] = "troupe_train_runs";
+inline constexpr char kTrainRunKeyPrefix[] = "run/";
+inline std::string TrainRunKey(const std::string& run_id) { return kTrainRunKeyPrefix + run_id; }
 
 inline constexpr char kPackagesNamespace[] = "troupe_packages";
 inline constexpr char kExecutablesNamespace[] = "troupe_executables";

@@ -1,6 +1,7 @@
 // DataParallelTrainer::Fit on the driver: place the workers, rank them, run the loop, collect
 // reports and checkpoints, and restart the whole worker group after a failure.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <random>
 #include <set>
@@ -10,9 +11,11 @@
 #include "absl/strings/str_join.h"
 #include "src/common/package.h"
 #include "src/train/checkpoints.h"
+#include "src/train/run_record.h"
 #include "src/train/worker.h"
 #include "troupe/api.h"
 #include "troupe/collective.h"
+#include "troupe/runtime.h"
 
 namespace troupe::train {
 namespace {
@@ -37,6 +40,20 @@ std::string FormatMetrics(const Metrics& metrics) {
   std::vector<std::string> parts;
   for (const auto& [key, value] : metrics) parts.push_back(absl::StrFormat("%s=%.6g", key, value));
   return absl::StrJoin(parts, " ");
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The hex id of this driver's job ("job-<hex>" is its KV namespace).
+std::string DriverJobId() {
+  ::troupe::internal::Runtime* runtime = ::troupe::internal::CurrentRuntime();
+  if (runtime == nullptr) return "";
+  std::string ns = runtime->JobNamespace();
+  return ns.rfind("job-", 0) == 0 ? ns.substr(4) : ns;
 }
 
 std::string RandomSuffix() {
@@ -87,22 +104,45 @@ Result DataParallelTrainer::Fit() {
   CheckpointStore checkpoints(ExpandHome(run_.storage_path) + "/" + run_.name,
                               run_.checkpoint_config);
   Result result;
+  RunRecord record;
+  record.name = run_.name;
+  record.start_time_ms = NowMs();
+  record.run_id = NewRunId(run_.name, record.start_time_ms);
+  record.job_id = DriverJobId();
+  record.num_workers = scaling_.num_workers;
+  record.use_gpu = scaling_.use_gpu;
+  record.strategy = scaling_.placement_strategy;
+  record.resources_per_worker = bundle;
+  record.storage_path = ExpandHome(run_.storage_path) + "/" + run_.name;
+  PublishRunRecord(record);
+  // Every return below publishes how the run ended.
+  auto finish = [&](Result done) {
+    record.status = done.error.empty() ? "FINISHED" : "FAILED";
+    record.error = done.error;
+    record.restarts = done.restarts;
+    record.end_time_ms = NowMs();
+    record.checkpoints = checkpoints.kept();
+    PublishRunRecord(record);
+    return done;
+  };
 
   for (int attempt = 0;; ++attempt) {
     std::string failure;
+    record.attempt = attempt;
+    record.restarts = result.restarts;
     try {
-      failure = RunAttempt(attempt, bundle, strategy, cpus, loop_name, checkpoints, result);
+      failure = RunAttempt(attempt, bundle, strategy, cpus, loop_name, checkpoints, record, result);
     } catch (const TroupeError& e) {  // e.g. a worker that could not be started
       failure = std::string("starting the workers failed: ") + e.what();
     }
     result.best_checkpoint = checkpoints.Best();
     result.latest_checkpoint = checkpoints.Latest();
-    if (failure.empty() || !result.error.empty()) return result;
+    if (failure.empty() || !result.error.empty()) return finish(std::move(result));
     Log("worker failure: " + failure);
     const int allowed = run_.failure_config.max_failures;
     if (allowed >= 0 && attempt >= allowed) {
       result.error = failure;
-      return result;
+      return finish(std::move(result));
     }
     ++result.restarts;
   }
@@ -111,7 +151,8 @@ Result DataParallelTrainer::Fit() {
 std::string DataParallelTrainer::RunAttempt(int attempt,
                                             const std::map<std::string, double>& bundle,
                                             int strategy, int cpus, const std::string& loop_name,
-                                            CheckpointStore& checkpoints, Result& result) {
+                                            CheckpointStore& checkpoints, RunRecord& record,
+                                            Result& result) {
   // Place one bundle per worker, start a worker in each, and rank them by node then GPU.
   Gang gang;
   std::vector<ActorHandle<TrainWorker>>& placed = gang.placed;
@@ -162,6 +203,11 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
     gang.ranks.push_back({rank, local_next[s.node]++, scaling_.num_workers, local_count[s.node],
                           node_rank[s.node], cpus});
   }
+  record.workers.clear();
+  for (int rank = 0; rank < scaling_.num_workers; ++rank) {
+    record.workers.push_back({rank, slots[rank].node, slots[rank].gpu});
+  }
+  PublishRunRecord(record);
   const std::string group = gang.collective_group = run_.name + "-" + RandomSuffix();
   std::vector<int> ranks(scaling_.num_workers);
   for (int r = 0; r < scaling_.num_workers; ++r) ranks[r] = r;
@@ -205,6 +251,11 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
         }
       }
       Log(line);
+      record.metrics.push_back(metrics);
+    }
+    if (!reports.empty()) {
+      record.checkpoints = checkpoints.kept();
+      PublishRunRecord(record);
     }
   };
   std::string failure;

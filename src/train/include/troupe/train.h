@@ -16,7 +16,9 @@
 // orders ranks by node then GPU, forms a collective group (NCCL with GPUs, CPU otherwise) and runs
 // the loop on every worker. Reports come back in order; checkpoints are copied to the driver's
 // storage_path; when a worker or its node dies, every worker restarts from the latest checkpoint,
-// up to FailureConfig::max_failures times. See docs/train.md.
+// up to FailureConfig::max_failures times. The driver publishes each run's progress (placement,
+// reports, checkpoints) into the GCS KV for the dashboard (src/train/run_record.h). See
+// docs/train.md.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@
 namespace troupe::train {
 
 class CheckpointStore;  // src/train/checkpoints.h
+struct RunRecord;       // src/train/run_record.h
 
 using LoopConfig = std::map<std::string, std::string>;
 using Metrics = std::map<std::string, double>;
@@ -86,7 +89,7 @@ class DataParallelTrainer {
   // One placement of the workers, run until done or a failure (returned; "" when done).
   std::string RunAttempt(int attempt, const std::map<std::string, double>& bundle, int strategy,
                          int cpus, const std::string& loop_name, CheckpointStore& checkpoints,
-                         Result& result);
+                         RunRecord& record, Result& result);
   void Log(const std::string& line) const;
 
   TrainLoopFn loop_;

@@ -3,7 +3,8 @@
 namespace troupe::http {
 
 std::optional<jobs::Reply> CheckRequest(const RequestFacts& request, const std::string& token) {
-  if ((!request.origin.empty() && request.origin != "http://" + request.host) ||
+  const std::string own_origin = (request.tls ? "https://" : "http://") + request.host;
+  if ((!request.origin.empty() && request.origin != own_origin) ||
       request.fetch_site == "cross-site") {
     return jobs::Error(403, "cross-origin request refused (Origin: " + request.origin +
                                 "): the jobs API only answers same-origin browser requests and "

@@ -17,11 +17,12 @@ struct RequestFacts {
   std::string origin;         // Origin header ("" if none)
   std::string fetch_site;     // Sec-Fetch-Site header ("" if none)
   std::string authorization;  // Authorization header ("" if none)
+  bool tls = false;           // came over HTTPS: a same-site Origin is https://<Host>
 };
 
 // nullopt when the request may proceed; otherwise the reply to send: 403 for a request from
 // another site (an Origin that is not this server, or Sec-Fetch-Site: cross-site) whatever the
-// method or path, 401 without `Authorization: Bearer <token>` (except /api/version).
+// method or path (a WebSocket upgrade included), 401 without `Authorization: Bearer <token>` (except /api/version).
 std::optional<jobs::Reply> CheckRequest(const RequestFacts& request, const std::string& token);
 
 // "METHOD path" with job ids and package names replaced ({id}, {name}), for metrics labels.

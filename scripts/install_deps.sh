@@ -9,6 +9,7 @@ PACKAGES=(
   g++ clang protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev
   libabsl-dev libhiredis-dev redis-server libmsgpack-cxx-dev libcpp-httplib-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev python3
+  libboost-dev libssl-dev                           # Boost.Beast/Asio (HTTP, WebSocket) with OpenSSL
   libtorch-dev zlib1g-dev dataset-fashion-mnist     # the train library and its examples
   python3-torch                                     # DDP/gloo scripts for the launcher tests
   prometheus curl                                   # scraping /metrics in the jobs tests

@@ -1,6 +1,8 @@
 // `troupe job submit|status|logs|stop|list|delete`: clients of the head's HTTP API (src/http),
 // found and called through src/cli/http_api.h.
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -12,10 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/commands.h"
 #include "src/cli/http_api.h"
+#include "src/cli/log_stream.h"
 #include "src/common/flag_parser.h"
 #include "src/common/package.h"
 #include "src/common/sha256.h"
@@ -25,6 +27,9 @@ namespace troupe {
 namespace {
 
 using nlohmann::json;
+
+// Times a dropped log stream is resumed before `--follow` gives up.
+constexpr int kFollowRetries = 5;
 
 std::string ShellQuote(const std::string& arg) {
   if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -36,18 +41,25 @@ std::string ShellQuote(const std::string& arg) {
   return out + "'";
 }
 
-// Streams the job's output until it ends; returns the final record.
-json Follow(const ApiTarget& api, const std::string& id) {
-  auto client = MakeClient(api);
-  client->set_connection_timeout(kConnectTimeoutS, 0);
-  client->set_read_timeout(3600, 0);
-  client->Get(("/api/jobs/" + id + "/logs/tail").c_str(),
-              httplib::Headers{{"Authorization", "Bearer " + api.token}},
-              [](const char* data, size_t length) {
-                std::fwrite(data, 1, length, stdout);
-                std::fflush(stdout);
-                return true;
-              });
+// Streams the job's output until it ends, over the head's WebSocket tail (log_stream.h);
+// a dropped connection is resumed from the last byte received (a few tries). Returns the final
+// record; `*followed` says whether the whole log was streamed.
+json Follow(const ApiTarget& api, const std::string& id, absl::Status* followed) {
+  int64_t offset = 0;
+  for (int attempt = 0;; ++attempt) {
+    absl::Status& status = *followed;
+    status = FollowJobLog(api, id, &offset, [](std::string_view text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    });
+    if (status.ok()) break;
+    if (!absl::IsUnavailable(status) || attempt == kFollowRetries) {
+      std::fprintf(stderr, "troupe job: following the log of '%s': %s\n", id.c_str(),
+                   std::string(status.message()).c_str());
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // then resume from `offset`
+  }
   return Call(api, "GET", "/api/jobs/" + id).body;
 }
 
@@ -135,7 +147,8 @@ int Submit(const std::vector<std::string>& all_args) {
                  id.c_str(), id.c_str(), id.c_str());
     return 0;
   }
-  json record = Follow(*api, id);
+  absl::Status followed;
+  json record = Follow(*api, id, &followed);
   std::fprintf(stderr, "Job '%s' %s: %s\n", id.c_str(), record.value("status", "?").c_str(),
                record.value("message", "").c_str());
   return ExitCodeOf(record);
@@ -174,8 +187,9 @@ int Simple(const std::string& verb, const std::vector<std::string>& args) {
   if (!api) return FailCommand("job " + verb, error);
   const std::string id = positional.empty() ? "" : positional[0];
   if (verb == "logs" && follow) {
-    Follow(*api, id);  // prints the output until the job ends
-    return 0;
+    absl::Status followed;
+    Follow(*api, id, &followed);  // prints the output until the job ends
+    return followed.ok() ? 0 : 1;
   }
   Response r = verb == "status"   ? Call(*api, "GET", "/api/jobs/" + id)
                : verb == "logs"   ? Call(*api, "GET", "/api/jobs/" + id + "/logs")

@@ -9,7 +9,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "src/common/package.h"
 #include "src/http/dashboard.h"
@@ -18,9 +17,11 @@
 #include "src/http/metrics_page.h"
 #include "src/http/node_views.h"
 #include "src/http/request_guard.h"
+#include "src/http/router.h"
 #include "src/http/state_views.h"
 #include "src/http/task_views.h"
 #include "src/http/train_runs_view.h"
+#include "src/http/web_server.h"
 #include "src/jobs/job_service.h"
 #include "src/rpc/gcs_client.h"
 #include "src/schema/kv_schema.h"
@@ -34,7 +35,6 @@ using nlohmann::json;
 
 constexpr size_t kMaxJsonBody = 1 << 20;
 constexpr char kVersion[] = "0.1.0";
-constexpr char kStartHeader[] = "X-Troupe-Start";
 
 // True if something accepts TCP connections at host:port (IPv4).
 bool TcpConnectable(const std::string& address) {
@@ -55,48 +55,30 @@ bool TcpConnectable(const std::string& address) {
   return connected;
 }
 
-void Send(httplib::Response& res, const jobs::Reply& reply) {
-  res.status = reply.status;
-  // Log text is not always UTF-8: invalid bytes become U+FFFD instead of failing the reply.
-  res.set_content(reply.body.dump(-1, ' ', false, json::error_handler_t::replace),
-                  "application/json");
-}
+using http::HttpRequest;
+using http::HttpResponse;
 
-// A query parameter as an integer; `fallback` when absent or not a number.
-int64_t IntParam(const httplib::Request& req, const char* name, int64_t fallback) {
-  if (!req.has_param(name)) return fallback;
-  char* end = nullptr;
-  const std::string text = req.get_param_value(name);
-  const long long value = std::strtoll(text.c_str(), &end, 10);
-  return end != nullptr && *end == '\0' && !text.empty() ? value : fallback;
-}
+HttpResponse Send(const jobs::Reply& reply) { return HttpResponse::Json(reply.status, reply.body); }
 
-bool JsonBody(const httplib::Request& req, httplib::Response& res) {
-  if (req.body.size() > kMaxJsonBody) {
-    Send(res, jobs::Error(413, absl::StrCat("the body is ", req.body.size(),
+// nullopt if the JSON body is within kMaxJsonBody, else the 413 reply.
+std::optional<HttpResponse> RefuseLargeJson(const HttpRequest& request) {
+  if (request.body.size() <= kMaxJsonBody) return std::nullopt;
+  return Send(jobs::Error(413, absl::StrCat("the body is ", request.body.size(),
                                             " bytes; JSON requests are limited to ", kMaxJsonBody,
                                             " bytes")));
-    return false;
-  }
-  return true;
 }
 
-std::chrono::steady_clock::time_point StartOf(const httplib::Request& req) {
-  auto it = req.headers.find(kStartHeader);
-  if (it == req.headers.end()) return std::chrono::steady_clock::now();
-  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(std::stoll(it->second)));
-}
-
-// Copies a library-neutral dashboard reply (dashboard.h) into httplib's response.
-void SendDashboard(httplib::Response& res, const http::DashboardReply& reply) {
-  res.status = reply.status;
-  for (const auto& [name, value] : reply.headers) res.set_header(name, value);
-  res.set_content(reply.body, reply.content_type);
+// A dashboard reply (dashboard.h) as the router's response.
+HttpResponse SendDashboard(http::DashboardReply reply) {
+  HttpResponse response = HttpResponse::Text(reply.status, std::move(reply.body),
+                                             std::move(reply.content_type));
+  response.headers = std::move(reply.headers);
+  return response;
 }
 
 }  // namespace
 
-// The routes, over the services that answer them.
+// The services behind the routes, and the routes.
 class HttpServer::Routes {
  public:
   Routes(const HttpServerOptions& options, GcsClient* gcs)
@@ -108,129 +90,106 @@ class HttpServer::Routes {
         tasks_(gcs, &metrics_),
         dashboard_({options.token, /*tls=*/!options.tls_dir.empty()}) {}
 
-  void Install(httplib::Server& http) {
-    http.set_payload_max_length(kMaxPackageBytes + (1 << 20));
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      const_cast<httplib::Request&>(req).headers.emplace(
-          kStartHeader,
-          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-      http::RequestFacts facts{
-          req.path, req.get_header_value("Host"), req.get_header_value("Origin"),
-          req.get_header_value("Sec-Fetch-Site"), req.get_header_value("Authorization")};
-      facts.session = dashboard_.HasSession(req.get_header_value("Cookie"));
-      if (auto refusal = http::CheckRequest(facts, options_.token)) {
-        Send(res, *refusal);
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      return httplib::Server::HandlerResponse::Unhandled;
-    });
-    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - StartOf(req)).count();
-      metrics_.Observe(http::RouteLabel(req.method, req.path), res.status, seconds);
-    });
+  // The token and cross-site checks (request_guard.h), before any route: a refusal, or nullopt.
+  std::optional<HttpResponse> Admit(const HttpRequest& request) {
+    http::RequestFacts facts{request.path, request.Header("Host"), request.Header("Origin"),
+                             request.Header("Sec-Fetch-Site"), request.Header("Authorization"),
+                             request.tls};
+    facts.session = dashboard_.HasSession(request.Header("Cookie"));
+    if (auto refusal = http::CheckRequest(facts, options_.token)) return Send(*refusal);
+    return std::nullopt;
+  }
+
+  void Observe(const HttpRequest& request, int status, double seconds) {
+    metrics_.Observe(http::RouteLabel(request.method, request.path), status, seconds);
+  }
+
+  void AddTo(http::Router& router) {
     // "version" is Ray's Jobs API version and "ray_version" the Ray release whose API this
     // follows: Ray's clients gate features on them.
-    http.Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
-      Send(res, {200, json{{"version", "4"},
-                           {"troupe_version", kVersion},
-                           {"ray_version", "2.60.0"},
-                           {"ray_commit", "troupe"}}});
+    router.Add("GET", "/api/version", [](const HttpRequest&) {
+      return Send({200, json{{"version", "4"},
+                             {"troupe_version", kVersion},
+                             {"ray_version", "2.60.0"},
+                             {"ray_commit", "troupe"}}});
     });
-    http.Post("/api/jobs/?", [this](const httplib::Request& req, httplib::Response& res) {
-      if (!JsonBody(req, res)) return;
-      Send(res, jobs_.Submit(req.body));
+    AddJobRoutes(router);
+    router.Add("GET", "/api/v0/nodes", [this](const HttpRequest&) { return Send(views_.Nodes()); });
+    router.Add("GET", "/api/v0/actors",
+               [this](const HttpRequest&) { return Send(views_.Actors()); });
+    router.Add("GET", "/api/v0/placement_groups",
+               [this](const HttpRequest&) { return Send(views_.PlacementGroups()); });
+    router.Add("GET", "/api/v0/jobs", [this](const HttpRequest&) { return Send(views_.Jobs()); });
+    router.Add("GET", "/api/v0/objects",
+               [this](const HttpRequest&) { return Send(node_views_.Objects()); });
+    router.Add("GET", "/api/v0/workers",
+               [this](const HttpRequest&) { return Send(node_views_.Workers()); });
+    router.Add("GET", "/api/v0/logs", [this](const HttpRequest& req) {
+      return Send(node_views_.LogFiles(req.Param("node_id")));
     });
-    http.Get("/api/jobs/?",
-             [this](const httplib::Request&, httplib::Response& res) { Send(res, jobs_.List()); });
-    http.Get(R"(/api/jobs/([^/]+)/?)", [this](const httplib::Request& req, httplib::Response& res) {
-      Send(res, jobs_.Get(req.matches[1]));
+    router.Add("GET", "/api/v0/logs/file", [this](const HttpRequest& req) {
+      return Send(node_views_.LogFile(req.Param("node_id"), req.Param("filename"),
+                                      static_cast<int>(req.IntParam("lines", 0)),
+                                      req.IntParam("offset", 0), req.IntParam("max_bytes", 0)));
     });
-    http.Get(R"(/api/jobs/([^/]+)/logs/?)",
-             [this](const httplib::Request& req, httplib::Response& res) {
-               Send(res, jobs_.Logs(req.matches[1]));
-             });
-    http.Get(R"(/api/jobs/([^/]+)/logs/tail/?)",
-             [this](const httplib::Request& req, httplib::Response& res) {
-               http::ServeLogTail(&jobs_, req.matches[1], res);
-             });
-    http.Post(R"(/api/jobs/([^/]+)/stop/?)",
-              [this](const httplib::Request& req, httplib::Response& res) {
-                Send(res, jobs_.Stop(req.matches[1]));
-              });
-    http.Delete(R"(/api/jobs/([^/]+)/?)",
-                [this](const httplib::Request& req, httplib::Response& res) {
-                  Send(res, jobs_.Delete(req.matches[1]));
-                });
-    http.Put(R"(/api/packages/gcs/([^/]+))",
-             [this](const httplib::Request& req, httplib::Response& res) {
-               Send(res, jobs_.PutPackage(req.matches[1], req.body));
-             });
-    http.Get(R"(/api/packages/gcs/([^/]+))",
-             [this](const httplib::Request& req, httplib::Response& res) {
-               Send(res, jobs_.HasPackage(req.matches[1]));
-             });
-    http.Get("/api/v0/nodes", [this](const httplib::Request&, httplib::Response& res) {
-      Send(res, views_.Nodes());
+    // Tasks (task_views.h); summarize before {id}: routes match in the order added.
+    router.Add("GET", "/api/v0/tasks", [this](const HttpRequest& req) {
+      return Send(tasks_.List(req.query));
     });
-    http.Get("/api/v0/actors", [this](const httplib::Request&, httplib::Response& res) {
-      Send(res, views_.Actors());
+    router.Add("GET", "/api/v0/tasks/summarize", [this](const HttpRequest& req) {
+      return Send(tasks_.Summarize(req.query));
     });
-    http.Get("/api/v0/placement_groups", [this](const httplib::Request&, httplib::Response& res) {
-      Send(res, views_.PlacementGroups());
+    router.Add("GET", "/api/v0/tasks/{id}", [this](const HttpRequest& req) {
+      return Send(tasks_.Get(req.PathParam("id")));
     });
-    http.Get("/api/v0/jobs",
-             [this](const httplib::Request&, httplib::Response& res) { Send(res, views_.Jobs()); });
-    http.Get("/api/v0/objects", [this](const httplib::Request&, httplib::Response& res) {
-      Send(res, node_views_.Objects());
+    router.Add("GET", "/api/v0/timeline", [this](const HttpRequest& req) {
+      return Send(tasks_.Timeline(req.query));
     });
-    http.Get("/api/v0/workers", [this](const httplib::Request&, httplib::Response& res) {
-      Send(res, node_views_.Workers());
-    });
-    http.Get("/api/v0/logs", [this](const httplib::Request& req, httplib::Response& res) {
-      Send(res, node_views_.LogFiles(req.get_param_value("node_id")));
-    });
-    http.Get("/api/v0/logs/file", [this](const httplib::Request& req, httplib::Response& res) {
-      Send(res, node_views_.LogFile(req.get_param_value("node_id"), req.get_param_value("filename"),
-                                    static_cast<int>(IntParam(req, "lines", 0)),
-                                    IntParam(req, "offset", 0), IntParam(req, "max_bytes", 0)));
-    });
-    // Tasks (task_views.h); summarize before {id}: routes match in the order registered.
-    http.Get("/api/v0/tasks/?", [this](const httplib::Request& req, httplib::Response& res) {
-      Send(res, tasks_.List(http::ParseQuery(req.target)));
-    });
-    http.Get("/api/v0/tasks/summarize/?",
-             [this](const httplib::Request& req, httplib::Response& res) {
-               Send(res, tasks_.Summarize(http::ParseQuery(req.target)));
-             });
-    http.Get(R"(/api/v0/tasks/([^/]+)/?)",
-             [this](const httplib::Request& req, httplib::Response& res) {
-               Send(res, tasks_.Get(req.matches[1]));
-             });
-    http.Get("/api/v0/timeline/?", [this](const httplib::Request& req, httplib::Response& res) {
-      Send(res, tasks_.Timeline(http::ParseQuery(req.target)));
-    });
-    http.Get("/api/cluster_status", [this](const httplib::Request&, httplib::Response& res) {
-      Send(res, views_.ClusterStatus());
-    });
+    router.Add("GET", "/api/cluster_status",
+               [this](const HttpRequest&) { return Send(views_.ClusterStatus()); });
     // The dashboard (dashboard.h): its page, files, login and logout.
-    auto dashboard = [this](const httplib::Request& req, httplib::Response& res) {
-      SendDashboard(
-          res, dashboard_.Handle(req.method, req.path, req.get_header_value("Cookie"), req.body));
+    auto dashboard = [this](const HttpRequest& req) {
+      return SendDashboard(
+          dashboard_.Handle(req.method, req.path, req.Header("Cookie"), req.body));
     };
-    http.Get("/", dashboard);
-    http.Get(R"(/dashboard/.*)", dashboard);
-    http.Post(R"(/dashboard/.*)", dashboard);
-    http.Get("/api/v0/train_runs", [this](const httplib::Request&, httplib::Response& res) {
-      Send(res, http::TrainRuns(*gcs_));
-    });
-    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(http::RenderMetricsPage(views_, jobs_, *gcs_, metrics_),
-                      "text/plain; version=0.0.4; charset=utf-8");
+    router.Add("GET", "/", dashboard);
+    router.Add("GET", "/dashboard/{file}", dashboard);
+    router.Add("POST", "/dashboard/{file}", dashboard);
+    router.Add("GET", "/api/v0/train_runs",
+               [this](const HttpRequest&) { return Send(http::TrainRuns(*gcs_)); });
+    router.Add("GET", "/metrics", [this](const HttpRequest&) {
+      return HttpResponse::Text(200, http::RenderMetricsPage(views_, jobs_, *gcs_, metrics_),
+                                "text/plain; version=0.0.4; charset=utf-8");
     });
   }
 
  private:
+  void AddJobRoutes(http::Router& router) {
+    router.Add("POST", "/api/jobs", [this](const HttpRequest& req) {
+      if (auto refusal = RefuseLargeJson(req)) return *refusal;
+      return Send(jobs_.Submit(req.body));
+    });
+    router.Add("GET", "/api/jobs", [this](const HttpRequest&) { return Send(jobs_.List()); });
+    router.Add("GET", "/api/jobs/{id}",
+               [this](const HttpRequest& req) { return Send(jobs_.Get(req.PathParam("id"))); });
+    router.Add("GET", "/api/jobs/{id}/logs",
+               [this](const HttpRequest& req) { return Send(jobs_.Logs(req.PathParam("id"))); });
+    // The tail: a WebSocket when the client asks to upgrade (Ray's clients), else chunked text.
+    router.AddWebSocket("/api/jobs/{id}/logs/tail", http::LogTailWebSocket(&jobs_));
+    router.Add("GET", "/api/jobs/{id}/logs/tail",
+               [this](const HttpRequest& req) { return http::LogTailStream(&jobs_, req); });
+    router.Add("POST", "/api/jobs/{id}/stop",
+               [this](const HttpRequest& req) { return Send(jobs_.Stop(req.PathParam("id"))); });
+    router.Add("DELETE", "/api/jobs/{id}",
+               [this](const HttpRequest& req) { return Send(jobs_.Delete(req.PathParam("id"))); });
+    router.Add("PUT", "/api/packages/gcs/{name}", [this](const HttpRequest& req) {
+      return Send(jobs_.PutPackage(req.PathParam("name"), req.body));
+    });
+    router.Add("GET", "/api/packages/gcs/{name}", [this](const HttpRequest& req) {
+      return Send(jobs_.HasPackage(req.PathParam("name")));
+    });
+  }
+
   const HttpServerOptions options_;
   GcsClient* const gcs_;
   jobs::JobService jobs_;
@@ -271,24 +230,25 @@ absl::Status HttpServer::Start() {
   } catch (const TroupeError& e) {
     return absl::UnavailableError(std::string("cannot join the cluster: ") + e.what());
   }
-  if (options_.tls_dir.empty()) {
-    http_ = std::make_unique<httplib::Server>();
-  } else {
-    auto https = std::make_unique<httplib::SSLServer>(NodeCertPath(options_.tls_dir).c_str(),
-                                                      NodeKeyPath(options_.tls_dir).c_str());
-    if (!https->is_valid()) {
-      Shutdown();
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot serve HTTPS with ", NodeCertPath(options_.tls_dir), " and its key"));
-    }
-    http_ = std::move(https);
-  }
   routes_ = std::make_unique<Routes>(options_, gcs_.get());
-  routes_->Install(*http_);
-  if (!http_->bind_to_port(options_.bind.c_str(), options_.port)) {
+  router_ = std::make_unique<http::Router>();
+  routes_->AddTo(*router_);
+  http::WebServerOptions web;
+  web.bind = options_.bind;
+  web.port = options_.port;
+  if (!options_.tls_dir.empty()) {
+    web.cert_path = NodeCertPath(options_.tls_dir);
+    web.key_path = NodeKeyPath(options_.tls_dir);
+  }
+  web.max_body_bytes = kMaxPackageBytes + (1 << 20);
+  web.admit = [this](const HttpRequest& request) { return routes_->Admit(request); };
+  web.observe = [this](const HttpRequest& request, int status, double seconds) {
+    routes_->Observe(request, status, seconds);
+  };
+  web_ = std::make_unique<http::WebServer>(std::move(web), router_.get());
+  if (absl::Status bound = web_->Bind(); !bound.ok()) {
     Shutdown();
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.bind, ":",
-                                               options_.port, " (in use? pick --http-port)"));
+    return bound;
   }
   watchdog_ = std::thread([this] { WatchGcs(); });
   return absl::OkStatus();
@@ -307,14 +267,14 @@ void HttpServer::WatchGcs() {
       last_answer = absl::Now();
     } else if (absl::Now() - last_answer > options_.gcs_lost_timeout) {
       gcs_lost_ = true;
-      http_->stop();
+      web_->Stop();
       return;
     }
   }
 }
 
 absl::Status HttpServer::Serve() {
-  http_->listen_after_bind();
+  web_->Serve();
   if (gcs_lost_) {
     return absl::UnavailableError(absl::StrCat("the GCS at ", options_.gcs_address,
                                                " has not answered for ",
@@ -326,6 +286,8 @@ absl::Status HttpServer::Serve() {
   return absl::OkStatus();
 }
 
-void HttpServer::Stop() { http_->stop(); }
+void HttpServer::Stop() {
+  if (web_) web_->Stop();
+}
 
 }  // namespace troupe

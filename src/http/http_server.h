@@ -9,13 +9,15 @@
 // capped at 1 MiB and 64 levels of nesting (jobs/bounded_json.h), package uploads at 100 MiB. See
 // docs/jobs.md.
 //
-// The pieces: request_guard (auth, cross-site check, route labels), state_views (/api/v0/...),
-// metrics_page + http_metrics (/metrics), log_tail (the job log stream); jobs::JobService
-// (src/jobs) answers the jobs API. This file wires them to httplib routes. The server is a Troupe
-// driver (it starts job supervisors as actors): Start calls troupe::Init and Serve Shutdown. Runs
-// httplib's thread pool, plus one watchdog thread that probes the GCS every second and makes
-// Serve return (GCS lost) once it has not answered for `gcs_lost_timeout`, so a server whose
-// head died frees its port instead of outliving the cluster. Everything it calls is thread-safe.
+// The pieces: web_server (Boost.Beast: HTTP/1.1, TLS, WebSocket) serving a router (router.h);
+// request_guard (auth, cross-site check, route labels), state_views (/api/v0/...),
+// metrics_page + http_metrics (/metrics), log_tail (the job log tail, WebSocket or chunked);
+// jobs::JobService (src/jobs) answers the jobs API. This file adds the routes (AddRoutes) and
+// runs them. The server is a Troupe driver (it starts job supervisors as actors): Start calls
+// troupe::Init and Serve Shutdown. Runs a thread per connection, plus one watchdog thread that
+// probes the GCS every second and makes Serve return (GCS lost) once it has not answered for
+// `gcs_lost_timeout`, so a server whose head died frees its port instead of outliving the
+// cluster. Everything it calls is thread-safe.
 #pragma once
 
 #include <atomic>
@@ -28,13 +30,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace troupe {
 
 class GcsClient;
+
+namespace http {
+class Router;
+class WebServer;
+}  // namespace http
 
 struct HttpServerOptions {
   std::string bind = "127.0.0.1";
@@ -77,7 +80,8 @@ class HttpServer {
   std::thread watchdog_;  // started by Start, joined by Serve or the destructor
   std::unique_ptr<GcsClient> gcs_;
   std::unique_ptr<Routes> routes_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<http::Router> router_;
+  std::unique_ptr<http::WebServer> web_;
 };
 
 }  // namespace troupe

@@ -9,10 +9,9 @@ bool IsPublicPath(const std::string& path) {
 }
 
 std::optional<jobs::Reply> CheckRequest(const RequestFacts& request, const std::string& token) {
-  // One port serves one scheme, so an Origin of either scheme on this host:port is this server.
-  const bool same_origin =
-      request.origin == "http://" + request.host || request.origin == "https://" + request.host;
-  if ((!request.origin.empty() && !same_origin) || request.fetch_site == "cross-site") {
+  const std::string own_origin = (request.tls ? "https://" : "http://") + request.host;
+  if ((!request.origin.empty() && request.origin != own_origin) ||
+      request.fetch_site == "cross-site") {
     return jobs::Error(403, "cross-origin request refused (Origin: " + request.origin +
                                 "): the jobs API only answers same-origin browser requests and "
                                 "non-browser clients");

@@ -18,6 +18,7 @@ struct RequestFacts {
   std::string origin;         // Origin header ("" if none)
   std::string fetch_site;     // Sec-Fetch-Site header ("" if none)
   std::string authorization;  // Authorization header ("" if none)
+  bool tls = false;           // came over HTTPS: a same-site Origin is https://<Host>
   bool session = false;  // a live dashboard session cookie came with it (Dashboard::HasSession)
 };
 
@@ -27,7 +28,7 @@ bool IsPublicPath(const std::string& path);
 
 // nullopt when the request may proceed; otherwise the reply to send: 403 for a request from
 // another site (an Origin that is not this server, or Sec-Fetch-Site: cross-site) whatever the
-// method or path, 401 without `Authorization: Bearer <token>` (except IsPublicPath). A session
+// method or path (a WebSocket upgrade included), 401 without `Authorization: Bearer <token>` (except IsPublicPath). A session
 // cookie stands in for the token only on requests the browser marks `Sec-Fetch-Site:
 // same-origin` (the dashboard's own fetches): SameSite=Strict still sends cookies from another
 // port of the same host, and such a request, even one carrying no Origin, must not pass.

@@ -37,6 +37,11 @@ TEST(RequestGuardTest, CrossSiteRequestsAreRefusedEvenWithTheToken) {
   same_origin.origin = "http://127.0.0.1:8265";
   same_origin.fetch_site = "same-origin";
   EXPECT_FALSE(CheckRequest(same_origin, "secret").has_value());
+  // Under TLS the page's own origin is https://; http:// for the same host is another origin.
+  same_origin.tls = true;
+  EXPECT_EQ(CheckRequest(same_origin, "secret")->status, 403);
+  same_origin.origin = "https://127.0.0.1:8265";
+  EXPECT_FALSE(CheckRequest(same_origin, "secret").has_value());
 }
 
 TEST(RequestGuardTest, TheDashboardPageAndLoginNeedNoToken) {
@@ -59,6 +64,7 @@ TEST(RequestGuardTest, ASessionCookieCountsOnlyOnSameOriginRequests) {
 
   // Under TLS the page's Origin is https://.
   RequestFacts over_tls = from_page;
+  over_tls.tls = true;
   over_tls.origin = "https://127.0.0.1:8265";
   EXPECT_FALSE(CheckRequest(over_tls, "secret").has_value());
 

@@ -1,7 +1,9 @@
 // A submitted job's record, stored as JSON in the GCS KV (namespace kJobsNamespace, key
-// RecordKey(submission id); its recent output under LogsKey(submission id): see
-// src/schema/kv_schema.h), shaped like Ray's JobDetails so Ray Jobs API clients understand it.
-// Records outlive the job's driver and the supervisor; DELETE /api/jobs/<id> removes them.
+// RecordKey(submission id): see src/schema/kv_schema.h), shaped like Ray's JobDetails so Ray Jobs
+// API clients understand it. Its output (the log) is kept whole up to kMaxJobLogBytes, in
+// kLogChunkBytes pieces under LogChunkKey(id, n), with the number of bytes kept under
+// LogsKey(id) (decimal). Records and logs outlive the job's driver and the supervisor;
+// DELETE /api/jobs/<id> removes them.
 #pragma once
 
 #include <map>
@@ -12,8 +14,16 @@
 
 namespace troupe::jobs {
 
-// The last this many bytes of a job's output are kept (in the KV, with the record).
-inline constexpr size_t kMaxLogBytes = 1 << 20;
+// A job's output is kept whole up to this many bytes; what it writes past them is dropped, and
+// the log ends with kLogTruncatedMarker instead. The log only ever grows, so a byte offset into it
+// names the same byte forever (a tail resumes from one).
+inline constexpr int64_t kMaxJobLogBytes = 16 << 20;
+inline constexpr char kLogTruncatedMarker[] =
+    "\n[troupe: this job's output passed the 16 MiB log cap; the rest was not kept]\n";
+// The KV holds the log in pieces of this size (a GCS value stays small).
+inline constexpr int64_t kLogChunkBytes = 256 << 10;
+// At most this much of the log goes out in one tail step (one supervisor reply, one frame).
+inline constexpr int64_t kMaxTailStepBytes = 1 << 20;
 
 // Ray's status strings.
 inline constexpr char kPending[] = "PENDING";

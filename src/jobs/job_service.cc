@@ -227,9 +227,22 @@ std::optional<json> JobService::Record(const std::string& id) {
   return record;
 }
 
-std::string JobService::LogText(const std::string& id) {
-  auto logs = gcs_->KVGet(kJobsNamespace, LogsKey(id));
-  return logs.ok() && logs->has_value() ? **logs : "";
+JobService::LogSlice JobService::ReadLog(const std::string& id, int64_t offset,
+                                         int64_t max_bytes) {
+  LogSlice slice;
+  auto size = gcs_->KVGet(kJobsNamespace, LogsKey(id));
+  if (!size.ok() || !size->has_value()) return slice;
+  slice.size = std::max<int64_t>(0, std::strtoll((*size)->c_str(), nullptr, 10));
+  const int64_t end = std::min(slice.size, offset + max_bytes);
+  for (int64_t n = offset / kLogChunkBytes; offset < end && n * kLogChunkBytes < end; ++n) {
+    auto chunk = gcs_->KVGet(kJobsNamespace, LogChunkKey(id, n));
+    if (!chunk.ok() || !chunk->has_value()) break;  // deleted meanwhile
+    const int64_t chunk_begin = n * kLogChunkBytes;
+    const int64_t from = std::max(offset, chunk_begin) - chunk_begin;
+    const int64_t to = std::min<int64_t>(end - chunk_begin, (*chunk)->size());
+    if (to > from) slice.text.append(**chunk, from, to - from);
+  }
+  return slice;
 }
 
 JobService::TailStep JobService::WaitForLogs(const std::string& id, int64_t offset) {
@@ -238,15 +251,17 @@ JobService::TailStep JobService::WaitForLogs(const std::string& id, int64_t offs
       const OutputChunk chunk =
           *troupe::Get(supervisor->Task(&JobSupervisor::WaitForOutput).Remote(offset, kTailWaitMs),
                        std::chrono::milliseconds(kTailWaitMs + 10000));
-      if (!chunk.busy) return {chunk.text, chunk.end, chunk.finished};
+      if (!chunk.busy) {
+        return {chunk.text, chunk.text.empty() ? offset : chunk.end, chunk.finished};
+      }
     } catch (const TroupeError&) {
       // Gone (it exits once the job ends), not yet started, or unreachable: the KV has the rest.
     }
   }
-  auto record = Record(id);
-  const std::string logs = LogText(id);
-  if (static_cast<int64_t>(logs.size()) > offset) {
-    return {logs.substr(offset), static_cast<int64_t>(logs.size()), false};
+  auto record = Record(id);  // before the log: a finished record means the log is complete
+  const LogSlice slice = ReadLog(id, offset, kMaxTailStepBytes);
+  if (!slice.text.empty()) {
+    return {slice.text, offset + static_cast<int64_t>(slice.text.size()), false};
   }
   if (!record || IsTerminal(record->value("status", ""))) return {"", offset, true};
   // Neither new output nor an end, and no supervisor to wait on: don't spin.
@@ -272,7 +287,7 @@ Reply JobService::Get(const std::string& id) {
 
 Reply JobService::Logs(const std::string& id) {
   if (!Record(id)) return Error(404, "no job with submission_id '" + id + "'");
-  return {200, json{{"logs", LogText(id)}}};
+  return {200, json{{"logs", ReadLog(id, 0, kMaxJobLogBytes + kLogChunkBytes).text}}};
 }
 
 Reply JobService::Stop(const std::string& id) {
@@ -300,6 +315,7 @@ Reply JobService::Delete(const std::string& id) {
   RemoveWorkingDir(id);
   (void)gcs_->KVDel(kJobsNamespace, RecordKey(id), false);
   (void)gcs_->KVDel(kJobsNamespace, LogsKey(id), false);
+  (void)gcs_->KVDel(kJobsNamespace, LogsKey(id) + "/", /*by_prefix=*/true);  // the chunks
   return {200, json{{"deleted", true}}};
 }
 

@@ -39,14 +39,20 @@ class JobService {
 
   // The record (after noticing a supervisor that died), or nullopt.
   std::optional<nlohmann::json> Record(const std::string& id);
-  // The job's recent output ("" if none yet).
-  std::string LogText(const std::string& id);
+  // Up to `max_bytes` of the job's log from byte `offset` (the KV copy: up to 300 ms behind a
+  // running job), and the log's size so far. "" past the end or if there is no log yet.
+  struct LogSlice {
+    std::string text;
+    int64_t size = 0;
+  };
+  LogSlice ReadLog(const std::string& id, int64_t offset, int64_t max_bytes);
 
-  // One step of a log tail (GET /api/jobs/<id>/logs/tail): the output after byte `offset`, as
-  // soon as there is some. Asks the job's supervisor, which answers when output arrives or the
-  // job ends (a long poll of up to kTailWaitMs); once the supervisor is gone (the job ended, or
-  // it died) or is too busy, reads the KV copy instead, waiting 300 ms first when that has
-  // nothing new either. `done`: the job has ended and everything was returned.
+  // One step of a log tail (GET /api/jobs/<id>/logs/tail): the log after byte `offset` (at most
+  // kMaxTailStepBytes), as soon as there is some. Asks the job's supervisor, which answers when
+  // output arrives or the job ends (a long poll of up to kTailWaitMs); once the supervisor is
+  // gone (the job ended, or it died) or is too busy, reads the KV copy instead, waiting 300 ms
+  // when that has nothing new either. `next_offset` is where the next step starts; `done`: the
+  // job has ended and everything up to the log's end was returned.
   struct TailStep {
     std::string text;
     int64_t next_offset = 0;

@@ -198,21 +198,12 @@ bool JobSupervisor::Run() {
   record["driver_node_id"] = Env("TROUPE_NODE_ID");
   Save(id_, record);
 
-  // Collect output: tails waiting in WaitForOutput get it at once; the KV copy (the last
-  // kMaxLogBytes, for GET .../logs and for tails after the supervisor is gone) is rewritten at
-  // most every 300 ms while it changes, batching writes of chatty jobs.
+  // Collect output: tails waiting in WaitForOutput get it at once; the KV copy (for GET .../logs
+  // and for tails after the supervisor is gone) is brought up to date at most every 300 ms while
+  // it changes, batching writes of chatty jobs (only the chunks that changed are written).
   bool dirty = false;
+  int64_t flushed = 0;
   auto last_flush = std::chrono::steady_clock::now();
-  auto flush = [&] {
-    std::string logs;
-    {
-      absl::MutexLock lock(&mu_);
-      logs = output_;
-    }
-    Runtime().KvPut(kJobsNamespace, LogsKey(id_), logs, /*overwrite=*/true);
-    dirty = false;
-    last_flush = std::chrono::steady_clock::now();
-  };
   char chunk[8192];
   while (true) {
     pollfd entry{out[0], POLLIN, 0};
@@ -223,7 +214,9 @@ bool JobSupervisor::Run() {
       dirty = true;
     }
     if (dirty && std::chrono::steady_clock::now() - last_flush > std::chrono::milliseconds(300)) {
-      flush();
+      flushed = Flush(flushed);
+      dirty = false;
+      last_flush = std::chrono::steady_clock::now();
     }
   }
   close(out[0]);
@@ -234,7 +227,7 @@ bool JobSupervisor::Run() {
   }
   int status = 0;
   waitpid(group, &status, 0);
-  flush();
+  Flush(flushed);
   std::thread timer;
   {
     absl::MutexLock lock(&mu_);
@@ -267,32 +260,55 @@ bool JobSupervisor::Run() {
 
 void JobSupervisor::Append(const char* data, size_t size) {
   absl::MutexLock lock(&mu_);
-  output_.append(data, size);
-  if (output_.size() > kMaxLogBytes) output_.erase(0, output_.size() - kMaxLogBytes);
-  output_end_ += static_cast<int64_t>(size);
+  if (truncated_) return;  // past the cap: read (so the job never blocks) and dropped
+  const size_t room = static_cast<size_t>(kMaxJobLogBytes) - output_.size();
+  output_.append(data, std::min(size, room));
+  if (size > room) {
+    output_ += kLogTruncatedMarker;
+    truncated_ = true;
+  }
   output_changed_.SignalAll();
+}
+
+int64_t JobSupervisor::Flush(int64_t from) {
+  const int64_t first = from / kLogChunkBytes;  // the chunk holding byte `from`, maybe partial
+  std::string tail;
+  {
+    absl::MutexLock lock(&mu_);
+    tail = output_.substr(first * kLogChunkBytes);
+  }
+  for (int64_t n = 0; n * kLogChunkBytes < static_cast<int64_t>(tail.size()); ++n) {
+    Runtime().KvPut(kJobsNamespace, LogChunkKey(id_, first + n),
+                    tail.substr(n * kLogChunkBytes, kLogChunkBytes), /*overwrite=*/true);
+  }
+  // The size last: a reader never looks for bytes not yet written.
+  const int64_t size = first * kLogChunkBytes + static_cast<int64_t>(tail.size());
+  Runtime().KvPut(kJobsNamespace, LogsKey(id_), std::to_string(size), /*overwrite=*/true);
+  return size;
 }
 
 OutputChunk JobSupervisor::WaitForOutput(int64_t offset, int64_t wait_ms) {
   absl::MutexLock lock(&mu_);
   OutputChunk chunk;
-  if (output_end_ <= offset && !finished_) {
+  auto size = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<int64_t>(output_.size());
+  };
+  if (size() <= offset && !finished_) {
     if (waiting_tails_ >= kMaxWaitingTails) {
       chunk.busy = true;  // keep executor threads free for Stop
     } else {
       ++waiting_tails_;
       const absl::Time deadline = absl::Now() + absl::Milliseconds(wait_ms);
-      while (output_end_ <= offset && !finished_ &&
+      while (size() <= offset && !finished_ &&
              !output_changed_.WaitWithDeadline(&mu_, deadline)) {
       }
       --waiting_tails_;
     }
   }
-  const int64_t kept_begin = output_end_ - static_cast<int64_t>(output_.size());
-  chunk.begin = std::max(offset, kept_begin);
-  chunk.end = std::max(chunk.begin, output_end_);
-  if (chunk.end > chunk.begin) chunk.text = output_.substr(chunk.begin - kept_begin);
-  chunk.finished = finished_ && chunk.end == output_end_;
+  chunk.begin = std::clamp<int64_t>(offset, 0, size());
+  chunk.end = std::min(size(), chunk.begin + kMaxTailStepBytes);
+  chunk.text = output_.substr(chunk.begin, chunk.end - chunk.begin);
+  chunk.finished = finished_ && chunk.end == size();
   return chunk;
 }
 

@@ -3,7 +3,8 @@
 // group, inside the job's working directory (<session>/jobs/<id>-XXXXXX on its node, created
 // with mkdtemp; the package, if any, unpacked into it), with TROUPE_ADDRESS and TROUPE_TOKEN set so
 // a Troupe program in it joins the cluster (and TROUPE_WORKING_DIR_DIGEST so its workers get the
-// same working directory); keeps the record's status and the output's last 1 MiB in the KV; answers
+// same working directory); keeps the record's status and the whole output (up to
+// kMaxJobLogBytes, then a truncation marker: job_record.h) in the KV, in chunks; answers
 // log-tail long polls from the output it holds (WaitForOutput, woken by a condition variable as
 // output arrives); and stops the whole process group on Stop: SIGTERM, then SIGKILL from a timer
 // this object owns if anything of the group is left after 3 s. Killing the entrypoint ends its
@@ -29,8 +30,7 @@ inline constexpr int kMaxWaitingTails = 8;
 // The supervisor actor's executor threads: Run, Stop, and the waiting tails.
 inline constexpr int kSupervisorConcurrency = 2 + kMaxWaitingTails;
 
-// A piece of a job's output: bytes [begin, end) of everything it wrote (earlier bytes than the
-// last 1 MiB are gone, so begin may be past the offset asked for).
+// A piece of a job's log: bytes [begin, end) of it (at most kMaxTailStepBytes).
 struct OutputChunk {
   int64_t begin = 0;
   int64_t end = 0;
@@ -53,14 +53,16 @@ class JobSupervisor {
   bool Run();
   // Stops the job if it runs (or before it starts). True if it was still going.
   bool Stop();
-  // The output from byte `offset` on, once there is any, the job has ended, or `wait_ms` passed
-  // (then with empty text).
+  // The log from byte `offset` on (at most kMaxTailStepBytes of it), once there is any, the job
+  // has ended, or `wait_ms` passed (then with empty text).
   OutputChunk WaitForOutput(int64_t offset, int64_t wait_ms);
 
  private:
   explicit JobSupervisor(std::string id) : id_(std::move(id)) {}
   void Finish(const std::string& status, const std::string& message, int exit_code);
   void Append(const char* data, size_t size);
+  // Writes the log's chunks from byte `from` on, then its size, to the KV; returns the size.
+  int64_t Flush(int64_t from);
   // The stop timer's body: SIGKILL the group unless it is gone within the grace period.
   void KillAfterGrace(pid_t group);
 
@@ -72,8 +74,9 @@ class JobSupervisor {
   bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool group_gone_ ABSL_GUARDED_BY(mu_) = false;
-  std::string output_ ABSL_GUARDED_BY(mu_);      // the last kMaxLogBytes of the output
-  int64_t output_end_ ABSL_GUARDED_BY(mu_) = 0;  // bytes written so far
+  // The log: the output up to kMaxJobLogBytes, then kLogTruncatedMarker if it went past.
+  std::string output_ ABSL_GUARDED_BY(mu_);
+  bool truncated_ ABSL_GUARDED_BY(mu_) = false;
   int waiting_tails_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread kill_timer_ ABSL_GUARDED_BY(mu_);  // started by the first Stop of a running job
 };

@@ -30,6 +30,7 @@
 // Constants only; no dependencies; thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace troupe {
@@ -60,7 +61,12 @@ inline constexpr char kSupervisorNamespace[] = "troupe_job_supervisors";
 
 inline constexpr char kRecordKeyPrefix[] = "job/";
 inline std::string RecordKey(const std::string& id) { return kRecordKeyPrefix + id; }
+// The number of bytes of the job's log kept so far (decimal); the bytes are in LogChunkKey(id, n),
+// n = 0, 1, ... (jobs/job_record.h says the chunk size and cap).
 inline std::string LogsKey(const std::string& id) { return "logs/" + id; }
+inline std::string LogChunkKey(const std::string& id, int64_t n) {
+  return "logs/" + id + "/" + std::to_string(n);
+}
 inline std::string WorkingDirKey(const std::string& id) { return "workdir/" + id; }
 inline std::string SupervisorName(const std::string& id) { return "troupe-job-" + id; }
 

@@ -254,8 +254,7 @@ pages.jobs = {
   },
 
   async renderJob(main, id) {
-    const [job, logs] = await Promise.all([
-      api(`/api/jobs/${encodeURIComponent(id)}`), api(`/api/jobs/${encodeURIComponent(id)}/logs`)]);
+    const job = await api(`/api/jobs/${encodeURIComponent(id)}`);
     let view = main.querySelector('#job-view');
     if (!view || view.dataset.job !== id) {
       const stop = h('button', {class: 'danger', id: 'job-stop', type: 'button', onclick: async () => {
@@ -269,6 +268,7 @@ pages.jobs = {
         h('pre', {class: 'log', id: 'job-log'}));
       view.dataset.job = id;
       main.replaceChildren(view);
+      openLogTail(id, view.querySelector('#job-log'));
     }
     const details = [['Status', badge(job.status)], ['Entrypoint', h('span', {class: 'mono'}, job.entrypoint)],
       ['Started', formatTime(job.start_time)], ['Duration', formatDuration((job.end_time || Date.now()) - job.start_time)],
@@ -276,15 +276,42 @@ pages.jobs = {
       ['Driver node', nodeName(job.driver_node_id)]];
     view.querySelector('#job-details').replaceChildren(...details.flatMap(([k, v]) => [h('div', {}, k), h('div', {}, v)]));
     view.querySelector('#job-stop').disabled = ['STOPPED', 'SUCCEEDED', 'FAILED'].includes(job.status);
-    const pre = view.querySelector('#job-log');
-    const text = logs.logs || '';
-    if (pre.textContent !== text) {
-      const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 20;
-      pre.textContent = text;
-      if (atBottom) pre.scrollTop = pre.scrollHeight;
-    }
   },
 };
+
+// The open job page's live output: a WebSocket to /api/jobs/{id}/logs/tail (the session cookie
+// authenticates the upgrade), text frames appended as they come; the server closes it normally
+// (1000) once the job has ended. A dropped connection resumes from the bytes already shown.
+let logTail = null;  // {id, ws, bytes, closed}
+
+function closeLogTail() {
+  if (!logTail) return;
+  logTail.closed = true;
+  if (logTail.ws) logTail.ws.close();
+  logTail = null;
+}
+
+function openLogTail(id, pre) {
+  closeLogTail();
+  const tail = {id, ws: null, bytes: 0, closed: false};
+  const encoder = new TextEncoder();
+  const connect = () => {
+    const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
+    const ws = new WebSocket(`${scheme}://${location.host}/api/jobs/${encodeURIComponent(id)}/logs/tail?offset=${tail.bytes}`);
+    tail.ws = ws;
+    ws.onmessage = (event) => {
+      tail.bytes += encoder.encode(event.data).length;
+      const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 20;
+      pre.append(event.data);
+      if (atBottom) pre.scrollTop = pre.scrollHeight;
+    };
+    ws.onclose = (event) => {
+      if (!tail.closed && event.code !== 1000) setTimeout(() => { if (!tail.closed) connect(); }, 2000);
+    };
+  };
+  connect();
+  logTail = tail;
+}
 
 pages.actors = {
   state: 'ALL', name: '', system: false,
@@ -483,6 +510,7 @@ async function refresh() {
   const main = document.getElementById('main');
   if (main.dataset.page !== `${name}/${arg}`) {
     main.dataset.page = `${name}/${arg}`;
+    closeLogTail();
     main.replaceChildren(h('p', {class: 'muted'}, 'Loading…'));
   }
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.page === name);
@@ -505,6 +533,7 @@ function start() {
 }
 
 function showLogin() {
+  closeLogTail();
   clearInterval(timer);
   timer = null;
   document.getElementById('logout').hidden = true;

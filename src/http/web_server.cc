@@ -1,0 +1,504 @@
+#include "src/http/web_server.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <boost/beast/websocket.hpp>
+#include <boost/beast/websocket/ssl.hpp>
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "src/http/task_views.h"  // ParseQuery
+
+namespace troupe::http {
+namespace {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace websocket = boost::beast::websocket;
+namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
+using tcp = boost::asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kHeaderLimit = 8 << 10;
+constexpr uint64_t kMaxClientFrameBytes = 64 << 10;
+constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
+constexpr auto kIdleTimeout = std::chrono::seconds(30);  // waiting for a request's header
+constexpr auto kBodyTimeout = std::chrono::seconds(120);
+constexpr auto kWriteTimeout = std::chrono::seconds(60);
+
+// Starts an asynchronous operation on `context` and runs the context until it completes (other
+// handlers, such as a WebSocket's background read, may run meanwhile). The connection threads'
+// way of doing blocking I/O with the timeouts of beast::tcp_stream.
+template <typename Initiate>
+beast::error_code Await(net::io_context& context, Initiate initiate) {
+  beast::error_code result = net::error::operation_aborted;
+  bool done = false;
+  initiate([&](beast::error_code ec, auto&&...) {
+    result = ec;
+    done = true;
+  });
+  context.restart();
+  while (!done && context.run_one() > 0) {
+  }
+  return result;
+}
+
+// True if the peer has hung up (or the socket failed): a stream with nothing to write notices a
+// client that left without waiting for a write to fail.
+bool PeerHungUp(int fd) {
+  pollfd entry{fd, POLLRDHUP, 0};
+  return poll(&entry, 1, 0) > 0 && (entry.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+std::string PercentDecodePath(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && std::isxdigit(text[i + 1]) &&
+        std::isxdigit(text[i + 2])) {
+      out += static_cast<char>(std::stoi(text.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+HttpRequest ToRequest(const bhttp::request<bhttp::string_body>& message, bool tls) {
+  HttpRequest request;
+  request.method = std::string(message.method_string());
+  request.target = std::string(message.target());
+  request.path = PercentDecodePath(request.target.substr(0, request.target.find('?')));
+  request.query = ParseQuery(request.target);
+  for (const auto& field : message) {
+    request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
+  request.tls = tls;
+  return request;
+}
+
+HttpResponse Error(int status, const std::string& message) {
+  return HttpResponse::Json(status, nlohmann::json{{"error", message}});
+}
+
+// RFC 6455 4.1: the key is 16 random bytes in base64, so 24 characters ending in "==".
+bool ValidWebSocketKey(beast::string_view key) {
+  if (key.size() != 24 || key.substr(22) != "==") return false;
+  for (char c : key.substr(0, 22)) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '/') return false;
+  }
+  return std::string("AQgw").find(key[21]) != std::string::npos;  // no stray low bits
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+struct WebServer::Impl {
+  net::io_context accept_context{1};
+  tcp::acceptor acceptor{accept_context};
+  std::optional<ssl::context> tls;
+};
+
+struct WebServer::Accepted {
+  std::shared_ptr<net::io_context> context;
+  tcp::socket socket;
+};
+
+// One connection on its own thread. `Stream` is beast::tcp_stream or an ssl_stream over it.
+template <typename Stream>
+class WebServer::Connection {
+ public:
+  Connection(WebServer* server, net::io_context* context, Stream* stream, bool tls)
+      : server_(server),
+        context_(context),
+        stream_(stream),
+        tls_(tls),
+        fd_(beast::get_lowest_layer(*stream).socket().native_handle()) {}
+
+  // The stream moved into a WebSocket that is now closed: nothing is left to shut down.
+  bool upgraded() const { return upgraded_; }
+
+  // Answers requests until the client closes, a timeout, an upgrade, or Stop.
+  void Serve() {
+    beast::flat_buffer buffer;
+    while (!server_->stopping()) {
+      bhttp::request_parser<bhttp::string_body> parser;
+      parser.header_limit(kHeaderLimit);
+      parser.body_limit(server_->options_.max_body_bytes);
+      Lowest().expires_after(kIdleTimeout);
+      beast::error_code ec = Await(*context_, [&](auto done) {
+        bhttp::async_read_header(*stream_, buffer, parser, std::move(done));
+      });
+      if (ec == bhttp::error::header_limit) {
+        Write(Error(431, absl::StrCat("request headers past ", kHeaderLimit, " bytes")), false, 11);
+      }
+      if (ec) return;
+      const Clock::time_point start = Clock::now();
+      if (websocket::is_upgrade(parser.get())) {
+        Upgrade(parser.release(), start);
+        return;
+      }
+      if (parser.get()[bhttp::field::expect] == "100-continue") {
+        bhttp::response<bhttp::empty_body> go_on{bhttp::status::continue_, 11};
+        Await(*context_, [&](auto done) { bhttp::async_write(*stream_, go_on, std::move(done)); });
+      }
+      Lowest().expires_after(kBodyTimeout);
+      ec = Await(*context_,
+                 [&](auto done) { bhttp::async_read(*stream_, buffer, parser, std::move(done)); });
+      if (ec == bhttp::error::body_limit) {
+        HttpRequest request = ToRequest(parser.get(), tls_);
+        HttpResponse response =
+            Error(413, absl::StrCat("the body is larger than ", server_->options_.max_body_bytes,
+                                    " bytes, the most this server reads"));
+        Write(response, false, parser.get().version());
+        Observe(request, response.status, start);
+        return;
+      }
+      if (ec) return;
+      HttpRequest request = ToRequest(parser.get(), tls_);
+      request.body = std::move(parser.get().body());
+      const HttpResponse response = Route(request);
+      const bool keep_alive = parser.get().keep_alive() && !server_->stopping();
+      const bool written = Write(response, keep_alive, parser.get().version());
+      Observe(request, response.status, start);
+      if (!written || !keep_alive) return;
+    }
+  }
+
+ private:
+  class Sink;
+
+  beast::tcp_stream& Lowest() { return beast::get_lowest_layer(*stream_); }
+
+  void Observe(const HttpRequest& request, int status, Clock::time_point start) {
+    if (server_->options_.observe) server_->options_.observe(request, status, SecondsSince(start));
+  }
+
+  HttpResponse Route(HttpRequest& request) {
+    if (server_->options_.admit) {
+      if (auto refusal = server_->options_.admit(request)) return *std::move(refusal);
+    }
+    Router::Match match = server_->router_->Find(request.method, request.path, false);
+    if (match.handler == nullptr) {
+      return match.path_known
+                 ? Error(405, request.method + " is not allowed on " + request.path)
+                 : Error(404, "no such endpoint: " + request.method + " " + request.path);
+    }
+    request.path_params = std::move(match.path_params);
+    return (*match.handler)(request);
+  }
+
+  // Writes a whole or streamed response; false if the client is gone.
+  bool Write(const HttpResponse& response, bool keep_alive, unsigned version) {
+    if (!response.stream) {
+      bhttp::response<bhttp::string_body> message{static_cast<bhttp::status>(response.status),
+                                                  version};
+      message.set(bhttp::field::server, "troupe");
+      message.set(bhttp::field::content_type, response.content_type);
+      for (const auto& [name, value] : response.headers) message.insert(name, value);
+      message.body() = response.body;
+      message.keep_alive(keep_alive);
+      message.prepare_payload();
+      Lowest().expires_after(kWriteTimeout);
+      return !Await(*context_, [&](auto done) {
+        bhttp::async_write(*stream_, message, std::move(done));
+      });
+    }
+    bhttp::response<bhttp::empty_body> message{static_cast<bhttp::status>(response.status),
+                                              version};
+    message.set(bhttp::field::server, "troupe");
+    message.set(bhttp::field::content_type, response.content_type);
+    for (const auto& [name, value] : response.headers) message.insert(name, value);
+    message.keep_alive(keep_alive);
+    message.chunked(true);
+    bhttp::response_serializer<bhttp::empty_body> serializer{message};
+    Lowest().expires_after(kWriteTimeout);
+    if (Await(*context_, [&](auto done) {
+          bhttp::async_write_header(*stream_, serializer, std::move(done));
+        })) {
+      return false;
+    }
+    std::string piece;
+    bool more = true;
+    while (more && !server_->stopping()) {
+      piece.clear();
+      more = response.stream(&piece);
+      if (piece.empty()) {
+        if (PeerHungUp(Lowest().socket().native_handle())) return false;
+        continue;
+      }
+      Lowest().expires_after(kWriteTimeout);
+      if (Await(*context_, [&](auto done) {
+            net::async_write(*stream_, bhttp::make_chunk(net::buffer(piece)), std::move(done));
+          })) {
+        return false;
+      }
+    }
+    Lowest().expires_after(kWriteTimeout);
+    return !Await(*context_, [&](auto done) {
+      net::async_write(*stream_, bhttp::make_chunk_last(), std::move(done));
+    });
+  }
+
+  // The request's answer when it may not upgrade (nullopt: it may).
+  std::optional<HttpResponse> RefuseUpgrade(const bhttp::request<bhttp::string_body>& message,
+                                            HttpRequest& request, const WebSocketRoute** route) {
+    if (server_->options_.admit) {
+      if (auto refusal = server_->options_.admit(request)) return refusal;
+    }
+    Router::Match match = server_->router_->Find("GET", request.path, true);
+    if (match.websocket == nullptr) {
+      return Error(404, "no WebSocket endpoint at " + request.path);
+    }
+    if (!ValidWebSocketKey(message[bhttp::field::sec_websocket_key])) {
+      return Error(400,
+                   "Sec-WebSocket-Key must be 16 random bytes in base64 (24 characters), as "
+                   "RFC 6455 section 4.1 says");
+    }
+    request.path_params = std::move(match.path_params);
+    *route = match.websocket;
+    if (route[0]->admit) return route[0]->admit(request);
+    return std::nullopt;
+  }
+
+  void Upgrade(bhttp::request<bhttp::string_body> message, Clock::time_point start) {
+    HttpRequest request = ToRequest(message, tls_);
+    const WebSocketRoute* route = nullptr;
+    if (auto refusal = RefuseUpgrade(message, request, &route)) {
+      Write(*refusal, false, message.version());
+      Observe(request, refusal->status, start);
+      return;
+    }
+    upgraded_ = true;
+    websocket::stream<Stream> ws(std::move(*stream_));
+    beast::get_lowest_layer(ws).expires_never();  // the WebSocket's own timeouts take over
+    websocket::stream_base::timeout timeouts;
+    timeouts.handshake_timeout = kHandshakeTimeout;
+    timeouts.idle_timeout = std::chrono::seconds(60);
+    timeouts.keep_alive_pings = true;  // a peer that answers no ping for 60 s is dropped
+    ws.set_option(timeouts);
+    ws.set_option(websocket::stream_base::decorator(
+        [](websocket::response_type& response) { response.set(bhttp::field::server, "troupe"); }));
+    ws.read_message_max(kMaxClientFrameBytes);
+    if (Await(*context_, [&](auto done) { ws.async_accept(message, std::move(done)); })) {
+      server_->Forget(fd_);
+      Observe(request, 400, start);  // Beast answered 400 with the reason
+      return;
+    }
+    Sink sink(server_, context_, &ws);
+    route->serve(request, sink);
+    sink.Close();
+    server_->Forget(fd_);  // before `ws` closes the socket
+    Observe(request, 101, start);
+  }
+
+  WebServer* const server_;
+  net::io_context* const context_;
+  Stream* const stream_;
+  const bool tls_;
+  const int fd_;
+  bool upgraded_ = false;
+};
+
+// An accepted WebSocket: text frames out; a read always pending in the background, so close
+// frames, pings and protocol errors from the client are handled while the route serves.
+template <typename Stream>
+class WebServer::Connection<Stream>::Sink final : public WebSocketSink {
+ public:
+  Sink(WebServer* server, net::io_context* context, websocket::stream<Stream>* ws)
+      : server_(server), context_(context), ws_(ws) {
+    ws_->text(true);
+    Read();
+  }
+
+  bool SendText(std::string_view text) override {
+    if (Closed()) return false;
+    if (Await(*context_, [&](auto done) {
+          ws_->async_write(net::buffer(text.data(), text.size()), std::move(done));
+        })) {
+      gone_ = true;
+    }
+    return !gone_;
+  }
+
+  bool Closed() override {
+    context_->restart();
+    context_->poll();  // a close frame, an error, a ping timer
+    return gone_ || server_->stopping();
+  }
+
+  // Closes the WebSocket normally (unless the peer is gone) and ends the background read.
+  void Close() {
+    if (!gone_) {
+      Await(*context_,
+            [&](auto done) { ws_->async_close(websocket::close_code::normal, std::move(done)); });
+    }
+    beast::error_code ignored;
+    beast::get_lowest_layer(*ws_).socket().shutdown(tcp::socket::shutdown_both, ignored);
+    beast::get_lowest_layer(*ws_).cancel();
+    context_->restart();
+    while (reading_ && context_->run_one() > 0) {
+    }
+  }
+
+ private:
+  void Read() {
+    reading_ = true;
+    ws_->async_read(incoming_, [this](beast::error_code ec, size_t) {
+      if (ec) {
+        gone_ = true;
+        reading_ = false;
+        return;
+      }
+      incoming_.consume(incoming_.size());  // nothing is expected from the client; dropped
+      Read();
+    });
+  }
+
+  WebServer* const server_;
+  net::io_context* const context_;
+  websocket::stream<Stream>* const ws_;
+  beast::flat_buffer incoming_;
+  bool gone_ = false;
+  bool reading_ = false;
+};
+
+WebServer::WebServer(WebServerOptions options, const Router* router)
+    : options_(std::move(options)), router_(router), impl_(std::make_unique<Impl>()) {}
+
+WebServer::~WebServer() = default;
+
+absl::Status WebServer::Bind() {
+  if (!options_.cert_path.empty()) {
+    impl_->tls.emplace(ssl::context::tls_server);
+    impl_->tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                            ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                            ssl::context::no_tlsv1_1);
+    beast::error_code ec;
+    impl_->tls->use_certificate_chain_file(options_.cert_path, ec);
+    if (!ec) impl_->tls->use_private_key_file(options_.key_path, ssl::context::pem, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot serve HTTPS with ",
+                                                        options_.cert_path, " and ",
+                                                        options_.key_path, ": ", ec.message()));
+    }
+  }
+  beast::error_code ec;
+  const auto address = net::ip::make_address(options_.bind, ec);
+  if (ec) return absl::InvalidArgumentError("bad bind address '" + options_.bind + "'");
+  const tcp::endpoint endpoint{address, static_cast<unsigned short>(options_.port)};
+  tcp::acceptor& acceptor = impl_->acceptor;
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.bind, ":",
+                                               options_.port, " (in use? pick --http-port): ",
+                                               ec.message()));
+  }
+  port_ = acceptor.local_endpoint().port();
+  return absl::OkStatus();
+}
+
+void WebServer::Serve() {
+  AcceptNext();
+  impl_->accept_context.run();
+  // Idle keep-alive connections end at once; streams and WebSockets at their next step.
+  absl::MutexLock lock(&mu_);
+  for (int fd : open_fds_) ::shutdown(fd, SHUT_RD);
+  mu_.Await(absl::Condition(
+      +[](int* threads) { return *threads == 0; }, &threads_));
+}
+
+void WebServer::Stop() {
+  stopping_ = true;
+  impl_->accept_context.stop();
+  absl::MutexLock lock(&mu_);
+  for (int fd : open_fds_) ::shutdown(fd, SHUT_RD);
+}
+
+void WebServer::AcceptNext() {
+  auto context = std::make_shared<net::io_context>(1);
+  impl_->acceptor.async_accept(*context, [this, context](beast::error_code ec,
+                                                         tcp::socket socket) {
+    if (stopping_) return;
+    if (ec) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // e.g. out of descriptors
+    } else if (Register(socket.native_handle())) {
+      auto accepted = std::make_shared<Accepted>(Accepted{context, std::move(socket)});
+      std::thread([this, accepted] {
+        RunConnection(*accepted);
+        ThreadEnded();
+      }).detach();
+    } else {  // too many connections
+      beast::error_code ignored;
+      if (!impl_->tls) {
+        net::write(socket,
+                   net::buffer(std::string("HTTP/1.1 503 Service Unavailable\r\nContent-Length: "
+                                           "0\r\nConnection: close\r\n\r\n")),
+                   ignored);
+      }
+      socket.close(ignored);
+    }
+    AcceptNext();
+  });
+}
+
+bool WebServer::Register(int fd) {
+  absl::MutexLock lock(&mu_);
+  if (threads_ >= options_.max_connections) return false;
+  ++threads_;
+  open_fds_.insert(fd);
+  if (stopping_) ::shutdown(fd, SHUT_RD);
+  return true;
+}
+
+void WebServer::ThreadEnded() {
+  absl::MutexLock lock(&mu_);
+  --threads_;
+}
+
+void WebServer::Forget(int fd) {
+  absl::MutexLock lock(&mu_);
+  open_fds_.erase(fd);
+}
+
+void WebServer::RunConnection(Accepted& accepted) {
+  net::io_context& context = *accepted.context;
+  const int fd = accepted.socket.native_handle();
+  beast::tcp_stream plain(std::move(accepted.socket));
+  if (!impl_->tls) {
+    Connection<beast::tcp_stream> connection(this, &context, &plain, false);
+    connection.Serve();
+    if (connection.upgraded()) return;
+    beast::error_code ignored;
+    plain.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  } else {
+    beast::ssl_stream<beast::tcp_stream> secure(std::move(plain), *impl_->tls);
+    beast::get_lowest_layer(secure).expires_after(kHandshakeTimeout);
+    if (!Await(context, [&](auto done) {
+          secure.async_handshake(ssl::stream_base::server, std::move(done));
+        })) {
+      Connection<beast::ssl_stream<beast::tcp_stream>> connection(this, &context, &secure, true);
+      connection.Serve();
+      if (connection.upgraded()) return;
+      beast::get_lowest_layer(secure).expires_after(std::chrono::seconds(5));
+      Await(context, [&](auto done) { secure.async_shutdown(std::move(done)); });
+    }
+  }
+  Forget(fd);  // the stream closes the socket when it goes, just after
+}
+
+}  // namespace troupe::http

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_split.h"
@@ -70,12 +71,25 @@ int main(int argc, char** argv) {
     }
     return false;
   };
+  // --linger=S: once, after the first measured metric and before its actors are killed (and
+  // Shutdown kills the workers), wait S seconds so a profiler can take the counts of the driver
+  // and every worker (bench/count_instructions.sh).
+  const double linger = std::atof(troupe::bench::FlagValue(argc, argv, "linger", "0").c_str());
+  bool lingered = false;
+  auto Linger = [&] {
+    if (linger <= 0 || lingered) return;
+    lingered = true;
+    std::fprintf(stderr, "task_bench: lingering %.0f s\n", linger);
+    std::this_thread::sleep_for(std::chrono::duration<double>(linger));
+  };
   auto Rate = [&](int ops_per_batch, double secs, const std::function<void()>& batch) {
     if (batches <= 0) return troupe::bench::Rate(ops_per_batch, secs, batch);
     batch();
     const auto start = troupe::bench::Clock::now();
     for (int i = 0; i < batches; ++i) batch();
-    return ops_per_batch * batches / troupe::bench::Seconds(start);
+    const double rate = ops_per_batch * batches / troupe::bench::Seconds(start);
+    Linger();
+    return rate;
   };
   troupe::Config config;
   config.num_cpus = 2;

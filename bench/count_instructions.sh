@@ -5,7 +5,9 @@
 # and --batches=HI, sums the instructions of the driver and its workers (dumped while task_bench
 # lingers, before Shutdown kills the workers), and prints
 #   METRIC events=MODE instructions_per_call=(I(HI) - I(LO)) / (calls in HI-LO batches)
-# so start-up and shutdown cancel out.
+# so start-up and shutdown cancel out. Each run's number of processes counted goes to stderr:
+# compare like with like (a worker started or ended in one run and not the other skews a figure;
+# actor metrics keep a fixed set of processes, task metrics may not).
 #
 # Usage: bench/count_instructions.sh BINARY "METRIC..." [MODES (default "1 0")] [LO HI (2 6)]
 #   BINARY: a -c opt task_bench (bazel build -c opt //bench:task_bench; copy it to compare builds)
@@ -30,8 +32,8 @@ calls_per_batch() {
 
 # Total instructions of one run (driver + workers), counted up to the linger.
 count() {
-  local metric=$1 mode=$2 batches=$3 dir="$work/$1.$2.$3"
-  mkdir -p "$dir"
+  local metric=$1 mode=$2 batches=$3 dir
+  dir=$(mktemp -d "$work/$1.$2.$3.XXXX")
   TROUPE_ADDRESS=local TROUPE_TASK_EVENTS=$mode valgrind --tool=callgrind --trace-children=yes --fair-sched=yes \
     --callgrind-out-file="$dir/cg.%p" "$binary" --only="$metric" --batches="$batches" \
     --linger=8 >"$dir/out" 2>"$dir/err" &
@@ -55,7 +57,7 @@ count() {
   echo "$metric events=$mode batches=$batches: counted $(ls "$dir"/cg.*.1 | wc -l) of $want processes" >&2
   wait "$driver" || true
   # Dumps are named cg.PID.1 (the final cg.PID of the driver is not counted: it has Shutdown).
-  cat "$dir"/cg.*.1 | awk '/^summary:/ {s += $2} END {print s}'
+  cat "$dir"/cg.*.1 | awk '/^summary:/ {s += $2} END {printf "%d\n", s}'
 }
 
 for metric in $metrics; do

@@ -126,8 +126,8 @@ absl::Status CoreWorker::Start() {
   // Task events: one buffer per process, flushed to the GCS by its own thread.
   if (options_.record_task_events) {
     TaskEventBuffer::Options event_options;
-    event_options.node_id = node_id_.Binary();
-    event_options.worker_id = options_.worker_id.Binary();
+    event_options.node_id = node_id_;
+    event_options.worker_id = options_.worker_id;
     event_options.pid = pid_;
     task_events_ = std::make_unique<TaskEventBuffer>(
         event_options, [this](const rpc::AddTaskEventDataRequest& request) {
@@ -450,10 +450,7 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
 
 uint64_t CoreWorker::BeginExecution(const rpc::TaskSpec& spec) {
   if (!task_events_) return 0;
-  TaskStateEvent event;
-  event.task_id = spec.task_id();
-  event.attempt = spec.attempt();
-  event.job_id = spec.job_id();
+  TaskStateEvent event = TaskStateEventOf(spec);
   event.time = clock_->Now();
   // What the owner's SUBMITTED says too: the record is complete even if that one is lost.
   event.name = spec.function_name();

@@ -92,11 +92,12 @@ ObjectRefInfo SubmissionFacade::SubmitTask(const std::string& function_name,
   spec.set_name(options.name);
   *spec.mutable_strategy() = options.strategy;
   if (!TrackPending(spec)) return result;
-  RecordEvent(spec, rpc::TaskEvent::SUBMITTED, /*describe=*/true);
+  const absl::Time submitted = clock_->Now();
   if (!options.placement_group_id.empty()) {
     // Into a bundle: lease where the bundle is; that raylet hands out its reserved resources.
     auto bundle = ResolveBundle(options.placement_group_id, options.bundle_index);
     if (!bundle.ok()) {
+      RecordSubmission(spec, rpc::TaskEvent::SUBMITTED, submitted);
       OnTaskFailure(spec, StoredObject::Error::kTaskFailed,
                     absl::StrCat("task ", function_name, " cannot run in its placement group: ",
                                  bundle.status().message()));
@@ -119,11 +120,11 @@ ObjectRefInfo SubmissionFacade::SubmitTask(const std::string& function_name,
     lineage_.Record(spec, owned_args);
   }
   if (owned_dependencies.empty()) {
-    RecordEvent(spec, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, /*describe=*/false);
+    RecordSubmission(spec, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, submitted);
     tasks_->Submit(std::move(spec));
     return result;
   }
-  RecordEvent(spec, rpc::TaskEvent::PENDING_ARGS_AVAIL, /*describe=*/false);
+  RecordSubmission(spec, rpc::TaskEvent::PENDING_ARGS_AVAIL, submitted);
   // Lease a worker only once the arguments exist, so workers never sit waiting for them.
   auto shared = std::make_shared<rpc::TaskSpec>(std::move(spec));
   auto remaining = std::make_shared<std::atomic<size_t>>(owned_dependencies.size());
@@ -216,25 +217,38 @@ void SubmissionFacade::OnTaskRetry(const rpc::TaskSpec& spec, const std::string&
   next.set_job_id(spec.job_id());
   next.set_function_name(spec.function_name());
   next.set_attempt(spec.attempt() + 1);
-  RecordEvent(next, rpc::TaskEvent::SUBMITTED, /*describe=*/true);
-  RecordEvent(next, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, /*describe=*/false);
+  RecordSubmission(next, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, clock_->Now());
 }
 
 void SubmissionFacade::RecordEvent(const rpc::TaskSpec& spec, rpc::TaskEvent::State state,
                                    bool describe, std::string error_message) {
   if (options_.task_events == nullptr) return;
-  TaskStateEvent event;
-  event.task_id = spec.task_id();
-  event.attempt = spec.attempt();
-  event.job_id = spec.job_id();
+  TaskStateEvent event = TaskStateEventOf(spec);
   event.state = state;
   event.time = clock_->Now();
   if (describe) {
     event.name = spec.function_name();
     event.type = spec.type();
-    event.actor_id = spec.actor_id();
+    if (auto actor_id = ActorId::FromBinary(spec.actor_id()); actor_id.ok()) {
+      event.actor_id = *actor_id;
+    }
   }
   event.error_message = std::move(error_message);
+  options_.task_events->Record(std::move(event));
+}
+
+void SubmissionFacade::RecordSubmission(const rpc::TaskSpec& spec, rpc::TaskEvent::State state,
+                                        absl::Time submitted) {
+  if (options_.task_events == nullptr) return;
+  TaskStateEvent event = TaskStateEventOf(spec);
+  event.state = state;
+  event.time = state == rpc::TaskEvent::SUBMITTED ? submitted : clock_->Now();
+  if (state != rpc::TaskEvent::SUBMITTED) event.submitted_time = submitted;
+  event.name = spec.function_name();
+  event.type = spec.type();
+  if (auto actor_id = ActorId::FromBinary(spec.actor_id()); actor_id.ok()) {
+    event.actor_id = *actor_id;
+  }
   options_.task_events->Record(std::move(event));
 }
 

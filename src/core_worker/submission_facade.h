@@ -123,6 +123,10 @@ class SubmissionFacade : public ObjectReconstructor {
   // Records a state change of `spec`'s attempt (with its name, kind and actor when `describe`).
   void RecordEvent(const rpc::TaskSpec& spec, rpc::TaskEvent::State state, bool describe,
                    std::string error_message = "");
+  // An attempt's first event, describing it: SUBMITTED at `submitted` and, in the same event,
+  // the state it reached at once (`state`: a pending one; SUBMITTED when it stays there).
+  void RecordSubmission(const rpc::TaskSpec& spec, rpc::TaskEvent::State state,
+                        absl::Time submitted);
   // Runs a lineage spec again: holds its arguments, rebuilds owned ones that are gone, submits
   // once they exist (or fails the object if one cannot be rebuilt).
   void Resubmit(rpc::TaskSpec spec);

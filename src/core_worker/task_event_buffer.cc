@@ -3,10 +3,33 @@
 #include <algorithm>
 #include <utility>
 
+#include "google/protobuf/arena.h"
+
 namespace troupe {
+namespace {
+
+template <typename Id>
+Id IdOrNil(const std::string& binary) {
+  auto id = Id::FromBinary(binary);
+  return id.ok() ? *id : Id::Nil();
+}
+
+int64_t MicrosOrZero(absl::Time time) {
+  return time == absl::InfinitePast() ? 0 : absl::ToUnixMicros(time);
+}
+
+}  // namespace
+
+TaskStateEvent TaskStateEventOf(const rpc::TaskSpec& spec) {
+  TaskStateEvent event;
+  event.task_id = IdOrNil<TaskId>(spec.task_id());
+  event.attempt = spec.attempt();
+  event.job_id = IdOrNil<JobId>(spec.job_id());
+  return event;
+}
 
 TaskEventBuffer::TaskEventBuffer(Options options, Report report)
-    : options_(options), report_(std::move(report)) {}
+    : options_(options), report_(std::move(report)), names_(options.max_names) {}
 
 TaskEventBuffer::~TaskEventBuffer() {
   // No last flush here: what `report_` uses may be gone already; Stop() is the owner's to call.
@@ -16,10 +39,25 @@ TaskEventBuffer::~TaskEventBuffer() {
 
 void TaskEventBuffer::Record(TaskStateEvent event) {
   absl::MutexLock lock(&mu_);
-  AppendLocked(std::move(event));
+  AppendLocked(BufferedLocked(std::move(event)));
 }
 
-void TaskEventBuffer::AppendLocked(TaskStateEvent event) {
+TaskEventBuffer::Buffered TaskEventBuffer::BufferedLocked(TaskStateEvent event) {
+  Buffered out;
+  out.task_id = event.task_id;
+  out.job_id = event.job_id;
+  out.actor_id = event.actor_id;
+  out.attempt = event.attempt;
+  out.state = event.state;
+  out.type = event.type;
+  out.time = event.time;
+  out.submitted_time = event.submitted_time;
+  out.name = NameRef(names_, event.name);
+  out.error_message = std::move(event.error_message);
+  return out;
+}
+
+void TaskEventBuffer::AppendLocked(Buffered event) {
   if (events_.size() >= options_.max_buffered_events) {
     ++unreported_drops_[event.job_id];
     num_dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -30,10 +68,11 @@ void TaskEventBuffer::AppendLocked(TaskStateEvent event) {
 
 uint64_t TaskEventBuffer::BeginRunning(TaskStateEvent running) {
   running.state = rpc::TaskEvent::RUNNING;
-  running.executed_here = true;
   absl::MutexLock lock(&mu_);
   const uint64_t token = next_token_++;
-  running_[token].event = std::move(running);
+  Buffered& event = running_[token].event;
+  event = BufferedLocked(std::move(running));
+  event.executed_here = true;
   return token;
 }
 
@@ -42,7 +81,7 @@ void TaskEventBuffer::EndRunning(uint64_t token, rpc::TaskEvent::State state, ab
   absl::MutexLock lock(&mu_);
   auto it = running_.find(token);
   if (it == running_.end()) return;
-  TaskStateEvent event = std::move(it->second.event);
+  Buffered event = std::move(it->second.event);
   const bool reported = it->second.reported;
   running_.erase(it);
   if (!reported) event.start_time = event.time;
@@ -70,28 +109,32 @@ void TaskEventBuffer::Stop() {
   Flush();
 }
 
-void TaskEventBuffer::ToProto(const TaskStateEvent& event, rpc::TaskEvent* out) const {
-  out->set_task_id(event.task_id);
+void TaskEventBuffer::ToProto(const Buffered& event, rpc::TaskEvent* out) const {
+  out->set_task_id(event.task_id.data(), TaskId::Size());
   out->set_attempt(event.attempt);
-  out->set_job_id(event.job_id);
+  out->set_job_id(event.job_id.data(), JobId::Size());
   out->set_state(event.state);
   out->set_time_us(absl::ToUnixMicros(event.time));
-  out->set_name(event.name);
-  out->set_type(event.type);
-  out->set_actor_id(event.actor_id);
-  out->set_node_id(event.executed_here ? options_.node_id : event.node_id);
-  out->set_worker_id(event.executed_here ? options_.worker_id : event.worker_id);
-  out->set_worker_pid(event.executed_here ? options_.pid : event.worker_pid);
-  out->set_error_message(event.error_message);
-  if (event.start_time != absl::InfinitePast()) {
-    out->set_start_time_us(absl::ToUnixMicros(event.start_time));
+  out->set_submitted_time_us(MicrosOrZero(event.submitted_time));
+  out->set_start_time_us(MicrosOrZero(event.start_time));
+  if (!event.name.empty()) {
+    const absl::string_view name = event.name.view();
+    out->set_name(name.data(), name.size());
   }
+  out->set_type(event.type);
+  if (!event.actor_id.IsNil()) out->set_actor_id(event.actor_id.data(), ActorId::Size());
+  if (event.executed_here) {
+    out->set_node_id(options_.node_id.data(), NodeId::Size());
+    out->set_worker_id(options_.worker_id.data(), WorkerId::Size());
+    out->set_worker_pid(options_.pid);
+  }
+  out->set_error_message(event.error_message);
 }
 
 int TaskEventBuffer::Flush() {
   absl::MutexLock flush_lock(&flush_mu_);
-  std::vector<TaskStateEvent> events;
-  absl::flat_hash_map<std::string, int64_t> drops;
+  std::vector<Buffered> events;
+  absl::flat_hash_map<JobId, int64_t> drops;
   {
     absl::MutexLock lock(&mu_);
     // Runs still going that were not reported yet: RUNNING now, so they show while they last.
@@ -109,25 +152,29 @@ int TaskEventBuffer::Flush() {
   int calls = 0;
   size_t next = 0;
   do {
-    rpc::AddTaskEventDataRequest request;
+    // On an arena: the batch's strings and messages are one allocation, freed at once.
+    google::protobuf::Arena arena;
+    auto* request = google::protobuf::Arena::CreateMessage<rpc::AddTaskEventDataRequest>(&arena);
+    const size_t first = next;
     const size_t end = std::min(events.size(), next + options_.max_batch_events);
-    for (; next < end; ++next) ToProto(events[next], request.add_events());
+    request->mutable_events()->Reserve(static_cast<int>(end - next));
+    for (; next < end; ++next) ToProto(events[next], request->add_events());
     if (calls == 0) {
       for (const auto& [job_id, count] : drops) {
-        rpc::TaskEventDrops* out = request.add_dropped();
-        out->set_job_id(job_id);
+        rpc::TaskEventDrops* out = request->add_dropped();
+        out->set_job_id(job_id.data(), JobId::Size());
         out->set_count(count);
       }
     }
     ++calls;
-    if (report_(request).ok()) continue;
+    if (report_(*request).ok()) continue;
     // Lost: say so in the next report instead.
     absl::MutexLock lock(&mu_);
-    for (const auto& event : request.events()) ++unreported_drops_[event.job_id()];
-    for (const auto& dropped : request.dropped()) {
-      unreported_drops_[dropped.job_id()] += dropped.count();
+    for (size_t i = first; i < end; ++i) ++unreported_drops_[events[i].job_id];
+    if (calls == 1) {
+      for (const auto& [job_id, count] : drops) unreported_drops_[job_id] += count;
     }
-    num_dropped_.fetch_add(request.events_size(), std::memory_order_relaxed);
+    num_dropped_.fetch_add(static_cast<int64_t>(end - first), std::memory_order_relaxed);
   } while (next < events.size());
   return calls;
 }

@@ -1,5 +1,7 @@
 #include "src/core_worker/task_event_buffer.h"
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -7,10 +9,12 @@
 namespace troupe {
 namespace {
 
-TaskStateEvent Event(int i, const std::string& job = "job1") {
+std::string TaskBytes(int i) { return std::string(TaskId::Size(), static_cast<char>(i)); }
+
+TaskStateEvent Event(int i, uint32_t job = 1) {
   TaskStateEvent event;
-  event.task_id = std::string(16, static_cast<char>(i));
-  event.job_id = job;
+  event.task_id = *TaskId::FromBinary(TaskBytes(i));
+  event.job_id = JobId::FromInt(job);
   event.state = rpc::TaskEvent::RUNNING;
   event.time = absl::FromUnixMicros(1000 + i);
   event.name = "f";
@@ -35,7 +39,7 @@ TEST(TaskEventBufferTest, FlushSendsEverythingInOneCallAndEmptiesTheBuffer) {
   EXPECT_EQ(buffer.Flush(), 1);
   ASSERT_EQ(reports.requests.size(), 1u);
   ASSERT_EQ(reports.requests[0].events_size(), 5);
-  EXPECT_EQ(reports.requests[0].events(3).task_id(), std::string(16, '\3'));
+  EXPECT_EQ(reports.requests[0].events(3).task_id(), TaskBytes(3));
   EXPECT_EQ(reports.requests[0].events(3).time_us(), 1003);
   EXPECT_EQ(reports.requests[0].events(3).state(), rpc::TaskEvent::RUNNING);
   EXPECT_EQ(buffer.num_buffered(), 0u);
@@ -61,8 +65,8 @@ TEST(TaskEventBufferTest, FullBufferDropsNewEventsAndReportsTheCountPerJob) {
   TaskEventBuffer::Options options;
   options.max_buffered_events = 3;
   TaskEventBuffer buffer(options, reports.Fn());
-  for (int i = 0; i < 5; ++i) buffer.Record(Event(i, "jobA"));
-  buffer.Record(Event(9, "jobB"));
+  for (int i = 0; i < 5; ++i) buffer.Record(Event(i, /*job=*/10));
+  buffer.Record(Event(9, /*job=*/11));
   EXPECT_EQ(buffer.num_buffered(), 3u);
   EXPECT_EQ(buffer.num_dropped(), 3);
   buffer.Flush();
@@ -72,7 +76,8 @@ TEST(TaskEventBufferTest, FullBufferDropsNewEventsAndReportsTheCountPerJob) {
   EXPECT_EQ(request.events(2).time_us(), 1002);  // the oldest were kept
   std::map<std::string, int64_t> dropped;
   for (const auto& d : request.dropped()) dropped[d.job_id()] = d.count();
-  EXPECT_EQ(dropped, (std::map<std::string, int64_t>{{"jobA", 2}, {"jobB", 1}}));
+  EXPECT_EQ(dropped, (std::map<std::string, int64_t>{{JobId::FromInt(10).Binary(), 2},
+                                                     {JobId::FromInt(11).Binary(), 1}}));
   // Room again after the flush.
   buffer.Record(Event(7));
   EXPECT_EQ(buffer.num_buffered(), 1u);
@@ -116,8 +121,8 @@ namespace {
 
 TaskEventBuffer::Options Identity() {
   TaskEventBuffer::Options options;
-  options.node_id = "node-n";
-  options.worker_id = "worker-w";
+  options.node_id = *NodeId::FromBinary(std::string(NodeId::Size(), 'n'));
+  options.worker_id = *WorkerId::FromBinary(std::string(WorkerId::Size(), 'w'));
   options.pid = 77;
   return options;
 }
@@ -134,8 +139,9 @@ TEST(TaskEventBufferTest, ARunThatEndsBetweenFlushesIsOneEventCarryingItsStart) 
   EXPECT_EQ(event.state(), rpc::TaskEvent::FINISHED);
   EXPECT_EQ(event.time_us(), 5000);
   EXPECT_EQ(event.start_time_us(), 1001);
-  EXPECT_EQ(event.node_id(), "node-n");  // this process's, filled in at the flush
-  EXPECT_EQ(event.worker_id(), "worker-w");
+  EXPECT_EQ(event.node_id(), std::string(16, 'n'));  // this process's, filled in at the flush
+  EXPECT_EQ(event.worker_id(), std::string(16, 'w'));
+  EXPECT_EQ(event.name(), "f");
   EXPECT_EQ(event.worker_pid(), 77);
 }
 
@@ -157,6 +163,69 @@ TEST(TaskEventBufferTest, ARunStillGoingAtAFlushIsReportedRunningOnce) {
   EXPECT_EQ(end.state(), rpc::TaskEvent::FAILED);
   EXPECT_EQ(end.error_message(), "E: boom");
   EXPECT_EQ(end.start_time_us(), 0);  // RUNNING was reported already
+}
+
+
+TEST(TaskEventBufferTest, AnOwnersFirstEventCarriesItsSubmissionAndDescription) {
+  Reports reports;
+  TaskEventBuffer buffer({}, reports.Fn());
+  TaskStateEvent event = Event(4);
+  event.state = rpc::TaskEvent::PENDING_NODE_ASSIGNMENT;
+  event.submitted_time = absl::FromUnixMicros(900);
+  std::string name = "troupe_bench::Echo::Small";  // longer than a short string
+  event.name = name;
+  event.type = rpc::TaskSpec::ACTOR_TASK;
+  event.actor_id = *ActorId::FromBinary(std::string(ActorId::Size(), 'a'));
+  buffer.Record(std::move(event));
+  name.assign("overwritten");  // the buffer keeps its own copy of the name
+  buffer.Record(Event(5));     // no submission time, no actor
+  buffer.Flush();
+  ASSERT_EQ(reports.requests.size(), 1u);
+  ASSERT_EQ(reports.requests[0].events_size(), 2);
+  const rpc::TaskEvent& first = reports.requests[0].events(0);
+  EXPECT_EQ(first.state(), rpc::TaskEvent::PENDING_NODE_ASSIGNMENT);
+  EXPECT_EQ(first.time_us(), 1004);
+  EXPECT_EQ(first.submitted_time_us(), 900);
+  EXPECT_EQ(first.name(), "troupe_bench::Echo::Small");
+  EXPECT_EQ(first.type(), rpc::TaskSpec::ACTOR_TASK);
+  EXPECT_EQ(first.actor_id(), std::string(16, 'a'));
+  EXPECT_EQ(first.job_id(), JobId::FromInt(1).Binary());
+  EXPECT_TRUE(first.node_id().empty());  // recorded by an owner: no node
+  const rpc::TaskEvent& second = reports.requests[0].events(1);
+  EXPECT_EQ(second.submitted_time_us(), 0);
+  EXPECT_TRUE(second.actor_id().empty());
+}
+
+TEST(TaskEventBufferTest, NamesBeyondTheNameTableAreStillReported) {
+  Reports reports;
+  TaskEventBuffer::Options options;
+  options.max_names = 1;
+  TaskEventBuffer buffer(options, reports.Fn());
+  for (const char* name : {"first", "second-name-that-did-not-fit", "first"}) {
+    TaskStateEvent event = Event(1);
+    std::string copy = name;
+    event.name = copy;
+    buffer.Record(std::move(event));
+  }
+  buffer.Flush();
+  ASSERT_EQ(reports.requests.size(), 1u);
+  ASSERT_EQ(reports.requests[0].events_size(), 3);
+  EXPECT_EQ(reports.requests[0].events(0).name(), "first");
+  EXPECT_EQ(reports.requests[0].events(1).name(), "second-name-that-did-not-fit");
+  EXPECT_EQ(reports.requests[0].events(2).name(), "first");
+}
+
+TEST(TaskEventBufferTest, TaskStateEventOfTakesTheSpecsIds) {
+  rpc::TaskSpec spec;
+  spec.set_task_id(TaskBytes(7));
+  spec.set_job_id(JobId::FromInt(3).Binary());
+  spec.set_attempt(2);
+  TaskStateEvent event = TaskStateEventOf(spec);
+  EXPECT_EQ(event.task_id.Binary(), TaskBytes(7));
+  EXPECT_EQ(event.job_id, JobId::FromInt(3));
+  EXPECT_EQ(event.attempt, 2);
+  spec.set_task_id("short");
+  EXPECT_TRUE(TaskStateEventOf(spec).task_id.IsNil());
 }
 
 }  // namespace

@@ -8,9 +8,16 @@
 // of the job is forgotten and counted. Drops reported by processes (full buffers) are counted per
 // job too; queries answer with the sum over the jobs they cover. Kept in memory only: a GCS
 // restart forgets task history.
+// Merging is on the path of every task (tens of thousands of events a second), so records are
+// plain structs keyed by (TaskId, attempt), IDs inline, names in a table of names, state times in
+// a fixed array: merging an event allocates nothing once its record exists. Protobuf
+// (rpc::TaskRecord) is built only for the records a query returns. An event whose task ID is
+// not TaskId::Size() bytes is dropped (counted for its job); other IDs of the wrong size are
+// ignored.
 // Thread-safe (one mutex); called from gRPC threads.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -19,6 +26,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/gcs.pb.h"
+#include "src/common/ids.h"
+#include "src/common/interned_names.h"
 
 namespace troupe {
 
@@ -29,7 +38,8 @@ struct TaskEventManagerOptions {
 
 class TaskEventManager {
  public:
-  explicit TaskEventManager(TaskEventManagerOptions options) : options_(options) {}
+  explicit TaskEventManager(TaskEventManagerOptions options)
+      : options_(options), names_(kMaxNames) {}
 
   void AddEvents(const rpc::AddTaskEventDataRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   // Matching records, oldest first, at most request.limit() (0: all); INVALID_ARGUMENT for a
@@ -41,23 +51,48 @@ class TaskEventManager {
   size_t num_records() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  static constexpr size_t kMaxNames = 100000;  // distinct task names stored once each
+  static constexpr int kNumStates = rpc::TaskEvent::FAILED + 1;
+  struct Key {
+    TaskId task_id;
+    int32_t attempt = 0;
+    bool operator==(const Key& other) const {
+      return task_id == other.task_id && attempt == other.attempt;
+    }
+    template <typename H>
+    friend H AbslHashValue(H h, const Key& key) {
+      return H::combine(std::move(h), key.task_id, key.attempt);
+    }
+  };
+  // One attempt's merged events (rpc::TaskRecord's fields; IDs nil when not known).
   struct Record {
-    rpc::TaskRecord task;
+    JobId job_id;
+    ActorId actor_id;
+    NodeId node_id;
+    WorkerId worker_id;
+    rpc::TaskSpec::Type type = rpc::TaskSpec::NORMAL_TASK;
+    rpc::TaskEvent::State state = rpc::TaskEvent::STATE_UNSPECIFIED;  // the furthest reached
+    int32_t worker_pid = 0;
+    uint32_t entered = 0;  // bit s: state s was entered, at state_time_us[s]
+    std::array<int64_t, kNumStates> state_time_us{};
     uint64_t seq = 0;  // creation order, for oldest-first answers
+    NameRef name;
+    std::string error_message;
   };
   struct JobTasks {
-    std::deque<std::string> order;  // record keys, oldest first
-    int64_t dropped = 0;            // forgotten (cap) + dropped by reporting processes
+    std::deque<Key> order;  // record keys, oldest first
+    int64_t dropped = 0;    // forgotten (cap) + dropped by reporting processes
   };
-  static std::string KeyOf(const std::string& task_id, int32_t attempt);
-  static void Merge(const rpc::TaskEvent& event, rpc::TaskRecord* task);
+  void Merge(const rpc::TaskEvent& event, Record* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddEventLocked(const rpc::TaskEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void ToProto(const Key& key, const Record& record, rpc::TaskRecord* out);
 
   const TaskEventManagerOptions options_;
   mutable absl::Mutex mu_;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<std::string, Record> records_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, JobTasks> jobs_ ABSL_GUARDED_BY(mu_);  // by binary job ID
+  absl::flat_hash_map<Key, Record> records_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<JobId, JobTasks> jobs_ ABSL_GUARDED_BY(mu_);
+  InternedNames names_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace troupe

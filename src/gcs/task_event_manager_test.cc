@@ -9,6 +9,8 @@ namespace {
 const std::string kJob1 = JobId::FromInt(1).Binary();
 const std::string kJob2 = JobId::FromInt(2).Binary();
 
+const std::string kNode(NodeId::Size(), 'n');
+
 std::string Task(int i) { return std::string(TaskId::Size(), static_cast<char>(i)); }
 
 rpc::TaskEvent Event(int task, rpc::TaskEvent::State state, int64_t time_us,
@@ -50,7 +52,7 @@ TEST(TaskEventManagerTest, MergesOwnerAndExecutorEventsArrivingInAnyOrder) {
   TaskEventManager manager({});
   // The executor's report arrives before the owner's.
   rpc::TaskEvent running = Event(1, rpc::TaskEvent::RUNNING, 200);
-  running.set_node_id("node");
+  running.set_node_id(kNode);
   running.set_worker_pid(42);
   rpc::TaskEvent failed = Event(1, rpc::TaskEvent::FAILED, 300);
   failed.set_error_message("boom");
@@ -64,7 +66,7 @@ TEST(TaskEventManagerTest, MergesOwnerAndExecutorEventsArrivingInAnyOrder) {
   const rpc::TaskRecord& task = reply.tasks(0);
   EXPECT_EQ(task.name(), "Plus");
   EXPECT_EQ(task.state(), rpc::TaskEvent::FAILED);  // not moved back by the late SUBMITTED
-  EXPECT_EQ(task.node_id(), "node");
+  EXPECT_EQ(task.node_id(), kNode);
   EXPECT_EQ(task.worker_pid(), 42);
   EXPECT_EQ(task.error_message(), "boom");
   EXPECT_EQ(task.state_time_us().at(rpc::TaskEvent::SUBMITTED), 100);
@@ -155,6 +157,82 @@ TEST(TaskEventManagerTest, FiltersAndLimit) {
   rpc::GetTaskEventsRequest bad;
   *bad.add_filters() = Filter("colour", "red");
   EXPECT_EQ(manager.GetTaskEvents(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+
+TEST(TaskEventManagerTest, AnOwnersOneEventEntersSubmittedAndItsPendingState) {
+  TaskEventManager manager({});
+  // The executor's end arrives first, then the owner's single submission event.
+  rpc::TaskEvent finished = Event(1, rpc::TaskEvent::FINISHED, 300);
+  finished.set_start_time_us(200);
+  Add(manager, {finished});
+  rpc::TaskEvent submitted = Event(1, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, 150);
+  submitted.set_submitted_time_us(100);
+  submitted.set_name("Plus");
+  Add(manager, {submitted});
+  auto reply = Get(manager);
+  ASSERT_EQ(reply.tasks_size(), 1);
+  const rpc::TaskRecord& task = reply.tasks(0);
+  EXPECT_EQ(task.state(), rpc::TaskEvent::FINISHED);
+  EXPECT_EQ(task.name(), "Plus");
+  EXPECT_EQ(task.state_time_us_size(), 4);
+  EXPECT_EQ(task.state_time_us().at(rpc::TaskEvent::SUBMITTED), 100);
+  EXPECT_EQ(task.state_time_us().at(rpc::TaskEvent::PENDING_NODE_ASSIGNMENT), 150);
+  EXPECT_EQ(task.state_time_us().at(rpc::TaskEvent::RUNNING), 200);
+  EXPECT_EQ(task.state_time_us().at(rpc::TaskEvent::FINISHED), 300);
+  EXPECT_TRUE(task.actor_id().empty());  // never reported: not a nil ID's bytes
+  EXPECT_TRUE(task.node_id().empty());
+  EXPECT_EQ(task.job_id(), kJob1);
+}
+
+TEST(TaskEventManagerTest, TheCapForgetsByCreationOrderNotByLastUpdate) {
+  TaskEventManager manager({/*max_tasks_per_job=*/2});
+  Add(manager, {Event(1, rpc::TaskEvent::RUNNING, 1), Event(2, rpc::TaskEvent::RUNNING, 2)});
+  rpc::TaskEvent late = Event(1, rpc::TaskEvent::FINISHED, 3);  // updates 1: still the oldest
+  late.set_worker_pid(7);
+  Add(manager, {late});
+  EXPECT_EQ(manager.num_records(), 2u);
+  Add(manager, {Event(3, rpc::TaskEvent::SUBMITTED, 4)});
+  auto reply = Get(manager);
+  ASSERT_EQ(reply.tasks_size(), 2);
+  EXPECT_EQ(reply.tasks(0).task_id(), Task(2));
+  EXPECT_EQ(reply.tasks(0).state(), rpc::TaskEvent::RUNNING);
+  EXPECT_EQ(reply.tasks(1).task_id(), Task(3));
+  EXPECT_EQ(reply.num_dropped(), 1);
+  // Two attempts of one task are two records, in the job's budget.
+  Add(manager, {Event(3, rpc::TaskEvent::SUBMITTED, 5, kJob1, /*attempt=*/1)});
+  reply = Get(manager);
+  ASSERT_EQ(reply.tasks_size(), 2);
+  EXPECT_EQ(reply.tasks(0).attempt(), 0);
+  EXPECT_EQ(reply.tasks(1).attempt(), 1);
+  EXPECT_EQ(reply.num_dropped(), 2);
+}
+
+TEST(TaskEventManagerTest, AnEventWithoutAValidTaskIdIsDroppedAndCounted) {
+  TaskEventManager manager({});
+  rpc::TaskEvent bad = Event(1, rpc::TaskEvent::RUNNING, 1);
+  bad.set_task_id("short");
+  rpc::TaskEvent odd_node = Event(2, rpc::TaskEvent::RUNNING, 2);
+  odd_node.set_node_id("not-a-node-id");  // ignored, the rest merged
+  odd_node.set_worker_pid(9);
+  Add(manager, {bad, odd_node});
+  EXPECT_EQ(manager.num_records(), 1u);
+  auto reply = Get(manager);
+  EXPECT_EQ(reply.num_dropped(), 1);
+  ASSERT_EQ(reply.tasks_size(), 1);
+  EXPECT_TRUE(reply.tasks(0).node_id().empty());
+  EXPECT_EQ(reply.tasks(0).worker_pid(), 9);
+}
+
+TEST(TaskEventManagerTest, FiltersMatchNamesAndIdsAsQueriesShowThem) {
+  TaskEventManager manager({});
+  rpc::TaskEvent a = Event(1, rpc::TaskEvent::RUNNING, 1);
+  a.set_name("a-long-function-name::With::Scopes");
+  a.set_node_id(kNode);
+  Add(manager, {a, Event(2, rpc::TaskEvent::RUNNING, 2)});
+  EXPECT_EQ(Get(manager, {Filter("name", "a-long-function-name::With::Scopes")}).total(), 1);
+  EXPECT_EQ(Get(manager, {Filter("node_id", BytesToHex(kNode))}).total(), 1);
+  EXPECT_EQ(Get(manager, {Filter("node_id", "")}).total(), 1);  // the one with no node
 }
 
 }  // namespace

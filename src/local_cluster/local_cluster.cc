@@ -25,6 +25,10 @@ absl::StatusOr<std::unique_ptr<internal::EmbeddedCluster>> LocalCluster::Start(
   GcsServerOptions gcs_options;
   gcs_options.port = 0;
   gcs_options.token = cluster_token;
+  // The raylet lives in this process and cannot die alone: a late answer means a loaded process
+  // (a busy machine, a program under valgrind), not a dead node; declaring it dead would end the
+  // program. Only a long silence counts.
+  gcs_options.health_check.timeout = absl::Seconds(30);
   cluster->gcs_ = std::make_unique<GcsServer>(gcs_options, std::make_unique<InMemoryStoreClient>());
   if (auto status = cluster->gcs_->Start(); !status.ok()) {
     cluster->gcs_.reset();  // never started: nothing to stop

@@ -6,9 +6,9 @@
 # It installs the SDK (scripts/install.sh: bazel -c opt, CPU) under /usr in a staging root —
 # bin/troupe, the libraries in lib/x86_64-linux-gnu (with their cmake/ and pkgconfig/ files),
 # include/troupe — adds the systemd units of deploy/systemd (pointed at /usr/bin/troupe), and
-# packs it with dpkg-deb. Depends: is derived, not written by hand: every library `ldd` finds for
-# the packaged binaries is looked up with `dpkg -S`, and its package is required at (at least)
-# the installed upstream version; a library no package owns stops the build.
+# packs it with dpkg-deb. Depends: is derived, not written by hand: dpkg-shlibdeps finds the
+# Debian package of every library the packaged files load (`dpkg -S`) and the minimum version
+# their symbols need; a library no package owns stops the build.
 # --bin-root=DIR packages artifacts built already (DIR/sdk/libtroupe.so, ..., as in bazel-bin)
 # instead of running Bazel: sdk/sdk_test.sh does so.
 set -euo pipefail
@@ -44,44 +44,28 @@ for unit in deploy/systemd/*.service; do
   chmod 0644 "$root/lib/systemd/system/$(basename "$unit")"
 done
 
-# The package that owns a library path, trying the path as given and resolved (Debian 12 merges
-# /lib into /usr/lib, but dpkg records the path the package shipped).
-owner_of() {
-  local path="$1" candidate
-  for candidate in "$path" "$(realpath "$path")" "${path#/usr}" "/usr$path"; do
-    if dpkg -S "$candidate" >/dev/null 2>&1; then
-      dpkg -S "$candidate" 2>/dev/null | head -n1 | cut -d: -f1
-      return 0
-    fi
-  done
-  return 1
-}
-
-# Every library the packaged ELF files load, except the package's own.
-declare -A packages=()
-missing=()
-while IFS= read -r elf; do
-  while IFS= read -r path; do
-    case "$(basename "$path")" in libtroupe.so* | libtroupe_train.so*) continue ;; esac
-    if package="$(owner_of "$path")"; then
-      packages["$package"]=1
-    else
-      missing+=("$path (needed by ${elf#"$root"})")
-    fi
-  done < <(LD_LIBRARY_PATH="$root/usr/$libdir" ldd "$elf" |
-    awk '/=> \// {print $3} /^\t\/[^ ]+ \(/ {print $1}')
-done < <(find "$root/usr/bin" "$root/usr/$libdir" -maxdepth 1 -type f \( -name troupe -o -name '*.so.*' \))
-if [ ${#missing[@]} -gt 0 ]; then
-  printf 'build_deb.sh: no Debian package owns %s\n' "${missing[@]}" >&2
+# Depends: from dpkg-shlibdeps, which looks up the package of every library the packaged
+# binaries and libraries load directly (NEEDED, found as the loader would) with `dpkg -S` and
+# takes the minimum version from that package's symbols/shlibs files. It fails on a library no
+# package owns. DEBIAN/shlibs declares this package's own libraries (and lets dpkg-shlibdeps
+# recognise them).
+major="${version%%.*}"
+install -d "$root/DEBIAN"
+printf 'libtroupe %s troupe (>= %s)\nlibtroupe_train %s troupe (>= %s)\n' \
+  "$major" "$version" "$major" "$version" > "$root/DEBIAN/shlibs"
+mapfile -t elfs < <(find "$root/usr/bin" "$root/usr/$libdir" -maxdepth 1 -type f \
+  \( -name troupe -o -name '*.so.*' \))
+install -d "$stage/shlibdeps/debian"
+printf 'Source: troupe\n\nPackage: troupe\nArchitecture: amd64\n' > "$stage/shlibdeps/debian/control"
+if ! shlibdeps="$(cd "$stage/shlibdeps" &&
+  dpkg-shlibdeps -O -xtroupe -l"$root/usr/$libdir" "${elfs[@]}" 2> "$stage/shlibdeps.log")"; then
+  grep -v '^dpkg-shlibdeps: warning' "$stage/shlibdeps.log" >&2
+  echo "build_deb.sh: a packaged file loads a library no Debian package provides" >&2
   exit 1
 fi
-depends=""
-for package in $(printf '%s\n' "${!packages[@]}" | sort); do
-  installed="$(dpkg-query -W -f='${Version}' "$package")"
-  depends+="${depends:+, }$package (>= ${installed%-*})"
-done
+depends="$(sed -n 's/^shlibs:Depends=//p' <<< "$shlibdeps")"
+[ -n "$depends" ] || { echo "build_deb.sh: dpkg-shlibdeps gave no Depends" >&2; exit 1; }
 
-install -d "$root/DEBIAN"
 cat > "$root/DEBIAN/control" <<EOF
 Package: troupe
 Version: $version

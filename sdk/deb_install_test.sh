@@ -9,7 +9,7 @@
 #
 # The mirror is the one apt on this machine uses. The bootstrapped root is cached as a tarball in
 # ~/.cache/troupe-deb-test/ (delete it to start from Debian again). Everything it mounts is
-# unmounted and every process it started inside the root is killed on exit.
+# unmounted on exit; troupe runs in PID and network namespaces of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,7 +28,7 @@ mirror() {
            for (i = 1; i <= NF; i++) if ($i ~ /^URIs:/) { split($i, u, " "); print u[2]; exit } }' "$file"
   done | head -n1
   grep -hsE '^deb\s+(\[[^]]*\]\s+)?\S+\s+bookworm\s' /etc/apt/sources.list /etc/apt/sources.list.d/*.list |
-    sed -E 's/^deb\s+(\[[^]]*\]\s+)?(\S+).*/\2/' | head -n1
+    sed -E 's/^deb\s+(\[[^]]*\]\s+)?(\S+).*/\2/' | head -n1 || true  # no sources.list: fine
 }
 mirror_url="$(mirror | head -n1)"
 [ -n "$mirror_url" ] || { echo "no bookworm mirror in /etc/apt/sources*" >&2; exit 1; }
@@ -82,14 +82,17 @@ chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEN
 grep -E '^(Setting up|Unpacking) troupe' "$root/tmp/apt.log" || true
 echo "installed: $(chroot "$root" dpkg-query -W -f='${Package} ${Version} ${Status}' troupe)"
 
-echo "== troupe start --head / status / stop inside (its own network namespace: loopback only)"
-# unshare -n: the head's ports cannot clash with anything on this machine and no traffic leaves.
-unshare --net -- bash -c 'ip link set lo up && exec "$@"' _ chroot "$root" /usr/bin/env -i \
+echo "== troupe start --head / status / stop inside (own network and PID namespaces)"
+# --net: loopback only, so the head's ports cannot clash with anything on this machine and no
+# traffic leaves. --pid with its own /proc: `troupe stop` sees only this root's processes, and
+# whatever is left when the script ends dies with the namespace.
+unshare --net --pid --fork --mount --mount-proc="$root/proc" -- \
+  bash -c 'ip link set lo up && exec "$@"' _ chroot "$root" /usr/bin/env -i \
   PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TROUPE_TEMP_DIR=/tmp/troupe bash -euo pipefail -c '
     troupe --version
     troupe start --head --num-cpus=1
     troupe status
-    troupe stop
+    troupe stop --temp-dir=/tmp/troupe
     ! troupe status >/dev/null 2>&1 || { echo "a cluster still runs after troupe stop"; exit 1; }
   ' || { echo "FAIL: troupe in the clean root"; exit 1; }
 echo "deb_install_test: the .deb installs on a clean Debian 12 and troupe start --head works"

@@ -12,7 +12,7 @@ PACKAGES=(
   libtorch-dev zlib1g-dev dataset-fashion-mnist     # the train library and its examples
   python3-torch                                     # DDP/gloo scripts for the launcher tests
   prometheus curl                                   # scraping /metrics in the jobs tests
-  cmake pkg-config                                  # the SDK tests: out-of-tree builds (docs/sdk.md)
+  cmake pkg-config dpkg-dev                         # the SDK tests and the .deb (docs/sdk.md)
 )
 PACKAGES+=("$@")
 

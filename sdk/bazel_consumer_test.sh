@@ -3,8 +3,8 @@
 # local_repository (docs/sdk.md). By default (//sdk:bazel_consumer_test, in the normal test run)
 # it loads and analyses the consumer's //:app, which resolves every Troupe target it needs and the
 # repositories the consumer's WORKSPACE must declare. With --build
-# (//sdk:bazel_consumer_build_test, manual: it compiles all of Troupe in a fresh output base,
-# ~10 minutes on 2 cores) it also builds the app and runs it on an embedded cluster.
+# (//sdk:bazel_consumer_build_test, manual: it compiles all of Troupe in a fresh output base)
+# it also builds the app and runs it on an embedded cluster.
 set -euo pipefail
 
 build=0

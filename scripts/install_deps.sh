@@ -14,6 +14,7 @@ PACKAGES=(
   python3-torch                                     # DDP/gloo scripts for the launcher tests
   prometheus curl                                   # scraping /metrics in the jobs tests
   chromium chromium-driver python3-selenium         # the dashboard's browser test
+  cmake pkg-config dpkg-dev                         # the SDK tests and the .deb (docs/sdk.md)
 )
 PACKAGES+=("$@")
 

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The .deb on a clean Debian 12 (docs/sdk.md): a minimal root made with debootstrap, the package
+# installed in it by apt (which fetches the Depends: from Debian's mirror), then `troupe start
+# --head`, `troupe status` and `troupe stop` inside, with the root's own loopback-only network.
+# Slow (about a minute with the cached root, more the first time) and it needs root, the
+# network to Debian's mirror and debootstrap; run by hand, not by scripts/test.sh:
+#
+#   sudo bash scripts/build_deb.sh && sudo bash sdk/deb_install_test.sh [dist/troupe_<v>_amd64.deb]
+#
+# The mirror is the one apt on this machine uses. The bootstrapped root is cached as a tarball in
+# ~/.cache/troupe-deb-test/ (delete it to start from Debian again). Everything it mounts is
+# unmounted on exit; troupe runs in PID and network namespaces of its own.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+version="$(tr -d '[:space:]' < VERSION)"
+deb="$(realpath "${1:-dist/troupe_${version}_amd64.deb}")"
+[ -f "$deb" ] || { echo "no package at $deb: run scripts/build_deb.sh first" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || { echo "deb_install_test.sh needs root (debootstrap, chroot, mount)" >&2; exit 1; }
+command -v debootstrap >/dev/null || { echo "needs debootstrap (apt-get install debootstrap)" >&2; exit 1; }
+
+# The mirror of this machine's apt sources (deb822 .sources or a sources.list line) for bookworm.
+mirror() {
+  local file
+  for file in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$file" ] || continue
+    awk 'BEGIN{RS=""; FS="\n"} /Suites:[^\n]*bookworm( |$|\n)/ {
+           for (i = 1; i <= NF; i++) if ($i ~ /^URIs:/) { split($i, u, " "); print u[2]; exit } }' "$file"
+  done | head -n1
+  grep -hsE '^deb\s+(\[[^]]*\]\s+)?\S+\s+bookworm\s' /etc/apt/sources.list /etc/apt/sources.list.d/*.list |
+    sed -E 's/^deb\s+(\[[^]]*\]\s+)?(\S+).*/\2/' | head -n1 || true  # no sources.list: fine
+}
+mirror_url="$(mirror | head -n1)"
+[ -n "$mirror_url" ] || { echo "no bookworm mirror in /etc/apt/sources*" >&2; exit 1; }
+
+cache="$HOME/.cache/troupe-deb-test"
+tarball="$cache/bookworm-minbase.tar"
+root="$(mktemp -d /tmp/troupe-deb-root.XXXXXX)"
+mounted=()
+cleanup() {
+  # Processes whose root is the chroot (a troupe left running after a failure), then mounts.
+  local pid
+  for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+    [ "$(readlink "/proc/$pid/root" 2>/dev/null)" = "$root" ] && kill -9 "$pid" 2>/dev/null || true
+  done
+  local i
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
+    umount "${mounted[i]}" 2>/dev/null || umount -l "${mounted[i]}" || true
+  done
+  rm -rf --one-file-system "$root"
+}
+trap cleanup EXIT
+
+if [ -f "$tarball" ]; then
+  echo "== Debian 12 root from the cached $tarball"
+  tar -C "$root" -xf "$tarball"
+else
+  echo "== debootstrap --variant=minbase bookworm from $mirror_url (cached afterwards)"
+  debootstrap --variant=minbase bookworm "$root" "$mirror_url" > "$root.debootstrap.log" 2>&1 ||
+    { tail -n 20 "$root.debootstrap.log"; rm -f "$root.debootstrap.log"; exit 1; }
+  rm -f "$root.debootstrap.log"
+  mkdir -p "$cache"
+  tar -C "$root" -cf "$tarball.partial" . && mv "$tarball.partial" "$tarball"
+fi
+
+mount_in() {  # mount_in SOURCE TARGET [options...]
+  mkdir -p "$root/$2"
+  mount "${@:3}" "$1" "$root/$2"
+  mounted+=("$root/$2")
+}
+mount_in proc /proc -t proc
+mount_in /dev /dev --bind
+mount_in tmpfs /dev/shm -t tmpfs  # the node's object store, private to this root
+mount_in tmpfs /tmp -t tmpfs
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+cp "$deb" "$root/tmp/"
+
+echo "== apt-get install ./$(basename "$deb") in the clean root"
+chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
+  bash -c "apt-get update -qq && apt-get install -y -qq --no-install-recommends /tmp/$(basename "$deb")" \
+  > "$root/tmp/apt.log" 2>&1 || { tail -n 30 "$root/tmp/apt.log"; exit 1; }
+grep -E '^(Setting up|Unpacking) troupe' "$root/tmp/apt.log" || true
+echo "installed: $(chroot "$root" dpkg-query -W -f='${Package} ${Version} ${Status}' troupe)"
+
+echo "== troupe start --head / status / stop inside (own network and PID namespaces)"
+# --net: loopback only, so the head's ports cannot clash with anything on this machine and no
+# traffic leaves. --pid with its own /proc: `troupe stop` sees only this root's processes, and
+# whatever is left when the script ends dies with the namespace.
+unshare --net --pid --fork --mount --mount-proc="$root/proc" -- \
+  bash -c 'ip link set lo up && exec "$@"' _ chroot "$root" /usr/bin/env -i \
+  PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TROUPE_TEMP_DIR=/tmp/troupe bash -euo pipefail -c '
+    troupe --version
+    troupe start --head --num-cpus=1
+    troupe status
+    troupe stop --temp-dir=/tmp/troupe
+    ! troupe status >/dev/null 2>&1 || { echo "a cluster still runs after troupe stop"; exit 1; }
+  ' || { echo "FAIL: troupe in the clean root"; exit 1; }
+echo "deb_install_test: the .deb installs on a clean Debian 12 and troupe start --head works"

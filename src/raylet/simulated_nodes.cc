@@ -73,6 +73,7 @@ struct SimulatedNodes::Node {
   std::unique_ptr<grpc::Server> server;
   rpc::NodeInfo info;
   int64_t report_seq = 0;        // the reporting thread's
+  int64_t view_version = 0;      // the reporting thread's
   absl::Time next_report;        // the reporting thread's
   std::atomic<bool> gone{false};  // killed, stopped, or declared dead
   absl::Mutex poll_mu;
@@ -160,8 +161,11 @@ void SimulatedNodes::ReportOnce(Node* node) {
   *usage.mutable_total() = node->info.resources_total();
   *usage.mutable_available() = node->info.resources_total();
   usage.set_report_seq(++node->report_seq);
-  absl::StatusOr<std::vector<rpc::ResourceUsage>> reply = node->gcs.ReportResourceUsage(usage);
+  // Like a raylet, it sends the view version it holds and gets only what changed since; it keeps
+  // no copy of the view itself (it schedules nothing).
+  auto reply = node->gcs.ReportResourceUsage(usage, node->view_version);
   if (reply.ok()) {
+    node->view_version = reply->view_version();
     ++reports_ok_;
     return;
   }
@@ -172,6 +176,7 @@ void SimulatedNodes::ReportOnce(Node* node) {
     rpc::RegisterNodeRequest request;  // the GCS restarted without this node: join again
     *request.mutable_node() = node->info;
     (void)node->gcs.RegisterNode(request);
+    node->view_version = 0;
   }
 }
 

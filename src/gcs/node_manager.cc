@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
+#include "src/common/status_macros.h"
 
 namespace troupe {
 namespace {
@@ -160,17 +161,23 @@ void NodeManager::NotifyRemoved(const rpc::NodeInfo& node) {
 absl::Status NodeManager::ReportResourceUsage(const rpc::ResourceUsage& report) {
   auto node_id = NodeId::FromBinary(report.node_id());
   if (!node_id.ok()) return node_id.status();
+  TROUPE_RETURN_IF_ERROR(UpdateUsage(*node_id, report));
+  if (report_listener_) report_listener_(*node_id);
+  return absl::OkStatus();
+}
+
+absl::Status NodeManager::UpdateUsage(const NodeId& node_id, const rpc::ResourceUsage& report) {
   absl::MutexLock lock(&mu_);
-  auto it = nodes_.find(*node_id);
+  auto it = nodes_.find(node_id);
   if (it == nodes_.end()) {
     return absl::NotFoundError(
-        absl::StrCat("node ", node_id->Hex(), " is not registered with this GCS; register again"));
+        absl::StrCat("node ", node_id.Hex(), " is not registered with this GCS; register again"));
   }
   if (it->second.state() == rpc::NodeInfo::DEAD) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "node ", node_id->Hex(), " was declared dead (", it->second.death_reason(), ")"));
+        "node ", node_id.Hex(), " was declared dead (", it->second.death_reason(), ")"));
   }
-  rpc::ResourceUsage& usage = usage_[*node_id];
+  rpc::ResourceUsage& usage = usage_[node_id];
   if (report.report_seq() != 0 && report.report_seq() <= usage.report_seq()) {
     return absl::OkStatus();  // stale: a newer report already arrived
   }
@@ -179,7 +186,7 @@ absl::Status NodeManager::ReportResourceUsage(const rpc::ResourceUsage& report) 
   previous.set_report_seq(report.report_seq());
   // Most reports repeat the last one: only a change takes a new version (and reaches others).
   if (!google::protobuf::util::MessageDifferencer::Equals(previous, usage)) {
-    BumpViewLocked(*node_id);
+    BumpViewLocked(node_id);
   }
   return absl::OkStatus();
 }

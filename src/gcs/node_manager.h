@@ -57,6 +57,11 @@ class NodeManager {
 
   void AddNodeAddedListener(NodeListener listener);
   void AddNodeRemovedListener(NodeListener listener);
+  // Called (without locks held) for every report accepted from an alive node. Set before the
+  // GCS serves; not thread-safe.
+  void set_report_listener(std::function<void(const NodeId&)> listener) {
+    report_listener_ = std::move(listener);
+  }
   const ClusterId& cluster_id() const { return cluster_id_; }
 
  private:
@@ -65,6 +70,8 @@ class NodeManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SaveAndPublishLocked(const rpc::NodeInfo& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NotifyRemoved(const rpc::NodeInfo& node);
+  absl::Status UpdateUsage(const NodeId& node_id, const rpc::ResourceUsage& report)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The node's view entry changed (or left the view): it takes the next view version.
   void BumpViewLocked(const NodeId& node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The node's usage as the view shows it (with its raylet address).
@@ -85,6 +92,7 @@ class NodeManager {
   // Each node's last change (alive or removed), ordered by version, and the reverse index.
   std::map<int64_t, NodeId> view_changes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<NodeId, int64_t> view_version_of_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const NodeId&)> report_listener_;
   std::vector<NodeListener> added_listeners_ ABSL_GUARDED_BY(mu_);
   std::vector<NodeListener> removed_listeners_ ABSL_GUARDED_BY(mu_);
 };

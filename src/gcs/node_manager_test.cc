@@ -176,5 +176,19 @@ TEST_F(NodeManagerTest, AReportRepliesWithWhatChangedSinceTheReportersVersion) {
   EXPECT_TRUE(ancient.full_view());
 }
 
+TEST_F(NodeManagerTest, AcceptedReportsReachTheReportListener) {
+  std::vector<NodeId> heard;
+  nodes_.set_report_listener([&](const NodeId& id) { heard.push_back(id); });
+  NodeId id = NodeId::FromRandom();
+  ASSERT_TRUE(nodes_.RegisterNode(Request(id, 4)).ok());
+  ASSERT_TRUE(nodes_.ReportResourceUsage(Usage(id, 4, 1)).ok());
+  EXPECT_EQ(heard, std::vector<NodeId>{id});
+  // Refused reports (unknown or dead node) are not proof of a live member.
+  EXPECT_FALSE(nodes_.ReportResourceUsage(Usage(NodeId::FromRandom(), 4, 1)).ok());
+  nodes_.MarkNodeDead(id, "gone");
+  EXPECT_FALSE(nodes_.ReportResourceUsage(Usage(id, 4, 2)).ok());
+  EXPECT_EQ(heard.size(), 1u);
+}
+
 }  // namespace
 }  // namespace troupe

@@ -7,7 +7,7 @@
 //   --mode=many_actors --n=N    N actors (no resources held) created at once and each called
 //                               once, all alive together: creation rate; then a second pause so
 //                               the runner can read RSS per actor process; then all killed
-//   --mode=many_pgs --n=N       N placement groups of one {CPU: 0.01} bundle created at once,
+//   --mode=many_pgs --n=N       N placement groups of one {CPU: 0.001} bundle created at once,
 //                               awaited, then removed: create and remove rates
 #include <sys/resource.h>
 
@@ -102,7 +102,7 @@ void ManyPgs(int n) {
   auto start = Clock::now();
   for (int i = 0; i < n; ++i) {
     groups.push_back(troupe::CreatePlacementGroup(
-        {"", {{{"CPU", 0.01}}}, troupe::PlacementStrategy::kPack}));
+        {"", {{{"CPU", 0.001}}}, troupe::PlacementStrategy::kPack}));
   }
   for (auto& group : groups) {
     if (!group.Wait(std::chrono::seconds(300))) {

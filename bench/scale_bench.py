@@ -61,6 +61,18 @@ def rss_mib(pid):
     return 0.0
 
 
+def pss_mib(pid):
+    """Proportional set size: shared pages (libraries) split among the processes mapping them."""
+    try:
+        with open("/proc/%d/smaps_rollup" % pid) as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return 0.0
+
+
 def cpu_share(pid, window):
     """Fraction of one core `pid` used over `window` seconds."""
     before, start = cpu_seconds(pid), time.monotonic()
@@ -216,6 +228,7 @@ def troupe_many_actors(args, n):
                 rss = [rss_mib(p) for p in workers]
                 result["actor_processes"] = len(workers)
                 result["rss_per_actor"] = sum(rss) / max(1, len(rss))
+                result["pss_per_actor"] = sum(pss_mib(p) for p in workers) / max(1, len(workers))
                 result["gcs_rss"] = rss_mib(head.gcs_pid)
                 result["load"] = load()
         err = proc.stderr.read()
@@ -243,30 +256,43 @@ def troupe_many_pgs(args, n):
 
 RAY_SCRIPT = r"""
 import json, os, sys, time, threading
-import psutil, ray
+import ray
 mode, n = sys.argv[1], int(sys.argv[2])
 ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-me = psutil.Process()
-def gcs():
-    for p in me.children(recursive=True):
-        try:
-            if p.name().startswith("gcs_server"): return p
-        except psutil.Error: pass
-def raylet():
-    for p in me.children(recursive=True):
-        try:
-            if p.name() == "raylet": return p
-        except psutil.Error: pass
+def parent_of(pid):
+    with open("/proc/%d/stat" % pid) as f: return int(f.read().rsplit(")", 1)[1].split()[1])
+def descendants(root):
+    kids = {}
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            try: kids.setdefault(parent_of(int(e)), []).append(int(e))
+            except (OSError, ValueError, IndexError): pass
+    out, todo = [], [root]
+    while todo:
+        for k in kids.get(todo.pop(), []): out.append(k); todo.append(k)
+    return out
+def comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f: return f.read().strip()
+    except OSError: return ""
+def mem(pid, key="VmRSS:", path="status"):
+    try:
+        with open("/proc/%d/%s" % (pid, path)) as f:
+            for line in f:
+                if line.startswith(key): return int(line.split()[1]) / 1024.0
+    except OSError: pass
+    return 0.0
+def find(prefix):
+    for p in descendants(os.getpid()):
+        if comm(p).startswith(prefix): return p
 out = {"load": os.getloadavg()[0]}
 if mode == "many_tasks":
     @ray.remote(num_cpus=1)
     def small(): return 1
     ray.get(small.remote())
-    peak = [0]; stop = threading.Event(); r = raylet()
+    peak = [0]; stop = threading.Event(); r = find("raylet")
     def sample():
-        while not stop.wait(0.2):
-            try: peak[0] = max(peak[0], r.memory_info().rss / 2**20)
-            except Exception: pass
+        while not stop.wait(0.2): peak[0] = max(peak[0], mem(r))
     t = threading.Thread(target=sample, daemon=True); t.start()
     start = time.monotonic()
     refs = [small.remote() for _ in range(n)]
@@ -274,7 +300,7 @@ if mode == "many_tasks":
     ray.get(refs)
     out["tasks_completed_per_second"] = n / (time.monotonic() - start)
     stop.set(); t.join()
-    out["driver_peak_rss"] = me.memory_info().rss / 2**20
+    out["driver_peak_rss"] = mem(os.getpid(), "VmHWM:")
     out["raylet_peak_rss"] = peak[0]
 elif mode == "many_actors":
     @ray.remote(num_cpus=0)
@@ -284,21 +310,21 @@ elif mode == "many_actors":
     actors = [Tiny.remote() for _ in range(n)]
     ray.get([a.ping.remote() for a in actors])
     out["actors_created_per_second"] = n / (time.monotonic() - start)
-    workers = [p for p in me.children(recursive=True) if "Tiny" in " ".join(p.cmdline()) or p.name().startswith("ray::Tiny")]
-    rss = [p.memory_info().rss / 2**20 for p in workers]
-    out["actor_processes"] = len(rss)
-    out["rss_per_actor"] = sum(rss) / max(1, len(rss))
-    out["gcs_rss"] = gcs().memory_info().rss / 2**20
+    workers = [p for p in descendants(os.getpid()) if comm(p).startswith("ray::Tiny")]
+    out["actor_processes"] = len(workers)
+    out["rss_per_actor"] = sum(mem(p) for p in workers) / max(1, len(workers))
+    out["pss_per_actor"] = sum(mem(p, "Pss:", "smaps_rollup") for p in workers) / max(1, len(workers))
+    out["gcs_rss"] = mem(find("gcs_server"))
 elif mode == "many_pgs":
     from ray.util.placement_group import placement_group, remove_placement_group
     start = time.monotonic()
-    pgs = [placement_group([{"CPU": 0.01}]) for _ in range(n)]
+    pgs = [placement_group([{"CPU": 0.001}]) for _ in range(n)]
     ray.get([pg.ready() for pg in pgs])
     out["pgs_created_per_second"] = n / (time.monotonic() - start)
     start = time.monotonic()
     for pg in pgs: remove_placement_group(pg)
     out["pgs_removed_per_second"] = n / (time.monotonic() - start)
-    out["gcs_peak_rss"] = gcs().memory_info().rss / 2**20
+    out["gcs_peak_rss"] = mem(find("gcs_server"), "VmHWM:")
 print(json.dumps(out))
 ray.shutdown()
 """
@@ -393,6 +419,8 @@ def main():
             row("actors created", t.get("actors_created_per_second"),
                 r.get("actors_created_per_second"), "/s", True)
             row("RSS per actor process", t.get("rss_per_actor"), r.get("rss_per_actor"), "MiB",
+                False)
+            row("PSS per actor process", t.get("pss_per_actor"), r.get("pss_per_actor"), "MiB",
                 False)
             row("actor processes seen", t.get("actor_processes"), r.get("actor_processes"), "",
                 True, "%d")

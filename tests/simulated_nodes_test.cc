@@ -2,6 +2,7 @@
 // gets every one of them declared dead by the GCS's health checks and published on the NODE
 // channel. Multi-process: the head through the real CLI, the simulator as its own process.
 #include <signal.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -48,7 +48,6 @@ void HealthChecker::Tick() {
     const absl::Time now = clock_->Now();
     for (auto& [node_id, state] : nodes_) {
       if (state.probe_in_flight || state.next_probe > now) continue;
-      state.probe_in_flight = true;
       if (now - state.last_heard < options_.period &&
           state.skipped_probes < options_.max_skipped_probes) {
         // Due one period after the last report, not after now: a raylet killed right after
@@ -57,6 +56,7 @@ void HealthChecker::Tick() {
         ++state.skipped_probes;
         continue;
       }
+      state.probe_in_flight = true;
       state.next_probe = now + options_.period;
       state.skipped_probes = 0;
       due.push_back({node_id, state.address, state.generation});

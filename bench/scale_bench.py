@@ -165,7 +165,8 @@ class TroupeHead:
 
 def troupe_many_nodes(args, n):
     head = TroupeHead(args)
-    sim = subprocess.Popen([args.simulator, "--nodes=%d" % n, "--resources=sim:1", "--commands"],
+    sim = subprocess.Popen([args.simulator, "--nodes=%d" % n, "--resources=sim:1", "--commands",
+                            "--report-threads=%d" % args.report_threads],
                            env=head.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         ready = json.loads(sim.stdout.readline())
@@ -373,6 +374,8 @@ def main():
     parser.add_argument("--ray-tasks", type=int, default=10000)
     parser.add_argument("--ray-actors", type=int, default=50)
     parser.add_argument("--ray-pgs", type=int, default=1000)
+    parser.add_argument("--report-threads", type=int, default=16,
+                        help="the simulator's reporting threads (blocking calls)")
     parser.add_argument("--window", type=float, default=10, help="GCS CPU sampling window, s")
     parser.add_argument("--settle", type=float, default=5, help="wait after the nodes joined, s")
     parser.add_argument("--only", default="many_nodes,many_tasks,many_actors,many_pgs")

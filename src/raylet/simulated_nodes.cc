@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "proto/raylet.grpc.pb.h"
 #include "src/common/logging.h"
@@ -147,7 +149,10 @@ void SimulatedNodes::ReportLoop(int thread_index) {
       if (node->gone.load()) continue;
       if (node->next_report <= absl::Now()) {
         ReportOnce(node);
-        node->next_report += options_.report_period;
+        // A raylet waits a period after each report: one that fell behind does not catch up
+        // with a burst.
+        node->next_report =
+            std::max(node->next_report + options_.report_period, absl::Now());
       }
       next = std::min(next, node->next_report);
     }

@@ -96,7 +96,7 @@ ServerUnaryReactor* NodeInfoGrpcService::ReportResourceUsage(
     rpc::ReportResourceUsageReply* reply) {
   return RespondChecked(context, *auth_, *request, [&]() -> absl::Status {
     TROUPE_RETURN_IF_ERROR(nodes_->ReportResourceUsage(request->usage()));
-    for (auto& usage : nodes_->GetAllResourceUsage()) *reply->add_cluster() = std::move(usage);
+    nodes_->ResourceViewSince(request->known_view_version(), reply);
     return absl::OkStatus();
   });
 }

@@ -85,6 +85,8 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
     health_checker_.AddNode(*NodeId::FromBinary(node.node_id()),
                             absl::StrCat(node.node_ip(), ":", node.raylet_port()));
   });
+  // A report is proof of life: its node's probes are mostly skipped (health_checker.h).
+  nodes_.set_report_listener([this](const NodeId& id) { health_checker_.OnNodeHeard(id); });
   nodes_.AddNodeRemovedListener([this](const rpc::NodeInfo& node) {
     health_checker_.RemoveNode(*NodeId::FromBinary(node.node_id()));
     placement_groups_.OnNodeDead(node);  // first: restarting actors need their bundles' new homes

@@ -18,6 +18,14 @@ void HealthChecker::AddNode(const NodeId& node_id, const std::string& address) {
   state = NodeState{address, clock_->Now() + options_.period, 0, false, ++next_generation_};
 }
 
+void HealthChecker::OnNodeHeard(const NodeId& node_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return;
+  it->second.last_heard = clock_->Now();
+  it->second.consecutive_failures = 0;
+}
+
 void HealthChecker::RemoveNode(const NodeId& node_id) {
   absl::MutexLock lock(&mu_);
   nodes_.erase(node_id);
@@ -40,8 +48,17 @@ void HealthChecker::Tick() {
     const absl::Time now = clock_->Now();
     for (auto& [node_id, state] : nodes_) {
       if (state.probe_in_flight || state.next_probe > now) continue;
+      if (now - state.last_heard < options_.period &&
+          state.skipped_probes < options_.max_skipped_probes) {
+        // Due one period after the last report, not after now: a raylet killed right after
+        // reporting is still found dead within failure_threshold periods of the kill.
+        state.next_probe = state.last_heard + options_.period;
+        ++state.skipped_probes;
+        continue;
+      }
       state.probe_in_flight = true;
       state.next_probe = now + options_.period;
+      state.skipped_probes = 0;
       due.push_back({node_id, state.address, state.generation});
     }
   }

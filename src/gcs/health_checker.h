@@ -4,6 +4,14 @@
 // 3) a SIGKILLed raylet is declared dead in about 3 s (connection refused fails a probe at once).
 // Time comes from a Clock and Tick() is driven from outside (the GCS timer thread, or a test), so
 // the logic is deterministic under a FakeClock.
+// A node heard from within the last period (OnNodeHeard: its resource report arrived) is alive
+// and connected, so its probe is skipped, for up to `max_skipped_probes` periods in a row; then
+// it is probed anyway, so the GCS's path to the raylet's port is checked too. This halves the
+// RPCs a large cluster costs the GCS (one report per node per report period instead of a report
+// and a probe), and a probe that times out on a busy machine no longer counts against a node
+// whose reports get through. A skipped node's next probe is due one period after its last
+// report, so a SIGKILLed raylet is still declared dead within failure_threshold periods of the
+// kill (its last report came before it).
 // Thread-safe. on_dead runs on the thread that delivers the failing probe result, without locks
 // held.
 #pragma once
@@ -34,6 +42,7 @@ struct HealthCheckOptions {
   absl::Duration period = absl::Seconds(1);
   absl::Duration timeout = absl::Seconds(1);
   int failure_threshold = 3;
+  int max_skipped_probes = 9;  // 0: probe every period whatever was heard
 };
 
 class HealthChecker {
@@ -46,6 +55,8 @@ class HealthChecker {
   void AddNode(const NodeId& node_id, const std::string& address);
   // Stops checking the node (it unregistered or was declared dead); a probe in flight is ignored.
   void RemoveNode(const NodeId& node_id);
+  // The node was heard from (its report arrived): it counts as a successful probe now.
+  void OnNodeHeard(const NodeId& node_id);
   // Starts probes that are due.
   void Tick();
   size_t num_nodes() const;
@@ -58,6 +69,8 @@ class HealthChecker {
     int consecutive_failures = 0;
     bool probe_in_flight = false;
     uint64_t generation;  // tells results for a removed-then-re-added node apart
+    absl::Time last_heard = absl::InfinitePast();
+    int skipped_probes = 0;  // in a row, because the node was heard from
   };
   void OnProbeResult(const NodeId& node_id, uint64_t generation, const absl::Status& status);
 

@@ -105,5 +105,51 @@ TEST_F(HealthCheckerTest, DetectionTimeWithDefaultsIsUnderFiveSeconds) {
   EXPECT_LE(clock_.Now() - start, absl::Seconds(5));
 }
 
+TEST_F(HealthCheckerTest, ANodeHeardFromIsProbedOnlyEveryTenthPeriod) {
+  NodeId node = NodeId::FromRandom();
+  checker_.AddNode(node, "127.0.0.1:1");
+  int probes = 0;
+  for (int period = 0; period < 20; ++period) {
+    clock_.Advance(absl::Milliseconds(500));
+    checker_.OnNodeHeard(node);  // its report arrived mid-period
+    clock_.Advance(absl::Milliseconds(500));
+    checker_.Tick();
+    probes += static_cast<int>(prober_.AnswerAll(absl::OkStatus()));
+  }
+  EXPECT_EQ(probes, 2);  // the GCS's path to the raylet is still checked now and then
+}
+
+TEST_F(HealthCheckerTest, ANodeThatFallsSilentIsDeadThreePeriodsAfterItsLastReport) {
+  NodeId node = NodeId::FromRandom();
+  checker_.AddNode(node, "127.0.0.1:1");
+  clock_.Advance(absl::Milliseconds(900));
+  checker_.OnNodeHeard(node);  // its last report; then it is SIGKILLed
+  clock_.Advance(absl::Milliseconds(100));
+  checker_.Tick();
+  EXPECT_EQ(prober_.AnswerAll(absl::OkStatus()), 0u);  // heard 100 ms ago: skipped
+  // Probed one period after its last report, not one period after the skip.
+  clock_.Advance(absl::Milliseconds(900));
+  checker_.Tick();
+  EXPECT_EQ(prober_.AnswerAll(absl::UnavailableError("refused")), 1u);
+  EXPECT_EQ(Round(absl::UnavailableError("refused")), 1u);
+  EXPECT_EQ(Round(absl::UnavailableError("refused")), 1u);
+  ASSERT_EQ(dead_.size(), 1u);  // 3 s after its last report: within 3 s of a SIGKILL
+  EXPECT_EQ(dead_[0], node);
+}
+
+TEST_F(HealthCheckerTest, AReportClearsFailedProbes) {
+  NodeId node = NodeId::FromRandom();
+  checker_.AddNode(node, "127.0.0.1:1");
+  EXPECT_EQ(Round(absl::DeadlineExceededError("slow")), 1u);
+  EXPECT_EQ(Round(absl::DeadlineExceededError("slow")), 1u);
+  checker_.OnNodeHeard(node);  // its reports get through: alive
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(Round(absl::DeadlineExceededError("slow")), 1u);
+  EXPECT_EQ(Round(absl::DeadlineExceededError("slow")), 1u);
+  EXPECT_TRUE(dead_.empty());  // two failures since it was last heard from
+  EXPECT_EQ(Round(absl::DeadlineExceededError("slow")), 1u);
+  EXPECT_EQ(dead_.size(), 1u);
+}
+
 }  // namespace
 }  // namespace troupe

@@ -1,7 +1,10 @@
 #include "src/gcs/node_manager.h"
 
+#include <google/protobuf/util/message_differencer.h>
+
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
+#include "src/common/status_macros.h"
 
 namespace troupe {
 namespace {
@@ -12,7 +15,12 @@ int64_t ToMillis(absl::Time t) { return absl::ToUnixMillis(t); }
 
 NodeManager::NodeManager(ClusterId cluster_id, StoreClient* store, Publisher* publisher,
                          const Clock* clock)
-    : cluster_id_(cluster_id), store_(store), publisher_(publisher), clock_(clock) {}
+    : cluster_id_(cluster_id),
+      store_(store),
+      publisher_(publisher),
+      clock_(clock),
+      view_base_(absl::ToUnixMicros(clock->Now())),
+      view_version_(view_base_) {}
 
 absl::StatusOr<std::vector<rpc::NodeInfo>> NodeManager::Initialize() {
   auto rows = ScanTableSync(store_, kTable);
@@ -37,6 +45,7 @@ absl::StatusOr<std::vector<rpc::NodeInfo>> NodeManager::Initialize() {
     usage.set_node_id(key);
     *usage.mutable_total() = node.resources_total();
     *usage.mutable_available() = node.resources_total();
+    BumpViewLocked(*node_id);
   }
   return alive;
 }
@@ -75,6 +84,7 @@ absl::StatusOr<rpc::RegisterNodeReply> NodeManager::RegisterNode(
     usage.set_node_id(node.node_id());
     *usage.mutable_total() = node.resources_total();
     if (usage.available().empty()) *usage.mutable_available() = node.resources_total();
+    BumpViewLocked(*node_id);
     SaveAndPublishLocked(node);
     listeners = added_listeners_;
   }
@@ -123,6 +133,7 @@ bool NodeManager::SetDeadLocked(const NodeId& node_id, const std::string& reason
   it->second.set_death_reason(reason);
   it->second.set_end_time_ms(ToMillis(clock_->Now()));
   usage_.erase(node_id);
+  BumpViewLocked(node_id);
   SaveAndPublishLocked(it->second);
   *out = it->second;
   return true;
@@ -150,22 +161,68 @@ void NodeManager::NotifyRemoved(const rpc::NodeInfo& node) {
 absl::Status NodeManager::ReportResourceUsage(const rpc::ResourceUsage& report) {
   auto node_id = NodeId::FromBinary(report.node_id());
   if (!node_id.ok()) return node_id.status();
+  TROUPE_RETURN_IF_ERROR(UpdateUsage(*node_id, report));
+  if (report_listener_) report_listener_(*node_id);
+  return absl::OkStatus();
+}
+
+absl::Status NodeManager::UpdateUsage(const NodeId& node_id, const rpc::ResourceUsage& report) {
   absl::MutexLock lock(&mu_);
-  auto it = nodes_.find(*node_id);
+  auto it = nodes_.find(node_id);
   if (it == nodes_.end()) {
     return absl::NotFoundError(
-        absl::StrCat("node ", node_id->Hex(), " is not registered with this GCS; register again"));
+        absl::StrCat("node ", node_id.Hex(), " is not registered with this GCS; register again"));
   }
   if (it->second.state() == rpc::NodeInfo::DEAD) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "node ", node_id->Hex(), " was declared dead (", it->second.death_reason(), ")"));
+        "node ", node_id.Hex(), " was declared dead (", it->second.death_reason(), ")"));
   }
-  rpc::ResourceUsage& usage = usage_[*node_id];
+  rpc::ResourceUsage& usage = usage_[node_id];
   if (report.report_seq() != 0 && report.report_seq() <= usage.report_seq()) {
     return absl::OkStatus();  // stale: a newer report already arrived
   }
+  rpc::ResourceUsage previous = std::move(usage);
   usage = report;
+  previous.set_report_seq(report.report_seq());
+  // Most reports repeat the last one: only a change takes a new version (and reaches others).
+  if (!google::protobuf::util::MessageDifferencer::Equals(previous, usage)) {
+    BumpViewLocked(node_id);
+  }
   return absl::OkStatus();
+}
+
+void NodeManager::BumpViewLocked(const NodeId& node_id) {
+  auto [it, inserted] = view_version_of_.try_emplace(node_id, 0);
+  if (!inserted) view_changes_.erase(it->second);
+  it->second = ++view_version_;
+  view_changes_.emplace(it->second, node_id);
+}
+
+rpc::ResourceUsage NodeManager::ViewEntryLocked(const NodeId& node_id,
+                                                const rpc::ResourceUsage& usage) const {
+  rpc::ResourceUsage entry = usage;
+  const rpc::NodeInfo& node = nodes_.at(node_id);
+  entry.set_raylet_address(absl::StrCat(node.node_ip(), ":", node.raylet_port()));
+  return entry;
+}
+
+void NodeManager::ResourceViewSince(int64_t known_version,
+                                    rpc::ReportResourceUsageReply* reply) const {
+  absl::MutexLock lock(&mu_);
+  reply->set_view_version(view_version_);
+  if (known_version <= view_base_ || known_version > view_version_) {
+    reply->set_full_view(true);
+    for (const auto& [id, usage] : usage_) *reply->add_cluster() = ViewEntryLocked(id, usage);
+    return;
+  }
+  for (auto it = view_changes_.upper_bound(known_version); it != view_changes_.end(); ++it) {
+    auto usage = usage_.find(it->second);
+    if (usage == usage_.end()) {
+      reply->add_removed_node_ids(it->second.Binary());
+    } else {
+      *reply->add_cluster() = ViewEntryLocked(it->second, usage->second);
+    }
+  }
 }
 
 std::vector<rpc::NodeInfo> NodeManager::GetAllNodes() const {
@@ -180,11 +237,7 @@ std::vector<rpc::ResourceUsage> NodeManager::GetAllResourceUsage() const {
   absl::MutexLock lock(&mu_);
   std::vector<rpc::ResourceUsage> usages;
   usages.reserve(usage_.size());
-  for (const auto& [id, usage] : usage_) {
-    usages.push_back(usage);
-    const rpc::NodeInfo& node = nodes_.at(id);
-    usages.back().set_raylet_address(absl::StrCat(node.node_ip(), ":", node.raylet_port()));
-  }
+  for (const auto& [id, usage] : usage_) usages.push_back(ViewEntryLocked(id, usage));
   return usages;
 }
 

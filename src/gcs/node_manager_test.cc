@@ -128,5 +128,67 @@ TEST_F(NodeManagerTest, ANewGcsOnTheSameStoreRecoversTheTable) {
   EXPECT_EQ(restarted.GetAllNodes().size(), 2u);
 }
 
+rpc::ResourceUsage Usage(const NodeId& id, double available, int64_t seq) {
+  rpc::ResourceUsage usage;
+  usage.set_node_id(id.Binary());
+  (*usage.mutable_total())["CPU"] = 4;
+  (*usage.mutable_available())["CPU"] = available;
+  usage.set_report_seq(seq);
+  return usage;
+}
+
+TEST_F(NodeManagerTest, AReportRepliesWithWhatChangedSinceTheReportersVersion) {
+  NodeId a = NodeId::FromRandom(), b = NodeId::FromRandom(), c = NodeId::FromRandom();
+  for (const NodeId& id : {a, b, c}) ASSERT_TRUE(nodes_.RegisterNode(Request(id, 4)).ok());
+  // No version held: the whole view.
+  rpc::ReportResourceUsageReply full;
+  nodes_.ResourceViewSince(0, &full);
+  EXPECT_TRUE(full.full_view());
+  EXPECT_EQ(full.cluster_size(), 3);
+  EXPECT_EQ(full.cluster(0).raylet_address(), "127.0.0.1:5000");
+  // Reports that repeat the last one change nothing: an empty delta.
+  ASSERT_TRUE(nodes_.ReportResourceUsage(Usage(a, 4, 1)).ok());
+  ASSERT_TRUE(nodes_.ReportResourceUsage(Usage(a, 4, 2)).ok());
+  rpc::ReportResourceUsageReply quiet;
+  nodes_.ResourceViewSince(full.view_version(), &quiet);
+  EXPECT_FALSE(quiet.full_view());
+  EXPECT_EQ(quiet.cluster_size(), 0);
+  EXPECT_EQ(quiet.view_version(), full.view_version());
+  // One node's availability changed and another died: exactly those two.
+  ASSERT_TRUE(nodes_.ReportResourceUsage(Usage(b, 1.5, 1)).ok());
+  nodes_.MarkNodeDead(c, "gone");
+  rpc::ReportResourceUsageReply delta;
+  nodes_.ResourceViewSince(full.view_version(), &delta);
+  EXPECT_FALSE(delta.full_view());
+  ASSERT_EQ(delta.cluster_size(), 1);
+  EXPECT_EQ(delta.cluster(0).node_id(), b.Binary());
+  EXPECT_EQ(delta.cluster(0).available().at("CPU"), 1.5);
+  ASSERT_EQ(delta.removed_node_ids_size(), 1);
+  EXPECT_EQ(delta.removed_node_ids(0), c.Binary());
+  EXPECT_GT(delta.view_version(), full.view_version());
+  // A version this GCS never handed out (an earlier incarnation's, or garbage): the whole view.
+  rpc::ReportResourceUsageReply unknown;
+  nodes_.ResourceViewSince(delta.view_version() + 1000, &unknown);
+  EXPECT_TRUE(unknown.full_view());
+  EXPECT_EQ(unknown.cluster_size(), 2);
+  rpc::ReportResourceUsageReply ancient;
+  nodes_.ResourceViewSince(1, &ancient);
+  EXPECT_TRUE(ancient.full_view());
+}
+
+TEST_F(NodeManagerTest, AcceptedReportsReachTheReportListener) {
+  std::vector<NodeId> heard;
+  nodes_.set_report_listener([&](const NodeId& id) { heard.push_back(id); });
+  NodeId id = NodeId::FromRandom();
+  ASSERT_TRUE(nodes_.RegisterNode(Request(id, 4)).ok());
+  ASSERT_TRUE(nodes_.ReportResourceUsage(Usage(id, 4, 1)).ok());
+  EXPECT_EQ(heard, std::vector<NodeId>{id});
+  // Refused reports (unknown or dead node) are not proof of a live member.
+  EXPECT_FALSE(nodes_.ReportResourceUsage(Usage(NodeId::FromRandom(), 4, 1)).ok());
+  nodes_.MarkNodeDead(id, "gone");
+  EXPECT_FALSE(nodes_.ReportResourceUsage(Usage(id, 4, 2)).ok());
+  EXPECT_EQ(heard.size(), 1u);
+}
+
 }  // namespace
 }  // namespace troupe

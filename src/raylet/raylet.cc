@@ -544,12 +544,13 @@ absl::Status Raylet::ReportLoop() {
       absl::MutexLock lock(&mu_);
       usage.set_report_seq(++report_seq_);
     }
-    auto cluster = gcs_.ReportResourceUsage(usage);
+    auto cluster = gcs_.ReportResourceUsage(usage, cluster_view_.version());
     if (cluster.ok()) {
       if (!connected) TROUPE_LOG(Info) << "reconnected to the GCS at " << options_.gcs_address;
       connected = true;
       last_contact = clock_->Now();
-      lease_manager_.UpdateClusterView(*cluster);
+      cluster_view_.Apply(*cluster);
+      lease_manager_.UpdateClusterView(cluster_view_.Nodes());
       continue;
     }
     const absl::Status& status = cluster.status();
@@ -560,6 +561,7 @@ absl::Status Raylet::ReportLoop() {
     if (status.code() == absl::StatusCode::kNotFound) {
       TROUPE_LOG(Warning) << "the GCS no longer knows this node (it restarted?); registering again";
       TROUPE_RETURN_IF_ERROR(RegisterWithRetry(/*re_register=*/true));
+      cluster_view_ = ClusterView();  // the next reply brings the whole view again
       connected = true;
       last_contact = clock_->Now();
       continue;

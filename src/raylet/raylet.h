@@ -28,6 +28,7 @@
 #include "src/common/ids.h"
 #include "src/common/resources.h"
 #include "src/object_store/object_store.h"
+#include "src/raylet/cluster_view.h"
 #include "src/raylet/data_connection.h"
 #include "src/raylet/data_object_puller.h"
 #include "src/raylet/executable_cache.h"
@@ -161,6 +162,7 @@ class Raylet {
   std::optional<std::string> declared_dead_ ABSL_GUARDED_BY(mu_);  // why, once declared
   std::string cluster_id_ ABSL_GUARDED_BY(mu_);  // set by the first registration
   int64_t report_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  ClusterView cluster_view_;  // the report loop's
   absl::flat_hash_map<JobId, rpc::JobInfo> jobs_ ABSL_GUARDED_BY(mu_);
   // Worker exits not yet acknowledged by the GCS (it decides actors' fates on them): resent by
   // the report loop until they get through.

@@ -90,14 +90,12 @@ absl::Status GcsClient::UnregisterNode(const std::string& node_id, const std::st
   return Call(node_stub_.get(), &rpc::NodeInfoService::Stub::UnregisterNode, request).status();
 }
 
-absl::StatusOr<std::vector<rpc::ResourceUsage>> GcsClient::ReportResourceUsage(
-    const rpc::ResourceUsage& usage) {
+absl::StatusOr<rpc::ReportResourceUsageReply> GcsClient::ReportResourceUsage(
+    const rpc::ResourceUsage& usage, int64_t known_view_version) {
   rpc::ReportResourceUsageRequest request;
   *request.mutable_usage() = usage;
-  TROUPE_ASSIGN_OR_RETURN(
-      auto reply,
-      Call(node_stub_.get(), &rpc::NodeInfoService::Stub::ReportResourceUsage, request));
-  return std::vector<rpc::ResourceUsage>(reply.cluster().begin(), reply.cluster().end());
+  request.set_known_view_version(known_view_version);
+  return Call(node_stub_.get(), &rpc::NodeInfoService::Stub::ReportResourceUsage, request);
 }
 
 absl::StatusOr<std::vector<rpc::NodeInfo>> GcsClient::GetAllNodeInfo() {

@@ -44,9 +44,10 @@ class GcsClient {
   // Nodes and resources.
   absl::StatusOr<rpc::RegisterNodeReply> RegisterNode(const rpc::RegisterNodeRequest& request);
   absl::Status UnregisterNode(const std::string& node_id, const std::string& reason);
-  // Returns the cluster view (every alive node's latest report).
-  absl::StatusOr<std::vector<rpc::ResourceUsage>> ReportResourceUsage(
-      const rpc::ResourceUsage& usage);
+  // Returns the cluster view the reporter lacks: the whole view when `known_view_version` is 0
+  // (or unknown to this GCS), else what changed since (see ReportResourceUsageReply).
+  absl::StatusOr<rpc::ReportResourceUsageReply> ReportResourceUsage(
+      const rpc::ResourceUsage& usage, int64_t known_view_version = 0);
   absl::StatusOr<std::vector<rpc::NodeInfo>> GetAllNodeInfo();
   absl::StatusOr<std::vector<rpc::ResourceUsage>> GetAllResourceUsage();
 

@@ -1,0 +1,142 @@
+// Troupe's side of bench/scale_bench.py: a driver against a running cluster (TROUPE_ADDRESS and
+// TROUPE_TOKEN set). Prints one JSON object per line: {"metric": ..., "value": ..., "unit": ...}.
+//   --mode=latency --n=N        N tasks one after another (submit, wait): median and p99
+//                               submit-to-result time (the scheduling latency under load)
+//   --mode=many_tasks --n=N     N tiny 1-CPU tasks submitted at once, then all awaited:
+//                               submission rate, completion rate, this driver's peak RSS
+//   --mode=many_actors --n=N    N actors (no resources held) created at once and each called
+//                               once, all alive together: creation rate; then a second pause so
+//                               the runner can read RSS per actor process; then all killed
+//   --mode=many_pgs --n=N       N placement groups of one {CPU: 0.001} bundle created at once,
+//                               awaited, then removed: create and remove rates
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "troupe/api.h"
+
+namespace {
+
+int Small() { return 1; }
+
+class Tiny {
+ public:
+  static Tiny* Create() { return new Tiny(); }
+  int Ping() { return 1; }
+};
+
+TROUPE_REMOTE(Small, Tiny::Create, &Tiny::Ping);
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void Print(const char* metric, double value, const char* unit) {
+  std::printf("{\"metric\": \"%s\", \"value\": %.4f, \"unit\": \"%s\"}\n", metric, value, unit);
+  std::fflush(stdout);
+}
+
+double PeakRssMb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;
+}
+
+std::string Flag(int argc, char** argv, const std::string& name, const std::string& fallback) {
+  const std::string prefix = "--" + name + "=";
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
+  }
+  return fallback;
+}
+
+void Latency(int n) {
+  troupe::Get(troupe::Task(Small).Remote());  // a warm worker
+  std::vector<double> ms;
+  for (int i = 0; i < n; ++i) {
+    auto start = Clock::now();
+    troupe::Get(troupe::Task(Small).Remote());
+    ms.push_back(Seconds(start) * 1000);
+  }
+  std::sort(ms.begin(), ms.end());
+  Print("task_latency_median", ms[ms.size() / 2], "ms");
+  Print("task_latency_p99", ms[std::min(ms.size() - 1, ms.size() * 99 / 100)], "ms");
+}
+
+void ManyTasks(int n) {
+  troupe::Get(troupe::Task(Small).Remote());
+  std::vector<troupe::ObjectRef<int>> refs;
+  refs.reserve(n);
+  auto start = Clock::now();
+  for (int i = 0; i < n; ++i) refs.push_back(troupe::Task(Small).Remote());
+  Print("tasks_submitted_per_second", n / Seconds(start), "per_second");
+  troupe::Get(refs);
+  Print("tasks_completed_per_second", n / Seconds(start), "per_second");
+  Print("driver_peak_rss", PeakRssMb(), "MiB");
+}
+
+void ManyActors(int n) {
+  std::vector<troupe::ActorHandle<Tiny>> actors;
+  auto start = Clock::now();
+  for (int i = 0; i < n; ++i) actors.push_back(troupe::Actor(Tiny::Create).Remote());
+  std::vector<troupe::ObjectRef<int>> pings;
+  for (auto& actor : actors) pings.push_back(actor.Task(&Tiny::Ping).Remote());
+  troupe::Get(pings, std::chrono::seconds(600));
+  Print("actors_created_per_second", n / Seconds(start), "per_second");
+  std::printf("{\"event\": \"actors_alive\", \"n\": %d}\n", n);
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // the runner reads RSS now
+  for (auto& actor : actors) actor.Kill();
+}
+
+void ManyPgs(int n) {
+  std::vector<troupe::PlacementGroup> groups;
+  auto start = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    groups.push_back(troupe::CreatePlacementGroup(
+        {"", {{{"CPU", 0.001}}}, troupe::PlacementStrategy::kPack}));
+  }
+  for (auto& group : groups) {
+    if (!group.Wait(std::chrono::seconds(300))) {
+      std::fprintf(stderr, "a placement group was not ready in 300 s\n");
+      std::exit(1);
+    }
+  }
+  Print("pgs_created_per_second", n / Seconds(start), "per_second");
+  start = Clock::now();
+  for (auto& group : groups) troupe::RemovePlacementGroup(group);
+  Print("pgs_removed_per_second", n / Seconds(start), "per_second");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  troupe::Config config;
+  config.log_to_driver = false;
+  troupe::Init(config);
+  const std::string mode = Flag(argc, argv, "mode", "");
+  const int n = std::stoi(Flag(argc, argv, "n", "100"));
+  int rc = 0;
+  if (mode == "latency") {
+    Latency(n);
+  } else if (mode == "many_tasks") {
+    ManyTasks(n);
+  } else if (mode == "many_actors") {
+    ManyActors(n);
+  } else if (mode == "many_pgs") {
+    ManyPgs(n);
+  } else {
+    std::fprintf(stderr, "usage: scale_bench --mode=latency|many_tasks|many_actors|many_pgs --n=N\n");
+    rc = 2;
+  }
+  troupe::Shutdown();
+  return rc;
+}

@@ -57,7 +57,7 @@ def start_flags():
 
 def http_routes():
     with open(os.path.join(ROOT, "src/http/http_server.cc")) as f:
-        return set(re.findall(r'http\.Get\("([^"]+)"', f.read()))
+        return set(re.findall(r'router\.Add\(\s*"GET",\s*"([^"]+)"', f.read()))
 
 
 def documented_secret_keys():

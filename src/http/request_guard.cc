@@ -17,7 +17,11 @@ std::optional<jobs::Reply> CheckRequest(const RequestFacts& request, const std::
                                 "non-browser clients");
   }
   if (IsPublicPath(request.path)) return std::nullopt;
-  if (request.session && request.fetch_site == "same-origin") return std::nullopt;
+  // The dashboard's own requests: marked same-origin by the browser, or carrying exactly this
+  // server's Origin (a WebSocket upgrade always does; Chromium marks it no Sec-Fetch-Site).
+  if (request.session && (request.fetch_site == "same-origin" || request.origin == own_origin)) {
+    return std::nullopt;
+  }
   if (request.authorization != "Bearer " + token) {
     return jobs::Error(
         401, std::string(request.authorization.empty() ? "no token" : "wrong token") +

@@ -30,8 +30,9 @@ bool IsPublicPath(const std::string& path);
 // another site (an Origin that is not this server, or Sec-Fetch-Site: cross-site) whatever the
 // method or path (a WebSocket upgrade included), 401 without `Authorization: Bearer <token>` (except IsPublicPath). A session
 // cookie stands in for the token only on requests the browser marks `Sec-Fetch-Site:
-// same-origin` (the dashboard's own fetches): SameSite=Strict still sends cookies from another
-// port of the same host, and such a request, even one carrying no Origin, must not pass.
+// same-origin` or that carry exactly this server's Origin (the dashboard's own fetches and its
+// WebSocket log tail): SameSite=Strict still sends cookies from another port of the same host,
+// and such a request, even one carrying no Origin, must not pass.
 std::optional<jobs::Reply> CheckRequest(const RequestFacts& request, const std::string& token);
 
 // "METHOD path" with job ids, package names and dashboard files replaced ({id}, {name}, {file}),

@@ -96,6 +96,17 @@ TEST(RequestGuardTest, ASessionCookieCountsOnlyOnSameOriginRequests) {
   unmarked.fetch_site = "none";
   EXPECT_EQ(CheckRequest(unmarked, "secret")->status, 401);
 
+  // The page's WebSocket upgrade (its job log tail): Chromium sends no Sec-Fetch-Site there,
+  // but always this server's Origin. That counts; the same upgrade from another port does not.
+  RequestFacts upgrade = Facts("/api/jobs/abc/logs/tail", "");
+  upgrade.session = true;
+  upgrade.origin = "http://127.0.0.1:8265";
+  EXPECT_FALSE(CheckRequest(upgrade, "secret").has_value());
+  upgrade.origin = "http://127.0.0.1:8000";
+  EXPECT_EQ(CheckRequest(upgrade, "secret")->status, 403);
+  upgrade.origin = "";
+  EXPECT_EQ(CheckRequest(upgrade, "secret")->status, 401);
+
   // Without a live session (forged, expired: Dashboard::HasSession said no), same-origin is not
   // enough.
   RequestFacts no_session = from_page;

@@ -776,6 +776,12 @@ int StartCommand(const std::vector<std::string>& args) {
   if (options.ca_cert_hash.empty() && std::getenv("TROUPE_CA_CERT_HASH") != nullptr) {
     options.ca_cert_hash = std::getenv("TROUPE_CA_CERT_HASH");
   }
+  // A bad --ca-cert (or one its --ca-cert-hash does not match) is a usage error: say so first.
+  if (!options.ca_cert.empty()) {
+    if (auto ca = ReadTrustedCa(options.ca_cert, options.ca_cert_hash); !ca.ok()) {
+      return Fail(std::string(ca.status().message()), 2);
+    }
+  }
   return JoinCluster(options);
 }
 

@@ -10,9 +10,11 @@
 #    worker in two containers on a podman network form a cluster (`troupe status` shows 2 alive
 #    nodes, joined with the head's join_command: TLS with the CA pin) and a worker stopped with
 #    SIGTERM (`podman stop`) exits 0 and shows DEAD. Then the same with the arguments of
-#    deploy/kubernetes/base: a head given the token (--token, --tls=off, --bind=0.0.0.0) and a
-#    worker joining by the head's name (`--address=NAME:6380`, as through the Service); the
-#    worker's readiness probe (`troupe status`) passes and its preStop (`troupe stop`) ends it.
+#    deploy/kubernetes/base: a CA made with the image's `troupe tls make-ca`, a head given the
+#    token and that CA (--token, --ca-cert/--ca-key mounted read-only, --tls-san=NAME,
+#    --bind=0.0.0.0) and a worker given only ca.crt joining by the head's name
+#    (`--address=NAME:6380 --ca-cert=...`, as through the Service), all TLS; the worker's
+#    readiness probe (`troupe status`) passes and its preStop (`troupe stop`) ends it.
 #    If plain podman cannot run containers here,
 #    it retries with runc, cgroupfs and no default ulimits (what this sandbox needs); if that
 #    fails too it prints the error and runs the same head and worker from the image's root
@@ -154,15 +156,29 @@ if [ -z "$podman_run_error" ]; then
     "$("${P[@]}" inspect troupe-test-worker --format '{{.State.ExitCode}}')" = 0
   check "the stopped worker leaves the cluster" wait_for_nodes 1 "${P[@]}" exec troupe-test-head
 
-  # As deploy/kubernetes/base runs them: the token given to both, TLS off, joined by name.
-  "${P[@]}" run -d --name troupe-test-head2 --network "$network" --ip 10.213.77.20 "$image" \
-    start --head --block --node-ip-address=10.213.77.20 --bind=0.0.0.0 --tls=off \
+  # As deploy/kubernetes/base runs them: the token given to both, the CA of the Secret troupe-ca
+  # (made with the image's troupe; the key readable by the image's user only, as the Secret's
+  # defaultMode 0400 + fsGroup make it; the worker gets ca.crt only), joined by name over TLS.
+  chroot "$rootfs" troupe tls make-ca --out=/tmp/k8s-ca >/dev/null
+  ca_dir="$work/k8s-ca"
+  cp -r "$rootfs/tmp/k8s-ca" "$ca_dir"
+  chown "$(chroot "$rootfs" id -u troupe):$(chroot "$rootfs" id -g troupe)" "$ca_dir/ca.key"
+  chmod 0400 "$ca_dir/ca.key"
+  "${P[@]}" run -d --name troupe-test-head2 --network "$network" --ip 10.213.77.20 \
+    -v "$ca_dir:/etc/troupe/ca:ro" "$image" \
+    start --head --block --node-ip-address=10.213.77.20 --bind=0.0.0.0 \
+    --ca-cert=/etc/troupe/ca/ca.crt --ca-key=/etc/troupe/ca/ca.key --tls-san=troupe-test-head2 \
     --token="$token" --num-cpus=1 >/dev/null
-  "${P[@]}" run -d --name troupe-test-worker2 --network "$network" "$image" \
+  "${P[@]}" run -d --name troupe-test-worker2 --network "$network" \
+    -v "$ca_dir/ca.crt:/etc/troupe/ca/ca.crt:ro" "$image" \
     start --block --address=troupe-test-head2:6380 --token="$token" --bind=0.0.0.0 \
-    --connect-timeout-s=60 --num-cpus=2 >/dev/null
-  check "Kubernetes-style head and worker (token given, joined by name) form a cluster of 2" \
+    --ca-cert=/etc/troupe/ca/ca.crt --connect-timeout-s=60 --num-cpus=2 >/dev/null
+  check "Kubernetes-style head and worker (token and CA given, joined by name) form a TLS cluster of 2" \
     wait_for_nodes 2 "${P[@]}" exec troupe-test-head2
+  head_uses_given_ca() {
+    "${P[@]}" exec troupe-test-head2 cat /tmp/troupe/session_latest/tls/ca.pem | cmp -s - "$ca_dir/ca.crt"
+  }
+  check "the Kubernetes-style head runs TLS with the given CA" head_uses_given_ca
   readiness_probe() { "${P[@]}" exec troupe-test-worker2 troupe status >/dev/null; }
   check "the worker's readiness probe (troupe status) passes" readiness_probe
   "${P[@]}" exec troupe-test-worker2 troupe stop --grace-period-s=30

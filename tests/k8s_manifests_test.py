@@ -9,7 +9,9 @@ the oldest and newest Kubernetes it bundles) and the manifests fit Troupe and ea
 - Deployment selectors match their pod labels; containers have CPU and memory requests and
   limits, readiness and liveness probes; troupe containers stop with a preStop `troupe stop`
   whose --grace-period-s fits in terminationGracePeriodSeconds;
-- every Secret key referenced is one docs/deploy.md tells how to create;
+- every Secret key referenced (env or volume) is one docs/deploy.md tells how to create; a
+  --ca-cert/--ca-key file is a key of a Secret volume the container mounts; a mounted private key
+  (*.key) is not readable by other users, and only a head (--head) mounts one;
 - overlays/gpu: the worker's nvidia.com/gpu limit equals the GPUs it offers (NUM_GPUS);
   overlays/redis: the head's TROUPE_REDIS_ADDRESS is a Service of the overlay, with its port.
 A broken copy of the base (a Service pointing at a port no container has) must be refused, so the
@@ -132,6 +134,42 @@ def check_container(where, container, template_spec, flags, routes, secret_keys)
         fail(where, "imagePullPolicy Always: a locally loaded image would never be used")
 
 
+def secret_files(where, container, template_spec, secret_keys):
+    """{mounted path: (Secret key, file mode)} of the container's Secret volumes."""
+    volumes = {v["name"]: v["secret"] for v in template_spec.get("volumes", []) if "secret" in v}
+    files = {}
+    for mount in container.get("volumeMounts", []):
+        secret = volumes.get(mount["name"])
+        if secret is None:
+            continue
+        name = secret["secretName"]
+        documented = sorted(k for n, k in secret_keys if n == name)
+        if not documented:
+            fail(where, f"Secret volume {name} is not one docs/deploy.md creates")
+        items = secret.get("items") or [{"key": k, "path": k} for k in documented]
+        for item in items:
+            if (name, item["key"]) not in secret_keys:
+                fail(where, f"Secret {name} key {item['key']} is not one docs/deploy.md creates")
+            mode = item.get("mode", secret.get("defaultMode", 0o644))
+            files[f"{mount['mountPath'].rstrip('/')}/{item['path']}"] = (item["key"], mode)
+    return files
+
+
+def check_tls_files(where, container, template_spec, secret_keys):
+    files = secret_files(where, container, template_spec, secret_keys)
+    args = container.get("args", [])
+    for arg in args:
+        flag, _, path = arg.partition("=")
+        if flag in ("--ca-cert", "--ca-key") and path not in files:
+            fail(where, f"{flag}={path} is no file of a Secret volume it mounts {sorted(files)}")
+    for path, (key, mode) in files.items():
+        if key.endswith(".key"):
+            if mode & 0o007:
+                fail(where, f"{path} (a private key) has mode {mode:o}: readable by other users")
+            if "--head" not in args:
+                fail(where, f"{path}: only the head may hold a private key of a Secret")
+
+
 def check(name, resources, flags, routes, secret_keys):
     for r, template in pod_templates(resources):
         where = f"{name}: {r['kind']}/{r['metadata']['name']}"
@@ -142,6 +180,8 @@ def check(name, resources, flags, routes, secret_keys):
         for container in template["spec"]["containers"]:
             check_container(f"{where}/{container['name']}", container, template["spec"], flags,
                             routes, secret_keys)
+            check_tls_files(f"{where}/{container['name']}", container, template["spec"],
+                            secret_keys)
     # Services: the selector picks pods, and every targetPort is one of their ports.
     for svc in (r for r in resources if r["kind"] == "Service"):
         where = f"{name}: Service/{svc['metadata']['name']}"
@@ -238,6 +278,16 @@ def main():
     check("broken base", broken, flags, routes, secret_keys)
     if len(failures) == len(real_failures):
         real_failures.append("a Service with a wrong targetPort was not refused")
+    # ... and a worker given the CA key (the whole Secret troupe-ca) is refused.
+    failures[:] = list(real_failures)
+    broken = copy.deepcopy(rendered["base"])
+    for r, template in pod_templates(broken):
+        if r["metadata"]["name"] == "troupe-worker":
+            for volume in template["spec"]["volumes"]:
+                volume.get("secret", {}).pop("items", None)
+    check("broken base", broken, flags, routes, secret_keys)
+    if not any("only the head may hold" in f for f in failures[len(real_failures):]):
+        real_failures.append("a worker mounting the CA key was not refused")
     failures[:] = real_failures
 
     for f in failures:

@@ -9,12 +9,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gtest/gtest.h"
@@ -350,6 +353,154 @@ TEST_F(TlsTest, AClientTrustingAForeignCaIsRefused) {
   CommandResult good =
       RunTroupe({"status", "--address=" + cluster_->gcs_address(), "--token=" + cluster_->token()});
   EXPECT_EQ(good.exit_code, 0) << good.err;
+}
+
+// A cluster CA made for the cluster beforehand (`troupe tls make-ca`), as a Kubernetes Secret holds
+// it: the head is given it with --ca-cert/--ca-key, and nodes trust it with --ca-cert alone.
+class GivenCaTest : public ::testing::Test {
+ protected:
+  static std::string Scratch(const std::string& name) {
+    return absl::StrCat(std::getenv("TEST_TMPDIR"), "/given_ca_", name);
+  }
+  // Runs `troupe tls make-ca --out=DIR`; returns the pin it printed ("" if it failed).
+  static std::string MakeCa(const std::string& dir) {
+    CommandResult made = RunTroupe({"tls", "make-ca", "--out=" + dir});
+    EXPECT_EQ(made.exit_code, 0) << made.out << made.err;
+    const size_t at = made.out.find("pin: ");
+    if (at == std::string::npos) return "";
+    return made.out.substr(at + 5, made.out.find(' ', at + 5) - at - 5);
+  }
+  // True when `root` holds no session (a refused start must not have begun one).
+  static bool NoSessionIn(const std::string& root) {
+    DIR* dir = opendir(root.c_str());
+    if (dir == nullptr) return true;
+    bool none = true;
+    while (dirent* entry = readdir(dir)) {
+      if (absl::StartsWith(entry->d_name, "session")) none = false;
+    }
+    closedir(dir);
+    return none;
+  }
+};
+
+TEST_F(GivenCaTest, MakeCaWritesAPrivateKeyAndRefusesToOverwrite) {
+  const std::string dir = Scratch("make");
+  const std::string pin = MakeCa(dir);
+  ASSERT_OK_AND_ASSIGN(std::string printed_cert, ReadWholeFile(dir + "/ca.crt"));
+  ASSERT_OK_AND_ASSIGN(std::string file_pin, CaPin(printed_cert));
+  EXPECT_EQ(pin, file_pin);
+  EXPECT_OK(CheckCaCertificate(printed_cert));
+  struct stat info {};
+  ASSERT_EQ(stat((dir + "/ca.key").c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0600u);
+  CommandResult again = RunTroupe({"tls", "make-ca", "--out=" + dir});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(again.err, "not overwriting")) << again.err;
+  ASSERT_OK_AND_ASSIGN(std::string unchanged, ReadWholeFile(dir + "/ca.crt"));
+  EXPECT_EQ(unchanged, printed_cert);
+}
+
+TEST_F(GivenCaTest, AHeadWithTheCaAndANodeTrustingItFormATlsCluster) {
+  const std::string dir = Scratch("cluster");
+  const std::string pin = MakeCa(dir);
+  ASSERT_FALSE(pin.empty());
+  // On loopback: a given CA turns TLS on without --tls=on.
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--ca-cert=" + dir + "/ca.crt",
+                                           "--ca-key=" + dir + "/ca.key", "--num-cpus=1",
+                                           "--memory-usage-threshold=1", "--tls-san=troupe-head"}));
+  ASSERT_FALSE(cluster.tls_dir().empty()) << "a head given a CA runs no TLS";
+  ASSERT_OK_AND_ASSIGN(std::string head_ca, ReadWholeFile(CaCertPath(cluster.tls_dir())));
+  ASSERT_OK_AND_ASSIGN(std::string given_ca, ReadWholeFile(dir + "/ca.crt"));
+  EXPECT_EQ(head_ca, given_ca) << "the head made its own CA instead of using --ca-cert";
+  EXPECT_TRUE(absl::StrContains(ReadAll(cluster.HeadSessionDir() + "/join_command"),
+                                "--ca-cert-hash=" + pin));
+  ASSERT_OK_AND_ASSIGN(auto names, SubjectAltNames(ReadAll(NodeCertPath(cluster.tls_dir()))));
+  EXPECT_NE(std::find(names.begin(), names.end(), "troupe-head"), names.end())
+      << "--tls-san is not in the head's certificate";
+
+  // A node trusting another CA is refused before it registers anything.
+  const std::string other = Scratch("other");
+  MakeCa(other);
+  const std::string refused_root = Scratch("refused_root");
+  CommandResult refused = RunTroupe(
+      {"start", "--address=" + cluster.gcs_address(), "--token=" + cluster.token(),
+       "--ca-cert=" + other + "/ca.crt", "--temp-dir=" + refused_root},
+      {"TROUPE_TLS_DIR="});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_TRUE(absl::StrContains(refused.err, "refusing to join")) << refused.err;
+  EXPECT_TRUE(absl::StrContains(refused.err, pin)) << "names the CA the head presented: "
+                                                   << refused.err;
+  EXPECT_TRUE(NoSessionIn(refused_root));
+  // --ca-cert-hash that is not the file's pin: refused before connecting.
+  ASSERT_OK_AND_ASSIGN(std::string other_pin, CaPin(*ReadWholeFile(other + "/ca.crt")));
+  CommandResult mismatch = RunTroupe(
+      {"start", "--address=" + cluster.gcs_address(), "--token=" + cluster.token(),
+       "--ca-cert=" + dir + "/ca.crt", "--ca-cert-hash=" + other_pin,
+       "--temp-dir=" + refused_root},
+      {"TROUPE_TLS_DIR="});
+  EXPECT_EQ(mismatch.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(mismatch.err, "does not match --ca-cert")) << mismatch.err;
+  EXPECT_TRUE(NoSessionIn(refused_root));
+  ASSERT_OK_AND_ASSIGN(auto nodes, cluster.gcs().GetAllNodeInfo());
+  EXPECT_EQ(nodes.size(), 1u);
+
+  // A node given only the CA certificate (and the matching pin) joins from a root of its own.
+  const std::string root = Scratch("joined_root");
+  CommandResult joined = RunTroupe(
+      {"start", "--address=" + cluster.gcs_address(), "--token=" + cluster.token(),
+       "--ca-cert=" + dir + "/ca.crt", "--ca-cert-hash=" + pin, "--temp-dir=" + root,
+       "--num-cpus=1", "--memory-usage-threshold=1"},
+      {"TROUPE_TLS_DIR="});
+  ASSERT_EQ(joined.exit_code, 0) << joined.out << joined.err;
+  EXPECT_TRUE(absl::StrContains(joined.out, "TLS:          on")) << joined.out;
+  CommandResult status = cluster.Troupe({"status"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_TRUE(absl::StrContains(status.out, "2 alive, 0 dead")) << status.out;
+  CommandResult stop = RunTroupe({"stop", "--force", "--temp-dir=" + root});
+  EXPECT_EQ(stop.exit_code, 0) << stop.err;
+}
+
+TEST_F(GivenCaTest, BadCaFlagsAreRefusedBeforeAnythingStarts) {
+  const std::string dir = Scratch("bad");
+  MakeCa(dir);
+  const std::string other = Scratch("bad_other");
+  MakeCa(other);
+  // A node certificate (no CA) with its own key.
+  ASSERT_OK_AND_ASSIGN(auto ca_files, GenerateCa("leaf-issuer"));
+  ASSERT_OK_AND_ASSIGN(auto ca, CertificateAuthority::Load(ca_files));
+  ASSERT_OK_AND_ASSIGN(auto leaf, ca.Issue({"node", {"127.0.0.1"}}));
+  ASSERT_OK(WriteFileWithMode(dir + "/leaf.crt", leaf.cert_pem, 0644));
+  ASSERT_OK(WriteFileWithMode(dir + "/leaf.key", leaf.key_pem, 0600));
+  ASSERT_OK(WriteFileWithMode(dir + "/open.key", *ReadWholeFile(dir + "/ca.key"), 0644));
+  const std::string cert = "--ca-cert=" + dir + "/ca.crt";
+  const std::string root = Scratch("bad_root");
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"--head", cert, "--ca-key=" + other + "/ca.key"}, "does not belong to the CA certificate"},
+      {{"--head", "--ca-cert=" + dir + "/leaf.crt", "--ca-key=" + dir + "/leaf.key"},
+       "not a CA certificate"},
+      {{"--head", cert}, "--ca-cert and --ca-key go together"},
+      {{"--head", "--ca-key=" + dir + "/ca.key"}, "--ca-cert and --ca-key go together"},
+      {{"--head", cert, "--ca-key=" + dir + "/open.key"}, "open to other users (mode 0644)"},
+      {{"--head", cert, "--ca-key=" + dir + "/ca.key", "--tls=off"}, "--tls=off"},
+      {{"--address=127.0.0.1:1", cert, "--ca-key=" + dir + "/ca.key"}, "--ca-key is for the head"},
+      {{"--address=127.0.0.1:1", "--ca-cert=" + dir + "/leaf.crt"}, "not a CA certificate"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"start", "--temp-dir=" + root, "--http-port=0"};
+    if (c.args[0] == "--head") args.push_back(absl::StrCat("--port=", PickFreePort()));
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    CommandResult result = RunTroupe(args, {"TROUPE_TLS_DIR="});
+    const std::string what = absl::StrJoin(c.args, " ");
+    if (result.exit_code == 0) RunTroupe({"stop", "--force", "--temp-dir=" + root});
+    EXPECT_EQ(result.exit_code, 2) << what << "\n" << result.err;
+    EXPECT_TRUE(absl::StrContains(result.err, c.says)) << what << "\n" << result.err;
+    EXPECT_TRUE(NoSessionIn(root)) << what << " left a session in " << root;
+  }
 }
 
 }  // namespace

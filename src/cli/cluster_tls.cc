@@ -1,8 +1,15 @@
 #include "src/cli/cluster_tls.h"
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "src/tls/certificates.h"
 #include "src/tls/tls_files.h"
 
@@ -32,6 +39,75 @@ std::vector<std::string> CertificateNames(const std::string& node_ip, const std:
   return names;
 }
 
+absl::StatusOr<std::vector<std::string>> ParseExtraNames(const std::string& flag) {
+  std::vector<std::string> names;
+  for (absl::string_view name : absl::StrSplit(flag, ',', absl::SkipWhitespace())) {
+    name = absl::StripAsciiWhitespace(name);
+    for (char c : name) {
+      if (!absl::ascii_isalnum(c) && c != '.' && c != '-' && c != ':') {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--tls-san: '", name, "' is not a host name or IP address (give names separated by "
+            "commas, e.g. --tls-san=troupe-head,troupe-head.default.svc)"));
+      }
+    }
+    names.emplace_back(name);
+  }
+  return names;
+}
+
+absl::Status CheckPrivateKeyFileMode(const std::string& path) {
+  struct stat info {};
+  if (stat(path.c_str(), &info) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, ": ", strerror(errno)));
+  }
+  if ((info.st_mode & 0007) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s is open to other users (mode %04o): a CA key must not be; run `chmod 600 %s` (in "
+        "Kubernetes: defaultMode: 0400 on the Secret volume)",
+        path, info.st_mode & 07777, path));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KeyAndCertificate> ReadGivenCa(const std::string& cert_path,
+                                              const std::string& key_path) {
+  if (auto status = CheckPrivateKeyFileMode(key_path); !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--ca-key: ", status.message()));
+  }
+  auto cert = ReadWholeFile(cert_path);
+  if (!cert.ok()) return absl::InvalidArgumentError(absl::StrCat("--ca-cert: cannot read ", cert_path));
+  auto key = ReadWholeFile(key_path);
+  if (!key.ok()) return absl::InvalidArgumentError(absl::StrCat("--ca-key: cannot read ", key_path));
+  if (auto status = CheckCaCertificate(*cert); !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--ca-cert=", cert_path, ": ", status.message()));
+  }
+  const KeyAndCertificate files{*key, *cert};
+  if (auto ca = CertificateAuthority::Load(files); !ca.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ca-key=", key_path, " with --ca-cert=", cert_path, ": ", ca.status().message(),
+        " (give the key the CA certificate was made with: both files of `troupe tls make-ca`)"));
+  }
+  return files;
+}
+
+absl::StatusOr<std::string> ReadTrustedCa(const std::string& cert_path,
+                                          const std::string& expected_pin) {
+  auto cert = ReadWholeFile(cert_path);
+  if (!cert.ok()) return absl::InvalidArgumentError(absl::StrCat("--ca-cert: cannot read ", cert_path));
+  if (auto status = CheckCaCertificate(*cert); !status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--ca-cert=", cert_path, ": ", status.message()));
+  }
+  auto pin = CaPin(*cert);
+  if (!pin.ok()) return pin.status();
+  if (!expected_pin.empty() && absl::AsciiStrToLower(expected_pin) != *pin) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ca-cert-hash=", expected_pin, " does not match --ca-cert=", cert_path, " (its pin is ",
+        *pin, "): give one of them, or the pair that belongs together (also check "
+        "$TROUPE_CA_CERT_HASH)"));
+  }
+  return *cert;
+}
+
 namespace {
 
 // The CA of an earlier local session of the same cluster, if one kept its key.
@@ -57,8 +133,10 @@ absl::Status WriteKeyAndCertificate(const std::string& key_path, const std::stri
 
 absl::StatusOr<std::string> SetUpHeadTls(const Session& session, const std::string& temp_root,
                                          const std::string& cluster_id_hex,
-                                         const std::vector<std::string>& names) {
-  auto ca_files = EarlierCa(temp_root, cluster_id_hex);
+                                         const std::vector<std::string>& names,
+                                         const std::optional<KeyAndCertificate>& given_ca) {
+  absl::StatusOr<KeyAndCertificate> ca_files =
+      given_ca ? *given_ca : EarlierCa(temp_root, cluster_id_hex);
   if (!ca_files.ok()) ca_files = GenerateCa(cluster_id_hex.substr(0, 12));
   if (!ca_files.ok()) return ca_files.status();
   const std::string dir = TlsDirOf(session.dir());

@@ -30,6 +30,8 @@ int MemoryCommand(const std::vector<std::string>& args);
 int LogsCommand(const std::vector<std::string>& args);
 // `troupe timeline [--job ID] -o FILE` (src/cli/timeline_command.cc): Chrome trace of task runs.
 int TimelineCommand(const std::vector<std::string>& args);
+// `troupe tls make-ca --out=DIR` (src/cli/tls_command.cc): a cluster CA to give heads and nodes.
+int TlsCommand(const std::vector<std::string>& args);
 // `troupe gcs-server [flags]` (src/cli/gcs_command.cc): runs a GCS in the foreground.
 int GcsServerCommand(const std::vector<std::string>& args);
 // `troupe raylet ...` (src/cli/raylet_command.cc): runs a raylet in the foreground until

@@ -30,6 +30,7 @@ constexpr char kUsage[] =
     "  logs        List or print any node's log files (--node-id, --actor-id, --tail, ...)\n"
     "  timeline    Write the task timeline as Chrome trace JSON (-o trace.json; Perfetto)\n"
     "  train launch  Run a distributed training script as N ranks (torchrun-style)\n"
+    "  tls make-ca   Make a cluster CA (ca.crt, ca.key) for start --ca-cert/--ca-key\n"
     "\n"
     "Daemons (started for you by `troupe start`):\n"
     "  gcs-server  Run the global control store in the foreground\n"
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
   if (command == "memory") return troupe::MemoryCommand(args);
   if (command == "logs") return troupe::LogsCommand(args);
   if (command == "timeline") return troupe::TimelineCommand(args);
+  if (command == "tls") return troupe::TlsCommand(args);
   if (command == "train") {
     if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
       printf("Usage: troupe train launch [flags] -- CMD ARGS...\n"

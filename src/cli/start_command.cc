@@ -47,6 +47,9 @@ struct StartOptions {
   std::string temp_dir;
   std::string tls = "auto";  // head: auto | on | off (see cluster_tls.h)
   std::string ca_cert_hash;  // joining: the head's CA pin, sha256:<hex>
+  std::string ca_cert;       // head: the CA to use (with ca_key); joining: the CA to trust
+  std::string ca_key;        // head: the CA's private key
+  std::string tls_san;       // head: extra names for its certificate, comma-separated
   int64_t port = kDefaultGcsPort;
   int64_t http_port = 8265;
   int64_t raylet_port = 0;
@@ -294,7 +297,39 @@ int BlockUntilSignal(const Session& session) {
   return signal_number == SIGCHLD ? 1 : 0;
 }
 
+// --tls with --ca-cert/--ca-key and --tls-san, checked before anything starts: whether the head
+// runs TLS, the CA it was given (read into *given_ca) and the extra certificate names.
+absl::StatusOr<bool> ResolveHeadTls(const StartOptions& options,
+                                    std::optional<KeyAndCertificate>* given_ca,
+                                    std::vector<std::string>* extra_names) {
+  if (options.ca_cert.empty() != options.ca_key.empty()) {
+    return absl::InvalidArgumentError(
+        "--ca-cert and --ca-key go together: a head given its CA needs the certificate and its "
+        "key (make both with `troupe tls make-ca --out=DIR`)");
+  }
+  auto names = ParseExtraNames(options.tls_san);
+  if (!names.ok()) return names.status();
+  *extra_names = *names;
+  if (options.ca_cert.empty()) return ResolveTlsMode(options.tls, options.bind);
+  if (options.tls == "off") {
+    return absl::InvalidArgumentError("--ca-cert/--ca-key give a CA for TLS, and --tls=off turns "
+                                      "TLS off: drop one of them");
+  }
+  if (!options.ca_cert_hash.empty()) {
+    return absl::InvalidArgumentError("--ca-cert-hash is for joining nodes, not a head");
+  }
+  auto ca = ReadGivenCa(options.ca_cert, options.ca_key);
+  if (!ca.ok()) return ca.status();
+  *given_ca = *ca;
+  return true;  // a CA given means TLS, also on loopback
+}
+
 int StartHead(StartOptions& options) {
+  std::optional<KeyAndCertificate> given_ca;
+  std::vector<std::string> extra_names;
+  auto resolved_tls = ResolveHeadTls(options, &given_ca, &extra_names);
+  if (!resolved_tls.ok()) return Fail(std::string(resolved_tls.status().message()), 2);
+  const bool tls = *resolved_tls;
   if (auto status = CheckPortAvailable(options.bind, static_cast<int>(options.port));
       !status.ok()) {
     return Fail(std::string(status.message()));
@@ -333,12 +368,11 @@ int StartHead(StartOptions& options) {
         session->WriteFile("cluster_id", token.cluster_id().Hex())}) {
     if (!status.ok()) return Fail(std::string(status.message()));
   }
-  auto tls = ResolveTlsMode(options.tls, options.bind);
-  if (!tls.ok()) return Fail(std::string(tls.status().message()), 2);
   std::string tls_dir, ca_pin;
-  if (*tls) {
-    auto pin = SetUpHeadTls(*session, root, token.cluster_id().Hex(),
-                            CertificateNames(options.node_ip, options.bind));
+  if (tls) {
+    std::vector<std::string> names = CertificateNames(options.node_ip, options.bind);
+    names.insert(names.end(), extra_names.begin(), extra_names.end());
+    auto pin = SetUpHeadTls(*session, root, token.cluster_id().Hex(), names, given_ca);
     if (!pin.ok()) return Fail(absl::StrCat("cannot set up TLS: ", pin.status().message()));
     ca_pin = *pin;
     tls_dir = TlsDirOf(session->dir());
@@ -452,8 +486,8 @@ int StartHead(StartOptions& options) {
   printf("  Session dir:  %s (logs in logs/)\n", session->dir().c_str());
   printf("  Token file:   %s (mode 0600; required by every call)\n", session->TokenPath().c_str());
   if (!tls_dir.empty()) {
-    printf("  TLS:          on; cluster CA %s (pin %s)\n", CaCertPath(tls_dir).c_str(),
-           ca_pin.c_str());
+    printf("  TLS:          on; cluster CA %s (pin %s%s)\n", CaCertPath(tls_dir).c_str(),
+           ca_pin.c_str(), given_ca ? absl::StrCat(", from ", options.ca_cert).c_str() : "");
   } else {
     printf("  TLS:          off%s\n", IsLoopbackAddress(options.bind)
                                           ? " (loopback only; --tls=on to use it anyway)"
@@ -476,12 +510,36 @@ int StartHead(StartOptions& options) {
   return options.block ? BlockUntilSignal(*session) : 0;
 }
 
-// The CA a joining node trusts ("" for a plaintext head). With --ca-cert-hash: the CA the head
-// presents, if its pin matches (retried until `deadline` while the head does not answer; a
-// mismatch fails at once). Without: a local session's CA of this cluster, else none, but a head
-// that answers TLS is then refused with what to add.
+// With --ca-cert: that CA (and --ca-cert-hash, if given, must be its pin), once the head presents
+// a certificate it issued (retried until `deadline` while the head does not answer; another CA
+// fails at once).
+absl::StatusOr<std::string> GivenHeadCa(const StartOptions& options, const ClusterTarget& target,
+                                        absl::Time deadline) {
+  auto ca = ReadTrustedCa(options.ca_cert, options.ca_cert_hash);
+  if (!ca.ok()) return ca.status();
+  while (true) {
+    auto chain = FetchPeerCertificates(target.address, absl::Seconds(2));
+    if (chain.ok()) {
+      if (auto status = CheckIssuedBy(*chain, *ca, "--ca-cert=" + options.ca_cert, target.address);
+          !status.ok()) {
+        return status;
+      }
+      return *ca;
+    }
+    if (chain.status().code() != absl::StatusCode::kUnavailable || absl::Now() > deadline) {
+      return chain.status();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+}
+
+// The CA a joining node trusts ("" for a plaintext head). With --ca-cert: GivenHeadCa. With
+// --ca-cert-hash: the CA the head presents, if its pin matches (retried until `deadline` while
+// the head does not answer; a mismatch fails at once). Without: a local session's CA of this
+// cluster, else none, but a head that answers TLS is then refused with what to add.
 absl::StatusOr<std::string> HeadCa(const StartOptions& options, const ClusterTarget& target,
                                    absl::Time deadline) {
+  if (!options.ca_cert.empty()) return GivenHeadCa(options, target, deadline);
   if (!options.ca_cert_hash.empty()) {
     while (true) {
       auto ca = DiscoverPinnedCa(target.address, options.ca_cert_hash, absl::Seconds(2));
@@ -497,7 +555,8 @@ absl::StatusOr<std::string> HeadCa(const StartOptions& options, const ClusterTar
     return absl::FailedPreconditionError(absl::StrCat(
         "the head at ", target.address,
         " serves TLS: join with --ca-cert-hash=sha256:... to "
-        "pin its CA (the head printed the whole command; it is in its <session>/join_command)"));
+        "pin its CA (the head printed the whole command; it is in its <session>/join_command), "
+        "or with --ca-cert=FILE, the CA certificate the head was started with"));
   }
   return std::string();
 }
@@ -515,7 +574,10 @@ int JoinCluster(StartOptions& options) {
   // Whom to trust: the CA the head presents if it matches --ca-cert-hash, else the CA of a local
   // session of this cluster (a node started on the head's machine), else none (plaintext head).
   auto ca_pem = HeadCa(options, *target, deadline);
-  if (!ca_pem.ok()) return Fail(std::string(ca_pem.status().message()));
+  if (!ca_pem.ok()) {
+    return Fail(std::string(ca_pem.status().message()),
+                ca_pem.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1);
+  }
   if (ca_pem->empty()) {
     SetTransportSecurity(std::nullopt);
   } else {
@@ -616,6 +678,17 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddString("ca-cert-hash", &options.ca_cert_hash,
                   "Joining a TLS cluster: the head's CA pin, sha256:<hex> (printed by the head "
                   "and in its <session>/join_command); a head presenting another CA is refused.");
+  flags.AddString("ca-cert", &options.ca_cert,
+                  "PEM CA certificate (e.g. ca.crt of `troupe tls make-ca`, from a Kubernetes "
+                  "Secret). Head (with --ca-key): the cluster CA, instead of a new one; TLS is on. "
+                  "Joining: trust exactly this CA (no pin needed; with --ca-cert-hash both must "
+                  "agree).");
+  flags.AddString("ca-key", &options.ca_key,
+                  "Head: the private key of --ca-cert (PEM; not readable by other users). The "
+                  "head issues its own certificate and the nodes' with it.");
+  flags.AddString("tls-san", &options.tls_san,
+                  "Head: more names for its certificate, comma-separated (host names or IPs "
+                  "nodes use to reach it, e.g. a Kubernetes Service: troupe-head).");
   flags.AddString("temp-dir", &options.temp_dir,
                   "Root of session directories (default: $TROUPE_TEMP_DIR or /tmp/troupe).");
   flags.AddBool("block", &options.block,
@@ -694,8 +767,20 @@ int StartCommand(const std::vector<std::string>& args) {
     return StartHead(options);
   }
   if (!options.node_ip.empty() && options.bind.empty()) options.bind = options.node_ip;
+  if (!options.ca_key.empty()) {
+    return Fail("--ca-key is for the head: a joining node needs only --ca-cert (the CA's key "
+                "stays on the head)",
+                2);
+  }
+  if (!options.tls_san.empty()) return Fail("--tls-san is for the head", 2);
   if (options.ca_cert_hash.empty() && std::getenv("TROUPE_CA_CERT_HASH") != nullptr) {
     options.ca_cert_hash = std::getenv("TROUPE_CA_CERT_HASH");
+  }
+  // A bad --ca-cert (or one its --ca-cert-hash does not match) is a usage error: say so first.
+  if (!options.ca_cert.empty()) {
+    if (auto ca = ReadTrustedCa(options.ca_cert, options.ca_cert_hash); !ca.ok()) {
+      return Fail(std::string(ca.status().message()), 2);
+    }
   }
   return JoinCluster(options);
 }

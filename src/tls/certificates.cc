@@ -197,6 +197,30 @@ absl::StatusOr<std::string> CaPin(const std::string& cert_pem) {
   return hex;
 }
 
+absl::Status CheckCaCertificate(const std::string& cert_pem) {
+  auto cert = ParseCert(cert_pem);
+  if (!cert.ok()) return cert.status();
+  // X509_check_ca: 1 for CA:TRUE (and keyCertSign when a key usage is present).
+  if (X509_check_ca(cert->get()) != 1) {
+    return absl::InvalidArgumentError(
+        "it is not a CA certificate (no basicConstraints CA:TRUE with keyCertSign): give the "
+        "cluster CA's certificate, e.g. the ca.crt of `troupe tls make-ca`, not a node's");
+  }
+  if (X509_check_issued(cert->get(), cert->get()) != X509_V_OK) {
+    return absl::InvalidArgumentError(
+        "it is not self-signed: give a root CA (an intermediate CA is not supported)");
+  }
+  time_t now = absl::ToTimeT(absl::Now());
+  if (X509_cmp_time(X509_get0_notAfter(cert->get()), &now) <= 0) {
+    return absl::InvalidArgumentError("the CA certificate has expired: make a new CA");
+  }
+  if (X509_cmp_time(X509_get0_notBefore(cert->get()), &now) > 0) {
+    return absl::InvalidArgumentError(
+        "the CA certificate is not valid yet (check this machine's clock)");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status VerifyCertificate(const std::string& ca_pem, const std::string& cert_pem) {
   auto ca = ParseCert(ca_pem);
   if (!ca.ok()) return ca.status();
@@ -241,6 +265,7 @@ absl::StatusOr<CertificateAuthority> CertificateAuthority::Load(const KeyAndCert
   if (!key.ok()) return key.status();
   auto cert = ParseCert(ca.cert_pem);
   if (!cert.ok()) return cert.status();
+  if (auto status = CheckCaCertificate(ca.cert_pem); !status.ok()) return status;
   if (X509_check_private_key(cert->get(), key->get()) != 1) {
     ERR_clear_error();
     return absl::InvalidArgumentError("the CA key does not belong to the CA certificate");

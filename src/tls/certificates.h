@@ -49,6 +49,10 @@ absl::StatusOr<KeyAndCertificate> GenerateCa(const std::string& cluster_name,
 // A new private key and a CSR for `common_name`, signed with that key.
 absl::StatusOr<KeyAndCsr> GenerateKeyAndCsr(const std::string& common_name);
 
+// OK when `cert_pem` can be a cluster CA: a self-signed certificate with basicConstraints CA:TRUE
+// (and keyCertSign, when it has a key usage), valid now. InvalidArgument saying what is missing.
+absl::Status CheckCaCertificate(const std::string& cert_pem);
+
 // The CA's pin: "sha256:<64 hex>" of the DER SubjectPublicKeyInfo of `cert_pem`.
 absl::StatusOr<std::string> CaPin(const std::string& cert_pem);
 
@@ -61,7 +65,8 @@ absl::StatusOr<std::vector<std::string>> SubjectAltNames(const std::string& cert
 
 class CertificateAuthority {
  public:
-  // Fails with InvalidArgument when the key and certificate are not PEM or do not match.
+  // Fails with InvalidArgument when the key and certificate are not PEM, the certificate is no CA
+  // (CheckCaCertificate) or the key is not the certificate's.
   static absl::StatusOr<CertificateAuthority> Load(const KeyAndCertificate& ca);
 
   const std::string& cert_pem() const { return cert_pem_; }

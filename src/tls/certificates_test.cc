@@ -25,6 +25,18 @@ TEST(CertificatesTest, CaSignsANodeCsrThatVerifiesWithTheRequestedNames) {
   EXPECT_EQ(*names, (std::vector<std::string>{"10.0.0.7", "127.0.0.1", "localhost"}));
 }
 
+TEST(CertificatesTest, OnlyASelfSignedCaCertificateCanBeTheClusterCa) {
+  auto ca_files = GenerateCa("test");
+  ASSERT_TRUE(ca_files.ok());
+  EXPECT_TRUE(CheckCaCertificate(ca_files->cert_pem).ok());
+  auto leaf = CertificateAuthority::Load(*ca_files)->Issue({"node", {"127.0.0.1"}});
+  ASSERT_TRUE(leaf.ok());
+  absl::Status status = CheckCaCertificate(leaf->cert_pem);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_FALSE(CertificateAuthority::Load(*leaf).ok()) << "a node certificate loaded as a CA";
+  EXPECT_FALSE(CheckCaCertificate("not pem").ok());
+}
+
 TEST(CertificatesTest, ACertificateOfAnotherCaIsRefused) {
   auto ours = GenerateCa("ours");
   auto theirs = GenerateCa("theirs");

@@ -103,6 +103,28 @@ absl::StatusOr<std::string> PinnedCa(const std::vector<std::string>& chain, cons
       "<session>/join_command"));
 }
 
+absl::Status CheckIssuedBy(const std::vector<std::string>& chain, const std::string& ca_pem,
+                           const std::string& ca_source, const std::string& address) {
+  if (chain.empty()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("refusing to join: the head at ", address, " presented no certificate"));
+  }
+  absl::Status verified = VerifyCertificate(ca_pem, chain[0]);
+  if (verified.ok()) return absl::OkStatus();
+  auto ours = CaPin(ca_pem);
+  std::string presented;
+  for (size_t i = 1; i < chain.size(); ++i) {
+    auto pin = CaPin(chain[i]);
+    if (pin.ok()) absl::StrAppend(&presented, presented.empty() ? "" : ", ", *pin);
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "refusing to join: the head at ", address, " presented a certificate that the CA in ",
+      ca_source, " (", ours.ok() ? *ours : "?", ") does not vouch for (", verified.message(),
+      "; the head presented CA ", presented.empty() ? "(none)" : presented,
+      "). The head runs with another CA, or the address reaches another cluster or an impostor: "
+      "give the CA the head was started with (its --ca-cert)"));
+}
+
 absl::StatusOr<std::string> DiscoverPinnedCa(const std::string& address, const std::string& pin,
                                              absl::Duration timeout) {
   auto chain = FetchPeerCertificates(address, timeout);

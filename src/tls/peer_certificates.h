@@ -23,6 +23,12 @@ absl::StatusOr<std::vector<std::string>> FetchPeerCertificates(const std::string
 absl::StatusOr<std::string> PinnedCa(const std::vector<std::string>& chain, const std::string& pin,
                                      const std::string& address);
 
+// OK when the leaf of `chain` (what the head at `address` presented) was issued by the CA
+// `ca_pem` (a CA given to a joining node with --ca-cert, read from `ca_source`) and is valid now.
+// PermissionDenied "refusing to join: ..." saying which CA the head presented otherwise.
+absl::Status CheckIssuedBy(const std::vector<std::string>& chain, const std::string& ca_pem,
+                           const std::string& ca_source, const std::string& address);
+
 // FetchPeerCertificates + PinnedCa.
 absl::StatusOr<std::string> DiscoverPinnedCa(const std::string& address, const std::string& pin,
                                              absl::Duration timeout);

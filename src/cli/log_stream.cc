@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "src/http/beast_await.h"
 
 namespace troupe {
 namespace {
@@ -24,20 +25,7 @@ namespace net = boost::asio;
 namespace ssl = boost::asio::ssl;
 using tcp = boost::asio::ip::tcp;
 
-// Runs one asynchronous operation to completion on `context` (Beast's timeouts need async ops).
-template <typename Initiate>
-beast::error_code Await(net::io_context& context, Initiate initiate) {
-  beast::error_code result = net::error::operation_aborted;
-  bool done = false;
-  initiate([&](beast::error_code ec, auto&&...) {
-    result = ec;
-    done = true;
-  });
-  context.restart();
-  while (!done && context.run_one() > 0) {
-  }
-  return result;
-}
+using http::Await;
 
 struct Endpoint {
   bool tls = false;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "src/http/beast_await.h"
 #include "src/http/task_views.h"  // ParseQuery
 
 namespace troupe::http {
@@ -34,22 +35,6 @@ constexpr auto kIdleTimeout = std::chrono::seconds(30);  // waiting for a reques
 constexpr auto kBodyTimeout = std::chrono::seconds(120);
 constexpr auto kWriteTimeout = std::chrono::seconds(60);
 
-// Starts an asynchronous operation on `context` and runs the context until it completes (other
-// handlers, such as a WebSocket's background read, may run meanwhile). The connection threads'
-// way of doing blocking I/O with the timeouts of beast::tcp_stream.
-template <typename Initiate>
-beast::error_code Await(net::io_context& context, Initiate initiate) {
-  beast::error_code result = net::error::operation_aborted;
-  bool done = false;
-  initiate([&](beast::error_code ec, auto&&...) {
-    result = ec;
-    done = true;
-  });
-  context.restart();
-  while (!done && context.run_one() > 0) {
-  }
-  return result;
-}
 
 // True if the peer has hung up (or the socket failed): a stream with nothing to write notices a
 // client that left without waiting for a write to fail.

@@ -23,6 +23,7 @@
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "src/common/status_testing.h"
+#include "src/common/version.h"
 #include "src/common/wait_until.h"
 #include "tests/test_cluster.h"
 
@@ -205,6 +206,11 @@ TEST_F(JobsTest, BadRequestsGetClearErrorsAndChangeNothing) {
   expect(Request("GET", "/api/jobs/nope"), 404, "no job");
   // /api/version answers without a token (clients negotiate with it).
   expect(Request("GET", "/api/version", "", {}, false), 200, "version");
+  // ...with the version from //:VERSION (src/common/version.h), not a copy of it.
+  auto version = Request("GET", "/api/version", "", {}, false);
+  ASSERT_TRUE(version);
+  EXPECT_EQ(json::parse(version->body).value("troupe_version", ""), troupe::kTroupeVersion)
+      << version->body;
   // None of them made a job.
   auto list = Request("GET", "/api/jobs/");
   ASSERT_TRUE(list);

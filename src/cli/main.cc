@@ -9,6 +9,7 @@
 #include "src/cli/commands.h"
 #include "src/common/logging.h"
 #include "src/common/mutex_settings.h"
+#include "src/common/version.h"
 #include "troupe/api.h"
 
 namespace {
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "--version") || !std::strcmp(argv[1], "version")) {
-    printf("troupe 0.1.0\n");
+    printf("troupe %s\n", troupe::kTroupeVersion);
     return 0;
   }
   const std::string command = argv[1];

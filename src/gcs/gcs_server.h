@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "src/common/clock.h"
+#include "src/common/version.h"
 #include "src/gcs/actor_manager.h"
 #include "src/gcs/gcs_grpc_services.h"
 #include "src/gcs/health_checker.h"
@@ -42,7 +43,7 @@ struct GcsServerOptions {
   int port = 6380;                  // 0: any free port
   ClusterToken token;               // also fixes the cluster ID
   HealthCheckOptions health_check;  // defaults in src/gcs/health_checker.h
-  std::string version = "0.1.0";
+  std::string version = kTroupeVersion;
   // With TLS on the head: the CA that signs joining nodes' certificates (IssueNodeCertificate).
   std::optional<KeyAndCertificate> certificate_authority;
   TaskEventManagerOptions task_events;  // how many task attempts are remembered per job

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "src/common/package.h"
+#include "src/common/version.h"
 #include "src/http/dashboard.h"
 #include "src/http/http_metrics.h"
 #include "src/http/log_tail.h"
@@ -34,7 +35,6 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxJsonBody = 1 << 20;
-constexpr char kVersion[] = "0.1.0";
 
 // True if something accepts TCP connections at host:port (IPv4).
 bool TcpConnectable(const std::string& address) {
@@ -109,7 +109,7 @@ class HttpServer::Routes {
     // follows: Ray's clients gate features on them.
     router.Add("GET", "/api/version", [](const HttpRequest&) {
       return Send({200, json{{"version", "4"},
-                             {"troupe_version", kVersion},
+                             {"troupe_version", kTroupeVersion},
                              {"ray_version", "2.60.0"},
                              {"ray_commit", "troupe"}}});
     });

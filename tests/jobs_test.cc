@@ -86,6 +86,7 @@ class JobsTest : public ::testing::Test {
     if (with_token) headers.emplace("Authorization", "Bearer " + cluster_->token());
     if (method == "POST") return client.Post(path.c_str(), headers, body, "application/json");
     if (method == "DELETE") return client.Delete(path.c_str(), headers);
+    if (method == "HEAD") return client.Head(path.c_str(), headers);
     return client.Get(path.c_str(), headers);
   }
 
@@ -211,6 +212,19 @@ TEST_F(JobsTest, BadRequestsGetClearErrorsAndChangeNothing) {
   ASSERT_TRUE(version);
   EXPECT_EQ(json::parse(version->body).value("troupe_version", ""), troupe::kTroupeVersion)
       << version->body;
+  // HEAD is GET without the body (it answered 405 once): the same status and Content-Length,
+  // no body, the connection still usable; it passes the same token check.
+  auto head = Request("HEAD", "/api/version", "", {}, false);
+  ASSERT_TRUE(head) << "HEAD /api/version got no answer";
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(head->body, "");
+  EXPECT_EQ(head->get_header_value("Content-Length"), std::to_string(version->body.size()));
+  auto jobs_head = Request("HEAD", "/api/jobs/");
+  ASSERT_TRUE(jobs_head);
+  EXPECT_EQ(jobs_head->status, 200);
+  EXPECT_EQ(jobs_head->body, "");
+  expect(Request("HEAD", "/api/jobs/", "", {}, false), 401, "");
+  expect(Request("HEAD", "/api/no-such-endpoint"), 404, "");
   // None of them made a job.
   auto list = Request("GET", "/api/jobs/");
   ASSERT_TRUE(list);

@@ -35,7 +35,6 @@ constexpr auto kIdleTimeout = std::chrono::seconds(30);  // waiting for a reques
 constexpr auto kBodyTimeout = std::chrono::seconds(120);
 constexpr auto kWriteTimeout = std::chrono::seconds(60);
 
-
 // True if the peer has hung up (or the socket failed): a stream with nothing to write notices a
 // client that left without waiting for a write to fail.
 bool PeerHungUp(int fd) {
@@ -126,7 +125,8 @@ class WebServer::Connection {
         bhttp::async_read_header(*stream_, buffer, parser, std::move(done));
       });
       if (ec == bhttp::error::header_limit) {
-        Write(Error(431, absl::StrCat("request headers past ", kHeaderLimit, " bytes")), false, 11);
+        Write(Error(431, absl::StrCat("request headers past ", kHeaderLimit, " bytes")), false, 11,
+              false);
       }
       if (ec) return;
       const Clock::time_point start = Clock::now();
@@ -146,7 +146,7 @@ class WebServer::Connection {
         HttpResponse response =
             Error(413, absl::StrCat("the body is larger than ", server_->options_.max_body_bytes,
                                     " bytes, the most this server reads"));
-        Write(response, false, parser.get().version());
+        Write(response, false, parser.get().version(), false);
         Observe(request, response.status, start);
         return;
       }
@@ -155,7 +155,8 @@ class WebServer::Connection {
       request.body = std::move(parser.get().body());
       const HttpResponse response = Route(request);
       const bool keep_alive = parser.get().keep_alive() && !server_->stopping();
-      const bool written = Write(response, keep_alive, parser.get().version());
+      const bool written =
+          Write(response, keep_alive, parser.get().version(), request.method == "HEAD");
       Observe(request, response.status, start);
       if (!written || !keep_alive) return;
     }
@@ -175,6 +176,10 @@ class WebServer::Connection {
       if (auto refusal = server_->options_.admit(request)) return *std::move(refusal);
     }
     Router::Match match = server_->router_->Find(request.method, request.path, false);
+    if (match.handler == nullptr && request.method == "HEAD") {
+      // HEAD is GET without the body (RFC 9110 9.3.2): Write sends only the headers.
+      match = server_->router_->Find("GET", request.path, false);
+    }
     if (match.handler == nullptr) {
       return match.path_known
                  ? Error(405, request.method + " is not allowed on " + request.path)
@@ -184,8 +189,9 @@ class WebServer::Connection {
     return (*match.handler)(request);
   }
 
-  // Writes a whole or streamed response; false if the client is gone.
-  bool Write(const HttpResponse& response, bool keep_alive, unsigned version) {
+  // Writes a whole or streamed response (only its headers when `head_only`: the answer to a
+  // HEAD, whose Content-Length is that of the body not sent); false if the client is gone.
+  bool Write(const HttpResponse& response, bool keep_alive, unsigned version, bool head_only) {
     if (!response.stream) {
       bhttp::response<bhttp::string_body> message{static_cast<bhttp::status>(response.status),
                                                   version};
@@ -196,12 +202,17 @@ class WebServer::Connection {
       message.keep_alive(keep_alive);
       message.prepare_payload();
       Lowest().expires_after(kWriteTimeout);
-      return !Await(*context_, [&](auto done) {
-        bhttp::async_write(*stream_, message, std::move(done));
-      });
+      if (head_only) {
+        bhttp::response_serializer<bhttp::string_body> serializer{message};
+        return !Await(*context_, [&](auto done) {
+          bhttp::async_write_header(*stream_, serializer, std::move(done));
+        });
+      }
+      return !Await(*context_,
+                    [&](auto done) { bhttp::async_write(*stream_, message, std::move(done)); });
     }
     bhttp::response<bhttp::empty_body> message{static_cast<bhttp::status>(response.status),
-                                              version};
+                                               version};
     message.set(bhttp::field::server, "troupe");
     message.set(bhttp::field::content_type, response.content_type);
     for (const auto& [name, value] : response.headers) message.insert(name, value);
@@ -214,6 +225,7 @@ class WebServer::Connection {
         })) {
       return false;
     }
+    if (head_only) return true;  // a HEAD's answer ends with the headers: no chunk, no body
     std::string piece;
     bool more = true;
     while (more && !server_->stopping()) {
@@ -261,7 +273,7 @@ class WebServer::Connection {
     HttpRequest request = ToRequest(message, tls_);
     const WebSocketRoute* route = nullptr;
     if (auto refusal = RefuseUpgrade(message, request, &route)) {
-      Write(*refusal, false, message.version());
+      Write(*refusal, false, message.version(), false);
       Observe(request, refusal->status, start);
       return;
     }
@@ -390,8 +402,8 @@ absl::Status WebServer::Bind() {
   if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.bind, ":",
-                                               options_.port, " (in use? pick --http-port): ",
-                                               ec.message()));
+                                               options_.port,
+                                               " (in use? pick --http-port): ", ec.message()));
   }
   port_ = acceptor.local_endpoint().port();
   return absl::OkStatus();
@@ -416,8 +428,7 @@ void WebServer::Stop() {
 
 void WebServer::AcceptNext() {
   auto context = std::make_shared<net::io_context>(1);
-  impl_->acceptor.async_accept(*context, [this, context](beast::error_code ec,
-                                                         tcp::socket socket) {
+  impl_->acceptor.async_accept(*context, [this, context](beast::error_code ec, tcp::socket socket) {
     if (stopping_) return;
     if (ec) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // e.g. out of descriptors

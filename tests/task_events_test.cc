@@ -5,11 +5,13 @@
 // task runs, one thread per worker. This binary is also the worker program.
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -37,13 +39,18 @@ class Tally {
  public:
   static Tally* Create(int start) { return new Tally{start}; }
   int Add(int x) { return total_ += x; }
+  // Longer than a worker's flush interval (1 s): the GCS sees it RUNNING before it ends.
+  int Slow(int x) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    return x;
+  }
 
  private:
   explicit Tally(int start) : total_(start) {}
   int total_;
 };
 
-TROUPE_REMOTE(Square, Boom, Crash, Tally::Create, &Tally::Add);
+TROUPE_REMOTE(Square, Boom, Crash, Tally::Create, &Tally::Add, &Tally::Slow);
 
 json GetJson(TestCluster& cluster, const std::string& path, int* status = nullptr) {
   httplib::Client client(cluster.HttpAddress());
@@ -226,6 +233,30 @@ TEST(TaskEventsTest, TasksActorsFailuresAndRetriesShowInTheApiAndTimeline) {
   for (const auto& [key, row] : ran) ended += row["end_time_ms"].get<int64_t>() > 0 ? 1 : 0;
   EXPECT_EQ(complete, ended);
   EXPECT_GE(complete, 11);
+}
+
+// Regression: a long call's end was buffered for the next flush, so an actor killed as soon as its
+// caller had the result (the trainer's workers after TrainWorker::Run) stayed RUNNING forever.
+TEST(TaskEventsTest, ALongCallsEndIsRecordedEvenIfTheActorIsKilledRightAfter) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=1", absl::StrCat(
+                                                               "--http-port=",
+                                                               troupe::testing::PickFreePort())}));
+  Driver driver(cluster);
+  auto tally = troupe::Actor(Tally::Create).Remote(0);
+  EXPECT_EQ(*troupe::Get(tally.Task(&Tally::Slow).Remote(7)), 7);
+  tally.Kill();  // at once: the worker has no time left for a periodic flush
+  json rows;
+  auto slow_state = [&] {
+    rows = GetJson(cluster, "/api/v0/tasks?detail=true&limit=10000")["result"];
+    for (const auto& row : rows) {
+      if (absl::StrContains(row.value("name", ""), "Slow")) return row.value("state", "");
+    }
+    return std::string();
+  };
+  ASSERT_TRUE(WaitUntil([&] { return slow_state() == "FINISHED"; }, absl::Seconds(20),
+                        "the killed actor's long call to show FINISHED"))
+      << rows.dump(1);
 }
 
 }  // namespace

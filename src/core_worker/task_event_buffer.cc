@@ -78,17 +78,24 @@ uint64_t TaskEventBuffer::BeginRunning(TaskStateEvent running) {
 
 void TaskEventBuffer::EndRunning(uint64_t token, rpc::TaskEvent::State state, absl::Time end,
                                  std::string error_message) {
-  absl::MutexLock lock(&mu_);
-  auto it = running_.find(token);
-  if (it == running_.end()) return;
-  Buffered event = std::move(it->second.event);
-  const bool reported = it->second.reported;
-  running_.erase(it);
-  if (!reported) event.start_time = event.time;
-  event.state = state;
-  event.time = end;
-  event.error_message = std::move(error_message);
-  AppendLocked(std::move(event));
+  bool reported = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = running_.find(token);
+    if (it == running_.end()) return;
+    Buffered event = std::move(it->second.event);
+    reported = it->second.reported;
+    running_.erase(it);
+    if (!reported) event.start_time = event.time;
+    event.state = state;
+    event.time = end;
+    event.error_message = std::move(error_message);
+    AppendLocked(std::move(event));
+  }
+  // The GCS shows this run RUNNING: report its end before the caller hears of it, so a process
+  // killed once its caller has the result (an actor torn down after its last call) leaves no
+  // task RUNNING forever. Only runs that outlived a flush interval pay this.
+  if (reported) Flush();
 }
 
 size_t TaskEventBuffer::num_buffered() const {

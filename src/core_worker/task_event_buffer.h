@@ -86,7 +86,10 @@ class TaskEventBuffer : public TaskEventSink {
   // two flushes costs one event, its end (which carries the start time). Returns the token for
   // EndRunning.
   uint64_t BeginRunning(TaskStateEvent running) ABSL_LOCKS_EXCLUDED(mu_);
-  // The run ended in `state` (FINISHED or FAILED, with `error_message`) at `end`.
+  // The run ended in `state` (FINISHED or FAILED, with `error_message`) at `end`. A run that was
+  // reported RUNNING has its end flushed here, at once (call this before the task's reply is
+  // sent: the process may be killed as soon as its caller has the result); others wait for the
+  // next flush.
   void EndRunning(uint64_t token, rpc::TaskEvent::State state, absl::Time end,
                   std::string error_message) ABSL_LOCKS_EXCLUDED(mu_);
   // Starts the background flusher (once).

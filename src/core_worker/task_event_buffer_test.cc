@@ -132,6 +132,7 @@ TEST(TaskEventBufferTest, ARunThatEndsBetweenFlushesIsOneEventCarryingItsStart) 
   TaskEventBuffer buffer(Identity(), reports.Fn());
   const uint64_t token = buffer.BeginRunning(Event(1));  // time 1001
   buffer.EndRunning(token, rpc::TaskEvent::FINISHED, absl::FromUnixMicros(5000), "");
+  EXPECT_TRUE(reports.requests.empty()) << "a short run's end waits for the next flush";
   buffer.Flush();
   ASSERT_EQ(reports.requests.size(), 1u);
   ASSERT_EQ(reports.requests[0].events_size(), 1);
@@ -152,7 +153,10 @@ TEST(TaskEventBufferTest, ARunStillGoingAtAFlushIsReportedRunningOnce) {
   buffer.Flush();
   buffer.Flush();  // not again
   buffer.EndRunning(token, rpc::TaskEvent::FAILED, absl::FromUnixMicros(9000), "E: boom");
-  buffer.Flush();
+  // Its end went out with EndRunning, not at the next flush: a process killed right after
+  // answering must not leave the task RUNNING in the GCS.
+  ASSERT_EQ(reports.requests.size(), 2u);
+  buffer.Flush();  // nothing left
   ASSERT_EQ(reports.requests.size(), 2u);
   ASSERT_EQ(reports.requests[0].events_size(), 1);
   EXPECT_EQ(reports.requests[0].events(0).state(), rpc::TaskEvent::RUNNING);

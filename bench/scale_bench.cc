@@ -3,7 +3,8 @@
 //   --mode=latency --n=N        N tasks one after another (submit, wait): median and p99
 //                               submit-to-result time (the scheduling latency under load)
 //   --mode=many_tasks --n=N     N tiny 1-CPU tasks submitted at once, then all awaited:
-//                               submission rate, completion rate, this driver's peak RSS
+//                               submission rate, tasks still queued when the last was
+//                               submitted (the most held), completion rate, driver peak RSS
 //   --mode=many_actors --n=N    N actors (no resources held) created at once and each called
 //                               once, all alive together: creation rate; then a second pause so
 //                               the runner can read RSS per actor process; then all killed
@@ -78,6 +79,9 @@ void ManyTasks(int n) {
   auto start = Clock::now();
   for (int i = 0; i < n; ++i) refs.push_back(troupe::Task(Small).Remote());
   Print("tasks_submitted_per_second", n / Seconds(start), "per_second");
+  // Tasks queued when the last was submitted (not finished yet): the largest queue held.
+  const size_t done = troupe::Wait(refs, n, std::chrono::milliseconds(0)).ready.size();
+  Print("tasks_queued_at_end_of_submission", static_cast<double>(n - done), "tasks");
   troupe::Get(refs);
   Print("tasks_completed_per_second", n / Seconds(start), "per_second");
   Print("driver_peak_rss", PeakRssMb(), "MiB");

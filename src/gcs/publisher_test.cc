@@ -92,6 +92,22 @@ TEST_F(PublisherTest, FallingBehindTheBufferReportsLoss) {
   EXPECT_EQ(reply_->messages_size(), 4);
 }
 
+// Regression: a parked poll rescanned everything published since it parked at every publish
+// (quadratic under a burst on other channels), and once the burst outgrew the buffer it was told
+// messages_lost, sending the subscriber to re-read the tables for nothing.
+TEST_F(PublisherTest, AParkedPollSkipsABurstOnOtherChannelsWithoutLoss) {
+  publisher_.Poll(PollFrom(0, 10000, {rpc::NODE_CHANNEL}), Capture());
+  for (int i = 0; i < 10; ++i) publisher_.Publish(JobMessage(std::to_string(i)));  // buffer: 4
+  EXPECT_FALSE(reply_);
+  publisher_.Publish(NodeMessage("node"));
+  ASSERT_TRUE(reply_);
+  EXPECT_FALSE(reply_->messages_lost());
+  ASSERT_EQ(reply_->messages_size(), 1);
+  EXPECT_EQ(reply_->messages(0).key(), "node");
+  EXPECT_EQ(reply_->messages(0).seq(), 11);
+  EXPECT_EQ(reply_->last_seq(), 11);
+}
+
 TEST_F(PublisherTest, CursorFromARestartedGcsReportsLoss) {
   publisher_.Poll(PollFrom(100, 1000), Capture());
   ASSERT_TRUE(reply_);

@@ -1,7 +1,9 @@
 // Sends tasks to workers, the fast path of Troupe: tasks with the same resource shape and
 // strategy share a queue; the submitter leases workers for a queue from its raylet (following
 // spillback to other nodes), pushes tasks straight to the leased workers over gRPC — several in
-// flight per worker, so RPC latency overlaps execution — and gives leases back once they have
+// flight per worker, so RPC latency overlaps execution; the tasks that go to one worker at the
+// same moment travel in one call (PushTasks), whose results stream back one by one — and gives
+// leases back once they have
 // been idle for `lease_linger`. Workers that die mid-task have their tasks retried on new leases
 // (up to max_retries); tasks that can never be scheduled stay queued with a warning, and run as
 // soon as a node that fits them joins.
@@ -40,7 +42,9 @@ namespace troupe {
 
 struct TaskSubmitterOptions {
   std::string local_raylet_address;
-  int max_tasks_in_flight_per_worker = 4;  // for short tasks (under pipeline_below_ms)
+  // For short tasks (under pipeline_below_ms each): deep, because the tasks a worker is topped
+  // up with travel in one call and each call costs far more CPU than a short task.
+  int max_tasks_in_flight_per_worker = 16;
   double pipeline_below_ms = 2.0;
   int max_pending_lease_requests = 10;
   absl::Duration lease_linger = absl::Milliseconds(50);
@@ -90,7 +94,7 @@ class TaskSubmitter {
  private:
   // Tasks per worker in flight: deep only for queues whose tasks are short, so long tasks spread
   // over workers instead of waiting behind each other.
-  int PipelineDepth(const rpc::TaskSpec& lease_spec, double average_rtt_ms) const;
+  int PipelineDepth(const rpc::TaskSpec& lease_spec, double average_task_ms) const;
 
   struct LeasedWorker {
     std::string lease_id;
@@ -108,17 +112,26 @@ class TaskSubmitter {
     int pending_lease_requests = 0;
     absl::Time retry_leases_at = absl::InfinitePast();
     bool warned_infeasible = false;
-    double average_rtt_ms = -1;  // push to reply, moving average; -1 until measured
+    // Push to reply over the tasks that were in flight on its worker when it was pushed (it
+    // waited for those): each task's cost, moving average; -1 until measured.
+    double average_task_ms = -1;
     rpc::TaskSpec lease_spec;    // resources, strategy and job of the queue's tasks
   };
   struct Running {
     std::string key;
     std::shared_ptr<LeasedWorker> worker;
     absl::Time pushed;
+    int in_flight_at_push = 1;  // on its worker, itself included
+  };
+  // Tasks pushed to one worker in one call; the results of the call fill it in.
+  struct Batch {
+    std::vector<rpc::TaskSpec> specs;
+    size_t unanswered = 0;  // touched only by the call's (serialized) result callbacks
   };
   // Work decided under the lock, done after it is released.
   struct Actions {
-    std::vector<std::pair<std::shared_ptr<LeasedWorker>, rpc::TaskSpec>> pushes;
+    // One batch per worker: the tasks for it, in order.
+    std::vector<std::pair<std::shared_ptr<LeasedWorker>, std::vector<rpc::TaskSpec>>> pushes;
     std::vector<std::pair<std::string, rpc::TaskSpec>> lease_requests;  // (key, spec)
   };
 
@@ -130,9 +143,19 @@ class TaskSubmitter {
   void OnLeaseReply(const std::string& key, const rpc::TaskSpec& spec,
                     const std::string& raylet_address,
                     absl::StatusOr<rpc::RequestWorkerLeaseReply> reply);
-  void Push(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spec);
-  void OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spec,
-                   absl::StatusOr<rpc::PushTaskReply> reply);
+  void Push(std::shared_ptr<LeasedWorker> worker, std::vector<rpc::TaskSpec> specs);
+  // Outcomes of some of a batch's tasks (indices into batch->specs); ends the call once every
+  // task has had one.
+  void OnPushResults(const std::shared_ptr<LeasedWorker>& worker, Batch* batch, uint64_t call_id,
+                     TaskPushClient::PushResults results);
+  // One task's outcome: bookkeeping for all of them under one lock (and one scheduling pass),
+  // then each task's reply, retry or failure.
+  void OnPushReplies(const std::shared_ptr<LeasedWorker>& worker,
+                     std::vector<std::pair<rpc::TaskSpec, absl::StatusOr<rpc::PushTaskReply>>>
+                         outcomes);
+  // After the bookkeeping: reports the task's reply, or retries or fails it.
+  void FinishPush(const LeasedWorker& worker, rpc::TaskSpec spec,
+                  absl::StatusOr<rpc::PushTaskReply> reply, bool cancelled, bool node_died);
   // Requeues for another attempt if retries are left; else reports `error`.
   void RetryOrFail(rpc::TaskSpec spec, StoredObject::Error error, const std::string& message);
 

@@ -17,10 +17,10 @@ TaskSubmitter::TaskSubmitter(TaskSubmitterOptions options, LeaseClient* leases,
       clock_(clock),
       callbacks_(std::move(callbacks)) {}
 
-int TaskSubmitter::PipelineDepth(const rpc::TaskSpec& lease_spec, double average_task_ms) const {
+int TaskSubmitter::PipelineDepth(const rpc::TaskSpec& lease_spec, double average_rtt_ms) const {
   // SPREAD tasks go one per worker, so each one's lease decides where it runs.
   if (lease_spec.strategy().kind() == rpc::SchedulingStrategy::SPREAD) return 1;
-  if (average_task_ms < 0 || average_task_ms >= options_.pipeline_below_ms) return 1;
+  if (average_rtt_ms < 0 || average_rtt_ms >= options_.pipeline_below_ms) return 1;
   return options_.max_tasks_in_flight_per_worker;
 }
 
@@ -94,7 +94,7 @@ void TaskSubmitter::ScheduleLocked(const std::string& key, Actions* actions) {
   Queue& queue = queues_[key];
   // Fill leased workers, least busy first. A busy worker is topped up only once half its
   // pipeline has drained, so the tasks it gets travel several to a call.
-  const int depth = PipelineDepth(queue.lease_spec, queue.average_task_ms);
+  const int depth = PipelineDepth(queue.lease_spec, queue.average_rtt_ms);
   while (!queue.tasks.empty() && !queue.workers.empty()) {
     auto least =
         std::min_element(queue.workers.begin(), queue.workers.end(),
@@ -106,8 +106,7 @@ void TaskSubmitter::ScheduleLocked(const std::string& key, Actions* actions) {
     (*least)->in_flight++;
     rpc::TaskSpec spec = std::move(queue.tasks.front());
     queue.tasks.pop_front();
-    running_[*TaskId::FromBinary(spec.task_id())] = {key, *least, clock_->Now(),
-                                                      (*least)->in_flight};
+    running_[*TaskId::FromBinary(spec.task_id())] = {key, *least, clock_->Now()};
     if (batch == actions->pushes.end()) {
       actions->pushes.emplace_back(*least, std::vector<rpc::TaskSpec>());
       batch = actions->pushes.end() - 1;
@@ -278,11 +277,9 @@ void TaskSubmitter::OnPushReplies(
       auto running = running_.find(task_id);
       if (!key) key = running != running_.end() ? running->second.key : KeyOf(spec);
       if (running != running_.end()) {
-        const double task_ms =
-            absl::ToDoubleMilliseconds(clock_->Now() - running->second.pushed) /
-            std::max(1, running->second.in_flight_at_push);
-        double& average = queues_[*key].average_task_ms;
-        average = average < 0 ? task_ms : 0.8 * average + 0.2 * task_ms;
+        const double rtt_ms = absl::ToDoubleMilliseconds(clock_->Now() - running->second.pushed);
+        double& average = queues_[*key].average_rtt_ms;
+        average = average < 0 ? rtt_ms : 0.8 * average + 0.2 * rtt_ms;
         running_.erase(running);
       }
       cancelled[i] = cancelled_.erase(task_id) > 0;

@@ -3,8 +3,7 @@
 // spillback to other nodes), pushes tasks straight to the leased workers over gRPC — several in
 // flight per worker, so RPC latency overlaps execution; the tasks that go to one worker at the
 // same moment travel in one call (PushTasks), whose results stream back one by one — and gives
-// leases back once they have
-// been idle for `lease_linger`. Workers that die mid-task have their tasks retried on new leases
+// leases back once they have been idle for `lease_linger`. Workers that die mid-task have their tasks retried on new leases
 // (up to max_retries); tasks that can never be scheduled stay queued with a warning, and run as
 // soon as a node that fits them joins.
 // Node deaths (OnNodeDead, told by the core worker from the GCS's node channel) are handled like
@@ -42,8 +41,8 @@ namespace troupe {
 
 struct TaskSubmitterOptions {
   std::string local_raylet_address;
-  // For short tasks (under pipeline_below_ms each): deep, because the tasks a worker is topped
-  // up with travel in one call and each call costs far more CPU than a short task.
+  // For short tasks (round trip under pipeline_below_ms): deep, because the tasks a worker is
+  // topped up with travel in one call and each call costs far more CPU than a short task.
   int max_tasks_in_flight_per_worker = 16;
   double pipeline_below_ms = 2.0;
   int max_pending_lease_requests = 10;
@@ -94,7 +93,7 @@ class TaskSubmitter {
  private:
   // Tasks per worker in flight: deep only for queues whose tasks are short, so long tasks spread
   // over workers instead of waiting behind each other.
-  int PipelineDepth(const rpc::TaskSpec& lease_spec, double average_task_ms) const;
+  int PipelineDepth(const rpc::TaskSpec& lease_spec, double average_rtt_ms) const;
 
   struct LeasedWorker {
     std::string lease_id;
@@ -112,16 +111,17 @@ class TaskSubmitter {
     int pending_lease_requests = 0;
     absl::Time retry_leases_at = absl::InfinitePast();
     bool warned_infeasible = false;
-    // Push to reply over the tasks that were in flight on its worker when it was pushed (it
-    // waited for those): each task's cost, moving average; -1 until measured.
-    double average_task_ms = -1;
+    // Push to reply (waiting behind the worker's other tasks included), moving average; -1
+    // until measured. Above pipeline_below_ms a worker gets one task at a time: so a worker's
+    // backlog stays around that long, and while it is capped, tasks gather in the queue and
+    // go to the worker several to a call once it drains.
+    double average_rtt_ms = -1;
     rpc::TaskSpec lease_spec;    // resources, strategy and job of the queue's tasks
   };
   struct Running {
     std::string key;
     std::shared_ptr<LeasedWorker> worker;
     absl::Time pushed;
-    int in_flight_at_push = 1;  // on its worker, itself included
   };
   // Tasks pushed to one worker in one call; the results of the call fill it in.
   struct Batch {
@@ -148,8 +148,8 @@ class TaskSubmitter {
   // task has had one.
   void OnPushResults(const std::shared_ptr<LeasedWorker>& worker, Batch* batch, uint64_t call_id,
                      TaskPushClient::PushResults results);
-  // One task's outcome: bookkeeping for all of them under one lock (and one scheduling pass),
-  // then each task's reply, retry or failure.
+  // Outcomes of tasks pushed to `worker`: the bookkeeping for all of them under one lock (and
+  // one scheduling pass), then each task's reply, retry or failure on its own.
   void OnPushReplies(const std::shared_ptr<LeasedWorker>& worker,
                      std::vector<std::pair<rpc::TaskSpec, absl::StatusOr<rpc::PushTaskReply>>>
                          outcomes);

@@ -2,7 +2,8 @@
 // strategy share a queue; the submitter leases workers for a queue from its raylet (following
 // spillback to other nodes), pushes tasks straight to the leased workers over gRPC — several in
 // flight per worker, so RPC latency overlaps execution; the tasks that go to one worker at the
-// same moment travel in one call (PushTasks), whose results stream back one by one — and gives
+// same moment travel in one call (PushTasks, results streaming back one by one; a lone task
+// goes as a plain PushTask) — and gives
 // leases back once they have been idle for `lease_linger`. Workers that die mid-task have their tasks retried on new leases
 // (up to max_retries); tasks that can never be scheduled stay queued with a warning, and run as
 // soon as a node that fits them joins.

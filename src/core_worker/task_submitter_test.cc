@@ -285,20 +285,20 @@ TEST_F(TaskSubmitterTest, TasksToppingUpAWorkerTravelInOneCallAndEachOutcomeStan
   const int depth = Options().max_tasks_in_flight_per_worker;
   const size_t filled = FillPastHalf(submitter_, leases_, pushes_, depth);
   ASSERT_EQ(filled, static_cast<size_t>(depth / 2 + 2));
-  EXPECT_EQ(pushes_.num_batches(), depth / 2 + 2);  // one call each
+  EXPECT_EQ(pushes_.num_batches(), 0);  // one plain PushTask each
   std::vector<rpc::TaskSpec> queued;
   for (const char* name : {"a", "b", "c"}) {
     queued.push_back(Task(name));
     submitter_.Submit(queued.back());
   }
   EXPECT_EQ(pushes_.num_pushes(), filled);  // the worker is more than half busy: they wait
-  pushes_.ReplyTogether({{1, Ran(pushes_.push(1).request.task())}});
+  pushes_.Reply(1, Ran(pushes_.push(1).request.task()));
   // Half drained: topped up with the three, in order, in one call.
   ASSERT_EQ(pushes_.num_pushes(), filled + 3);
-  EXPECT_EQ(pushes_.num_batches(), depth / 2 + 3);
+  EXPECT_EQ(pushes_.num_batches(), 1);
   for (size_t i = 0; i < 3; ++i) {
     const auto push = pushes_.push(filled + i);
-    EXPECT_EQ(push.batch, pushes_.push(filled).batch);
+    EXPECT_EQ(push.batch, 0);  // the first PushTasks call
     EXPECT_EQ(push.index_in_batch, i);
     EXPECT_EQ(push.request.task().task_id(), queued[i].task_id());
   }

@@ -6,6 +6,10 @@ side by side in one run, with Ray's metric names and the Troupe/Ray ratio per me
   bash bench/setup_peers.sh            # a virtualenv with Ray (PyPI)
   python3 bench/microbenchmark.py --python ~/.cache/troupe-bench-venv/bin/python
 
+Troupe's side also measures the physical floor of pipelined task pushes (grpc_unary_async_calls:
+bare gRPC unary calls to a worker process with 8 in flight) and prints single_client_tasks_async's
+ratio to it; Ray's column is n/a for such floors.
+
 --tls=on|off: Troupe's side runs against a head started through the CLI (2 CPUs, on loopback)
 with that --tls, instead of an embedded cluster, so the Ray ratios can be read with TLS on.
 """

@@ -57,14 +57,13 @@ class AsyncProbe : public std::enable_shared_from_this<AsyncProbe> {
       if (to_start_ == 0) return;
       --to_start_;
     }
-    client_->GetObjectStatusAsync(object_, absl::ZeroDuration(),
-                                  [self = shared_from_this()](auto) {
-                                    {
-                                      absl::MutexLock lock(&self->mu_);
-                                      --self->left_;
-                                    }
-                                    self->Next();
-                                  });
+    client_->GetObjectStatusAsync(object_, absl::ZeroDuration(), [self = shared_from_this()](auto) {
+      {
+        absl::MutexLock lock(&self->mu_);
+        --self->left_;
+      }
+      self->Next();
+    });
   }
 
   const std::shared_ptr<CoreWorkerClient> client_;
@@ -77,11 +76,10 @@ class AsyncProbe : public std::enable_shared_from_this<AsyncProbe> {
 }  // namespace
 }  // namespace internal
 
-double internal::MeasureRawAsyncCallsPerSecond(const std::string& actor_id, int calls,
-                                               int window) {
+double internal::MeasureRawAsyncCallsPerSecond(const std::string& actor_id, int calls, int window) {
   const std::string unknown = ObjectId::FromIndex(TaskId::FromRandom(), 1).Binary();
-  auto probe = std::make_shared<AsyncProbe>(ConnectToActorProcess(actor_id, unknown), unknown,
-                                            calls);
+  auto probe =
+      std::make_shared<AsyncProbe>(ConnectToActorProcess(actor_id, unknown), unknown, calls);
   const absl::Time start = absl::Now();
   probe->Start(window);
   probe->Wait();

@@ -82,8 +82,8 @@ class PushTasksTest : public ::testing::Test {
     auto server = StartGrpcServer("127.0.0.1", 0, {&service_}, &port);
     EXPECT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    client_ = std::make_shared<CoreWorkerClient>(absl::StrCat("127.0.0.1:", port),
-                                                 token_.ToString());
+    client_ =
+        std::make_shared<CoreWorkerClient>(absl::StrCat("127.0.0.1:", port), token_.ToString());
     loop_ = std::thread([this] { executor_.RunLoop(); });
   }
   ~PushTasksTest() override {

@@ -254,8 +254,7 @@ void TaskSubmitter::Push(std::shared_ptr<LeasedWorker> worker, std::vector<rpc::
     for (int id : worker->gpu_ids) push->add_gpu_ids(id);
   }
   batch->specs = std::move(specs);
-  SetCanceller(call_id,
-               pushes_->PushTasks(worker->worker_address, std::move(request), on_results));
+  SetCanceller(call_id, pushes_->PushTasks(worker->worker_address, std::move(request), on_results));
 }
 
 void TaskSubmitter::OnPushResults(const std::shared_ptr<LeasedWorker>& worker, Batch* batch,
@@ -315,8 +314,8 @@ void TaskSubmitter::OnPushReplies(
     if (key) ScheduleLocked(*key, &actions);
   }
   for (size_t i = 0; i < outcomes.size(); ++i) {
-    FinishPush(*worker, std::move(outcomes[i].first), std::move(outcomes[i].second),
-               cancelled[i], node_died);
+    FinishPush(*worker, std::move(outcomes[i].first), std::move(outcomes[i].second), cancelled[i],
+               node_died);
   }
   Run(std::move(actions));
 }
@@ -330,11 +329,11 @@ void TaskSubmitter::FinishPush(const LeasedWorker& worker, rpc::TaskSpec spec,
       callbacks_.on_failure(spec, StoredObject::Error::kCancelled,
                             absl::StrCat("task ", spec.function_name(), " was cancelled"));
     } else if (node_died) {
-      RetryOrFail(std::move(spec), StoredObject::Error::kTaskFailed,
-                  absl::StrCat("the node running task ", spec.function_name(), " (node ",
-                               BytesToHex(worker.node_id).substr(0, 8), ", raylet ",
-                               worker.raylet_address,
-                               ") was declared dead by the GCS (it crashed or is unreachable)"));
+      RetryOrFail(
+          std::move(spec), StoredObject::Error::kTaskFailed,
+          absl::StrCat("the node running task ", spec.function_name(), " (node ",
+                       BytesToHex(worker.node_id).substr(0, 8), ", raylet ", worker.raylet_address,
+                       ") was declared dead by the GCS (it crashed or is unreachable)"));
     } else if (auto oom = callbacks_.oom_cause ? callbacks_.oom_cause(worker.worker_address)
                                                : std::nullopt) {
       RetryOrFail(std::move(spec), StoredObject::Error::kOutOfMemory,

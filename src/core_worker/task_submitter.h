@@ -2,11 +2,11 @@
 // strategy share a queue; the submitter leases workers for a queue from its raylet (following
 // spillback to other nodes), pushes tasks straight to the leased workers over gRPC — several in
 // flight per worker, so RPC latency overlaps execution; the tasks that go to one worker at the
-// same moment travel in one call (PushTasks, results streaming back one by one; a lone task
-// goes as a plain PushTask) — and gives
-// leases back once they have been idle for `lease_linger`. Workers that die mid-task have their tasks retried on new leases
-// (up to max_retries); tasks that can never be scheduled stay queued with a warning, and run as
-// soon as a node that fits them joins.
+// same moment travel in one call (PushTasks, results streaming back one by one; a lone task goes
+// as a plain PushTask) — and gives leases back once they have been idle for `lease_linger`.
+// Workers that die mid-task have their tasks retried on new leases (up to max_retries); tasks
+// that can never be scheduled stay queued with a warning, and run as soon as a node that fits
+// them joins.
 // Node deaths (OnNodeDead, told by the core worker from the GCS's node channel) are handled like
 // the deaths of every worker on that node: calls to the node (pushes and lease requests) are
 // cancelled at once, their tasks retried or failed, and the node is fenced: whatever its workers
@@ -151,9 +151,9 @@ class TaskSubmitter {
                      TaskPushClient::PushResults results);
   // Outcomes of tasks pushed to `worker`: the bookkeeping for all of them under one lock (and
   // one scheduling pass), then each task's reply, retry or failure on its own.
-  void OnPushReplies(const std::shared_ptr<LeasedWorker>& worker,
-                     std::vector<std::pair<rpc::TaskSpec, absl::StatusOr<rpc::PushTaskReply>>>
-                         outcomes);
+  void OnPushReplies(
+      const std::shared_ptr<LeasedWorker>& worker,
+      std::vector<std::pair<rpc::TaskSpec, absl::StatusOr<rpc::PushTaskReply>>> outcomes);
   // After the bookkeeping: reports the task's reply, or retries or fails it.
   void FinishPush(const LeasedWorker& worker, rpc::TaskSpec spec,
                   absl::StatusOr<rpc::PushTaskReply> reply, bool cancelled, bool node_died);

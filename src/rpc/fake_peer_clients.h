@@ -6,8 +6,8 @@
 #pragma once
 
 #include <deque>
-#include <memory>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>

@@ -6,6 +6,10 @@ side by side in one run, with Ray's metric names and the Troupe/Ray ratio per me
   bash bench/setup_peers.sh            # a virtualenv with Ray (PyPI)
   python3 bench/microbenchmark.py --python ~/.cache/troupe-bench-venv/bin/python
 
+Troupe's side also measures the physical floor of pipelined task pushes (grpc_unary_async_calls:
+bare gRPC unary calls to a worker process with 8 in flight) and prints single_client_tasks_async's
+ratio to it; Ray's column is n/a for such floors.
+
 --tls=on|off: Troupe's side runs against a head started through the CLI (2 CPUs, on loopback)
 with that --tls, instead of an embedded cluster, so the Ray ratios can be read with TLS on.
 """
@@ -20,6 +24,10 @@ import tempfile
 from bench_common import json_lines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Troupe-side measurements of the physical floor (bare gRPC calls, memcpy): Ray's column is n/a.
+PHYSICAL_FLOORS = {"grpc_unary_round_trip_us", "grpc_unary_async_calls",
+                   "grpc_unary_async_calls_window_4", "single_client_tasks_async_over_grpc_floor",
+                   "memcpy_warm_gigabytes", "memcpy_fresh_gigabytes"}
 
 
 def run(command, env=None):
@@ -73,8 +81,14 @@ def main():
         if metric in ray:
             peer = ray[metric][0]
             print("%-46s %14.2f %14.2f %8.1fx  %s" % (metric, value, peer, value / peer, unit))
+        elif metric in PHYSICAL_FLOORS:
+            # A property of the machine and gRPC, not of either system: no Ray figure.
+            print("%-46s %14.2f %14s %9s  %s" % (metric, value, "n/a", "-", unit))
         else:
             print("%-46s %14.2f %14s %9s  %s" % (metric, value, "-", "-", unit))
+    if "single_client_tasks_async_over_grpc_floor" in troupe:
+        print("single_client_tasks_async / grpc_unary_async_calls (the floor): %.2f" %
+              troupe["single_client_tasks_async_over_grpc_floor"][0])
     put = troupe.get("single_client_put_gigabytes", (0,))[0]
     for baseline in ("memcpy_warm_gigabytes", "memcpy_fresh_gigabytes"):
         if baseline in troupe:

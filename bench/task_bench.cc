@@ -134,16 +134,35 @@ int main(int argc, char** argv) {
                   for (int i = 0; i < 100; ++i) troupe::Get(troupe::Task(SmallValue).Remote());
                 }),
            "per_second");
-  if (wanted({"single_client_tasks_async"}))
-    Report("single_client_tasks_async",
-           Rate(1000, seconds,
-                [] {
-                  std::vector<troupe::ObjectRef<int>> refs;
-                  refs.reserve(1000);
-                  for (int i = 0; i < 1000; ++i) refs.push_back(troupe::Task(SmallValue).Remote());
-                  troupe::Get(refs);
-                }),
+  double tasks_async = 0;
+  if (wanted({"single_client_tasks_async", "single_client_tasks_async_over_grpc_floor"})) {
+    tasks_async = Rate(1000, seconds, [] {
+      std::vector<troupe::ObjectRef<int>> refs;
+      refs.reserve(1000);
+      for (int i = 0; i < 1000; ++i) refs.push_back(troupe::Task(SmallValue).Remote());
+      troupe::Get(refs);
+    });
+    Report("single_client_tasks_async", tasks_async, "per_second");
+  }
+  // The physical floor of pipelined pushes: bare gRPC unary calls to one worker process with a
+  // window of calls in flight, 4 (one leased worker's pipeline depth) and 8 (the submitter's
+  // total with num_cpus=2: two leased workers, 4 each). The ratio is taken to the window-8 rate.
+  if (wanted({"grpc_unary_async_calls", "grpc_unary_async_calls_window_4",
+              "single_client_tasks_async_over_grpc_floor"})) {
+    auto actor = troupe::Actor(Echo::Create).Remote();
+    troupe::Get(actor.Task(&Echo::Small).Remote());
+    const int calls = batches > 0 ? 1000 * batches : std::max(2000, int(20000 * seconds));
+    troupe::internal::MeasureRawAsyncCallsPerSecond(actor.binary_id(), 1000, 8);  // warm-up
+    Report("grpc_unary_async_calls_window_4",
+           troupe::internal::MeasureRawAsyncCallsPerSecond(actor.binary_id(), calls, 4),
            "per_second");
+    const double floor =
+        troupe::internal::MeasureRawAsyncCallsPerSecond(actor.binary_id(), calls, 8);
+    Report("grpc_unary_async_calls", floor, "per_second");
+    if (tasks_async > 0)
+      Report("single_client_tasks_async_over_grpc_floor", tasks_async / floor, "ratio");
+    actor.Kill();
+  }
   if (wanted({"multi_client_tasks_async"}))
     Report("multi_client_tasks_async",
            Rate(4000, seconds,

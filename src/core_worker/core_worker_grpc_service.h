@@ -20,6 +20,75 @@
 
 namespace troupe {
 
+// One PushTasks stream, worker side: queues every push on the executor, in order; each outcome
+// is written as soon as no write is in flight (outcomes that come meanwhile go together in the
+// next message), so a task's result never waits for the rest of its batch. Finishes once every
+// push has been answered (the executor answers each exactly once, also when the worker exits),
+// so the request outlives every queued push. Deletes itself when gRPC is done with it.
+class PushTasksReactor : public grpc::ServerWriteReactor<rpc::PushTaskResults> {
+ public:
+  PushTasksReactor(TaskExecutor* executor, const rpc::PushTasksRequest* request)
+      : unanswered_(request->pushes_size()) {
+    for (int i = 0; i < request->pushes_size(); ++i) {
+      executor->Enqueue(&request->pushes(i), [this, i](absl::StatusOr<rpc::PushTaskReply> reply) {
+        OnResult(i, std::move(reply));
+      });
+    }
+  }
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    broken_ |= !ok;  // the caller is gone: the rest is answered to no one
+    WriteOrFinishLocked();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void OnResult(int index, absl::StatusOr<rpc::PushTaskReply> reply) {
+    absl::MutexLock lock(&mu_);
+    --unanswered_;
+    if (!broken_) {
+      rpc::PushTaskResult* result = pending_.add_results();
+      result->set_index(index);
+      if (reply.ok()) {
+        *result->mutable_reply() = std::move(*reply);
+      } else {
+        result->set_error_code(static_cast<int>(reply.status().code()));
+        result->set_error_message(std::string(reply.status().message()));
+      }
+    }
+    WriteOrFinishLocked();
+  }
+  void WriteOrFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finished_) return;
+    if (!broken_ && pending_.results_size() > 0) {
+      writing_ = true;
+      writing_message_.Swap(&pending_);
+      pending_.Clear();
+      StartWrite(&writing_message_);
+    } else if (unanswered_ == 0) {
+      finished_ = true;
+      Finish(broken_ ? grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away")
+                     : grpc::Status::OK);
+    }
+  }
+
+  absl::Mutex mu_;
+  int unanswered_ ABSL_GUARDED_BY(mu_);
+  rpc::PushTaskResults pending_ ABSL_GUARDED_BY(mu_);
+  rpc::PushTaskResults writing_message_ ABSL_GUARDED_BY(mu_);  // gRPC reads it until written
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// A PushTasks stream that ends at once with `status`.
+class FailedPushTasks : public grpc::ServerWriteReactor<rpc::PushTaskResults> {
+ public:
+  explicit FailedPushTasks(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 class CoreWorkerGrpcService : public rpc::CoreWorkerService::CallbackService {
  public:
   // `executor` is null in a driver (it executes no pushed tasks).
@@ -50,6 +119,19 @@ class CoreWorkerGrpcService : public rpc::CoreWorkerService::CallbackService {
       reactor->Finish(grpc::Status::OK);
     });
     return reactor;
+  }
+
+  grpc::ServerWriteReactor<rpc::PushTaskResults>* PushTasks(
+      grpc::CallbackServerContext* context, const rpc::PushTasksRequest* request) override {
+    if (grpc::Status auth = auth_->Check(*context); !auth.ok()) return new FailedPushTasks(auth);
+    if (absl::Status valid = ValidateRequest(*request); !valid.ok()) {
+      return new FailedPushTasks(ToGrpcStatus(valid));
+    }
+    if (executor_ == nullptr) {
+      return new FailedPushTasks(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                              "a driver does not execute pushed tasks"));
+    }
+    return new PushTasksReactor(executor_, request);
   }
 
   grpc::ServerUnaryReactor* GetObjectStatus(grpc::CallbackServerContext* context,

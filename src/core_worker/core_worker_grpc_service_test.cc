@@ -5,9 +5,14 @@
 
 #include <grpcpp/generic/generic_stub.h>
 
+#include <map>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "src/rpc/core_worker_client.h"
 
 namespace troupe {
 namespace {
@@ -46,6 +51,159 @@ TEST(CoreWorkerGrpcServiceTest, EveryDeclaredMethodIsImplemented) {
         << method << " answered " << status.error_code() << ": " << status.error_message();
   }
   (*server)->Shutdown();
+}
+
+rpc::PushTaskRequest NormalTask(const std::string& name) {
+  rpc::PushTaskRequest push;
+  push.mutable_task()->set_task_id(TaskId::FromRandom().Binary());
+  push.mutable_task()->set_function_name(name);
+  push.mutable_task()->set_type(rpc::TaskSpec::NORMAL_TASK);
+  return push;
+}
+
+// A worker's service over real gRPC with an executor whose tasks answer with their function
+// name (as the reply's worker_address); a task named "block" waits for `unblock`.
+class PushTasksTest : public ::testing::Test {
+ protected:
+  PushTasksTest()
+      : token_(ClusterToken::Generate(ClusterId::FromRandom())),
+        auth_(token_),
+        executor_([this](const rpc::PushTaskRequest& request) {
+          if (request.task().function_name() == "block") {
+            started_block_.Notify();
+            unblock_.WaitForNotification();
+          }
+          rpc::PushTaskReply reply;
+          reply.set_worker_address(request.task().function_name());
+          return reply;
+        }),
+        service_(&auth_, &executor_, /*objects=*/nullptr) {
+    int port = 0;
+    auto server = StartGrpcServer("127.0.0.1", 0, {&service_}, &port);
+    EXPECT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    client_ =
+        std::make_shared<CoreWorkerClient>(absl::StrCat("127.0.0.1:", port), token_.ToString());
+    loop_ = std::thread([this] { executor_.RunLoop(); });
+  }
+  ~PushTasksTest() override {
+    if (!unblock_.HasBeenNotified()) unblock_.Notify();
+    executor_.Shutdown();
+    server_->Shutdown();
+    loop_.join();
+  }
+  // Pushes `names` in one call; returns each index's outcome once all have arrived.
+  struct Collected {
+    std::map<size_t, absl::StatusOr<rpc::PushTaskReply>> outcomes;
+    size_t expected = 0;
+    bool Done() const { return outcomes.size() == expected; }
+  };
+  std::map<size_t, absl::StatusOr<rpc::PushTaskReply>> PushAll(
+      const std::vector<std::string>& names, const std::function<void()>& meanwhile = {}) {
+    rpc::PushTasksRequest request;
+    for (const auto& name : names) *request.add_pushes() = NormalTask(name);
+    absl::Mutex mu;
+    Collected collected;
+    collected.expected = names.size();
+    client_->PushTasksAsync(std::move(request), [&](CoreWorkerClient::PushResults results) {
+      absl::MutexLock lock(&mu);
+      for (auto& [index, reply] : results) {
+        EXPECT_TRUE(collected.outcomes.emplace(index, std::move(reply)).second) << index;
+      }
+    });
+    if (meanwhile) meanwhile();
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(&collected, &Collected::Done));
+    return std::move(collected.outcomes);
+  }
+
+  ClusterToken token_;
+  TokenAuthenticator auth_;
+  absl::Notification started_block_, unblock_;
+  TaskExecutor executor_;
+  CoreWorkerGrpcService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<CoreWorkerClient> client_;
+  std::thread loop_;
+};
+
+TEST_F(PushTasksTest, EveryTaskOfABatchRunsInOrderAndGetsItsOwnReply) {
+  auto outcomes = PushAll({"a", "b", "c"});
+  ASSERT_EQ(outcomes.size(), 3u);
+  const char* names[] = {"a", "b", "c"};
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(outcomes.at(i).ok()) << outcomes.at(i).status();
+    EXPECT_EQ(outcomes.at(i)->worker_address(), names[i]);
+  }
+}
+
+TEST_F(PushTasksTest, AResultDoesNotWaitForTheRestOfItsBatch) {
+  rpc::PushTasksRequest request;
+  *request.add_pushes() = NormalTask("first");
+  *request.add_pushes() = NormalTask("block");
+  absl::Notification first_answered;
+  client_->PushTasksAsync(std::move(request), [&](CoreWorkerClient::PushResults results) {
+    for (auto& [index, reply] : results) {
+      if (index == 0) first_answered.Notify();
+    }
+  });
+  // "block" runs until the fixture ends: the first task's result arrives meanwhile (a task
+  // that waited for it would otherwise never end).
+  started_block_.WaitForNotification();
+  first_answered.WaitForNotification();
+  unblock_.Notify();
+}
+
+TEST_F(PushTasksTest, TasksAWorkerLeavingWillNotRunFailOnTheirOwn) {
+  auto outcomes = PushAll({"done", "block", "queued"}, [this] {
+    started_block_.WaitForNotification();
+    // The worker exits while "block" runs: "queued" never runs; "block" still answers.
+    executor_.Shutdown();
+    unblock_.Notify();
+  });
+  ASSERT_TRUE(outcomes.at(0).ok());
+  EXPECT_EQ(outcomes.at(0)->worker_address(), "done");
+  ASSERT_TRUE(outcomes.at(1).ok()) << outcomes.at(1).status();
+  EXPECT_EQ(outcomes.at(2).status().code(), absl::StatusCode::kUnavailable)
+      << outcomes.at(2).status();
+}
+
+TEST_F(PushTasksTest, TasksWithoutAResultWhenTheStreamBreaksGetItsError) {
+  std::thread shutdown;
+  auto outcomes = PushAll({"done", "block", "queued"}, [&] {
+    started_block_.WaitForNotification();
+    // The server goes away mid-batch (as with a dying worker): its calls are cancelled.
+    shutdown = std::thread([this] {
+      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(100));
+    });
+  });
+  ASSERT_TRUE(outcomes.at(0).ok()) << outcomes.at(0).status();
+  EXPECT_FALSE(outcomes.at(1).ok());
+  EXPECT_FALSE(outcomes.at(2).ok());
+  EXPECT_EQ(outcomes.at(1).status(), outcomes.at(2).status());
+  unblock_.Notify();
+  executor_.Shutdown();  // answers the rest, so the server's shutdown can end
+  shutdown.join();
+}
+
+TEST_F(PushTasksTest, ABatchWithAnActorCallIsRefusedForEveryTask) {
+  rpc::PushTasksRequest request;
+  *request.add_pushes() = NormalTask("a");
+  rpc::PushTaskRequest actor_call = NormalTask("b");
+  actor_call.mutable_task()->set_type(rpc::TaskSpec::ACTOR_TASK);
+  *request.add_pushes() = actor_call;
+  absl::Mutex mu;
+  std::map<size_t, absl::Status> outcomes;
+  client_->PushTasksAsync(std::move(request), [&](CoreWorkerClient::PushResults results) {
+    absl::MutexLock lock(&mu);
+    for (auto& [index, reply] : results) outcomes[index] = reply.status();
+  });
+  absl::MutexLock lock(&mu);
+  mu.Await(absl::Condition(
+      +[](std::map<size_t, absl::Status>* o) { return o->size() == 2; }, &outcomes));
+  for (const auto& [index, status] : outcomes) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << index << ": " << status;
+  }
 }
 
 }  // namespace

@@ -92,18 +92,26 @@ void TaskSubmitter::Submit(rpc::TaskSpec spec) {
 
 void TaskSubmitter::ScheduleLocked(const std::string& key, Actions* actions) {
   Queue& queue = queues_[key];
-  // Fill leased workers, least busy first.
+  // Fill leased workers, least busy first. A busy worker is topped up only once half its
+  // pipeline has drained, so the tasks it gets travel several to a call.
   const int depth = PipelineDepth(queue.lease_spec, queue.average_rtt_ms);
   while (!queue.tasks.empty() && !queue.workers.empty()) {
     auto least =
         std::min_element(queue.workers.begin(), queue.workers.end(),
                          [](const auto& a, const auto& b) { return a->in_flight < b->in_flight; });
     if ((*least)->in_flight >= depth) break;
+    auto batch = std::find_if(actions->pushes.begin(), actions->pushes.end(),
+                              [&](const auto& push) { return push.first == *least; });
+    if (batch == actions->pushes.end() && (*least)->in_flight > depth / 2) break;
     (*least)->in_flight++;
     rpc::TaskSpec spec = std::move(queue.tasks.front());
     queue.tasks.pop_front();
     running_[*TaskId::FromBinary(spec.task_id())] = {key, *least, clock_->Now()};
-    actions->pushes.emplace_back(*least, std::move(spec));
+    if (batch == actions->pushes.end()) {
+      actions->pushes.emplace_back(*least, std::vector<rpc::TaskSpec>());
+      batch = actions->pushes.end() - 1;
+    }
+    batch->second.push_back(std::move(spec));
   }
   // Ask for more workers while tasks wait.
   if (queue.tasks.empty() || clock_->Now() < queue.retry_leases_at) return;
@@ -119,7 +127,7 @@ void TaskSubmitter::Run(Actions actions) {
   for (auto& [key, spec] : actions.lease_requests) {
     RequestLease(key, spec, options_.local_raylet_address, /*grant_or_reject=*/false);
   }
-  for (auto& [worker, spec] : actions.pushes) Push(worker, std::move(spec));
+  for (auto& [worker, specs] : actions.pushes) Push(worker, std::move(specs));
 }
 
 void TaskSubmitter::RequestLease(const std::string& key, const rpc::TaskSpec& spec,
@@ -215,25 +223,58 @@ void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& sp
   Run(std::move(actions));
 }
 
-void TaskSubmitter::Push(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spec) {
-  rpc::PushTaskRequest request;
-  *request.mutable_task() = spec;
-  for (int id : worker->gpu_ids) request.add_gpu_ids(id);
+void TaskSubmitter::Push(std::shared_ptr<LeasedWorker> worker, std::vector<rpc::TaskSpec> specs) {
+  auto batch = std::make_shared<Batch>();
+  batch->unanswered = specs.size();
   uint64_t call_id;
   if (!BeginCall(worker->raylet_address, worker->node_id, &call_id)) return;
-  SetCanceller(call_id, pushes_->PushTask(worker->worker_address, std::move(request),
-                                          [this, worker, spec = std::move(spec), call_id](
-                                              absl::StatusOr<rpc::PushTaskReply> reply) mutable {
-                                            OnPushReply(worker, std::move(spec), std::move(reply));
-                                            EndCall(call_id);
-                                          }));
+  auto on_results = [this, worker, batch, call_id](TaskPushClient::PushResults results) {
+    OnPushResults(worker, batch.get(), call_id, std::move(results));
+  };
+  if (specs.size() == 1) {
+    // A single task goes as a plain unary call: cheaper than a stream (a synchronous caller's
+    // round trip).
+    rpc::PushTaskRequest request;
+    *request.mutable_task() = specs[0];
+    for (int id : worker->gpu_ids) request.add_gpu_ids(id);
+    batch->specs = std::move(specs);
+    SetCanceller(call_id, pushes_->PushTask(worker->worker_address, std::move(request),
+                                            [on_results = std::move(on_results)](
+                                                absl::StatusOr<rpc::PushTaskReply> reply) {
+                                              TaskPushClient::PushResults results;
+                                              results.emplace_back(0, std::move(reply));
+                                              on_results(std::move(results));
+                                            }));
+    return;
+  }
+  rpc::PushTasksRequest request;
+  for (const rpc::TaskSpec& spec : specs) {
+    rpc::PushTaskRequest* push = request.add_pushes();
+    *push->mutable_task() = spec;
+    for (int id : worker->gpu_ids) push->add_gpu_ids(id);
+  }
+  batch->specs = std::move(specs);
+  SetCanceller(call_id, pushes_->PushTasks(worker->worker_address, std::move(request), on_results));
 }
 
-void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spec,
-                                absl::StatusOr<rpc::PushTaskReply> reply) {
-  const TaskId task_id = *TaskId::FromBinary(spec.task_id());
+void TaskSubmitter::OnPushResults(const std::shared_ptr<LeasedWorker>& worker, Batch* batch,
+                                  uint64_t call_id, TaskPushClient::PushResults results) {
+  std::vector<std::pair<rpc::TaskSpec, absl::StatusOr<rpc::PushTaskReply>>> outcomes;
+  outcomes.reserve(results.size());
+  for (auto& [index, reply] : results) {
+    outcomes.emplace_back(std::move(batch->specs.at(index)), std::move(reply));
+  }
+  batch->unanswered -= results.size();
+  const bool last = batch->unanswered == 0;
+  OnPushReplies(worker, std::move(outcomes));
+  if (last) EndCall(call_id);
+}
+
+void TaskSubmitter::OnPushReplies(
+    const std::shared_ptr<LeasedWorker>& worker,
+    std::vector<std::pair<rpc::TaskSpec, absl::StatusOr<rpc::PushTaskReply>>> outcomes) {
   Actions actions;
-  bool cancelled = false;
+  std::vector<bool> cancelled(outcomes.size(), false);
   bool node_died = false;
   {
     absl::MutexLock lock(&mu_);
@@ -241,43 +282,59 @@ void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskS
     // Fencing: once its node is declared dead, a worker's answer is refused, even one that
     // raced the cancellation; the task was (or is now) retried elsewhere or failed.
     node_died = worker->on_dead_node;
-    if (node_died && reply.ok()) {
-      reply = absl::UnavailableError("the reply came from a node declared dead; refused");
-    }
-    auto running = running_.find(task_id);
-    const std::string key = running != running_.end() ? running->second.key : KeyOf(spec);
-    if (running != running_.end()) {
-      const double rtt_ms = absl::ToDoubleMilliseconds(clock_->Now() - running->second.pushed);
-      double& average = queues_[key].average_rtt_ms;
-      average = average < 0 ? rtt_ms : 0.8 * average + 0.2 * rtt_ms;
-      running_.erase(running);
-    }
-    cancelled = cancelled_.erase(task_id) > 0;
-    worker->in_flight--;
-    if (worker->in_flight == 0) worker->idle_since = clock_->Now();
-    if (!reply.ok()) {
-      // The worker is gone (or unreachable): its lease is void; never push to it again.
-      Queue& queue = queues_[key];
-      auto it = std::find(queue.workers.begin(), queue.workers.end(), worker);
-      if (it != queue.workers.end()) {
-        queue.workers.erase(it);
-        leases_->ReturnWorker(worker->raylet_address, worker->lease_id, /*disconnect=*/true);
+    std::optional<std::string> key;
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      auto& [spec, reply] = outcomes[i];
+      if (node_died && reply.ok()) {
+        reply = absl::UnavailableError("the reply came from a node declared dead; refused");
+      }
+      const TaskId task_id = *TaskId::FromBinary(spec.task_id());
+      auto running = running_.find(task_id);
+      if (!key) key = running != running_.end() ? running->second.key : KeyOf(spec);
+      if (running != running_.end()) {
+        const double rtt_ms = absl::ToDoubleMilliseconds(clock_->Now() - running->second.pushed);
+        double& average = queues_[*key].average_rtt_ms;
+        average = average < 0 ? rtt_ms : 0.8 * average + 0.2 * rtt_ms;
+        running_.erase(running);
+      }
+      cancelled[i] = cancelled_.erase(task_id) > 0;
+      worker->in_flight--;
+      if (worker->in_flight == 0) worker->idle_since = clock_->Now();
+      if (!reply.ok()) {
+        // The worker is gone (or unreachable): its lease is void; never push to it again.
+        Queue& queue = queues_[*key];
+        auto it = std::find(queue.workers.begin(), queue.workers.end(), worker);
+        if (it != queue.workers.end()) {
+          queue.workers.erase(it);
+          leases_->ReturnWorker(worker->raylet_address, worker->lease_id, /*disconnect=*/true);
+        }
       }
     }
-    ScheduleLocked(key, &actions);
+    // Every task of a batch has the same key (one worker serves one queue).
+    if (key) ScheduleLocked(*key, &actions);
   }
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    FinishPush(*worker, std::move(outcomes[i].first), std::move(outcomes[i].second), cancelled[i],
+               node_died);
+  }
+  Run(std::move(actions));
+}
+
+void TaskSubmitter::FinishPush(const LeasedWorker& worker, rpc::TaskSpec spec,
+                               absl::StatusOr<rpc::PushTaskReply> reply, bool cancelled,
+                               bool node_died) {
   if (!reply.ok()) {
     if (cancelled) {
       ++counters_.failed;
       callbacks_.on_failure(spec, StoredObject::Error::kCancelled,
                             absl::StrCat("task ", spec.function_name(), " was cancelled"));
     } else if (node_died) {
-      RetryOrFail(std::move(spec), StoredObject::Error::kTaskFailed,
-                  absl::StrCat("the node running task ", spec.function_name(), " (node ",
-                               BytesToHex(worker->node_id).substr(0, 8), ", raylet ",
-                               worker->raylet_address,
-                               ") was declared dead by the GCS (it crashed or is unreachable)"));
-    } else if (auto oom = callbacks_.oom_cause ? callbacks_.oom_cause(worker->worker_address)
+      RetryOrFail(
+          std::move(spec), StoredObject::Error::kTaskFailed,
+          absl::StrCat("the node running task ", spec.function_name(), " (node ",
+                       BytesToHex(worker.node_id).substr(0, 8), ", raylet ", worker.raylet_address,
+                       ") was declared dead by the GCS (it crashed or is unreachable)"));
+    } else if (auto oom = callbacks_.oom_cause ? callbacks_.oom_cause(worker.worker_address)
                                                : std::nullopt) {
       RetryOrFail(std::move(spec), StoredObject::Error::kOutOfMemory,
                   absl::StrCat("task ", spec.function_name(), " ran out of memory: ", *oom));
@@ -286,18 +343,17 @@ void TaskSubmitter::OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskS
                   absl::StrCat("the worker running task ", spec.function_name(),
                                " died or became unreachable (", reply.status().message(), ")"));
     }
-  } else {
-    bool threw = false;
-    for (const auto& ret : reply->returns()) threw |= ret.is_application_error();
-    if (threw && spec.retry_exceptions() &&
-        (spec.max_retries() < 0 || spec.attempt() < spec.max_retries())) {
-      RetryOrFail(std::move(spec), StoredObject::Error::kApplication, "");
-    } else {
-      ++(threw ? counters_.failed : counters_.finished);
-      callbacks_.on_reply(spec, std::move(*reply));
-    }
+    return;
   }
-  Run(std::move(actions));
+  bool threw = false;
+  for (const auto& ret : reply->returns()) threw |= ret.is_application_error();
+  if (threw && spec.retry_exceptions() &&
+      (spec.max_retries() < 0 || spec.attempt() < spec.max_retries())) {
+    RetryOrFail(std::move(spec), StoredObject::Error::kApplication, "");
+  } else {
+    ++(threw ? counters_.failed : counters_.finished);
+    callbacks_.on_reply(spec, std::move(*reply));
+  }
 }
 
 void TaskSubmitter::RetryOrFail(rpc::TaskSpec spec, StoredObject::Error error,

@@ -1,10 +1,12 @@
 // Sends tasks to workers, the fast path of Troupe: tasks with the same resource shape and
 // strategy share a queue; the submitter leases workers for a queue from its raylet (following
 // spillback to other nodes), pushes tasks straight to the leased workers over gRPC — several in
-// flight per worker, so RPC latency overlaps execution — and gives leases back once they have
-// been idle for `lease_linger`. Workers that die mid-task have their tasks retried on new leases
-// (up to max_retries); tasks that can never be scheduled stay queued with a warning, and run as
-// soon as a node that fits them joins.
+// flight per worker, so RPC latency overlaps execution; the tasks that go to one worker at the
+// same moment travel in one call (PushTasks, results streaming back one by one; a lone task goes
+// as a plain PushTask) — and gives leases back once they have been idle for `lease_linger`.
+// Workers that die mid-task have their tasks retried on new leases (up to max_retries); tasks
+// that can never be scheduled stay queued with a warning, and run as soon as a node that fits
+// them joins.
 // Node deaths (OnNodeDead, told by the core worker from the GCS's node channel) are handled like
 // the deaths of every worker on that node: calls to the node (pushes and lease requests) are
 // cancelled at once, their tasks retried or failed, and the node is fenced: whatever its workers
@@ -40,7 +42,9 @@ namespace troupe {
 
 struct TaskSubmitterOptions {
   std::string local_raylet_address;
-  int max_tasks_in_flight_per_worker = 4;  // for short tasks (under pipeline_below_ms)
+  // For short tasks (round trip under pipeline_below_ms): deep, because the tasks a worker is
+  // topped up with travel in one call and each call costs far more CPU than a short task.
+  int max_tasks_in_flight_per_worker = 16;
   double pipeline_below_ms = 2.0;
   int max_pending_lease_requests = 10;
   absl::Duration lease_linger = absl::Milliseconds(50);
@@ -108,7 +112,11 @@ class TaskSubmitter {
     int pending_lease_requests = 0;
     absl::Time retry_leases_at = absl::InfinitePast();
     bool warned_infeasible = false;
-    double average_rtt_ms = -1;  // push to reply, moving average; -1 until measured
+    // Push to reply (waiting behind the worker's other tasks included), moving average; -1
+    // until measured. Above pipeline_below_ms a worker gets one task at a time: so a worker's
+    // backlog stays around that long, and while it is capped, tasks gather in the queue and
+    // go to the worker several to a call once it drains.
+    double average_rtt_ms = -1;
     rpc::TaskSpec lease_spec;    // resources, strategy and job of the queue's tasks
   };
   struct Running {
@@ -116,9 +124,15 @@ class TaskSubmitter {
     std::shared_ptr<LeasedWorker> worker;
     absl::Time pushed;
   };
+  // Tasks pushed to one worker in one call; the results of the call fill it in.
+  struct Batch {
+    std::vector<rpc::TaskSpec> specs;
+    size_t unanswered = 0;  // touched only by the call's (serialized) result callbacks
+  };
   // Work decided under the lock, done after it is released.
   struct Actions {
-    std::vector<std::pair<std::shared_ptr<LeasedWorker>, rpc::TaskSpec>> pushes;
+    // One batch per worker: the tasks for it, in order.
+    std::vector<std::pair<std::shared_ptr<LeasedWorker>, std::vector<rpc::TaskSpec>>> pushes;
     std::vector<std::pair<std::string, rpc::TaskSpec>> lease_requests;  // (key, spec)
   };
 
@@ -130,9 +144,19 @@ class TaskSubmitter {
   void OnLeaseReply(const std::string& key, const rpc::TaskSpec& spec,
                     const std::string& raylet_address,
                     absl::StatusOr<rpc::RequestWorkerLeaseReply> reply);
-  void Push(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spec);
-  void OnPushReply(std::shared_ptr<LeasedWorker> worker, rpc::TaskSpec spec,
-                   absl::StatusOr<rpc::PushTaskReply> reply);
+  void Push(std::shared_ptr<LeasedWorker> worker, std::vector<rpc::TaskSpec> specs);
+  // Outcomes of some of a batch's tasks (indices into batch->specs); ends the call once every
+  // task has had one.
+  void OnPushResults(const std::shared_ptr<LeasedWorker>& worker, Batch* batch, uint64_t call_id,
+                     TaskPushClient::PushResults results);
+  // Outcomes of tasks pushed to `worker`: the bookkeeping for all of them under one lock (and
+  // one scheduling pass), then each task's reply, retry or failure on its own.
+  void OnPushReplies(
+      const std::shared_ptr<LeasedWorker>& worker,
+      std::vector<std::pair<rpc::TaskSpec, absl::StatusOr<rpc::PushTaskReply>>> outcomes);
+  // After the bookkeeping: reports the task's reply, or retries or fails it.
+  void FinishPush(const LeasedWorker& worker, rpc::TaskSpec spec,
+                  absl::StatusOr<rpc::PushTaskReply> reply, bool cancelled, bool node_died);
   // Requeues for another attempt if retries are left; else reports `error`.
   void RetryOrFail(rpc::TaskSpec spec, StoredObject::Error error, const std::string& message);
 

@@ -84,6 +84,18 @@ class CancelAnsweringPushes : public TaskPushClient {
       fake_->Reply(index, absl::CancelledError("cancelled"));
     };
   }
+  CallCanceller PushTasks(const std::string& worker, rpc::PushTasksRequest request,
+                          PushResultsCallback done) override {
+    const size_t first = fake_->num_pushes();
+    const size_t count = request.pushes_size();
+    CallCanceller cancel = fake_->PushTasks(worker, std::move(request), std::move(done));
+    return [this, first, count, cancel] {
+      cancel();
+      for (size_t index = first; index < first + count; ++index) {
+        if (fake_->pending(index)) fake_->Reply(index, absl::CancelledError("cancelled"));
+      }
+    };
+  }
 
  private:
   FakeTaskPushClient* fake_;
@@ -254,6 +266,98 @@ TEST_F(TaskSubmitterTest, ShortTasksArePipelinedToOneWorker) {
   EXPECT_EQ(leases_.num_lease_requests(), 1u);
   for (size_t i = 1; i < 5; ++i) pushes_.Reply(i, Ran(specs[i - 1]));
   EXPECT_EQ(submitter_.counters().finished, 5);
+}
+
+// Makes worker:1's queue pipelined (a 0 ms task on the fake clock), then fills its pipeline
+// half way plus one with single pushes (one call each: the worker was never busier than half);
+// returns how many pushes were made.
+size_t FillPastHalf(TaskSubmitter& submitter, FakeLeaseClient& leases, FakeTaskPushClient& pushes,
+                    int depth) {
+  rpc::TaskSpec first = Task("first");
+  submitter.Submit(first);
+  leases.ReplyLease(0, Granted("lease-1", "worker:1"));
+  pushes.Reply(0, Ran(first));
+  for (int i = 0; i <= depth / 2; ++i) submitter.Submit(Task("filler"));
+  return pushes.num_pushes();
+}
+
+TEST_F(TaskSubmitterTest, TasksToppingUpAWorkerTravelInOneCallAndEachOutcomeStandsAlone) {
+  const int depth = Options().max_tasks_in_flight_per_worker;
+  const size_t filled = FillPastHalf(submitter_, leases_, pushes_, depth);
+  ASSERT_EQ(filled, static_cast<size_t>(depth / 2 + 2));
+  EXPECT_EQ(pushes_.num_batches(), 0);  // one plain PushTask each
+  std::vector<rpc::TaskSpec> queued;
+  for (const char* name : {"a", "b", "c"}) {
+    queued.push_back(Task(name));
+    submitter_.Submit(queued.back());
+  }
+  EXPECT_EQ(pushes_.num_pushes(), filled);  // the worker is more than half busy: they wait
+  pushes_.Reply(1, Ran(pushes_.push(1).request.task()));
+  // Half drained: topped up with the three, in order, in one call.
+  ASSERT_EQ(pushes_.num_pushes(), filled + 3);
+  EXPECT_EQ(pushes_.num_batches(), 1);
+  for (size_t i = 0; i < 3; ++i) {
+    const auto push = pushes_.push(filled + i);
+    EXPECT_EQ(push.batch, 0);  // the first PushTasks call
+    EXPECT_EQ(push.index_in_batch, i);
+    EXPECT_EQ(push.request.task().task_id(), queued[i].task_id());
+  }
+  // Partial results: a's result arrives, then the call ends without b's and c's (the worker
+  // died mid-batch): a stands, b and c are retried on their own.
+  pushes_.ReplyTogether({{filled, Ran(queued[0])}});
+  EXPECT_EQ(replies_.back(), "a");
+  pushes_.ReplyTogether({{filled + 1, absl::UnavailableError("stream ended")},
+                         {filled + 2, absl::UnavailableError("stream ended")}});
+  EXPECT_TRUE(failures_.empty());
+  EXPECT_EQ(submitter_.counters().retried, 2);
+  ASSERT_EQ(leases_.returned_workers().size(), 1u);  // the dead worker's lease, once
+  EXPECT_TRUE(leases_.returned_workers()[0].disconnect);
+  // The three asked for workers while they waited (1 + 3 requests); those serve the retries.
+  EXPECT_EQ(leases_.num_lease_requests(), 4u);
+  Grant(1, "worker:2", "lease-2");
+  ASSERT_EQ(pushes_.num_pushes(), filled + 5);  // both to the new worker, in one call
+  for (size_t i : {filled + 3, filled + 4}) {
+    EXPECT_EQ(pushes_.push(i).worker_address, "worker:2");
+    EXPECT_EQ(pushes_.push(i).request.task().attempt(), 1);
+    EXPECT_EQ(pushes_.push(i).batch, pushes_.push(filled + 3).batch);
+  }
+}
+
+TEST_F(TaskSubmitterTest, AFailedBatchRetriesCancelsAndFailsEachTaskOnItsOwn) {
+  const int depth = Options().max_tasks_in_flight_per_worker;
+  const size_t filled = FillPastHalf(submitter_, leases_, pushes_, depth);
+  rpc::TaskSpec retried = Task("retried", /*max_retries=*/1);
+  rpc::TaskSpec cancelled = Task("cancelled", /*max_retries=*/1);
+  rpc::TaskSpec failed = Task("failed", /*max_retries=*/0);
+  for (const auto& spec : {retried, cancelled, failed}) submitter_.Submit(spec);
+  pushes_.Reply(1, Ran(pushes_.push(1).request.task()));
+  ASSERT_EQ(pushes_.num_pushes(), filled + 3);  // the three in one call
+  EXPECT_TRUE(submitter_.Cancel(*TaskId::FromBinary(cancelled.task_id()), /*force=*/true));
+  ASSERT_EQ(leases_.killed_workers().size(), 1u);
+  // The kill ends the whole call: every task of it gets the error.
+  pushes_.ReplyTogether({{filled, absl::UnavailableError("worker killed")},
+                         {filled + 1, absl::UnavailableError("worker killed")},
+                         {filled + 2, absl::UnavailableError("worker killed")}});
+  ASSERT_EQ(failures_.size(), 2u);
+  EXPECT_EQ(failures_[0].function_name, "cancelled");
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kCancelled);
+  EXPECT_EQ(failures_[1].function_name, "failed");
+  EXPECT_EQ(failures_[1].error, StoredObject::Error::kTaskFailed);
+  EXPECT_NE(failures_[1].message.find("gave up after 1 attempt(s)"), std::string::npos);
+  EXPECT_EQ(submitter_.counters().retried, 1);  // "retried" only
+  EXPECT_EQ(leases_.returned_workers().size(), 1u);
+}
+
+TEST_F(TaskSubmitterTest, NodeDeathCancelsAWholeBatch) {
+  const int depth = Options().max_tasks_in_flight_per_worker;
+  const size_t filled = FillPastHalf(submitter_, leases_, pushes_, depth);
+  for (int i = 0; i < 2; ++i) submitter_.Submit(Task("queued"));
+  pushes_.Reply(1, Ran(pushes_.push(1).request.task()));
+  ASSERT_EQ(pushes_.num_pushes(), filled + 2);
+  // worker:1's node (unknown ID: fenced by its raylet's address, the local one here).
+  submitter_.OnNodeDead(NodeId::FromRandom(), kLocalRaylet);
+  EXPECT_TRUE(pushes_.push(filled).cancelled);
+  EXPECT_TRUE(pushes_.push(filled + 1).cancelled);
 }
 
 TEST_F(TaskSubmitterTest, LongTasksGoOnePerWorker) {

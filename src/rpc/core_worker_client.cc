@@ -31,6 +31,91 @@ std::function<void()> CoreWorkerClient::PushTaskAsync(
   };
 }
 
+namespace {
+
+// One PushTasks stream, client side: delivers each message's results as they arrive and, when
+// the stream ends, the stream's error to every push still without an outcome. Owns itself
+// (`self_`) until gRPC is done with it.
+class PushTasksCall : public grpc::ClientReadReactor<rpc::PushTaskResults> {
+ public:
+  using PushResults = CoreWorkerClient::PushResults;
+
+  static std::function<void()> Start(rpc::CoreWorkerService::Stub* stub, const std::string& token,
+                                     std::string peer, std::shared_ptr<CoreWorkerClient> client,
+                                     rpc::PushTasksRequest request,
+                                     std::function<void(PushResults)> on_results) {
+    auto call = std::shared_ptr<PushTasksCall>(new PushTasksCall(
+        std::move(peer), std::move(client), std::move(request), std::move(on_results)));
+    call->self_ = call;
+    AttachToken(&call->context_, token);
+    stub->async()->PushTasks(&call->context_, &call->request_, call.get());
+    call->StartRead(&call->message_);
+    call->StartCall();
+    std::weak_ptr<PushTasksCall> weak = call;
+    return [weak] {
+      if (auto live = weak.lock()) live->context_.TryCancel();
+    };
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the stream ended: OnDone follows
+    PushResults results;
+    results.reserve(message_.results_size());
+    for (rpc::PushTaskResult& result : *message_.mutable_results()) {
+      const size_t index = static_cast<size_t>(result.index());
+      if (result.index() < 0 || index >= answered_.size() || answered_[index]) continue;
+      answered_[index] = true;
+      if (result.error_code() != 0) {
+        results.emplace_back(index, absl::Status(static_cast<absl::StatusCode>(result.error_code()),
+                                                 result.error_message()));
+      } else {
+        results.emplace_back(index, std::move(*result.mutable_reply()));
+      }
+    }
+    if (!results.empty()) on_results_(std::move(results));
+    StartRead(&message_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    const absl::Status why =
+        status.ok() ? absl::InternalError(absl::StrCat(
+                          "the ", peer_, " ended the batch without a result for this task"))
+                    : FromGrpcStatus(status, peer_);
+    PushResults missing;
+    for (size_t i = 0; i < answered_.size(); ++i) {
+      if (!answered_[i]) missing.emplace_back(i, why);
+    }
+    if (!missing.empty()) on_results_(std::move(missing));
+    self_.reset();  // may delete this
+  }
+
+ private:
+  PushTasksCall(std::string peer, std::shared_ptr<CoreWorkerClient> client,
+                rpc::PushTasksRequest request, std::function<void(PushResults)> on_results)
+      : peer_(std::move(peer)),
+        client_(std::move(client)),
+        request_(std::move(request)),
+        on_results_(std::move(on_results)),
+        answered_(request_.pushes_size(), false) {}
+
+  const std::string peer_;
+  const std::shared_ptr<CoreWorkerClient> client_;  // keeps the stub alive
+  grpc::ClientContext context_;
+  const rpc::PushTasksRequest request_;
+  const std::function<void(PushResults)> on_results_;
+  std::vector<bool> answered_;  // only touched by the serialized reactions
+  rpc::PushTaskResults message_;
+  std::shared_ptr<PushTasksCall> self_;
+};
+
+}  // namespace
+
+std::function<void()> CoreWorkerClient::PushTasksAsync(
+    rpc::PushTasksRequest request, std::function<void(PushResults)> on_results) {
+  return PushTasksCall::Start(stub_.get(), token_, peer_name_, shared_from_this(),
+                              std::move(request), std::move(on_results));
+}
+
 absl::StatusOr<rpc::GetObjectStatusReply> CoreWorkerClient::GetObjectStatus(
     const std::string& object_id, absl::Duration wait,
     const std::vector<std::string>& lost_copies) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -26,6 +27,13 @@ class CoreWorkerClient : public std::enable_shared_from_this<CoreWorkerClient> {
   // cancels the call.
   std::function<void()> PushTaskAsync(rpc::PushTaskRequest request,
                                       std::function<void(absl::StatusOr<rpc::PushTaskReply>)> done);
+  // Several normal tasks in one streaming call (PushTasks in proto/worker.proto). `on_results`
+  // runs on gRPC threads, never concurrently, with (index, outcome) pairs as results arrive,
+  // until every push has had exactly one outcome; those the stream ended without get its error.
+  // The returned function cancels the call.
+  using PushResults = std::vector<std::pair<size_t, absl::StatusOr<rpc::PushTaskReply>>>;
+  std::function<void()> PushTasksAsync(rpc::PushTasksRequest request,
+                                       std::function<void(PushResults)> on_results);
   // `lost_copies`: raylets the caller could not read the object from (a borrower reporting
   // a loss to the owner).
   absl::StatusOr<rpc::GetObjectStatusReply> GetObjectStatus(

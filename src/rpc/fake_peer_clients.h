@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -143,6 +144,9 @@ class FakeLeaseClient : public LeaseClient, public BundleClient {
   std::vector<std::pair<std::string, std::string>> returned_bundles_ ABSL_GUARDED_BY(mu_);
 };
 
+// Records pushes. A PushTasks call is recorded as one push per task (in order, `batch` naming
+// the call), each answered on its own by Reply; ReplyTogether answers several pushes of one call
+// in one callback, as a stream message carrying several results does.
 class FakeTaskPushClient : public TaskPushClient {
  public:
   struct PushCall {
@@ -150,6 +154,8 @@ class FakeTaskPushClient : public TaskPushClient {
     rpc::PushTaskRequest request;
     PushCallback done;
     bool cancelled = false;
+    int batch = -1;  // which PushTasks call; -1 for PushTask
+    size_t index_in_batch = 0;
   };
 
   CallCanceller PushTask(const std::string& worker_address, rpc::PushTaskRequest request,
@@ -162,18 +168,67 @@ class FakeTaskPushClient : public TaskPushClient {
       pushes_[index].cancelled = true;
     };
   }
+  CallCanceller PushTasks(const std::string& worker_address, rpc::PushTasksRequest request,
+                          PushResultsCallback done) override {
+    absl::MutexLock lock(&mu_);
+    const int batch = num_batches_++;
+    auto results = std::make_shared<PushResultsCallback>(std::move(done));
+    std::vector<size_t> indices;
+    for (int i = 0; i < request.pushes_size(); ++i) {
+      indices.push_back(pushes_.size());
+      PushCall call{worker_address, std::move(*request.mutable_pushes(i))};
+      call.done = [results, i](absl::StatusOr<rpc::PushTaskReply> reply) {
+        PushResults one;
+        one.emplace_back(static_cast<size_t>(i), std::move(reply));
+        (*results)(std::move(one));
+      };
+      call.batch = batch;
+      call.index_in_batch = i;
+      callbacks_[pushes_.size()] = results;
+      pushes_.push_back(std::move(call));
+    }
+    return [this, indices] {
+      absl::MutexLock lock(&mu_);
+      for (size_t index : indices) pushes_[index].cancelled = true;
+    };
+  }
   // Answers push `index` (in the order they were made). Each push is answered once.
   void Reply(size_t index, absl::StatusOr<rpc::PushTaskReply> reply) {
     PushCallback done;
     {
       absl::MutexLock lock(&mu_);
       done = std::move(pushes_.at(index).done);
+      pushes_.at(index).done = nullptr;
     }
     done(std::move(reply));
+  }
+  // Answers pushes of one PushTasks call in one callback (one stream message).
+  void ReplyTogether(std::vector<std::pair<size_t, absl::StatusOr<rpc::PushTaskReply>>> replies) {
+    std::shared_ptr<PushResultsCallback> done;
+    PushResults results;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto& [index, reply] : replies) {
+        done = callbacks_.at(index);
+        pushes_.at(index).done = nullptr;
+        results.emplace_back(pushes_.at(index).index_in_batch, std::move(reply));
+      }
+    }
+    (*done)(std::move(results));
+  }
+  // Whether push `index` is still unanswered.
+  bool pending(size_t index) const {
+    absl::MutexLock lock(&mu_);
+    return pushes_.at(index).done != nullptr;
   }
   size_t num_pushes() const {
     absl::MutexLock lock(&mu_);
     return pushes_.size();
+  }
+  // PushTasks calls made.
+  int num_batches() const {
+    absl::MutexLock lock(&mu_);
+    return num_batches_;
   }
   PushCall push(size_t index) const {  // a copy, without the callback
     absl::MutexLock lock(&mu_);
@@ -185,6 +240,9 @@ class FakeTaskPushClient : public TaskPushClient {
  private:
   mutable absl::Mutex mu_;
   std::deque<PushCall> pushes_ ABSL_GUARDED_BY(mu_);
+  int num_batches_ ABSL_GUARDED_BY(mu_) = 0;
+  // The results callback of the PushTasks call behind each push made by one.
+  std::map<size_t, std::shared_ptr<PushResultsCallback>> callbacks_ ABSL_GUARDED_BY(mu_);
 };
 
 class FakeActorDirectory : public ActorDirectory {

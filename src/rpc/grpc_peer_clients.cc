@@ -89,6 +89,12 @@ CallCanceller GrpcTaskPushClient::PushTask(const std::string& worker_address,
   return workers_->Get(worker_address)->PushTaskAsync(std::move(request), std::move(done));
 }
 
+CallCanceller GrpcTaskPushClient::PushTasks(const std::string& worker_address,
+                                            rpc::PushTasksRequest request,
+                                            PushResultsCallback done) {
+  return workers_->Get(worker_address)->PushTasksAsync(std::move(request), std::move(done));
+}
+
 absl::StatusOr<rpc::ActorInfo> GrpcActorDirectory::GetActorInfo(const ActorId& actor_id) {
   rpc::GetActorInfoRequest request;
   request.set_actor_id(actor_id.Binary());

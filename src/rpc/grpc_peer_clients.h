@@ -60,6 +60,8 @@ class GrpcTaskPushClient : public TaskPushClient {
 
   CallCanceller PushTask(const std::string& worker_address, rpc::PushTaskRequest request,
                          PushCallback done) override;
+  CallCanceller PushTasks(const std::string& worker_address, rpc::PushTasksRequest request,
+                          PushResultsCallback done) override;
 
  private:
   bool DropThisReply();

@@ -11,6 +11,8 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -75,6 +77,16 @@ class TaskPushClient {
 
   virtual CallCanceller PushTask(const std::string& worker_address, rpc::PushTaskRequest request,
                                  PushCallback done) = 0;
+
+  // Outcomes of some of a batch's pushes: (index in request.pushes, outcome as for PushTask).
+  using PushResults = std::vector<std::pair<size_t, absl::StatusOr<rpc::PushTaskReply>>>;
+  using PushResultsCallback = std::function<void(PushResults)>;
+  // Pushes several normal tasks to one worker in one call. `done` runs once or more, never
+  // concurrently, with outcomes as they arrive (several together when they arrive together),
+  // until every push has had exactly one: a push the worker did not answer gets the call's
+  // error (the worker died mid-batch, or the call was cancelled: CANCELLED).
+  virtual CallCanceller PushTasks(const std::string& worker_address, rpc::PushTasksRequest request,
+                                  PushResultsCallback done) = 0;
 };
 
 // "Where is this actor now?" (the GCS's actor table, as callers of an actor need it).

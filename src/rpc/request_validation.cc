@@ -483,6 +483,20 @@ absl::Status ValidateRequest(const rpc::PushTaskRequest& request) {
   return CheckCount("gpu_ids", request.gpu_ids_size(), L::kMaxRepeated);
 }
 
+absl::Status ValidateRequest(const rpc::PushTasksRequest& request) {
+  if (request.pushes_size() == 0) return Invalid("pushes", "is empty");
+  TROUPE_RETURN_IF_ERROR(CheckCount("pushes", request.pushes_size(), L::kMaxRepeated));
+  for (int i = 0; i < request.pushes_size(); ++i) {
+    if (request.pushes(i).task().type() != rpc::TaskSpec::NORMAL_TASK) {
+      return Invalid(absl::StrCat("pushes[", i, "].task.type"), "is not NORMAL_TASK");
+    }
+    if (absl::Status valid = ValidateRequest(request.pushes(i)); !valid.ok()) {
+      return absl::Status(valid.code(), absl::StrCat("pushes[", i, "]: ", valid.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateRequest(const rpc::GetObjectStatusRequest& request) {
   TROUPE_RETURN_IF_ERROR(CheckTexts("lost_copy_raylet_addresses",
                                     request.lost_copy_raylet_addresses(), L::kMaxNameBytes));

@@ -93,6 +93,8 @@ absl::Status ValidateRequest(const rpc::PullObjectRequest& request);
 absl::Status ValidateRequest(const rpc::FreeObjectsRequest& request);
 // Core worker (proto/worker.proto, CoreWorkerService).
 absl::Status ValidateRequest(const rpc::PushTaskRequest& request);
+// At least one push, each valid, all normal tasks (actor calls go one per PushTask).
+absl::Status ValidateRequest(const rpc::PushTasksRequest& request);
 absl::Status ValidateRequest(const rpc::GetObjectStatusRequest& request);
 absl::Status ValidateRequest(const rpc::AddObjectLocationRequest& request);
 absl::Status ValidateRequest(const rpc::AddBorrowersRequest& request);

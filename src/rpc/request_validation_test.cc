@@ -182,6 +182,18 @@ TEST(RequestValidationTest, CoreWorkerRequests) {
   push.mutable_task()->set_actor_id("tiny");
   ExpectInvalid(ValidateRequest(push), "task.actor_id");
 
+  push.mutable_task()->clear_actor_id();
+  rpc::PushTasksRequest batch;
+  ExpectInvalid(ValidateRequest(batch), "pushes", "empty");
+  *batch.add_pushes() = push;
+  EXPECT_TRUE(ValidateRequest(batch).ok()) << ValidateRequest(batch);
+  *batch.add_pushes() = push;
+  batch.mutable_pushes(1)->mutable_task()->clear_task_id();
+  ExpectInvalid(ValidateRequest(batch), "pushes[1]: task.task_id");
+  batch.mutable_pushes(1)->mutable_task()->set_task_id(TaskId::FromRandom().Binary());
+  batch.mutable_pushes(1)->mutable_task()->set_type(rpc::TaskSpec::ACTOR_TASK);
+  ExpectInvalid(ValidateRequest(batch), "pushes[1].task.type", "NORMAL_TASK");
+
   rpc::GetObjectStatusRequest status;
   status.set_object_id("x");
   ExpectInvalid(ValidateRequest(status), "object_id");

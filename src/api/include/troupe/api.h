@@ -198,6 +198,10 @@ RuntimeStats GetRuntimeStats();
 // process that hosts the actor (an owner query for an unknown object): the physical floor of an
 // actor call.
 double MeasureRawRoundTripMicros(const std::string& actor_id, int calls);
+// Benchmarks only: bare gRPC unary calls per second (the same owner query) to the process that
+// hosts the actor, with `window` calls in flight at all times until `calls` were answered: the
+// physical floor of pipelined task pushes to one worker.
+double MeasureRawAsyncCallsPerSecond(const std::string& actor_id, int calls, int window);
 }  // namespace internal
 
 }  // namespace troupe

@@ -1,7 +1,9 @@
 #include "src/raylet/worker_pool.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -19,7 +21,10 @@ WorkerPool::WorkerPool(WorkerPoolOptions options, ExecutableResolver resolve_exe
       resolve_executable_(std::move(resolve_executable)),
       on_exit_(std::move(on_exit)),
       clock_(clock),
-      processes_(processes) {}
+      processes_(processes),
+      max_starting_(options_.max_starting_workers > 0
+                        ? options_.max_starting_workers
+                        : std::max(2, static_cast<int>(std::thread::hardware_concurrency()))) {}
 
 WorkerPool::~WorkerPool() { KillAll(); }
 
@@ -107,9 +112,27 @@ void WorkerPool::PopWorker(const rpc::JobInfo& job, const std::string& cuda_visi
   if (idle) return done(idle);
   auto program = resolve_executable_(job);
   if (!program.ok()) return done(program.status());
+  {
+    // A start slot, taken before forking (released when the worker registers or exits). Real
+    // time, not the injected clock: this is how long this thread blocks.
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](WorkerPool* pool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(pool->mu_) {
+                               return pool->starting_ < pool->max_starting_;
+                             },
+                             this),
+                         options_.startup_timeout);
+    ++starting_;
+  }
   const WorkerId worker_id = WorkerId::FromRandom();
   auto pid = StartProcess(job, worker_id, *program, cuda_visible_devices);
-  if (!pid.ok()) return done(pid.status());
+  if (!pid.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      --starting_;
+    }
+    return done(pid.status());
+  }
   absl::MutexLock lock(&mu_);
   Entry& entry = workers_[worker_id];
   entry.worker = std::make_shared<Worker>();
@@ -149,6 +172,7 @@ absl::Status WorkerPool::RegisterWorker(const WorkerId& worker_id, int pid, int 
       return absl::OkStatus();
     }
     Entry& entry = it->second;
+    if (!entry.registered) --starting_;
     entry.registered = true;
     entry.worker->address = absl::StrCat(options_.node_ip, ":", port);
     waiting = std::move(entry.waiting);
@@ -222,6 +246,7 @@ void WorkerPool::Tick() {
         continue;
       }
       if (std::optional<std::string> how = processes_->CheckExited(entry.worker->pid)) {
+        if (!entry.registered) --starting_;
         exited.push_back({entry.worker, *how, std::move(entry.waiting)});
         workers_.erase(it++);
         continue;
@@ -257,6 +282,7 @@ void WorkerPool::KillAll() {
   for (int pid : pids) processes_->KillAndWait(pid);
   absl::MutexLock lock(&mu_);
   workers_.clear();
+  starting_ = 0;
 }
 
 std::vector<std::shared_ptr<Worker>> WorkerPool::Snapshot() const {

@@ -45,6 +45,11 @@ struct WorkerPoolOptions {
   absl::Duration idle_timeout = absl::InfiniteDuration();
   bool mask_gpus = false;  // CUDA_VISIBLE_DEVICES = the worker's GPUs (else all stay visible)
   absl::Duration startup_timeout = absl::Seconds(60);
+  // Worker processes starting (forked, not registered yet) at once; PopWorker waits for a slot
+  // beyond that (Ray's maximum_startup_concurrency). Unbounded, a thousand actors created at once
+  // forked a thousand processes whose start-up starved the raylet itself: it answered no health
+  // check for 3 s and the GCS declared the node dead. 0: the machine's cores (at least 2).
+  int max_starting_workers = 0;
 };
 
 class WorkerPool : public WorkerLauncher {
@@ -65,6 +70,8 @@ class WorkerPool : public WorkerLauncher {
 
   // WorkerLauncher. PopWorker hands over an idle worker of `job` with that
   // CUDA_VISIBLE_DEVICES, or forks one and calls `done` once it registers (or fails to start).
+  // Before forking it blocks while max_starting_workers are starting (until one registers or
+  // exits, or for startup_timeout at most, then it forks anyway).
   void PopWorker(const rpc::JobInfo& job, const std::string& cuda_visible_devices,
                  PopCallback done) override;
   // The worker finished its lease and may be reused.
@@ -120,6 +127,8 @@ class WorkerPool : public WorkerLauncher {
   mutable absl::Mutex mu_;
   std::string raylet_address_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<WorkerId, Entry> workers_ ABSL_GUARDED_BY(mu_);
+  const int max_starting_;                  // options_.max_starting_workers, resolved
+  int starting_ ABSL_GUARDED_BY(mu_) = 0;  // entries not registered yet
 };
 
 }  // namespace troupe

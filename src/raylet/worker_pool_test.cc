@@ -2,16 +2,19 @@
 // when it kills one, and what it reports when one exits. No process is forked.
 #include "src/raylet/worker_pool.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "src/common/clock.h"
+#include "src/common/wait_until.h"
 
 namespace troupe {
 namespace {
@@ -26,6 +29,7 @@ class FakeProcessLauncher : public ProcessLauncher {
       return status;
     }
     started.push_back(spec);
+    ++starts;
     return next_pid_++;
   }
   void Kill(int pid) override { killed.push_back(pid); }
@@ -44,6 +48,7 @@ class FakeProcessLauncher : public ProcessLauncher {
   std::map<int, std::string> exits;  // pid -> how, reported once by CheckExited
   std::set<int> gone;                // non-children (drivers) that no longer exist
   absl::Status fail_next_start;
+  std::atomic<int> starts{0};  // readable from another thread than the starting one
 
  private:
   int next_pid_ = 100;
@@ -224,6 +229,33 @@ TEST_F(WorkerPoolTest, AWorkerThatNeverRegistersIsKilledAndItsPopFails) {
             "worker process 100 was killed by signal 9 before it registered; see /logs/worker-" +
                 StartedWorker(0).ShortHex() + ".log");
   ASSERT_EQ(exits_.size(), 1u);
+}
+
+// Regression: a thousand actors created at once forked a thousand workers whose start-up starved
+// the raylet (no health-check answer for 3 s: the node was declared dead). Starts now wait for a
+// slot: a worker registering or dying frees one.
+TEST_F(WorkerPoolTest, AtMostMaxStartingWorkersStartAtOnce) {
+  options_.max_starting_workers = 2;
+  auto first = Pop("");
+  auto second = Pop("");
+  ASSERT_EQ(processes_.starts.load(), 2);
+  PopSlot third;
+  std::thread popper([&] { third = Pop(""); });  // blocks: both slots are taken
+  EXPECT_FALSE(troupe::testing::WaitUntil([&] { return processes_.starts.load() > 2; },
+                                          absl::Milliseconds(300), "a third start"));
+  // The first registers: its slot goes to the third.
+  ASSERT_TRUE(Pool().RegisterWorker(StartedWorker(0), 100, 31000, job_id_, false).ok());
+  popper.join();
+  EXPECT_EQ(processes_.starts.load(), 3);
+  EXPECT_NE(WorkerOf(first), nullptr);
+  // The second dies starting: its slot is free again, and a fourth starts without waiting.
+  processes_.exits[101] = "exited with status 1";
+  Pool().Tick();
+  ASSERT_TRUE(second->has_value());
+  EXPECT_FALSE((*second)->ok());
+  auto fourth = Pop("");
+  EXPECT_EQ(processes_.starts.load(), 4);
+  EXPECT_FALSE(third->has_value());  // still starting
 }
 
 TEST_F(WorkerPoolTest, AFailedStartIsReportedAtOnce) {

@@ -88,6 +88,17 @@ absl::StatusOr<ClusterTarget> ResolveClusterTarget(const std::string& address_fl
                      ": pass --token or set TROUPE_TOKEN (on the head: cat ", temp_root,
                      "/session_latest/token)"));
   }
+  // The token travels as a header value: a newline or space in it (two tokens pasted together,
+  // a stray line break) would make gRPC abort the process at the first call.
+  for (const char c : target.token) {
+    if (c < 0x21 || c > 0x7e) {
+      return absl::UnauthenticatedError(absl::StrCat(
+          "the cluster token (--token or TROUPE_TOKEN) holds a character no token has (a space, "
+          "line break or non-ASCII byte, code ",
+          static_cast<int>(static_cast<unsigned char>(c)),
+          "): use exactly the one line of the head's <session>/token"));
+    }
+  }
   return target;
 }
 

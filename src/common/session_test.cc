@@ -77,6 +77,14 @@ TEST(ClusterTargetTest, FindsAddressAndTokenFromTheLatestSession) {
   auto explicit_target = ResolveClusterTarget("10.1.2.3", "given", root);
   EXPECT_EQ(explicit_target->address, "10.1.2.3:6380");
   EXPECT_EQ(explicit_target->token, "given");
+  // A token no header can carry is refused with the reason, not sent (gRPC aborts on it).
+  for (const std::string bad : {"two\ntokens", "with space", "tab\t", "caf\xc3\xa9"}) {
+    auto refused = ResolveClusterTarget("10.1.2.3", bad, root);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated) << bad;
+    EXPECT_NE(refused.status().message().find("holds a character no token has"),
+              std::string::npos)
+        << refused.status();
+  }
   kill(daemon, SIGKILL);
   waitpid(daemon, nullptr, 0);
 }

@@ -124,8 +124,10 @@ class TroupeHead:
         self.args = args
         self.temp = tempfile.mkdtemp(prefix="troupe-scale-")
         self.port = free_port()
+        # No HTTP server (--http-port=0): nothing here uses it, and two runs at once would both
+        # want the default port.
         out = subprocess.run([args.troupe, "start", "--head", "--port=%d" % self.port,
-                              "--num-cpus=%d" % cpus, "--temp-dir=" + self.temp],
+                              "--http-port=0", "--num-cpus=%d" % cpus, "--temp-dir=" + self.temp],
                              capture_output=True, text=True)
         if out.returncode != 0:
             self.stop()

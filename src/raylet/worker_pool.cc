@@ -24,7 +24,7 @@ WorkerPool::WorkerPool(WorkerPoolOptions options, ExecutableResolver resolve_exe
       processes_(processes),
       max_starting_(options_.max_starting_workers > 0
                         ? options_.max_starting_workers
-                        : std::max(2, static_cast<int>(std::thread::hardware_concurrency()))) {}
+                        : std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()))) {}
 
 WorkerPool::~WorkerPool() { KillAll(); }
 

@@ -48,7 +48,9 @@ struct WorkerPoolOptions {
   // Worker processes starting (forked, not registered yet) at once; PopWorker waits for a slot
   // beyond that (Ray's maximum_startup_concurrency). Unbounded, a thousand actors created at once
   // forked a thousand processes whose start-up starved the raylet itself: it answered no health
-  // check for 3 s and the GCS declared the node dead. 0: the machine's cores (at least 2).
+  // check for 3 s and the GCS declared the node dead. 0: twice the machine's cores (at least 4):
+  // a start is partly waiting (exec, loading, registering), so a few more than the cores keep
+  // them busy.
   int max_starting_workers = 0;
 };
 

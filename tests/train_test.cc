@@ -115,7 +115,7 @@ TROUPE_TRAIN_LOOP(MlpLoop);
 // (many overlapping all-reduces), B by one plain all-reduce of all its gradients. Reports the
 // largest parameter difference. Config "grads": "zero" (zero_grad(): A's gradients live in its
 // buckets from the second step on), "reset" (A's .grad reset every step, so each is copied in),
-// "accumulate" (two backwards per step with one zero_grad() before them: the sum is averaged).
+// "accumulate" (no zero_grad() at all: .grad keeps the running sum, which is what is averaged).
 void BucketLoop(const train::LoopConfig& config) {
   const std::string grads_mode = Get(config, "grads");
   const auto& ctx = train::GetContext();
@@ -135,20 +135,16 @@ void BucketLoop(const train::LoopConfig& config) {
   for (const auto& batch : train::Batches(sampler.Indices(0), 64)) {
     torch::Tensor index = torch::tensor(batch, torch::kInt64);
     torch::Tensor x = data.images.index_select(0, index), y = data.labels.index_select(0, index);
-    const int backwards = grads_mode == "accumulate" ? 2 : 1;
-    opt_a.zero_grad();
+    const bool zero = grads_mode != "accumulate";
+    if (zero) opt_a.zero_grad();
     if (grads_mode == "reset") {
       for (auto& p : a->parameters()) p.mutable_grad().reset();
     }
-    for (int k = 0; k < backwards; ++k) {
-      torch::nn::functional::cross_entropy(fashion_mnist::Forward(*a, x), y).backward();
-    }
+    torch::nn::functional::cross_entropy(fashion_mnist::Forward(*a, x), y).backward();
     ddp->SynchronizeGradients();
     opt_a.step();
-    opt_b.zero_grad();
-    for (int k = 0; k < backwards; ++k) {
-      torch::nn::functional::cross_entropy(fashion_mnist::Forward(*b, x), y).backward();
-    }
+    if (zero) opt_b.zero_grad();
+    torch::nn::functional::cross_entropy(fashion_mnist::Forward(*b, x), y).backward();
     std::vector<torch::Tensor> grads;
     for (auto& p : b->parameters()) grads.push_back(p.grad().reshape(-1));
     torch::Tensor flat = torch::cat(grads).contiguous();

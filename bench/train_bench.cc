@@ -6,8 +6,11 @@
 //                     the running cluster at $TROUPE_ADDRESS when that is set; --spread puts
 //                     the workers one per node (placement STRICT_SPREAD)
 // bench/train_bench.py runs these and PyTorch DDP (gloo) side by side.
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdio>
+#include <thread>
 #include <cstring>
 #include <string>
 
@@ -20,35 +23,72 @@ namespace {
 
 constexpr int kBatch = 128;
 
-// Runs warmup + steps training steps on `model`; returns images/s of the timed steps.
-double TrainSteps(std::shared_ptr<torch::nn::Module> model,
-                  troupe::train::torch::DistributedModel* ddp, int warmup, int steps) {
+// What the calling thread used so far: CPU seconds and minor page faults.
+struct ThreadUsage {
+  double cpu_s;
+  long minor_faults;
+};
+ThreadUsage UsageNow() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return {seconds(usage.ru_utime) + seconds(usage.ru_stime), usage.ru_minflt};
+}
+
+// The timed steps' figures.
+struct StepStats {
+  double images_per_s = 0;
+  double images_per_cpu_s = 0;  // per CPU second of the training thread (robust to load)
+  double faults_per_step = 0;   // the training thread's minor page faults
+  double sync_ms = 0;           // per step, in SynchronizeGradients (waiting for all-reduces)
+};
+
+// Runs warmup + steps training steps on `model`.
+StepStats TrainSteps(std::shared_ptr<torch::nn::Module> model,
+                     troupe::train::torch::DistributedModel* ddp, int warmup, int steps) {
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
   torch::manual_seed(0);
   torch::Tensor x = torch::randn({kBatch, 1, 28, 28});
   torch::Tensor y = torch::randint(0, 10, {kBatch}, torch::kInt64);
   std::chrono::steady_clock::time_point start;
+  ThreadUsage before{};
+  std::chrono::steady_clock::duration sync{};
   for (int i = 0; i < warmup + steps; ++i) {
-    if (i == warmup) start = std::chrono::steady_clock::now();
+    if (i == warmup) {
+      start = std::chrono::steady_clock::now();
+      before = UsageNow();
+    }
     torch::Tensor loss = torch::nn::functional::cross_entropy(fashion_mnist::Forward(*model, x), y);
     optimizer.zero_grad();
     loss.backward();
-    if (ddp != nullptr) ddp->SynchronizeGradients();
+    if (ddp != nullptr) {
+      const auto sync_start = std::chrono::steady_clock::now();
+      ddp->SynchronizeGradients();
+      if (i >= warmup) sync += std::chrono::steady_clock::now() - sync_start;
+    }
     optimizer.step();
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return steps * kBatch / seconds;
+  const ThreadUsage after = UsageNow();
+  return {steps * kBatch / seconds, steps * kBatch / (after.cpu_s - before.cpu_s),
+          static_cast<double>(after.minor_faults - before.minor_faults) / steps,
+          std::chrono::duration<double, std::milli>(sync).count() / steps};
 }
 
 void BenchLoop(const troupe::train::LoopConfig& config) {
   auto model = fashion_mnist::MakeResNet18();
   auto ddp = troupe::train::torch::PrepareModel(model);
-  const double rate =
+  const StepStats stats =
       TrainSteps(model, ddp.get(), std::stoi(config.at("warmup")), std::stoi(config.at("steps")));
-  // Global throughput: every worker's images.
-  auto total = troupe::train::torch::SumAcrossWorkers({rate});
-  troupe::train::Report({{"images_per_s", total[0]}});
+  // Global throughput: every worker's images; the other figures averaged over the workers.
+  const double n = troupe::train::GetContext().world_size;
+  auto total = troupe::train::torch::SumAcrossWorkers(
+      {stats.images_per_s, stats.images_per_cpu_s, stats.faults_per_step / n, stats.sync_ms / n});
+  troupe::train::Report({{"images_per_s", total[0]},
+                         {"images_per_cpu_s", total[1]},
+                         {"faults_per_step", total[2]},
+                         {"sync_ms", total[3]}});
 }
 TROUPE_TRAIN_LOOP(BenchLoop);
 
@@ -66,10 +106,15 @@ int main(int argc, char** argv) {
     if (!std::strncmp(argv[i], "--warmup=", 9)) warmup = std::atoi(argv[i] + 9);
     if (!std::strcmp(argv[i], "--spread")) spread = true;
   }
-  double rate = 0;
+  StepStats stats;
   if (mode == "plain") {
     torch::set_num_threads(1);
-    rate = TrainSteps(fashion_mnist::MakeResNet18(), nullptr, warmup, steps);
+    if (std::getenv("TRAIN_BENCH_THREAD") != nullptr) {  // experiment: the loop on a std::thread
+      std::thread([&] { stats = TrainSteps(fashion_mnist::MakeResNet18(), nullptr, warmup, steps); })
+          .join();
+    } else {
+      stats = TrainSteps(fashion_mnist::MakeResNet18(), nullptr, warmup, steps);
+    }
   } else {
     troupe::Config config;  // address empty: $TROUPE_ADDRESS if set, else an embedded cluster
     if (std::getenv("TROUPE_ADDRESS") == nullptr) config.num_cpus = workers;
@@ -92,9 +137,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "train_bench: %s\n", result.error.c_str());
       return 1;
     }
-    rate = result.metrics["images_per_s"];
+    stats = {result.metrics["images_per_s"], result.metrics["images_per_cpu_s"],
+             result.metrics["faults_per_step"], result.metrics["sync_ms"]};
   }
-  std::printf("{\"impl\": \"%s\", \"workers\": %d, \"images_per_s\": %.2f}\n",
-              mode == "plain" ? "libtorch" : "troupe", mode == "plain" ? 1 : workers, rate);
+  std::printf(
+      "{\"impl\": \"%s\", \"workers\": %d, \"images_per_s\": %.2f, \"images_per_cpu_s\": %.2f, "
+      "\"faults_per_step\": %.1f, \"sync_ms\": %.2f}\n",
+      mode == "plain" ? "libtorch" : "troupe", mode == "plain" ? 1 : workers, stats.images_per_s,
+      stats.images_per_cpu_s, stats.faults_per_step, stats.sync_ms);
   return 0;
 }

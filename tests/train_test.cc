@@ -113,8 +113,11 @@ TROUPE_TRAIN_LOOP(MlpLoop);
 
 // Two copies of one model trained on the same batches: A through PrepareModel with tiny buckets
 // (many overlapping all-reduces), B by one plain all-reduce of all its gradients. Reports the
-// largest parameter difference.
+// largest parameter difference. Config "grads": "zero" (zero_grad(): A's gradients live in its
+// buckets from the second step on), "reset" (A's .grad reset every step, so each is copied in),
+// "accumulate" (no zero_grad() at all: .grad keeps the running sum, which is what is averaged).
 void BucketLoop(const train::LoopConfig& config) {
+  const std::string grads_mode = Get(config, "grads");
   const auto& ctx = train::GetContext();
   auto data = fashion_mnist::Load(fashion_mnist::kDefaultDataDir, "train");
   auto a = fashion_mnist::MakeMlp();
@@ -132,11 +135,15 @@ void BucketLoop(const train::LoopConfig& config) {
   for (const auto& batch : train::Batches(sampler.Indices(0), 64)) {
     torch::Tensor index = torch::tensor(batch, torch::kInt64);
     torch::Tensor x = data.images.index_select(0, index), y = data.labels.index_select(0, index);
-    opt_a.zero_grad();
+    const bool zero = grads_mode != "accumulate";
+    if (zero) opt_a.zero_grad();
+    if (grads_mode == "reset") {
+      for (auto& p : a->parameters()) p.mutable_grad().reset();
+    }
     torch::nn::functional::cross_entropy(fashion_mnist::Forward(*a, x), y).backward();
     ddp->SynchronizeGradients();
     opt_a.step();
-    opt_b.zero_grad();
+    if (zero) opt_b.zero_grad();
     torch::nn::functional::cross_entropy(fashion_mnist::Forward(*b, x), y).backward();
     std::vector<torch::Tensor> grads;
     for (auto& p : b->parameters()) grads.push_back(p.grad().reshape(-1));
@@ -250,13 +257,17 @@ TEST(TrainTest, BucketedAllReduceMatchesOnePlainAllReduce) {
   Driver driver(cluster);
   train::ScalingConfig scaling;
   scaling.num_workers = 2;
-  train::RunConfig run;
-  run.name = "buckets";
-  run.storage_path = TempDir("buckets");
-  train::Result result = train::DataParallelTrainer(BucketLoop, {}, scaling, run).Fit();
-  ASSERT_EQ(result.error, "");
-  EXPECT_GE(result.metrics.at("buckets"), 4) << "the test wants several buckets";
-  EXPECT_LT(result.metrics.at("max_param_diff"), 1e-6);
+  for (const std::string grads : {"zero", "reset", "accumulate"}) {
+    SCOPED_TRACE("grads: " + grads);
+    train::RunConfig run;
+    run.name = "buckets-" + grads;
+    run.storage_path = TempDir("buckets-" + grads);
+    train::Result result =
+        train::DataParallelTrainer(BucketLoop, {{"grads", grads}}, scaling, run).Fit();
+    ASSERT_EQ(result.error, "");
+    EXPECT_GE(result.metrics.at("buckets"), 4) << "the test wants several buckets";
+    EXPECT_LT(result.metrics.at("max_param_diff"), 1e-6);
+  }
 }
 
 TEST(TrainTest, UnregisteredLoopIsAClearError) {

@@ -1,5 +1,6 @@
 #include "troupe/train_torch.h"
 
+#include <functional>
 #include <stdexcept>
 
 #include "troupe/train.h"
@@ -68,15 +69,37 @@ DistributedModel::DistributedModel(std::shared_ptr<::torch::nn::Module> module,
   }
 }
 
+namespace {
+
+// Runs after a parameter's AccumulateGrad node, i.e. once .grad holds this backward's gradient.
+class AccumulatedHook : public ::torch::autograd::FunctionPostHook {
+ public:
+  AccumulatedHook(std::function<void()> fn) : fn_(std::move(fn)) {}
+  ::torch::autograd::variable_list operator()(
+      const ::torch::autograd::variable_list& outputs,
+      const ::torch::autograd::variable_list& /*inputs*/) override {
+    fn_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+
+}  // namespace
+
 void DistributedModel::RegisterHooks() {
   std::weak_ptr<DistributedModel> self = weak_from_this();
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t i = 0; i < buckets_[b].params.size(); ++i) {
       ::torch::Tensor param = buckets_[b].params[i].first;
+      // The parameter holds its accumulator only weakly: keep it (and so the hook) alive.
+      auto accumulator = ::torch::autograd::impl::grad_accumulator(param);
       // The hook outlives nothing: once the model wrapper is gone it does nothing.
-      param.register_hook([self, b, i](::torch::Tensor grad) {
-        if (auto model = self.lock()) model->OnGradient(b, i, grad);
-      });
+      accumulator->add_post_hook(std::make_unique<AccumulatedHook>([self, b, i] {
+        if (auto model = self.lock()) model->OnGradient(b, i);
+      }));
+      accumulators_.push_back(std::move(accumulator));
     }
   }
 }
@@ -93,10 +116,33 @@ DistributedModel::~DistributedModel() {
   }
 }
 
-void DistributedModel::OnGradient(size_t b, size_t i, const ::torch::Tensor& grad) {
+::torch::Tensor DistributedModel::Slot(const Bucket& bucket, size_t i) {
+  const auto& [param, offset] = bucket.params[i];
+  return bucket.flat.narrow(0, offset, param.numel()).view(param.sizes());
+}
+
+::torch::Tensor DistributedModel::SlotAlias(const Bucket& bucket, size_t i) {
+  // Not an autograd view of the bucket (Optimizer::zero_grad() calls detach_(), which views
+  // refuse): a tensor sharing the bucket's storage, which it keeps alive.
+  const auto& [param, offset] = bucket.params[i];
+  return ::torch::empty({0}, bucket.flat.options())
+      .set_(bucket.flat.storage(), offset, param.sizes(), param.strides());
+}
+
+void DistributedModel::OnGradient(size_t b, size_t i) {
   Bucket& bucket = buckets_[b];
-  auto& [param, offset] = bucket.params[i];
-  bucket.flat.narrow(0, offset, param.numel()).copy_(grad.detach().reshape(-1));
+  const ::torch::Tensor& param = bucket.params[i].first;
+  ::torch::Tensor slot = Slot(bucket, i);
+  // Usually .grad is the slot itself (SynchronizeGradients made it so; zero_grad() zeroes it in
+  // place and backward accumulates into it): nothing to copy. The first step, or after .grad was
+  // reset or replaced, the gradient is elsewhere: copy it in.
+  const ::torch::Tensor& grad = param.grad();
+  if (grad.defined() && grad.data_ptr() != slot.data_ptr()) {
+    ::torch::NoGradGuard no_grad;
+    slot.copy_(grad);
+  } else if (!grad.defined()) {
+    slot.zero_();
+  }
   ++bucket.arrived;
   LaunchReadyBuckets(false);
 }
@@ -106,6 +152,7 @@ void DistributedModel::LaunchReadyBuckets(bool all) {
   while (next_launch_ < buckets_.size()) {
     Bucket& bucket = buckets_[next_launch_];
     if (!all && bucket.arrived < static_cast<int>(bucket.params.size())) return;
+    if (all) AdoptGradients(bucket);
     coll::CallOptions call;
     bucket.work =
         coll::AllReduceAsync(bucket.flat.data_ptr<float>(), bucket.flat.numel(),
@@ -115,21 +162,35 @@ void DistributedModel::LaunchReadyBuckets(bool all) {
   }
 }
 
+void DistributedModel::AdoptGradients(Bucket& bucket) {
+  // A bucket launched by SynchronizeGradients may hold parameters whose hook did not run this
+  // step (no gradient): their slot must hold their current .grad, or zeros without one.
+  ::torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < bucket.params.size(); ++i) {
+    const ::torch::Tensor& grad = bucket.params[i].first.grad();
+    ::torch::Tensor slot = Slot(bucket, i);
+    if (!grad.defined()) {
+      slot.zero_();
+    } else if (grad.data_ptr() != slot.data_ptr()) {
+      slot.copy_(grad);
+    }
+  }
+}
+
 void DistributedModel::SynchronizeGradients() {
   if (world_size_ == 1) return;
   LaunchReadyBuckets(true);  // parameters without a gradient this step contribute zeros
   ::torch::NoGradGuard no_grad;
   for (Bucket& bucket : buckets_) {
     bucket.work.Wait();
-    for (auto& [param, offset] : bucket.params) {
-      ::torch::Tensor averaged = bucket.flat.narrow(0, offset, param.numel()).view(param.sizes());
-      if (param.grad().defined()) {
-        param.mutable_grad().copy_(averaged);
-      } else {
-        param.mutable_grad() = averaged.clone();
+    // .grad becomes (or stays) the averaged slot itself: no copy now, and backward accumulates
+    // straight into the bucket next step.
+    for (size_t i = 0; i < bucket.params.size(); ++i) {
+      ::torch::Tensor& param = bucket.params[i].first;
+      if (param.grad().data_ptr() != Slot(bucket, i).data_ptr()) {
+        param.mutable_grad() = SlotAlias(bucket, i);
       }
     }
-    bucket.flat.zero_();
     bucket.arrived = 0;
     bucket.launched = false;
   }

@@ -11,9 +11,14 @@
 //   }
 //
 // Gradients are grouped into ~25 MB buckets in reverse parameter order (the order backward
-// produces them); a bucket is all-reduced (average) as soon as its last gradient arrives,
-// asynchronously on the group's thread. CPU tensors go through the CPU backend, CUDA tensors
-// through NCCL. One backward per SynchronizeGradients (no gradient accumulation across
+// produces them); a bucket is all-reduced (average) as soon as its last gradient is accumulated,
+// asynchronously on the group's thread. After the first SynchronizeGradients each parameter's
+// .grad shares the bucket's memory (as DDP's gradient_as_bucket_view): zero_grad() zeroes it in
+// place, backward accumulates into it and the average lands in it, with no copy in or out. A
+// .grad that was reset or replaced is copied in instead. Like DDP, what is averaged is .grad as
+// accumulated (without zero_grad() between steps, the running sum). CPU tensors go through the
+// CPU backend, CUDA tensors through NCCL. One backward per SynchronizeGradients (a bucket
+// launches once each of its gradients has been accumulated once: no accumulation across
 // backwards). Parameters must be float32. Not thread-safe.
 #pragma once
 
@@ -52,8 +57,15 @@ class DistributedModel : public std::enable_shared_from_this<DistributedModel> {
   friend std::shared_ptr<DistributedModel> PrepareModel(std::shared_ptr<::torch::nn::Module>,
                                                         DistributedOptions);
   void RegisterHooks();
-  void OnGradient(size_t bucket, size_t index, const ::torch::Tensor& grad);
+  // Parameter i's range of the bucket: a view (Slot), or a tensor sharing its storage that can
+  // serve as the parameter's .grad (SlotAlias).
+  static ::torch::Tensor Slot(const Bucket& bucket, size_t i);
+  static ::torch::Tensor SlotAlias(const Bucket& bucket, size_t i);
+  // Parameter i of bucket b has its gradient in .grad (the accumulator's post hook).
+  void OnGradient(size_t bucket, size_t index);
   void LaunchReadyBuckets(bool all);
+  // Copies into the bucket each parameter's .grad that is not already there (zeros for none).
+  void AdoptGradients(Bucket& bucket);
   void BroadcastBuffers();
 
   std::shared_ptr<::torch::nn::Module> module_;
@@ -61,6 +73,9 @@ class DistributedModel : public std::enable_shared_from_this<DistributedModel> {
   std::string group_;
   int world_size_;
   std::vector<Bucket> buckets_;
+  // The parameters' gradient accumulators (a parameter holds its own only weakly), which carry
+  // the hooks.
+  std::vector<std::shared_ptr<::torch::autograd::Node>> accumulators_;
   size_t next_launch_ = 0;
 };
 

@@ -225,7 +225,15 @@ void Raylet::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest& requ
 
 absl::Status Raylet::HandleReturnWorker(const rpc::ReturnWorkerRequest& request,
                                         rpc::ReturnWorkerReply*) {
-  return lease_manager_.ReturnWorker(request.lease_id(), request.disconnect_worker());
+  if (request.reservation_ids_size() == 0) {
+    return lease_manager_.ReturnWorker(request.lease_id(), request.disconnect_worker());
+  }
+  // A batch of bundle reservations from the GCS: an unknown one (already returned, or never
+  // granted) is remembered and refused later, which is all the GCS needs, so the batch is OK.
+  for (const auto& id : request.reservation_ids()) {
+    (void)lease_manager_.ReturnWorker(id, /*disconnect_worker=*/false);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Raylet::HandleKillLeasedWorker(const rpc::KillLeasedWorkerRequest& request,

@@ -379,8 +379,9 @@ def row(name, troupe, ray, unit, higher_better=True, spec="%.1f"):
 def compare(workload, n, ray_n, troupe, ray, rows):
     """Prints one workload's Troupe and Ray figures side by side; rows: (label, key, unit,
     higher_better, format)."""
-    print("%s Troupe N=%d (load %s), Ray N=%d (load %s)"
-          % (workload, n, fmt(troupe.get("load"), "%.2f"), ray_n, fmt(ray.get("load"), "%.2f")),
+    ray_part = ("Ray N=%d (load %s)" % (ray_n, fmt(ray.get("load"), "%.2f"))
+                if ray.get("load") is not None else "Ray not run")
+    print("%s Troupe N=%d (load %s), %s" % (workload, n, fmt(troupe.get("load"), "%.2f"), ray_part),
           flush=True)
     for label, key, unit, higher_better, spec in rows:
         row(label, troupe.get(key), ray.get(key), unit, higher_better, spec)
@@ -466,11 +467,11 @@ def main():
             ("PGs created", "pgs_created_per_second", "/s", True, "%.1f"),
             ("round trips (Wait on a created PG)", "pg_round_trips_per_second", "/s", True,
              "%.1f"),
-            ("GCS / raylet CPU per round trip", "gcs_us_per_round_trip", "us", False, "%.0f"),
-            ("", "raylet_us_per_round_trip", "us", False, "%.0f"),
+            ("GCS CPU per round trip", "gcs_us_per_round_trip", "us", False, "%.0f"),
             ("PGs removed", "pgs_removed_per_second", "/s", True, "%.1f"),
-            ("GCS / raylet CPU per removal", "gcs_us_per_removal", "us", False, "%.0f"),
-            ("", "raylet_us_per_removal", "us", False, "%.0f"),
+            ("GCS CPU per removal (with its returns)", "gcs_us_per_removal", "us", False,
+             "%.0f"),
+            ("raylet CPU per removal (the returns)", "raylet_us_per_removal", "us", False, "%.0f"),
             ("GCS RSS idle", "gcs_idle_rss", "MiB", False, "%.1f"),
             ("GCS peak RSS", "gcs_peak_rss", "MiB", False, "%.1f"),
             ("GCS growth per PG (peak - idle)", "gcs_kib_per_pg", "KiB", False, "%.1f")])

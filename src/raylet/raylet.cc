@@ -47,6 +47,18 @@ void MapFromResources(const ResourceSet& resources, T* out) {
   for (const auto& [name, amount] : resources.ToMap()) (*out)[name] = amount;
 }
 
+WorkerPoolOptions WorkerPoolOptionsOf(const RayletOptions& options) {
+  WorkerPoolOptions result{options.node_id.Hex(), options.node_ip, options.gcs_address,
+                           options.token,         options.session_dir + "/logs",
+                           options.session_dir,   options.tls_dir,
+                           options.worker_idle_timeout, options.mask_gpus};
+  result.max_starting = options.max_starting_workers;
+  if (result.max_starting <= 0) {
+    result.max_starting = std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  return result;
+}
+
 ObjectManagerOptions ObjectManagerOptionsOf(const RayletOptions& options) {
   ObjectManagerOptions result;
   if (options.object_transfer_streams > 0) {
@@ -77,9 +89,7 @@ Raylet::Raylet(RayletOptions options, const Clock* clock)
                       ObjectManagerOptionsOf(options_)),
       executables_(options_.executable_cache_dir, &gcs_),
       worker_pool_(
-          WorkerPoolOptions{options_.node_id.Hex(), options_.node_ip, options_.gcs_address,
-                            options_.token, options_.session_dir + "/logs", options_.session_dir,
-                            options_.tls_dir, options_.worker_idle_timeout, options_.mask_gpus},
+          WorkerPoolOptionsOf(options_),
           [this](const rpc::JobInfo& job) -> absl::StatusOr<WorkerPool::Program> {
             TROUPE_ASSIGN_OR_RETURN(std::string executable, executables_.Resolve(job));
             TROUPE_ASSIGN_OR_RETURN(std::string working_dir, executables_.ResolveWorkingDir(job));

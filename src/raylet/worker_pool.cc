@@ -103,13 +103,51 @@ void WorkerPool::PopWorker(const rpc::JobInfo& job, const std::string& cuda_visi
         break;
       }
     }
+    if (!idle) {
+      if (options_.max_starting > 0 && starting_ >= options_.max_starting) {
+        queued_.push_back({job, cuda_visible_devices, std::move(done)});
+        return;
+      }
+      ++starting_;
+    }
   }
   if (idle) return done(idle);
+  Launch(job, cuda_visible_devices, std::move(done));
+}
+
+void WorkerPool::StartQueued() {
+  while (true) {
+    QueuedPop next;
+    {
+      absl::MutexLock lock(&mu_);
+      if (queued_.empty() || (options_.max_starting > 0 && starting_ >= options_.max_starting)) {
+        return;
+      }
+      next = std::move(queued_.front());
+      queued_.pop_front();
+      ++starting_;
+    }
+    Launch(next.job, next.cuda_visible_devices, std::move(next.done));
+  }
+}
+
+void WorkerPool::Launch(const rpc::JobInfo& job, const std::string& cuda_visible_devices,
+                        PopCallback done) {
+  auto job_id = JobId::FromBinary(job.job_id());
+  const std::string key = KeyOf(*job_id, cuda_visible_devices);
   auto program = resolve_executable_(job);
-  if (!program.ok()) return done(program.status());
+  absl::StatusOr<int> pid = program.status();
   const WorkerId worker_id = WorkerId::FromRandom();
-  auto pid = StartProcess(job, worker_id, *program, cuda_visible_devices);
-  if (!pid.ok()) return done(pid.status());
+  if (program.ok()) pid = StartProcess(job, worker_id, *program, cuda_visible_devices);
+  if (!pid.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      --starting_;
+    }
+    done(pid.status());
+    StartQueued();
+    return;
+  }
   absl::MutexLock lock(&mu_);
   Entry& entry = workers_[worker_id];
   entry.worker = std::make_shared<Worker>();
@@ -149,6 +187,7 @@ absl::Status WorkerPool::RegisterWorker(const WorkerId& worker_id, int pid, int 
       return absl::OkStatus();
     }
     Entry& entry = it->second;
+    if (!entry.registered) --starting_;
     entry.registered = true;
     entry.worker->address = absl::StrCat(options_.node_ip, ":", port);
     waiting = std::move(entry.waiting);
@@ -162,6 +201,7 @@ absl::Status WorkerPool::RegisterWorker(const WorkerId& worker_id, int pid, int 
   } else {
     PushWorker(worker);
   }
+  StartQueued();  // a start slot is free
   return absl::OkStatus();
 }
 
@@ -222,6 +262,7 @@ void WorkerPool::Tick() {
         continue;
       }
       if (std::optional<std::string> how = processes_->CheckExited(entry.worker->pid)) {
+        if (!entry.registered) --starting_;
         exited.push_back({entry.worker, *how, std::move(entry.waiting)});
         workers_.erase(it++);
         continue;
@@ -244,6 +285,7 @@ void WorkerPool::Tick() {
     }
     on_exit_(*e.worker, e.how);
   }
+  if (!exited.empty()) StartQueued();  // start slots of workers that died starting are free
 }
 
 void WorkerPool::KillAll() {

@@ -11,6 +11,7 @@
 // thread for registrations, the reaper for exits).
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -45,6 +46,10 @@ struct WorkerPoolOptions {
   absl::Duration idle_timeout = absl::InfiniteDuration();
   bool mask_gpus = false;  // CUDA_VISIBLE_DEVICES = the worker's GPUs (else all stay visible)
   absl::Duration startup_timeout = absl::Seconds(60);
+  // At most this many worker processes starting (started, not registered yet) at once; further
+  // pops wait in order. 0: no limit. Without a limit, a burst of actor creations forks hundreds
+  // of processes at once and starves the raylet itself (its health checks time out).
+  int max_starting = 0;
 };
 
 class WorkerPool : public WorkerLauncher {
@@ -107,6 +112,15 @@ class WorkerPool : public WorkerLauncher {
     absl::Time started;
     std::vector<PopCallback> waiting;  // pops waiting for this worker to register
   };
+  struct QueuedPop {
+    rpc::JobInfo job;
+    std::string cuda_visible_devices;
+    PopCallback done;
+  };
+  // Starts a worker for a pop already counted in starting_.
+  void Launch(const rpc::JobInfo& job, const std::string& cuda_visible_devices, PopCallback done);
+  // Starts queued pops while fewer than max_starting workers are starting.
+  void StartQueued() ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<int> StartProcess(const rpc::JobInfo& job, const WorkerId& worker_id,
                                    const Program& program, const std::string& cuda_visible_devices);
   std::string LogPathOf(const WorkerId& worker_id) const;
@@ -120,6 +134,8 @@ class WorkerPool : public WorkerLauncher {
   mutable absl::Mutex mu_;
   std::string raylet_address_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<WorkerId, Entry> workers_ ABSL_GUARDED_BY(mu_);
+  int starting_ ABSL_GUARDED_BY(mu_) = 0;  // launched (or launching), not registered or exited
+  std::deque<QueuedPop> queued_ ABSL_GUARDED_BY(mu_);  // pops waiting for a start slot
 };
 
 }  // namespace troupe

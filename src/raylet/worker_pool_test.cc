@@ -234,6 +234,45 @@ TEST_F(WorkerPoolTest, AFailedStartIsReportedAtOnce) {
   EXPECT_EQ(Pool().num_workers(), 0);
 }
 
+TEST_F(WorkerPoolTest, AtMostMaxStartingWorkersStartAtOnceAndTheRestWaitInOrder) {
+  options_.max_starting = 2;
+  std::vector<PopSlot> slots;
+  for (int i = 0; i < 5; ++i) slots.push_back(Pop(""));
+  ASSERT_EQ(processes_.started.size(), 2u);  // the other three wait for a start slot
+  // A registration frees a slot: the next waiting pop starts its worker.
+  ASSERT_TRUE(Pool().RegisterWorker(StartedWorker(0), 100, 31000, job_id_, false).ok());
+  EXPECT_NE(WorkerOf(slots[0]), nullptr);
+  ASSERT_EQ(processes_.started.size(), 3u);
+  // So does a worker that dies before registering (its pop fails, the next one starts).
+  processes_.exits[101] = "exited with status 1";
+  Pool().Tick();
+  ASSERT_TRUE(slots[1]->has_value());
+  EXPECT_FALSE((*slots[1])->ok());
+  ASSERT_EQ(processes_.started.size(), 4u);
+  // Each registration frees a slot for the next waiting pop.
+  ASSERT_TRUE(Pool().RegisterWorker(StartedWorker(2), 102, 31002, job_id_, false).ok());
+  ASSERT_EQ(processes_.started.size(), 5u);
+  for (int i = 3; i < 5; ++i) {
+    ASSERT_TRUE(Pool().RegisterWorker(StartedWorker(i), 100 + i, 31000 + i, job_id_, false).ok());
+  }
+  for (int i : {0, 2, 3, 4}) EXPECT_NE(WorkerOf(slots[i]), nullptr) << i;
+}
+
+TEST_F(WorkerPoolTest, AFailedStartFreesItsSlotForTheNextPop) {
+  options_.max_starting = 1;
+  auto first = Pop("");  // holds the only slot
+  processes_.fail_next_start = absl::ResourceExhaustedError("fork: out of memory");
+  auto second = Pop("");  // waits for the slot
+  EXPECT_FALSE(second->has_value());
+  ASSERT_TRUE(Pool().RegisterWorker(StartedWorker(0), 100, 31000, job_id_, false).ok());
+  ASSERT_TRUE(second->has_value());  // started, and failed at once
+  EXPECT_EQ((*second)->status().message(), "fork: out of memory");
+  EXPECT_NE(WorkerOf(first), nullptr);
+  auto third = Pop("");
+  EXPECT_EQ(processes_.started.size(), 2u);  // the slot is free again
+  EXPECT_FALSE(third->has_value());
+}
+
 TEST_F(WorkerPoolTest, KillJobWorkersSparesDetachedActorsAndDrivers) {
   std::shared_ptr<Worker> plain = IdleWorker("");
   std::shared_ptr<Worker> detached = IdleWorker("0");

@@ -136,9 +136,10 @@ void WorkerPool::Launch(const rpc::JobInfo& job, const std::string& cuda_visible
   auto job_id = JobId::FromBinary(job.job_id());
   const std::string key = KeyOf(*job_id, cuda_visible_devices);
   auto program = resolve_executable_(job);
-  absl::StatusOr<int> pid = program.status();
   const WorkerId worker_id = WorkerId::FromRandom();
-  if (program.ok()) pid = StartProcess(job, worker_id, *program, cuda_visible_devices);
+  absl::StatusOr<int> pid = program.ok()
+                                ? StartProcess(job, worker_id, *program, cuda_visible_devices)
+                                : absl::StatusOr<int>(program.status());
   if (!pid.ok()) {
     {
       absl::MutexLock lock(&mu_);

@@ -9,7 +9,8 @@
 //                               once, all alive together: creation rate; then a second pause so
 //                               the runner can read RSS per actor process; then all killed
 //   --mode=many_pgs --n=N       N placement groups of one {CPU: 0.001} bundle created at once,
-//                               awaited, then removed: create and remove rates
+//                               awaited, asked once more (one round trip each, a floor), then
+//                               removed: create, round-trip and remove rates
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -42,6 +43,13 @@ double Seconds(Clock::time_point start) {
 
 void Print(const char* metric, double value, const char* unit) {
   std::printf("{\"metric\": \"%s\", \"value\": %.4f, \"unit\": \"%s\"}\n", metric, value, unit);
+  std::fflush(stdout);
+}
+
+// A point the runner acts on (reads RSS, CPU time) while this driver goes on or pauses;
+// "begin" and "end" bracket a phase of n operations (the runner reads the daemons' CPU time).
+void Event(const char* name, int n, const char* phase = "") {
+  std::printf("{\"event\": \"%s\", \"phase\": \"%s\", \"n\": %d}\n", name, phase, n);
   std::fflush(stdout);
 }
 
@@ -95,8 +103,7 @@ void ManyActors(int n) {
   for (auto& actor : actors) pings.push_back(actor.Task(&Tiny::Ping).Remote());
   troupe::Get(pings, std::chrono::seconds(600));
   Print("actors_created_per_second", n / Seconds(start), "per_second");
-  std::printf("{\"event\": \"actors_alive\", \"n\": %d}\n", n);
-  std::fflush(stdout);
+  Event("actors_alive", n);
   std::this_thread::sleep_for(std::chrono::seconds(3));  // the runner reads RSS now
   for (auto& actor : actors) actor.Kill();
 }
@@ -115,9 +122,18 @@ void ManyPgs(int n) {
     }
   }
   Print("pgs_created_per_second", n / Seconds(start), "per_second");
+  Event("begin", n, "round_trip");
+  start = Clock::now();
+  for (auto& group : groups) group.Wait(std::chrono::seconds(1));  // answered at once: CREATED
+  Print("pg_round_trips_per_second", n / Seconds(start), "per_second");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // as after the removals below
+  Event("end", n, "round_trip");
+  Event("begin", n, "removal");
   start = Clock::now();
   for (auto& group : groups) troupe::RemovePlacementGroup(group);
   Print("pgs_removed_per_second", n / Seconds(start), "per_second");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // returns in flight land
+  Event("end", n, "removal");
 }
 
 }  // namespace

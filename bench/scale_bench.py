@@ -120,6 +120,8 @@ def json_lines(text):
 # ------------------------------------------------------------------------------------- Troupe
 
 class TroupeHead:
+    """A fresh one-node Troupe head in its own temp dir; a context manager that stops it."""
+
     def __init__(self, args, cpus=2):
         self.args = args
         self.temp = tempfile.mkdtemp(prefix="troupe-scale-")
@@ -138,18 +140,38 @@ class TroupeHead:
         self.env = dict(os.environ, TROUPE_ADDRESS="127.0.0.1:%d" % self.port, TROUPE_TOKEN=token)
         self.gcs_pid = self._pid(session, "gcs")
         self.raylet_pid = self._pid(session, "raylet")
+        time.sleep(1)  # let the GCS finish starting before its idle RSS is read
+        self.gcs_idle_rss = rss_mib(self.gcs_pid)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
 
     @staticmethod
     def _pid(session, name):
         with open(os.path.join(session, "pids", name + ".pid")) as f:
             return int(f.read().split()[0])
 
-    def bench(self, mode, n, timeout=1800):
-        out = subprocess.run([self.args.bench, "--mode=" + mode, "--n=%d" % n], env=self.env,
-                             capture_output=True, text=True, timeout=timeout)
-        if out.returncode != 0:
-            raise RuntimeError("scale_bench %s failed: %s" % (mode, out.stderr[-2000:]))
-        return {l["metric"]: l["value"] for l in json_lines(out.stdout) if "metric" in l}
+    def bench(self, mode, n, on_event=None):
+        """Runs bench/scale_bench.cc; returns its metrics, plus what on_event(item) returned
+        for each {"event": ...} line (read while the driver waits), plus "broke" if it failed."""
+        proc = subprocess.Popen([self.args.bench, "--mode=" + mode, "--n=%d" % n], env=self.env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        result = {}
+        for line in proc.stdout:
+            if not line.startswith("{"):
+                continue
+            item = json.loads(line)
+            if "metric" in item:
+                result[item["metric"]] = item["value"]
+            elif on_event is not None:
+                result.update(on_event(item))
+        err = proc.stderr.read().strip()
+        if proc.wait() != 0:
+            result["broke"] = err.splitlines()[-1][:200] if err else "exit %d" % proc.returncode
+        return result
 
     def status_seconds(self):
         start = time.monotonic()
@@ -165,94 +187,83 @@ class TroupeHead:
         shutil.rmtree(self.temp, ignore_errors=True)
 
 
+def per_entity_kib(rss, idle, n):
+    """GCS memory growth per entity: (RSS with n entities - idle RSS) / n, in KiB."""
+    if not isinstance(rss, (int, float)) or not isinstance(idle, (int, float)) or not n:
+        return None
+    return (rss - idle) * 1024.0 / n
+
+
 def troupe_many_nodes(args, n):
-    head = TroupeHead(args)
-    sim = subprocess.Popen([args.simulator, "--nodes=%d" % n, "--resources=sim:1", "--commands",
-                            "--report-threads=%d" % args.report_threads],
-                           env=head.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        ready = json.loads(sim.stdout.readline())
-        time.sleep(args.settle)
-        result = {"register_s": ready["register_seconds"], "load": load()}
-
-        def reports_ok():
-            sim.stdin.write("stats\n")
-            sim.stdin.flush()
-            return json.loads(sim.stdout.readline())["reports_ok"]
-        before, start = reports_ok(), time.monotonic()
-        result["gcs_cpu"] = cpu_share(head.gcs_pid, args.window)
-        result["report_rate"] = (reports_ok() - before) / (time.monotonic() - start)
-        result["gcs_rss"] = rss_mib(head.gcs_pid)
-        result["raylet_cpu"] = cpu_share(head.raylet_pid, 3)
-        result["status_s"] = statistics.median(head.status_seconds() for _ in range(3))
-        lat = head.bench("latency", 50)
-        result["latency_ms"] = lat["task_latency_median"]
-        sim.stdin.write("kill\n")
-        sim.stdin.flush()
-        result["death_s"] = json.loads(sim.stdout.readline())["value"]
-        sim.stdin.write("stats\n")
-        sim.stdin.flush()
-        result["reports"] = json.loads(sim.stdout.readline())
-        result["load_end"] = load()
-        return result  # the simulator is SIGKILLed below: its nodes die with the head
-    finally:
-        if sim.poll() is None:
-            sim.kill()
-        head.stop()
+    with TroupeHead(args) as head:
+        sim = subprocess.Popen([args.simulator, "--nodes=%d" % n, "--resources=sim:1",
+                                "--commands", "--report-threads=%d" % args.report_threads],
+                               env=head.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
+        try:
+            def ask(command):
+                sim.stdin.write(command + "\n")
+                sim.stdin.flush()
+                return json.loads(sim.stdout.readline())
+            ready = json.loads(sim.stdout.readline())
+            time.sleep(args.settle)
+            result = {"register_s": ready["register_seconds"], "load": load(),
+                      "gcs_idle_rss": head.gcs_idle_rss}
+            before, start = ask("stats")["reports_ok"], time.monotonic()
+            result["gcs_cpu"] = cpu_share(head.gcs_pid, args.window)
+            result["report_rate"] = (ask("stats")["reports_ok"] - before) / (time.monotonic() - start)
+            result["gcs_rss"] = rss_mib(head.gcs_pid)
+            result["gcs_kib_per_node"] = per_entity_kib(result["gcs_rss"], head.gcs_idle_rss, n)
+            result["raylet_cpu"] = cpu_share(head.raylet_pid, 3)
+            result["status_s"] = statistics.median(head.status_seconds() for _ in range(3))
+            result["latency_ms"] = head.bench("latency", 50)["task_latency_median"]
+            result["death_s"] = ask("kill")["value"]
+            result["reports"] = ask("stats")
+            result["load_end"] = load()
+            return result  # the simulator is SIGKILLed below: its nodes die with the head
+        finally:
+            if sim.poll() is None:
+                sim.kill()
 
 
-def troupe_many_tasks(args, n):
-    head = TroupeHead(args)
-    try:
-        raylet = PeakRss(head.raylet_pid)
-        result = head.bench("many_tasks", n)
-        result["raylet_peak_rss"] = raylet.stop()
-        result["load"] = load()
-        return result
-    finally:
-        head.stop()
-
-
-def troupe_many_actors(args, n):
-    head = TroupeHead(args)
-    try:
+def troupe_run(args, mode, n, on_event=None, sample_pid=None):
+    """One driver run on a fresh head: its metrics, the GCS idle and peak RSS, the peak RSS of
+    sample_pid(head) while it ran (as "sampled_peak_rss"), and the load average."""
+    with TroupeHead(args) as head:
         gcs = PeakRss(head.gcs_pid)
-        proc = subprocess.Popen([args.bench, "--mode=many_actors", "--n=%d" % n], env=head.env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        result = {}
-        for line in proc.stdout:
-            if not line.startswith("{"):
-                continue
-            item = json.loads(line)
-            if "metric" in item:
-                result[item["metric"]] = item["value"]
-            if item.get("event") == "actors_alive":
-                workers = children(head.raylet_pid)
-                rss = [rss_mib(p) for p in workers]
-                result["actor_processes"] = len(workers)
-                result["rss_per_actor"] = sum(rss) / max(1, len(rss))
-                result["pss_per_actor"] = sum(pss_mib(p) for p in workers) / max(1, len(workers))
-                result["gcs_rss"] = rss_mib(head.gcs_pid)
-                result["load"] = load()
-        err = proc.stderr.read()
-        if proc.wait() != 0:
-            result["broke"] = err.strip().splitlines()[-1][:200] if err.strip() else "exit %d" % proc.returncode
+        sampled = PeakRss(sample_pid(head)) if sample_pid else None
+        result = head.bench(mode, n, lambda item: on_event(head, item) if on_event else {})
         result["gcs_peak_rss"] = gcs.stop()
+        result["gcs_idle_rss"] = head.gcs_idle_rss
+        if sampled:
+            result["sampled_peak_rss"] = sampled.stop()
+        result.setdefault("load", load())
         return result
-    finally:
-        head.stop()
 
 
-def troupe_many_pgs(args, n):
-    head = TroupeHead(args)
-    try:
-        gcs = PeakRss(head.gcs_pid)
-        result = head.bench("many_pgs", n)
-        result["gcs_peak_rss"] = gcs.stop()
-        result["load"] = load()
-        return result
-    finally:
-        head.stop()
+def phase_cpu(head, item):
+    """Between the driver's "begin" and "end" events of a phase: GCS and raylet CPU time per
+    operation, in microseconds ("gcs_us_per_<phase>"; includes the work the operation caused
+    after its reply, e.g. bundle returns, and the daemons' idle ticks over the phase)."""
+    daemons = (("gcs", head.gcs_pid), ("raylet", head.raylet_pid))
+    if item.get("event") == "begin":
+        head.cpu_before = {name: cpu_seconds(pid) for name, pid in daemons}
+    elif item.get("event") == "end":
+        return {"%s_us_per_%s" % (name, item["phase"]):
+                (cpu_seconds(pid) - head.cpu_before[name]) * 1e6 / item["n"]
+                for name, pid in daemons}
+    return {}
+
+
+def actor_processes(head, item):
+    """At the driver's "actors_alive" event: RSS and PSS per actor process, GCS RSS."""
+    if item.get("event") != "actors_alive":
+        return {}
+    workers = children(head.raylet_pid)
+    return {"actor_processes": len(workers),
+            "rss_per_actor": sum(rss_mib(p) for p in workers) / max(1, len(workers)),
+            "pss_per_actor": sum(pss_mib(p) for p in workers) / max(1, len(workers)),
+            "gcs_rss": rss_mib(head.gcs_pid), "load": load()}
 
 
 # ---------------------------------------------------------------------------------------- Ray
@@ -289,6 +300,8 @@ def find(prefix):
     for p in descendants(os.getpid()):
         if comm(p).startswith(prefix): return p
 out = {"load": os.getloadavg()[0]}
+time.sleep(1)
+out["gcs_idle_rss"] = mem(find("gcs_server"))
 if mode == "many_tasks":
     @ray.remote(num_cpus=1)
     def small(): return 1
@@ -324,6 +337,9 @@ elif mode == "many_pgs":
     pgs = [placement_group([{"CPU": 0.001}]) for _ in range(n)]
     ray.get([pg.ready() for pg in pgs])
     out["pgs_created_per_second"] = n / (time.monotonic() - start)
+    start = time.monotonic()
+    for pg in pgs: pg.wait(1)
+    out["pg_round_trips_per_second"] = n / (time.monotonic() - start)
     start = time.monotonic()
     for pg in pgs: remove_placement_group(pg)
     out["pgs_removed_per_second"] = n / (time.monotonic() - start)
@@ -362,6 +378,20 @@ def row(name, troupe, ray, unit, higher_better=True, spec="%.1f"):
     print("  %-40s %12s %12s %8s  %s" % (name, fmt(troupe, spec), fmt(ray, spec), ratio, unit))
 
 
+def compare(workload, n, ray_n, troupe, ray, rows):
+    """Prints one workload's Troupe and Ray figures side by side; rows: (label, key, unit,
+    higher_better, format)."""
+    ray_part = ("Ray N=%d (load %s)" % (ray_n, fmt(ray.get("load"), "%.2f"))
+                if ray.get("load") is not None else "Ray not run")
+    print("%s Troupe N=%d (load %s), %s" % (workload, n, fmt(troupe.get("load"), "%.2f"), ray_part),
+          flush=True)
+    for label, key, unit, higher_better, spec in rows:
+        row(label, troupe.get(key), ray.get(key), unit, higher_better, spec)
+    for side, result in (("Troupe", troupe), ("Ray", ray)):
+        if "broke" in result:
+            print("  %s broke: %s" % (side, result["broke"]))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--troupe", default="bazel-bin/src/cli/troupe")
@@ -391,58 +421,62 @@ def main():
             r = troupe_many_nodes(args, n)
             print("many_nodes N=%d (load %.2f -> %.2f; Ray: n/a, it has no simulated nodes)"
                   % (n, r["load"], r["load_end"]), flush=True)
-            row("all nodes registered", r["register_s"], None, "s", False, "%.2f")
-            row("GCS CPU (share of one core)", r["gcs_cpu"], None, "cores", False, "%.3f")
-            row("resource reports answered (goal 2N)", r["report_rate"], None, "/s", True, "%.0f")
-            row("GCS RSS", r["gcs_rss"], None, "MiB", False)
-            row("head raylet CPU", r["raylet_cpu"], None, "cores", False, "%.3f")
-            row("node death published to a subscriber", r["death_s"], None, "s", False, "%.2f")
-            row("task latency (median of 50)", r["latency_ms"], None, "ms", False, "%.2f")
-            row("`troupe status` wall time", r["status_s"], None, "s", False, "%.3f")
+            for label, key, unit, higher_better, spec in [
+                    ("all nodes registered", "register_s", "s", False, "%.2f"),
+                    ("GCS CPU (share of one core)", "gcs_cpu", "cores", False, "%.3f"),
+                    ("resource reports answered (goal 2N)", "report_rate", "/s", True, "%.0f"),
+                    ("GCS RSS idle", "gcs_idle_rss", "MiB", False, "%.1f"),
+                    ("GCS RSS", "gcs_rss", "MiB", False, "%.1f"),
+                    ("GCS growth per node", "gcs_kib_per_node", "KiB", False, "%.1f"),
+                    ("head raylet CPU", "raylet_cpu", "cores", False, "%.3f"),
+                    ("node death published to a subscriber", "death_s", "s", False, "%.2f"),
+                    ("task latency (median of 50)", "latency_ms", "ms", False, "%.2f"),
+                    ("`troupe status` wall time", "status_s", "s", False, "%.3f")]:
+                row(label, r[key], None, unit, higher_better, spec)
             print("  (simulator: %(reports_ok)d reports answered, %(reports_failed)d failed)"
                   % r["reports"], flush=True)
     if "many_tasks" in only:
-        t = troupe_many_tasks(args, args.tasks)
+        t = troupe_run(args, "many_tasks", args.tasks, sample_pid=lambda head: head.raylet_pid)
+        t["raylet_peak_rss"] = t.get("sampled_peak_rss")
         r = ray_run(args, "many_tasks", args.ray_tasks) if ray else {}
-        print("many_tasks Troupe N=%d (load %.2f), Ray N=%d (load %s)"
-              % (args.tasks, t["load"], args.ray_tasks, fmt(r.get("load"), "%.2f")), flush=True)
-        row("tasks submitted", t["tasks_submitted_per_second"],
-            r.get("tasks_submitted_per_second"), "/s", True, "%.0f")
-        row("tasks completed", t["tasks_completed_per_second"],
-            r.get("tasks_completed_per_second"), "/s", True, "%.0f")
-        row("driver peak RSS", t["driver_peak_rss"], r.get("driver_peak_rss"), "MiB", False)
-        row("raylet peak RSS", t["raylet_peak_rss"], r.get("raylet_peak_rss"), "MiB", False)
-        if "broke" in r:
-            print("  Ray broke: " + r["broke"])
+        compare("many_tasks", args.tasks, args.ray_tasks, t, r, [
+            ("tasks submitted", "tasks_submitted_per_second", "/s", True, "%.0f"),
+            ("tasks completed", "tasks_completed_per_second", "/s", True, "%.0f"),
+            ("driver peak RSS", "driver_peak_rss", "MiB", False, "%.1f"),
+            ("raylet peak RSS", "raylet_peak_rss", "MiB", False, "%.1f")])
     if "many_actors" in only:
         r = ray_run(args, "many_actors", args.ray_actors) if ray else {}
+        r["gcs_kib_per_actor"] = per_entity_kib(r.get("gcs_rss"), r.get("gcs_idle_rss"),
+                                                args.ray_actors)
         for n in [int(x) for x in args.actors.split(",") if x]:
-            t = troupe_many_actors(args, n)
-            print("many_actors Troupe N=%d (load %s), Ray N=%d (load %s)"
-                  % (n, fmt(t.get("load"), "%.2f"), args.ray_actors, fmt(r.get("load"), "%.2f")),
-                  flush=True)
-            row("actors created", t.get("actors_created_per_second"),
-                r.get("actors_created_per_second"), "/s", True)
-            row("RSS per actor process", t.get("rss_per_actor"), r.get("rss_per_actor"), "MiB",
-                False)
-            row("PSS per actor process", t.get("pss_per_actor"), r.get("pss_per_actor"), "MiB",
-                False)
-            row("actor processes seen", t.get("actor_processes"), r.get("actor_processes"), "",
-                True, "%d")
-            row("GCS RSS (actors alive)", t.get("gcs_rss"), r.get("gcs_rss"), "MiB", False)
-            for side, res in (("Troupe", t), ("Ray", r)):
-                if "broke" in res:
-                    print("  %s broke: %s" % (side, res["broke"]))
+            t = troupe_run(args, "many_actors", n, on_event=actor_processes)
+            t["gcs_kib_per_actor"] = per_entity_kib(t.get("gcs_rss"), t.get("gcs_idle_rss"), n)
+            compare("many_actors", n, args.ray_actors, t, r, [
+                ("actors created", "actors_created_per_second", "/s", True, "%.1f"),
+                ("RSS per actor process", "rss_per_actor", "MiB", False, "%.1f"),
+                ("PSS per actor process", "pss_per_actor", "MiB", False, "%.1f"),
+                ("actor processes seen", "actor_processes", "", True, "%d"),
+                ("GCS RSS idle", "gcs_idle_rss", "MiB", False, "%.1f"),
+                ("GCS RSS (actors alive)", "gcs_rss", "MiB", False, "%.1f"),
+                ("GCS growth per actor", "gcs_kib_per_actor", "KiB", False, "%.1f")])
     if "many_pgs" in only:
-        t = troupe_many_pgs(args, args.pgs)
+        t = troupe_run(args, "many_pgs", args.pgs, on_event=phase_cpu)
         r = ray_run(args, "many_pgs", args.ray_pgs) if ray else {}
-        print("many_pgs Troupe N=%d (load %.2f), Ray N=%d (load %s)"
-              % (args.pgs, t["load"], args.ray_pgs, fmt(r.get("load"), "%.2f")), flush=True)
-        row("PGs created", t["pgs_created_per_second"], r.get("pgs_created_per_second"), "/s")
-        row("PGs removed", t["pgs_removed_per_second"], r.get("pgs_removed_per_second"), "/s")
-        row("GCS peak RSS", t["gcs_peak_rss"], r.get("gcs_peak_rss"), "MiB", False)
-        if "broke" in r:
-            print("  Ray broke: " + r["broke"])
+        for side, n in ((t, args.pgs), (r, args.ray_pgs)):
+            side["gcs_kib_per_pg"] = per_entity_kib(side.get("gcs_peak_rss"),
+                                                    side.get("gcs_idle_rss"), n)
+        compare("many_pgs", args.pgs, args.ray_pgs, t, r, [
+            ("PGs created", "pgs_created_per_second", "/s", True, "%.1f"),
+            ("round trips (Wait on a created PG)", "pg_round_trips_per_second", "/s", True,
+             "%.1f"),
+            ("GCS CPU per round trip", "gcs_us_per_round_trip", "us", False, "%.0f"),
+            ("PGs removed", "pgs_removed_per_second", "/s", True, "%.1f"),
+            ("GCS CPU per removal (with its returns)", "gcs_us_per_removal", "us", False,
+             "%.0f"),
+            ("raylet CPU per removal (the returns)", "raylet_us_per_removal", "us", False, "%.0f"),
+            ("GCS RSS idle", "gcs_idle_rss", "MiB", False, "%.1f"),
+            ("GCS peak RSS", "gcs_peak_rss", "MiB", False, "%.1f"),
+            ("GCS growth per PG (peak - idle)", "gcs_kib_per_pg", "KiB", False, "%.1f")])
 
 
 if __name__ == "__main__":

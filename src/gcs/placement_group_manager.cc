@@ -78,13 +78,17 @@ absl::StatusOr<int> PlacementGroupManager::Initialize() {
       Group& group = groups_[*id];
       group.info = std::move(info);
       group.demands = *std::move(demands);
-      if (group.info.state() == rpc::PlacementGroupInfo::REMOVED) continue;
+      if (group.info.state() == rpc::PlacementGroupInfo::REMOVED) {
+        QueueReturnsOfRemovedLocked(*id, group);  // not confirmed before the earlier GCS stopped
+        continue;
+      }
       bool placing = false;
       for (auto& bundle : *group.info.mutable_bundles()) {
         if (!bundle.pending_reservation_id().empty()) {
           // Asked for by the earlier GCS, answer unknown: return it whether or not it was
           // granted, and place the bundle anew.
-          returns_.emplace_back(bundle.raylet_address(), bundle.pending_reservation_id());
+          QueueReturnLocked(bundle.raylet_address(), bundle.node_id(),
+                            bundle.pending_reservation_id());
           bundle.clear_pending_reservation_id();
           bundle.clear_node_id();
           bundle.clear_raylet_address();
@@ -202,31 +206,112 @@ void PlacementGroupManager::ScheduleLocked(Group& group) {
     bundle->set_node_id(node.node_id.Binary());
     bundle->set_raylet_address(node.raylet_address);
     bundle->set_pending_reservation_id(LeaseId::FromRandom().Binary());
-    outbox_.push_back(
-        {id, group.attempt, missing[i], node.raylet_address, bundle->pending_reservation_id()});
+    outbox_.push_back({id, group.attempt, missing[i], node.raylet_address, bundle->node_id(),
+                       bundle->pending_reservation_id()});
   }
   // Saved before the reservations go out, so a GCS restarted before their answers knows what
   // to return.
   PutLogged(store_, kTable, group.info.placement_group_id(), group.info.SerializeAsString());
 }
 
-void PlacementGroupManager::SendOutbox() {
+void PlacementGroupManager::QueueReturnLocked(const std::string& raylet_address,
+                                              const std::string& node_id,
+                                              const std::string& reservation_id,
+                                              std::optional<PlacementGroupId> removed_group) {
+  if (dead_nodes_.contains(node_id)) return;  // the reservation died with its node
+  returns_[raylet_address].push_back({node_id, reservation_id, removed_group});
+}
+
+void PlacementGroupManager::QueueReturnsOfRemovedLocked(const PlacementGroupId& id,
+                                                        const Group& group) {
+  for (const auto& bundle : group.info.bundles()) {
+    // A pending ID is returned too: the raylet frees it if it was granted, or refuses it later.
+    for (const std::string* reservation :
+         {&bundle.reservation_id(), &bundle.pending_reservation_id()}) {
+      if (!reservation->empty()) {
+        QueueReturnLocked(bundle.raylet_address(), bundle.node_id(), *reservation, id);
+      }
+    }
+  }
+}
+
+void PlacementGroupManager::OnReturned(const std::string& raylet_address,
+                                       std::vector<Return> batch, absl::Status status) {
+  bool send_more = false;
+  {
+    absl::MutexLock lock(&mu_);
+    returning_.erase(raylet_address);
+    if (!status.ok()) {
+      TROUPE_LOG(Warning) << "returning " << batch.size() << " bundle reservations to "
+                          << raylet_address << " failed (" << status
+                          << "); trying again shortly";
+      for (auto& entry : batch) {
+        QueueReturnLocked(raylet_address, entry.node_id, entry.reservation_id,
+                          entry.removed_group);
+      }
+      return;  // the next Tick() sends them again
+    }
+    absl::flat_hash_set<PlacementGroupId> changed;
+    for (const auto& entry : batch) {
+      if (!entry.removed_group) continue;
+      auto it = groups_.find(*entry.removed_group);
+      if (it == groups_.end()) continue;
+      for (auto& bundle : *it->second.info.mutable_bundles()) {
+        if (bundle.reservation_id() == entry.reservation_id) bundle.clear_reservation_id();
+        if (bundle.pending_reservation_id() == entry.reservation_id) {
+          bundle.clear_pending_reservation_id();
+        }
+      }
+      changed.insert(*entry.removed_group);
+    }
+    for (const auto& id : changed) {
+      const rpc::PlacementGroupInfo& info = groups_.at(id).info;
+      PutLogged(store_, kTable, info.placement_group_id(), info.SerializeAsString());
+    }
+    auto more = returns_.find(raylet_address);
+    send_more = more != returns_.end() && more->second.size() >= kMaxReturnBatch;
+  }
+  if (send_more) SendOutbox();
+}
+
+void PlacementGroupManager::SendOutbox(bool send_returns) {
   std::vector<Reservation> outbox;
-  std::vector<std::pair<std::string, std::string>> returns;
+  std::vector<std::pair<std::string, std::vector<Return>>> returns;  // one batch per raylet
   std::vector<std::map<std::string, double>> resources;  // of each reservation in outbox
   std::vector<std::pair<ReadyCallback, rpc::PlacementGroupInfo::State>> answers;
   {
     absl::MutexLock lock(&mu_);
     outbox.swap(outbox_);
-    returns.swap(returns_);
     answers.swap(answers_);
+    if (send_returns) {
+      for (auto it = returns_.begin(); it != returns_.end();) {
+        auto current = it++;
+        if (!returning_.insert(current->first).second) continue;  // one batch in flight each
+        std::vector<Return>& queued = current->second;
+        if (queued.size() <= kMaxReturnBatch) {
+          returns.emplace_back(current->first, std::move(queued));
+          returns_.erase(current);
+        } else {
+          returns.emplace_back(current->first,
+                               std::vector<Return>(std::make_move_iterator(queued.begin()),
+                                                   std::make_move_iterator(queued.begin() +
+                                                                           kMaxReturnBatch)));
+          queued.erase(queued.begin(), queued.begin() + kMaxReturnBatch);
+        }
+      }
+    }
     for (const auto& reservation : outbox) {
       const rpc::Bundle& bundle = groups_.at(reservation.id).info.bundles(reservation.bundle);
       resources.emplace_back(bundle.resources().begin(), bundle.resources().end());
     }
   }
-  for (const auto& [raylet, reservation_id] : returns) {
-    bundles_->ReturnBundle(raylet, reservation_id);
+  for (auto& [raylet, batch] : returns) {
+    std::vector<std::string> ids;
+    for (const auto& entry : batch) ids.push_back(entry.reservation_id);
+    bundles_->ReturnBundles(raylet, ids,
+                            [this, raylet = raylet, batch = std::move(batch)](absl::Status s) {
+                              OnReturned(raylet, batch, std::move(s));
+                            });
   }
   for (size_t i = 0; i < outbox.size(); ++i) {
     const Reservation reservation = outbox[i];
@@ -247,7 +332,9 @@ void PlacementGroupManager::OnReserved(const Reservation& reservation,
     auto it = groups_.find(reservation.id);
     if (it == groups_.end() || it->second.attempt != reservation.attempt ||
         it->second.info.state() == rpc::PlacementGroupInfo::REMOVED) {
-      if (granted) returns_.emplace_back(reservation.raylet_address, *reservation_id);
+      if (granted) {
+        QueueReturnLocked(reservation.raylet_address, reservation.node_id, *reservation_id);
+      }
     } else {
       Group& group = it->second;
       rpc::Bundle* bundle = group.info.mutable_bundles(reservation.bundle);
@@ -267,7 +354,7 @@ void PlacementGroupManager::OnReserved(const Reservation& reservation,
           for (int index : group.attempt_bundles) {
             rpc::Bundle* b = group.info.mutable_bundles(index);
             if (!b->reservation_id().empty()) {
-              returns_.emplace_back(b->raylet_address(), b->reservation_id());
+              QueueReturnLocked(b->raylet_address(), b->node_id(), b->reservation_id());
             }
             b->clear_reservation_id();
             b->clear_node_id();
@@ -294,26 +381,44 @@ absl::Status PlacementGroupManager::Remove(const std::string& placement_group_id
     }
     Group& group = it->second;
     if (group.info.state() == rpc::PlacementGroupInfo::REMOVED) return absl::OkStatus();
-    for (auto& bundle : *group.info.mutable_bundles()) {
-      if (!bundle.reservation_id().empty()) {
-        returns_.emplace_back(bundle.raylet_address(), bundle.reservation_id());
-        bundle.clear_reservation_id();
-      }
-      bundle.clear_pending_reservation_id();  // its grant comes back stale and is returned
-    }
+    // The record keeps the reservation IDs until their raylets confirm (OnReturned). A pending
+    // one's grant also comes back stale and is returned again; the raylet ignores the second.
+    QueueReturnsOfRemovedLocked(*id, group);
     group.info.set_state(rpc::PlacementGroupInfo::REMOVED);
     SaveAndPublishLocked(group);
   }
   kill_actors_(placement_group_id);
-  SendOutbox();
+  SendOutbox(/*send_returns=*/false);  // batched: the next Tick() sends them
   return absl::OkStatus();
 }
 
 void PlacementGroupManager::OnNodeDead(const rpc::NodeInfo& node) {
   {
     absl::MutexLock lock(&mu_);
+    dead_nodes_.insert(node.node_id());
+    for (auto& [raylet, queued] : returns_) {
+      queued.erase(std::remove_if(queued.begin(), queued.end(),
+                                  [&](const Return& r) { return r.node_id == node.node_id(); }),
+                   queued.end());
+    }
+    absl::erase_if(returns_, [](const auto& entry) { return entry.second.empty(); });
     for (auto& [id, group] : groups_) {
-      if (group.info.state() == rpc::PlacementGroupInfo::REMOVED) continue;
+      if (group.info.state() == rpc::PlacementGroupInfo::REMOVED) {
+        bool held = false;  // reservations not confirmed returned died with the node
+        for (auto& bundle : *group.info.mutable_bundles()) {
+          if (bundle.node_id() == node.node_id() &&
+              (!bundle.reservation_id().empty() || !bundle.pending_reservation_id().empty())) {
+            bundle.clear_reservation_id();
+            bundle.clear_pending_reservation_id();
+            held = true;
+          }
+        }
+        if (held) {
+          PutLogged(store_, kTable, group.info.placement_group_id(),
+                    group.info.SerializeAsString());
+        }
+        continue;
+      }
       bool lost = false;
       for (auto& bundle : *group.info.mutable_bundles()) {
         if (bundle.node_id() == node.node_id()) {
@@ -333,7 +438,8 @@ void PlacementGroupManager::OnNodeDead(const rpc::NodeInfo& node) {
           if (bundle->reservation_id().empty()) {
             if (!bundle->pending_reservation_id().empty()) {
               // Returned now too, so no restart between here and its late grant leaks it.
-              returns_.emplace_back(bundle->raylet_address(), bundle->pending_reservation_id());
+              QueueReturnLocked(bundle->raylet_address(), bundle->node_id(),
+                                bundle->pending_reservation_id());
               bundle->clear_pending_reservation_id();
             }
             bundle->clear_node_id();
@@ -345,7 +451,7 @@ void PlacementGroupManager::OnNodeDead(const rpc::NodeInfo& node) {
         // Everything must move together: give back what survived, then place all anew.
         for (auto& bundle : *group.info.mutable_bundles()) {
           if (!bundle.reservation_id().empty()) {
-            returns_.emplace_back(bundle.raylet_address(), bundle.reservation_id());
+            QueueReturnLocked(bundle.raylet_address(), bundle.node_id(), bundle.reservation_id());
           }
           bundle.clear_node_id();
           bundle.clear_raylet_address();

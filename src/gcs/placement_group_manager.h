@@ -3,8 +3,15 @@
 // raylet (a lease with bundle_reservation, granted at once or refused). All reservations
 // succeeding is the commit; if any is refused the others are returned (rollback) and the group
 // waits and retries. Groups that do not fit stay PENDING with the reason, and are placed when
-// nodes that fit join. Removing a group returns its reservations (raylets then kill the group's
-// workers) and kills its actors; a node death reschedules the bundles that were there.
+// nodes that fit join. Removing a group records it REMOVED and kills its actors at once; its
+// reservations go back to the raylets (which then kill the group's workers) in one batch per
+// raylet, on the next Tick() or sooner with other traffic, so a removal costs no raylet call of
+// its own. The REMOVED record keeps the reservation IDs until their raylet confirms (a restarted
+// GCS sends them again); a batch that fails is sent again on a later Tick() unless its node
+// died (the reservations died with it). Resources come back only when the raylet has freed them
+// and reported: nothing here counts a returned bundle as free, so a group created right after a
+// removal cannot be placed on resources the raylet still holds (and the raylet refuses a
+// reservation it cannot hold). A node death reschedules the bundles that were there.
 // Callers wait for a group to be placed with WaitUntilReady (a long poll answered on the state
 // change, or at the caller's deadline).
 // Reservations go through a BundleClient (src/rpc/peer_clients.h); no gRPC here. The composition
@@ -14,12 +21,14 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/gcs.pb.h"
@@ -103,16 +112,38 @@ class PlacementGroupManager {
     uint64_t attempt;
     int bundle;
     std::string raylet_address;
+    std::string node_id;
     std::string reservation_id;  // chosen here, saved before it is sent
   };
+  // A reservation to give back. For a removed group, `removed_group` names it: its record keeps
+  // the ID until the raylet confirms.
+  struct Return {
+    std::string node_id;
+    std::string reservation_id;
+    std::optional<PlacementGroupId> removed_group;
+  };
+  // At most this many reservations go back in one call.
+  static constexpr size_t kMaxReturnBatch = 1000;
   // Per-bundle resources of `group`, checked; InvalidArgument naming the bad bundle.
   static absl::StatusOr<std::vector<ResourceSet>> Demands(const rpc::PlacementGroupInfo& group);
 
   // Assigns the bundles without a node and queues their reservations in outbox_.
   void ScheduleLocked(Group& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sends queued reservations and returns, and answers queued waiters.
-  void SendOutbox() ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends queued reservations and answers queued waiters; with `send_returns`, also one batch
+  // of queued returns to each raylet that has none in flight.
+  void SendOutbox(bool send_returns = true) ABSL_LOCKS_EXCLUDED(mu_);
   void OnReserved(const Reservation& reservation, absl::StatusOr<std::string> reservation_id);
+  void QueueReturnLocked(const std::string& raylet_address, const std::string& node_id,
+                         const std::string& reservation_id,
+                         std::optional<PlacementGroupId> removed_group = std::nullopt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues every reservation a REMOVED group's record still holds.
+  void QueueReturnsOfRemovedLocked(const PlacementGroupId& id, const Group& group)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A batch's answer: confirmed IDs leave their removed groups' records; a failed batch waits
+  // for the next Tick() (dropped if its node died meanwhile).
+  void OnReturned(const std::string& raylet_address, std::vector<Return> batch,
+                  absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
   // Saves, publishes, and queues the answers of waiters once the group is CREATED or REMOVED.
   void SaveAndPublishLocked(Group& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -126,7 +157,10 @@ class PlacementGroupManager {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<PlacementGroupId, Group> groups_ ABSL_GUARDED_BY(mu_);
   std::vector<Reservation> outbox_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::pair<std::string, std::string>> returns_ ABSL_GUARDED_BY(mu_);  // raylet, id
+  // Returns not sent yet, by raylet address; raylets with a batch in flight; nodes seen dead.
+  absl::flat_hash_map<std::string, std::vector<Return>> returns_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> returning_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> dead_nodes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<ReadyCallback, rpc::PlacementGroupInfo::State>> answers_
       ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -46,6 +46,18 @@ class PlacementGroupManagerTest : public ::testing::Test {
     return address;
   }
 
+  // Reports what the raylet at `address` has available, as its resource report would.
+  void ReportAvailable(const std::string& address, double cpus, int64_t seq) {
+    rpc::ResourceUsage usage;
+    usage.set_node_id(node_ids_[address].Binary());
+    usage.set_report_seq(seq);
+    for (const auto& node : nodes_.GetAllNodes()) {
+      if (node.node_id() == usage.node_id()) *usage.mutable_total() = node.resources_total();
+    }
+    (*usage.mutable_available())["CPU"] = cpus;
+    EXPECT_TRUE(nodes_.ReportResourceUsage(usage).ok());
+  }
+
   PlacementGroupId Create(int bundles, rpc::PlacementGroupInfo::Strategy strategy) {
     rpc::PlacementGroupInfo group;
     const PlacementGroupId id = PlacementGroupId::FromRandom();
@@ -158,10 +170,99 @@ TEST_F(PlacementGroupManagerTest, RemoveReturnsEveryReservationAndKillsTheActors
   ASSERT_EQ(Get(id).state(), rpc::PlacementGroupInfo::CREATED);
   ASSERT_TRUE(groups_.Remove(id.Binary()).ok());
   EXPECT_EQ(Get(id).state(), rpc::PlacementGroupInfo::REMOVED);
+  EXPECT_EQ(killed_groups_, std::vector<std::string>{id.Binary()});
+  // The removal itself calls no raylet; the record keeps the IDs until the raylets confirm.
+  EXPECT_EQ(lease_.num_return_calls(), 0);
+  EXPECT_EQ(Get(id).bundles(0).reservation_id(), "r0");
+  groups_.Tick();
   std::set<std::string> returned;
   for (const auto& [raylet, reservation] : lease_.returned_bundles()) returned.insert(reservation);
   EXPECT_EQ(returned, (std::set<std::string>{"r0", "r1"}));
-  EXPECT_EQ(killed_groups_, std::vector<std::string>{id.Binary()});
+  EXPECT_EQ(lease_.num_return_calls(), 2);  // one per raylet
+  const rpc::PlacementGroupInfo removed = Get(id);
+  for (const auto& bundle : removed.bundles()) EXPECT_TRUE(bundle.reservation_id().empty());
+  groups_.Tick();
+  EXPECT_EQ(lease_.num_return_calls(), 2);  // nothing left to return
+}
+
+TEST_F(PlacementGroupManagerTest, RemovalsGoBackInOneBatchPerRaylet) {
+  const std::string a = AddNode(7001, 8);
+  std::vector<PlacementGroupId> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(Create(1, rpc::PlacementGroupInfo::PACK));
+  GrantAllFrom(0);
+  for (const auto& id : ids) ASSERT_TRUE(groups_.Remove(id.Binary()).ok());
+  groups_.Tick();
+  EXPECT_EQ(lease_.num_return_calls(), 1);
+  EXPECT_EQ(lease_.returned_bundles().size(), 5u);
+  for (const auto& [raylet, reservation] : lease_.returned_bundles()) EXPECT_EQ(raylet, a);
+}
+
+TEST_F(PlacementGroupManagerTest, FailedReturnIsSentAgainOnTheNextTick) {
+  AddNode(7001, 4);
+  PlacementGroupId id = Create(1, rpc::PlacementGroupInfo::PACK);
+  GrantAllFrom(0);
+  lease_.set_return_status(absl::UnavailableError("raylet unreachable"));
+  ASSERT_TRUE(groups_.Remove(id.Binary()).ok());
+  groups_.Tick();
+  EXPECT_EQ(lease_.num_return_calls(), 1);
+  EXPECT_TRUE(lease_.returned_bundles().empty());
+  EXPECT_EQ(Get(id).bundles(0).reservation_id(), "r0");  // still owed
+  lease_.set_return_status(absl::OkStatus());
+  groups_.Tick();
+  EXPECT_EQ(lease_.num_return_calls(), 2);
+  ASSERT_EQ(lease_.returned_bundles().size(), 1u);
+  EXPECT_EQ(lease_.returned_bundles()[0].second, "r0");
+  EXPECT_TRUE(Get(id).bundles(0).reservation_id().empty());
+}
+
+TEST_F(PlacementGroupManagerTest, ReturnToARayletThatDiedIsDropped) {
+  const std::string a = AddNode(7001, 4);
+  PlacementGroupId id = Create(1, rpc::PlacementGroupInfo::PACK);
+  GrantAllFrom(0);
+  lease_.set_return_status(absl::UnavailableError("raylet unreachable"));
+  ASSERT_TRUE(groups_.Remove(id.Binary()).ok());
+  groups_.Tick();  // fails: the raylet is dying
+  nodes_.MarkNodeDead(node_ids_[a], "health check failed");
+  EXPECT_TRUE(Get(id).bundles(0).reservation_id().empty());  // died with the node
+  lease_.set_return_status(absl::OkStatus());
+  groups_.Tick();
+  EXPECT_EQ(lease_.num_return_calls(), 1);  // not sent again
+  EXPECT_EQ(Get(id).state(), rpc::PlacementGroupInfo::REMOVED);
+}
+
+TEST_F(PlacementGroupManagerTest, GroupCreatedRightAfterARemovalWaitsForTheRayletToFreeIt) {
+  const std::string a = AddNode(7001, 1);
+  PlacementGroupId first = Create(1, rpc::PlacementGroupInfo::PACK);
+  GrantAllFrom(0);
+  ReportAvailable(a, 0, /*seq=*/2);  // the raylet holds the reservation
+  ASSERT_TRUE(groups_.Remove(first.Binary()).ok());
+  PlacementGroupId second = Create(1, rpc::PlacementGroupInfo::PACK);
+  // Not counted free until the raylet says so: no reservation is asked for yet.
+  EXPECT_EQ(lease_.num_reserve_requests(), 1u);
+  EXPECT_EQ(Get(second).state(), rpc::PlacementGroupInfo::PENDING);
+  groups_.Tick();  // the return goes out
+  ASSERT_EQ(lease_.returned_bundles().size(), 1u);
+  ReportAvailable(a, 1, /*seq=*/3);  // freed and reported
+  clock_.Advance(absl::Seconds(1));
+  groups_.Tick();
+  ASSERT_EQ(lease_.num_reserve_requests(), 2u);
+  EXPECT_EQ(lease_.reserve_request(1).raylet_address, a);
+  GrantAllFrom(1);
+  EXPECT_EQ(Get(second).state(), rpc::PlacementGroupInfo::CREATED);
+}
+
+TEST_F(PlacementGroupManagerTest, RestartedGcsReturnsWhatWasNotConfirmed) {
+  const std::string a = AddNode(7001, 4);
+  PlacementGroupId id = Create(1, rpc::PlacementGroupInfo::PACK);
+  GrantAllFrom(0);
+  ASSERT_TRUE(groups_.Remove(id.Binary()).ok());  // the GCS stops before the next Tick
+  FakeLeaseClient lease;
+  PlacementGroupManager restarted({&store_, &publisher_, &nodes_, &clock_, &lease,
+                                   [](const std::string&) {}});
+  ASSERT_TRUE(restarted.Initialize().ok());
+  restarted.Tick();
+  ASSERT_EQ(lease.returned_bundles().size(), 1u);
+  EXPECT_EQ(lease.returned_bundles()[0], std::make_pair(a, std::string("r0")));
 }
 
 TEST_F(PlacementGroupManagerTest, ReservationGrantedAfterRemoveIsReturned) {
@@ -170,10 +271,14 @@ TEST_F(PlacementGroupManagerTest, ReservationGrantedAfterRemoveIsReturned) {
   ASSERT_EQ(lease_.num_reserve_requests(), 2u);
   lease_.ReplyReserve(0, std::string("r0"));
   ASSERT_TRUE(groups_.Remove(id.Binary()).ok());
-  EXPECT_EQ(lease_.returned_bundles().size(), 1u);  // r0
-  lease_.ReplyReserve(1, std::string("r1"));        // late grant
+  groups_.Tick();
+  // r0, and bundle 1's reservation by the ID the GCS chose (the raylet refuses it if it comes).
   ASSERT_EQ(lease_.returned_bundles().size(), 2u);
-  EXPECT_EQ(lease_.returned_bundles()[1].second, "r1");
+  EXPECT_EQ(lease_.returned_bundles()[0].second, "r0");
+  EXPECT_EQ(lease_.returned_bundles()[1].second, lease_.reserve_request(1).reservation_id);
+  lease_.ReplyReserve(1, std::string("r1"));  // late grant
+  ASSERT_EQ(lease_.returned_bundles().size(), 3u);
+  EXPECT_EQ(lease_.returned_bundles()[2].second, "r1");
   EXPECT_EQ(Get(id).state(), rpc::PlacementGroupInfo::REMOVED);
 }
 

@@ -47,6 +47,15 @@ void MapFromResources(const ResourceSet& resources, T* out) {
   for (const auto& [name, amount] : resources.ToMap()) (*out)[name] = amount;
 }
 
+WorkerPoolOptions WorkerPoolOptionsOf(const RayletOptions& options) {
+  WorkerPoolOptions result{options.node_id.Hex(), options.node_ip, options.gcs_address,
+                           options.token,         options.session_dir + "/logs",
+                           options.session_dir,   options.tls_dir,
+                           options.worker_idle_timeout, options.mask_gpus};
+  result.max_starting_workers = options.max_starting_workers;  // 0: the pool's default
+  return result;
+}
+
 ObjectManagerOptions ObjectManagerOptionsOf(const RayletOptions& options) {
   ObjectManagerOptions result;
   if (options.object_transfer_streams > 0) {
@@ -77,9 +86,7 @@ Raylet::Raylet(RayletOptions options, const Clock* clock)
                       ObjectManagerOptionsOf(options_)),
       executables_(options_.executable_cache_dir, &gcs_),
       worker_pool_(
-          WorkerPoolOptions{options_.node_id.Hex(), options_.node_ip, options_.gcs_address,
-                            options_.token, options_.session_dir + "/logs", options_.session_dir,
-                            options_.tls_dir, options_.worker_idle_timeout, options_.mask_gpus},
+          WorkerPoolOptionsOf(options_),
           [this](const rpc::JobInfo& job) -> absl::StatusOr<WorkerPool::Program> {
             TROUPE_ASSIGN_OR_RETURN(std::string executable, executables_.Resolve(job));
             TROUPE_ASSIGN_OR_RETURN(std::string working_dir, executables_.ResolveWorkingDir(job));
@@ -225,7 +232,15 @@ void Raylet::HandleRequestWorkerLease(const rpc::RequestWorkerLeaseRequest& requ
 
 absl::Status Raylet::HandleReturnWorker(const rpc::ReturnWorkerRequest& request,
                                         rpc::ReturnWorkerReply*) {
-  return lease_manager_.ReturnWorker(request.lease_id(), request.disconnect_worker());
+  if (request.reservation_ids_size() == 0) {
+    return lease_manager_.ReturnWorker(request.lease_id(), request.disconnect_worker());
+  }
+  // A batch of bundle reservations from the GCS: an unknown one (already returned, or never
+  // granted) is remembered and refused later, which is all the GCS needs, so the batch is OK.
+  for (const auto& id : request.reservation_ids()) {
+    (void)lease_manager_.ReturnWorker(id, /*disconnect_worker=*/false);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Raylet::HandleKillLeasedWorker(const rpc::KillLeasedWorkerRequest& request,

@@ -45,6 +45,9 @@ struct RayletOptions {
   absl::Duration gcs_reconnect_timeout = absl::Seconds(60);
   // An idle worker is stopped after this long without a lease.
   absl::Duration worker_idle_timeout = absl::Seconds(60);
+  // At most this many worker processes starting at once (WorkerPoolOptions::max_starting_workers);
+  // 0: twice the machine's cores, at least 4.
+  int max_starting_workers = 0;
   // Above this fraction of the machine's memory in use, the newest leased worker is killed
   // (its task retries, its actor restarts or dies with an out-of-memory cause). 1 disables it.
   double memory_usage_threshold = 0.95;

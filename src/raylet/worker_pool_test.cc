@@ -266,6 +266,17 @@ TEST_F(WorkerPoolTest, AFailedStartIsReportedAtOnce) {
   EXPECT_EQ(Pool().num_workers(), 0);
 }
 
+TEST_F(WorkerPoolTest, AFailedStartFreesItsSlot) {
+  options_.max_starting_workers = 1;
+  processes_.fail_next_start = absl::ResourceExhaustedError("fork: out of memory");
+  auto failed = Pop("");
+  ASSERT_TRUE(failed->has_value());
+  EXPECT_EQ((*failed)->status().message(), "fork: out of memory");
+  auto next = Pop("");  // would block for startup_timeout had the failed start kept the slot
+  EXPECT_EQ(processes_.starts.load(), 1);
+  EXPECT_FALSE(next->has_value());  // started, not registered yet
+}
+
 TEST_F(WorkerPoolTest, KillJobWorkersSparesDetachedActorsAndDrivers) {
   std::shared_ptr<Worker> plain = IdleWorker("");
   std::shared_ptr<Worker> detached = IdleWorker("0");

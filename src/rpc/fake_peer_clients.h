@@ -78,9 +78,30 @@ class FakeLeaseClient : public LeaseClient, public BundleClient {
     reserves_.push_back({raylet_address, placement_group_id, bundle_index, resources,
                          std::move(done), reservation_id});
   }
-  void ReturnBundle(const std::string& raylet_address, const std::string& reservation_id) override {
+  // Answers at once (on the caller's thread) with return_status(); only batches answered OK are
+  // recorded in returned_bundles().
+  void ReturnBundles(const std::string& raylet_address,
+                     const std::vector<std::string>& reservation_ids,
+                     ReturnCallback done) override {
+    absl::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      ++return_calls_;
+      status = return_status_;
+      if (status.ok()) {
+        for (const auto& id : reservation_ids) returned_bundles_.emplace_back(raylet_address, id);
+      }
+    }
+    done(status);
+  }
+  // Makes later ReturnBundles calls fail with `status` (OK again to recover).
+  void set_return_status(absl::Status status) {
     absl::MutexLock lock(&mu_);
-    returned_bundles_.emplace_back(raylet_address, reservation_id);
+    return_status_ = std::move(status);
+  }
+  int num_return_calls() const {
+    absl::MutexLock lock(&mu_);
+    return return_calls_;
   }
 
   // Answers lease request `index` (in the order they were made). Each request is answered once.
@@ -142,6 +163,8 @@ class FakeLeaseClient : public LeaseClient, public BundleClient {
   absl::Status kill_status_ ABSL_GUARDED_BY(mu_);
   std::deque<ReserveCall> reserves_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<std::string, std::string>> returned_bundles_ ABSL_GUARDED_BY(mu_);
+  absl::Status return_status_ ABSL_GUARDED_BY(mu_);
+  int return_calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Records pushes. A PushTasks call is recorded as one push per task (in order, `batch` naming

@@ -54,9 +54,10 @@ void GrpcLeaseClient::ReserveBundle(const std::string& raylet_address,
           });
 }
 
-void GrpcLeaseClient::ReturnBundle(const std::string& raylet_address,
-                                   const std::string& reservation_id) {
-  raylets_->Get(raylet_address)->ReturnWorkerAsync(reservation_id, /*disconnect=*/false);
+void GrpcLeaseClient::ReturnBundles(const std::string& raylet_address,
+                                    const std::vector<std::string>& reservation_ids,
+                                    ReturnCallback done) {
+  raylets_->Get(raylet_address)->ReturnReservationsAsync(reservation_ids, std::move(done));
 }
 
 absl::StatusOr<double> ParseDropProbability(const std::string& what, const std::string& value) {

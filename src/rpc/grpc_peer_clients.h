@@ -34,7 +34,8 @@ class GrpcLeaseClient : public LeaseClient, public BundleClient {
   void ReserveBundle(const std::string& raylet_address, const PlacementGroupId& placement_group_id,
                      int bundle_index, const std::map<std::string, double>& resources,
                      const std::string& reservation_id, ReserveCallback done) override;
-  void ReturnBundle(const std::string& raylet_address, const std::string& reservation_id) override;
+  void ReturnBundles(const std::string& raylet_address,
+                     const std::vector<std::string>& reservation_ids, ReturnCallback done) override;
 
  private:
   ClientPool<RayletClient>* raylets_;

@@ -64,9 +64,13 @@ class BundleClient {
                              const PlacementGroupId& placement_group_id, int bundle_index,
                              const std::map<std::string, double>& resources,
                              const std::string& reservation_id, ReserveCallback done) = 0;
-  // Frees the reservation; the raylet stops the workers leased from it. Fire and forget.
-  virtual void ReturnBundle(const std::string& raylet_address,
-                            const std::string& reservation_id) = 0;
+  // OK: the raylet took the batch back (an ID it did not hold is remembered and refused later).
+  // Not OK: the raylet was not reached or did not answer; the caller may send the batch again.
+  using ReturnCallback = std::function<void(absl::Status)>;
+  // Frees the reservations, in one call to the raylet, which stops the workers leased from them.
+  virtual void ReturnBundles(const std::string& raylet_address,
+                             const std::vector<std::string>& reservation_ids,
+                             ReturnCallback done) = 0;
 };
 
 // "Push a task to a core worker" (a leased worker, or an actor's worker).

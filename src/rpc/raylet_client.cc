@@ -98,6 +98,19 @@ void RayletClient::ReturnWorkerAsync(const std::string& lease_id, bool disconnec
                                [call, self = shared_from_this()](grpc::Status) {});
 }
 
+void RayletClient::ReturnReservationsAsync(const std::vector<std::string>& reservation_ids,
+                                           std::function<void(absl::Status)> done) {
+  auto call = std::make_shared<AsyncCall<rpc::ReturnWorkerRequest, rpc::ReturnWorkerReply>>();
+  AttachToken(&call->context, token_);
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  for (const auto& id : reservation_ids) call->request.add_reservation_ids(id);
+  stub_->async()->ReturnWorker(
+      &call->context, &call->request, &call->reply,
+      [call, self = shared_from_this(), done = std::move(done)](grpc::Status status) {
+        done(status.ok() ? absl::OkStatus() : FromGrpcStatus(status, self->peer_name_));
+      });
+}
+
 absl::Status RayletClient::ReturnWorker(const std::string& lease_id, bool disconnect) {
   rpc::ReturnWorkerRequest request;
   request.set_lease_id(lease_id);

@@ -34,6 +34,9 @@ class RayletClient : public std::enable_shared_from_this<RayletClient> {
       const rpc::RequestWorkerLeaseRequest& request,
       std::function<void(absl::StatusOr<rpc::RequestWorkerLeaseReply>)> done);
   void ReturnWorkerAsync(const std::string& lease_id, bool disconnect);
+  // Returns bundle reservations in one call; `done` runs on a gRPC thread with the outcome.
+  void ReturnReservationsAsync(const std::vector<std::string>& reservation_ids,
+                               std::function<void(absl::Status)> done);
   absl::Status ReturnWorker(const std::string& lease_id, bool disconnect);
   absl::Status KillLeasedWorker(const std::string& lease_id);
   absl::Status NotifyBlocked(const std::string& worker_id, bool blocked);

@@ -406,7 +406,12 @@ absl::Status ValidateRequest(const rpc::RequestWorkerLeaseRequest& request) {
 }
 
 absl::Status ValidateRequest(const rpc::ReturnWorkerRequest& request) {
-  return CheckId<LeaseId>("lease_id", request.lease_id());
+  if (request.reservation_ids_size() == 0) return CheckId<LeaseId>("lease_id", request.lease_id());
+  TROUPE_RETURN_IF_ERROR(CheckId<LeaseId>("lease_id", request.lease_id(), /*optional=*/true));
+  for (const auto& id : request.reservation_ids()) {
+    TROUPE_RETURN_IF_ERROR(CheckId<LeaseId>("reservation_ids", id));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateRequest(const rpc::KillLeasedWorkerRequest& request) {

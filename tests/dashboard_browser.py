@@ -231,7 +231,12 @@ def test_actor_death(b, api, program):
     check("Kill" in cause, f"the death cause should say it was killed: {cause!r}")
     check(len(b.texts("tr[data-actor]")) == 1, "the name filter leaves the one actor")
     b.shot("actors")
+    # The driver exits after the kill: its job turns SUCCEEDED a moment later, not at once.
+    deadline = time.time() + 60
     job = api.job("dashboard-actor")
+    while not (job and job["status"] == "SUCCEEDED") and time.time() < deadline:
+        time.sleep(0.2)
+        job = api.job("dashboard-actor")
     check(job and job["status"] == "SUCCEEDED", f"the actor job: {job}")
 
 

@@ -313,6 +313,8 @@ if mode == "many_tasks":
     start = time.monotonic()
     refs = [small.remote() for _ in range(n)]
     out["tasks_submitted_per_second"] = n / (time.monotonic() - start)
+    done, _ = ray.wait(refs, num_returns=n, timeout=0)
+    out["tasks_queued_at_end_of_submission"] = n - len(done)
     ray.get(refs)
     out["tasks_completed_per_second"] = n / (time.monotonic() - start)
     stop.set(); t.join()
@@ -442,6 +444,8 @@ def main():
         compare("many_tasks", args.tasks, args.ray_tasks, t, r, [
             ("tasks submitted", "tasks_submitted_per_second", "/s", True, "%.0f"),
             ("tasks completed", "tasks_completed_per_second", "/s", True, "%.0f"),
+            ("queued when the last was submitted", "tasks_queued_at_end_of_submission", "tasks",
+             True, "%.0f"),
             ("driver peak RSS", "driver_peak_rss", "MiB", False, "%.1f"),
             ("raylet peak RSS", "raylet_peak_rss", "MiB", False, "%.1f")])
     if "many_actors" in only:

@@ -86,6 +86,19 @@ class AccumulatedHook : public ::torch::autograd::FunctionPostHook {
   std::function<void()> fn_;
 };
 
+// Puts `param`'s current gradient into its bucket slot: nothing to do when .grad already is the
+// slot (SynchronizeGradients made it so: zero_grad() zeroes it in place and backward accumulates
+// into it); else (the first step, or .grad reset or replaced) a copy, or zeros without a .grad.
+void LoadGradient(const ::torch::Tensor& param, ::torch::Tensor slot) {
+  ::torch::NoGradGuard no_grad;
+  const ::torch::Tensor& grad = param.grad();
+  if (!grad.defined()) {
+    slot.zero_();
+  } else if (grad.data_ptr() != slot.data_ptr()) {
+    slot.copy_(grad);
+  }
+}
+
 }  // namespace
 
 void DistributedModel::RegisterHooks() {
@@ -131,18 +144,7 @@ DistributedModel::~DistributedModel() {
 
 void DistributedModel::OnGradient(size_t b, size_t i) {
   Bucket& bucket = buckets_[b];
-  const ::torch::Tensor& param = bucket.params[i].first;
-  ::torch::Tensor slot = Slot(bucket, i);
-  // Usually .grad is the slot itself (SynchronizeGradients made it so; zero_grad() zeroes it in
-  // place and backward accumulates into it): nothing to copy. The first step, or after .grad was
-  // reset or replaced, the gradient is elsewhere: copy it in.
-  const ::torch::Tensor& grad = param.grad();
-  if (grad.defined() && grad.data_ptr() != slot.data_ptr()) {
-    ::torch::NoGradGuard no_grad;
-    slot.copy_(grad);
-  } else if (!grad.defined()) {
-    slot.zero_();
-  }
+  LoadGradient(bucket.params[i].first, Slot(bucket, i));
   ++bucket.arrived;
   LaunchReadyBuckets(false);
 }
@@ -165,16 +167,8 @@ void DistributedModel::LaunchReadyBuckets(bool all) {
 void DistributedModel::AdoptGradients(Bucket& bucket) {
   // A bucket launched by SynchronizeGradients may hold parameters whose hook did not run this
   // step (no gradient): their slot must hold their current .grad, or zeros without one.
-  ::torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < bucket.params.size(); ++i) {
-    const ::torch::Tensor& grad = bucket.params[i].first.grad();
-    ::torch::Tensor slot = Slot(bucket, i);
-    if (!grad.defined()) {
-      slot.zero_();
-    } else if (grad.data_ptr() != slot.data_ptr()) {
-      slot.copy_(grad);
-    }
-  }
+  for (size_t i = 0; i < bucket.params.size(); ++i)
+    LoadGradient(bucket.params[i].first, Slot(bucket, i));
 }
 
 void DistributedModel::SynchronizeGradients() {

@@ -6,8 +6,9 @@
 //                               submission rate, tasks still queued when the last was
 //                               submitted (the most held), completion rate, driver peak RSS
 //   --mode=many_actors --n=N    N actors (no resources held) created at once and each called
-//                               once, all alive together: creation rate; then a second pause so
-//                               the runner can read RSS per actor process; then all killed
+//                               once, all alive together: creation rate; then `--hold=S` seconds
+//                               (default 3) idle, so the runner can read RSS and idle CPU per
+//                               actor process; then all killed
 //   --mode=many_pgs --n=N       N placement groups of one {CPU: 0.001} bundle created at once,
 //                               awaited, asked once more (one round trip each, a floor), then
 //                               removed: create, round-trip and remove rates
@@ -95,7 +96,7 @@ void ManyTasks(int n) {
   Print("driver_peak_rss", PeakRssMb(), "MiB");
 }
 
-void ManyActors(int n) {
+void ManyActors(int n, double hold_seconds) {
   std::vector<troupe::ActorHandle<Tiny>> actors;
   auto start = Clock::now();
   for (int i = 0; i < n; ++i) actors.push_back(troupe::Actor(Tiny::Create).Remote());
@@ -104,7 +105,8 @@ void ManyActors(int n) {
   troupe::Get(pings, std::chrono::seconds(600));
   Print("actors_created_per_second", n / Seconds(start), "per_second");
   Event("actors_alive", n);
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // the runner reads RSS now
+  // The runner reads RSS and idle CPU now.
+  std::this_thread::sleep_for(std::chrono::duration<double>(hold_seconds));
   for (auto& actor : actors) actor.Kill();
 }
 
@@ -150,11 +152,11 @@ int main(int argc, char** argv) {
   } else if (mode == "many_tasks") {
     ManyTasks(n);
   } else if (mode == "many_actors") {
-    ManyActors(n);
+    ManyActors(n, std::stod(Flag(argc, argv, "hold", "3")));
   } else if (mode == "many_pgs") {
     ManyPgs(n);
   } else {
-    std::fprintf(stderr, "usage: scale_bench --mode=latency|many_tasks|many_actors|many_pgs --n=N\n");
+    std::fprintf(stderr, "usage: scale_bench --mode=latency|many_tasks|many_actors|many_pgs --n=N [--hold=S]\n");
     rc = 2;
   }
   troupe::Shutdown();

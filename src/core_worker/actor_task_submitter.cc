@@ -50,7 +50,9 @@ void ActorTaskSubmitter::Submit(const ActorId& actor_id, rpc::TaskSpec spec) {
   std::optional<std::string> dead_cause;
   {
     absl::MutexLock lock(&mu_);
-    ActorState& actor = actors_[actor_id];
+    auto [entry, added] = actors_.try_emplace(actor_id);
+    ActorState& actor = entry->second;
+    if (added) StartResolvingLocked(actor);  // where it lives is not known yet
     if (actor.dead) {
       dead_cause = actor.death_cause;
     } else {
@@ -127,7 +129,7 @@ void ActorTaskSubmitter::OnReply(const ActorId& actor_id, int64_t seq, int64_t p
         TROUPE_LOG(Warning) << "call " << seq << " to actor " << actor_id.Hex().substr(0, 8)
                             << " at " << actor.address << " failed (" << reply.status().message()
                             << "); asking the GCS about the actor";
-        actor.resolving = true;
+        StartResolvingLocked(actor);
         const absl::Time now = clock_->Now();
         if (actor.unreachable_since == absl::InfiniteFuture()) {
           actor.unreachable_since = now;
@@ -234,7 +236,7 @@ void ActorTaskSubmitter::OnNodeDead(const NodeId& node_id) {
       }
       actor.fenced_incarnation = actor.incarnation;
       // Ask the GCS now what became of the actor (restarted elsewhere, or dead).
-      actor.resolving = true;
+      StartResolvingLocked(actor);
       actor.next_lookup = absl::InfinitePast();
       if (actor.unreachable_since == absl::InfiniteFuture()) actor.unreachable_since = now;
       for (auto& [seq, call] : actor.unanswered) {
@@ -263,6 +265,20 @@ void ActorTaskSubmitter::Tick() {
     auto info = directory_->GetActorInfo(id);
     if (info.ok()) Apply(id, *info);
   }
+}
+
+void ActorTaskSubmitter::StartResolvingLocked(ActorState& actor) {
+  actor.resolving = true;
+  if (callbacks_.wake_timer) callbacks_.wake_timer();
+}
+
+bool ActorTaskSubmitter::NeedsTick() const {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return false;
+  for (const auto& [id, actor] : actors_) {
+    if (actor.resolving && !actor.dead) return true;
+  }
+  return false;
 }
 
 void ActorTaskSubmitter::Shutdown() {

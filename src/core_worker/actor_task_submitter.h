@@ -46,6 +46,9 @@ class ActorTaskSubmitter {
   struct Callbacks {
     std::function<void(const rpc::TaskSpec&, rpc::PushTaskReply)> on_reply;
     std::function<void(const rpc::TaskSpec&, StoredObject::Error, const std::string&)> on_failure;
+    // Called (with the submitter's lock held: it must not call back) when an actor starts being
+    // looked up, so Tick() is needed again (optional; wakes the core worker's sleeping timer).
+    std::function<void()> wake_timer;
   };
 
   // How long a worker the directory reports ALIVE may fail every push before its calls fail.
@@ -65,6 +68,9 @@ class ActorTaskSubmitter {
   void OnNodeDead(const NodeId& node_id) ABSL_LOCKS_EXCLUDED(mu_);
   // Looks up actors whose address is unknown or stale, and resends or fails their calls.
   void Tick();
+  // Whether Tick() has anything to do, now or later: an actor being looked up. While it is
+  // false nothing changes with time alone; what makes it true calls `wake_timer`.
+  bool NeedsTick() const ABSL_LOCKS_EXCLUDED(mu_);
   void Shutdown();
 
  private:
@@ -101,6 +107,8 @@ class ActorTaskSubmitter {
   void OnReply(const ActorId& actor_id, int64_t seq, int64_t push_id, int64_t incarnation,
                absl::StatusOr<rpc::PushTaskReply> reply);
   void Apply(const ActorId& actor_id, const rpc::ActorInfo& info);
+  // `actor` is to be looked up (again) from its next_lookup on.
+  void StartResolvingLocked(ActorState& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Counts, then passes on.
   void Reply(const rpc::TaskSpec& spec, rpc::PushTaskReply reply);
@@ -112,7 +120,7 @@ class ActorTaskSubmitter {
   const std::string caller_worker_id_;
   Callbacks callbacks_;
   TaskCounters counters_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_push_id_ ABSL_GUARDED_BY(mu_) = 0;

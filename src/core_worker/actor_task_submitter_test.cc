@@ -41,7 +41,8 @@ class ActorTaskSubmitterTest : public ::testing::Test {
                     [this](const rpc::TaskSpec& spec, StoredObject::Error error,
                            const std::string& message) {
                       failures_.push_back({spec.function_name(), error, message});
-                    }}) {}
+                    },
+                    [this] { ++timer_wakes_; }}) {}
 
   // Pushes made so far: (address, method, sequence number).
   std::vector<std::string> Pushed(size_t from = 0) const {
@@ -65,6 +66,7 @@ class ActorTaskSubmitterTest : public ::testing::Test {
   FakeTaskPushClient pushes_;
   std::vector<std::string> replies_;
   std::vector<Failure> failures_;
+  int timer_wakes_ = 0;
   ActorTaskSubmitter submitter_;
 };
 
@@ -88,6 +90,26 @@ TEST_F(ActorTaskSubmitterTest, CallsGetConsecutiveNumbersAndArePushedInOrder) {
   EXPECT_EQ(pushes_.push(3).request.task().caller_first_unanswered(), 2);  // m2 is unanswered
   EXPECT_EQ(submitter_.counters().submitted, 4);
   EXPECT_EQ(submitter_.counters().finished, 2);
+}
+
+TEST_F(ActorTaskSubmitterTest, TickIsNeededOnlyWhileAnActorIsLookedUp) {
+  EXPECT_FALSE(submitter_.NeedsTick());
+  submitter_.Submit(actor_, Call("m0"));  // a new actor: where it lives is not known yet
+  EXPECT_TRUE(submitter_.NeedsTick());
+  EXPECT_EQ(timer_wakes_, 1);
+  directory_.Set(actor_, Alive("a:1"));
+  submitter_.Tick();
+  EXPECT_FALSE(submitter_.NeedsTick());  // resolved: the timer may sleep
+  submitter_.Submit(actor_, Call("m1"));  // known: pushed at once, no wake-up needed
+  EXPECT_EQ(timer_wakes_, 1);
+  EXPECT_FALSE(submitter_.NeedsTick());
+  pushes_.Reply(1, absl::UnavailableError("connection reset"));  // a transport error: ask again
+  EXPECT_TRUE(submitter_.NeedsTick());
+  EXPECT_EQ(timer_wakes_, 2);
+  submitter_.Tick();  // still ALIVE at a:1: resent there
+  EXPECT_FALSE(submitter_.NeedsTick());
+  submitter_.OnNodeDead(NodeId::FromRandom());  // not the actor's node: nothing to look up
+  EXPECT_FALSE(submitter_.NeedsTick());
 }
 
 TEST_F(ActorTaskSubmitterTest, LookupsWhileTheAddressIsUnknownAreThrottled) {

@@ -42,6 +42,7 @@ CoreWorker::CoreWorker(CoreWorkerOptions options)
       ObjectService::Options{options_.raylet_address, options_.worker_id, options_.is_driver,
                              options_.max_inline_bytes},
       &raylets_, &workers_, clock_);
+  objects_->memory_store().SetTimedWaiterListener([this] { timer_wakeup_.Wake(); });
   executor_ = std::make_unique<TaskExecutor>(
       [this](const rpc::PushTaskRequest& request) { return ExecuteTask(request); });
 }
@@ -107,7 +108,8 @@ absl::Status CoreWorker::Start() {
           },
           [this](const rpc::TaskSpec& spec, const std::string& why) {
             submission_->OnTaskRetry(spec, why);
-          }});
+          },
+          [this] { timer_wakeup_.Wake(); }});
   gcs_ = std::make_unique<GcsClient>(options_.gcs_address, options_.token);
   if (options_.cluster_reconnect_timeout > absl::ZeroDuration()) {
     gcs_->SetRetry(options_.cluster_reconnect_timeout, [this] { return cluster_status(); });
@@ -122,7 +124,8 @@ absl::Status CoreWorker::Start() {
           },
           [this](const rpc::TaskSpec& spec, StoredObject::Error error, const std::string& message) {
             submission_->OnTaskFailure(spec, error, message);
-          }});
+          },
+          [this] { timer_wakeup_.Wake(); }});
   // Task events: one buffer per process, flushed to the GCS by its own thread.
   if (options_.record_task_events) {
     TaskEventBuffer::Options event_options;
@@ -232,6 +235,7 @@ void CoreWorker::Shutdown() {
   {
     absl::MutexLock lock(&node_watch_mu_);
     stop_timer_.Notify();  // under the lock: no watcher starts after this
+    timer_wakeup_.Wake();  // the timer may be sleeping
     if (node_watcher_) node_watcher_->Stop();
     node_watcher_thread = std::move(node_watcher_thread_);
   }
@@ -251,7 +255,17 @@ void CoreWorker::Shutdown() {
 }
 
 void CoreWorker::TimerLoop() {
-  while (!stop_timer_.WaitForNotificationWithTimeout(absl::Milliseconds(10))) {
+  // Ticks every 10 ms while something waits on time (a lease lingering or a task waiting for
+  // one, an actor being looked up, a callback with a deadline); otherwise sleeps until the part
+  // that gets such work wakes it. An idle worker process thus wakes about once a second here
+  // instead of 100 times (kIdleTimerCheck only guards against a wake-up this loop is not told of).
+  while (!stop_timer_.HasBeenNotified()) {
+    if (!submitter_->NeedsTick() && !actor_submitter_->NeedsTick() &&
+        !objects_->memory_store().HasTimedWaiters()) {
+      timer_wakeup_.Sleep(kIdleTimerCheck);
+      continue;
+    }
+    if (stop_timer_.WaitForNotificationWithTimeout(kTimerTick)) break;
     submitter_->Tick();
     actor_submitter_->Tick();
     objects_->memory_store().ExpireWaiters(clock_->Now());

@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "src/common/clock.h"
 #include "src/common/ids.h"
+#include "src/common/wakeup.h"
 #include "src/core_worker/actor_task_submitter.h"
 #include "src/core_worker/cluster_liveness.h"
 #include "src/core_worker/node_death_watcher.h"
@@ -227,6 +228,11 @@ class CoreWorker {
   std::unique_ptr<grpc::Server> server_;
 
   absl::Notification stop_timer_;
+  // The timer (TimerLoop) ticks every kTimerTick while its parts need it and sleeps otherwise;
+  // they wake it through timer_wakeup_.
+  static constexpr absl::Duration kTimerTick = absl::Milliseconds(10);
+  static constexpr absl::Duration kIdleTimerCheck = absl::Seconds(1);
+  Wakeup timer_wakeup_;
   std::thread timer_;
   // Every 2 s (and at shutdown): this process's task counters into the GCS KV, for /metrics.
   void ReportTaskCounters();

@@ -12,6 +12,9 @@ void MemoryStore::Put(const ObjectId& id, StoredObject object) {
     if (auto it = waiters_.find(id); it != waiters_.end()) {
       waiters = std::move(it->second);
       waiters_.erase(it);
+      timed_waiters_ -= std::count_if(waiters.begin(), waiters.end(), [](const Waiter& waiter) {
+        return waiter.deadline != absl::InfiniteFuture();
+      });
     }
     ready_.SignalAll();
   }
@@ -58,15 +61,23 @@ std::vector<bool> MemoryStore::WaitMany(const std::vector<ObjectId>& ids, size_t
 
 uint64_t MemoryStore::OnReady(const ObjectId& id, absl::Time deadline, ReadyCallback done) {
   std::optional<StoredObject> object;
+  uint64_t handle = 0;
+  bool timed = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = objects_.find(id);
     if (it == objects_.end()) {
-      const uint64_t handle = next_handle_++;
+      handle = next_handle_++;
       waiters_[id].push_back({handle, deadline, std::move(done)});
-      return handle;
+      timed = deadline != absl::InfiniteFuture();
+      timed_waiters_ += timed;
+    } else {
+      object = it->second;
     }
-    object = it->second;
+  }
+  if (handle != 0) {
+    if (timed && timed_waiter_listener_) timed_waiter_listener_();
+    return handle;
   }
   done(std::move(object));
   return 0;
@@ -76,8 +87,13 @@ void MemoryStore::CancelOnReady(const ObjectId& id, uint64_t handle) {
   absl::MutexLock lock(&mu_);
   auto it = waiters_.find(id);
   if (it == waiters_.end()) return;
-  it->second.remove_if([handle](const Waiter& waiter) { return waiter.handle == handle; });
-  if (it->second.empty()) waiters_.erase(it);
+  auto& list = it->second;
+  auto waiter = std::find_if(list.begin(), list.end(),
+                             [handle](const Waiter& waiter) { return waiter.handle == handle; });
+  if (waiter == list.end()) return;
+  timed_waiters_ -= waiter->deadline != absl::InfiniteFuture();
+  list.erase(waiter);
+  if (list.empty()) waiters_.erase(it);
 }
 
 void MemoryStore::ExpireWaiters(absl::Time now) {
@@ -89,6 +105,7 @@ void MemoryStore::ExpireWaiters(absl::Time now) {
       for (auto w = list.begin(); w != list.end();) {
         if (w->deadline <= now) {
           expired.push_back(std::move(w->done));
+          timed_waiters_ -= w->deadline != absl::InfiniteFuture();
           w = list.erase(w);
         } else {
           ++w;
@@ -102,6 +119,11 @@ void MemoryStore::ExpireWaiters(absl::Time now) {
     }
   }
   for (auto& done : expired) done(std::nullopt);
+}
+
+bool MemoryStore::HasTimedWaiters() const {
+  absl::MutexLock lock(&mu_);
+  return timed_waiters_ > 0;
 }
 
 void MemoryStore::AddCopy(const ObjectId& id, const std::string& raylet_address) {

@@ -2,7 +2,7 @@
 // creating task finished (inline bytes, or where in the cluster's object stores it lives) or the
 // error that replaced it; for objects it borrows, a cache of what their owner said. Readers can
 // block (Wait) or register a callback (OnReady); callbacks with a deadline are expired by
-// ExpireWaiters, which the core worker's timer calls.
+// ExpireWaiters, which the core worker's timer calls while HasTimedWaiters().
 // Thread-safe. Callbacks run on the thread that made the object ready or expired them, without
 // the store's lock held.
 #pragma once
@@ -62,6 +62,14 @@ class MemoryStore {
   // Drops a callback registered by OnReady that has not run yet (no-op once it ran).
   void CancelOnReady(const ObjectId& id, uint64_t handle);
   void ExpireWaiters(absl::Time now);
+  // Whether a callback registered by OnReady has a deadline (ExpireWaiters has work, now or
+  // later).
+  bool HasTimedWaiters() const;
+  // Called, without the store's lock, when OnReady registers a callback with a deadline
+  // (optional; wakes the core worker's sleeping timer). Set before the store is shared.
+  void SetTimedWaiterListener(std::function<void()> listener) {
+    timed_waiter_listener_ = std::move(listener);
+  }
   void AddCopy(const ObjectId& id, const std::string& raylet_address);
   void Erase(const ObjectId& id);
   size_t size() const;
@@ -77,6 +85,9 @@ class MemoryStore {
   absl::flat_hash_map<ObjectId, StoredObject> objects_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<ObjectId, std::list<Waiter>> waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
+  // Waiters in waiters_ whose deadline is not InfiniteFuture.
+  size_t timed_waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void()> timed_waiter_listener_;
 };
 
 }  // namespace troupe

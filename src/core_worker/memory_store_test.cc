@@ -45,6 +45,32 @@ TEST(MemoryStoreTest, CallbacksRunOnPutOrExpire) {
   EXPECT_EQ(immediate, 1);
 }
 
+TEST(MemoryStoreTest, OnlyCallbacksWithADeadlineNeedTheTimer) {
+  MemoryStore store;
+  int told = 0;
+  store.SetTimedWaiterListener([&] { ++told; });
+  ObjectId a = NewId(), b = NewId(), c = NewId(), d = NewId();
+  auto ignore = [](std::optional<StoredObject>) {};
+  store.OnReady(a, absl::InfiniteFuture(), ignore);  // no deadline: nothing to expire
+  EXPECT_FALSE(store.HasTimedWaiters());
+  EXPECT_EQ(told, 0);
+  store.OnReady(b, absl::Now() + absl::Hours(1), ignore);
+  const uint64_t cancel = store.OnReady(c, absl::Now() + absl::Hours(1), ignore);
+  store.OnReady(d, absl::Now() + absl::Seconds(1), ignore);
+  EXPECT_EQ(told, 3);
+  EXPECT_TRUE(store.HasTimedWaiters());
+  store.Put(b, Inline("b"));        // answered
+  store.CancelOnReady(c, cancel);   // dropped
+  EXPECT_TRUE(store.HasTimedWaiters());
+  store.ExpireWaiters(absl::Now() + absl::Seconds(2));  // expired
+  EXPECT_FALSE(store.HasTimedWaiters());
+  store.Put(a, Inline("a"));
+  EXPECT_FALSE(store.HasTimedWaiters());
+  store.OnReady(a, absl::Now() + absl::Hours(1), ignore);  // ready already: runs at once
+  EXPECT_FALSE(store.HasTimedWaiters());
+  EXPECT_EQ(told, 3);
+}
+
 TEST(MemoryStoreTest, WaitManyReturnsOnceEnoughAreReady) {
   MemoryStore store;
   std::vector<ObjectId> ids = {NewId(), NewId(), NewId()};

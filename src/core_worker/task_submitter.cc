@@ -92,6 +92,10 @@ void TaskSubmitter::Submit(rpc::TaskSpec spec) {
 
 void TaskSubmitter::ScheduleLocked(const std::string& key, Actions* actions) {
   Queue& queue = queues_[key];
+  // Every task queued and every lease granted or freed comes through here.
+  if (callbacks_.wake_timer && (!queue.tasks.empty() || !queue.workers.empty())) {
+    callbacks_.wake_timer();
+  }
   // Fill leased workers, least busy first. A busy worker is topped up only once half its
   // pipeline has drained, so the tasks it gets travel several to a call.
   const int depth = PipelineDepth(queue.lease_spec, queue.average_rtt_ms);
@@ -461,6 +465,15 @@ void TaskSubmitter::Tick() {
     }
   }
   Run(std::move(actions));
+}
+
+bool TaskSubmitter::NeedsTick() const {
+  absl::MutexLock lock(&mu_);
+  if (shut_down_) return false;
+  for (const auto& [key, queue] : queues_) {
+    if (!queue.tasks.empty() || !queue.workers.empty()) return true;
+  }
+  return false;
 }
 
 void TaskSubmitter::Shutdown() {

@@ -66,6 +66,9 @@ class TaskSubmitter {
     // Attempt spec.attempt() failed (why; empty when it threw and retries on exceptions) and the
     // next one is submitted (optional; for task events).
     std::function<void(const rpc::TaskSpec&, const std::string& why)> on_retry;
+    // Called (with the submitter's lock held: it must not call back) when the submitter may need
+    // Tick() again after having needed none (optional; wakes the core worker's sleeping timer).
+    std::function<void()> wake_timer;
   };
 
   // `leases`, `pushes` and `clock` are not owned and must outlive the submitter.
@@ -85,8 +88,11 @@ class TaskSubmitter {
   void OnNodeDead(const NodeId& node_id, const std::string& raylet_address)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Returns leases idle past the linger and retries lease requests that were waiting (the core
-  // worker's timer calls it every 10 ms).
+  // worker's timer calls it every 10 ms while NeedsTick()).
   void Tick();
+  // Whether Tick() has anything to do, now or later: tasks queued or workers leased. While it
+  // is false nothing changes with time alone; what makes it true calls `wake_timer`.
+  bool NeedsTick() const ABSL_LOCKS_EXCLUDED(mu_);
   // Stops: cancels every call in flight, waits for their callbacks, gives every lease back.
   // Nothing is submitted afterwards.
   void Shutdown();
@@ -183,7 +189,7 @@ class TaskSubmitter {
   void SetCanceller(uint64_t call_id, std::function<void()> cancel) ABSL_LOCKS_EXCLUDED(mu_);
   void EndCall(uint64_t call_id) ABSL_LOCKS_EXCLUDED(mu_);
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_call_id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, Call> calls_ ABSL_GUARDED_BY(mu_);

@@ -113,7 +113,7 @@ class TaskSubmitterTest : public ::testing::Test {
     return options;
   }
   TaskSubmitter::Callbacks Callbacks() {
-    return {[this](const rpc::TaskSpec& spec, rpc::PushTaskReply) {
+    TaskSubmitter::Callbacks callbacks{[this](const rpc::TaskSpec& spec, rpc::PushTaskReply) {
               replies_.push_back(spec.function_name());
             },
             [this](const rpc::TaskSpec& spec, StoredObject::Error error, const std::string& m) {
@@ -125,6 +125,8 @@ class TaskSubmitterTest : public ::testing::Test {
               if (it == oom_causes_.end()) return std::nullopt;
               return it->second;
             }};
+    callbacks.wake_timer = [this] { ++timer_wakes_; };
+    return callbacks;
   }
   // Grants lease request `index` with a worker at `worker`.
   void Grant(size_t index, const std::string& worker, const std::string& lease_id = "lease") {
@@ -143,6 +145,7 @@ class TaskSubmitterTest : public ::testing::Test {
   std::vector<Failure> failures_;
   std::vector<std::string> warnings_;
   std::map<std::string, std::string> oom_causes_;  // worker address -> the memory monitor's why
+  int timer_wakes_ = 0;
   TaskSubmitter submitter_;
 };
 
@@ -456,6 +459,27 @@ TEST_F(TaskSubmitterTest, IdleLeaseIsReturnedAfterTheLingerAndNotBefore) {
   EXPECT_EQ(leases_.returned_workers()[0].lease_id, "lease-1");
   EXPECT_EQ(leases_.returned_workers()[0].raylet_address, kLocalRaylet);
   EXPECT_FALSE(leases_.returned_workers()[0].disconnect);
+}
+
+TEST_F(TaskSubmitterTest, TickIsNeededFromTheFirstTaskUntilTheLastLeaseIsReturned) {
+  EXPECT_FALSE(submitter_.NeedsTick());  // nothing queued, nothing leased: the timer may sleep
+  rpc::TaskSpec spec = Task("f");
+  submitter_.Submit(spec);
+  EXPECT_TRUE(submitter_.NeedsTick());  // a task waits for a lease
+  EXPECT_GE(timer_wakes_, 1);           // and the sleeping timer was told
+  Grant(0, "worker:1", "lease-1");
+  EXPECT_TRUE(submitter_.NeedsTick());  // running
+  const int wakes = timer_wakes_;
+  pushes_.Reply(0, Ran(spec));
+  EXPECT_TRUE(submitter_.NeedsTick());  // idle, lingering: only Tick() returns it
+  EXPECT_GT(timer_wakes_, wakes);       // the linger started: told again
+  clock_.Advance(absl::Milliseconds(50));
+  submitter_.Tick();
+  EXPECT_EQ(leases_.returned_workers().size(), 1u);
+  EXPECT_FALSE(submitter_.NeedsTick());
+  submitter_.Submit(Task("g"));  // new work after sleeping: told again
+  EXPECT_TRUE(submitter_.NeedsTick());
+  EXPECT_GT(timer_wakes_, wakes + 1);
 }
 
 TEST_F(TaskSubmitterTest, BusyLeaseIsKept) {

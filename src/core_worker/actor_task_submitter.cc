@@ -1,5 +1,7 @@
 #include "src/core_worker/actor_task_submitter.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
 
@@ -216,7 +218,7 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
         for (auto& [seq, call] : actor.unanswered) PushLocked(actor_id, actor, seq);
         break;
       default:  // PENDING_CREATION, RESTARTING
-        actor.next_lookup = clock_->Now() + absl::Milliseconds(20);
+        actor.next_lookup = clock_->Now() + LookupInterval(actor);
         break;
     }
   }
@@ -248,27 +250,42 @@ void ActorTaskSubmitter::OnNodeDead(const NodeId& node_id) {
   for (auto& cancel : cancels) cancel();
 }
 
+absl::Duration ActorTaskSubmitter::LookupInterval(const ActorState& actor) const {
+  // A tenth of the time it has been looked up for: prompt for an actor created a moment ago,
+  // and a thousand actors waiting for workers cost the GCS a few batched calls a second.
+  return std::clamp((clock_->Now() - actor.resolving_since) / 10, kMinLookupInterval,
+                    kMaxLookupInterval);
+}
+
 void ActorTaskSubmitter::Tick() {
-  std::vector<ActorId> lookups;
+  std::vector<ActorId> due;
   {
     absl::MutexLock lock(&mu_);
     if (shut_down_) return;
     const absl::Time now = clock_->Now();
     for (auto& [id, actor] : actors_) {
       if (actor.resolving && !actor.dead && now >= actor.next_lookup) {
-        actor.next_lookup = now + absl::Milliseconds(20);
-        lookups.push_back(id);
+        actor.next_lookup = now + LookupInterval(actor);
+        due.push_back(id);
       }
     }
   }
-  for (const auto& id : lookups) {
-    auto info = directory_->GetActorInfo(id);
-    if (info.ok()) Apply(id, *info);
+  // Many actors at once (an actor ramp) are one call per kLookupBatch, not one each.
+  for (size_t begin = 0; begin < due.size(); begin += kLookupBatch) {
+    const size_t end = std::min(due.size(), begin + kLookupBatch);
+    auto infos = directory_->GetActorInfos(
+        std::vector<ActorId>(due.begin() + begin, due.begin() + end));
+    if (!infos.ok()) return;  // asked again on a later tick
+    for (const rpc::ActorInfo& info : *infos) {
+      auto id = ActorId::FromBinary(info.actor_id());
+      if (id.ok()) Apply(*id, info);
+    }
   }
 }
 
 void ActorTaskSubmitter::StartResolvingLocked(ActorState& actor) {
   actor.resolving = true;
+  actor.resolving_since = clock_->Now();
   if (callbacks_.wake_timer) callbacks_.wake_timer();
 }
 

@@ -3,7 +3,9 @@
 // most once per incarnation and answers a resent call with the first delivery's reply
 // (task_executor.h). Every push carries the first unanswered number: it acknowledges the replies
 // below it (the actor drops them) and tells a restarted actor where this caller's order begins.
-// The actor's address comes from the ActorDirectory (the GCS). When a push fails:
+// The actor's address comes from the ActorDirectory (the GCS): an actor not ALIVE yet is looked
+// up again after a tenth of the time it has waited (20 ms to 500 ms), all those due in one
+// directory call. When a push fails:
 //   - a transport error (UNAVAILABLE, DEADLINE_EXCEEDED, ...: it may or may not have run) makes
 //     the submitter ask the GCS. Still ALIVE at the same worker (same incarnation): the failed
 //     calls are resent there — safe, the actor deduplicates — until one answers; only a worker
@@ -55,6 +57,12 @@ class ActorTaskSubmitter {
   static constexpr absl::Duration kUnreachableLimit = absl::Seconds(30);
   // Between resends to a worker whose pushes keep failing.
   static constexpr absl::Duration kResendDelay = absl::Milliseconds(50);
+  // Between lookups of an actor that is not ALIVE yet (pending creation, restarting, unknown):
+  // a tenth of the time it has been looked up for, within these bounds.
+  static constexpr absl::Duration kMinLookupInterval = absl::Milliseconds(20);
+  static constexpr absl::Duration kMaxLookupInterval = absl::Milliseconds(500);
+  // Actors looked up in one directory call.
+  static constexpr size_t kLookupBatch = 1000;
 
   // `directory`, `pushes` and `clock` are not owned and must outlive the submitter.
   ActorTaskSubmitter(ActorDirectory* directory, TaskPushClient* pushes, const Clock* clock,
@@ -93,6 +101,7 @@ class ActorTaskSubmitter {
     // The incarnation whose node was declared dead (its replies are refused); -1 if none.
     int64_t fenced_incarnation = -1;
     bool resolving = true;
+    absl::Time resolving_since = absl::InfinitePast();  // set by StartResolvingLocked
     absl::Time next_lookup = absl::InfinitePast();
     absl::Time unreachable_since = absl::InfiniteFuture();  // every push failing since
     bool dead = false;
@@ -109,6 +118,7 @@ class ActorTaskSubmitter {
   void Apply(const ActorId& actor_id, const rpc::ActorInfo& info);
   // `actor` is to be looked up (again) from its next_lookup on.
   void StartResolvingLocked(ActorState& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Duration LookupInterval(const ActorState& actor) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Counts, then passes on.
   void Reply(const rpc::TaskSpec& spec, rpc::PushTaskReply reply);

@@ -1,5 +1,6 @@
 #include "src/core_worker/actor_task_submitter.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <random>
@@ -109,6 +110,42 @@ TEST_F(ActorTaskSubmitterTest, TickIsNeededOnlyWhileAnActorIsLookedUp) {
   submitter_.Tick();  // still ALIVE at a:1: resent there
   EXPECT_FALSE(submitter_.NeedsTick());
   submitter_.OnNodeDead(NodeId::FromRandom());  // not the actor's node: nothing to look up
+  EXPECT_FALSE(submitter_.NeedsTick());
+}
+
+TEST_F(ActorTaskSubmitterTest, ManyPendingActorsAreLookedUpInOneCallLessOftenAsTheyWait) {
+  const std::vector<ActorId> actors = {ActorId::FromRandom(), ActorId::FromRandom(),
+                                       ActorId::FromRandom()};
+  rpc::ActorInfo pending;
+  pending.set_state(rpc::ActorInfo::PENDING_CREATION);
+  for (const auto& id : actors) {
+    directory_.Set(id, pending);
+    submitter_.Submit(id, Call("m"));
+  }
+  submitter_.Tick();
+  EXPECT_EQ(directory_.calls(), 1);  // three actors, one call
+  EXPECT_EQ(directory_.lookups(), 3);
+  clock_.Advance(absl::Seconds(10));  // still pending after 10 s: asked every 500 ms
+  submitter_.Tick();
+  EXPECT_EQ(directory_.calls(), 2);
+  clock_.Advance(absl::Milliseconds(499));
+  submitter_.Tick();
+  EXPECT_EQ(directory_.calls(), 2);
+  clock_.Advance(absl::Milliseconds(1));
+  submitter_.Tick();
+  EXPECT_EQ(directory_.calls(), 3);
+  EXPECT_EQ(pushes_.num_pushes(), 0u);
+  for (size_t i = 0; i < actors.size(); ++i) {
+    directory_.Set(actors[i], Alive("a:" + std::to_string(i)));
+  }
+  clock_.Advance(absl::Milliseconds(500));
+  submitter_.Tick();
+  EXPECT_EQ(directory_.calls(), 4);
+  ASSERT_EQ(pushes_.num_pushes(), 3u);  // each call went to its own actor
+  std::vector<std::string> addresses;
+  for (size_t i = 0; i < 3; ++i) addresses.push_back(pushes_.push(i).worker_address);
+  std::sort(addresses.begin(), addresses.end());
+  EXPECT_EQ(addresses, (std::vector<std::string>{"a:0", "a:1", "a:2"}));
   EXPECT_FALSE(submitter_.NeedsTick());
 }
 

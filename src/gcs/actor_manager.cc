@@ -582,6 +582,19 @@ std::vector<rpc::ActorInfo> ActorManager::GetAllActors() const {
   return all;
 }
 
+std::vector<rpc::ActorInfo> ActorManager::GetActors(
+    const google::protobuf::RepeatedPtrField<std::string>& ids) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<rpc::ActorInfo> found;
+  found.reserve(ids.size());
+  for (const std::string& binary : ids) {
+    auto id = ActorId::FromBinary(binary);
+    if (!id.ok()) continue;
+    if (auto it = actors_.find(*id); it != actors_.end()) found.push_back(it->second.info);
+  }
+  return found;
+}
+
 void ActorManager::Tick() {
   {
     absl::MutexLock lock(&mu_);

@@ -147,6 +147,23 @@ TEST_F(ActorManagerTest, LeasesPushesCreationAndBecomesAlive) {
   EXPECT_EQ(info.lease_id(), "lease-0");
 }
 
+TEST_F(ActorManagerTest, GetActorsAnswersTheKnownOnesAmongTheIdsAskedInOrder) {
+  AddNode(7001, {{"CPU", 4}});
+  const ActorId first = Register(ActorRequest(0));
+  const ActorId second = Register(ActorRequest(1));
+  google::protobuf::RepeatedPtrField<std::string> ids;
+  *ids.Add() = second.Binary();
+  *ids.Add() = ActorId::FromRandom().Binary();  // unknown: left out
+  *ids.Add() = first.Binary();
+  auto infos = actors_.GetActors(ids);
+  ASSERT_EQ(infos.size(), 2u);
+  EXPECT_EQ(infos[0].actor_id(), second.Binary());
+  EXPECT_EQ(infos[1].actor_id(), first.Binary());
+  EXPECT_EQ(infos[0].state(), rpc::ActorInfo::PENDING_CREATION);
+  EXPECT_TRUE(actors_.GetActors({}).empty());
+  EXPECT_EQ(actors_.GetAllActors().size(), 2u);
+}
+
 // Raylets free the objects an exited process owned when they see its exit on the WORKER channel;
 // drivers and plain task workers hold no actor, and are published all the same.
 TEST_F(ActorManagerTest, EveryWorkerExitIsPublishedOnTheWorkerChannel) {

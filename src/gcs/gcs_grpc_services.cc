@@ -283,7 +283,9 @@ ServerUnaryReactor* ActorInfoGrpcService::GetAllActorInfo(
     CallbackServerContext* context, const rpc::GetAllActorInfoRequest* request,
     rpc::GetAllActorInfoReply* reply) {
   return RespondChecked(context, *auth_, *request, [&] {
-    for (auto& actor : actors_->GetAllActors()) *reply->add_actors() = std::move(actor);
+    auto actors = request->actor_ids().empty() ? actors_->GetAllActors()
+                                               : actors_->GetActors(request->actor_ids());
+    for (auto& actor : actors) *reply->add_actors() = std::move(actor);
     return absl::OkStatus();
   });
 }

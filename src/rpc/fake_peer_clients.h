@@ -272,24 +272,45 @@ class FakeActorDirectory : public ActorDirectory {
  public:
   absl::StatusOr<rpc::ActorInfo> GetActorInfo(const ActorId& actor_id) override {
     absl::MutexLock lock(&mu_);
+    ++calls_;
     ++lookups_;
     auto it = actors_.find(actor_id.Binary());
     if (it == actors_.end()) return absl::NotFoundError("no such actor");
     return it->second;
   }
+  absl::StatusOr<std::vector<rpc::ActorInfo>> GetActorInfos(
+      const std::vector<ActorId>& ids) override {
+    absl::MutexLock lock(&mu_);
+    ++calls_;
+    std::vector<rpc::ActorInfo> found;
+    for (const ActorId& id : ids) {
+      ++lookups_;
+      auto it = actors_.find(id.Binary());
+      if (it != actors_.end()) found.push_back(it->second);
+    }
+    return found;
+  }
+  // The info's actor_id is set to `actor_id`, as the GCS's is.
   void Set(const ActorId& actor_id, rpc::ActorInfo info) {
     absl::MutexLock lock(&mu_);
+    info.set_actor_id(actor_id.Binary());
     actors_[actor_id.Binary()] = std::move(info);
   }
+  // Actors looked up, and calls made for them (one GetActorInfos is one call for many).
   int lookups() const {
     absl::MutexLock lock(&mu_);
     return lookups_;
+  }
+  int calls() const {
+    absl::MutexLock lock(&mu_);
+    return calls_;
   }
 
  private:
   mutable absl::Mutex mu_;
   std::map<std::string, rpc::ActorInfo> actors_ ABSL_GUARDED_BY(mu_);
   int lookups_ ABSL_GUARDED_BY(mu_) = 0;
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace troupe

@@ -226,6 +226,15 @@ absl::StatusOr<std::vector<rpc::ActorInfo>> GcsClient::GetAllActorInfo() {
   return std::vector<rpc::ActorInfo>(reply.actors().begin(), reply.actors().end());
 }
 
+absl::StatusOr<std::vector<rpc::ActorInfo>> GcsClient::GetActorInfos(
+    const std::vector<ActorId>& ids) {
+  rpc::GetAllActorInfoRequest request;
+  for (const ActorId& id : ids) request.add_actor_ids(id.Binary());
+  TROUPE_ASSIGN_OR_RETURN(
+      auto reply, Call(actor_stub_.get(), &rpc::ActorInfoService::Stub::GetAllActorInfo, request));
+  return std::vector<rpc::ActorInfo>(reply.actors().begin(), reply.actors().end());
+}
+
 absl::Status GcsClient::KillActor(const std::string& actor_id, bool no_restart) {
   rpc::KillActorRequest request;
   request.set_actor_id(actor_id);

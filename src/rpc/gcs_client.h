@@ -68,6 +68,8 @@ class GcsClient {
   absl::Status RegisterActor(const rpc::RegisterActorRequest& request);
   absl::StatusOr<rpc::ActorInfo> GetActorInfo(const rpc::GetActorInfoRequest& request);
   absl::StatusOr<std::vector<rpc::ActorInfo>> GetAllActorInfo();
+  // The actors among `ids` the GCS knows (unknown ones are left out), in one call.
+  absl::StatusOr<std::vector<rpc::ActorInfo>> GetActorInfos(const std::vector<ActorId>& ids);
   absl::Status KillActor(const std::string& actor_id, bool no_restart);
   absl::Status ReportWorkerExit(const std::string& worker_id, const std::string& node_id,
                                 const std::string& how);

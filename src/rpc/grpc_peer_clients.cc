@@ -102,4 +102,9 @@ absl::StatusOr<rpc::ActorInfo> GrpcActorDirectory::GetActorInfo(const ActorId& a
   return gcs_->GetActorInfo(request);
 }
 
+absl::StatusOr<std::vector<rpc::ActorInfo>> GrpcActorDirectory::GetActorInfos(
+    const std::vector<ActorId>& ids) {
+  return gcs_->GetActorInfos(ids);
+}
+
 }  // namespace troupe

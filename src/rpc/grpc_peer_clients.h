@@ -78,6 +78,9 @@ class GrpcActorDirectory : public ActorDirectory {
   // Uses `gcs` (not owned; must outlive this).
   explicit GrpcActorDirectory(GcsClient* gcs) : gcs_(gcs) {}
   absl::StatusOr<rpc::ActorInfo> GetActorInfo(const ActorId& actor_id) override;
+  // One GetAllActorInfo call carrying the IDs.
+  absl::StatusOr<std::vector<rpc::ActorInfo>> GetActorInfos(
+      const std::vector<ActorId>& ids) override;
 
  private:
   GcsClient* gcs_;

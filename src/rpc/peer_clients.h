@@ -99,6 +99,21 @@ class ActorDirectory {
   virtual ~ActorDirectory() = default;
   // Blocking; NotFound for an unknown actor.
   virtual absl::StatusOr<rpc::ActorInfo> GetActorInfo(const ActorId& actor_id) = 0;
+  // Blocking: the actors among `ids` the directory knows (unknown ones are left out). One call
+  // for many where the directory supports it; by default one GetActorInfo each.
+  virtual absl::StatusOr<std::vector<rpc::ActorInfo>> GetActorInfos(
+      const std::vector<ActorId>& ids) {
+    std::vector<rpc::ActorInfo> found;
+    for (const ActorId& id : ids) {
+      auto info = GetActorInfo(id);
+      if (info.ok()) {
+        found.push_back(*std::move(info));
+      } else if (info.status().code() != absl::StatusCode::kNotFound) {
+        return info.status();
+      }
+    }
+    return found;
+  }
 };
 
 }  // namespace troupe

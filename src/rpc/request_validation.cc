@@ -304,7 +304,9 @@ absl::Status ValidateRequest(const rpc::GetActorInfoRequest& request) {
   return CheckName("namespace_name", request.namespace_name());
 }
 
-absl::Status ValidateRequest(const rpc::GetAllActorInfoRequest&) { return absl::OkStatus(); }
+absl::Status ValidateRequest(const rpc::GetAllActorInfoRequest& request) {
+  return CheckIds<ActorId>("actor_ids", request.actor_ids());
+}
 
 absl::Status ValidateRequest(const rpc::KillActorRequest& request) {
   return CheckId<ActorId>("actor_id", request.actor_id());

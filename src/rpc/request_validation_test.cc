@@ -57,6 +57,12 @@ TEST(RequestValidationTest, IdsMustHaveTheirSize) {
   EXPECT_TRUE(ValidateRequest(by_name).ok());
   by_name.set_actor_id("x");
   ExpectInvalid(ValidateRequest(by_name), "actor_id", "or leave it empty");
+  rpc::GetAllActorInfoRequest some;
+  EXPECT_TRUE(ValidateRequest(some).ok());  // no IDs: every actor
+  some.add_actor_ids(ActorId::FromRandom().Binary());
+  EXPECT_TRUE(ValidateRequest(some).ok());
+  some.add_actor_ids("short");
+  ExpectInvalid(ValidateRequest(some), "actor_ids[1]", "16 bytes");
 }
 
 TEST(RequestValidationTest, PlacementGroupNeedsBoundedValidBundles) {

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/gcs.grpc.pb.h"
+#include "src/common/ids.h"
 
 namespace troupe {
 

@@ -12,9 +12,8 @@ void MemoryStore::Put(const ObjectId& id, StoredObject object) {
     if (auto it = waiters_.find(id); it != waiters_.end()) {
       waiters = std::move(it->second);
       waiters_.erase(it);
-      timed_waiters_ -= std::count_if(waiters.begin(), waiters.end(), [](const Waiter& waiter) {
-        return waiter.deadline != absl::InfiniteFuture();
-      });
+      timed_waiters_ -= std::count_if(waiters.begin(), waiters.end(),
+                                      [](const Waiter& waiter) { return waiter.timed(); });
     }
     ready_.SignalAll();
   }
@@ -68,8 +67,8 @@ uint64_t MemoryStore::OnReady(const ObjectId& id, absl::Time deadline, ReadyCall
     auto it = objects_.find(id);
     if (it == objects_.end()) {
       handle = next_handle_++;
-      waiters_[id].push_back({handle, deadline, std::move(done)});
-      timed = deadline != absl::InfiniteFuture();
+      const Waiter& waiter = waiters_[id].emplace_back(Waiter{handle, deadline, std::move(done)});
+      timed = waiter.timed();
       timed_waiters_ += timed;
     } else {
       object = it->second;
@@ -91,7 +90,7 @@ void MemoryStore::CancelOnReady(const ObjectId& id, uint64_t handle) {
   auto waiter = std::find_if(list.begin(), list.end(),
                              [handle](const Waiter& waiter) { return waiter.handle == handle; });
   if (waiter == list.end()) return;
-  timed_waiters_ -= waiter->deadline != absl::InfiniteFuture();
+  timed_waiters_ -= waiter->timed();
   list.erase(waiter);
   if (list.empty()) waiters_.erase(it);
 }
@@ -105,7 +104,7 @@ void MemoryStore::ExpireWaiters(absl::Time now) {
       for (auto w = list.begin(); w != list.end();) {
         if (w->deadline <= now) {
           expired.push_back(std::move(w->done));
-          timed_waiters_ -= w->deadline != absl::InfiniteFuture();
+          timed_waiters_ -= w->timed();
           w = list.erase(w);
         } else {
           ++w;

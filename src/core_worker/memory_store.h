@@ -79,6 +79,7 @@ class MemoryStore {
     uint64_t handle;
     absl::Time deadline;
     ReadyCallback done;
+    bool timed() const { return deadline != absl::InfiniteFuture(); }  // counted in timed_waiters_
   };
   mutable absl::Mutex mu_;
   absl::CondVar ready_;

@@ -104,7 +104,8 @@ void ManyActors(int n) {
   troupe::Get(pings, std::chrono::seconds(600));
   Print("actors_created_per_second", n / Seconds(start), "per_second");
   Event("actors_alive", n);
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // the runner reads RSS now
+  // The runner reads RSS now and, for the GCS, again 2 s later (scale_bench.py SETTLE_S).
+  std::this_thread::sleep_for(std::chrono::seconds(6));
   for (auto& actor : actors) actor.Kill();
 }
 

@@ -158,6 +158,7 @@ void GcsServer::TimerLoop() {
     placement_groups_.Tick();
     publisher_.ExpirePolls();
     log_publisher_.ExpirePolls();
+    memory_trimmer_.Tick(absl::Now(), rpc_latencies_.calls());
   }
 }
 

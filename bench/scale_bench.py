@@ -253,6 +253,9 @@ def troupe_run(args, mode, n, on_event=None, sample_pid=None):
         result = head.bench(mode, n, lambda item: on_event(head, item) if on_event else {})
         result["gcs_peak_rss"] = gcs.stop()
         result["gcs_idle_rss"] = head.gcs_idle_rss
+        time.sleep(SETTLE_S)  # the driver has exited: its job, actors and connections are gone
+        result["gcs_rss_after"] = rss_mib(head.gcs_pid)
+        result["gcs_anon_after"] = anon_mib(head.gcs_pid)
         result["gcs_idle_anon"] = head.gcs_idle_anon
         if sampled:
             result["sampled_peak_rss"] = sampled.stop()
@@ -498,6 +501,7 @@ def main():
         for n in troupe_ns:
             t = troupe_run(args, "many_actors", n, on_event=actor_processes)
             t["gcs_kib_per_actor"] = per_entity_kib(t.get("gcs_rss"), t.get("gcs_idle_rss"), n)
+            t["gcs_after"] = "%.1f / %.1f" % (t["gcs_rss_after"], t["gcs_anon_after"])
             compare("many_actors", n, args.ray_actors, t, r, [
                 ("actors created", "actors_created_per_second", "/s", True, "%.1f"),
                 ("RSS per actor process", "rss_per_actor", "MiB", False, "%.1f"),
@@ -510,7 +514,9 @@ def main():
                 ("GCS RSS (alive, %.0f s later)" % SETTLE_S, "gcs_rss_settled", "MiB", False,
                  "%.1f"),
                 ("GCS anonymous (alive, settled)", "gcs_anon_settled", "MiB", False, "%.1f"),
-                ("GCS growth per actor", "gcs_kib_per_actor", "KiB", False, "%.1f")])
+                ("GCS growth per actor", "gcs_kib_per_actor", "KiB", False, "%.1f"),
+                ("GCS RSS / anonymous after the driver",
+                 "gcs_after", "MiB", False, "%s")])
     if "many_pgs" in only:
         t = troupe_run(args, "many_pgs", args.pgs, on_event=phase_cpu)
         r = ray_run(args, "many_pgs", args.ray_pgs) if ray else {}

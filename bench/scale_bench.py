@@ -6,8 +6,14 @@
                load, `troupe status` wall time. Ray has no simulated-node mode: "n/a".
   many_tasks   N tiny 1-CPU tasks submitted at once on a 2-CPU head: submission and completion
                rates, driver peak RSS and raylet peak RSS.
-  many_actors  N actors (holding no resources) alive at once: creation rate, RSS per actor
-               process, GCS RSS. Raise N with --actors until something breaks.
+  many_actors  N actors (holding no resources) alive at once: creation rate, RSS/PSS/anonymous
+               memory per actor process, GCS RSS and its anonymous part (at once, 2 s later,
+               and, for Troupe, after the driver exited). Raise N with --actors until something
+               breaks; with Ray on, Troupe also runs at Ray's N so the GCS figures compare at
+               equal N.
+
+Memory figures come as RSS and its anonymous part (the process's own heap and stacks); the rest
+of RSS is file pages (executable and shared-library code, shared between processes).
   many_pgs     N placement groups of one small bundle created, then removed: rates, GCS RSS.
 
 Every figure comes with the 1-minute load average when it was taken (the machine may be shared).

@@ -13,8 +13,7 @@ IdleMemoryTrimmer::IdleMemoryTrimmer(IdleMemoryTrimmerOptions options,
 
 IdleMemoryTrimmer IdleMemoryTrimmer::ForMalloc(IdleMemoryTrimmerOptions options) {
   return IdleMemoryTrimmer(
-      options, [] { return static_cast<int64_t>(mallinfo2().fordblks); },
-      [] { malloc_trim(0); });
+      options, [] { return static_cast<int64_t>(mallinfo2().fordblks); }, [] { malloc_trim(0); });
 }
 
 bool IdleMemoryTrimmer::Tick(absl::Time now, uint64_t events) {

@@ -44,8 +44,8 @@ class TrimmerTest : public ::testing::Test {
 
 TEST_F(TrimmerTest, StartUpCountsAsABurstAndTrimsOnceWhenQuiet) {
   auto trimmer = Make();
-  EXPECT_EQ(Run(trimmer, 9, 0), 0);  // 0.9 s quiet: not yet
-  EXPECT_EQ(Run(trimmer, 2, 0), 1);  // past 1 s
+  EXPECT_EQ(Run(trimmer, 9, 0), 0);    // 0.9 s quiet: not yet
+  EXPECT_EQ(Run(trimmer, 2, 0), 1);    // past 1 s
   EXPECT_EQ(Run(trimmer, 100, 0), 0);  // still quiet: nothing new to give back
   EXPECT_EQ(trims_, 1);
   EXPECT_EQ(trimmer.trims(), 1);

@@ -7,7 +7,7 @@
 //                               submitted (the most held), completion rate, driver peak RSS
 //   --mode=many_actors --n=N    N actors (no resources held) created at once and each called
 //                               once, all alive together: creation rate; then `--hold=S` seconds
-//                               (default 3) idle, so the runner can read RSS and idle CPU per
+//                               (default 6) idle, so the runner can read RSS and idle CPU per
 //                               actor process; then all killed
 //   --mode=many_pgs --n=N       N placement groups of one {CPU: 0.001} bundle created at once,
 //                               awaited, asked once more (one round trip each, a floor), then
@@ -105,7 +105,8 @@ void ManyActors(int n, double hold_seconds) {
   troupe::Get(pings, std::chrono::seconds(600));
   Print("actors_created_per_second", n / Seconds(start), "per_second");
   Event("actors_alive", n);
-  // The runner reads RSS and idle CPU now.
+  // The runner reads RSS and idle CPU now and, for the GCS, again 2 s later (scale_bench.py
+  // SETTLE_S), so the default hold covers both reads.
   std::this_thread::sleep_for(std::chrono::duration<double>(hold_seconds));
   for (auto& actor : actors) actor.Kill();
 }
@@ -152,7 +153,7 @@ int main(int argc, char** argv) {
   } else if (mode == "many_tasks") {
     ManyTasks(n);
   } else if (mode == "many_actors") {
-    ManyActors(n, std::stod(Flag(argc, argv, "hold", "3")));
+    ManyActors(n, std::stod(Flag(argc, argv, "hold", "6")));
   } else if (mode == "many_pgs") {
     ManyPgs(n);
   } else {

@@ -6,8 +6,14 @@
                load, `troupe status` wall time. Ray has no simulated-node mode: "n/a".
   many_tasks   N tiny 1-CPU tasks submitted at once on a 2-CPU head: submission and completion
                rates, driver peak RSS and raylet peak RSS.
-  many_actors  N actors (holding no resources) alive at once: creation rate, RSS per actor
-               process, GCS RSS. Raise N with --actors until something breaks.
+  many_actors  N actors (holding no resources) alive at once: creation rate, RSS/PSS/anonymous
+               memory per actor process, GCS RSS and its anonymous part (at once, 2 s later,
+               and, for Troupe, after the driver exited). Raise N with --actors until something
+               breaks; with Ray on, Troupe also runs at Ray's N so the GCS figures compare at
+               equal N.
+
+Memory figures come as RSS and its anonymous part (the process's own heap and stacks); the rest
+of RSS is file pages (executable and shared-library code, shared between processes).
   many_pgs     N placement groups of one small bundle created, then removed: rates, GCS RSS.
 
 Every figure comes with the 1-minute load average when it was taken (the machine may be shared).
@@ -32,6 +38,8 @@ import threading
 import time
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# Seconds a daemon is left alone before a "settled" or idle memory figure is read (both systems).
+SETTLE_S = 2.0
 
 
 def load():
@@ -61,16 +69,28 @@ def rss_mib(pid):
     return 0.0
 
 
-def pss_mib(pid):
-    """Proportional set size: shared pages (libraries) split among the processes mapping them."""
+def rollup_mib(pid, key):
+    """One field of /proc/<pid>/smaps_rollup, in MiB (0 when the process is gone)."""
     try:
         with open("/proc/%d/smaps_rollup" % pid) as f:
             for line in f:
-                if line.startswith("Pss:"):
+                if line.startswith(key + ":"):
                     return int(line.split()[1]) / 1024.0
     except OSError:
         pass
     return 0.0
+
+
+def pss_mib(pid):
+    """Proportional set size: shared pages (libraries) split among the processes mapping them."""
+    return rollup_mib(pid, "Pss")
+
+
+def anon_mib(pid):
+    """Anonymous resident memory: the process's own heap, stacks and copied-on-write data. The
+    rest of RSS is file pages (the executable's and shared libraries' code and read-only data,
+    shared with every process mapping them)."""
+    return rollup_mib(pid, "Anonymous")
 
 
 def cpu_share(pid, window):
@@ -96,16 +116,18 @@ def children(pid):
 
 
 class PeakRss:
-    """Samples the RSS of `pid` every 0.2 s on a thread until stop()."""
+    """Samples the RSS (and its anonymous part, as peak_anon) of `pid` every 0.2 s on a thread
+    until stop()."""
 
     def __init__(self, pid):
-        self.pid, self.peak, self._stop = pid, 0.0, threading.Event()
+        self.pid, self.peak, self.peak_anon, self._stop = pid, 0.0, 0.0, threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self):
         while not self._stop.wait(0.2):
             self.peak = max(self.peak, rss_mib(self.pid))
+            self.peak_anon = max(self.peak_anon, anon_mib(self.pid))
 
     def stop(self):
         self._stop.set()
@@ -140,8 +162,9 @@ class TroupeHead:
         self.env = dict(os.environ, TROUPE_ADDRESS="127.0.0.1:%d" % self.port, TROUPE_TOKEN=token)
         self.gcs_pid = self._pid(session, "gcs")
         self.raylet_pid = self._pid(session, "raylet")
-        time.sleep(1)  # let the GCS finish starting before its idle RSS is read
+        time.sleep(SETTLE_S)  # let the GCS finish starting before its idle RSS is read
         self.gcs_idle_rss = rss_mib(self.gcs_pid)
+        self.gcs_idle_anon = anon_mib(self.gcs_pid)
 
     def __enter__(self):
         return self
@@ -227,16 +250,22 @@ def troupe_many_nodes(args, n):
 
 
 def troupe_run(args, mode, n, on_event=None, sample_pid=None):
-    """One driver run on a fresh head: its metrics, the GCS idle and peak RSS, the peak RSS of
-    sample_pid(head) while it ran (as "sampled_peak_rss"), and the load average."""
+    """One driver run on a fresh head: its metrics, the GCS idle and peak RSS, the peak RSS (and
+    anonymous part) of sample_pid(head) while it ran (as "sampled_peak_rss"/"_anon"), and the
+    load average."""
     with TroupeHead(args) as head:
         gcs = PeakRss(head.gcs_pid)
         sampled = PeakRss(sample_pid(head)) if sample_pid else None
         result = head.bench(mode, n, lambda item: on_event(head, item) if on_event else {})
         result["gcs_peak_rss"] = gcs.stop()
         result["gcs_idle_rss"] = head.gcs_idle_rss
+        time.sleep(SETTLE_S)  # the driver has exited: its job, actors and connections are gone
+        result["gcs_rss_after"] = rss_mib(head.gcs_pid)
+        result["gcs_anon_after"] = anon_mib(head.gcs_pid)
+        result["gcs_idle_anon"] = head.gcs_idle_anon
         if sampled:
             result["sampled_peak_rss"] = sampled.stop()
+            result["sampled_peak_anon"] = sampled.peak_anon
         result.setdefault("load", load())
         return result
 
@@ -256,14 +285,22 @@ def phase_cpu(head, item):
 
 
 def actor_processes(head, item):
-    """At the driver's "actors_alive" event: RSS and PSS per actor process, GCS RSS."""
+    """At the driver's "actors_alive" event: RSS, PSS and anonymous memory per actor process,
+    GCS RSS at once and SETTLE_S later (the driver holds its actors 6 s by default), with its anonymous
+    part."""
     if item.get("event") != "actors_alive":
         return {}
     workers = children(head.raylet_pid)
-    return {"actor_processes": len(workers),
-            "rss_per_actor": sum(rss_mib(p) for p in workers) / max(1, len(workers)),
-            "pss_per_actor": sum(pss_mib(p) for p in workers) / max(1, len(workers)),
-            "gcs_rss": rss_mib(head.gcs_pid), "load": load()}
+    count = max(1, len(workers))
+    result = {"actor_processes": len(workers),
+              "rss_per_actor": sum(rss_mib(p) for p in workers) / count,
+              "pss_per_actor": sum(pss_mib(p) for p in workers) / count,
+              "anon_per_actor": sum(anon_mib(p) for p in workers) / count,
+              "gcs_rss": rss_mib(head.gcs_pid), "load": load()}
+    time.sleep(SETTLE_S)
+    result["gcs_rss_settled"] = rss_mib(head.gcs_pid)
+    result["gcs_anon_settled"] = anon_mib(head.gcs_pid)
+    return result
 
 
 # ---------------------------------------------------------------------------------------- Ray
@@ -271,7 +308,7 @@ def actor_processes(head, item):
 RAY_SCRIPT = r"""
 import json, os, sys, time, threading
 import ray
-mode, n = sys.argv[1], int(sys.argv[2])
+mode, n, settle = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
 def parent_of(pid):
     with open("/proc/%d/stat" % pid) as f: return int(f.read().rsplit(")", 1)[1].split()[1])
@@ -300,15 +337,19 @@ def find(prefix):
     for p in descendants(os.getpid()):
         if comm(p).startswith(prefix): return p
 out = {"load": os.getloadavg()[0]}
-time.sleep(1)
-out["gcs_idle_rss"] = mem(find("gcs_server"))
+time.sleep(settle)
+gcs = find("gcs_server")
+out["gcs_idle_rss"] = mem(gcs)
+out["gcs_idle_anon"] = mem(gcs, "Anonymous:", "smaps_rollup")
 if mode == "many_tasks":
     @ray.remote(num_cpus=1)
     def small(): return 1
     ray.get(small.remote())
-    peak = [0]; stop = threading.Event(); r = find("raylet")
+    peak = [0, 0]; stop = threading.Event(); r = find("raylet")
     def sample():
-        while not stop.wait(0.2): peak[0] = max(peak[0], mem(r))
+        while not stop.wait(0.2):
+            peak[0] = max(peak[0], mem(r))
+            peak[1] = max(peak[1], mem(r, "Anonymous:", "smaps_rollup"))
     t = threading.Thread(target=sample, daemon=True); t.start()
     start = time.monotonic()
     refs = [small.remote() for _ in range(n)]
@@ -320,6 +361,7 @@ if mode == "many_tasks":
     stop.set(); t.join()
     out["driver_peak_rss"] = mem(os.getpid(), "VmHWM:")
     out["raylet_peak_rss"] = peak[0]
+    out["raylet_peak_anon"] = peak[1]
 elif mode == "many_actors":
     @ray.remote(num_cpus=0)
     class Tiny:
@@ -332,7 +374,11 @@ elif mode == "many_actors":
     out["actor_processes"] = len(workers)
     out["rss_per_actor"] = sum(mem(p) for p in workers) / max(1, len(workers))
     out["pss_per_actor"] = sum(mem(p, "Pss:", "smaps_rollup") for p in workers) / max(1, len(workers))
-    out["gcs_rss"] = mem(find("gcs_server"))
+    out["anon_per_actor"] = sum(mem(p, "Anonymous:", "smaps_rollup") for p in workers) / max(1, len(workers))
+    out["gcs_rss"] = mem(gcs)
+    time.sleep(settle)
+    out["gcs_rss_settled"] = mem(gcs)
+    out["gcs_anon_settled"] = mem(gcs, "Anonymous:", "smaps_rollup")
 elif mode == "many_pgs":
     from ray.util.placement_group import placement_group, remove_placement_group
     start = time.monotonic()
@@ -355,7 +401,8 @@ def ray_run(args, mode, n):
     temp = tempfile.mkdtemp(prefix="ray-scale-")
     env = dict(os.environ, RAY_TMPDIR=temp)
     try:
-        out = subprocess.run([args.ray_python, "-c", RAY_SCRIPT, mode, str(n)], env=env,
+        out = subprocess.run([args.ray_python, "-c", RAY_SCRIPT, mode, str(n), str(SETTLE_S)],
+                             env=env,
                              capture_output=True, text=True, timeout=900)
         lines = json_lines(out.stdout)
         if not lines:
@@ -440,6 +487,7 @@ def main():
     if "many_tasks" in only:
         t = troupe_run(args, "many_tasks", args.tasks, sample_pid=lambda head: head.raylet_pid)
         t["raylet_peak_rss"] = t.get("sampled_peak_rss")
+        t["raylet_peak_anon"] = t.get("sampled_peak_anon")
         r = ray_run(args, "many_tasks", args.ray_tasks) if ray else {}
         compare("many_tasks", args.tasks, args.ray_tasks, t, r, [
             ("tasks submitted", "tasks_submitted_per_second", "/s", True, "%.0f"),
@@ -447,22 +495,34 @@ def main():
             ("queued when the last was submitted", "tasks_queued_at_end_of_submission", "tasks",
              True, "%.0f"),
             ("driver peak RSS", "driver_peak_rss", "MiB", False, "%.1f"),
-            ("raylet peak RSS", "raylet_peak_rss", "MiB", False, "%.1f")])
+            ("raylet peak RSS", "raylet_peak_rss", "MiB", False, "%.1f"),
+            ("raylet peak anonymous (own memory)", "raylet_peak_anon", "MiB", False, "%.1f")])
     if "many_actors" in only:
         r = ray_run(args, "many_actors", args.ray_actors) if ray else {}
         r["gcs_kib_per_actor"] = per_entity_kib(r.get("gcs_rss"), r.get("gcs_idle_rss"),
                                                 args.ray_actors)
-        for n in [int(x) for x in args.actors.split(",") if x]:
+        troupe_ns = [int(x) for x in args.actors.split(",") if x]
+        if ray and args.ray_actors not in troupe_ns:
+            troupe_ns.insert(0, args.ray_actors)  # a like-for-like GCS figure at Ray's N
+        for n in troupe_ns:
             t = troupe_run(args, "many_actors", n, on_event=actor_processes)
             t["gcs_kib_per_actor"] = per_entity_kib(t.get("gcs_rss"), t.get("gcs_idle_rss"), n)
+            t["gcs_after"] = "%.1f / %.1f" % (t["gcs_rss_after"], t["gcs_anon_after"])
             compare("many_actors", n, args.ray_actors, t, r, [
                 ("actors created", "actors_created_per_second", "/s", True, "%.1f"),
                 ("RSS per actor process", "rss_per_actor", "MiB", False, "%.1f"),
                 ("PSS per actor process", "pss_per_actor", "MiB", False, "%.1f"),
+                ("anonymous per actor process", "anon_per_actor", "MiB", False, "%.1f"),
                 ("actor processes seen", "actor_processes", "", True, "%d"),
                 ("GCS RSS idle", "gcs_idle_rss", "MiB", False, "%.1f"),
+                ("GCS anonymous idle", "gcs_idle_anon", "MiB", False, "%.1f"),
                 ("GCS RSS (actors alive)", "gcs_rss", "MiB", False, "%.1f"),
-                ("GCS growth per actor", "gcs_kib_per_actor", "KiB", False, "%.1f")])
+                ("GCS RSS (alive, %.0f s later)" % SETTLE_S, "gcs_rss_settled", "MiB", False,
+                 "%.1f"),
+                ("GCS anonymous (alive, settled)", "gcs_anon_settled", "MiB", False, "%.1f"),
+                ("GCS growth per actor", "gcs_kib_per_actor", "KiB", False, "%.1f"),
+                ("GCS RSS / anonymous after the driver",
+                 "gcs_after", "MiB", False, "%s")])
     if "many_pgs" in only:
         t = troupe_run(args, "many_pgs", args.pgs, on_event=phase_cpu)
         r = ray_run(args, "many_pgs", args.ray_pgs) if ray else {}
@@ -479,6 +539,7 @@ def main():
              "%.0f"),
             ("raylet CPU per removal (the returns)", "raylet_us_per_removal", "us", False, "%.0f"),
             ("GCS RSS idle", "gcs_idle_rss", "MiB", False, "%.1f"),
+            ("GCS anonymous idle", "gcs_idle_anon", "MiB", False, "%.1f"),
             ("GCS peak RSS", "gcs_peak_rss", "MiB", False, "%.1f"),
             ("GCS growth per PG (peak - idle)", "gcs_kib_per_pg", "KiB", False, "%.1f")])
 

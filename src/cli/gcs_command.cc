@@ -6,6 +6,7 @@
 // RedisStoreClient under "troupe:<cluster id hex>", so a restarted GCS finds the cluster's
 // tables again. Redis unreachable at start is retried for --redis-give-up-s; Redis gone for that
 // long while running makes the GCS log why and exit with kGcsStoreLostExitCode.
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -118,6 +119,14 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   options.task_events.max_tasks_per_job = max_task_events;
   options.health_check = {absl::Milliseconds(period_ms), absl::Milliseconds(timeout_ms),
                           static_cast<int>(threshold)};
+
+  // Fixed malloc thresholds: by default glibc raises its mmap threshold to the largest block
+  // ever freed (a driver's executable in the KV: megabytes) and its trim threshold to twice
+  // that, after which megabytes of freed memory stay in the arenas for good. With them fixed, a
+  // block of 1 MiB or more is mapped and unmapped on its own, and an arena's free top past
+  // 512 KiB goes back at once. The timer's IdleMemoryTrimmer returns the rest after a burst.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 10);
 
   // Block termination signals before gRPC starts threads, then wait for them here.
   sigset_t signals;

@@ -377,6 +377,9 @@ void ActorManager::OnCreated(const ActorId& id, uint64_t attempt,
 
 void ActorManager::OnActorFailedLocked(Actor& actor, const std::string& cause) {
   by_worker_.erase(actor.info.worker_id());
+  if (worker_gone_ && !actor.info.worker_address().empty()) {
+    worker_gone_(actor.info.worker_address());
+  }
   actor.info.clear_worker_address();
   actor.info.clear_lease_id();
   const bool restarts_left =

@@ -78,6 +78,13 @@ class ActorManager {
   using BundleLocator = std::function<absl::StatusOr<std::pair<std::string, int>>(
       const std::string& placement_group_id, int bundle_index)>;
   void set_bundle_locator(BundleLocator locator) { locate_bundle_ = std::move(locator); }
+  // Told the address of an actor's worker once that worker is gone (it exited, was killed or its
+  // node died), so the owner can drop its client to it (a gRPC channel, ~33 KiB, per actor ever
+  // created otherwise). Called under the manager's lock: must not call back into it. Set before
+  // use.
+  void set_worker_gone_listener(std::function<void(const std::string& worker_address)> listener) {
+    worker_gone_ = std::move(listener);
+  }
   // Retries placements that are waiting (no node fits yet, or a lease attempt failed).
   void Tick();
 
@@ -133,6 +140,7 @@ class ActorManager {
   absl::flat_hash_map<std::string, ActorId> by_worker_ ABSL_GUARDED_BY(mu_);
   uint64_t spread_counter_ ABSL_GUARDED_BY(mu_) = 0;
   BundleLocator locate_bundle_;
+  std::function<void(const std::string&)> worker_gone_;
   struct LeaseToSend {
     ActorId id;
     uint64_t attempt;

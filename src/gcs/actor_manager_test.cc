@@ -182,6 +182,23 @@ TEST_F(ActorManagerTest, EveryWorkerExitIsPublishedOnTheWorkerChannel) {
   EXPECT_EQ(reply.messages(0).worker_exit().how(), "was killed by signal 9");
 }
 
+// The GCS drops its client to a worker once the worker is gone (restart or death).
+TEST_F(ActorManagerTest, TellsWhenAnActorsWorkerIsGone) {
+  std::vector<std::string> gone;
+  actors_.set_worker_gone_listener([&](const std::string& address) { gone.push_back(address); });
+  TestNode node = AddNode(7001, {{"CPU", 4}});
+  std::string worker;
+  ActorId id = CreateAlive(ActorRequest(/*max_restarts=*/1), node, &worker);
+  EXPECT_TRUE(gone.empty());
+  actors_.OnWorkerExit(worker, "exited with code 1");  // restarts on a new worker
+  EXPECT_EQ(gone, std::vector<std::string>{"10.0.0.1:20042"});
+  worker = GrantLease(1, node, 43);
+  CreationSucceeds(1);
+  ASSERT_EQ(Info(id).state(), rpc::ActorInfo::ALIVE);
+  actors_.OnWorkerExit(worker, "was killed by signal 9");  // dies
+  EXPECT_EQ(gone, (std::vector<std::string>{"10.0.0.1:20042", "10.0.0.1:20043"}));
+}
+
 TEST_F(ActorManagerTest, RestartsWithTheCauseUntilMaxRestartsThenDies) {
   TestNode node = AddNode(7001, {{"CPU", 4}});
   std::string worker;

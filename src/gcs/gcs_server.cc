@@ -81,6 +81,9 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
     const int chosen = index >= 0 ? index : 0;
     return std::make_pair(group->bundles(chosen).raylet_address(), index);
   });
+  // A dead actor's worker: its client (a gRPC channel) would otherwise stay in the pool for good.
+  actors_.set_worker_gone_listener(
+      [this](const std::string& address) { worker_clients_.Forget(address); });
   nodes_.AddNodeAddedListener([this](const rpc::NodeInfo& node) {
     health_checker_.AddNode(*NodeId::FromBinary(node.node_id()),
                             absl::StrCat(node.node_ip(), ":", node.raylet_port()));
@@ -158,6 +161,7 @@ void GcsServer::TimerLoop() {
     placement_groups_.Tick();
     publisher_.ExpirePolls();
     log_publisher_.ExpirePolls();
+    memory_trimmer_.Tick(absl::Now(), rpc_latencies_.calls());
   }
 }
 

@@ -1,7 +1,8 @@
 // The GCS server: the GCS's composition root. It owns the store, the managers, the health
 // checker, the gRPC clients the managers reach raylets and workers with (behind the peer-client
 // interfaces of src/rpc/peer_clients.h) and the gRPC services, and runs one timer thread that
-// drives health checks, retries and poll expiry. Start() once, Stop() once. Flag parsing lives in
+// drives health checks, retries, poll expiry and, once a burst of RPCs is over, gives freed heap
+// memory back to the OS (IdleMemoryTrimmer). Start() once, Stop() once. Flag parsing lives in
 // the CLI (src/cli/gcs_command.cc), which fills GcsServerOptions.
 // Thread-safety: Start/Stop from one thread; everything else runs on gRPC threads or the timer.
 #pragma once
@@ -14,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "src/common/clock.h"
+#include "src/common/idle_memory_trimmer.h"
 #include "src/common/version.h"
 #include "src/gcs/actor_manager.h"
 #include "src/gcs/gcs_grpc_services.h"
@@ -93,12 +95,15 @@ class GcsServer {
   ActorInfoGrpcService actor_service_;
   PlacementGroupGrpcService placement_group_service_;
   TaskInfoGrpcService task_service_;
-  RpcLatencies rpc_latencies_;
+  RpcLatencies rpc_latencies_;  // also the work counter memory_trimmer_ watches
   std::unique_ptr<grpc::Server> server_;
   int bound_port_ = 0;
 
   absl::Notification stop_timer_;
   std::thread timer_;
+  // Timer thread only. Background chatter (a raylet's reports, a few polls) stays under the
+  // threshold; an actor ramp or a placement-group storm is a burst.
+  IdleMemoryTrimmer memory_trimmer_ = IdleMemoryTrimmer::ForMalloc();
 };
 
 }  // namespace troupe

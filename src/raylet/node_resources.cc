@@ -11,7 +11,18 @@ namespace troupe {
 
 int DetectNumCpus() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
+bool AnyPathExists(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    if (access(path.c_str(), F_OK) == 0) return true;
+  }
+  return false;
+}
+
 int DetectNumGpus(std::string* why_none) {
+  if (!AnyPathExists({"/proc/driver/nvidia", "/dev/nvidiactl", "/dev/dxg"})) {
+    if (why_none) *why_none = "no GPU driver (no /proc/driver/nvidia, /dev/nvidiactl or /dev/dxg)";
+    return 0;
+  }
   const char* candidates[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
                               "libcudart.so.11.0", "/usr/local/cuda/lib64/libcudart.so"};
   void* lib = nullptr;

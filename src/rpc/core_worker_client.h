@@ -71,6 +71,16 @@ class ClientPool {
     if (!slot) slot = std::make_shared<Client>(address, token_);
     return slot;
   }
+  // Drops the pool's client for `address` (its peer is gone); calls in flight keep theirs alive.
+  // A later Get makes a new one.
+  void Forget(const std::string& address) {
+    std::shared_ptr<Client> dropped;  // destroyed after the lock is released
+    absl::MutexLock lock(&mu_);
+    auto it = clients_.find(address);
+    if (it == clients_.end()) return;
+    dropped = std::move(it->second);
+    clients_.erase(it);
+  }
 
  private:
   const std::string token_;

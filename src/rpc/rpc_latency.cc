@@ -49,6 +49,7 @@ const double RpcLatencies::kBounds[kBuckets] = {0.0001, 0.0005, 0.001, 0.005, 0.
                                                 0.05,   0.1,    0.5,   1};
 
 void RpcLatencies::Observe(const std::string& key, double seconds) {
+  calls_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   Histogram& h = series_[key];
   for (int i = 0; i < kBuckets; ++i) h.buckets[i] += seconds <= kBounds[i];

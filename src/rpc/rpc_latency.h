@@ -6,6 +6,7 @@
 
 #include <grpcpp/support/server_interceptor.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,8 @@ class RpcLatencies {
  public:
   explicit RpcLatencies(std::string label = "method") : label_(std::move(label)) {}
   void Observe(const std::string& key, double seconds);
+  // Calls observed so far, all methods together (lock-free: read on a timer as a work counter).
+  uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
   // `name`_bucket/_sum/_count lines labelled `label`="<key>", plus HELP and TYPE.
   std::string RenderPrometheus(const std::string& name, const std::string& help) const;
   // An interceptor factory recording every call's time from arrival to its status being sent.
@@ -31,6 +34,7 @@ class RpcLatencies {
     double sum = 0;
   };
   const std::string label_;
+  std::atomic<uint64_t> calls_{0};
   mutable std::mutex mu_;
   std::map<std::string, Histogram> series_;
 };

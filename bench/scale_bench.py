@@ -286,8 +286,8 @@ def phase_cpu(head, item):
 
 def actor_processes(head, item):
     """At the driver's "actors_alive" event: RSS, PSS and anonymous memory per actor process,
-    GCS RSS at once and SETTLE_S later (the driver holds its actors 6 s by default), with its anonymous
-    part."""
+    GCS RSS at once and SETTLE_S later (the driver holds its actors 6 s by default), with its
+    anonymous part."""
     if item.get("event") != "actors_alive":
         return {}
     workers = children(head.raylet_pid)

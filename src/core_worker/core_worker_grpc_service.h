@@ -22,7 +22,8 @@ namespace troupe {
 
 // One PushTasks stream, worker side: queues every push on the executor, in order; each outcome
 // is written as soon as no write is in flight (outcomes that come meanwhile go together in the
-// next message), so a task's result never waits for the rest of its batch. Finishes once every
+// next message; the last ones together with the stream's end), so a task's result never waits
+// for the rest of its batch. Carries a leased worker's tasks or one caller's actor calls. Finishes once every
 // push has been answered (the executor answers each exactly once, also when the worker exits),
 // so the request outlives every queued push. Deletes itself when gRPC is done with it.
 class PushTasksReactor : public grpc::ServerWriteReactor<rpc::PushTaskResults> {
@@ -62,9 +63,15 @@ class PushTasksReactor : public grpc::ServerWriteReactor<rpc::PushTaskResults> {
   void WriteOrFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || finished_) return;
     if (!broken_ && pending_.results_size() > 0) {
-      writing_ = true;
       writing_message_.Swap(&pending_);
       pending_.Clear();
+      if (unanswered_ == 0) {
+        // The last results travel with the stream's end (no OnWriteDone follows).
+        finished_ = true;
+        StartWriteAndFinish(&writing_message_, grpc::WriteOptions(), grpc::Status::OK);
+        return;
+      }
+      writing_ = true;
       StartWrite(&writing_message_);
     } else if (unanswered_ == 0) {
       finished_ = true;

@@ -36,9 +36,9 @@
 #pragma once
 
 #include <functional>
-#include <optional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -111,7 +111,7 @@ class ActorTaskSubmitter {
     bool dead = false;
     std::string death_cause;
     int64_t max_task_retries = 0;
-    bool serial = true;      // runs one call at a time: its pushes are windowed and batched
+    bool serial = true;        // runs one call at a time: its pushes are windowed and batched
     int pushes_in_flight = 0;  // to the current incarnation
     int64_t next_seq = 0;
     std::map<int64_t, Call> unanswered;  // by sequence number

@@ -62,89 +62,153 @@ void ActorTaskSubmitter::Submit(const ActorId& actor_id, rpc::TaskSpec spec) {
       spec.set_sequence_number(seq);
       spec.set_caller_worker_id(caller_worker_id_);
       actor.unanswered[seq].spec = std::move(spec);
-      if (!actor.resolving) PushLocked(actor_id, actor, seq);
+      actor.to_push.insert(actor.to_push.end(), seq);
+      FlushLocked(actor_id, actor);
       return;
     }
   }
   Fail(spec, StoredObject::Error::kActorDied, absl::StrCat("the actor is dead: ", *dead_cause));
 }
 
-void ActorTaskSubmitter::PushLocked(const ActorId& actor_id, ActorState& actor, int64_t seq) {
-  if (shut_down_) return;
-  Call& call = actor.unanswered.at(seq);
-  call.sent = true;
-  call.in_flight = true;
-  if (call.incarnation != actor.incarnation) {
-    call.incarnation = actor.incarnation;
-    call.attempts++;
+void ActorTaskSubmitter::FlushLocked(const ActorId& actor_id, ActorState& actor,
+                                     bool past_window) {
+  if (shut_down_ || actor.resolving || actor.dead) return;
+  while (!actor.to_push.empty() &&
+         (past_window || !actor.serial || actor.pushes_in_flight < kSerialPushWindow)) {
+    std::vector<int64_t> seqs;
+    auto it = actor.to_push.begin();
+    // An actor running several calls at once gets each call on its own: one may wait for a
+    // later one, which must not wait behind it.
+    const size_t limit = actor.serial ? kMaxCallsPerPush : 1;
+    for (; it != actor.to_push.end() && seqs.size() < limit; ++it) seqs.push_back(*it);
+    actor.to_push.erase(actor.to_push.begin(), it);
+    SendLocked(actor_id, actor, seqs);
   }
-  call.push_id = next_push_id_++;
-  rpc::PushTaskRequest request;
-  *request.mutable_task() = call.spec;
-  request.mutable_task()->set_caller_first_unanswered(actor.unanswered.begin()->first);
-  in_flight_++;
-  call.cancel =
-      pushes_->PushTask(actor.address, std::move(request),
-                        [this, actor_id, seq, push_id = call.push_id,
-                         incarnation = actor.incarnation](absl::StatusOr<rpc::PushTaskReply> r) {
-                          OnReply(actor_id, seq, push_id, incarnation, std::move(r));
-                        });
 }
 
-void ActorTaskSubmitter::OnReply(const ActorId& actor_id, int64_t seq, int64_t push_id,
-                                 int64_t incarnation, absl::StatusOr<rpc::PushTaskReply> reply) {
-  std::optional<rpc::TaskSpec> answered;
-  std::optional<std::string> refused;
+void ActorTaskSubmitter::SendLocked(const ActorId& actor_id, ActorState& actor,
+                                    const std::vector<int64_t>& seqs) {
+  auto push = std::make_shared<Push>();
+  push->actor_id = actor_id;
+  push->incarnation = actor.incarnation;
+  push->unanswered = seqs.size();
+  const int64_t first_unanswered = actor.unanswered.begin()->first;
+  rpc::PushTasksRequest batch;
+  for (int64_t seq : seqs) {
+    Call& call = actor.unanswered.at(seq);
+    call.sent = true;
+    call.in_flight = true;
+    if (call.incarnation != actor.incarnation) {
+      call.incarnation = actor.incarnation;
+      call.attempts++;
+    }
+    call.push_id = next_push_id_++;
+    push->calls.emplace_back(seq, call.push_id);
+    rpc::TaskSpec* task = batch.add_pushes()->mutable_task();
+    *task = call.spec;
+    task->set_caller_first_unanswered(first_unanswered);
+  }
+  in_flight_++;
+  actor.pushes_in_flight++;
+  auto on_results = [this, push](TaskPushClient::PushResults results) {
+    OnResults(push, std::move(results));
+  };
+  CallCanceller cancel;
+  if (seqs.size() == 1) {
+    // A lone call goes as a plain unary call: cheaper than a stream for a synchronous caller.
+    cancel = pushes_->PushTask(actor.address, std::move(*batch.mutable_pushes(0)),
+                               [on_results](absl::StatusOr<rpc::PushTaskReply> reply) {
+                                 TaskPushClient::PushResults results;
+                                 results.emplace_back(0, std::move(reply));
+                                 on_results(std::move(results));
+                               });
+  } else {
+    cancel = pushes_->PushTasks(actor.address, std::move(batch), std::move(on_results));
+  }
+  for (int64_t seq : seqs) actor.unanswered.at(seq).cancel = cancel;
+}
+
+void ActorTaskSubmitter::OnResults(const std::shared_ptr<Push>& push,
+                                   TaskPushClient::PushResults results) {
+  std::vector<std::pair<rpc::TaskSpec, absl::StatusOr<rpc::PushTaskReply>>> answered;
+  std::vector<std::pair<rpc::TaskSpec, std::string>> refused;
   {
     absl::MutexLock lock(&mu_);
-    in_flight_--;
+    push->unanswered -= results.size();
+    const bool last = push->unanswered == 0;
+    if (last) in_flight_--;
     if (shut_down_) return;
-    ActorState& actor = actors_[actor_id];
-    if (reply.ok() && incarnation == actor.fenced_incarnation) {
-      // Fencing: its node was declared dead; whatever it answers now is refused (the call is
-      // resent to the restarted actor or fails, as the actor's state decides).
-      reply = absl::UnavailableError("the reply came from a node declared dead; refused");
+    ActorState& actor = actors_[push->actor_id];
+    for (auto& [index, reply] : results) {
+      const auto [seq, push_id] = push->calls.at(index);
+      std::optional<rpc::TaskSpec> spec;
+      std::optional<std::string> refusal;
+      OnReplyLocked(push->actor_id, actor, seq, push_id, push->incarnation, reply, &spec,
+                    &refusal);
+      if (!spec) continue;
+      if (refusal) {
+        refused.emplace_back(std::move(*spec), std::move(*refusal));
+      } else {
+        answered.emplace_back(std::move(*spec), std::move(reply));
+      }
     }
-    if (reply.ok() && incarnation == actor.incarnation) {
-      actor.unreachable_since = absl::InfiniteFuture();  // the worker answers
+    if (last && push->incarnation == actor.incarnation) {
+      actor.pushes_in_flight--;
+      FlushLocked(push->actor_id, actor);  // the calls held back meanwhile
     }
-    auto it = actor.unanswered.find(seq);
-    if (it == actor.unanswered.end()) return;  // already failed or answered
-    Call& call = it->second;
-    if (reply.ok()) {
-      answered = std::move(call.spec);
-      actor.unanswered.erase(it);
-    } else if (call.push_id != push_id) {
-      // An older push of a call sent again since: the newer push decides.
-    } else if (!IsTransportError(reply.status())) {
-      // The worker answered, refusing the call: sending it again would not help.
-      refused = absl::StrCat("the actor's worker at ", actor.address,
-                             " refused the call: ", reply.status().ToString());
-      answered = std::move(call.spec);
-      actor.unanswered.erase(it);
-    } else {
-      call.in_flight = false;
-      if (incarnation == actor.incarnation && !actor.resolving) {
-        // The call may or may not have run. Ask the GCS what became of the actor: still there,
-        // the call is resent (the actor answers a duplicate from its reply cache); restarted, it
-        // is resent or failed per max_task_retries; dead, it fails.
-        TROUPE_LOG(Warning) << "call " << seq << " to actor " << actor_id.Hex().substr(0, 8)
-                            << " at " << actor.address << " failed (" << reply.status().message()
-                            << "); asking the GCS about the actor";
-        StartResolvingLocked(actor);
-        const absl::Time now = clock_->Now();
-        if (actor.unreachable_since == absl::InfiniteFuture()) {
-          actor.unreachable_since = now;
-          actor.next_lookup = absl::InfinitePast();  // the first failure: look at once
-        } else {
-          actor.next_lookup = now + kResendDelay;  // failing again: not in a tight loop
-        }
+  }
+  for (auto& [spec, message] : refused) Fail(spec, StoredObject::Error::kTaskFailed, message);
+  for (auto& [spec, reply] : answered) Reply(spec, std::move(*reply));
+}
+
+void ActorTaskSubmitter::OnReplyLocked(const ActorId& actor_id, ActorState& actor, int64_t seq,
+                                       int64_t push_id, int64_t incarnation,
+                                       absl::StatusOr<rpc::PushTaskReply>& reply,
+                                       std::optional<rpc::TaskSpec>* answered,
+                                       std::optional<std::string>* refused) {
+  if (reply.ok() && incarnation == actor.fenced_incarnation) {
+    // Fencing: its node was declared dead; whatever it answers now is refused (the call is
+    // resent to the restarted actor or fails, as the actor's state decides).
+    reply = absl::UnavailableError("the reply came from a node declared dead; refused");
+  }
+  if (reply.ok() && incarnation == actor.incarnation) {
+    actor.unreachable_since = absl::InfiniteFuture();  // the worker answers
+  }
+  auto it = actor.unanswered.find(seq);
+  if (it == actor.unanswered.end()) return;  // already failed or answered
+  Call& call = it->second;
+  if (reply.ok()) {
+    *answered = std::move(call.spec);
+    actor.unanswered.erase(it);
+    actor.to_push.erase(seq);  // an older push's late answer to a call waiting to be resent
+  } else if (call.push_id != push_id) {
+    // An older push of a call sent again since: the newer push decides.
+  } else if (!IsTransportError(reply.status())) {
+    // The worker answered, refusing the call: sending it again would not help.
+    *refused = absl::StrCat("the actor's worker at ", actor.address,
+                            " refused the call: ", reply.status().ToString());
+    *answered = std::move(call.spec);
+    actor.unanswered.erase(it);
+    actor.to_push.erase(seq);
+  } else {
+    call.in_flight = false;
+    if (incarnation == actor.incarnation && !actor.resolving) {
+      // The call may or may not have run. Ask the GCS what became of the actor: still there,
+      // the call is resent (the actor answers a duplicate from its reply cache); restarted, it
+      // is resent or failed per max_task_retries; dead, it fails.
+      TROUPE_LOG(Warning) << "call " << seq << " to actor " << actor_id.Hex().substr(0, 8)
+                          << " at " << actor.address << " failed (" << reply.status().message()
+                          << "); asking the GCS about the actor";
+      StartResolvingLocked(actor);
+      const absl::Time now = clock_->Now();
+      if (actor.unreachable_since == absl::InfiniteFuture()) {
+        actor.unreachable_since = now;
+        actor.next_lookup = absl::InfinitePast();  // the first failure: look at once
+      } else {
+        actor.next_lookup = now + kResendDelay;  // failing again: not in a tight loop
       }
     }
   }
-  if (!answered) return;
-  if (refused) return Fail(*answered, StoredObject::Error::kTaskFailed, *refused);
-  Reply(*answered, std::move(*reply));
 }
 
 void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& info) {
@@ -153,6 +217,7 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
     absl::MutexLock lock(&mu_);
     ActorState& actor = actors_[actor_id];
     actor.max_task_retries = info.max_task_retries();
+    actor.serial = info.max_concurrency() <= 1;
     switch (info.state()) {
       case rpc::ActorInfo::DEAD:
         actor.dead = true;
@@ -163,6 +228,7 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
                                 absl::StrCat("the actor is dead: ", info.death_cause()));
         }
         actor.unanswered.clear();
+        actor.to_push.clear();
         break;
       case rpc::ActorInfo::ALIVE:
         if (dead_nodes_.contains(info.node_id())) {
@@ -177,8 +243,10 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
             // Resend what is not in flight; the actor runs each call once and answers a
             // duplicate with its first reply. Failing again brings us back here.
             for (auto& [seq, call] : actor.unanswered) {
-              if (!call.in_flight) PushLocked(actor_id, actor, seq);
+              if (!call.in_flight) actor.to_push.insert(seq);
             }
+            // Past the window: the pushes in flight may hold later calls waiting for these.
+            FlushLocked(actor_id, actor, /*past_window=*/true);
             break;
           }
           // Never wait forever on a worker the GCS believes alive but no push reaches.
@@ -190,6 +258,7 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
                              " while the GCS reports it alive (is it reachable from here?)"));
           }
           actor.unanswered.clear();
+          actor.to_push.clear();
           actor.unreachable_since = absl::InfiniteFuture();
           break;
         }
@@ -198,6 +267,7 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
         actor.worker_id = info.worker_id();
         actor.node_id = info.node_id();
         actor.incarnation++;
+        actor.pushes_in_flight = 0;  // pushes to the old incarnation do not hold these back
         actor.resolving = false;
         actor.unreachable_since = absl::InfiniteFuture();
         for (auto it = actor.unanswered.begin(); it != actor.unanswered.end();) {
@@ -215,7 +285,9 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
           }
         }
         // Everything goes to the new worker, also calls still in flight to the old one.
-        for (auto& [seq, call] : actor.unanswered) PushLocked(actor_id, actor, seq);
+        actor.to_push.clear();
+        for (auto& [seq, call] : actor.unanswered) actor.to_push.insert(actor.to_push.end(), seq);
+        FlushLocked(actor_id, actor, /*past_window=*/true);
         break;
       default:  // PENDING_CREATION, RESTARTING
         actor.next_lookup = clock_->Now() + LookupInterval(actor);

@@ -21,14 +21,29 @@
 // actor is looked up again; an ALIVE answer that still names a worker on that node is stale (the
 // GCS has not finished reacting) and is asked again, so the calls go to the restarted actor
 // (per max_task_retries) or fail with the actor's death cause.
+// Pushes to an actor that runs one call at a time (max_concurrency 1, the default) are batched:
+// at most kSerialPushWindow pushes (RPCs) are in flight to its worker; calls made meanwhile wait
+// in this process and leave together, as one PushTasks stream (up to kMaxCallsPerPush; a lone
+// call goes as a unary PushTask), when a push finishes. Holding a call back cannot deadlock: the
+// actor would not start it before every earlier call of this caller had finished anyway, and the
+// push it waits for ends when those have. Calls to an actor that runs several at once
+// (max_concurrency > 1) are pushed at once, each on its own, as one of them may wait for a later
+// one. After a lookup every waiting call is pushed at once, past the window: a resent call may be
+// what the pushes in flight wait for. Every per-call rule above holds for a call in a batch as
+// for a call pushed alone.
 // Pushes go through a TaskPushClient, lookups through an ActorDirectory, time comes from a Clock
 // (all three not owned; peer_clients.h, clock.h), so tests drive it with fakes. Thread-safe.
-// Tick() runs on the core worker's timer thread; callbacks run without the lock.
+// Tick() runs on the core worker's timer thread; callbacks run without the lock. No periodic
+// action is needed to send held calls: a finishing push sends them.
 #pragma once
 
 #include <functional>
 #include <map>
+#include <memory>
+#include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -63,6 +78,10 @@ class ActorTaskSubmitter {
   static constexpr absl::Duration kMaxLookupInterval = absl::Milliseconds(500);
   // Actors looked up in one directory call.
   static constexpr size_t kLookupBatch = 1000;
+  // Pushes in flight to an actor that runs one call at a time; more calls wait for one to end.
+  static constexpr int kSerialPushWindow = 2;
+  // The most calls one push carries (a larger backlog leaves in several).
+  static constexpr int kMaxCallsPerPush = 256;
 
   // `directory`, `pushes` and `clock` are not owned and must outlive the submitter.
   ActorTaskSubmitter(ActorDirectory* directory, TaskPushClient* pushes, const Clock* clock,
@@ -107,14 +126,34 @@ class ActorTaskSubmitter {
     bool dead = false;
     std::string death_cause;
     int64_t max_task_retries = 0;
+    bool serial = true;        // runs one call at a time: its pushes are windowed and batched
+    int pushes_in_flight = 0;  // to the current incarnation
     int64_t next_seq = 0;
     std::map<int64_t, Call> unanswered;  // by sequence number
+    std::set<int64_t> to_push;           // unanswered calls waiting to be pushed, in order
   };
-  // Sends the call with this sequence number (it must be unanswered) to the current worker.
-  void PushLocked(const ActorId& actor_id, ActorState& actor, int64_t seq)
+  // One push (RPC) of one or more calls: what each of its outcomes belongs to.
+  struct Push {
+    ActorId actor_id;
+    int64_t incarnation = 0;
+    std::vector<std::pair<int64_t, int64_t>> calls;  // (sequence number, push ID) by index
+    size_t unanswered = 0;  // outcomes still to come (the callbacks never run concurrently)
+  };
+  // Pushes the calls in `to_push` to the current worker as far as the window allows, or all of
+  // them `past_window` (after a lookup: resent calls may be what the pushes in flight wait for).
+  void FlushLocked(const ActorId& actor_id, ActorState& actor, bool past_window = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnReply(const ActorId& actor_id, int64_t seq, int64_t push_id, int64_t incarnation,
-               absl::StatusOr<rpc::PushTaskReply> reply);
+  // Sends these unanswered calls (in order) to the current worker in one push.
+  void SendLocked(const ActorId& actor_id, ActorState& actor, const std::vector<int64_t>& seqs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnResults(const std::shared_ptr<Push>& push, TaskPushClient::PushResults results)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // One call's outcome; fills `answered` (with the refusal message, if refused) when it ends
+  // the call.
+  void OnReplyLocked(const ActorId& actor_id, ActorState& actor, int64_t seq, int64_t push_id,
+                     int64_t incarnation, absl::StatusOr<rpc::PushTaskReply>& reply,
+                     std::optional<rpc::TaskSpec>* answered, std::optional<std::string>* refused)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Apply(const ActorId& actor_id, const rpc::ActorInfo& info);
   // `actor` is to be looked up (again) from its next_lookup on.
   void StartResolvingLocked(ActorState& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -132,7 +171,7 @@ class ActorTaskSubmitter {
   TaskCounters counters_;
   mutable absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
-  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // pushes (RPCs) not finished
   int64_t next_push_id_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<ActorId, ActorState> actors_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> dead_nodes_ ABSL_GUARDED_BY(mu_);  // binary IDs

@@ -425,6 +425,83 @@ TEST_F(ActorTaskSubmitterTest, NewWorkerAtTheSameAddressIsANewIncarnation) {
   EXPECT_EQ(pushes_.num_pushes(), 1u);
 }
 
+// ---- Batching: an actor running one call at a time ----
+
+TEST_F(ActorTaskSubmitterTest, CallsMadeWhileTheWindowIsFullLeaveTogetherInOrder) {
+  directory_.Set(actor_, Alive("a:1"));
+  submitter_.Submit(actor_, Call("m0"));
+  submitter_.Tick();
+  submitter_.Submit(actor_, Call("m1"));  // the second push of the window
+  ASSERT_EQ(Pushed(), (std::vector<std::string>{"a:1 m0#0", "a:1 m1#1"}));
+  EXPECT_EQ(pushes_.num_batches(), 0);  // each alone: unary pushes
+  for (const char* method : {"m2", "m3", "m4"}) submitter_.Submit(actor_, Call(method));
+  EXPECT_EQ(pushes_.num_pushes(), 2u);  // held: two pushes are in flight
+  pushes_.Reply(0, rpc::PushTaskReply());
+  // m0's push ended: the held calls leave in one batch, in order.
+  EXPECT_EQ(Pushed(2), (std::vector<std::string>{"a:1 m2#2", "a:1 m3#3", "a:1 m4#4"}));
+  EXPECT_EQ(pushes_.num_batches(), 1);
+  for (size_t i = 2; i < 5; ++i) {
+    EXPECT_EQ(pushes_.push(i).batch, 0);
+    EXPECT_EQ(pushes_.push(i).request.task().caller_first_unanswered(), 1);  // m1 unanswered
+  }
+  submitter_.Submit(actor_, Call("m5"));  // two pushes in flight again (m1, the batch)
+  EXPECT_EQ(pushes_.num_pushes(), 5u);
+  pushes_.Reply(2, rpc::PushTaskReply());  // part of the batch: it is still in flight
+  EXPECT_EQ(pushes_.num_pushes(), 5u);
+  pushes_.Reply(1, rpc::PushTaskReply());
+  EXPECT_EQ(Pushed(5), (std::vector<std::string>{"a:1 m5#5"}));
+  pushes_.ReplyTogether({{3, rpc::PushTaskReply()}, {4, rpc::PushTaskReply()}});
+  pushes_.Reply(5, rpc::PushTaskReply());
+  EXPECT_EQ(replies_, (std::vector<std::string>{"m0", "m2", "m1", "m3", "m4", "m5"}));
+  EXPECT_TRUE(failures_.empty());
+  EXPECT_EQ(submitter_.counters().finished, 6);
+}
+
+TEST_F(ActorTaskSubmitterTest, CallsToAnActorRunningSeveralAtOnceArePushedAtOnceAlone) {
+  // One of its calls may wait for a later one: none is held back.
+  rpc::ActorInfo info = Alive("a:1");
+  info.set_max_concurrency(4);
+  directory_.Set(actor_, info);
+  submitter_.Submit(actor_, Call("m0"));
+  submitter_.Tick();
+  for (const char* method : {"m1", "m2", "m3"}) submitter_.Submit(actor_, Call(method));
+  EXPECT_EQ(Pushed(), (std::vector<std::string>{"a:1 m0#0", "a:1 m1#1", "a:1 m2#2", "a:1 m3#3"}));
+  EXPECT_EQ(pushes_.num_batches(), 0);
+}
+
+TEST_F(ActorTaskSubmitterTest, ACallResentAfterALookupDoesNotWaitForTheWindow) {
+  // The pushes in flight hold calls the actor keeps waiting for the lost one: holding it back
+  // until one of them ends would never end.
+  directory_.Set(actor_, Alive("a:1"));
+  submitter_.Submit(actor_, Call("m0"));
+  submitter_.Submit(actor_, Call("m1"));
+  submitter_.Tick();  // one batch: m0, m1
+  submitter_.Submit(actor_, Call("m2"));  // the window's second push
+  ASSERT_EQ(pushes_.num_pushes(), 3u);
+  pushes_.Reply(0, absl::UnavailableError("connection reset"));  // m0 lost; m1 waits for it
+  submitter_.Tick();  // the GCS: still alive there
+  EXPECT_EQ(Pushed(3), (std::vector<std::string>{"a:1 m0#0"}));
+  for (size_t i : {3, 1, 2}) pushes_.Reply(i, rpc::PushTaskReply());
+  EXPECT_EQ(replies_, (std::vector<std::string>{"m0", "m1", "m2"}));
+  EXPECT_TRUE(failures_.empty());
+}
+
+TEST_F(ActorTaskSubmitterTest, HeldCallsNeverSentGoToTheRestartedActorEvenAtMostOnce) {
+  directory_.Set(actor_, Alive("a:1", /*max_task_retries=*/0));
+  submitter_.Submit(actor_, Call("m0"));
+  submitter_.Tick();
+  for (const char* method : {"m1", "m2"}) submitter_.Submit(actor_, Call(method));
+  ASSERT_EQ(pushes_.num_pushes(), 2u);  // m2 held
+  pushes_.Reply(1, absl::UnavailableError("connection reset"));  // the worker died
+  rpc::ActorInfo restarted = Alive("b:2", 0);
+  restarted.set_death_cause("the worker process crashed");
+  directory_.Set(actor_, restarted);
+  submitter_.Tick();
+  // m0 and m1 were sent to the dead incarnation: at-most-once fails them; m2 never reached it.
+  ASSERT_EQ(failures_.size(), 2u);
+  EXPECT_EQ(Pushed(2), (std::vector<std::string>{"b:2 m2#2"}));
+}
+
 // The submitter and a real TaskExecutor (the actor's side) joined by the fake push client, with
 // replies lost after delivery: every call runs exactly once, in order, and every caller sees
 // the reply of its call's only run.

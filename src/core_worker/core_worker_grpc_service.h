@@ -22,61 +22,95 @@ namespace troupe {
 
 // One PushTasks stream, worker side: queues every push on the executor, in order; each outcome
 // is written as soon as no write is in flight (outcomes that come meanwhile go together in the
-// next message), so a task's result never waits for the rest of its batch. Finishes once every
-// push has been answered (the executor answers each exactly once, also when the worker exits),
-// so the request outlives every queued push. Deletes itself when gRPC is done with it.
+// next message; the last ones together with the stream's end), so a task's result never waits
+// for the rest of its batch. Carries a leased worker's tasks or one caller's actor calls.
+// Finishes once every push has been answered (the executor answers each exactly once, also when
+// the worker exits), so the request outlives every queued push. Deletes itself when gRPC is done
+// with it (OnDone, on any thread): the write or finish that may end the stream is started after
+// the lock is released, and nothing of the reactor is touched after it.
 class PushTasksReactor : public grpc::ServerWriteReactor<rpc::PushTaskResults> {
  public:
   PushTasksReactor(TaskExecutor* executor, const rpc::PushTasksRequest* request)
       : unanswered_(request->pushes_size()) {
-    for (int i = 0; i < request->pushes_size(); ++i) {
+    const int pushes = request->pushes_size();
+    for (int i = 0; i < pushes; ++i) {
       executor->Enqueue(&request->pushes(i), [this, i](absl::StatusOr<rpc::PushTaskReply> reply) {
         OnResult(i, std::move(reply));
       });
     }
   }
   void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    broken_ |= !ok;  // the caller is gone: the rest is answered to no one
-    WriteOrFinishLocked();
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      broken_ |= !ok;  // the caller is gone: the rest is answered to no one
+      step = NextStepLocked();
+    }
+    Take(step);
   }
   void OnDone() override { delete this; }
 
  private:
+  enum class Step { kNone, kWrite, kWriteAndFinish, kFinishOk, kFinishCancelled };
+
   void OnResult(int index, absl::StatusOr<rpc::PushTaskReply> reply) {
-    absl::MutexLock lock(&mu_);
-    --unanswered_;
-    if (!broken_) {
-      rpc::PushTaskResult* result = pending_.add_results();
-      result->set_index(index);
-      if (reply.ok()) {
-        *result->mutable_reply() = std::move(*reply);
-      } else {
-        result->set_error_code(static_cast<int>(reply.status().code()));
-        result->set_error_message(std::string(reply.status().message()));
+    Step step;
+    {
+      absl::MutexLock lock(&mu_);
+      --unanswered_;
+      if (!broken_) {
+        rpc::PushTaskResult* result = pending_.add_results();
+        result->set_index(index);
+        if (reply.ok()) {
+          *result->mutable_reply() = std::move(*reply);
+        } else {
+          result->set_error_code(static_cast<int>(reply.status().code()));
+          result->set_error_message(std::string(reply.status().message()));
+        }
       }
+      step = NextStepLocked();
     }
-    WriteOrFinishLocked();
+    Take(step);
   }
-  void WriteOrFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finished_) return;
+  // What to start now; the state says it is started (Take starts it, without the lock).
+  Step NextStepLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finished_) return Step::kNone;
     if (!broken_ && pending_.results_size() > 0) {
-      writing_ = true;
       writing_message_.Swap(&pending_);
       pending_.Clear();
-      StartWrite(&writing_message_);
-    } else if (unanswered_ == 0) {
-      finished_ = true;
-      Finish(broken_ ? grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away")
-                     : grpc::Status::OK);
+      if (unanswered_ == 0) {
+        finished_ = true;
+        return Step::kWriteAndFinish;  // the last results travel with the stream's end
+      }
+      writing_ = true;
+      return Step::kWrite;
+    }
+    if (unanswered_ > 0) return Step::kNone;
+    finished_ = true;
+    return broken_ ? Step::kFinishCancelled : Step::kFinishOk;
+  }
+  // `writing_message_` is not touched by others until OnWriteDone (writing_) or ever again
+  // (finished_). After a finish, OnDone may already have deleted this.
+  void Take(Step step) {
+    switch (step) {
+      case Step::kNone:
+        return;
+      case Step::kWrite:
+        return StartWrite(&writing_message_);
+      case Step::kWriteAndFinish:
+        return StartWriteAndFinish(&writing_message_, grpc::WriteOptions(), grpc::Status::OK);
+      case Step::kFinishOk:
+        return Finish(grpc::Status::OK);
+      case Step::kFinishCancelled:
+        return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the caller went away"));
     }
   }
 
   absl::Mutex mu_;
   int unanswered_ ABSL_GUARDED_BY(mu_);
   rpc::PushTaskResults pending_ ABSL_GUARDED_BY(mu_);
-  rpc::PushTaskResults writing_message_ ABSL_GUARDED_BY(mu_);  // gRPC reads it until written
+  rpc::PushTaskResults writing_message_;  // see Take
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

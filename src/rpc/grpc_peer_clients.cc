@@ -93,6 +93,17 @@ CallCanceller GrpcTaskPushClient::PushTask(const std::string& worker_address,
 CallCanceller GrpcTaskPushClient::PushTasks(const std::string& worker_address,
                                             rpc::PushTasksRequest request,
                                             PushResultsCallback done) {
+  if (faults_.drop_actor_reply_probability > 0 && request.pushes_size() > 0 &&
+      request.pushes(0).task().type() == rpc::TaskSpec::ACTOR_TASK) {
+    done = [this, done = std::move(done)](PushResults results) {
+      for (auto& [index, reply] : results) {
+        if (reply.ok() && DropThisReply()) {
+          reply = absl::UnavailableError("testing: the actor's reply was dropped after delivery");
+        }
+      }
+      done(std::move(results));
+    };
+  }
   return workers_->Get(worker_address)->PushTasksAsync(std::move(request), std::move(done));
 }
 

@@ -493,9 +493,14 @@ absl::Status ValidateRequest(const rpc::PushTaskRequest& request) {
 absl::Status ValidateRequest(const rpc::PushTasksRequest& request) {
   if (request.pushes_size() == 0) return Invalid("pushes", "is empty");
   TROUPE_RETURN_IF_ERROR(CheckCount("pushes", request.pushes_size(), L::kMaxRepeated));
+  // One leased worker's tasks, or one caller's calls to one actor.
+  const rpc::TaskSpec::Type type = request.pushes(0).task().type();
+  if (type != rpc::TaskSpec::NORMAL_TASK && type != rpc::TaskSpec::ACTOR_TASK) {
+    return Invalid("pushes[0].task.type", "is neither NORMAL_TASK nor ACTOR_TASK");
+  }
   for (int i = 0; i < request.pushes_size(); ++i) {
-    if (request.pushes(i).task().type() != rpc::TaskSpec::NORMAL_TASK) {
-      return Invalid(absl::StrCat("pushes[", i, "].task.type"), "is not NORMAL_TASK");
+    if (request.pushes(i).task().type() != type) {
+      return Invalid(absl::StrCat("pushes[", i, "].task.type"), "differs from pushes[0]'s");
     }
     if (absl::Status valid = ValidateRequest(request.pushes(i)); !valid.ok()) {
       return absl::Status(valid.code(), absl::StrCat("pushes[", i, "]: ", valid.message()));

@@ -93,7 +93,7 @@ absl::Status ValidateRequest(const rpc::PullObjectRequest& request);
 absl::Status ValidateRequest(const rpc::FreeObjectsRequest& request);
 // Core worker (proto/worker.proto, CoreWorkerService).
 absl::Status ValidateRequest(const rpc::PushTaskRequest& request);
-// At least one push, each valid, all normal tasks (actor calls go one per PushTask).
+// At least one push, each valid, all normal tasks or all actor calls.
 absl::Status ValidateRequest(const rpc::PushTasksRequest& request);
 absl::Status ValidateRequest(const rpc::GetObjectStatusRequest& request);
 absl::Status ValidateRequest(const rpc::AddObjectLocationRequest& request);

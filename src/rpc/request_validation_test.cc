@@ -198,7 +198,17 @@ TEST(RequestValidationTest, CoreWorkerRequests) {
   ExpectInvalid(ValidateRequest(batch), "pushes[1]: task.task_id");
   batch.mutable_pushes(1)->mutable_task()->set_task_id(TaskId::FromRandom().Binary());
   batch.mutable_pushes(1)->mutable_task()->set_type(rpc::TaskSpec::ACTOR_TASK);
-  ExpectInvalid(ValidateRequest(batch), "pushes[1].task.type", "NORMAL_TASK");
+  ExpectInvalid(ValidateRequest(batch), "pushes[1].task.type", "differs");
+  // One caller's calls to one actor go together too; an actor's creation never does.
+  for (auto& each : *batch.mutable_pushes()) {
+    each.mutable_task()->set_type(rpc::TaskSpec::ACTOR_TASK);
+    each.mutable_task()->set_actor_id(ActorId::FromRandom().Binary());
+  }
+  EXPECT_TRUE(ValidateRequest(batch).ok()) << ValidateRequest(batch);
+  for (auto& each : *batch.mutable_pushes()) {
+    each.mutable_task()->set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
+  }
+  ExpectInvalid(ValidateRequest(batch), "pushes[0].task.type", "NORMAL_TASK");
 
   rpc::GetObjectStatusRequest status;
   status.set_object_id("x");

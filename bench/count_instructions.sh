@@ -57,7 +57,8 @@ count() {
   echo "$metric events=$mode batches=$batches: counted $(ls "$dir"/cg.*.1 | wc -l) of $want processes" >&2
   wait "$driver" || true
   # Dumps are named cg.PID.1 (the final cg.PID of the driver is not counted: it has Shutdown).
-  cat "$dir"/cg.*.1 | awk '/^summary:/ {s += $2} END {printf "%d\n", s}'
+  # %.0f, not %d: mawk's %d stops at 2^31 - 1, which a 4-batch run passes.
+  cat "$dir"/cg.*.1 | awk '/^summary:/ {s += $2} END {printf "%.0f\n", s}'
 }
 
 for metric in $metrics; do

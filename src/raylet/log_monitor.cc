@@ -1,11 +1,11 @@
 #include "src/raylet/log_monitor.h"
 
-#include <fstream>
 #include <set>
+
+#include "absl/strings/match.h"
 
 namespace troupe {
 namespace {
-constexpr int64_t kMaxReadPerTick = 1 << 20;
 constexpr char kTaskMarker[] = ":troupe task ";
 }  // namespace
 
@@ -13,32 +13,20 @@ void LogMonitor::Tick() {
   std::set<std::string> alive;
   for (const auto& worker : pool_->Snapshot()) {
     alive.insert(worker->log_path);
-    auto& followed = files_[worker->log_path];
-    if (!followed.worker) followed.worker = worker;
+    auto [it, added] = files_.try_emplace(worker->log_path, worker->log_path);
+    if (added) it->second.worker = worker;
   }
   rpc::PublishLogsRequest request;
   for (auto it = files_.begin(); it != files_.end();) {
     Followed& followed = it->second;
     if (!alive.count(it->first)) followed.gone = true;
-    std::ifstream in(it->first, std::ios::binary);
-    in.seekg(followed.offset);
-    std::string chunk(kMaxReadPerTick, '\0');
-    in.read(chunk.data(), kMaxReadPerTick);
-    chunk.resize(static_cast<size_t>(in.gcount()));
-    followed.offset += static_cast<int64_t>(chunk.size());
-    followed.partial += chunk;
+    std::vector<std::string> lines;
+    const int64_t read = followed.tail.ReadLines(followed.gone, &lines);
     rpc::LogBatch batch;
-    size_t start = 0;
-    for (size_t newline; (newline = followed.partial.find('\n', start)) != std::string::npos;
-         start = newline + 1) {
+    for (auto& line : lines) {
       // Task markers (task_executor.cc) are for `troupe logs --task-id`, not for drivers.
-      if (followed.partial.compare(start, sizeof(kTaskMarker) - 1, kTaskMarker) == 0) continue;
-      batch.add_lines(followed.partial.substr(start, newline - start));
-    }
-    followed.partial.erase(0, start);
-    if (followed.gone && chunk.empty() && !followed.partial.empty()) {
-      batch.add_lines(followed.partial);  // the last line had no newline
-      followed.partial.clear();
+      if (absl::StartsWith(line, kTaskMarker)) continue;
+      batch.add_lines(std::move(line));
     }
     if (batch.lines_size() > 0) {
       batch.set_job_id(followed.worker->job_id.Binary());
@@ -47,7 +35,7 @@ void LogMonitor::Tick() {
       batch.set_worker_id(followed.worker->worker_id.Binary());
       *request.add_batches() = std::move(batch);
     }
-    if (followed.gone && chunk.empty()) {
+    if (followed.gone && read == 0) {
       files_.erase(it++);
     } else {
       ++it;

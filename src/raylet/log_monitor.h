@@ -1,6 +1,7 @@
 // Follows the node's worker log files and publishes new lines to the GCS (LOG_CHANNEL), tagged
 // with the worker's job, pid and node, so drivers can print their workers' output. Files of
-// exited workers are read to the end before they are dropped.
+// exited workers are read to the end before they are dropped. A file that has not grown since
+// the last tick costs one stat() (LogTail).
 // Not thread-safe: Tick() is called from one thread (the raylet's log thread).
 #pragma once
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "src/common/ids.h"
+#include "src/raylet/log_tail.h"
 #include "src/raylet/worker_pool.h"
 #include "src/rpc/gcs_client.h"
 
@@ -25,10 +27,10 @@ class LogMonitor {
 
  private:
   struct Followed {
+    explicit Followed(const std::string& path) : tail(path) {}
     std::shared_ptr<Worker> worker;
-    int64_t offset = 0;
-    std::string partial;  // an unfinished last line
-    bool gone = false;    // the worker exited: read once more, then forget
+    LogTail tail;
+    bool gone = false;  // the worker exited: read to the end, then forget
   };
 
   const NodeId node_id_;

@@ -41,6 +41,9 @@ TEST(TokenAuthenticatorTest, SaysWhyATokenIsRefused) {
   TokenAuthenticator auth(mine);
   EXPECT_TRUE(auth.CheckValue("Bearer " + mine.ToString()).ok());
 
+  // Not byte for byte the token, but the same token: still accepted (the careful path).
+  EXPECT_TRUE(auth.CheckValue("Bearer " + mine.ToString() + " ").ok());
+
   grpc::Status no_bearer = auth.CheckValue(mine.ToString());
   EXPECT_EQ(no_bearer.error_code(), grpc::StatusCode::UNAUTHENTICATED);
 

@@ -11,7 +11,12 @@ namespace troupe {
 int64_t LogTail::ReadLines(bool final, std::vector<std::string>* lines) {
   std::string chunk;
   struct stat info;
-  if (stat(path_.c_str(), &info) == 0 && info.st_size > offset_) {
+  const bool exists = stat(path_.c_str(), &info) == 0;
+  if (exists && info.st_size < offset_) {
+    offset_ = 0;  // truncated (someone freed the space): what is written now starts at 0
+    partial_.clear();
+  }
+  if (exists && info.st_size > offset_) {
     const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
       chunk.resize(static_cast<size_t>(std::min<int64_t>(info.st_size - offset_, kMaxReadPerCall)));

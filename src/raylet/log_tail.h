@@ -21,6 +21,7 @@ class LogTail {
   // Appends to `lines` the whole lines written since the last call (without their '\n'); with
   // `final` (the writer has exited), also an unfinished last line once nothing more is read.
   // Returns the number of bytes read: 0 when the file has not grown, is gone or cannot be read.
+  // A file found shorter than what was read of it was truncated: it is read again from its start.
   int64_t ReadLines(bool final, std::vector<std::string>* lines);
 
   const std::string& path() const { return path_; }

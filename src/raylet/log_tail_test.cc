@@ -77,6 +77,16 @@ TEST(LogTailTest, ABacklogLargerThanOneReadComesWholeOverSeveralReads) {
   for (const auto& read : lines) ASSERT_EQ(read, line);
 }
 
+TEST(LogTailTest, ATruncatedFileIsFollowedFromItsNewStart) {
+  const std::string path = TempPath("truncated.log");
+  std::remove(path.c_str());
+  Append(path, "a long first line\n");
+  LogTail tail(path);
+  EXPECT_EQ(Read(tail), std::vector<std::string>({"a long first line"}));
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << "after\n";
+  EXPECT_EQ(Read(tail), std::vector<std::string>({"after"}));
+}
+
 TEST(LogTailTest, AFileThatCannotBeReadGivesNoLinesAndNoError) {
   LogTail tail(TempPath("no/such/dir/worker.log"));
   std::vector<std::string> lines;

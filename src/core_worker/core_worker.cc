@@ -207,15 +207,18 @@ void CoreWorker::WatchNodeDeaths() {
 }
 
 void CoreWorker::WakeTimer() {
-  if (!timer_started_.load(std::memory_order_acquire)) {
-    absl::MutexLock lock(&timer_mu_);
-    timer_wanted_ = true;
-    if (timer_startable_ && !timer_.joinable() && !stop_timer_.HasBeenNotified()) {
-      timer_ = std::thread([this] { TimerLoop(); });
-      timer_started_.store(true, std::memory_order_release);
-    }
-  }
+  EnsureTimer();
   timer_wakeup_.Wake();
+}
+
+void CoreWorker::EnsureTimer() {
+  if (timer_started_.load(std::memory_order_acquire)) return;
+  absl::MutexLock lock(&timer_mu_);
+  timer_wanted_ = true;
+  if (timer_startable_ && !timer_.joinable() && !stop_timer_.HasBeenNotified()) {
+    timer_ = std::thread([this] { TimerLoop(); });
+    timer_started_.store(true, std::memory_order_release);
+  }
 }
 
 void CoreWorker::OnNodeDead(const NodeId& node_id, const std::string& raylet_address) {
@@ -298,7 +301,7 @@ ObjectRefInfo CoreWorker::SubmitTask(const std::string& function_name,
                                      std::vector<TaskArgSpec> args,
                                      const TaskSubmitOptions& options) {
   WatchNodeDeaths();
-  WakeTimer();  // a worker's first submission: its leases linger and are returned by the timer
+  EnsureTimer();  // a worker's first submission: its leases linger, returned by the timer
   return submission_->SubmitTask(function_name, std::move(args), options);
 }
 
@@ -336,7 +339,7 @@ absl::StatusOr<ActorId> CoreWorker::CreateActor(const std::string& factory_name,
 ObjectRefInfo CoreWorker::SubmitActorTask(const ActorId& actor_id, const std::string& method_name,
                                           std::vector<TaskArgSpec> args) {
   WatchNodeDeaths();
-  WakeTimer();  // a worker's first call: the actor may need looking up
+  EnsureTimer();  // a worker's first call: the actor may need looking up
   return submission_->SubmitActorTask(actor_id, method_name, std::move(args));
 }
 

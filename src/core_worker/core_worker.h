@@ -242,6 +242,8 @@ class CoreWorker {
   // after Shutdown began), then wakes it. Any thread, also with a part's lock held (the new
   // thread takes it only once running).
   void WakeTimer() ABSL_LOCKS_EXCLUDED(timer_mu_);
+  // Only starts it (the submission paths: one atomic load once it runs, no wake-up per call).
+  void EnsureTimer() ABSL_LOCKS_EXCLUDED(timer_mu_);
   Wakeup timer_wakeup_;
   std::atomic<bool> timer_started_{false};
   absl::Mutex timer_mu_;

@@ -42,7 +42,7 @@ CoreWorker::CoreWorker(CoreWorkerOptions options)
       ObjectService::Options{options_.raylet_address, options_.worker_id, options_.is_driver,
                              options_.max_inline_bytes},
       &raylets_, &workers_, clock_);
-  objects_->memory_store().SetTimedWaiterListener([this] { timer_wakeup_.Wake(); });
+  objects_->memory_store().SetTimedWaiterListener([this] { WakeTimer(); });
   executor_ = std::make_unique<TaskExecutor>(
       [this](const rpc::PushTaskRequest& request) { return ExecuteTask(request); });
 }
@@ -109,7 +109,7 @@ absl::Status CoreWorker::Start() {
           [this](const rpc::TaskSpec& spec, const std::string& why) {
             submission_->OnTaskRetry(spec, why);
           },
-          [this] { timer_wakeup_.Wake(); }});
+          [this] { WakeTimer(); }});
   gcs_ = std::make_unique<GcsClient>(options_.gcs_address, options_.token);
   if (options_.cluster_reconnect_timeout > absl::ZeroDuration()) {
     gcs_->SetRetry(options_.cluster_reconnect_timeout, [this] { return cluster_status(); });
@@ -125,8 +125,8 @@ absl::Status CoreWorker::Start() {
           [this](const rpc::TaskSpec& spec, StoredObject::Error error, const std::string& message) {
             submission_->OnTaskFailure(spec, error, message);
           },
-          [this] { timer_wakeup_.Wake(); }});
-  // Task events: one buffer per process, flushed to the GCS by its own thread.
+          [this] { WakeTimer(); }});
+  // Task events: one buffer per process, flushed to the GCS by the reporter.
   if (options_.record_task_events) {
     TaskEventBuffer::Options event_options;
     event_options.node_id = node_id_;
@@ -137,7 +137,7 @@ absl::Status CoreWorker::Start() {
           if (!cluster_status().ok()) return cluster_status();  // do not wait on a dead GCS
           return background_gcs_->AddTaskEventData(request);
         });
-    task_events_->Start();
+    reporter_.Add(event_options.flush_interval, [this] { task_events_->Flush(); });
   }
   submission_ = std::make_unique<SubmissionFacade>(
       SubmissionFacade::Options{options_.job_id, options_.max_lineage_bytes, options_.warn,
@@ -172,10 +172,15 @@ absl::Status CoreWorker::Start() {
   objects_->SetReconstructor(submission_.get());
   // Drivers own tasks from the start; workers only once they submit (most never do).
   if (options_.is_driver) WatchNodeDeaths();
-  timer_ = std::thread([this] { TimerLoop(); });
-  metrics_reporter_ = std::thread([this] {
-    while (!stop_timer_.WaitForNotificationWithTimeout(absl::Seconds(2))) ReportTaskCounters();
-  });
+  bool start_timer = options_.is_driver;
+  {
+    absl::MutexLock lock(&timer_mu_);
+    timer_startable_ = true;
+    start_timer |= timer_wanted_;
+  }
+  if (start_timer) WakeTimer();
+  reporter_.Add(kTaskCountersInterval, [this] { ReportTaskCounters(); });
+  reporter_.Start();
   return absl::OkStatus();
 }
 
@@ -199,6 +204,21 @@ void CoreWorker::WatchNodeDeaths() {
       });
   node_watcher_thread_ = std::thread([watcher = node_watcher_.get()] { watcher->Run(); });
   watching_nodes_.store(true, std::memory_order_release);
+}
+
+void CoreWorker::WakeTimer() {
+  EnsureTimer();
+  timer_wakeup_.Wake();
+}
+
+void CoreWorker::EnsureTimer() {
+  if (timer_started_.load(std::memory_order_acquire)) return;
+  absl::MutexLock lock(&timer_mu_);
+  timer_wanted_ = true;
+  if (timer_startable_ && !timer_.joinable() && !stop_timer_.HasBeenNotified()) {
+    timer_ = std::thread([this] { TimerLoop(); });
+    timer_started_.store(true, std::memory_order_release);
+  }
 }
 
 void CoreWorker::OnNodeDead(const NodeId& node_id, const std::string& raylet_address) {
@@ -232,24 +252,27 @@ void CoreWorker::ReportTaskCounters() {
 void CoreWorker::Shutdown() {
   if (!server_) return;
   std::thread node_watcher_thread;
+  std::thread timer;
   {
-    absl::MutexLock lock(&node_watch_mu_);
-    stop_timer_.Notify();  // under the lock: no watcher starts after this
+    absl::MutexLock watch_lock(&node_watch_mu_);
+    absl::MutexLock timer_lock(&timer_mu_);
+    stop_timer_.Notify();  // under the locks: no watcher nor timer starts after this
     timer_wakeup_.Wake();  // the timer may be sleeping
     if (node_watcher_) node_watcher_->Stop();
     node_watcher_thread = std::move(node_watcher_thread_);
+    timer = std::move(timer_);
   }
   if (node_watcher_thread.joinable()) node_watcher_thread.join();
-  if (timer_.joinable()) timer_.join();
+  if (timer.joinable()) timer.join();
   if (liveness_thread_.joinable()) liveness_thread_.join();
-  if (metrics_reporter_.joinable()) metrics_reporter_.join();
+  reporter_.Stop();
   if (submitter_) ReportTaskCounters();  // a short-lived driver's tasks count too
   if (submitter_) submitter_->Shutdown();
   if (actor_submitter_) actor_submitter_->Shutdown();
   // Answers every call this worker holds: the gRPC server's shutdown waits for them all.
   executor_->Shutdown();
   objects_->Shutdown();
-  if (task_events_) task_events_->Stop();  // after the executor: its last task's end counts
+  if (task_events_) task_events_->Flush();  // after the executor: its last task's end counts
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
   server_.reset();
 }
@@ -278,6 +301,7 @@ ObjectRefInfo CoreWorker::SubmitTask(const std::string& function_name,
                                      std::vector<TaskArgSpec> args,
                                      const TaskSubmitOptions& options) {
   WatchNodeDeaths();
+  EnsureTimer();  // a worker's first submission: its leases linger, returned by the timer
   return submission_->SubmitTask(function_name, std::move(args), options);
 }
 
@@ -315,6 +339,7 @@ absl::StatusOr<ActorId> CoreWorker::CreateActor(const std::string& factory_name,
 ObjectRefInfo CoreWorker::SubmitActorTask(const ActorId& actor_id, const std::string& method_name,
                                           std::vector<TaskArgSpec> args) {
   WatchNodeDeaths();
+  EnsureTimer();  // a worker's first call: the actor may need looking up
   return submission_->SubmitActorTask(actor_id, method_name, std::move(args));
 }
 

@@ -12,8 +12,12 @@
 // and the clients they use (raylet and worker client pools, the GCS client, and the gRPC
 // implementations of the peer-client interfaces), plus the Clock they read.
 // Its public methods are the API layer's (src/api) view of the runtime; most forward to a part.
-// Thread-safe. A timer thread returns idle leases, looks up actors and expires waits; another
-// reports task counters; another follows node deaths.
+// Thread-safe. Its own threads (gRPC's are listed in docs/architecture.md, "Threads"): the
+// reporter sends task events and task counters to the GCS; in drivers, and in workers once they
+// submit or wait with a deadline, the timer returns idle leases, looks up actors and expires
+// waits, and (after a submission) another follows node deaths; in drivers, another probes the
+// GCS and the raylet. An actor that only answers calls thus has the reporter and the thread
+// that runs its calls.
 #pragma once
 
 #include <atomic>
@@ -35,6 +39,7 @@
 #include "src/core_worker/cluster_liveness.h"
 #include "src/core_worker/node_death_watcher.h"
 #include "src/core_worker/object_service.h"
+#include "src/core_worker/periodic_jobs.h"
 #include "src/core_worker/submission_facade.h"
 #include "src/core_worker/task_event_buffer.h"
 #include "src/core_worker/task_executor.h"
@@ -229,14 +234,28 @@ class CoreWorker {
 
   absl::Notification stop_timer_;
   // The timer (TimerLoop) ticks every kTimerTick while its parts need it and sleeps otherwise;
-  // they wake it through timer_wakeup_.
+  // they wake it through WakeTimer(), which starts it the first time (drivers start it in
+  // Start; a worker that never submits nor waits with a deadline never needs it).
   static constexpr absl::Duration kTimerTick = absl::Milliseconds(10);
   static constexpr absl::Duration kIdleTimerCheck = absl::Seconds(1);
+  // Starts the timer if it is not running yet (once Start has built the parts it ticks; not
+  // after Shutdown began), then wakes it. Any thread, also with a part's lock held (the new
+  // thread takes it only once running).
+  void WakeTimer() ABSL_LOCKS_EXCLUDED(timer_mu_);
+  // Only starts it (the submission paths: one atomic load once it runs, no wake-up per call).
+  void EnsureTimer() ABSL_LOCKS_EXCLUDED(timer_mu_);
   Wakeup timer_wakeup_;
-  std::thread timer_;
+  std::atomic<bool> timer_started_{false};
+  absl::Mutex timer_mu_;
+  bool timer_startable_ ABSL_GUARDED_BY(timer_mu_) = false;  // Start built the parts
+  bool timer_wanted_ ABSL_GUARDED_BY(timer_mu_) = false;     // woken before that
+  std::thread timer_ ABSL_GUARDED_BY(timer_mu_);
   // Every 2 s (and at shutdown): this process's task counters into the GCS KV, for /metrics.
   void ReportTaskCounters();
-  std::thread metrics_reporter_;
+  // Reports to the GCS that may block on it (task events, task counters), on one thread of
+  // their own (off the timer, whose ticks must stay on time). Real time, like the GCS.
+  static constexpr absl::Duration kTaskCountersInterval = absl::Seconds(2);
+  PeriodicJobs reporter_{&real_clock_};
   // Drivers: watches the GCS and the local raylet (probes on liveness_thread_); null in workers.
   std::unique_ptr<GcsClient> probe_gcs_;  // short deadlines, for probes only
   std::unique_ptr<ClusterLiveness> liveness_;

@@ -31,12 +31,6 @@ TaskStateEvent TaskStateEventOf(const rpc::TaskSpec& spec) {
 TaskEventBuffer::TaskEventBuffer(Options options, Report report)
     : options_(options), report_(std::move(report)), names_(options.max_names) {}
 
-TaskEventBuffer::~TaskEventBuffer() {
-  // No last flush here: what `report_` uses may be gone already; Stop() is the owner's to call.
-  if (!stop_.HasBeenNotified()) stop_.Notify();
-  if (flusher_.joinable()) flusher_.join();
-}
-
 void TaskEventBuffer::Record(TaskStateEvent event) {
   absl::MutexLock lock(&mu_);
   AppendLocked(BufferedLocked(std::move(event)));
@@ -101,19 +95,6 @@ void TaskEventBuffer::EndRunning(uint64_t token, rpc::TaskEvent::State state, ab
 size_t TaskEventBuffer::num_buffered() const {
   absl::MutexLock lock(&mu_);
   return events_.size();
-}
-
-void TaskEventBuffer::Start() {
-  if (flusher_.joinable()) return;
-  flusher_ = std::thread([this] {
-    while (!stop_.WaitForNotificationWithTimeout(options_.flush_interval)) Flush();
-  });
-}
-
-void TaskEventBuffer::Stop() {
-  if (!stop_.HasBeenNotified()) stop_.Notify();
-  if (flusher_.joinable()) flusher_.join();
-  Flush();
 }
 
 void TaskEventBuffer::ToProto(const Buffered& event, rpc::TaskEvent* out) const {

@@ -3,26 +3,25 @@
 // attempt); TaskEventBuffer is the real one. Recording is on the task fast path, so it only
 // appends a small fixed-size struct (IDs inline, the task's name as a pointer into a table of
 // names) to a bounded in-memory buffer under a short lock: no heap allocation per event in the
-// common case. A background thread converts what accumulated to proto (on an arena) and reports
-// it to the GCS (proto/gcs.proto AddTaskEventData) every `flush_interval` and once more at
-// Stop, in one call per `max_batch_events` events. When the buffer is full new events are dropped and counted per job;
+// common case. Flush() converts what accumulated to proto (on an arena) and reports it to the
+// GCS (proto/gcs.proto AddTaskEventData), in one call per `max_batch_events` events; the owner
+// calls it every `flush_interval` (the core worker from its PeriodicJobs thread, which also
+// reports task counters: one thread for both) and once more at shutdown. When the buffer is full new events are dropped and counted per job;
 // the counts travel with the next report, so the GCS can say how much it never saw.
 // The report function (a GCS client call in production) is the only way out: no gRPC here.
-// Owned by CoreWorker. Thread-safe: Record from any thread; Start/Stop from one thread.
+// Owned by CoreWorker. Thread-safe: Record and Flush from any thread. Starts no thread.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "proto/gcs.pb.h"
 #include "src/common/ids.h"
@@ -66,7 +65,7 @@ class TaskEventBuffer : public TaskEventSink {
   struct Options {
     size_t max_buffered_events = 100000;  // beyond this, events are dropped (and counted)
     size_t max_batch_events = 10000;      // events per report call
-    absl::Duration flush_interval = absl::Seconds(1);
+    absl::Duration flush_interval = absl::Seconds(1);  // how often the owner should Flush()
     // This process, for the executing side's events (BeginRunning / EndRunning).
     NodeId node_id;
     WorkerId worker_id;
@@ -77,8 +76,6 @@ class TaskEventBuffer : public TaskEventSink {
   using Report = std::function<absl::Status(const rpc::AddTaskEventDataRequest&)>;
 
   TaskEventBuffer(Options options, Report report);
-  // Stops the flusher without a last flush (call Stop() first to send what is left).
-  ~TaskEventBuffer();
 
   void Record(TaskStateEvent event) override ABSL_LOCKS_EXCLUDED(mu_);
   // The executing side. A run starts (`running` describes it; its state is set here):
@@ -92,13 +89,8 @@ class TaskEventBuffer : public TaskEventSink {
   // next flush.
   void EndRunning(uint64_t token, rpc::TaskEvent::State state, absl::Time end,
                   std::string error_message) ABSL_LOCKS_EXCLUDED(mu_);
-  // Starts the background flusher (once).
-  void Start();
-  // Stops the flusher and flushes what is left. Idempotent. Record after Stop still buffers
-  // (and a later Flush sends it).
-  void Stop();
-  // Reports everything buffered now, in batches; returns the number of calls made (tests; the
-  // flusher calls it). Serialized with itself.
+  // Reports everything buffered now, in batches; returns the number of calls made (none when
+  // there is nothing to say). Serialized with itself, so batches leave in order.
   int Flush() ABSL_LOCKS_EXCLUDED(mu_, flush_mu_);
 
   // Events dropped so far (full buffer or failed report), over the process's life.
@@ -143,8 +135,6 @@ class TaskEventBuffer : public TaskEventSink {
   absl::flat_hash_map<JobId, int64_t> unreported_drops_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> num_dropped_{0};
   absl::Mutex flush_mu_;  // one Flush at a time, so batches leave in order
-  absl::Notification stop_;
-  std::thread flusher_;
 };
 
 }  // namespace troupe

@@ -99,17 +99,15 @@ TEST(TaskEventBufferTest, AFailedReportCountsItsEventsAsDroppedNextTime) {
   EXPECT_EQ(reports.requests[1].dropped(0).count(), 2);
 }
 
-TEST(TaskEventBufferTest, StopFlushesWhatIsLeft) {
+TEST(TaskEventBufferTest, AFlushWithNothingToSayMakesNoCall) {
   Reports reports;
-  TaskEventBuffer::Options options;
-  options.flush_interval = absl::Hours(1);  // only Stop flushes
-  TaskEventBuffer buffer(options, reports.Fn());
-  buffer.Start();
+  TaskEventBuffer buffer(TaskEventBuffer::Options{}, reports.Fn());
+  EXPECT_EQ(buffer.Flush(), 0);  // the owner's periodic flush of an idle process: no RPC
   buffer.Record(Event(1));
-  buffer.Stop();
+  EXPECT_EQ(buffer.Flush(), 1);
   ASSERT_EQ(reports.requests.size(), 1u);
   EXPECT_EQ(reports.requests[0].events_size(), 1);
-  buffer.Stop();  // idempotent
+  EXPECT_EQ(buffer.Flush(), 0);
   EXPECT_EQ(reports.requests.size(), 1u);
 }
 

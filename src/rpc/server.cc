@@ -8,9 +8,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "src/rpc/lazy_event_engine.h"
 #include "src/rpc/transport_security.h"
 
 namespace troupe {
@@ -20,6 +22,19 @@ namespace {
 // kKeepaliveTimeoutMs closes the connection and fails its calls.
 constexpr int kKeepaliveTimeMs = 10000;
 constexpr int kKeepaliveTimeoutMs = 10000;
+
+// Channel arguments every client channel of this process carries.
+grpc::ChannelArguments BaseChannelArguments() {
+  grpc::ChannelArguments args;
+  // No client-idle filter: in gRPC 1.51 its idle timer is the only thing that starts gRPC's
+  // EventEngine in our processes, and that engine is four threads (a poller, a pool of two, a
+  // timer manager) in every worker process, where threads are what limits how many actors fit
+  // on a machine (kernel.pid_max). Without it a channel stays connected while unused instead of
+  // disconnecting after 30 idle minutes; our channels lead to peers we keep talking to, and a
+  // dead peer's connection is closed anyway. INT_MAX is gRPC's "infinite" here.
+  args.SetInt(GRPC_ARG_CLIENT_IDLE_TIMEOUT_MS, std::numeric_limits<int>::max());
+  return args;
+}
 
 }  // namespace
 
@@ -50,6 +65,7 @@ absl::Status CheckPortAvailable(const std::string& host, int port) {
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& host, int port, const std::vector<grpc::Service*>& services,
     int* bound_port, RpcLatencies* latencies) {
+  InstallLazyEventEngine();  // before gRPC makes its engine for this server
   grpc::ServerBuilder builder;
   if (latencies != nullptr) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
@@ -86,13 +102,16 @@ namespace {
 // created when the first channel needs it and torn down when the last such channel goes away.
 // Tearing it down while a callback still runs on it (a client dropped inside its own callback,
 // or a driver that calls Init/Shutdown repeatedly) double-frees it. One channel that lives for
-// the whole process and has made a callback call holds the queue until exit.
+// the whole process and has made a callback call holds the queue until exit. Its target is not
+// a valid address, so gRPC makes it a "lame" channel whose calls fail at once: it never tries
+// to connect (a refused connection would start a reconnect backoff timer, and with it gRPC's
+// EventEngine threads: src/rpc/lazy_event_engine.h).
 void PinCallbackQueue() {
   static std::once_flag once;
   std::call_once(once, [] {
     // Kept (not freed) on purpose: the channel must outlive every other.
-    auto* channel = new std::shared_ptr<grpc::Channel>(
-        grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials()));
+    auto* channel = new std::shared_ptr<grpc::Channel>(grpc::CreateCustomChannel(
+        "ipv4:not-an-address", grpc::InsecureChannelCredentials(), BaseChannelArguments()));
     auto* stub = new grpc::GenericStub(*channel);
     auto* context = new grpc::ClientContext();
     context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1));
@@ -108,8 +127,9 @@ void PinCallbackQueue() {
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const ChannelOptions& options) {
+  InstallLazyEventEngine();  // before gRPC makes its engine for this channel
   PinCallbackQueue();
-  grpc::ChannelArguments args;
+  grpc::ChannelArguments args = BaseChannelArguments();
   args.SetMaxReceiveMessageSize(512 << 20);
   args.SetMaxSendMessageSize(512 << 20);
   // Reconnect quickly after a peer restarts (the default backoff grows to two minutes).

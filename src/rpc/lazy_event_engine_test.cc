@@ -1,0 +1,52 @@
+// The lazy EventEngine: a server, a channel and a call (unary, callback API, as our services
+// and clients use) start none of gRPC's EventEngine threads; the first real use of the engine
+// creates the built-in one and runs what it was given.
+#include "src/rpc/lazy_event_engine.h"
+
+#include <grpc/event_engine/event_engine.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+
+#include "absl/synchronization/notification.h"
+#include "gtest/gtest.h"
+#include "proto/raylet.grpc.pb.h"
+#include "src/rpc/server.h"
+
+namespace troupe {
+namespace {
+
+TEST(LazyEventEngineTest, ServersChannelsAndCallsNeedNoEngineThreadsAndFirstUseMakesOne) {
+  int port = 0;
+  rpc::ObjectManagerService::CallbackService unimplemented;  // any service will do
+  auto server = StartGrpcServer("127.0.0.1", 0, {&unimplemented}, &port);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel = MakeChannel("127.0.0.1:" + std::to_string(port));
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::Slice empty("");
+  grpc::ByteBuffer request(&empty, 1), response;
+  grpc::Status status;
+  absl::Notification done;
+  stub.UnaryCall(&context, "/troupe.NoSuch/Method", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) {
+                   status = std::move(s);
+                   done.Notify();
+                 });
+  done.WaitForNotification();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+  EXPECT_FALSE(BuiltInEventEngineCreated());
+
+  // Something that does use the engine gets a working one.
+  auto engine = grpc_event_engine::experimental::CreateEventEngine();
+  absl::Notification ran;
+  engine->Run([&] { ran.Notify(); });
+  ran.WaitForNotification();
+  EXPECT_TRUE(BuiltInEventEngineCreated());
+  (*server)->Shutdown();
+}
+
+}  // namespace
+}  // namespace troupe

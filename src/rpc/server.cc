@@ -1,6 +1,8 @@
 #include "src/rpc/server.h"
 
 #include <arpa/inet.h>
+#include <grpc/grpc.h>
+#include <grpcpp/channel.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -102,16 +104,19 @@ namespace {
 // created when the first channel needs it and torn down when the last such channel goes away.
 // Tearing it down while a callback still runs on it (a client dropped inside its own callback,
 // or a driver that calls Init/Shutdown repeatedly) double-frees it. One channel that lives for
-// the whole process and has made a callback call holds the queue until exit. Its target is not
-// a valid address, so gRPC makes it a "lame" channel whose calls fail at once: it never tries
-// to connect (a refused connection would start a reconnect backoff timer, and with it gRPC's
-// EventEngine threads: src/rpc/lazy_event_engine.h).
+// the whole process and has made a callback call holds the queue until exit. It is a "lame"
+// channel, whose calls fail at once: it never tries to connect (a refused connection would
+// start a reconnect backoff timer, and with it gRPC's EventEngine threads:
+// src/rpc/lazy_event_engine.h).
 void PinCallbackQueue() {
   static std::once_flag once;
   std::call_once(once, [] {
-    // Kept (not freed) on purpose: the channel must outlive every other.
-    auto* channel = new std::shared_ptr<grpc::Channel>(grpc::CreateCustomChannel(
-        "ipv4:not-an-address", grpc::InsecureChannelCredentials(), BaseChannelArguments()));
+    // Kept (not freed) on purpose: the channel must outlive every other. A lame channel (gRPC's
+    // own kind for "fails every call") needs no target, so nothing is parsed or logged either.
+    grpc_init();  // the core channel is made before the C++ Channel that would initialize gRPC
+    grpc_channel* lame =
+        grpc_lame_client_channel_create("pin", GRPC_STATUS_UNAVAILABLE, "pins the callback queue");
+    auto* channel = new std::shared_ptr<grpc::Channel>(grpc::CreateChannelInternal("", lame, {}));
     auto* stub = new grpc::GenericStub(*channel);
     auto* context = new grpc::ClientContext();
     context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1));

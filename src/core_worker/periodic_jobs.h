@@ -7,8 +7,8 @@
 // (a slow job delays the others due with it, never piles up runs); jobs due together run in the
 // order added.
 // Owned by CoreWorker. Thread-safe: RunDue from any thread (jobs run without the lock, one
-// RunDue at a time); Add, Start and Stop from the owner's thread, Add before Start. Jobs run on the thread Start()
-// made (or the caller of RunDue, in tests).
+// RunDue at a time); Add, Start and Stop from the owner's thread, Add before Start. Jobs run on
+// the thread Start() made (or the caller of RunDue, in tests).
 #pragma once
 
 #include <functional>

@@ -115,8 +115,8 @@ void ManyPgs(int n) {
   std::vector<troupe::PlacementGroup> groups;
   auto start = Clock::now();
   for (int i = 0; i < n; ++i) {
-    groups.push_back(troupe::CreatePlacementGroup(
-        {"", {{{"CPU", 0.001}}}, troupe::PlacementStrategy::kPack}));
+    groups.push_back(
+        troupe::CreatePlacementGroup({"", {{{"CPU", 0.001}}}, troupe::PlacementStrategy::kPack}));
   }
   for (auto& group : groups) {
     if (!group.Wait(std::chrono::seconds(300))) {
@@ -157,7 +157,9 @@ int main(int argc, char** argv) {
   } else if (mode == "many_pgs") {
     ManyPgs(n);
   } else {
-    std::fprintf(stderr, "usage: scale_bench --mode=latency|many_tasks|many_actors|many_pgs --n=N [--hold=S]\n");
+    std::fprintf(
+        stderr,
+        "usage: scale_bench --mode=latency|many_tasks|many_actors|many_pgs --n=N [--hold=S]\n");
     rc = 2;
   }
   troupe::Shutdown();

@@ -372,9 +372,10 @@ elif mode == "many_actors":
     out["actors_created_per_second"] = n / (time.monotonic() - start)
     workers = [p for p in descendants(os.getpid()) if comm(p).startswith("ray::Tiny")]
     out["actor_processes"] = len(workers)
-    out["rss_per_actor"] = sum(mem(p) for p in workers) / max(1, len(workers))
-    out["pss_per_actor"] = sum(mem(p, "Pss:", "smaps_rollup") for p in workers) / max(1, len(workers))
-    out["anon_per_actor"] = sum(mem(p, "Anonymous:", "smaps_rollup") for p in workers) / max(1, len(workers))
+    per_actor = lambda *field: sum(mem(p, *field) for p in workers) / max(1, len(workers))
+    out["rss_per_actor"] = per_actor()
+    out["pss_per_actor"] = per_actor("Pss:", "smaps_rollup")
+    out["anon_per_actor"] = per_actor("Anonymous:", "smaps_rollup")
     out["gcs_rss"] = mem(gcs)
     time.sleep(settle)
     out["gcs_rss_settled"] = mem(gcs)

@@ -6,8 +6,9 @@
 // common case. Flush() converts what accumulated to proto (on an arena) and reports it to the
 // GCS (proto/gcs.proto AddTaskEventData), in one call per `max_batch_events` events; the owner
 // calls it every `flush_interval` (the core worker from its PeriodicJobs thread, which also
-// reports task counters: one thread for both) and once more at shutdown. When the buffer is full new events are dropped and counted per job;
-// the counts travel with the next report, so the GCS can say how much it never saw.
+// reports task counters: one thread for both) and once more at shutdown. When the buffer is
+// full new events are dropped and counted per job; the counts travel with the next report, so
+// the GCS can say how much it never saw.
 // The report function (a GCS client call in production) is the only way out: no gRPC here.
 // Owned by CoreWorker. Thread-safe: Record and Flush from any thread. Starts no thread.
 #pragma once

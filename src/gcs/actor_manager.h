@@ -61,7 +61,8 @@ class ActorManager {
   absl::StatusOr<rpc::ActorInfo> GetActor(const rpc::GetActorInfoRequest& request) const;
   std::vector<rpc::ActorInfo> GetAllActors() const;
   // The actors among `ids` (binary IDs, validated) that this GCS knows, in the order asked.
-  std::vector<rpc::ActorInfo> GetActors(const google::protobuf::RepeatedPtrField<std::string>& ids) const;
+  std::vector<rpc::ActorInfo> GetActors(
+      const google::protobuf::RepeatedPtrField<std::string>& ids) const;
   absl::Status KillActor(const std::string& actor_id, bool no_restart);
 
   // A raylet reports that a worker or driver process of its node (`node_id`) exited or died

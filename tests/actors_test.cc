@@ -191,6 +191,31 @@ TEST(ActorsTest, DeathCausesReachTheCaller) {
       << (left.empty() ? "expected ActorDiedError" : left);
 }
 
+// The GCS forgets dead actors beyond --max-dead-actors; a handle that reaches a process after
+// that (here: a task given the handle) still learns the actor is dead, instead of waiting for it.
+TEST(ActorsTest, ForgottenDeadActorIsDeadToLateCallers) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=2", "--max-dead-actors=0"}));
+  Driver driver(cluster);
+  auto counter = troupe::Actor(Counter::Create).Remote(1);
+  EXPECT_EQ(*troupe::Get(counter.Task(&Counter::Add).Remote(1)), 2);
+  counter.Kill();
+  EXPECT_TRUE(absl::StrContains(DeathOf(counter), "killed by troupe::Kill"));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        auto all = cluster.gcs().GetAllActorInfo();
+        return all.ok() && all->empty();
+      },
+      absl::Seconds(10), "the GCS to forget the dead actor"));
+  try {
+    troupe::Get(troupe::Task(AddThroughHandle).Remote(counter, 5), std::chrono::seconds(30));
+    FAIL() << "a call through the forgotten actor's handle must fail";
+  } catch (const troupe::TaskError& e) {  // the task's call threw ActorDiedError
+    EXPECT_TRUE(absl::StrContains(e.what(), "no record of actor")) << e.what();
+    EXPECT_TRUE(absl::StrContains(e.what(), "--max-dead-actors")) << e.what();
+  }
+}
+
 // Regression: calls that reached an actor after it called ExitActor were never answered, which
 // kept its process (stuck in gRPC server shutdown) and the actor "alive" until callers gave up
 // with "unreachable". Now every such call fails with the real cause.

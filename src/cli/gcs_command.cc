@@ -65,6 +65,8 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   int64_t timeout_ms = absl::ToInt64Milliseconds(options.health_check.timeout);
   int64_t threshold = options.health_check.failure_threshold;
   int64_t max_task_events = options.task_events.max_tasks_per_job;
+  int64_t max_task_events_total = options.task_events.max_tasks;
+  int64_t max_dead_actors = static_cast<int64_t>(options.actors.max_dead_actors);
   RedisFlags redis;
   FlagParser flags("troupe gcs-server",
                    "Runs the global control store in the foreground (`troupe start --head` runs "
@@ -82,6 +84,12 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   flags.AddInt("max-task-events-per-job", &max_task_events,
                "Task attempts remembered per job for the task API and timeline; the oldest are "
                "forgotten (and counted) beyond it.");
+  flags.AddInt("max-task-events", &max_task_events_total,
+               "Task attempts remembered in all jobs together (finished jobs' too); the oldest "
+               "are forgotten (and counted for their job) beyond it.");
+  flags.AddInt("max-dead-actors", &max_dead_actors,
+               "Dead actors remembered (troupe list actors, late callers); the oldest deaths are "
+               "forgotten beyond it.");
   redis.Register(&flags);
   if (auto status = flags.Parse(args); !status.ok()) {
     fprintf(stderr, "troupe gcs-server: %s\n", std::string(status.message()).c_str());
@@ -90,6 +98,12 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   if (flags.help_requested()) {
     printf("%s", flags.Usage().c_str());
     return 0;
+  }
+  if (max_dead_actors < 0 || max_task_events < 0 || max_task_events_total < 0) {
+    fprintf(stderr,
+            "troupe gcs-server: --max-dead-actors, --max-task-events-per-job and "
+            "--max-task-events must be >= 0\n");
+    return 2;
   }
   if (period_ms <= 0 || timeout_ms <= 0 || threshold <= 0) {
     fprintf(stderr, "troupe gcs-server: health check period, timeout and threshold must be > 0\n");
@@ -117,6 +131,8 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   }
   options.port = static_cast<int>(port);
   options.task_events.max_tasks_per_job = max_task_events;
+  options.task_events.max_tasks = max_task_events_total;
+  options.actors.max_dead_actors = static_cast<size_t>(max_dead_actors);
   options.health_check = {absl::Milliseconds(period_ms), absl::Milliseconds(timeout_ms),
                           static_cast<int>(threshold)};
 

@@ -24,6 +24,7 @@
 #include "src/common/flag_parser.h"
 #include "src/common/session.h"
 #include "src/common/sha256.h"
+#include "src/gcs/actor_manager.h"
 #include "src/gcs/health_checker.h"
 #include "src/gcs/task_event_manager.h"
 #include "src/raylet/raylet_options.h"
@@ -60,6 +61,8 @@ struct StartOptions {
   int64_t connect_timeout_s = 10;
   int64_t health_check_period_ms = absl::ToInt64Milliseconds(HealthCheckOptions().period);
   int64_t max_task_events_per_job = TaskEventManagerOptions().max_tasks_per_job;
+  int64_t max_task_events = TaskEventManagerOptions().max_tasks;
+  int64_t max_dead_actors = static_cast<int64_t>(ActorManagerOptions().max_dead_actors);
   int64_t health_check_timeout_ms = absl::ToInt64Milliseconds(HealthCheckOptions().timeout);
   int64_t health_check_failure_threshold = HealthCheckOptions().failure_threshold;
   int64_t gcs_reconnect_timeout_s = absl::ToInt64Seconds(RayletOptions().gcs_reconnect_timeout);
@@ -330,6 +333,11 @@ int StartHead(StartOptions& options) {
   auto resolved_tls = ResolveHeadTls(options, &given_ca, &extra_names);
   if (!resolved_tls.ok()) return Fail(std::string(resolved_tls.status().message()), 2);
   const bool tls = *resolved_tls;
+  if (options.max_dead_actors < 0 || options.max_task_events_per_job < 0 ||
+      options.max_task_events < 0) {
+    return Fail("--max-dead-actors, --max-task-events-per-job and --max-task-events must be >= 0",
+                2);
+  }
   if (auto status = CheckPortAvailable(options.bind, static_cast<int>(options.port));
       !status.ok()) {
     return Fail(std::string(status.message()));
@@ -403,7 +411,9 @@ int StartHead(StartOptions& options) {
       absl::StrCat("--health-check-period-ms=", options.health_check_period_ms),
       absl::StrCat("--health-check-timeout-ms=", options.health_check_timeout_ms),
       absl::StrCat("--health-check-failure-threshold=", options.health_check_failure_threshold),
-      absl::StrCat("--max-task-events-per-job=", options.max_task_events_per_job)};
+      absl::StrCat("--max-task-events-per-job=", options.max_task_events_per_job),
+      absl::StrCat("--max-task-events=", options.max_task_events),
+      absl::StrCat("--max-dead-actors=", options.max_dead_actors)};
   if (!tls_dir.empty()) gcs_args.push_back(absl::StrCat("--tls-dir=", tls_dir));
   for (auto& arg : options.redis.ToArgs()) gcs_args.push_back(std::move(arg));
   // Without Redis the GCS runs on its own (a restarted one would have lost the cluster's state);
@@ -699,6 +709,10 @@ int StartCommand(const std::vector<std::string>& args) {
                "Head: how often the GCS probes each raylet.");
   flags.AddInt("max-task-events-per-job", &options.max_task_events_per_job,
                "Head: task attempts the GCS remembers per job (task API, timeline).");
+  flags.AddInt("max-task-events", &options.max_task_events,
+               "Head: task attempts the GCS remembers in all jobs together.");
+  flags.AddInt("max-dead-actors", &options.max_dead_actors,
+               "Head: dead actors the GCS remembers (troupe list actors, late callers).");
   flags.AddInt("health-check-timeout-ms", &options.health_check_timeout_ms,
                "Head: how long a probe may take.");
   flags.AddInt("health-check-failure-threshold", &options.health_check_failure_threshold,

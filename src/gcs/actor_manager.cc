@@ -1,5 +1,7 @@
 #include "src/gcs/actor_manager.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
 #include "src/common/resources.h"
@@ -15,17 +17,19 @@ constexpr char kKillTable[] = "ACTOR_KILL";  // PendingActorKill by actor ID
 constexpr absl::Duration kRetryDelay = absl::Seconds(1);
 }  // namespace
 
-ActorManager::ActorManager(ActorManagerDeps deps)
+ActorManager::ActorManager(ActorManagerDeps deps, ActorManagerOptions options)
     : store_(deps.store),
       publisher_(deps.publisher),
       nodes_(deps.nodes),
       clock_(deps.clock),
       leases_(deps.leases),
-      workers_(deps.workers) {}
+      workers_(deps.workers),
+      options_(options) {}
 
 void ActorManager::SetStateLocked(Actor& actor, rpc::ActorInfo::State state) {
+  const bool dies = state == rpc::ActorInfo::DEAD && actor.info.state() != rpc::ActorInfo::DEAD;
   actor.info.set_state(state);
-  if (state == rpc::ActorInfo::DEAD) {
+  if (dies) {
     actor.info.set_end_time_ms(absl::ToUnixMillis(clock_->Now()));
     TROUPE_LOG(Info) << "actor " << BytesToHex(actor.info.actor_id()).substr(0, 8) << " ("
                      << actor.info.class_name() << ") is DEAD: " << actor.info.death_cause();
@@ -39,6 +43,37 @@ void ActorManager::SetStateLocked(Actor& actor, rpc::ActorInfo::State state) {
   message.set_key(actor.info.actor_id());
   *message.mutable_actor() = actor.info;
   publisher_->Publish(std::move(message));
+  if (dies) BuryLocked(*ActorId::FromBinary(actor.info.actor_id()), actor);
+}
+
+void ActorManager::BuryLocked(const ActorId& id, Actor& actor) {
+  // Its worker is gone or going (killed, returned with its job): drop the client to it. Deaths
+  // through OnActorFailedLocked told the listener already, and cleared the address.
+  if (worker_gone_ && !actor.info.worker_address().empty()) {
+    worker_gone_(actor.info.worker_address());
+  }
+  // A dead actor is never placed again: its creation task (arguments included) is dead weight.
+  std::string task_id = std::move(*actor.creation_task.mutable_task_id());
+  actor.creation_task = rpc::TaskSpec();
+  actor.creation_task.set_task_id(std::move(task_id));
+  store_->AsyncDelete(kTaskTable, actor.info.actor_id(), nullptr);
+  dead_.push_back(id);  // forgotten by a later Tick(): callers may still hold `actor`
+}
+
+void ActorManager::ForgetOldDeadLocked() {
+  while (dead_.size() > options_.max_dead_actors) {
+    const ActorId id = dead_.front();
+    dead_.pop_front();
+    auto it = actors_.find(id);
+    if (it == actors_.end()) continue;
+    // A worker whose exit is still to be reported (its constructor threw) finds nothing.
+    if (auto w = by_worker_.find(it->second.info.worker_id());
+        w != by_worker_.end() && w->second == id) {
+      by_worker_.erase(w);
+    }
+    store_->AsyncDelete(kTable, id.Binary(), nullptr);
+    actors_.erase(it);
+  }
 }
 
 void ActorManager::SaveKillLocked(const Actor& actor) {
@@ -73,6 +108,7 @@ absl::StatusOr<int> ActorManager::Initialize() {
   absl::flat_hash_map<std::string, rpc::NodeInfo> lost_nodes;  // of ALIVE actors
   std::vector<std::pair<std::string, std::string>> to_return;  // (raylet, lease)
   int loaded = 0;
+  std::vector<std::pair<int64_t, ActorId>> loaded_dead;  // (end_time_ms, ID)
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [key, value] : *rows) {
@@ -89,11 +125,19 @@ absl::StatusOr<int> ActorManager::Initialize() {
       if (auto demand = ResourceSet::FromMap({wanted.begin(), wanted.end()}); demand.ok()) {
         actor.demand = *std::move(demand);
       }
-      if (auto task = tasks->find(key); task != tasks->end()) {
-        (void)actor.creation_task.ParseFromString(task->second);
-      }
       const auto state = actor.info.state();
-      if (state == rpc::ActorInfo::DEAD) continue;
+      auto task = tasks->find(key);
+      if (state == rpc::ActorInfo::DEAD) {
+        // Only the task ID is kept (an earlier version kept the whole task, and its row).
+        rpc::TaskSpec spec;
+        if (task != tasks->end() && spec.ParseFromString(task->second)) {
+          actor.creation_task.set_task_id(spec.task_id());
+          store_->AsyncDelete(kTaskTable, key, nullptr);
+        }
+        loaded_dead.emplace_back(actor.info.end_time_ms(), *id);
+        continue;
+      }
+      if (task != tasks->end()) (void)actor.creation_task.ParseFromString(task->second);
       if (auto kill = kills->find(key); kill != kills->end()) {
         rpc::PendingActorKill pending;
         if (pending.ParseFromString(kill->second)) {
@@ -142,6 +186,11 @@ absl::StatusOr<int> ActorManager::Initialize() {
     }
     // Actors whose node died while no GCS was watching fail as on a node death.
     for (const auto& [node_id, node] : lost_nodes) OnNodeDeadLocked(node);
+    // The loaded dead died before those that died just now, oldest first.
+    std::sort(loaded_dead.begin(), loaded_dead.end());
+    for (auto it = loaded_dead.rbegin(); it != loaded_dead.rend(); ++it) {
+      dead_.push_front(it->second);
+    }
   }
   for (const auto& [raylet, lease] : to_return) {
     leases_->ReturnWorker(raylet, lease, /*disconnect=*/true);
@@ -265,7 +314,8 @@ void ActorManager::RequestLease(const ActorId& id, uint64_t attempt,
   {
     absl::MutexLock lock(&mu_);
     auto it = actors_.find(id);
-    if (it == actors_.end()) return;
+    // Died between ScheduleLocked and now: its creation task is gone.
+    if (it == actors_.end() || it->second.info.state() == rpc::ActorInfo::DEAD) return;
     const rpc::TaskSpec& creation = it->second.creation_task;
     rpc::TaskSpec* spec = request.mutable_resource_spec();
     spec->set_job_id(creation.job_id());
@@ -420,9 +470,10 @@ void ActorManager::DoWorkerExit(const std::string& worker_id, const std::string&
   absl::MutexLock lock(&mu_);
   auto it = by_worker_.find(worker_id);
   if (it == by_worker_.end()) return;
-  Actor& actor = actors_[it->second];
+  auto found = actors_.find(it->second);
   by_worker_.erase(it);
-  if (actor.info.state() == rpc::ActorInfo::DEAD) return;
+  if (found == actors_.end() || found->second.info.state() == rpc::ActorInfo::DEAD) return;
+  Actor& actor = found->second;
   std::string cause;
   if (actor.exiting) {
     cause = "the actor exited with troupe::ExitActor()";
@@ -511,7 +562,9 @@ void ActorManager::KillActorsInPlacementGroup(const std::string& placement_group
   for (const auto& id : ids) {
     {
       absl::MutexLock lock(&mu_);
-      actors_[id].death_cause = "its placement group was removed";
+      auto it = actors_.find(id);
+      if (it == actors_.end()) continue;
+      it->second.death_cause = "its placement group was removed";
     }
     (void)KillActor(id.Binary(), /*no_restart=*/true);
   }
@@ -564,7 +617,11 @@ absl::StatusOr<rpc::ActorInfo> ActorManager::GetActor(
     auto id = ActorId::FromBinary(request.actor_id());
     if (!id.ok()) return id.status();
     auto it = actors_.find(*id);
-    if (it == actors_.end()) return absl::NotFoundError(absl::StrCat("no actor ", id->Hex()));
+    if (it == actors_.end()) {
+      return absl::NotFoundError(absl::StrCat(
+          "no actor ", id->Hex(), " (dead actors are forgotten beyond the last ",
+          options_.max_dead_actors, ": troupe start --max-dead-actors)"));
+    }
     return it->second.info;
   }
   for (const auto& [id, actor] : actors_) {
@@ -593,7 +650,18 @@ std::vector<rpc::ActorInfo> ActorManager::GetActors(
   for (const std::string& binary : ids) {
     auto id = ActorId::FromBinary(binary);
     if (!id.ok()) continue;
-    if (auto it = actors_.find(*id); it != actors_.end()) found.push_back(it->second.info);
+    if (auto it = actors_.find(*id); it != actors_.end()) {
+      found.push_back(it->second.info);
+      continue;
+    }
+    // Handles are made only after registration: the actor died and was forgotten, or never was.
+    rpc::ActorInfo& unknown = found.emplace_back();
+    unknown.set_actor_id(binary);
+    unknown.set_state(rpc::ActorInfo::DEAD);
+    unknown.set_death_cause(absl::StrCat(
+        "the GCS has no record of actor ", id->Hex(), ": it died and was forgotten (the GCS "
+        "remembers the last ", options_.max_dead_actors, " dead actors: troupe start "
+        "--max-dead-actors), or it was never created on this cluster"));
   }
   return found;
 }
@@ -601,6 +669,7 @@ std::vector<rpc::ActorInfo> ActorManager::GetActors(
 void ActorManager::Tick() {
   {
     absl::MutexLock lock(&mu_);
+    ForgetOldDeadLocked();
     const absl::Time now = clock_->Now();
     for (auto& [id, actor] : actors_) {
       const auto state = actor.info.state();

@@ -5,6 +5,11 @@
 // ACTOR channel with the node, worker address, pid and, for DEAD, the cause. Deaths come from
 // raylets (worker exits), the node table (node deaths), users (KillActor, ExitActor) and jobs
 // (a non-detached actor dies with its job). Restarts follow max_restarts.
+// Dead actors are remembered for `troupe list actors` and late callers, but only the last
+// ActorManagerOptions::max_dead_actors of them (oldest death first out, record deleted from the
+// store too), and a dead actor keeps only its ActorInfo (its creation task is dropped). An actor
+// ID the manager does not know is answered DEAD by GetActors: a handle is only ever made after
+// its actor was registered, so an unknown ID is one that was dropped (or never existed).
 // Outbound calls go through the peer-client interfaces (src/rpc/peer_clients.h): LeaseClient to
 // lease, return and kill the actor's worker, TaskPushClient to push its creation task. No gRPC
 // here; the composition root (GcsServer) passes the gRPC implementations, tests pass fakes.
@@ -12,6 +17,7 @@
 // never run with mu_ held.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -41,9 +47,15 @@ struct ActorManagerDeps {
   TaskPushClient* workers = nullptr;  // pushes creation tasks
 };
 
+struct ActorManagerOptions {
+  // Dead actors remembered (as Ray's maximum_gcs_destroyed_actor_cached_count, 100,000 there);
+  // about 1 KiB each. Applied by Tick(): 0 forgets an actor at the first tick after its death.
+  size_t max_dead_actors = 10000;
+};
+
 class ActorManager {
  public:
-  explicit ActorManager(ActorManagerDeps deps);
+  explicit ActorManager(ActorManagerDeps deps, ActorManagerOptions options = {});
 
   // Loads the actors an earlier GCS saved on the same store; call once, after the node table
   // was loaded and before serving. ALIVE actors keep their worker (callers go on calling it);
@@ -60,7 +72,8 @@ class ActorManager {
   // By ID, or by name within a namespace (NotFound for none, or only dead ones).
   absl::StatusOr<rpc::ActorInfo> GetActor(const rpc::GetActorInfoRequest& request) const;
   std::vector<rpc::ActorInfo> GetAllActors() const;
-  // The actors among `ids` (binary IDs, validated) that this GCS knows, in the order asked.
+  // The actors `ids` (binary IDs; invalid ones are skipped), in the order asked. An ID this GCS
+  // does not know comes back DEAD, its death_cause saying why.
   std::vector<rpc::ActorInfo> GetActors(
       const google::protobuf::RepeatedPtrField<std::string>& ids) const;
   absl::Status KillActor(const std::string& actor_id, bool no_restart);
@@ -79,20 +92,21 @@ class ActorManager {
   using BundleLocator = std::function<absl::StatusOr<std::pair<std::string, int>>(
       const std::string& placement_group_id, int bundle_index)>;
   void set_bundle_locator(BundleLocator locator) { locate_bundle_ = std::move(locator); }
-  // Told the address of an actor's worker once that worker is gone (it exited, was killed or its
-  // node died), so the owner can drop its client to it (a gRPC channel, ~33 KiB, per actor ever
+  // Told the address of an actor's worker once that worker is gone (it exited, was killed, its
+  // node died, or it was returned when the actor died with its job), so the owner can drop its client to it (a gRPC channel, ~33 KiB, per actor ever
   // created otherwise). Called under the manager's lock: must not call back into it. Set before
   // use.
   void set_worker_gone_listener(std::function<void(const std::string& worker_address)> listener) {
     worker_gone_ = std::move(listener);
   }
-  // Retries placements that are waiting (no node fits yet, or a lease attempt failed).
+  // Retries placements that are waiting (no node fits yet, or a lease attempt failed), and
+  // forgets the oldest dead actors beyond max_dead_actors.
   void Tick();
 
  private:
   struct Actor {
     rpc::ActorInfo info;
-    rpc::TaskSpec creation_task;
+    rpc::TaskSpec creation_task;  // once DEAD, only its task_id (a registration retry's check)
     ResourceSet demand;       // info.required_resources, checked at registration
     bool scheduling = false;  // a lease or creation push is in flight
     absl::Time retry_at = absl::InfinitePast();
@@ -126,6 +140,11 @@ class ActorManager {
   void OnActorFailedLocked(Actor& actor, const std::string& cause)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetStateLocked(Actor& actor, rpc::ActorInfo::State state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The actor just died: drops its creation task and queues it for forgetting (not at once:
+  // callers go on using `actor`, some while iterating actors_).
+  void BuryLocked(const ActorId& id, Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the oldest dead actors beyond max_dead_actors (memory and store). From Tick().
+  void ForgetOldDeadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Saves the kill flags (ACTOR_KILL table), or deletes them once cleared.
   void SaveKillLocked(const Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -135,9 +154,11 @@ class ActorManager {
   const Clock* clock_;
   LeaseClient* leases_;
   TaskPushClient* workers_;
+  const ActorManagerOptions options_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<ActorId, Actor> actors_ ABSL_GUARDED_BY(mu_);
+  std::deque<ActorId> dead_ ABSL_GUARDED_BY(mu_);  // the dead in actors_, oldest death first
   absl::flat_hash_map<std::string, ActorId> by_worker_ ABSL_GUARDED_BY(mu_);
   uint64_t spread_counter_ ABSL_GUARDED_BY(mu_) = 0;
   BundleLocator locate_bundle_;

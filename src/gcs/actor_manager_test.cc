@@ -147,19 +147,27 @@ TEST_F(ActorManagerTest, LeasesPushesCreationAndBecomesAlive) {
   EXPECT_EQ(info.lease_id(), "lease-0");
 }
 
-TEST_F(ActorManagerTest, GetActorsAnswersTheKnownOnesAmongTheIdsAskedInOrder) {
+TEST_F(ActorManagerTest, GetActorsAnswersTheIdsAskedInOrderTheUnknownAsDead) {
   AddNode(7001, {{"CPU", 4}});
   const ActorId first = Register(ActorRequest(0));
   const ActorId second = Register(ActorRequest(1));
+  const ActorId unknown = ActorId::FromRandom();
   google::protobuf::RepeatedPtrField<std::string> ids;
   *ids.Add() = second.Binary();
-  *ids.Add() = ActorId::FromRandom().Binary();  // unknown: left out
+  *ids.Add() = unknown.Binary();
+  *ids.Add() = "not an actor ID";  // skipped
   *ids.Add() = first.Binary();
   auto infos = actors_.GetActors(ids);
-  ASSERT_EQ(infos.size(), 2u);
+  ASSERT_EQ(infos.size(), 3u);
   EXPECT_EQ(infos[0].actor_id(), second.Binary());
-  EXPECT_EQ(infos[1].actor_id(), first.Binary());
   EXPECT_EQ(infos[0].state(), rpc::ActorInfo::PENDING_CREATION);
+  // A handle exists only for a registered actor: one the GCS does not know is dead to callers.
+  EXPECT_EQ(infos[1].actor_id(), unknown.Binary());
+  EXPECT_EQ(infos[1].state(), rpc::ActorInfo::DEAD);
+  EXPECT_TRUE(absl::StrContains(infos[1].death_cause(), "no record of actor " + unknown.Hex()))
+      << infos[1].death_cause();
+  EXPECT_TRUE(absl::StrContains(infos[1].death_cause(), "--max-dead-actors"));
+  EXPECT_EQ(infos[2].actor_id(), first.Binary());
   EXPECT_TRUE(actors_.GetActors({}).empty());
   EXPECT_EQ(actors_.GetAllActors().size(), 2u);
 }
@@ -197,6 +205,19 @@ TEST_F(ActorManagerTest, TellsWhenAnActorsWorkerIsGone) {
   ASSERT_EQ(Info(id).state(), rpc::ActorInfo::ALIVE);
   actors_.OnWorkerExit(worker, "was killed by signal 9");  // dies
   EXPECT_EQ(gone, (std::vector<std::string>{"10.0.0.1:20042", "10.0.0.1:20043"}));
+
+  // Buried with its job (its lease returned, no exit report needed), and a constructor that
+  // threw: the workers are gone all the same.
+  gone.clear();
+  CreateAlive(ActorRequest(0, {{"CPU", 1}}, /*job=*/9), node, &worker, 44);
+  actors_.OnJobFinished(JobId::FromInt(9).Binary());
+  EXPECT_EQ(gone, std::vector<std::string>{"10.0.0.1:20044"});
+  Register(ActorRequest(0));
+  GrantLease(lease_.num_lease_requests() - 1, node, 45);
+  rpc::PushTaskReply threw;
+  threw.add_returns()->set_is_application_error(true);
+  push_.Reply(push_.num_pushes() - 1, threw);
+  EXPECT_EQ(gone, (std::vector<std::string>{"10.0.0.1:20044", "10.0.0.1:20045"}));
 }
 
 TEST_F(ActorManagerTest, RestartsWithTheCauseUntilMaxRestartsThenDies) {
@@ -427,6 +448,90 @@ TEST_F(ActorManagerTest, InvalidResourcesAreRefusedAtRegistration) {
   auto unnamed = ActorRequest(0, {{"", 1}});
   EXPECT_EQ(actors_.RegisterActor(unnamed).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(lease_.num_lease_requests(), 0u);
+}
+
+// Dead actors are kept for `troupe list actors` and late callers, but only the last
+// max_dead_actors: the oldest deaths are forgotten on the next Tick(), memory and store rows.
+TEST_F(ActorManagerTest, ForgetsTheOldestDeadActorsBeyondTheLimit) {
+  TestNode node = AddNode(7001, {{"CPU", 8}});
+  ActorManager actors({&store_, &publisher_, &nodes_, &clock_, &lease_, &push_},
+                      {.max_dead_actors = 2});
+  auto register_one = [&](bool named = false) {
+    auto request = ActorRequest(0);
+    request.mutable_creation_task()->set_task_id(TaskId::FromRandom().Binary());
+    if (named) request.mutable_actor()->set_name("kept-name");
+    EXPECT_TRUE(actors.RegisterActor(request).ok());
+    return request;
+  };
+  auto id_of = [](const rpc::RegisterActorRequest& r) {
+    return *ActorId::FromBinary(r.actor().actor_id());
+  };
+  auto get = [&](const ActorId& id) {
+    rpc::GetActorInfoRequest request;
+    request.set_actor_id(id.Binary());
+    return actors.GetActor(request);
+  };
+  auto rows = [&](const char* table) { return ScanTableSync(&store_, table)->size(); };
+  std::vector<rpc::RegisterActorRequest> dead;
+  for (int i = 0; i < 3; ++i) {
+    dead.push_back(register_one());
+    clock_.Advance(absl::Seconds(1));
+    // Not leased yet: a kill without restart buries it at once.
+    ASSERT_TRUE(actors.KillActor(id_of(dead.back()).Binary(), /*no_restart=*/true).ok());
+  }
+  const auto alive = register_one(/*named=*/true);
+  EXPECT_EQ(actors.GetAllActors().size(), 4u);  // forgetting waits for the tick
+  EXPECT_EQ(rows("ACTOR_TASK"), 1u);            // a dead actor's creation task goes at once
+  // Registering a dead actor again (a retried call) is still recognised as the same actor.
+  EXPECT_TRUE(actors.RegisterActor(dead[2]).ok());
+
+  actors.Tick();
+  EXPECT_EQ(actors.GetAllActors().size(), 3u);
+  auto forgotten = get(id_of(dead[0]));
+  EXPECT_EQ(forgotten.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(forgotten.status().message(), "--max-dead-actors"))
+      << forgotten.status();
+  EXPECT_EQ(get(id_of(dead[1]))->death_cause(), "killed by troupe::Kill");
+  EXPECT_EQ(get(id_of(alive))->state(), rpc::ActorInfo::PENDING_CREATION);
+  EXPECT_EQ(rows("ACTOR"), 3u);
+
+  // A GCS restarted on the same store keeps the same dead, oldest first out.
+  ActorManager restarted({&store_, &publisher_, &nodes_, &clock_, &lease_, &push_},
+                         {.max_dead_actors = 1});
+  restarted.set_bundle_locator(
+      [](const std::string&, int) -> absl::StatusOr<std::pair<std::string, int>> {
+        return absl::NotFoundError("no placement groups in this test");
+      });
+  ASSERT_EQ(restarted.Initialize().value(), 3);
+  restarted.Tick();
+  EXPECT_EQ(restarted.GetAllActors().size(), 2u);
+  google::protobuf::RepeatedPtrField<std::string> ids;
+  *ids.Add() = id_of(dead[1]).Binary();
+  *ids.Add() = id_of(dead[2]).Binary();
+  auto infos = restarted.GetActors(ids);
+  ASSERT_EQ(infos.size(), 2u);
+  EXPECT_TRUE(absl::StrContains(infos[0].death_cause(), "no record")) << infos[0].death_cause();
+  EXPECT_EQ(infos[1].death_cause(), "killed by troupe::Kill");
+  EXPECT_EQ(rows("ACTOR"), 2u);
+}
+
+TEST_F(ActorManagerTest, AForgottenActorsLateWorkerExitFindsNothing) {
+  TestNode node = AddNode(7001, {{"CPU", 4}});
+  ActorManager actors({&store_, &publisher_, &nodes_, &clock_, &lease_, &push_},
+                      {.max_dead_actors = 0});
+  auto request = ActorRequest(/*max_restarts=*/5);
+  ASSERT_TRUE(actors.RegisterActor(request).ok());
+  std::string worker = GrantLease(0, node, 42);
+  rpc::PushTaskReply threw;  // the constructor threw: dead, its worker killed
+  threw.add_returns()->set_is_application_error(true);
+  push_.Reply(0, threw);
+  actors.Tick();
+  EXPECT_TRUE(actors.GetAllActors().empty());
+  actors.OnWorkerExit(worker, "was killed by signal 9");  // the kill's exit report, late
+  actors.Tick();
+  EXPECT_TRUE(actors.GetAllActors().empty());
+  EXPECT_EQ(lease_.num_lease_requests(), 1u);
+  EXPECT_EQ(ScanTableSync(&store_, "ACTOR")->size(), 0u);
 }
 
 }  // namespace

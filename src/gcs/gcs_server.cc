@@ -47,7 +47,8 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
       kv_(store_.get()),
       nodes_(options_.token.cluster_id(), store_.get(), &publisher_, &clock_),
       jobs_(store_.get(), &publisher_, &clock_),
-      actors_({store_.get(), &publisher_, &nodes_, &clock_, &lease_client_, &push_client_}),
+      actors_({store_.get(), &publisher_, &nodes_, &clock_, &lease_client_, &push_client_},
+              options_.actors),
       placement_groups_(
           {store_.get(), &publisher_, &nodes_, &clock_, &lease_client_,
            [this](const std::string& group) { actors_.KillActorsInPlacementGroup(group); }}),

@@ -49,6 +49,7 @@ struct GcsServerOptions {
   // With TLS on the head: the CA that signs joining nodes' certificates (IssueNodeCertificate).
   std::optional<KeyAndCertificate> certificate_authority;
   TaskEventManagerOptions task_events;  // how many task attempts are remembered per job
+  ActorManagerOptions actors;           // how many dead actors are remembered
 };
 
 class GcsServer {

@@ -91,17 +91,43 @@ void TaskEventManager::AddEventLocked(const rpc::TaskEvent& event) {
     it->second.job_id = JobOf(event.job_id());
     JobTasks& job = jobs_[it->second.job_id];
     job.order.push_back(key);
-    if (static_cast<int64_t>(job.order.size()) > options_.max_tasks_per_job) {
+    all_order_.emplace_back(key, it->second.seq);
+    const bool over_job = static_cast<int64_t>(job.order.size()) > options_.max_tasks_per_job;
+    const bool over_total = static_cast<int64_t>(records_.size()) > options_.max_tasks;
+    if (over_job || over_total) {
       while (static_cast<int64_t>(job.order.size()) > options_.max_tasks_per_job) {
         records_.erase(job.order.front());
         job.order.pop_front();
         ++job.dropped;
       }
+      ForgetBeyondTotalLocked();
       it = records_.find(key);
       if (it == records_.end()) return;  // a cap of 0 forgets at once
     }
   }
   Merge(event, &it->second);
+}
+
+void TaskEventManager::ForgetBeyondTotalLocked() {
+  while (static_cast<int64_t>(records_.size()) > options_.max_tasks && !all_order_.empty()) {
+    const auto [key, seq] = all_order_.front();
+    all_order_.pop_front();
+    auto it = records_.find(key);
+    if (it == records_.end() || it->second.seq != seq) continue;  // its job's cap forgot it
+    // The oldest record of all is the oldest of its job.
+    JobTasks& job = jobs_[it->second.job_id];
+    if (!job.order.empty() && job.order.front() == key) job.order.pop_front();
+    ++job.dropped;
+    records_.erase(it);
+  }
+  if (all_order_.size() > 2 * records_.size() + 1024) {
+    std::deque<std::pair<Key, uint64_t>> live;
+    for (const auto& [key, seq] : all_order_) {
+      auto it = records_.find(key);
+      if (it != records_.end() && it->second.seq == seq) live.emplace_back(key, seq);
+    }
+    all_order_.swap(live);
+  }
 }
 
 void TaskEventManager::AddEvents(const rpc::AddTaskEventDataRequest& request) {

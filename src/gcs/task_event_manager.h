@@ -4,8 +4,9 @@
 // each state was entered, node/worker/pid of the run, error. Events of one attempt may arrive in
 // any order (owner and executor report independently); fields set by any event are kept, and the
 // state is the furthest one seen (FINISHED/FAILED beat RUNNING beat the pending states).
-// Memory is bounded per job: at most `max_tasks_per_job` records; beyond that the oldest record
-// of the job is forgotten and counted. Drops reported by processes (full buffers) are counted per
+// Memory is bounded per job and in all: at most `max_tasks_per_job` records of a job and
+// `max_tasks` records of all jobs (finished jobs' too); beyond either the oldest record (of the
+// job, or of all) is forgotten and counted for its job. Drops reported by processes (full buffers) are counted per
 // job too; queries answer with the sum over the jobs they cover. Kept in memory only: a GCS
 // restart forgets task history.
 // Merging is on the path of every task (tens of thousands of events a second), so records are
@@ -34,6 +35,9 @@ namespace troupe {
 struct TaskEventManagerOptions {
   // Attempts remembered per job (GCS flag --max-task-events-per-job); oldest forgotten first.
   int64_t max_tasks_per_job = 10000;
+  // Attempts remembered in all jobs together (--max-task-events; Ray's
+  // task_events_max_num_task_in_gcs, also 100,000); oldest forgotten first. ~250 bytes each.
+  int64_t max_tasks = 100000;
 };
 
 class TaskEventManager {
@@ -85,6 +89,8 @@ class TaskEventManager {
   };
   void Merge(const rpc::TaskEvent& event, Record* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddEventLocked(const rpc::TaskEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the oldest records of all jobs beyond max_tasks.
+  void ForgetBeyondTotalLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void ToProto(const Key& key, const Record& record, rpc::TaskRecord* out);
 
   const TaskEventManagerOptions options_;
@@ -92,6 +98,10 @@ class TaskEventManager {
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<Key, Record> records_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<JobId, JobTasks> jobs_ ABSL_GUARDED_BY(mu_);
+  // Every record's (key, seq), oldest first; also records a job's cap forgot already (skipped,
+  // and compacted away once they are half of it). The seq tells a forgotten record from a newer
+  // one of the same key (a late event of a forgotten attempt).
+  std::deque<std::pair<Key, uint64_t>> all_order_ ABSL_GUARDED_BY(mu_);
   InternedNames names_ ABSL_GUARDED_BY(mu_);
 };
 

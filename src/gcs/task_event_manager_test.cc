@@ -11,7 +11,12 @@ const std::string kJob2 = JobId::FromInt(2).Binary();
 
 const std::string kNode(NodeId::Size(), 'n');
 
-std::string Task(int i) { return std::string(TaskId::Size(), static_cast<char>(i)); }
+// A task ID unique for every i >= 0 (its first four bytes are i).
+std::string Task(int i) {
+  std::string id(TaskId::Size(), static_cast<char>(i));
+  for (int b = 0; b < 4; ++b) id[b] = static_cast<char>((i >> (8 * b)) & 0xff);
+  return id;
+}
 
 rpc::TaskEvent Event(int task, rpc::TaskEvent::State state, int64_t time_us,
                      const std::string& job = kJob1, int attempt = 0) {
@@ -115,6 +120,35 @@ TEST(TaskEventManagerTest, PerJobCapForgetsTheOldestAndCountsThem) {
   // A forgotten attempt's late event starts a new record (and forgets the next oldest).
   Add(manager, {Event(1, rpc::TaskEvent::FINISHED, 10)});
   EXPECT_EQ(Get(manager, {Filter("job_id", BytesToHex(kJob1))}).num_dropped(), 3);
+}
+
+// Finished jobs' records are not kept forever: all jobs together keep at most max_tasks.
+TEST(TaskEventManagerTest, TotalCapForgetsTheOldestOfAllJobs) {
+  TaskEventManager manager({/*max_tasks_per_job=*/3, /*max_tasks=*/4});
+  for (int i = 1; i <= 3; ++i) Add(manager, {Event(i, rpc::TaskEvent::SUBMITTED, i)});
+  Add(manager, {Event(1, rpc::TaskEvent::FINISHED, 4)});  // an update: no new record
+  for (int i = 11; i <= 13; ++i) Add(manager, {Event(i, rpc::TaskEvent::SUBMITTED, i, kJob2)});
+  EXPECT_EQ(manager.num_records(), 4u);
+  auto job1 = Get(manager, {Filter("job_id", BytesToHex(kJob1))});
+  ASSERT_EQ(job1.tasks_size(), 1);
+  EXPECT_EQ(job1.tasks(0).task_id(), Task(3));  // 1 and 2, the oldest of all, were forgotten
+  EXPECT_EQ(job1.num_dropped(), 2);
+  EXPECT_EQ(Get(manager, {Filter("job_id", BytesToHex(kJob2))}).tasks_size(), 3);
+  // A forgotten attempt comes back with a late event: a new record, and the next oldest goes
+  // (task 3), not the new one.
+  Add(manager, {Event(1, rpc::TaskEvent::FINISHED, 20)});
+  job1 = Get(manager, {Filter("job_id", BytesToHex(kJob1))});
+  ASSERT_EQ(job1.tasks_size(), 1);
+  EXPECT_EQ(job1.tasks(0).task_id(), Task(1));
+  EXPECT_EQ(job1.num_dropped(), 3);
+  // Many more: the count stays at the cap, and the job's cap and the total agree.
+  for (int i = 100; i < 5000; ++i) {
+    Add(manager, {Event(i, rpc::TaskEvent::SUBMITTED, i, i % 2 ? kJob1 : kJob2)});
+  }
+  EXPECT_EQ(manager.num_records(), 4u);
+  job1 = Get(manager, {Filter("job_id", BytesToHex(kJob1))});
+  ASSERT_EQ(job1.tasks_size(), 2);
+  EXPECT_EQ(job1.tasks(1).task_id(), Task(4999));
 }
 
 TEST(TaskEventManagerTest, ProcessDropsAreReportedPerJob) {

@@ -1,7 +1,9 @@
 #include "src/common/ids.h"
 
+#include <pthread.h>
 #include <sys/random.h>
 
+#include <atomic>
 #include <cerrno>
 
 #include "src/common/logging.h"
@@ -16,6 +18,33 @@ void FillRandomBytes(uint8_t* out, size_t size) {
     TROUPE_CHECK(n > 0) << "getrandom failed: errno " << errno;
     filled += static_cast<size_t>(n);
   }
+}
+
+namespace {
+// Bumped in a forked child: every thread's block of random bytes is stale there.
+std::atomic<uint64_t> fork_generation{0};
+void OnForkInChild() { fork_generation.fetch_add(1, std::memory_order_relaxed); }
+
+struct RandomBlock {
+  uint8_t bytes[512];
+  size_t used = sizeof(bytes);  // empty until first use
+  uint64_t generation = 0;
+};
+}  // namespace
+
+void FillRandomIdBytes(uint8_t* out, size_t size) {
+  static const bool registered = pthread_atfork(nullptr, nullptr, OnForkInChild) == 0;
+  TROUPE_CHECK(registered) << "pthread_atfork failed";
+  thread_local RandomBlock block;
+  if (size > sizeof(block.bytes)) return FillRandomBytes(out, size);
+  const uint64_t generation = fork_generation.load(std::memory_order_relaxed);
+  if (block.used + size > sizeof(block.bytes) || block.generation != generation) {
+    FillRandomBytes(block.bytes, sizeof(block.bytes));
+    block.used = 0;
+    block.generation = generation;
+  }
+  std::memcpy(out, block.bytes + block.used, size);
+  block.used += size;
 }
 
 std::string BytesToHex(std::string_view data) {

@@ -406,7 +406,9 @@ int StartHead(StartOptions& options) {
   }
 
   std::vector<std::string> gcs_args = {
-      "gcs-server", absl::StrCat("--port=", options.port), absl::StrCat("--bind=", options.bind),
+      "gcs-server",
+      absl::StrCat("--port=", options.port),
+      absl::StrCat("--bind=", options.bind),
       absl::StrCat("--token-file=", session->TokenPath()),
       absl::StrCat("--health-check-period-ms=", options.health_check_period_ms),
       absl::StrCat("--health-check-timeout-ms=", options.health_check_timeout_ms),

@@ -618,9 +618,9 @@ absl::StatusOr<rpc::ActorInfo> ActorManager::GetActor(
     if (!id.ok()) return id.status();
     auto it = actors_.find(*id);
     if (it == actors_.end()) {
-      return absl::NotFoundError(absl::StrCat(
-          "no actor ", id->Hex(), " (dead actors are forgotten beyond the last ",
-          options_.max_dead_actors, ": troupe start --max-dead-actors)"));
+      return absl::NotFoundError(
+          absl::StrCat("no actor ", id->Hex(), " (dead actors are forgotten beyond the last ",
+                       options_.max_dead_actors, ": troupe start --max-dead-actors)"));
     }
     return it->second.info;
   }
@@ -658,10 +658,11 @@ std::vector<rpc::ActorInfo> ActorManager::GetActors(
     rpc::ActorInfo& unknown = found.emplace_back();
     unknown.set_actor_id(binary);
     unknown.set_state(rpc::ActorInfo::DEAD);
-    unknown.set_death_cause(absl::StrCat(
-        "the GCS has no record of actor ", id->Hex(), ": it died and was forgotten (the GCS "
-        "remembers the last ", options_.max_dead_actors, " dead actors: troupe start "
-        "--max-dead-actors), or it was never created on this cluster"));
+    unknown.set_death_cause(absl::StrCat("the GCS has no record of actor ", id->Hex(),
+                                         ": it died and was forgotten (the GCS remembers the last ",
+                                         options_.max_dead_actors,
+                                         " dead actors: troupe start --max-dead-actors), or it "
+                                         "was never created on this cluster"));
   }
   return found;
 }

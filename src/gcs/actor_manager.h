@@ -93,9 +93,9 @@ class ActorManager {
       const std::string& placement_group_id, int bundle_index)>;
   void set_bundle_locator(BundleLocator locator) { locate_bundle_ = std::move(locator); }
   // Told the address of an actor's worker once that worker is gone (it exited, was killed, its
-  // node died, or it was returned when the actor died with its job), so the owner can drop its client to it (a gRPC channel, ~33 KiB, per actor ever
-  // created otherwise). Called under the manager's lock: must not call back into it. Set before
-  // use.
+  // node died, or it was returned when the actor died with its job), so the owner can drop its
+  // client to it (a gRPC channel, ~33 KiB, per actor ever created otherwise). Called under the
+  // manager's lock: must not call back into it. Set before use.
   void set_worker_gone_listener(std::function<void(const std::string& worker_address)> listener) {
     worker_gone_ = std::move(listener);
   }

@@ -6,9 +6,9 @@
 // state is the furthest one seen (FINISHED/FAILED beat RUNNING beat the pending states).
 // Memory is bounded per job and in all: at most `max_tasks_per_job` records of a job and
 // `max_tasks` records of all jobs (finished jobs' too); beyond either the oldest record (of the
-// job, or of all) is forgotten and counted for its job. Drops reported by processes (full buffers) are counted per
-// job too; queries answer with the sum over the jobs they cover. Kept in memory only: a GCS
-// restart forgets task history.
+// job, or of all) is forgotten and counted for its job. Drops reported by processes (full
+// buffers) are counted per job too; queries answer with the sum over the jobs they cover. Kept
+// in memory only: a GCS restart forgets task history.
 // Merging is on the path of every task (tens of thousands of events a second), so records are
 // plain structs keyed by (TaskId, attempt), IDs inline, names in a table of names, state times in
 // a fixed array: merging an event allocates nothing once its record exists. Protobuf

@@ -48,7 +48,7 @@ struct GcsServerOptions {
   std::string version = kTroupeVersion;
   // With TLS on the head: the CA that signs joining nodes' certificates (IssueNodeCertificate).
   std::optional<KeyAndCertificate> certificate_authority;
-  TaskEventManagerOptions task_events;  // how many task attempts are remembered per job
+  TaskEventManagerOptions task_events;  // how many task attempts are remembered, per job and in all
   ActorManagerOptions actors;           // how many dead actors are remembered
 };
 

@@ -18,12 +18,12 @@
 #include "src/cli/cluster_tls.h"
 #include "src/cli/commands.h"
 #include "src/cli/daemon.h"
+#include "src/cli/head_token.h"
 #include "src/cli/node_flags.h"
 #include "src/cli/redis_flags.h"
 #include "src/common/cluster_target.h"
 #include "src/common/flag_parser.h"
 #include "src/common/session.h"
-#include "src/common/sha256.h"
 #include "src/gcs/actor_manager.h"
 #include "src/gcs/health_checker.h"
 #include "src/gcs/task_event_manager.h"
@@ -176,86 +176,6 @@ void StopStarted(const Session& session) {
   }
 }
 
-// The token of a new cluster: the one given with --token (so a deployment can hand the same
-// token to the head and to nodes started before the head prints it, e.g. from a Kubernetes
-// Secret), else a new random one. $TROUPE_TOKEN is not read here: a stray one must not name a
-// new cluster.
-absl::StatusOr<ClusterToken> NewClusterToken(const StartOptions& options) {
-  if (options.token.empty()) return ClusterToken::Generate(ClusterId::FromRandom());
-  auto token = ClusterToken::Parse(options.token);
-  if (!token.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--token: ", token.status().message(),
-                     " (a token is troupe_<16 hex: cluster ID>_<64 hex: secret>)"));
-  }
-  return *token;
-}
-
-// The cluster's token for a head that starts with Redis. A cluster recorded in Redis under
-// options.redis_namespace is restarted (its ID and token stay: workers and drivers keep working)
-// and its token must be known here: --token / $TROUPE_TOKEN, else the token file of an earlier
-// local session of that cluster. It is checked against the SHA-256 kept in Redis (never the
-// token). No record: a new cluster (NewClusterToken), recorded now. `*restart` says which.
-absl::StatusOr<ClusterToken> ClusterTokenFromRedis(const StartOptions& options,
-                                                   const RedisOptions& redis,
-                                                   const std::string& root, bool* restart) {
-  auto record = ReadClusterRecord(redis, options.redis_namespace);
-  if (!record.ok()) {
-    return absl::Status(record.status().code(),
-                        absl::StrCat("cannot read the cluster record from Redis at ",
-                                     redis.address, ": ", record.status().message()));
-  }
-  if (!record->has_value()) {
-    *restart = false;
-    auto new_token = NewClusterToken(options);
-    if (!new_token.ok()) return new_token.status();
-    const ClusterToken token = *new_token;
-    if (auto status = WriteClusterRecord(
-            redis, options.redis_namespace,
-            ClusterRecord{token.cluster_id().Hex(), Sha256Hex(token.ToString())});
-        !status.ok()) {
-      return absl::Status(status.code(),
-                          absl::StrCat("cannot record the new cluster in Redis at ", redis.address,
-                                       ": ", status.message()));
-    }
-    return token;
-  }
-  *restart = true;
-  const ClusterRecord& recorded = **record;
-  auto matches = [&](const ClusterToken& token) {
-    return token.cluster_id().Hex() == recorded.cluster_id_hex &&
-           Sha256Hex(token.ToString()) == recorded.token_hash_hex;
-  };
-  // --token must be right; a $TROUPE_TOKEN of another cluster is passed over.
-  if (!options.token.empty()) {
-    auto token = ClusterToken::Parse(options.token);
-    if (!token.ok()) return token.status();
-    if (!matches(*token)) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "Redis at ", redis.address, " holds cluster ", recorded.cluster_id_hex, " (namespace ",
-          options.redis_namespace, "), and the --token given is not its token; give its token "
-          "to restart it, or use --redis-namespace=... for a new cluster"));
-    }
-    return *token;
-  }
-  if (const char* env = std::getenv("TROUPE_TOKEN")) {
-    auto token = ClusterToken::Parse(env);
-    if (token.ok() && matches(*token)) return *token;
-  }
-  // The newest local session of that cluster whose token matches.
-  std::vector<Session> sessions = Session::All(root);
-  for (auto it = sessions.rbegin(); it != sessions.rend(); ++it) {
-    auto cluster_id = it->ReadFile("cluster_id");
-    if (!cluster_id.ok() || *cluster_id != recorded.cluster_id_hex) continue;
-    auto token = ReadTokenFile(it->TokenPath());
-    if (token.ok() && matches(*token)) return *token;
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "Redis at ", redis.address, " holds cluster ", recorded.cluster_id_hex, " (namespace ",
-      options.redis_namespace, "); give its token with --token=... to restart it, or use "
-      "--redis-namespace=... for a new cluster"));
-}
-
 // --block: stay in the foreground until a signal, then stop the daemons started here.
 int BlockUntilSignal(const Session& session) {
   sigset_t signals;
@@ -360,12 +280,13 @@ int StartHead(StartOptions& options) {
       return Fail(absl::StrCat("cannot use Redis at ", options.redis.address, ": ",
                                status.message()));
     }
-    auto token = ClusterTokenFromRedis(options, *redis, root, &restart);
+    auto token =
+        ClusterTokenFromRedis(options.token, options.redis_namespace, *redis, root, &restart);
     if (!token.ok()) return Fail(std::string(token.status().message()));
     redis_token = *token;
   }
   const absl::StatusOr<ClusterToken> cluster_token =
-      redis_token ? absl::StatusOr<ClusterToken>(*redis_token) : NewClusterToken(options);
+      redis_token ? absl::StatusOr<ClusterToken>(*redis_token) : NewClusterToken(options.token);
   if (!cluster_token.ok()) return Fail(std::string(cluster_token.status().message()), 2);
   const ClusterToken token = *cluster_token;
   auto session = Session::Create(root);

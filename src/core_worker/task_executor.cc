@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -147,7 +148,11 @@ bool TaskExecutor::Take(bool block, Push* push) {
 
 bool TaskExecutor::RunOne(Push push) {
   MarkTaskStart(push.request->task());
+  const auto started = std::chrono::steady_clock::now();
   rpc::PushTaskReply reply = run_(*push.request);
+  reply.set_run_us(std::chrono::duration_cast<std::chrono::microseconds>(
+                       std::chrono::steady_clock::now() - started)
+                       .count());
   // Read what is needed before answering: the request is gone after `done`.
   const rpc::TaskSpec& spec = push.request->task();
   const bool created = spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK &&

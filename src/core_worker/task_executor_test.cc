@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace troupe {
@@ -54,6 +55,7 @@ class TaskExecutorTest : public ::testing::Test {
       answers_.push_back(name + (reply.ok() ? ":ok" : ":" + std::string(reply.status().message())));
       values_.push_back(reply.ok() ? reply->returns(0).inline_value()
                                    : absl::StatusCodeToString(reply.status().code()));
+      if (reply.ok()) run_us_.push_back(reply->run_us());
     });
   }
   void RunAll() {
@@ -65,6 +67,7 @@ class TaskExecutorTest : public ::testing::Test {
   std::vector<std::string> ran_;
   std::vector<std::string> answers_;
   std::vector<std::string> values_;      // per answer: the run it came from, or the error code
+  std::vector<int64_t> run_us_;          // per answered run: the run time it reports
   std::function<void()> while_running_;  // runs inside each task
   TaskExecutor executor_;
 };
@@ -76,6 +79,15 @@ TEST_F(TaskExecutorTest, RunsNormalTasksInArrivalOrderAndAnswersEach) {
   RunAll();
   EXPECT_EQ(ran_, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(answers_, (std::vector<std::string>{"a:ok", "b:ok"}));
+}
+
+// Each reply says how long its task ran (the caller sizes its pipeline by it).
+TEST_F(TaskExecutorTest, ReplyCarriesTheRunTime) {
+  while_running_ = [] { absl::SleepFor(absl::Milliseconds(20)); };
+  PushTask("slow");
+  RunAll();
+  ASSERT_EQ(run_us_.size(), 1u);
+  EXPECT_GE(run_us_[0], 20000);
 }
 
 TEST_F(TaskExecutorTest, EarlyActorCallsWaitForTheirTurn) {

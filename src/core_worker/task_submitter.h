@@ -1,9 +1,10 @@
 // Sends tasks to workers, the fast path of Troupe: tasks with the same resource shape and
 // strategy share a queue; the submitter leases workers for a queue from its raylet (following
-// spillback to other nodes), pushes tasks straight to the leased workers over gRPC — several in
-// flight per worker, so RPC latency overlaps execution; the tasks that go to one worker at the
-// same moment travel in one call (PushTasks, results streaming back one by one; a lone task goes
-// as a plain PushTask) — and gives leases back once they have been idle for `lease_linger`.
+// spillback to other nodes), pushes tasks straight to the leased workers over gRPC — about
+// max_backlog_ms of work in flight per worker, so RPC latency overlaps execution, in at most
+// max_calls_in_flight_per_worker calls; the tasks that go to one worker at the same moment
+// travel in one call (PushTasks, results streaming back one by one; a lone task goes as a plain
+// PushTask) — and gives leases back once they have been idle for `lease_linger`.
 // Workers that die mid-task have their tasks retried on new leases (up to max_retries); tasks
 // that can never be scheduled stay queued with a warning, and run as soon as a node that fits
 // them joins.
@@ -125,8 +126,9 @@ class TaskSubmitter {
     absl::Time retry_leases_at = absl::InfinitePast();
     bool warned_infeasible = false;
     // The run time workers report for the queue's tasks, moving average; -1 until the first
-    // reply (until then a worker gets one task at a time). While a worker's pipeline is full,
-    // tasks gather in the queue and go to it several to a call once half of it has drained.
+    // reply (until then a worker gets one task at a time). While every worker has its calls out
+    // or its pipeline full, tasks gather here and leave together when a call ends or results
+    // come back.
     double average_run_ms = -1;
     rpc::TaskSpec lease_spec;    // resources, strategy and job of the queue's tasks
   };

@@ -70,6 +70,7 @@ uint64_t MemoryStore::OnReady(const ObjectId& id, absl::Time deadline, ReadyCall
       const Waiter& waiter = waiters_[id].emplace_back(Waiter{handle, deadline, std::move(done)});
       timed = waiter.timed();
       timed_waiters_ += timed;
+      next_deadline_ = std::min(next_deadline_, deadline);
     } else {
       object = it->second;
     }
@@ -99,6 +100,8 @@ void MemoryStore::ExpireWaiters(absl::Time now) {
   std::vector<ReadyCallback> expired;
   {
     absl::MutexLock lock(&mu_);
+    if (now < next_deadline_) return;
+    next_deadline_ = absl::InfiniteFuture();
     for (auto it = waiters_.begin(); it != waiters_.end();) {
       auto& list = it->second;
       for (auto w = list.begin(); w != list.end();) {
@@ -107,6 +110,7 @@ void MemoryStore::ExpireWaiters(absl::Time now) {
           timed_waiters_ -= w->timed();
           w = list.erase(w);
         } else {
+          next_deadline_ = std::min(next_deadline_, w->deadline);
           ++w;
         }
       }

@@ -61,6 +61,8 @@ class MemoryStore {
   uint64_t OnReady(const ObjectId& id, absl::Time deadline, ReadyCallback done);
   // Drops a callback registered by OnReady that has not run yet (no-op once it ran).
   void CancelOnReady(const ObjectId& id, uint64_t handle);
+  // Runs (with nullopt) every callback whose deadline is `now` or earlier. Scans the waiters
+  // only once the earliest deadline is due.
   void ExpireWaiters(absl::Time now);
   // Whether a callback registered by OnReady has a deadline (ExpireWaiters has work, now or
   // later).
@@ -88,6 +90,9 @@ class MemoryStore {
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   // Waiters in waiters_ whose deadline is not InfiniteFuture.
   size_t timed_waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  // No waiter's deadline is earlier (a lower bound: a waiter that left meanwhile may have set
+  // it), so ExpireWaiters scans the waiters only once one may be due, not on every tick.
+  absl::Time next_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::function<void()> timed_waiter_listener_;
 };
 

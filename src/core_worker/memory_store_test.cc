@@ -1,6 +1,8 @@
 #include "src/core_worker/memory_store.h"
 
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -69,6 +71,39 @@ TEST(MemoryStoreTest, OnlyCallbacksWithADeadlineNeedTheTimer) {
   store.OnReady(a, absl::Now() + absl::Hours(1), ignore);  // ready already: runs at once
   EXPECT_FALSE(store.HasTimedWaiters());
   EXPECT_EQ(told, 3);
+}
+
+// Each callback expires at its own deadline, not before: also one registered after a later one,
+// and a later one after the earliest was cancelled (the store's "next deadline" is a hint).
+TEST(MemoryStoreTest, CallbacksExpireAtTheirOwnDeadlines) {
+  MemoryStore store;
+  const absl::Time t0 = absl::Now();
+  std::vector<std::string> expired;
+  auto expire_as = [&](std::string name) {
+    return [&expired, name](std::optional<StoredObject> o) {
+      if (!o) expired.push_back(name);
+    };
+  };
+  store.OnReady(NewId(), t0 + absl::Seconds(20), expire_as("20"));
+  store.ExpireWaiters(t0 + absl::Seconds(5));
+  store.OnReady(NewId(), t0 + absl::Seconds(10), expire_as("10"));  // earlier than the first
+  const ObjectId cancelled = NewId();
+  const uint64_t handle = store.OnReady(cancelled, t0 + absl::Seconds(12), expire_as("12"));
+  store.OnReady(NewId(), t0 + absl::Seconds(15), expire_as("15"));
+  store.ExpireWaiters(t0 + absl::Seconds(9));
+  EXPECT_TRUE(expired.empty());
+  store.ExpireWaiters(t0 + absl::Seconds(10));
+  EXPECT_EQ(expired, std::vector<std::string>{"10"});
+  store.CancelOnReady(cancelled, handle);
+  store.ExpireWaiters(t0 + absl::Seconds(12));  // the cancelled one was next: nothing is due
+  store.ExpireWaiters(t0 + absl::Seconds(14));
+  EXPECT_EQ(expired, std::vector<std::string>{"10"});
+  store.ExpireWaiters(t0 + absl::Seconds(16));
+  EXPECT_EQ(expired, (std::vector<std::string>{"10", "15"}));
+  EXPECT_TRUE(store.HasTimedWaiters());
+  store.ExpireWaiters(t0 + absl::Seconds(20));
+  EXPECT_EQ(expired, (std::vector<std::string>{"10", "15", "20"}));
+  EXPECT_FALSE(store.HasTimedWaiters());
 }
 
 TEST(MemoryStoreTest, WaitManyReturnsOnceEnoughAreReady) {

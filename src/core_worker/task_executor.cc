@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,7 +47,8 @@ void MarkTaskStart(const rpc::TaskSpec& spec) {
 
 }  // namespace
 
-TaskExecutor::TaskExecutor(RunTask run) : run_(std::move(run)) {}
+TaskExecutor::TaskExecutor(RunTask run, absl::Duration lease_order_hold)
+    : run_(std::move(run)), lease_order_hold_(lease_order_hold) {}
 
 TaskExecutor::~TaskExecutor() { Shutdown(); }
 
@@ -58,7 +60,11 @@ void TaskExecutor::Enqueue(const rpc::PushTaskRequest* request, Done done) {
     if (request->task().type() == rpc::TaskSpec::ACTOR_TASK) {
       EnqueueActorCallLocked(std::move(push), &answers);
     } else if (!exit_requested_) {
-      queue_.push_back(std::move(push));
+      if (request->lease_id().empty()) {
+        queue_.push_back(std::move(push));
+      } else {
+        EnqueueLeaseTaskLocked(std::move(push));
+      }
       queued_.Signal();
       return;
     } else {
@@ -137,9 +143,46 @@ void TaskExecutor::AdmitLocked(CallerOrder& order, Push push) {
   queue_.push_back(std::move(push));
 }
 
+void TaskExecutor::EnqueueLeaseTaskLocked(Push push) {
+  const rpc::PushTaskRequest& request = *push.request;
+  if (request.lease_id() != lease_order_.lease_id) {
+    // A new lease: what the last one still held runs now, and this one's order starts at 0.
+    for (auto& [seq, held] : lease_order_.early) queue_.push_back(std::move(held.first));
+    lease_order_ = LeaseOrder{request.lease_id()};
+  }
+  const int64_t seq = request.lease_sequence();
+  if (seq > lease_order_.next) {
+    lease_order_.early.emplace(seq, std::make_pair(std::move(push), absl::Now()));
+    return;
+  }
+  queue_.push_back(std::move(push));
+  lease_order_.next = std::max(lease_order_.next, seq + 1);
+  QueueHeldLocked(std::nullopt);
+}
+
+void TaskExecutor::QueueHeldLocked(std::optional<absl::Time> now) {
+  auto& early = lease_order_.early;
+  while (!early.empty()) {
+    auto first = early.begin();
+    const bool overdue = now.has_value() && *now - first->second.second >= lease_order_hold_;
+    if (first->first > lease_order_.next && !overdue) return;
+    lease_order_.next = std::max(lease_order_.next, first->first + 1);
+    queue_.push_back(std::move(first->second.first));
+    early.erase(first);
+  }
+}
+
 bool TaskExecutor::Take(bool block, Push* push) {
   absl::MutexLock lock(&mu_);
-  while (block && queue_.empty() && !exit_requested_) queued_.Wait(&mu_);
+  while (true) {
+    if (!lease_order_.early.empty()) QueueHeldLocked(absl::Now());
+    if (!block || !queue_.empty() || exit_requested_) break;
+    if (lease_order_.early.empty()) {
+      queued_.Wait(&mu_);
+    } else {
+      queued_.WaitWithTimeout(&mu_, lease_order_hold_ / 4);
+    }
+  }
   if (exit_requested_ || queue_.empty()) return false;
   *push = std::move(queue_.front());
   queue_.pop_front();
@@ -221,6 +264,8 @@ void TaskExecutor::Shutdown() {
     absl::MutexLock lock(&mu_);
     exit_requested_ = true;
     unrun.swap(queue_);
+    for (auto& [seq, held] : lease_order_.early) unrun.push_back(std::move(held.first));
+    lease_order_.early.clear();
     for (auto& [caller, order] : caller_order_) {
       for (auto& [seq, push] : order.early) unrun.push_back(std::move(push));
       order.early.clear();

@@ -10,6 +10,10 @@
 //     reached the caller, so those cached replies are dropped (memory stays bounded by the
 //     caller's calls in flight), and a restarted actor (a new process, empty state) starts that
 //     caller's order there. Across incarnations resent calls run again (at-least-once).
+// Normal tasks run in the order their caller pushed them to this lease (lease_sequence): one that
+// arrives before an earlier one (two calls in flight can reach the queue in either order) waits
+// for it, at most `lease_order_hold`, so that a task never waits behind a later one whose result
+// it needs.
 // An actor created with max_concurrency > 1 gets extra executor threads taking from the same
 // queue (calls are still admitted in order and deduplicated, but run in parallel, unordered).
 // Holds no gRPC types: a push is a request plus a completion callback; the gRPC service
@@ -33,6 +37,7 @@
 #include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "proto/worker.pb.h"
 #include "src/common/ids.h"
 
@@ -47,7 +52,9 @@ class TaskExecutor {
   // Runs one task on the calling thread.
   using RunTask = std::function<rpc::PushTaskReply(const rpc::PushTaskRequest&)>;
 
-  explicit TaskExecutor(RunTask run);
+  // `lease_order_hold`: how long a normal task that arrived before an earlier push of its lease
+  // waits for it (a push that never comes — its call failed — must not hold the rest forever).
+  explicit TaskExecutor(RunTask run, absl::Duration lease_order_hold = absl::Seconds(1));
   // Shuts down (answers what never ran, joins the extra executors).
   ~TaskExecutor();
 
@@ -98,11 +105,22 @@ class TaskExecutor {
     std::multimap<int64_t, Push> early;
     std::map<int64_t, Admitted> admitted;
   };
+  // The normal tasks of the lease being served (a worker serves one lease at a time): the next
+  // lease sequence number to queue, and pushes that arrived before it, with their arrival time.
+  struct LeaseOrder {
+    std::string lease_id;
+    int64_t next = 0;
+    std::map<int64_t, std::pair<Push, absl::Time>> early;
+  };
   // Answers to give once the lock is released.
   using Answers = std::vector<std::pair<Done, absl::StatusOr<rpc::PushTaskReply>>>;
   // Routes one actor call: admits it (queues it), holds it, or answers it from the cache.
   void EnqueueActorCallLocked(Push push, Answers* answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AdmitLocked(CallerOrder& order, Push push) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues a leased normal task in its lease's order, or holds it until its turn.
+  void EnqueueLeaseTaskLocked(Push push) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues held lease tasks whose turn has come, and (`now` given) those held past the limit.
+  void QueueHeldLocked(std::optional<absl::Time> now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the next task; blocks for one when `block`. False once exit is requested (or, not
   // blocking, when nothing is queued).
   bool Take(bool block, Push* push) ABSL_LOCKS_EXCLUDED(mu_);
@@ -110,12 +128,14 @@ class TaskExecutor {
   bool RunOne(Push push) ABSL_LOCKS_EXCLUDED(mu_);
 
   const RunTask run_;
+  const absl::Duration lease_order_hold_;
   mutable absl::Mutex mu_;
   absl::CondVar queued_;
   std::deque<Push> queue_ ABSL_GUARDED_BY(mu_);
   bool exit_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool exit_after_task_ ABSL_GUARDED_BY(mu_) = false;
   absl::node_hash_map<std::string, CallerOrder> caller_order_ ABSL_GUARDED_BY(mu_);
+  LeaseOrder lease_order_ ABSL_GUARDED_BY(mu_);
   ActorId current_actor_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> extra_executors_ ABSL_GUARDED_BY(mu_);
 };

@@ -49,9 +49,19 @@ class TaskExecutorTest : public ::testing::Test {
     }
     Push(&request);
   }
-  void Push(const rpc::PushTaskRequest* request) {
-    executor_.Enqueue(request, [this, name = request->task().function_name()](
-                                   absl::StatusOr<rpc::PushTaskReply> reply) {
+  // A normal task of lease `lease`, at `seq` in its order.
+  void PushLeased(const std::string& name, const std::string& lease, int64_t seq) {
+    rpc::PushTaskRequest& request = requests_.emplace_back();
+    request.mutable_task()->set_type(rpc::TaskSpec::NORMAL_TASK);
+    request.mutable_task()->set_function_name(name);
+    request.set_lease_id(lease);
+    request.set_lease_sequence(seq);
+    Push(&request);
+  }
+  void Push(const rpc::PushTaskRequest* request) { Push(executor_, request); }
+  void Push(TaskExecutor& executor, const rpc::PushTaskRequest* request) {
+    executor.Enqueue(request, [this, name = request->task().function_name()](
+                                  absl::StatusOr<rpc::PushTaskReply> reply) {
       answers_.push_back(name + (reply.ok() ? ":ok" : ":" + std::string(reply.status().message())));
       values_.push_back(reply.ok() ? reply->returns(0).inline_value()
                                    : absl::StatusCodeToString(reply.status().code()));
@@ -88,6 +98,54 @@ TEST_F(TaskExecutorTest, ReplyCarriesTheRunTime) {
   RunAll();
   ASSERT_EQ(run_us_.size(), 1u);
   EXPECT_GE(run_us_[0], 20000);
+}
+
+// Two calls in flight to a worker may reach its queue in either order: a lease's tasks still
+// run in the order their caller pushed them, so a task never waits behind a later one whose
+// result it needs.
+TEST_F(TaskExecutorTest, LeasedTasksRunInTheirLeasesOrder) {
+  PushLeased("second", "lease-a", 1);
+  PushLeased("third", "lease-a", 2);
+  EXPECT_FALSE(executor_.RunNext());  // both wait for the first
+  PushLeased("first", "lease-a", 0);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"first", "second", "third"}));
+  // A new lease (the worker was given back and leased again) starts its own order at 0; what the
+  // old one still held runs too.
+  PushLeased("old-late", "lease-a", 5);
+  PushLeased("new-first", "lease-b", 0);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"first", "second", "third", "old-late", "new-first"}));
+}
+
+// A push whose earlier one never comes (its call failed on the way) waits only so long.
+TEST_F(TaskExecutorTest, AHeldTaskRunsWhenItsPredecessorNeverComes) {
+  TaskExecutor executor(
+      [this](const rpc::PushTaskRequest& request) {
+        ran_.push_back(request.task().function_name());
+        rpc::PushTaskReply reply;
+        reply.add_returns();
+        return reply;
+      },
+      /*lease_order_hold=*/absl::Milliseconds(30));
+  rpc::PushTaskRequest& request = requests_.emplace_back();
+  request.mutable_task()->set_function_name("orphan");
+  request.set_lease_id("lease-a");
+  request.set_lease_sequence(3);
+  Push(executor, &request);
+  EXPECT_FALSE(executor.RunNext());
+  absl::SleepFor(absl::Milliseconds(40));
+  EXPECT_TRUE(executor.RunNext());
+  EXPECT_EQ(ran_, std::vector<std::string>{"orphan"});
+  EXPECT_EQ(answers_, std::vector<std::string>{"orphan:ok"});
+}
+
+// Shutting down answers held tasks too (the gRPC server's shutdown waits for every answer).
+TEST_F(TaskExecutorTest, ShutdownAnswersHeldLeasedTasks) {
+  PushLeased("held", "lease-a", 1);
+  executor_.Shutdown();
+  EXPECT_TRUE(ran_.empty());
+  EXPECT_EQ(answers_, std::vector<std::string>{"held:the worker is exiting"});
 }
 
 TEST_F(TaskExecutorTest, EarlyActorCallsWaitForTheirTurn) {

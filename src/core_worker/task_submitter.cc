@@ -112,12 +112,14 @@ void TaskSubmitter::ScheduleLocked(const std::string& key, Actions* actions) {
     }
     if (!least) break;
     least->pushes_in_flight++;
-    std::vector<rpc::TaskSpec>& batch =
-        actions->pushes.emplace_back(least, std::vector<rpc::TaskSpec>()).second;
+    PlannedPush& push = actions->pushes.emplace_back();
+    push.worker = least;
+    push.first_sequence = least->next_sequence;
     while (!queue.tasks.empty() && least->in_flight < depth) {
       least->in_flight++;
+      least->next_sequence++;
       running_[*TaskId::FromBinary(queue.tasks.front().task_id())] = {key, least};
-      batch.push_back(std::move(queue.tasks.front()));
+      push.specs.push_back(std::move(queue.tasks.front()));
       queue.tasks.pop_front();
     }
   }
@@ -135,7 +137,7 @@ void TaskSubmitter::Run(Actions actions) {
   for (auto& [key, spec] : actions.lease_requests) {
     RequestLease(key, spec, options_.local_raylet_address, /*grant_or_reject=*/false);
   }
-  for (auto& [worker, specs] : actions.pushes) Push(worker, std::move(specs));
+  for (PlannedPush& push : actions.pushes) Push(std::move(push));
 }
 
 void TaskSubmitter::RequestLease(const std::string& key, const rpc::TaskSpec& spec,
@@ -231,7 +233,9 @@ void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& sp
   Run(std::move(actions));
 }
 
-void TaskSubmitter::Push(std::shared_ptr<LeasedWorker> worker, std::vector<rpc::TaskSpec> specs) {
+void TaskSubmitter::Push(PlannedPush planned) {
+  const std::shared_ptr<LeasedWorker>& worker = planned.worker;
+  std::vector<rpc::TaskSpec>& specs = planned.specs;
   auto batch = std::make_shared<Batch>();
   batch->unanswered = specs.size();
   uint64_t call_id;
@@ -239,12 +243,19 @@ void TaskSubmitter::Push(std::shared_ptr<LeasedWorker> worker, std::vector<rpc::
   auto on_results = [this, worker, batch, call_id](TaskPushClient::PushResults results) {
     OnPushResults(worker, batch.get(), call_id, std::move(results));
   };
+  // Each task says its place in the lease's order: the worker runs them in it, whichever of
+  // the calls in flight reaches it first.
+  auto fill = [&](rpc::PushTaskRequest* request, size_t index) {
+    *request->mutable_task() = specs[index];
+    for (int id : worker->gpu_ids) request->add_gpu_ids(id);
+    request->set_lease_id(worker->lease_id);
+    request->set_lease_sequence(planned.first_sequence + static_cast<int64_t>(index));
+  };
   if (specs.size() == 1) {
     // A single task goes as a plain unary call: cheaper than a stream (a synchronous caller's
     // round trip).
     rpc::PushTaskRequest request;
-    *request.mutable_task() = specs[0];
-    for (int id : worker->gpu_ids) request.add_gpu_ids(id);
+    fill(&request, 0);
     batch->specs = std::move(specs);
     SetCanceller(call_id, pushes_->PushTask(worker->worker_address, std::move(request),
                                             [on_results = std::move(on_results)](
@@ -256,11 +267,7 @@ void TaskSubmitter::Push(std::shared_ptr<LeasedWorker> worker, std::vector<rpc::
     return;
   }
   rpc::PushTasksRequest request;
-  for (const rpc::TaskSpec& spec : specs) {
-    rpc::PushTaskRequest* push = request.add_pushes();
-    *push->mutable_task() = spec;
-    for (int id : worker->gpu_ids) push->add_gpu_ids(id);
-  }
+  for (size_t i = 0; i < specs.size(); ++i) fill(request.add_pushes(), i);
   batch->specs = std::move(specs);
   SetCanceller(call_id, pushes_->PushTasks(worker->worker_address, std::move(request), on_results));
 }

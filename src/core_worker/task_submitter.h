@@ -116,6 +116,7 @@ class TaskSubmitter {
     std::vector<int> gpu_ids;
     int in_flight = 0;         // tasks pushed and not answered
     int pushes_in_flight = 0;  // calls (PushTask or PushTasks) not ended
+    int64_t next_sequence = 0;  // the next task's place in this lease's order (lease_sequence)
     absl::Time idle_since;
     bool on_dead_node = false;  // guarded by mu_: set by OnNodeDead, never cleared
   };
@@ -142,9 +143,14 @@ class TaskSubmitter {
     size_t unanswered = 0;  // touched only by the call's (serialized) result callbacks
   };
   // Work decided under the lock, done after it is released.
+  // Tasks for one worker in one call, in order; the first one's place in the lease's order.
+  struct PlannedPush {
+    std::shared_ptr<LeasedWorker> worker;
+    std::vector<rpc::TaskSpec> specs;
+    int64_t first_sequence = 0;
+  };
   struct Actions {
-    // One batch per worker: the tasks for it, in order.
-    std::vector<std::pair<std::shared_ptr<LeasedWorker>, std::vector<rpc::TaskSpec>>> pushes;
+    std::vector<PlannedPush> pushes;
     std::vector<std::pair<std::string, rpc::TaskSpec>> lease_requests;  // (key, spec)
   };
 
@@ -156,7 +162,7 @@ class TaskSubmitter {
   void OnLeaseReply(const std::string& key, const rpc::TaskSpec& spec,
                     const std::string& raylet_address,
                     absl::StatusOr<rpc::RequestWorkerLeaseReply> reply);
-  void Push(std::shared_ptr<LeasedWorker> worker, std::vector<rpc::TaskSpec> specs);
+  void Push(PlannedPush push);
   // Outcomes of some of a batch's tasks (indices into batch->specs); ends the call once every
   // task has had one.
   void OnPushResults(const std::shared_ptr<LeasedWorker>& worker, Batch* batch, uint64_t call_id,

@@ -274,6 +274,11 @@ TEST_F(TaskSubmitterTest, ShortTasksArePipelinedToOneWorkerTwoCallsAtATime) {
   EXPECT_EQ(pushes_.num_batches(), 1);
   EXPECT_EQ(pushes_.push(3).batch, pushes_.push(4).batch);
   for (size_t i = 1; i < 5; ++i) EXPECT_EQ(pushes_.push(i).worker_address, "worker:1");
+  // Each push says its place in the lease's order, across calls (the worker runs them in it).
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(pushes_.push(i).request.lease_id(), "lease");
+    EXPECT_EQ(pushes_.push(i).request.lease_sequence(), static_cast<int64_t>(i));
+  }
   for (size_t i = 2; i < 5; ++i) pushes_.Reply(i, Ran(specs[i - 1]));
   EXPECT_EQ(submitter_.counters().finished, 5);
 }

@@ -552,6 +552,31 @@ TEST(TasksTest, RefsInsideContainersAreBorrowedAcrossNodes) {
       << troupe::internal::GetRuntimeStats().tracked_references << " references still tracked";
 }
 
+// A consumer that waits on its producer's ref (inside a container: not resolved before the
+// push) is always submitted after it. Short tasks are pipelined to a worker in two calls at a
+// time, which can reach the worker in either order; the worker must still run the producer
+// first, or the consumer waits behind it until its timeout (10 s here, so the test fails
+// instead of hanging).
+TEST(TasksTest, ATaskNeverWaitsBehindTheProducerOfARefItWaitsFor) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  Driver driver(cluster);
+  std::vector<troupe::ObjectRef<int>> warm;
+  for (int i = 0; i < 2000; ++i) warm.push_back(troupe::Task(Plus).Remote(i, 0));
+  troupe::Get(warm);  // short tasks: the pipelines are deep now
+  int timed_out = 0;
+  for (int round = 0; round < 10; ++round) {
+    std::vector<troupe::ObjectRef<int>> consumers;
+    for (int i = 0; i < 300; ++i) {
+      auto producer = troupe::Task(Plus).Remote(i, 1);
+      consumers.push_back(
+          troupe::Task(WaitInTask).Remote(std::vector<troupe::ObjectRef<int>>{producer}, 1, 10000));
+    }
+    for (const auto& ready : troupe::Get(consumers)) timed_out += *ready != 1;
+    if (timed_out > 0) break;
+  }
+  EXPECT_EQ(timed_out, 0) << "consumers ran before their producer on the same worker";
+}
+
 TEST(TasksTest, WaitOnBorrowedRefsWakesWhenReadyAndKeepsItsTimeout) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
   Driver driver(cluster);

@@ -152,7 +152,11 @@ void TaskExecutor::EnqueueLeaseTaskLocked(Push push) {
   }
   const int64_t seq = request.lease_sequence();
   if (seq > lease_order_.next) {
-    lease_order_.early.emplace(seq, std::make_pair(std::move(push), absl::Now()));
+    if (lease_order_.early.count(seq) == 0) {
+      lease_order_.early.emplace(seq, std::make_pair(std::move(push), absl::Now()));
+    } else {
+      queue_.push_back(std::move(push));  // a second push at one place (a broken caller): run it
+    }
     return;
   }
   queue_.push_back(std::move(push));

@@ -140,6 +140,17 @@ TEST_F(TaskExecutorTest, AHeldTaskRunsWhenItsPredecessorNeverComes) {
   EXPECT_EQ(answers_, std::vector<std::string>{"orphan:ok"});
 }
 
+// Pushes that claim the same place (a broken caller) all run and are answered.
+TEST_F(TaskExecutorTest, LeasedTasksAtTheSamePlaceAllRun) {
+  PushLeased("twin-a", "lease-a", 2);
+  PushLeased("twin-b", "lease-a", 2);
+  PushLeased("first", "lease-a", 0);
+  PushLeased("second", "lease-a", 1);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"twin-b", "first", "second", "twin-a"}));
+  EXPECT_EQ(answers_.size(), 4u);
+}
+
 // Shutting down answers held tasks too (the gRPC server's shutdown waits for every answer).
 TEST_F(TaskExecutorTest, ShutdownAnswersHeldLeasedTasks) {
   PushLeased("held", "lease-a", 1);

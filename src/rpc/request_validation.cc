@@ -487,6 +487,10 @@ absl::Status ValidateRequest(const rpc::PushTaskRequest& request) {
     TROUPE_RETURN_IF_ERROR(CheckId<ObjectId>(field + ".object_id", arg.object_id()));
     TROUPE_RETURN_IF_ERROR(CheckNonEmptyName(field + ".owner_address", arg.owner_address()));
   }
+  // A place in the lease's order (the worker keeps it in order; far from overflowing).
+  if (request.lease_sequence() < 0 || request.lease_sequence() > (int64_t{1} << 62)) {
+    return Invalid("lease_sequence", "must be from 0 to 2^62");
+  }
   return CheckCount("gpu_ids", request.gpu_ids_size(), L::kMaxRepeated);
 }
 

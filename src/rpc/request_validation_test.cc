@@ -187,6 +187,13 @@ TEST(RequestValidationTest, CoreWorkerRequests) {
   push.mutable_task()->set_task_id(TaskId::FromRandom().Binary());
   push.mutable_task()->set_actor_id("tiny");
   ExpectInvalid(ValidateRequest(push), "task.actor_id");
+  push.mutable_task()->clear_actor_id();
+  push.set_lease_sequence(-1);
+  ExpectInvalid(ValidateRequest(push), "lease_sequence");
+  push.set_lease_sequence(std::numeric_limits<int64_t>::max());
+  ExpectInvalid(ValidateRequest(push), "lease_sequence");
+  push.set_lease_sequence(7);
+  EXPECT_TRUE(ValidateRequest(push).ok());
 
   push.mutable_task()->clear_actor_id();
   rpc::PushTasksRequest batch;

@@ -299,7 +299,9 @@ void TaskSubmitter::OnPushReplies(
     // raced the cancellation; the task was (or is now) retried elsewhere or failed.
     node_died = worker->on_dead_node;
     if (call_ended) worker->pushes_in_flight--;
+    // Every task of a batch has the same key (one worker serves one queue): found once.
     std::optional<std::string> key;
+    Queue* queue = nullptr;
     for (size_t i = 0; i < outcomes.size(); ++i) {
       auto& [spec, reply] = outcomes[i];
       if (node_died && reply.ok()) {
@@ -307,11 +309,14 @@ void TaskSubmitter::OnPushReplies(
       }
       const TaskId task_id = *TaskId::FromBinary(spec.task_id());
       auto running = running_.find(task_id);
-      if (!key) key = running != running_.end() ? running->second.key : KeyOf(spec);
+      if (!key) {
+        key = running != running_.end() ? running->second.key : KeyOf(spec);
+        queue = &queues_[*key];
+      }
       if (running != running_.end()) running_.erase(running);
       if (reply.ok()) {
         const double run_ms = reply->run_us() / 1000.0;
-        double& average = queues_[*key].average_run_ms;
+        double& average = queue->average_run_ms;
         average = average < 0 ? run_ms : 0.8 * average + 0.2 * run_ms;
       }
       cancelled[i] = cancelled_.erase(task_id) > 0;
@@ -319,15 +324,13 @@ void TaskSubmitter::OnPushReplies(
       if (worker->in_flight == 0) worker->idle_since = clock_->Now();
       if (!reply.ok()) {
         // The worker is gone (or unreachable): its lease is void; never push to it again.
-        Queue& queue = queues_[*key];
-        auto it = std::find(queue.workers.begin(), queue.workers.end(), worker);
-        if (it != queue.workers.end()) {
-          queue.workers.erase(it);
+        auto it = std::find(queue->workers.begin(), queue->workers.end(), worker);
+        if (it != queue->workers.end()) {
+          queue->workers.erase(it);
           leases_->ReturnWorker(worker->raylet_address, worker->lease_id, /*disconnect=*/true);
         }
       }
     }
-    // Every task of a batch has the same key (one worker serves one queue).
     if (key) ScheduleLocked(*key, &actions);
   }
   for (size_t i = 0; i < outcomes.size(); ++i) {

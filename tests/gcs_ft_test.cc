@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "src/common/ids.h"
 #include "src/common/status_testing.h"
 #include "src/common/wait_until.h"
@@ -508,9 +509,9 @@ TEST(GcsFtTest, WorkloadKeepsGoingThroughAGcsRestart) {
   troupe::RemovePlacementGroup(group);
 }
 
-// Redis itself killed and restarted while the cluster runs: the GCS keeps serving (reads from
-// memory, writes queued), and what was written meanwhile reaches Redis, so a GCS killed after
-// that still has it.
+// Redis itself killed and restarted while the cluster runs: the GCS keeps serving reads from
+// memory, refuses KV writes it cannot save, takes them again once Redis is back, and what it
+// acknowledged is in Redis, so a GCS killed after that still has it.
 TEST(GcsFtTest, RedisRestartLosesNothing) {
   if (!RedisServer::Available()) GTEST_SKIP() << "no redis-server";
   auto redis = StartRedis();
@@ -521,8 +522,17 @@ TEST(GcsFtTest, RedisRestartLosesNothing) {
   ASSERT_OK(redis->Kill());
   ASSERT_OK_AND_ASSIGN(std::optional<std::string> read, cluster.gcs().KVGet("ft", "before"));
   EXPECT_EQ(read, std::optional<std::string>("one"));
-  ASSERT_OK(cluster.gcs().KVPut("ft", "while-redis-was-down", "two", true).status());
+  // A KV write cannot be acknowledged while Redis is away: UNAVAILABLE, saying why (never an
+  // OK for a write that a GCS death could still lose).
+  absl::StatusOr<bool> during = cluster.gcs().KVPut("ft", "while-redis-was-down", "two", true);
+  EXPECT_TRUE(absl::IsUnavailable(during.status())) << during.status();
+  EXPECT_TRUE(absl::StrContains(during.status().message(), "Redis at " + redis->address()))
+      << during.status();
   ASSERT_OK(redis->Restart());
+  // Once Redis is back the write goes through (the GCS reconnects within about a second).
+  EXPECT_TRUE(WaitUntil(
+      [&] { return cluster.gcs().KVPut("ft", "while-redis-was-down", "two", true).ok(); },
+      absl::Seconds(10), "a KV write to succeed once Redis is back", absl::Milliseconds(100)));
   ASSERT_OK_AND_ASSIGN(troupe::rpc::GetClusterInfoReply info, cluster.gcs().GetClusterInfo());
   const std::string table = "troupe:" + troupe::BytesToHex(info.cluster_id()) + ":KV";
   EXPECT_TRUE(WaitUntil(
@@ -543,6 +553,231 @@ TEST(GcsFtTest, RedisRestartLosesNothing) {
   GcsClient gcs(cluster.gcs_address(), cluster.token());
   ASSERT_OK_AND_ASSIGN(read, gcs.KVGet("ft", "while-redis-was-down"));
   EXPECT_EQ(read, std::optional<std::string>("two"));
+}
+
+// The GCS dies with its supervisor: a supervisor SIGKILLed (after it restarted the GCS once)
+// takes the GCS along, so `troupe start --head` on the same port works at once.
+TEST(GcsFtTest, KilledSupervisorTakesItsGcsAlong) {
+  if (!RedisServer::Available()) GTEST_SKIP() << "no redis-server";
+  auto redis = StartRedis();
+  ASSERT_NE(redis, nullptr);
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=1", "--redis-address=" + redis->address()}));
+  const std::string session = cluster.HeadSessionDir();
+  const int first = cluster.GcsPid();
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  ASSERT_OK(TimeUntilAnswering(cluster.gcs_address(), cluster.token(), absl::Now(),
+                               absl::Seconds(10), first)
+                .status());
+  const int restarted = cluster.GcsPid();
+  ASSERT_NE(restarted, first);
+  ASSERT_TRUE(Alive(restarted));
+  const int supervisor = PidOf(session, "head-supervisor");
+  ASSERT_EQ(kill(supervisor, SIGKILL), 0);
+  EXPECT_TRUE(WaitUntil([&] { return !Alive(restarted); }, absl::Seconds(5),
+                        "the GCS to die with its supervisor"));
+  const std::string port = cluster.gcs_address().substr(cluster.gcs_address().rfind(':') + 1);
+  CommandResult again = cluster.Troupe({"start", "--head", "--port=" + port, "--http-port=0",
+                                        "--num-cpus=1", "--redis-address=" + redis->address()});
+  ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
+  EXPECT_TRUE(absl::StrContains(again.out, "Restarted the head node")) << again.out;
+}
+
+// A hung GCS (SIGSTOP: the kernel still accepts connections, nothing answers) misses the
+// supervisor's health checks, is killed and restarted with its state; a driver's named-actor
+// lookup made during the hang waits and finds the actor.
+TEST(GcsFtTest, HungGcsIsKilledAndRestarted) {
+  if (!RedisServer::Available()) GTEST_SKIP() << "no redis-server";
+  auto redis = StartRedis();
+  ASSERT_NE(redis, nullptr);
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=1", "--redis-address=" + redis->address()}));
+  Driver driver(cluster);
+  auto counter = troupe::Actor(Counter::Create)
+                     .SetName("through-the-hang")
+                     .SetLifetime(troupe::Detached{})
+                     .Remote(1);
+  EXPECT_EQ(*troupe::Get(counter.Task(&Counter::Add).Remote(1)), 2);
+
+  const int hung = cluster.GcsPid();
+  ASSERT_EQ(kill(hung, SIGSTOP), 0);
+  const absl::Time stopped = absl::Now();
+  std::optional<troupe::ActorHandle<Counter>> found;
+  std::string error;
+  std::thread lookup([&] {
+    try {
+      found = troupe::GetActor<Counter>("through-the-hang");
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  const bool killed = WaitUntil([&] { return !Alive(hung); }, absl::Seconds(30),
+                                "the supervisor to kill the hung GCS");
+  EXPECT_TRUE(killed);
+  if (!killed) kill(hung, SIGCONT);  // let the lookup finish either way
+  ASSERT_OK_AND_ASSIGN(absl::Duration took,
+                       TimeUntilAnswering(cluster.gcs_address(), cluster.token(), stopped,
+                                          absl::Seconds(15), hung));
+  std::printf("hung GCS: a new GCS answered %.1f s after the SIGSTOP\n",
+              absl::ToDoubleSeconds(took));
+  lookup.join();
+  EXPECT_TRUE(error.empty()) << "the lookup must wait for the restarted GCS: " << error;
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(*troupe::Get(found->Task(&Counter::Add).Remote(1), std::chrono::seconds(10)), 3);
+  EXPECT_NE(cluster.GcsPid(), hung);
+  const std::string log = ReadText(cluster.HeadSessionDir() + "/logs/head-supervisor.log");
+  EXPECT_TRUE(absl::StrContains(log, "it is hung; killing it")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "was hung and killed by this supervisor; restarted it"))
+      << log;
+  found->Kill();
+}
+
+// With the GCS and its supervisor both hung nothing answers: a driver's named-actor lookup
+// waits out the reconnect limit and fails with ClusterUnreachableError (not GetTimeoutError),
+// and `troupe status` says the GCS does not answer (not that it is being restarted).
+TEST(GcsFtTest, HungHeadEndsDriverCallsWithClusterUnreachable) {
+  if (!RedisServer::Available()) GTEST_SKIP() << "no redis-server";
+  auto redis = StartRedis();
+  ASSERT_NE(redis, nullptr);
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=1", "--redis-address=" + redis->address()}));
+  setenv("TROUPE_GCS_RECONNECT_TIMEOUT_S", "4", 1);
+  {
+    Driver driver(cluster);
+    unsetenv("TROUPE_GCS_RECONNECT_TIMEOUT_S");
+    const int supervisor = PidOf(cluster.HeadSessionDir(), "head-supervisor");
+    const int gcs = cluster.GcsPid();
+    ASSERT_EQ(kill(supervisor, SIGSTOP), 0);
+    ASSERT_EQ(kill(gcs, SIGSTOP), 0);
+    std::string caught;
+    try {
+      (void)troupe::GetActor<Counter>("nobody");
+      caught = "no exception";
+    } catch (const troupe::ClusterUnreachableError& e) {
+      std::printf("lookup on a hung head: %s\n", e.what());
+    } catch (const std::exception& e) {
+      caught = e.what();
+    }
+    EXPECT_TRUE(caught.empty()) << "expected ClusterUnreachableError, got: " << caught;
+    CommandResult status = cluster.Troupe({"status"});
+    EXPECT_EQ(status.exit_code, 1);
+    EXPECT_TRUE(absl::StrContains(status.err, "accepts connections but does not answer"))
+        << status.err;
+    EXPECT_TRUE(absl::StrContains(status.err, "hung")) << status.err;
+    EXPECT_FALSE(absl::StrContains(status.err, "being restarted")) << status.err;
+    ASSERT_EQ(kill(gcs, SIGCONT), 0);
+    ASSERT_EQ(kill(supervisor, SIGCONT), 0);
+  }
+}
+
+// A job submission is acknowledged (200) only once its record is durable in Redis. Jobs are
+// submitted while Redis hangs (SIGSTOP); then the GCS is killed before Redis comes back, so
+// whatever it held only in memory is gone. After Redis and the GCS are back every 200 is there,
+// and the others got 503 saying why.
+TEST(GcsFtTest, JobSubmissionsAreAcknowledgedOnlyOnceDurable) {
+  if (!RedisServer::Available()) GTEST_SKIP() << "no redis-server";
+  auto redis = StartRedis();
+  ASSERT_NE(redis, nullptr);
+  ASSERT_OK_AND_ASSIGN(
+      TestCluster cluster,
+      TestCluster::Start({"--num-cpus=1", "--redis-address=" + redis->address(),
+                          absl::StrCat("--http-port=", troupe::testing::PickFreePort())}));
+  const httplib::Headers auth = {{"Authorization", "Bearer " + cluster.token()}};
+  auto client = [&] {
+    auto c = std::make_unique<httplib::Client>(cluster.HttpAddress());
+    c->set_read_timeout(30, 0);
+    return c;
+  };
+  std::vector<std::string> refusals;
+  auto submit = [&](const std::string& id) {
+    const std::string body =
+        nlohmann::json{{"entrypoint", "true"}, {"submission_id", id}}.dump();
+    auto reply = client()->Post("/api/jobs/", auth, body, "application/json");
+    if (!reply) return -1;
+    if (reply->status == 503) refusals.push_back(reply->body);
+    return reply->status;
+  };
+  std::vector<std::pair<std::string, int>> answers;
+  for (int i = 0; i < 2; ++i) {
+    const std::string id = absl::StrCat("before-", i);
+    answers.emplace_back(id, submit(id));
+    EXPECT_EQ(answers.back().second, 200) << id;
+  }
+  ASSERT_OK(redis->Pause());
+  for (int i = 0; i < 6; ++i) {
+    const std::string id = absl::StrCat("during-", i);
+    answers.emplace_back(id, submit(id));
+  }
+  // The GCS goes down before Redis is back (its supervisor held so it does not restart it
+  // against the hung Redis): what it had not saved is lost.
+  const int supervisor = PidOf(cluster.HeadSessionDir(), "head-supervisor");
+  ASSERT_EQ(kill(supervisor, SIGSTOP), 0);
+  const int gcs = cluster.GcsPid();
+  ASSERT_EQ(kill(gcs, SIGKILL), 0);
+  ASSERT_OK(redis->Resume());
+  ASSERT_EQ(kill(supervisor, SIGCONT), 0);
+  ASSERT_OK(TimeUntilAnswering(cluster.gcs_address(), cluster.token(), absl::Now(),
+                               absl::Seconds(15), gcs)
+                .status());
+  auto found = [&](const std::string& id) {
+    auto reply = client()->Get(("/api/jobs/" + id).c_str(), auth);
+    return reply && reply->status == 200;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return found("before-0"); }, absl::Seconds(20),
+                        "the HTTP server to read jobs again", absl::Milliseconds(200)));
+  int acknowledged = 0, refused = 0;
+  for (const auto& [id, code] : answers) {
+    if (code == 200) {
+      ++acknowledged;
+      EXPECT_TRUE(found(id)) << "job " << id << " was acknowledged with 200 and then lost";
+    } else {
+      ++refused;
+      EXPECT_EQ(code, 503) << id;
+    }
+  }
+  std::printf("job submissions: %d acknowledged, %d refused with 503\n", acknowledged, refused);
+  EXPECT_GE(refused, 1) << "submissions while Redis hangs cannot all be durable";
+  for (const auto& body : refusals) {
+    EXPECT_TRUE(absl::StrContains(body, "was not submitted")) << body;
+  }
+}
+
+// A Redis that lost the cluster (restarted empty, flushed): `troupe start --head` refuses to
+// make a new cluster without a word, names the lost one, and starts a fresh one only when told.
+// (`troupe stop` first stops the Redis head gracefully: supervisor, raylet, then the GCS.)
+TEST(GcsFtTest, StartRefusesARedisThatLostTheCluster) {
+  if (!RedisServer::Available()) GTEST_SKIP() << "no redis-server";
+  auto redis = StartRedis();
+  ASSERT_NE(redis, nullptr);
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=1", "--redis-address=" + redis->address()}));
+  const std::string cluster_id = cluster.Status()["cluster_id"];
+  const std::string session = cluster.HeadSessionDir();
+  const std::string port = cluster.gcs_address().substr(cluster.gcs_address().rfind(':') + 1);
+  CommandResult stopped = cluster.Troupe({"stop"});
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.out << stopped.err;
+  EXPECT_TRUE(troupe::testing::ProcessesMentioning(cluster.temp_root()).empty());
+  const std::string log = ReadText(session + "/logs/head-supervisor.log");
+  EXPECT_TRUE(absl::StrContains(log, "is left for `troupe stop` to stop after the raylets"))
+      << log;
+  EXPECT_TRUE(absl::StrContains(log, "not restarting it (asked to stop)")) << log;
+
+  ASSERT_OK(redis->Command({"FLUSHALL"}).status());
+  const std::vector<std::string> start = {"start", "--head", "--port=" + port, "--http-port=0",
+                                          "--num-cpus=1", "--redis-address=" + redis->address()};
+  CommandResult lost = cluster.Troupe(start);
+  EXPECT_EQ(lost.exit_code, 1) << lost.out;
+  EXPECT_TRUE(absl::StrContains(lost.err, "holds no record of cluster " + cluster_id)) << lost.err;
+  EXPECT_TRUE(absl::StrContains(lost.err, "--redis-start-fresh")) << lost.err;
+  EXPECT_TRUE(troupe::testing::ProcessesMentioning(cluster.temp_root()).empty())
+      << "nothing may start";
+
+  std::vector<std::string> fresh_start = start;
+  fresh_start.push_back("--redis-start-fresh");
+  CommandResult fresh = cluster.Troupe(fresh_start);
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.out << fresh.err;
+  EXPECT_TRUE(absl::StrContains(fresh.out, "Started a Troupe head node")) << fresh.out;
+  EXPECT_FALSE(absl::StrContains(fresh.out, cluster_id)) << fresh.out;
 }
 
 }  // namespace

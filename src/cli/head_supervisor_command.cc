@@ -8,12 +8,16 @@
 //   - the GCS, when given after "--" (`troupe start --head --redis-address=...` does so: only a
 //     GCS whose state is in Redis can be restarted without losing the cluster). It is restarted at
 //     once when it dies (SIGCHLD, no polling), with the same flags, and pids/gcs.pid is rewritten
-//     each time. The GCS is not tied to the supervisor's life: `troupe stop` stops the supervisor
-//     first (so nothing is restarted), then the raylets (so they unregister), then the GCS.
+//     each time. Once it has answered, it is health-checked over its real port (a GetClusterInfo
+//     call with a deadline, every --gcs-health-check-period-ms); after
+//     --gcs-health-check-failure-threshold misses in a row it is hung (SIGSTOPped, deadlocked):
+//     it is SIGKILLed and restarted like a GCS that died. The GCS dies with the supervisor
+//     (PR_SET_PDEATHSIG SIGKILL), so a supervisor that is killed leaves no GCS holding the port.
 //
 // It exits:
-//   - on SIGTERM/SIGINT: it stops the HTTP server and waits for it, and leaves the GCS running
-//     for `troupe stop` (or --block) to stop after the raylets;
+//   - on SIGTERM/SIGINT: it stops the HTTP server and waits for it; a supervised GCS is left
+//     running (not restarted any more) for `troupe stop` (or --block) to stop after the raylets,
+//     and the supervisor exits once it has; without a GCS it exits at once;
 //   - (0) when the HTTP server exits with kHttpServerGcsLostExitCode, or the GCS port has refused
 //     connections for --gcs-lost-timeout-s, and it does not supervise the GCS: the head is gone;
 //   - (1) when the GCS exits with kGcsStoreLostExitCode (its Redis is gone: a new one would fail
@@ -21,7 +25,10 @@
 //   - (1) when the first HTTP server or the first GCS exits (not killed by a signal) before it
 //     was seen listening (a bad flag, a taken port): restarting would fail the same way; `troupe
 //     start` reports its log.
-// Single-threaded: signals (SIGTERM, SIGINT, SIGCHLD) are taken synchronously with sigtimedwait.
+// One thread drives it: signals (SIGTERM, SIGINT, SIGCHLD) are taken synchronously with
+// sigtimedwait; the health check blocks that thread for at most its deadline. Children are forked
+// from that thread only (it lives as long as the process, so PR_SET_PDEATHSIG fires only when the
+// process dies).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -33,6 +40,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,6 +52,9 @@
 #include "src/cli/redis_flags.h"
 #include "src/common/flag_parser.h"
 #include "src/common/session.h"
+#include "src/rpc/cluster_token.h"
+#include "src/rpc/gcs_client.h"
+#include "src/rpc/transport_security.h"
 #include "src/tls/tls_files.h"
 
 namespace troupe {
@@ -71,10 +82,10 @@ std::string DescribeExit(int wstatus) {
                                            strsignal(WTERMSIG(wstatus)), ")");
 }
 
-// Starts `troupe args...` as a child, output appended to `log_path`. With `die_with_parent`
-// the child gets SIGTERM when this process dies. Returns its pid, or -1.
+// Starts `troupe args...` as a child, output appended to `log_path`; the child gets
+// `death_signal` when this process dies (PR_SET_PDEATHSIG). Returns its pid, or -1.
 pid_t StartChild(const std::vector<std::string>& args, const std::string& log_path,
-                 bool die_with_parent) {
+                 int death_signal) {
   char exe[4096];
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   if (n <= 0) return -1;
@@ -89,10 +100,8 @@ pid_t StartChild(const std::vector<std::string>& args, const std::string& log_pa
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_UNBLOCK, &all, nullptr);
-  if (die_with_parent) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(1);  // the supervisor died before prctl
-  }
+  prctl(PR_SET_PDEATHSIG, death_signal);
+  if (getppid() != parent) _exit(1);  // the supervisor died before prctl
   const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd >= 0) {
     dup2(log_fd, STDOUT_FILENO);
@@ -111,6 +120,10 @@ class Supervisor {
     std::string http_listen;
     std::vector<std::string> gcs_args;  // empty: the GCS is not supervised
     absl::Duration gcs_lost_timeout;
+    std::string token;  // the cluster token, for the GCS health check
+    absl::Duration health_check_period = absl::Seconds(1);
+    absl::Duration health_check_timeout = absl::Seconds(2);
+    int health_check_failure_threshold = 3;
   };
 
   Supervisor(Options options, Session session)
@@ -131,15 +144,12 @@ class Supervisor {
     while (exit_code_ < 0) {
       const timespec wait = absl::ToTimespec(NextWakeUp());
       const int signal_number = sigtimedwait(&signals, nullptr, &wait);
-      if (signal_number == SIGTERM || signal_number == SIGINT) {
-        StopHttp();
-        Log(supervises_gcs() ? "asked to stop; the GCS is left for `troupe stop` to stop"
-                             : "asked to stop");
-        return 0;
-      }
+      if ((signal_number == SIGTERM || signal_number == SIGINT) && !stopping_) BeginStop();
       ReapChildren();
       if (exit_code_ >= 0) break;
+      if (stopping_) continue;  // only waits for the GCS to exit now
       CheckGcsAnswering();
+      CheckGcsHealth();
       MaybeStartHttp();
     }
     StopHttp();
@@ -149,9 +159,29 @@ class Supervisor {
  private:
   bool supervises_gcs() const { return !options_.gcs_args.empty(); }
 
+  // SIGTERM/SIGINT: stop the HTTP server and restart nothing from now on. A supervised GCS that
+  // runs is left for `troupe stop` to stop after the raylets (so they can unregister); this
+  // process stays its parent until then, so it still dies with the supervisor.
+  void BeginStop() {
+    stopping_ = true;
+    StopHttp();
+    if (supervises_gcs() && gcs_pid_ > 0) {
+      Log(absl::StrCat("asked to stop; the GCS (pid ", gcs_pid_,
+                       ") is left for `troupe stop` to stop after the raylets and is not "
+                       "restarted any more; exiting once it has exited"));
+      return;
+    }
+    Log("asked to stop");
+    exit_code_ = 0;
+  }
+
   // How long to sleep in sigtimedwait: short while something is being watched.
   absl::Duration NextWakeUp() const {
     absl::Duration wait = absl::Seconds(1);
+    if (stopping_) return wait;
+    if (supervises_gcs() && gcs_pid_ > 0 && gcs_answering_) {
+      wait = std::min(wait, std::max(next_health_check_ - absl::Now(), kGcsPortCheckInterval));
+    }
     if (supervises_gcs() && gcs_pid_ > 0 && !gcs_answering_) wait = kGcsPortCheckInterval;
     if (http_pid_ > 0 && !http_ever_served_) wait = std::min(wait, kPollInterval);
     if (http_pid_ <= 0 && http_next_start_ != absl::InfiniteFuture()) {
@@ -161,7 +191,9 @@ class Supervisor {
   }
 
   bool StartGcs() {
-    gcs_pid_ = StartChild(options_.gcs_args, session_.LogPath("gcs"), /*die_with_parent=*/false);
+    // SIGKILL with the supervisor: a GCS left behind would hold the port, unsupervised, and a
+    // new `troupe start --head` could not start (its state is in Redis; nothing is lost).
+    gcs_pid_ = StartChild(options_.gcs_args, session_.LogPath("gcs"), SIGKILL);
     if (gcs_pid_ < 0) {
       Log(absl::StrCat("cannot start the GCS: ", std::strerror(errno)));
       exit_code_ = 1;
@@ -169,8 +201,44 @@ class Supervisor {
     }
     gcs_started_ = absl::Now();
     gcs_answering_ = false;
+    gcs_health_misses_ = 0;
+    gcs_killed_as_hung_ = false;
+    // A fresh client per GCS: a channel that saw the old one die backs off before reconnecting.
+    health_client_ =
+        std::make_unique<GcsClient>(options_.gcs_address, options_.token,
+                                    options_.health_check_timeout);
     (void)session_.RecordDaemon("gcs", gcs_pid_);
     return true;
+  }
+
+  // Once the GCS answered: one GetClusterInfo with a deadline per period. A GCS that misses
+  // health_check_failure_threshold in a row is alive but not answering (hung): SIGKILL it; its
+  // SIGCHLD restarts it like any GCS death.
+  void CheckGcsHealth() {
+    if (!supervises_gcs() || gcs_pid_ <= 0 || !gcs_answering_ || gcs_killed_as_hung_) return;
+    const absl::Time now = absl::Now();
+    if (now < next_health_check_) return;
+    next_health_check_ = now + options_.health_check_period;
+    const absl::Status answer = health_client_->GetClusterInfo().status();
+    if (answer.ok()) {
+      if (gcs_health_misses_ > 0) {
+        Log(absl::StrCat("the GCS (pid ", gcs_pid_, ") answers health checks again after ",
+                         gcs_health_misses_, " miss(es)"));
+      }
+      gcs_health_misses_ = 0;
+      return;
+    }
+    ++gcs_health_misses_;
+    Log(absl::StrCat("the GCS (pid ", gcs_pid_, ") missed a health check (", gcs_health_misses_,
+                     " of ", options_.health_check_failure_threshold, " in a row): ",
+                     answer.message()));
+    if (gcs_health_misses_ < options_.health_check_failure_threshold) return;
+    Log(absl::StrCat("the GCS (pid ", gcs_pid_, ") is running but has not answered ",
+                     gcs_health_misses_, " health checks in a row (each with a ",
+                     absl::FormatDuration(options_.health_check_timeout),
+                     " deadline): it is hung; killing it (SIGKILL) to restart it"));
+    gcs_killed_as_hung_ = true;
+    kill(gcs_pid_, SIGKILL);
   }
 
   void CheckGcsAnswering() {
@@ -207,6 +275,12 @@ class Supervisor {
     gcs_pid_ = 0;
     gcs_died_at_ = now;
     session_.ForgetDaemon("gcs");
+    if (stopping_) {
+      Log(absl::StrCat("the GCS (pid ", dead, ") ", DescribeExit(wstatus),
+                       "; not restarting it (asked to stop); exiting"));
+      exit_code_ = 0;
+      return;
+    }
     if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == kGcsStoreLostExitCode) {
       Log(absl::StrCat("the GCS (pid ", dead, ") ", DescribeExit(wstatus),
                        ": its Redis is gone (see logs/gcs.log); not restarting it, the head is "
@@ -224,6 +298,7 @@ class Supervisor {
     while (!gcs_restarts_.empty() && now - gcs_restarts_.front() > kGcsRestartWindow) {
       gcs_restarts_.pop_front();
     }
+    const bool was_hung = gcs_killed_as_hung_;
     if (static_cast<int>(gcs_restarts_.size()) > kMaxGcsRestarts) {
       Log(absl::StrCat("the GCS (pid ", dead, ") ", DescribeExit(wstatus), "; it died ",
                        gcs_restarts_.size(), " times within ",
@@ -233,7 +308,8 @@ class Supervisor {
       return;
     }
     if (!StartGcs()) return;
-    Log(absl::StrCat("the GCS (pid ", dead, ") ", DescribeExit(wstatus),
+    Log(absl::StrCat("the GCS (pid ", dead, ") ",
+                     was_hung ? "was hung and killed by this supervisor" : DescribeExit(wstatus),
                      "; restarted it (pid ", gcs_pid_, ", restart ", gcs_restarts_.size(),
                      " within the last minute)"));
   }
@@ -286,7 +362,7 @@ class Supervisor {
       }
       return;
     }
-    http_pid_ = StartChild(options_.http_args, session_.LogPath("http"), /*die_with_parent=*/true);
+    http_pid_ = StartChild(options_.http_args, session_.LogPath("http"), SIGTERM);
     if (http_pid_ < 0) {
       Log(absl::StrCat("cannot start the HTTP server: ", std::strerror(errno)));
       exit_code_ = 1;
@@ -309,7 +385,8 @@ class Supervisor {
 
   const Options options_;
   const Session session_;
-  int exit_code_ = -1;  // >= 0: exit with it
+  int exit_code_ = -1;     // >= 0: exit with it
+  bool stopping_ = false;  // asked to stop: restarts nothing, waits for the GCS to exit
 
   pid_t gcs_pid_ = 0;
   absl::Time gcs_started_;
@@ -317,6 +394,10 @@ class Supervisor {
   bool gcs_answering_ = false;      // the current GCS was seen accepting connections
   bool gcs_ever_answered_ = false;  // some GCS started here was
   std::deque<absl::Time> gcs_restarts_;
+  std::unique_ptr<GcsClient> health_client_;  // for the current GCS
+  absl::Time next_health_check_ = absl::InfinitePast();
+  int gcs_health_misses_ = 0;        // in a row, for the current GCS
+  bool gcs_killed_as_hung_ = false;  // the current GCS was SIGKILLed for missing them
 
   pid_t http_pid_ = 0;
   absl::Time http_started_;
@@ -331,6 +412,8 @@ class Supervisor {
 int HeadSupervisorMain(const std::vector<std::string>& args) {
   std::string session_dir, gcs_address, bind = "127.0.0.1";
   int64_t http_port = 8265, gcs_lost_timeout_s = 60;
+  int64_t health_check_period_ms = 1000, health_check_timeout_ms = 2000,
+          health_check_failure_threshold = 3;
   FlagParser flags("troupe head-supervisor",
                    "Runs the head's HTTP server (and, given after --, the GCS) as children and "
                    "restarts them when they die. `troupe start --head` starts it for you.");
@@ -340,6 +423,13 @@ int HeadSupervisorMain(const std::vector<std::string>& args) {
   flags.AddInt("http-port", &http_port, "Port the HTTP server listens on (0: no HTTP server).");
   flags.AddInt("gcs-lost-timeout-s", &gcs_lost_timeout_s,
                "Exit (and let the HTTP server exit) once the GCS has been unreachable this long.");
+  flags.AddInt("gcs-health-check-period-ms", &health_check_period_ms,
+               "With a GCS to supervise: how often to check that it answers (a GetClusterInfo "
+               "call on its port).");
+  flags.AddInt("gcs-health-check-timeout-ms", &health_check_timeout_ms,
+               "Deadline of each GCS health check.");
+  flags.AddInt("gcs-health-check-failure-threshold", &health_check_failure_threshold,
+               "Misses in a row after which the GCS counts as hung and is killed and restarted.");
   flags.SetEpilog(
       "After --: the `gcs-server ...` command line of a GCS to run and restart (only for a GCS "
       "that keeps its state in Redis).");
@@ -365,17 +455,35 @@ int HeadSupervisorMain(const std::vector<std::string>& args) {
     return 2;
   }
   if (gcs_address.empty() || http_port < 0 || http_port > 65535 || gcs_lost_timeout_s <= 0 ||
-      (http_port == 0 && gcs_args.empty())) {
+      (http_port == 0 && gcs_args.empty()) || health_check_period_ms <= 0 ||
+      health_check_timeout_ms <= 0 || health_check_failure_threshold <= 0) {
     std::fprintf(stderr,
                  "troupe head-supervisor: needs --gcs-address, --http-port in 0..65535, "
-                 "--gcs-lost-timeout-s > 0, and something to supervise (an HTTP port or a GCS "
-                 "after --)\n");
+                 "--gcs-lost-timeout-s > 0, --gcs-health-check-* > 0, and something to "
+                 "supervise (an HTTP port or a GCS after --)\n");
+    return 2;
+  }
+  // The GCS health check is a real call: it needs the token and, on a TLS head, the cluster CA.
+  auto token = ReadTokenFile(session->TokenPath());
+  if (!token.ok()) {
+    std::fprintf(stderr, "troupe head-supervisor: %s\n",
+                 std::string(token.status().message()).c_str());
+    return 2;
+  }
+  const std::string tls_dir = TlsDirOf(session->dir());
+  const bool tls = access(NodeCertPath(tls_dir).c_str(), R_OK) == 0;
+  if (auto status = UseTlsDir(tls ? tls_dir : ""); !status.ok()) {
+    std::fprintf(stderr, "troupe head-supervisor: %s\n", std::string(status.message()).c_str());
     return 2;
   }
   Supervisor::Options options;
   options.gcs_address = gcs_address;
   options.gcs_args = gcs_args;
   options.gcs_lost_timeout = absl::Seconds(gcs_lost_timeout_s);
+  options.token = token->ToString();
+  options.health_check_period = absl::Milliseconds(health_check_period_ms);
+  options.health_check_timeout = absl::Milliseconds(health_check_timeout_ms);
+  options.health_check_failure_threshold = static_cast<int>(health_check_failure_threshold);
   if (http_port > 0) {
     options.http_args = {"http-server",
                          absl::StrCat("--address=", gcs_address),
@@ -384,10 +492,7 @@ int HeadSupervisorMain(const std::vector<std::string>& args) {
                          absl::StrCat("--port=", http_port),
                          absl::StrCat("--gcs-lost-timeout-s=", gcs_lost_timeout_s)};
     // A TLS head (its session holds a node certificate) serves HTTPS.
-    const std::string tls_dir = TlsDirOf(session->dir());
-    if (access(NodeCertPath(tls_dir).c_str(), R_OK) == 0) {
-      options.http_args.push_back(absl::StrCat("--tls-dir=", tls_dir));
-    }
+    if (tls) options.http_args.push_back(absl::StrCat("--tls-dir=", tls_dir));
     options.http_listen = absl::StrCat(bind, ":", http_port);
   }
   Supervisor supervisor(std::move(options), *std::move(session));

@@ -1,6 +1,7 @@
 #include "src/cli/head_token.h"
 
 #include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -20,10 +21,31 @@ absl::StatusOr<ClusterToken> NewClusterToken(const std::string& given_token) {
   return *token;
 }
 
+namespace {
+
+// The newest local session under `root` that ran a cluster with Redis at `address` under
+// `redis_namespace` (sessions from before the namespace was recorded count as "default").
+std::optional<Session> LastSessionWithRedis(const std::string& root, const std::string& address,
+                                            const std::string& redis_namespace) {
+  std::vector<Session> sessions = Session::All(root);
+  for (auto it = sessions.rbegin(); it != sessions.rend(); ++it) {
+    auto session_redis = it->ReadFile("redis_address");
+    if (!session_redis.ok() || *session_redis != address) continue;
+    auto session_namespace = it->ReadFile("redis_namespace");
+    if ((session_namespace.ok() ? *session_namespace : "default") != redis_namespace) continue;
+    if (!it->ReadFile("cluster_id").ok()) continue;
+    return *it;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 absl::StatusOr<ClusterToken> ClusterTokenFromRedis(const std::string& given_token,
                                                    const std::string& redis_namespace,
                                                    const RedisOptions& redis,
-                                                   const std::string& root, bool* restart) {
+                                                   const std::string& root, bool start_fresh,
+                                                   bool* restart) {
   auto record = ReadClusterRecord(redis, redis_namespace);
   if (!record.ok()) {
     return absl::Status(record.status().code(),
@@ -31,6 +53,20 @@ absl::StatusOr<ClusterToken> ClusterTokenFromRedis(const std::string& given_toke
                                      ": ", record.status().message()));
   }
   if (!record->has_value()) {
+    if (!start_fresh) {
+      if (std::optional<Session> earlier =
+              LastSessionWithRedis(root, redis.address, redis_namespace)) {
+        const std::string cluster_id = earlier->ReadFile("cluster_id").value_or("?");
+        return absl::FailedPreconditionError(absl::StrCat(
+            "Redis at ", redis.address, " holds no record of cluster ", cluster_id,
+            " (namespace ", redis_namespace, "), which the head in ", earlier->dir(),
+            " ran with it: Redis has lost its data (restarted without its append-only file or "
+            "snapshot, or flushed), and with it that cluster's detached actors, jobs, placement "
+            "groups and KV. Starting would make a new, empty cluster without a word. Restore "
+            "Redis's data and run this again to restart that cluster, or add "
+            "--redis-start-fresh to start a new cluster (or use another --redis-namespace)"));
+      }
+    }
     *restart = false;
     auto new_token = NewClusterToken(given_token);
     if (!new_token.ok()) return new_token.status();

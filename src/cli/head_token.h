@@ -20,11 +20,15 @@ absl::StatusOr<ClusterToken> NewClusterToken(const std::string& given_token);
 // `redis_namespace` is restarted (its ID and token stay: workers and drivers keep working) and
 // its token must be known here: `given_token` (--token) / $TROUPE_TOKEN, else the token file of
 // an earlier local session of that cluster under `root`. It is checked against the SHA-256 kept
-// in Redis (never the token). No record: a new cluster (NewClusterToken), recorded now.
-// `*restart` says which.
+// in Redis (never the token). No record: a new cluster (NewClusterToken), recorded now —
+// unless a local session under `root` ran a cluster with this Redis address and namespace (its
+// files redis_address, redis_namespace and cluster_id say so): then Redis lost that cluster
+// (restarted without its data, flushed), and this fails with FailedPrecondition naming the
+// cluster and the session, unless `start_fresh` (--redis-start-fresh). `*restart` says which.
 absl::StatusOr<ClusterToken> ClusterTokenFromRedis(const std::string& given_token,
                                                    const std::string& redis_namespace,
                                                    const RedisOptions& redis,
-                                                   const std::string& root, bool* restart);
+                                                   const std::string& root, bool start_fresh,
+                                                   bool* restart);
 
 }  // namespace troupe

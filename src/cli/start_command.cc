@@ -71,6 +71,7 @@ struct StartOptions {
   // under there ("troupe:cluster:<name>"), for whole-head restarts.
   RedisFlags redis;
   std::string redis_namespace = "default";
+  bool redis_start_fresh = false;
 };
 
 int Fail(const std::string& message, int code = 1) {
@@ -164,15 +165,31 @@ absl::StatusOr<std::string> WaitForHttpServer(const StartOptions& options, const
 }
 
 // Stops what a failed `start` had started in `session`: the supervisor first (so it restarts
-// nothing; the HTTP server dies with it), then the raylet and the GCS.
+// nothing; the HTTP server dies with it, and a GCS it runs exits once told to), then the raylet
+// and the GCS; then waits for them all.
 void StopStarted(const Session& session) {
+  const std::vector<DaemonRecord> started = session.LiveDaemons();
   for (const char* name : {"head-supervisor", "raylet", "gcs"}) {
-    for (const auto& daemon : session.LiveDaemons()) {
-      if (daemon.name != name) continue;
-      kill(daemon.pid, SIGTERM);
-      waitpid(daemon.pid, nullptr, 0);  // reaps our own children; others are not ours to reap
-      session.ForgetDaemon(daemon.name);
+    for (const auto& daemon : started) {
+      if (daemon.name == name) kill(daemon.pid, SIGTERM);
     }
+  }
+  for (const auto& daemon : started) {
+    // Reaps our own children (others are not ours to reap); SIGKILL after 10 s.
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    auto running = [&] {
+      const pid_t reaped = waitpid(daemon.pid, nullptr, WNOHANG);
+      if (reaped == daemon.pid) return false;
+      return reaped == 0 || ProcessMatches(daemon.pid, session.dir());
+    };
+    while (running() && absl::Now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (ProcessMatches(daemon.pid, session.dir())) {
+      kill(daemon.pid, SIGKILL);
+      waitpid(daemon.pid, nullptr, 0);
+    }
+    session.ForgetDaemon(daemon.name);
   }
 }
 
@@ -197,25 +214,47 @@ int BlockUntilSignal(const Session& session) {
       break;
     }
   }
-  // The HTTP server (a driver) first, with its supervisor before it so it is not restarted;
-  // then raylets, so they can unregister from the GCS.
+  // The HTTP server (a driver) first, with its supervisor before it so it is not restarted (one
+  // that runs the GCS stops its HTTP server and stays until the GCS exits); then raylets, so
+  // they can unregister from the GCS; then the GCS, and the supervisor exits with it.
   // (With Redis the GCS is the supervisor's child, not ours: wait for it through /proc.)
+  auto stop = [&](const DaemonRecord& daemon, bool wait_for_exit) {
+    kill(daemon.pid, SIGTERM);
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    auto running = [&] {
+      return waitpid(daemon.pid, nullptr, WNOHANG) == 0 || ProcessMatches(daemon.pid, session.dir());
+    };
+    auto http_running = [&] {
+      for (const auto& other : session.LiveDaemons()) {
+        if (other.name == "http") return true;
+      }
+      return false;
+    };
+    while (running() && (wait_for_exit || http_running())) {
+      if (absl::Now() > deadline) {
+        kill(daemon.pid, SIGKILL);
+        waitpid(daemon.pid, nullptr, WNOHANG);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  };
+  std::vector<DaemonRecord> supervisors;
   for (const char* name : {"head-supervisor", "http", "raylet", "gcs"}) {
     for (const auto& daemon : session.LiveDaemons()) {
       if (daemon.name != name) continue;
-      kill(daemon.pid, SIGTERM);
-      const absl::Time deadline = absl::Now() + absl::Seconds(10);
-      while (waitpid(daemon.pid, nullptr, WNOHANG) == 0 ||
-             ProcessMatches(daemon.pid, session.dir())) {
-        if (absl::Now() > deadline) {
-          kill(daemon.pid, SIGKILL);
-          waitpid(daemon.pid, nullptr, WNOHANG);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const bool supervisor = daemon.name == "head-supervisor";
+      stop(daemon, /*wait_for_exit=*/!supervisor);
+      if (supervisor) {
+        supervisors.push_back(daemon);
+      } else {
+        session.ForgetDaemon(daemon.name);
       }
-      session.ForgetDaemon(daemon.name);
     }
+  }
+  for (const auto& daemon : supervisors) {
+    stop(daemon, /*wait_for_exit=*/true);
+    session.ForgetDaemon(daemon.name);
   }
   return signal_number == SIGCHLD ? 1 : 0;
 }
@@ -281,7 +320,8 @@ int StartHead(StartOptions& options) {
                                status.message()));
     }
     auto token =
-        ClusterTokenFromRedis(options.token, options.redis_namespace, *redis, root, &restart);
+        ClusterTokenFromRedis(options.token, options.redis_namespace, *redis, root,
+                              options.redis_start_fresh, &restart);
     if (!token.ok()) return Fail(std::string(token.status().message()));
     redis_token = *token;
   }
@@ -320,9 +360,11 @@ int StartHead(StartOptions& options) {
     return Fail(std::string(status.message()));
   }
   if (options.redis.enabled()) {
-    // For `troupe status` (an unreachable GCS is being restarted) and for the record.
-    if (auto status = session->WriteFile("redis_address", options.redis.address); !status.ok()) {
-      return Fail(std::string(status.message()));
+    // For `troupe status` (an unreachable GCS is being restarted), and so that a later `start`
+    // notices a Redis that lost this cluster (ClusterTokenFromRedis).
+    for (auto status : {session->WriteFile("redis_address", options.redis.address),
+                        session->WriteFile("redis_namespace", options.redis_namespace)}) {
+      if (!status.ok()) return Fail(std::string(status.message()));
     }
   }
 
@@ -647,6 +689,11 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddString("redis-namespace", &options.redis_namespace,
                   "Head with Redis: the name this cluster is recorded under in Redis; a head "
                   "started again with the same Redis and namespace restarts that cluster.");
+  flags.AddBool("redis-start-fresh", &options.redis_start_fresh,
+                "Head with Redis: start a new, empty cluster even though a head on this machine "
+                "ran one with this Redis and namespace that Redis no longer holds (Redis lost "
+                "its data). Without it, `start` refuses rather than silently losing that "
+                "cluster's actors, jobs and KV.");
   options.node.Register(&flags);
   flags.SetEpilog(
       "Examples:\n"
@@ -691,6 +738,9 @@ int StartCommand(const std::vector<std::string>& args) {
                 2);
   }
   if (options.redis_namespace.empty()) return Fail("--redis-namespace must not be empty", 2);
+  if (options.redis_start_fresh && !options.redis.enabled()) {
+    return Fail("--redis-start-fresh is for a head with --redis-address", 2);
+  }
   // Check the node description before starting anything.
   if (auto resources = options.node.BuildResources(); !resources.ok()) {
     return Fail(std::string(resources.status().message()), 2);

@@ -280,37 +280,64 @@ int StatusCommand(const std::vector<std::string>& args) {
   }
   GcsClient gcs(target->address, target->token, absl::Seconds(5));
   auto info = gcs.GetClusterInfo();
-  if (!info.ok() && info.status().code() == absl::StatusCode::kUnavailable) {
+  // Refused (kUnavailable): no GCS listens. No answer in time (kDeadlineExceeded): one accepts
+  // connections but does not answer: hung (SIGSTOPped, deadlocked) or overloaded.
+  auto unanswered = [](const absl::Status& status) {
+    return status.code() == absl::StatusCode::kUnavailable ||
+           status.code() == absl::StatusCode::kDeadlineExceeded;
+  };
+  if (!info.ok() && unanswered(info.status())) {
     const std::string root = ResolveTempRoot(temp_dir);
     LocalHead head = FindLocalHead(root, target->address);
     if (head.supervisor_pid != 0) {
-      // The head supervisor restarts the GCS within about a second: wait for it a little.
+      // The head supervisor restarts a dead GCS within about a second: wait for it a little.
       const absl::Time deadline = absl::Now() + absl::Seconds(3);
       GcsClient retrying(target->address, target->token, absl::Seconds(1));
       retrying.SetRetry(absl::Seconds(3));
-      while (!info.ok() && info.status().code() == absl::StatusCode::kUnavailable &&
-             absl::Now() < deadline) {
+      while (!info.ok() && unanswered(info.status()) && absl::Now() < deadline) {
         info = retrying.GetClusterInfo();
       }
-      if (!info.ok() && info.status().code() == absl::StatusCode::kUnavailable) {
-        head = FindLocalHead(root, target->address);
-      }
+      if (!info.ok() && unanswered(info.status())) head = FindLocalHead(root, target->address);
     }
+    const bool hung = !info.ok() && info.status().code() == absl::StatusCode::kDeadlineExceeded;
     if (!info.ok() && !head.redis_address.empty()) {
       const std::string port = target->address.substr(target->address.rfind(':') + 1);
-      return fail(
-          head.supervisor_pid != 0
-              ? absl::StrCat("the GCS at ", target->address, " is unreachable (",
-                             info.status().message(), ") and is being restarted by the head "
-                             "supervisor (pid ", head.supervisor_pid, "); its state is in Redis "
-                             "at ", head.redis_address, ". Try again in a moment; see ",
-                             "logs/head-supervisor.log and logs/gcs.log in the head's session.")
-              : absl::StrCat("the GCS at ", target->address, " is unreachable (",
-                             info.status().message(), ") and no head supervisor runs here to "
-                             "restart it; its state is in Redis at ", head.redis_address,
-                             ". Restart the head with `troupe start --head --redis-address=",
-                             head.redis_address, " --port=", port, "`."),
-          1);
+      const std::string logs =
+          "see logs/head-supervisor.log and logs/gcs.log in the head's session.";
+      if (head.supervisor_pid == 0) {
+        return fail(absl::StrCat("the GCS at ", target->address,
+                                 hung ? " accepts connections but does not answer ("
+                                      : " is unreachable (",
+                                 info.status().message(), ") and no head supervisor runs here "
+                                 "to restart it; its state is in Redis at ", head.redis_address,
+                                 ". Restart the head with `troupe stop` and `troupe start --head "
+                                 "--redis-address=",
+                                 head.redis_address, " --port=", port, "`."),
+                    1);
+      }
+      if (hung) {
+        return fail(absl::StrCat("the GCS at ", target->address, " accepts connections but does "
+                                 "not answer (", info.status().message(), "): it is hung or "
+                                 "overloaded. The head supervisor (pid ", head.supervisor_pid,
+                                 ") kills and restarts a GCS that misses 3 health checks in a "
+                                 "row; its state is in Redis at ", head.redis_address,
+                                 ". Try again in a few seconds; ", logs),
+                    1);
+      }
+      return fail(absl::StrCat("the GCS at ", target->address, " is unreachable (",
+                               info.status().message(), ") and is being restarted by the head "
+                               "supervisor (pid ", head.supervisor_pid, "); its state is in Redis "
+                               "at ", head.redis_address, ". Try again in a moment; ", logs),
+                  1);
+    }
+    if (hung) {
+      return fail(absl::StrCat("the GCS at ", target->address, " accepts connections but does not "
+                               "answer (", info.status().message(), "): it is hung or "
+                               "overloaded. Check its process and logs/gcs.log on the head (a "
+                               "head started with --redis-address restarts a hung GCS by itself; "
+                               "one without Redis does not: `troupe stop` and `troupe start "
+                               "--head` there start a new cluster)."),
+                  1);
     }
   }
   if (!info.ok()) {

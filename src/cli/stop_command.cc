@@ -1,7 +1,8 @@
 // `troupe stop`: stops every Troupe daemon started on this machine (found through the session
 // directories): the head supervisor and the HTTP server first, then raylets so they can
 // unregister from a still-running GCS, then the GCS; and removes what the sessions left behind
-// (object stores in /dev/shm, job working directories).
+// (object stores in /dev/shm, job working directories). A head supervisor that runs the GCS
+// (with Redis) stops its HTTP server and restarting at SIGTERM, and exits after its GCS.
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -24,8 +25,8 @@ struct Target {
   DaemonRecord daemon;
 };
 
-// Sends `signal_number` to each target and waits up to `grace` for them to exit; returns those
-// still running.
+// Sends `signal_number` to each target (0: none) and waits up to `grace` for them to exit;
+// returns those still running.
 std::vector<Target> SignalAndWait(const std::vector<Target>& targets, int signal_number,
                                   absl::Duration grace) {
   for (const auto& target : targets) kill(target.daemon.pid, signal_number);
@@ -41,6 +42,28 @@ std::vector<Target> SignalAndWait(const std::vector<Target>& targets, int signal
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return running;
+}
+
+// After SIGTERM, a head supervisor stops its HTTP server (and forgets its pid file) and, when it
+// runs the GCS, stays until the GCS exits. Waits up to `grace` until each has exited or has no
+// HTTP server left; returns those that have not got that far.
+std::vector<Target> WaitForSupervisorsToStopHttp(const std::vector<Target>& supervisors,
+                                                 absl::Duration grace) {
+  const absl::Time deadline = absl::Now() + grace;
+  std::vector<Target> waiting = supervisors;
+  while (!waiting.empty()) {
+    std::vector<Target> still;
+    for (const auto& target : waiting) {
+      if (!ProcessMatches(target.daemon.pid, target.session.dir())) continue;
+      bool http_running = false;
+      for (const auto& daemon : target.session.LiveDaemons()) http_running |= daemon.name == "http";
+      if (http_running) still.push_back(target);
+    }
+    waiting = std::move(still);
+    if (waiting.empty() || absl::Now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return waiting;
 }
 
 // rm -r for one directory of plain files (an object store).
@@ -130,9 +153,11 @@ int StopCommand(const std::vector<std::string>& args) {
     all.insert(all.end(), http.begin(), http.end());
     stubborn = SignalAndWait(all, SIGKILL, absl::Seconds(5));
   } else {
-    // The head supervisor stops its HTTP server and does not restart it; then any HTTP server
-    // left (one whose supervisor is gone).
-    stubborn = SignalAndWait(supervisors, SIGTERM, absl::Seconds(grace_s));
+    // The head supervisor stops its HTTP server and restarts nothing from now on (one running
+    // the GCS stays until the GCS exits); then any HTTP server left (one whose supervisor is
+    // gone).
+    for (const auto& target : supervisors) kill(target.daemon.pid, SIGTERM);
+    stubborn = WaitForSupervisorsToStopHttp(supervisors, absl::Seconds(grace_s));
     // (Only those still running: a supervisor removes its server's pid file as it stops it.)
     std::vector<Target> http_left;
     for (const auto& target : http) {
@@ -144,6 +169,15 @@ int StopCommand(const std::vector<std::string>& args) {
     stubborn.insert(stubborn.end(), after_http.begin(), after_http.end());
     auto rest = SignalAndWait(others, SIGTERM, absl::Seconds(grace_s));
     stubborn.insert(stubborn.end(), rest.begin(), rest.end());
+    // The supervisors that waited for their GCS exit with it (signal 0: only wait).
+    std::vector<Target> supervisors_left;
+    for (const auto& target : supervisors) {
+      bool counted = false;
+      for (const auto& s : stubborn) counted |= s.daemon.pid == target.daemon.pid;
+      if (!counted) supervisors_left.push_back(target);
+    }
+    auto after_gcs = SignalAndWait(supervisors_left, 0, absl::Seconds(grace_s));
+    stubborn.insert(stubborn.end(), after_gcs.begin(), after_gcs.end());
     if (!stubborn.empty()) {
       fprintf(stderr, "troupe stop: %zu process(es) ignored SIGTERM for %lld s; using SIGKILL\n",
               stubborn.size(), static_cast<long long>(grace_s));

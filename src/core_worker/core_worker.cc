@@ -112,7 +112,20 @@ absl::Status CoreWorker::Start() {
           [this] { WakeTimer(); }});
   gcs_ = std::make_unique<GcsClient>(options_.gcs_address, options_.token);
   if (options_.cluster_reconnect_timeout > absl::ZeroDuration()) {
-    gcs_->SetRetry(options_.cluster_reconnect_timeout, [this] { return cluster_status(); });
+    // A call that waited out the whole reconnect limit ends as the cluster being unreachable
+    // (ClusterUnreachableError), whether the GCS refused (down) or never answered (hung).
+    gcs_->SetRetry(
+        options_.cluster_reconnect_timeout, [this] { return cluster_status(); },
+        [this](const absl::Status& last) {
+          return ClusterUnreachableStatus(absl::StrCat(
+              "a call to the GCS at ", options_.gcs_address, " has not gone through for ",
+              absl::FormatDuration(options_.cluster_reconnect_timeout), " (last error: ",
+              last.message(), "), so it cannot complete. Check that the cluster is running (`troupe status "
+              "--address=",
+              options_.gcs_address,
+              "`); a cluster that takes longer to come back needs a larger reconnect limit "
+              "(troupe::Config::gcs_reconnect_timeout_s or $TROUPE_GCS_RECONNECT_TIMEOUT_S)"));
+        });
   }
   background_gcs_ = std::make_unique<GcsClient>(options_.gcs_address, options_.token);
   actor_directory_ = std::make_unique<GrpcActorDirectory>(background_gcs_.get());

@@ -37,7 +37,7 @@ void ActorManager::SetStateLocked(Actor& actor, rpc::ActorInfo::State state) {
       store_->AsyncDelete(kKillTable, actor.info.actor_id(), nullptr);
     }
   }
-  PutLogged(store_, kTable, actor.info.actor_id(), actor.info.SerializeAsString());
+  PutBestEffort(store_, kTable, actor.info.actor_id(), actor.info.SerializeAsString());
   rpc::PubMessage message;
   message.set_channel(rpc::ACTOR_CHANNEL);
   message.set_key(actor.info.actor_id());
@@ -86,7 +86,7 @@ void ActorManager::SaveKillLocked(const Actor& actor) {
   kill.set_exiting(actor.exiting);
   kill.set_death_cause(actor.death_cause);
   kill.set_kill_requested(actor.kill_requested);
-  PutLogged(store_, kKillTable, actor.info.actor_id(), kill.SerializeAsString());
+  PutBestEffort(store_, kKillTable, actor.info.actor_id(), kill.SerializeAsString());
 }
 
 absl::StatusOr<int> ActorManager::Initialize() {
@@ -240,7 +240,7 @@ absl::Status ActorManager::DoRegisterActor(const rpc::RegisterActorRequest& requ
   actor.info.set_start_time_ms(absl::ToUnixMillis(clock_->Now()));
   actor.creation_task = request.creation_task();
   actor.demand = *std::move(demand);
-  PutLogged(store_, kTaskTable, actor.info.actor_id(), actor.creation_task.SerializeAsString());
+  PutBestEffort(store_, kTaskTable, actor.info.actor_id(), actor.creation_task.SerializeAsString());
   SetStateLocked(actor, rpc::ActorInfo::PENDING_CREATION);
   ScheduleLocked(actor);
   return absl::OkStatus();
@@ -365,7 +365,7 @@ void ActorManager::OnLeaseReply(const ActorId& id, uint64_t attempt,
       by_worker_[reply->worker_id()] = id;
       // Saved (not published) so a GCS restarted before the creation finishes can stop this
       // worker instead of leaking it.
-      PutLogged(store_, kTable, actor.info.actor_id(), actor.info.SerializeAsString());
+      PutBestEffort(store_, kTable, actor.info.actor_id(), actor.info.SerializeAsString());
       *push.mutable_task() = actor.creation_task;
       push.mutable_task()->set_actor_num_restarts(static_cast<int32_t>(actor.info.num_restarts()));
       for (int gpu : reply->gpu_ids()) push.add_gpu_ids(gpu);

@@ -85,7 +85,7 @@ std::vector<rpc::JobInfo> JobManager::GetAllJobs() const {
 }
 
 void JobManager::SaveAndPublishLocked(const rpc::JobInfo& job) {
-  PutLogged(store_, kTable, job.job_id(), job.SerializeAsString());
+  PutBestEffort(store_, kTable, job.job_id(), job.SerializeAsString());
   rpc::PubMessage message;
   message.set_channel(rpc::JOB_CHANNEL);
   message.set_key(job.job_id());

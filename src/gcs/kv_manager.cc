@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace troupe {
 namespace {
@@ -43,10 +44,13 @@ void KvManager::Del(const std::string& ns, const std::string& key, bool by_prefi
                     [this, done = std::move(done)](absl::StatusOr<StoreClient::Rows> rows) {
                       if (!rows.ok()) return done(rows.status());
                       if (rows->empty()) return done(0);
-                      // Count the deletes as they complete; answer once all have.
+                      // Count the deletes as they complete; answer once all have (with the
+                      // first error, if the store refused or did not acknowledge one).
                       struct Pending {
                         std::atomic<size_t> remaining;
                         std::atomic<int64_t> deleted{0};
+                        absl::Mutex mu;
+                        absl::Status error ABSL_GUARDED_BY(mu);
                         std::function<void(absl::StatusOr<int64_t>)> done;
                       };
                       auto pending = std::make_shared<Pending>();
@@ -55,9 +59,22 @@ void KvManager::Del(const std::string& ns, const std::string& key, bool by_prefi
                       for (const auto& row : *rows) {
                         store_->AsyncDelete(kTable, row.first,
                                             [pending](absl::StatusOr<int64_t> n) {
-                                              if (n.ok()) pending->deleted += *n;
-                                              if (--pending->remaining == 0)
-                                                pending->done(pending->deleted.load());
+                                              if (n.ok()) {
+                                                pending->deleted += *n;
+                                              } else {
+                                                absl::MutexLock lock(&pending->mu);
+                                                if (pending->error.ok()) {
+                                                  pending->error = n.status();
+                                                }
+                                              }
+                                              if (--pending->remaining > 0) return;
+                                              absl::Status error;
+                                              {
+                                                absl::MutexLock lock(&pending->mu);
+                                                error = pending->error;
+                                              }
+                                              if (!error.ok()) return pending->done(error);
+                                              pending->done(pending->deleted.load());
                                             });
                       }
                     });

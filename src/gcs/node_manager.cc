@@ -140,7 +140,7 @@ bool NodeManager::SetDeadLocked(const NodeId& node_id, const std::string& reason
 }
 
 void NodeManager::SaveAndPublishLocked(const rpc::NodeInfo& node) {
-  PutLogged(store_, kTable, node.node_id(), node.SerializeAsString());
+  PutBestEffort(store_, kTable, node.node_id(), node.SerializeAsString());
   rpc::PubMessage message;
   message.set_channel(rpc::NODE_CHANNEL);
   message.set_key(node.node_id());

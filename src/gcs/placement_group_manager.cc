@@ -23,7 +23,7 @@ PlacementGroupManager::PlacementGroupManager(PlacementGroupManagerDeps deps)
       kill_actors_(std::move(deps.kill_actors)) {}
 
 void PlacementGroupManager::SaveAndPublishLocked(Group& group) {
-  PutLogged(store_, kTable, group.info.placement_group_id(), group.info.SerializeAsString());
+  PutBestEffort(store_, kTable, group.info.placement_group_id(), group.info.SerializeAsString());
   rpc::PubMessage message;
   message.set_channel(rpc::PLACEMENT_GROUP_CHANNEL);
   message.set_key(group.info.placement_group_id());
@@ -211,7 +211,7 @@ void PlacementGroupManager::ScheduleLocked(Group& group) {
   }
   // Saved before the reservations go out, so a GCS restarted before their answers knows what
   // to return.
-  PutLogged(store_, kTable, group.info.placement_group_id(), group.info.SerializeAsString());
+  PutBestEffort(store_, kTable, group.info.placement_group_id(), group.info.SerializeAsString());
 }
 
 void PlacementGroupManager::QueueReturnLocked(const std::string& raylet_address,
@@ -266,7 +266,7 @@ void PlacementGroupManager::OnReturned(const std::string& raylet_address,
     }
     for (const auto& id : changed) {
       const rpc::PlacementGroupInfo& info = groups_.at(id).info;
-      PutLogged(store_, kTable, info.placement_group_id(), info.SerializeAsString());
+      PutBestEffort(store_, kTable, info.placement_group_id(), info.SerializeAsString());
     }
     auto more = returns_.find(raylet_address);
     send_more = more != returns_.end() && more->second.size() >= kMaxReturnBatch;
@@ -414,7 +414,7 @@ void PlacementGroupManager::OnNodeDead(const rpc::NodeInfo& node) {
           }
         }
         if (held) {
-          PutLogged(store_, kTable, group.info.placement_group_id(),
+          PutBestEffort(store_, kTable, group.info.placement_group_id(),
                     group.info.SerializeAsString());
         }
         continue;

@@ -361,6 +361,16 @@ RedisStoreClient::~RedisStoreClient() {
   for (auto& done : unacknowledged) done(closed);
 }
 
+absl::Status RedisStoreClient::RefusalLocked() const {
+  if (fatal_.has_value()) return *fatal_;
+  if (connected_) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "the GCS cannot save this write: its Redis at ", options_.address, " has been unreachable for ",
+      absl::FormatDuration(absl::Trunc(absl::Now() - away_since_, absl::Milliseconds(100))), " (",
+      away_reason_, "). Nothing was changed; try again once Redis is back (the GCS keeps serving "
+      "reads meanwhile)"));
+}
+
 std::function<void(const absl::Status&)> RedisStoreClient::EnqueueLocked(
     const std::string& table, const std::string& key, std::optional<std::string> value,
     std::function<void(const absl::Status&)> done, absl::Status* now) {
@@ -374,19 +384,14 @@ std::function<void(const absl::Status&)> RedisStoreClient::EnqueueLocked(
                 kWriteOverheadBytes;
   queued_bytes_ += write.bytes;
   if (queued_bytes_ > options_.max_queued_bytes) overflowed_ = true;
-  std::function<void(const absl::Status&)> run_now;
-  if (!connected_) {
-    // Redis is away: the write waits in the queue, the GCS keeps serving.
-    run_now = std::move(done);
-    *now = absl::OkStatus();
-  } else {
-    write.done = std::move(done);
-  }
+  // A best-effort write (no `done`) also waits here while Redis is away; an acknowledged one
+  // only gets here while Redis is connected (RefusalLocked).
+  write.done = std::move(done);
   write.table = table;
   write.key = key;
   write.value = std::move(value);
   queue_.push_back(std::move(write));
-  return run_now;
+  return nullptr;
 }
 
 void RedisStoreClient::AsyncPut(const std::string& table, const std::string& key,
@@ -395,25 +400,35 @@ void RedisStoreClient::AsyncPut(const std::string& table, const std::string& key
   bool added = false;
   std::function<void(const absl::Status&)> run_now;
   absl::Status now;
+  absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
-    // The in-memory store answers on this thread, before AsyncPut returns.
-    mirror_.AsyncPut(table, key, value, overwrite,
-                     [&added](absl::StatusOr<bool> result) { added = result.ok() && *result; });
-    if (!added && !overwrite) {
-      // Nothing changes; nothing to send.
-    } else {
-      auto finish = [done = std::move(done), added](const absl::Status& status) {
-        if (!done) return;
-        if (status.ok()) {
-          done(added);
-        } else {
-          done(status);
+    if (done) refused = RefusalLocked();
+    if (refused.ok()) {
+      // The in-memory store answers on this thread, before AsyncPut returns.
+      mirror_.AsyncPut(table, key, value, overwrite,
+                       [&added](absl::StatusOr<bool> result) { added = result.ok() && *result; });
+      if (!added && !overwrite) {
+        // Nothing changes; nothing to send.
+      } else {
+        std::function<void(const absl::Status&)> finish;
+        if (done) {
+          finish = [done = std::move(done), added](const absl::Status& status) {
+            if (status.ok()) {
+              done(added);
+            } else {
+              done(status);
+            }
+          };
+          done = nullptr;
         }
-      };
-      run_now = EnqueueLocked(table, key, std::move(value), std::move(finish), &now);
-      done = nullptr;
+        run_now = EnqueueLocked(table, key, std::move(value), std::move(finish), &now);
+      }
     }
+  }
+  if (!refused.ok()) {
+    done(refused);
+    return;
   }
   if (run_now) run_now(now);
   if (done) done(added);
@@ -429,24 +444,34 @@ void RedisStoreClient::AsyncDelete(const std::string& table, const std::string& 
                                    std::function<void(absl::StatusOr<int64_t>)> done) {
   std::function<void(const absl::Status&)> run_now;
   absl::Status now;
+  absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
+    if (done) refused = RefusalLocked();
     int64_t deleted = 0;
-    mirror_.AsyncDelete(table, key, [&deleted](absl::StatusOr<int64_t> result) {
-      deleted = result.ok() ? *result : 0;
-    });
-    if (deleted == 1) {
-      auto finish = [done = std::move(done)](const absl::Status& status) {
-        if (!done) return;
-        if (status.ok()) {
-          done(int64_t{1});
-        } else {
-          done(status);
-        }
-      };
-      run_now = EnqueueLocked(table, key, std::nullopt, std::move(finish), &now);
-      done = nullptr;
+    if (refused.ok()) {
+      mirror_.AsyncDelete(table, key, [&deleted](absl::StatusOr<int64_t> result) {
+        deleted = result.ok() ? *result : 0;
+      });
     }
+    if (deleted == 1) {
+      std::function<void(const absl::Status&)> finish;
+      if (done) {
+        finish = [done = std::move(done)](const absl::Status& status) {
+          if (status.ok()) {
+            done(int64_t{1});
+          } else {
+            done(status);
+          }
+        };
+        done = nullptr;
+      }
+      run_now = EnqueueLocked(table, key, std::nullopt, std::move(finish), &now);
+    }
+  }
+  if (!refused.ok()) {
+    done(refused);
+    return;
   }
   if (run_now) run_now(now);
   if (done) done(int64_t{0});
@@ -647,16 +672,22 @@ void RedisStoreClient::OnDisconnected(const absl::Status& why, std::deque<Write>
   // whole batch is sent again (HSET/HDEL are idempotent, and the order is kept).
   connection_.reset();
   std::vector<std::function<void(const absl::Status&)>> released;
+  const absl::Status unacknowledged = absl::UnavailableError(absl::StrCat(
+      "Redis at ", options_.address, " did not acknowledge the write (", why.message(),
+      "), so the GCS cannot promise it is saved. It is kept and sent again once Redis is back "
+      "(unless the GCS gives up on Redis first), so it may still appear; try again, and expect "
+      "an answer saying it already exists"));
   {
     absl::MutexLock lock(&mu_);
     if (connected_) {
       connected_ = false;
       away_since_ = absl::Now();
+      away_reason_ = std::string(why.message());
       TROUPE_LOG(Warning) << "lost Redis at " << options_.address << ": " << why
                           << "; serving from memory, queueing writes and reconnecting (giving up "
                           << "after " << absl::FormatDuration(options_.give_up_after) << ")";
     }
-    // Redis is away: nobody waits for an acknowledgement.
+    // Redis is away: these writes stay queued, but nobody may wait for them to be saved.
     for (Write& write : batch) {
       if (write.done) released.push_back(std::move(write.done));
       write.done = nullptr;
@@ -666,7 +697,7 @@ void RedisStoreClient::OnDisconnected(const absl::Status& why, std::deque<Write>
       write.done = nullptr;
     }
   }
-  for (auto& done : released) done(absl::OkStatus());
+  for (auto& done : released) done(unacknowledged);
 }
 
 void RedisStoreClient::Fatal(const absl::Status& status, std::deque<Write>& batch) {

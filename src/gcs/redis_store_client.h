@@ -9,10 +9,10 @@
 // Threads: the store owns ONE writer thread, which owns a synchronous hiredis connection, drains
 // the queue in pipelined batches, reconnects with backoff (re-AUTHing) and resends the batch that
 // was not acknowledged (HSET/HDEL are idempotent). The public methods are thread-safe. AsyncGet,
-// AsyncScan and writes that change nothing run `done` on the calling thread before returning;
-// other writes run `done` on the writer thread once Redis acknowledged them, or on the calling
-// thread while Redis is away (see AsyncPut). `done` never runs under the store's lock, so it may
-// call back into the store. on_fatal runs on the writer thread.
+// AsyncScan, writes that change nothing and writes refused while Redis is away run `done` on the
+// calling thread before returning; other writes run `done` on the writer thread once Redis
+// acknowledged them (see AsyncPut). `done` never runs under the store's lock, so it may call back
+// into the store. on_fatal runs on the writer thread.
 #pragma once
 
 #include <cstdint>
@@ -69,11 +69,16 @@ class RedisStoreClient : public StoreClient {
   // still unacknowledged get `done(Unavailable)` if their `done` has not run yet.
   ~RedisStoreClient() override;
 
-  // Writes apply to the mirror at once and are queued for Redis. `done` runs once Redis
-  // acknowledged the write, except while the store is disconnected from Redis: then `done` runs as
-  // soon as the write is queued (with OK), so the GCS keeps serving; the write reaches Redis after
-  // a reconnect, or on_fatal fires. A Put with overwrite=false of an existing key, and a Delete of
-  // a missing key, change nothing, send nothing and run `done` at once.
+  // Writes apply to the mirror at once and are queued for Redis. Two kinds (StoreClient):
+  //  - acknowledged (`done` set): `done` gets OK only once Redis acknowledged the write. While
+  //    the store is disconnected from Redis (or gave up, on_fatal) it is refused at once with
+  //    Unavailable (the fatal status) and changes nothing. One in flight or queued when the
+  //    connection breaks gets Unavailable ("did not acknowledge"): it stays queued and reaches
+  //    Redis after a reconnect, so it may still be applied (like a timeout).
+  //  - best effort (`done` null): queued also while Redis is away, so the GCS keeps serving; it
+  //    reaches Redis after a reconnect, or on_fatal fires.
+  // A Put with overwrite=false of an existing key, and a Delete of a missing key, change nothing,
+  // send nothing and run `done` at once.
   void AsyncPut(const std::string& table, const std::string& key, std::string value, bool overwrite,
                 std::function<void(absl::StatusOr<bool>)> done) override;
   void AsyncGet(const std::string& table, const std::string& key,
@@ -106,6 +111,9 @@ class RedisStoreClient : public StoreClient {
 
   RedisStoreClient(RedisOptions options, std::unique_ptr<RedisConnection> connection);
   absl::Status Load();
+  // Why an acknowledged write cannot be taken now (Redis away, or the store gave up); OK if it
+  // can.
+  absl::Status RefusalLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues a write whose mirror update was made under the same lock hold. Returns the callback
   // to run (after unlocking) and sets `*now` to its status when `done` must run at once.
   std::function<void(const absl::Status&)> EnqueueLocked(
@@ -131,6 +139,7 @@ class RedisStoreClient : public StoreClient {
   int64_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;      // writes in the writer's batch
   bool connected_ ABSL_GUARDED_BY(mu_) = true;
   absl::Time away_since_ ABSL_GUARDED_BY(mu_);  // when connected_ last went false
+  std::string away_reason_ ABSL_GUARDED_BY(mu_);  // the error that made it go false
   bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<absl::Status> fatal_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

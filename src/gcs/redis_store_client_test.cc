@@ -166,7 +166,7 @@ TEST(RedisStoreClientTest, DestructorFlushesQueuedWrites) {
   constexpr int kRows = 5000;
   {
     ASSERT_OK_AND_ASSIGN(auto store, RedisStoreClient::Connect(OptionsFor(*server)));
-    for (int i = 0; i < kRows; ++i) PutLogged(store.get(), "t", absl::StrCat("k", i), "v");
+    for (int i = 0; i < kRows; ++i) PutBestEffort(store.get(), "t", absl::StrCat("k", i), "v");
   }
   ASSERT_OK_AND_ASSIGN(auto raw, server->Command({"HLEN", "troupe:test:t"}));
   EXPECT_EQ(raw, std::vector<std::string>{std::to_string(kRows)});
@@ -185,7 +185,7 @@ TEST(RedisStoreClientTest, KeepsServingWhileRedisIsKilledAndRestarted) {
   std::thread writer([&] {
     while (!stop) {
       const int i = written.load();
-      PutLogged(store.get(), "t", absl::StrCat("k", i), absl::StrCat("v", i));
+      PutBestEffort(store.get(), "t", absl::StrCat("k", i), absl::StrCat("v", i));
       written = i + 1;
       absl::SleepFor(absl::Milliseconds(1));
     }
@@ -194,14 +194,24 @@ TEST(RedisStoreClientTest, KeepsServingWhileRedisIsKilledAndRestarted) {
   ASSERT_OK(server->Kill());
   ASSERT_TRUE(WaitUntil([&] { return !store->connected(); }, absl::Seconds(5),
                         "the store to notice Redis is gone"));
-  // Reads and writes keep working from memory; writes complete at once while Redis is away.
+  // Reads and best-effort writes keep working from memory while Redis is away.
   const int before = written;
   ASSERT_TRUE(WaitUntil([&] { return written > before + 100; }, absl::Seconds(5),
                         "writes to go on while Redis is away"));
   EXPECT_EQ(Get(*store, "t", "k1"), "v1");
-  ASSERT_OK_AND_ASSIGN(bool added, Put(*store, "t", "while-away", "x"));
-  EXPECT_TRUE(added);
+  PutBestEffort(store.get(), "t", "while-away", "x");
+  EXPECT_EQ(Get(*store, "t", "while-away"), "x");
   EXPECT_GT(store->queued_bytes(), 0);
+  // An acknowledged write cannot be saved now: refused at once, saying why, and nothing changes.
+  absl::StatusOr<bool> refused = Put(*store, "t", "refused", "y");
+  EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("its Redis at " + server->address() +
+                                   " has been unreachable for"));
+  EXPECT_EQ(Get(*store, "t", "refused"), std::nullopt);
+  absl::StatusOr<int64_t> not_deleted = Delete(*store, "t", "k1");
+  EXPECT_TRUE(absl::IsUnavailable(not_deleted.status())) << not_deleted.status();
+  EXPECT_EQ(Get(*store, "t", "k1"), "v1");
 
   ASSERT_OK(server->Restart());
   ASSERT_TRUE(WaitUntil([&] { return store->connected(); }, absl::Seconds(5),
@@ -220,6 +230,7 @@ TEST(RedisStoreClientTest, KeepsServingWhileRedisIsKilledAndRestarted) {
     ASSERT_EQ(rows[absl::StrCat("k", i)], absl::StrCat("v", i)) << "row " << i;
   }
   EXPECT_EQ(Get(*fresh, "t", "while-away"), "x");
+  EXPECT_EQ(Get(*fresh, "t", "refused"), std::nullopt);
 }
 
 TEST(RedisStoreClientTest, HungRedisCountsAsAwayUntilItAnswersAgain) {
@@ -230,10 +241,17 @@ TEST(RedisStoreClientTest, HungRedisCountsAsAwayUntilItAnswersAgain) {
   ASSERT_OK_AND_ASSIGN(auto store, RedisStoreClient::Connect(options));
   ASSERT_OK(Put(*store, "t", "before", "1"));
   ASSERT_OK(server->Pause());
-  PutLogged(store.get(), "t", "during", "2");
+  // An acknowledged write sent to the hung Redis: never acknowledged, so never reported saved
+  // (Unavailable once the command times out); it stays queued and reaches Redis later.
+  absl::StatusOr<bool> unacknowledged = Put(*store, "t", "during", "2");
+  EXPECT_TRUE(absl::IsUnavailable(unacknowledged.status())) << unacknowledged.status();
+  EXPECT_THAT(std::string(unacknowledged.status().message()),
+              ::testing::HasSubstr("did not acknowledge the write"));
   ASSERT_TRUE(WaitUntil([&] { return !store->connected(); }, absl::Seconds(5),
                         "the store to time out on the paused Redis"));
-  ASSERT_OK(Put(*store, "t", "while-away", "3"));  // completes at once while away
+  // While away: acknowledged writes are refused; best-effort ones wait in the queue.
+  EXPECT_TRUE(absl::IsUnavailable(Put(*store, "t", "refused", "x").status()));
+  PutBestEffort(store.get(), "t", "while-away", "3");
   EXPECT_EQ(store->Flush(absl::Milliseconds(100)).code(), absl::StatusCode::kDeadlineExceeded);
   ASSERT_OK(server->Resume());
   ASSERT_OK(store->Flush(absl::Seconds(10)));
@@ -256,7 +274,7 @@ TEST(RedisStoreClientTest, GivesUpWhenRedisStaysAway) {
   ASSERT_OK_AND_ASSIGN(auto store, RedisStoreClient::Connect(options));
   ASSERT_OK(server->Kill());
   const absl::Time killed = absl::Now();
-  PutLogged(store.get(), "t", "k", "v");
+  PutBestEffort(store.get(), "t", "k", "v");
   ASSERT_TRUE(fatal.WaitForNotificationWithTimeout(absl::Seconds(5)));
   EXPECT_GE(absl::Now() - killed, absl::Seconds(1));
   EXPECT_TRUE(absl::IsUnavailable(fatal_status)) << fatal_status;
@@ -282,11 +300,11 @@ TEST(RedisStoreClientTest, QueueOverflowIsFatal) {
   };
   ASSERT_OK_AND_ASSIGN(auto store, RedisStoreClient::Connect(options));
   ASSERT_OK(server->Kill());
-  PutLogged(store.get(), "t", "first", "v");
+  PutBestEffort(store.get(), "t", "first", "v");
   ASSERT_TRUE(WaitUntil([&] { return !store->connected(); }, absl::Seconds(5),
                         "the store to notice Redis is gone"));
   const std::string kilobyte(1024, 'x');
-  for (int i = 0; i < 100; ++i) PutLogged(store.get(), "t", absl::StrCat("k", i), kilobyte);
+  for (int i = 0; i < 100; ++i) PutBestEffort(store.get(), "t", absl::StrCat("k", i), kilobyte);
   ASSERT_TRUE(fatal.WaitForNotificationWithTimeout(absl::Seconds(5)));
   EXPECT_TRUE(absl::IsResourceExhausted(fatal_status)) << fatal_status;
   EXPECT_THAT(std::string(fatal_status.message()),

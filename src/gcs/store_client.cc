@@ -1,7 +1,6 @@
 #include "src/gcs/store_client.h"
 
 #include "absl/synchronization/notification.h"
-#include "src/common/logging.h"
 
 namespace troupe {
 
@@ -16,14 +15,9 @@ absl::StatusOr<StoreClient::Rows> ScanTableSync(StoreClient* store, const std::s
   return rows;
 }
 
-void PutLogged(StoreClient* store, const std::string& table, const std::string& key,
+void PutBestEffort(StoreClient* store, const std::string& table, const std::string& key,
                std::string value) {
-  store->AsyncPut(
-      table, key, std::move(value), /*overwrite=*/true, [table](absl::StatusOr<bool> result) {
-        if (!result.ok()) {
-          TROUPE_LOG(Error) << "saving to the " << table << " table failed: " << result.status();
-        }
-      });
+  store->AsyncPut(table, key, std::move(value), /*overwrite=*/true, nullptr);
 }
 
 }  // namespace troupe

@@ -20,6 +20,12 @@ class StoreClient {
 
   virtual ~StoreClient() = default;
 
+  // Writes: with a `done` callback a write is *acknowledged*: `done` gets OK only once the write
+  // is durable in the store; a store that cannot make it durable now (Redis unreachable) answers
+  // Unavailable (saying why) and, when it answers at once, changes nothing. With a null `done` a
+  // write is *best effort*: applied and kept until the store can take it (the GCS's own tables,
+  // which it rewrites as they change).
+  //
   // Writes table[key] = value unless the key exists and !overwrite. `done` gets true if the key
   // was new.
   virtual void AsyncPut(const std::string& table, const std::string& key, std::string value,
@@ -36,9 +42,9 @@ class StoreClient {
 
 // Waits for a whole-table scan; for loading tables at start-up only.
 absl::StatusOr<StoreClient::Rows> ScanTableSync(StoreClient* store, const std::string& table);
-// Writes table[key] = value without waiting; a failure is logged (the GCS keeps serving from
-// memory, and the next write of the row tries again).
-void PutLogged(StoreClient* store, const std::string& table, const std::string& key,
+// Writes table[key] = value best effort (a null `done`), without waiting: the GCS keeps serving
+// from memory while the store is away, and the store sends it when it can.
+void PutBestEffort(StoreClient* store, const std::string& table, const std::string& key,
                std::string value);
 
 }  // namespace troupe

@@ -167,8 +167,13 @@ Reply JobService::Submit(const std::string& request_body) {
                  {"entrypoint_resources", request.value("entrypoint_resources", json::object())},
                  {"driver_exit_code", nullptr},
                  {"driver_node_id", nullptr}};
+  // Acknowledged only once the record is saved (with Redis: Redis took it); else 503, and the
+  // client may retry with the same submission_id (409 then means the first try was saved).
   auto added = gcs_->KVPut(kJobsNamespace, RecordKey(id), record.dump(), /*overwrite=*/false);
-  if (!added.ok()) return Error(503, std::string(added.status().message()));
+  if (!added.ok()) {
+    return Error(503, absl::StrCat("the job '", id, "' was not submitted: its record could not be "
+                                   "saved (", added.status().message(), ")"));
+  }
   if (!*added) return Error(409, "a job with submission_id '" + id + "' already exists");
 
   try {

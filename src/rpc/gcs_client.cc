@@ -29,9 +29,11 @@ GcsClient::GcsClient(std::string address, std::string token, absl::Duration time
   task_stub_ = rpc::TaskInfoService::NewStub(channel);
 }
 
-void GcsClient::SetRetry(absl::Duration retry_for, std::function<absl::Status()> give_up) {
+void GcsClient::SetRetry(absl::Duration retry_for, std::function<absl::Status()> give_up,
+                         std::function<absl::Status(const absl::Status&)> exhausted) {
   retry_for_ = retry_for;
   give_up_ = std::move(give_up);
+  exhausted_ = std::move(exhausted);
 }
 
 template <typename Stub, typename Request, typename Reply>
@@ -40,29 +42,36 @@ absl::StatusOr<Reply> GcsClient::Call(Stub* stub,
                                                                    const Request&, Reply*),
                                       const Request& request, absl::Duration extra_time,
                                       bool may_retry) {
+  const bool retrying = may_retry && retry_for_ > absl::ZeroDuration();
   const absl::Time retry_until = absl::Now() + retry_for_;
   absl::Duration backoff = absl::Milliseconds(20);
   while (true) {
     grpc::ClientContext context;
     AttachToken(&context, token_);
-    context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_ + extra_time));
+    absl::Time deadline = absl::Now() + timeout_ + extra_time;
+    // A retried call ends with its window (a hung GCS must not hold it a whole timeout past it);
+    // a long poll (extra_time) keeps its own deadline.
+    if (retrying && extra_time == absl::ZeroDuration()) {
+      deadline = std::min(deadline, std::max(retry_until, absl::Now() + absl::Milliseconds(50)));
+    }
+    context.set_deadline(absl::ToChronoTime(deadline));
     Reply reply;
     grpc::Status status = (stub->*method)(&context, request, &reply);
     if (status.ok()) return reply;
     absl::Status error = FromGrpcStatus(status, peer_name_);
-    if (error.code() == absl::StatusCode::kUnavailable) {
-      // The GCS is down or restarting: let the next call (or retry) connect at once rather than
-      // wait out gRPC's reconnect backoff (up to 1 s), so a GCS restarted in ~50 ms is found in
-      // about that time. Callers pace their own retries.
+    const bool unanswered = error.code() == absl::StatusCode::kUnavailable ||
+                            error.code() == absl::StatusCode::kDeadlineExceeded;
+    if (unanswered) {
+      // The GCS is down, restarting or hung: let the next call (or retry) connect at once rather
+      // than wait out gRPC's reconnect backoff (up to 1 s), so a GCS restarted in ~50 ms is found
+      // in about that time. Callers pace their own retries.
       grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
     }
-    if (!may_retry || error.code() != absl::StatusCode::kUnavailable ||
-        absl::Now() + backoff > retry_until) {
-      return error;
-    }
+    if (!retrying || !unanswered) return error;
     if (give_up_) {
       if (absl::Status stop = give_up_(); !stop.ok()) return stop;
     }
+    if (absl::Now() + backoff > retry_until) return exhausted_ ? exhausted_(error) : error;
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Milliseconds(250));
   }

@@ -3,9 +3,11 @@
 // from several threads at once (SetRetry must be called before the first call).
 //
 // Retries: by default a call makes one attempt. SetRetry(retry_for) makes calls that fail with
-// kUnavailable (the GCS is down or restarting) try again, 20 ms apart doubling to 250 ms, for up
-// to `retry_for` in all, so a GCS restarted under Redis (docs/fault_tolerance.md) is waited out
-// instead of failing the caller. Drivers use it for their user-facing calls (actor and placement
+// kUnavailable (the GCS is down or restarting) or kDeadlineExceeded (it accepts connections but
+// does not answer: hung, until its supervisor restarts it) try again, 20 ms apart doubling to
+// 250 ms, for up to `retry_for` in all (each attempt's deadline is cut to what is left of it), so
+// a GCS restarted under Redis (docs/fault_tolerance.md) is waited out instead of failing the
+// caller. Drivers use it for their user-facing calls (actor and placement
 // group creation, KV, named actors); raylets, health checks and probes do not: they have their
 // own reconnect logic. Poll never retries (its callers loop themselves). A retried write whose
 // first attempt reached the GCS before the connection broke may be applied twice; the GCS's
@@ -32,10 +34,14 @@ class GcsClient {
 
   const std::string& address() const { return address_; }
 
-  // Retry calls that fail with kUnavailable for up to `retry_for` (zero: never). `give_up`, if
-  // set, is asked before each retry; a non-OK answer ends the retries with that status (the core
-  // worker passes its ClusterUnreachable status). Call before the first call; not thread-safe.
-  void SetRetry(absl::Duration retry_for, std::function<absl::Status()> give_up = nullptr);
+  // Retry calls that fail with kUnavailable or kDeadlineExceeded for up to `retry_for` (zero:
+  // never). `give_up`, if set, is asked before each retry and once more when `retry_for` has
+  // passed; a non-OK answer ends the retries with that status (the core worker passes its
+  // ClusterUnreachable status). `exhausted`, if set, turns the last error of a call whose retries
+  // ran out into the status returned (the core worker: ClusterUnreachable). Call before the first
+  // call; not thread-safe.
+  void SetRetry(absl::Duration retry_for, std::function<absl::Status()> give_up = nullptr,
+                std::function<absl::Status(const absl::Status&)> exhausted = nullptr);
 
   absl::StatusOr<rpc::GetClusterInfoReply> GetClusterInfo();
   // A joining node's certificate: the head's CA signs `request.csr_pem` (TLS clusters only).
@@ -110,6 +116,7 @@ class GcsClient {
   absl::Duration timeout_;
   absl::Duration retry_for_ = absl::ZeroDuration();
   std::function<absl::Status()> give_up_;
+  std::function<absl::Status(const absl::Status&)> exhausted_;
   std::string peer_name_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<rpc::ClusterInfoService::Stub> cluster_stub_;

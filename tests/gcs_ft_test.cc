@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <algorithm>
@@ -67,6 +68,27 @@ int PidOf(const std::string& session_dir, const std::string& name) {
 }
 
 bool Alive(int pid) { return pid > 0 && kill(pid, 0) == 0; }
+
+// Whether every thread of `pid` is stopped (SIGSTOP takes effect asynchronously, per thread).
+bool Stopped(int pid) {
+  const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  bool any = false;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(tasks, error)) {
+    const std::string stat = ReadText(entry.path().string() + "/stat");
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+    if (stat[paren + 2] != 'T' && stat[paren + 2] != 't') return false;
+    any = true;
+  }
+  return any;
+}
+
+// SIGSTOPs `pid` and waits until it is stopped.
+void Freeze(int pid) {
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  ASSERT_TRUE(WaitUntil([&] { return Stopped(pid); }, absl::Seconds(5), "the process to stop"));
+}
 
 std::string WriteFile(const std::string& name, const std::string& content) {
   const std::string path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
@@ -600,7 +622,7 @@ TEST(GcsFtTest, HungGcsIsKilledAndRestarted) {
   EXPECT_EQ(*troupe::Get(counter.Task(&Counter::Add).Remote(1)), 2);
 
   const int hung = cluster.GcsPid();
-  ASSERT_EQ(kill(hung, SIGSTOP), 0);
+  Freeze(hung);
   const absl::Time stopped = absl::Now();
   std::optional<troupe::ActorHandle<Counter>> found;
   std::string error;
@@ -647,8 +669,8 @@ TEST(GcsFtTest, HungHeadEndsDriverCallsWithClusterUnreachable) {
     unsetenv("TROUPE_GCS_RECONNECT_TIMEOUT_S");
     const int supervisor = PidOf(cluster.HeadSessionDir(), "head-supervisor");
     const int gcs = cluster.GcsPid();
-    ASSERT_EQ(kill(supervisor, SIGSTOP), 0);
-    ASSERT_EQ(kill(gcs, SIGSTOP), 0);
+    Freeze(supervisor);
+    Freeze(gcs);
     std::string caught;
     try {
       (void)troupe::GetActor<Counter>("nobody");

@@ -322,12 +322,16 @@ TEST(GcsFtTest, WholeHeadRestartIsTheSameCluster) {
   EXPECT_TRUE(absl::StrContains(unknown.err, "--token=")) << unknown.err;
   EXPECT_TRUE(absl::StrContains(unknown.err, "--redis-namespace=")) << unknown.err;
 
-  for (const char* name : {"head-supervisor", "gcs", "raylet"}) {
+  // (The GCS dies with its supervisor.)
+  const int gcs_pid = PidOf(session, "gcs");
+  ASSERT_TRUE(Alive(gcs_pid));
+  for (const char* name : {"head-supervisor", "raylet"}) {
     const int pid = PidOf(session, name);
     ASSERT_TRUE(Alive(pid)) << name;
     ASSERT_EQ(kill(pid, SIGKILL), 0) << name;
     EXPECT_TRUE(WaitUntil([&] { return !Alive(pid); }, absl::Seconds(5), name));
   }
+  EXPECT_TRUE(WaitUntil([&] { return !Alive(gcs_pid); }, absl::Seconds(5), "the GCS"));
   // A wrong token is refused.
   CommandResult wrong = cluster.Troupe(
       {"start", "--head", "--port=" + port, "--http-port=0", "--redis-address=" + redis->address(),

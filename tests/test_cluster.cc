@@ -268,7 +268,12 @@ TestCluster::~TestCluster() {
   }
   Troupe({"stop", "--force"});
   // Nothing started for this cluster may outlive it.
-  EXPECT_TRUE(ProcessesMentioning(temp_root_).empty()) << "processes left behind in " << temp_root_;
+  std::string left;  // which, so a failure says what outlived the cluster
+  for (int pid : ProcessesMentioning(temp_root_)) {
+    absl::StrAppend(&left, "\n  pid ", pid, ":");
+    for (const auto& arg : CommandLineOf(pid)) absl::StrAppend(&left, " ", arg);
+  }
+  EXPECT_TRUE(left.empty()) << "processes left behind in " << temp_root_ << ":" << left;
   if (!tls_dir_.empty()) {
     unsetenv(kTlsDirEnv);
     SetTransportSecurity(std::nullopt);

@@ -69,6 +69,14 @@ int PidOf(const std::string& session_dir, const std::string& name) {
 
 bool Alive(int pid) { return pid > 0 && kill(pid, 0) == 0; }
 
+// Whether `pid` runs (a zombie, dead but not yet reaped, does not).
+bool Running(int pid) {
+  if (!Alive(pid)) return false;
+  const std::string stat = ReadText(absl::StrCat("/proc/", pid, "/stat"));
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
 // Whether every thread of `pid` is stopped (SIGSTOP takes effect asynchronously, per thread).
 bool Stopped(int pid) {
   const std::string tasks = absl::StrCat("/proc/", pid, "/task");
@@ -582,13 +590,17 @@ TEST(GcsFtTest, RedisRestartLosesNothing) {
 }
 
 // The GCS dies with its supervisor: a supervisor SIGKILLed (after it restarted the GCS once)
-// takes the GCS along, so `troupe start --head` on the same port works at once.
+// takes the GCS and the HTTP server along, so with the head's raylet killed too `troupe start
+// --head` on the same ports restarts the cluster at once (its HTTP server does not pick the old
+// head node, dead but still listed ALIVE for a few seconds).
 TEST(GcsFtTest, KilledSupervisorTakesItsGcsAlong) {
   if (!RedisServer::Available()) GTEST_SKIP() << "no redis-server";
   auto redis = StartRedis();
   ASSERT_NE(redis, nullptr);
+  const std::string http_port = absl::StrCat(troupe::testing::PickFreePort());
   ASSERT_OK_AND_ASSIGN(TestCluster cluster,
-                       TestCluster::Start({"--num-cpus=1", "--redis-address=" + redis->address()}));
+                       TestCluster::Start({"--num-cpus=1", "--redis-address=" + redis->address(),
+                                           "--http-port=" + http_port}));
   const std::string session = cluster.HeadSessionDir();
   const int first = cluster.GcsPid();
   ASSERT_EQ(kill(first, SIGKILL), 0);
@@ -597,14 +609,18 @@ TEST(GcsFtTest, KilledSupervisorTakesItsGcsAlong) {
                 .status());
   const int restarted = cluster.GcsPid();
   ASSERT_NE(restarted, first);
-  ASSERT_TRUE(Alive(restarted));
-  const int supervisor = PidOf(session, "head-supervisor");
-  ASSERT_EQ(kill(supervisor, SIGKILL), 0);
-  EXPECT_TRUE(WaitUntil([&] { return !Alive(restarted); }, absl::Seconds(5),
-                        "the GCS to die with its supervisor"));
+  ASSERT_TRUE(Running(restarted));
+  const int http = PidOf(session, "http");
+  ASSERT_TRUE(Running(http));
+  for (const char* name : {"head-supervisor", "raylet"}) {
+    ASSERT_EQ(kill(PidOf(session, name), SIGKILL), 0) << name;
+  }
+  EXPECT_TRUE(WaitUntil([&] { return !Running(restarted) && !Running(http); }, absl::Seconds(10),
+                        "the GCS and the HTTP server to die with their supervisor"));
   const std::string port = cluster.gcs_address().substr(cluster.gcs_address().rfind(':') + 1);
-  CommandResult again = cluster.Troupe({"start", "--head", "--port=" + port, "--http-port=0",
-                                        "--num-cpus=1", "--redis-address=" + redis->address()});
+  CommandResult again =
+      cluster.Troupe({"start", "--head", "--port=" + port, "--http-port=" + http_port,
+                      "--num-cpus=1", "--redis-address=" + redis->address()});
   ASSERT_EQ(again.exit_code, 0) << again.out << again.err;
   EXPECT_TRUE(absl::StrContains(again.out, "Restarted the head node")) << again.out;
 }

@@ -6,6 +6,10 @@
 // Lifecycle: Init and Shutdown serialize on one mutex. Calls from other threads never touch it:
 // they go through the gateway, which Shutdown closes first (see runtime_gateway.h and the
 // threading contract in troupe/api.h).
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -84,7 +88,28 @@ absl::Duration ReconnectTimeout(const Config& config) {
   return absl::Seconds(seconds);
 }
 
-// The raylet on this machine the driver should use.
+// Whether something accepts TCP connections at ip:port. A raylet that died stays ALIVE in the
+// GCS's node table until its health checks fail (seconds): after a whole-head restart the old
+// head node is listed beside the new one, and a driver (the head's HTTP server) must not pick
+// it. Local addresses answer at once; an address that cannot be resolved is not ruled out.
+bool AcceptsConnections(const std::string& ip, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  if (getaddrinfo(ip.c_str(), std::to_string(port).c_str(), &hints, &result) != 0 ||
+      result == nullptr) {
+    return true;
+  }
+  const int fd = socket(result->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool accepted = fd >= 0 && connect(fd, result->ai_addr, result->ai_addrlen) == 0;
+  if (fd >= 0) close(fd);
+  freeaddrinfo(result);
+  return accepted;
+}
+
+// The raylet on this machine the driver should use: an ALIVE node on this machine's address
+// whose raylet accepts connections, the head's first.
 std::string FindLocalRaylet(GcsClient* gcs, const std::string& gcs_address) {
   const std::string here = LocalAddressToward(gcs_address.substr(0, gcs_address.rfind(':')));
   for (int attempt = 0; attempt < 100; ++attempt) {
@@ -93,7 +118,9 @@ std::string FindLocalRaylet(GcsClient* gcs, const std::string& gcs_address) {
     const rpc::NodeInfo* best = nullptr;
     for (const auto& node : *nodes) {
       if (node.state() != rpc::NodeInfo::ALIVE || node.node_ip() != here) continue;
-      if (best == nullptr || (node.is_head() && !best->is_head())) best = &node;
+      if (best != nullptr && !(node.is_head() && !best->is_head())) continue;
+      if (!AcceptsConnections(node.node_ip(), node.raylet_port())) continue;
+      best = &node;
     }
     if (best != nullptr) return absl::StrCat(best->node_ip(), ":", best->raylet_port());
     absl::SleepFor(absl::Milliseconds(50));  // an embedded raylet may still be registering

@@ -108,6 +108,7 @@ pid_t StartChild(const std::vector<std::string>& args, const std::string& log_pa
     dup2(log_fd, STDERR_FILENO);
   }
   execv(exe, argv.data());
+  dprintf(STDERR_FILENO, "troupe head-supervisor: cannot run %s: %s\n", exe, strerror(errno));
   _exit(127);
 }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/commands.h"
+#include "src/cli/daemon.h"
 #include "src/common/cluster_target.h"
 #include "src/common/flag_parser.h"
 #include "src/common/ids.h"
@@ -278,8 +280,8 @@ int StatusCommand(const std::vector<std::string>& args) {
   if (auto status = UseTlsDir(target->tls_dir); !status.ok()) {
     return fail(std::string(status.message()), 1);
   }
-  GcsClient gcs(target->address, target->token, absl::Seconds(5));
-  auto info = gcs.GetClusterInfo();
+  auto gcs = std::make_unique<GcsClient>(target->address, target->token, absl::Seconds(5));
+  auto info = gcs->GetClusterInfo();
   // Refused (kUnavailable): no GCS listens. No answer in time (kDeadlineExceeded): one accepts
   // connections but does not answer: hung (SIGSTOPped, deadlocked) or overloaded.
   auto unanswered = [](const absl::Status& status) {
@@ -292,14 +294,30 @@ int StatusCommand(const std::vector<std::string>& args) {
     if (head.supervisor_pid != 0) {
       // The head supervisor restarts a dead GCS within about a second: wait for it a little.
       const absl::Time deadline = absl::Now() + absl::Seconds(3);
-      GcsClient retrying(target->address, target->token, absl::Seconds(1));
-      retrying.SetRetry(absl::Seconds(3));
+      auto retrying = std::make_unique<GcsClient>(target->address, target->token, absl::Seconds(1));
+      retrying->SetRetry(absl::Seconds(3));
       while (!info.ok() && unanswered(info.status()) && absl::Now() < deadline) {
-        info = retrying.GetClusterInfo();
+        info = retrying->GetClusterInfo();
       }
+      // The restarted GCS answered: go on with this client (the first one's channel saw the
+      // old GCS fail and may still be backing off).
+      if (info.ok()) gcs = std::make_unique<GcsClient>(target->address, target->token,
+                                                       absl::Seconds(5));
       if (!info.ok() && unanswered(info.status())) head = FindLocalHead(root, target->address);
     }
-    const bool hung = !info.ok() && info.status().code() == absl::StatusCode::kDeadlineExceeded;
+    // What the user is told is what was seen: a port that accepts connections while a call on
+    // it goes unanswered is a hung (or overloaded) GCS; a refused one is a GCS that is not
+    // running. (A GCS restarted just now accepts connections and answers: asked once more.)
+    bool hung = false;
+    if (!info.ok() && TcpConnectable(target->address).ok()) {
+      auto fresh = std::make_unique<GcsClient>(target->address, target->token, absl::Seconds(2));
+      info = fresh->GetClusterInfo();
+      if (info.ok()) {
+        gcs = std::move(fresh);
+      } else {
+        hung = true;
+      }
+    }
     if (!info.ok() && !head.redis_address.empty()) {
       const std::string port = target->address.substr(target->address.rfind(':') + 1);
       const std::string logs =
@@ -347,9 +365,9 @@ int StatusCommand(const std::vector<std::string>& args) {
                              "point --address at a running head.";
     return fail(absl::StrCat(info.status().message(), hint), 1);
   }
-  if (show_actors) return PrintActors(&gcs, format, all);
-  auto nodes = gcs.GetAllNodeInfo();
-  auto usages = gcs.GetAllResourceUsage();
+  if (show_actors) return PrintActors(gcs.get(), format, all);
+  auto nodes = gcs->GetAllNodeInfo();
+  auto usages = gcs->GetAllResourceUsage();
   if (!nodes.ok()) return fail(std::string(nodes.status().message()), 1);
   if (!usages.ok()) return fail(std::string(usages.status().message()), 1);
   std::map<std::string, rpc::ResourceUsage> usage_by_node;
@@ -375,7 +393,7 @@ int StatusCommand(const std::vector<std::string>& args) {
   if (format == "json") {
     PrintJson(*info, target->address, rows);
   } else {
-    auto groups = gcs.GetAllPlacementGroups();
+    auto groups = gcs->GetAllPlacementGroups();
     PrintText(*info, target->address, rows,
               groups.ok() ? *groups : std::vector<rpc::PlacementGroupInfo>());
   }

@@ -100,5 +100,36 @@ TEST_F(KvManagerTest, EmptyKeyIsRejected) {
   EXPECT_EQ(added.value.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+
+// A store that cannot make a delete durable (Redis unreachable): it refuses, changing nothing.
+class RefusingDeletesStore : public InMemoryStoreClient {
+ public:
+  void AsyncDelete(const std::string& table, const std::string& key,
+                   std::function<void(absl::StatusOr<int64_t>)> done) override {
+    if (key.find("refused") != std::string::npos) {
+      done(absl::UnavailableError("Redis is unreachable"));
+      return;
+    }
+    InMemoryStoreClient::AsyncDelete(table, key, std::move(done));
+  }
+};
+
+TEST(KvManagerDurabilityTest, DeleteByPrefixReportsADeleteTheStoreRefused) {
+  RefusingDeletesStore store;
+  KvManager kv(&store);
+  for (const char* key : {"job/a", "job/refused"}) {
+    Result<bool> added;
+    kv.Put("ns", key, "v", true, added.callback());
+    ASSERT_TRUE(added.value.ok());
+  }
+  Result<int64_t> deleted;
+  kv.Del("ns", "job/", /*by_prefix=*/true, deleted.callback());
+  EXPECT_TRUE(absl::IsUnavailable(deleted.value.status())) << deleted.value.status();
+  Result<std::optional<std::string>> kept;
+  kv.Get("ns", "job/refused", kept.callback());
+  ASSERT_TRUE(kept.value.ok());
+  EXPECT_EQ(*kept.value, std::optional<std::string>("v"));
+}
+
 }  // namespace
 }  // namespace troupe

@@ -6,12 +6,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-#include <algorithm>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -657,9 +657,9 @@ TEST(GcsFtTest, HungGcsIsKilledAndRestarted) {
                                 "the supervisor to kill the hung GCS");
   EXPECT_TRUE(killed);
   if (!killed) kill(hung, SIGCONT);  // let the lookup finish either way
-  ASSERT_OK_AND_ASSIGN(absl::Duration took,
-                       TimeUntilAnswering(cluster.gcs_address(), cluster.token(), stopped,
-                                          absl::Seconds(15), hung));
+  ASSERT_OK_AND_ASSIGN(
+      absl::Duration took,
+      TimeUntilAnswering(cluster.gcs_address(), cluster.token(), stopped, absl::Seconds(15), hung));
   std::printf("hung GCS: a new GCS answered %.1f s after the SIGSTOP\n",
               absl::ToDoubleSeconds(took));
   lookup.join();
@@ -732,8 +732,7 @@ TEST(GcsFtTest, JobSubmissionsAreAcknowledgedOnlyOnceDurable) {
   };
   std::vector<std::string> refusals;
   auto submit = [&](const std::string& id) {
-    const std::string body =
-        nlohmann::json{{"entrypoint", "true"}, {"submission_id", id}}.dump();
+    const std::string body = nlohmann::json{{"entrypoint", "true"}, {"submission_id", id}}.dump();
     auto reply = client()->Post("/api/jobs/", auth, body, "application/json");
     if (!reply) return -1;
     if (reply->status == 503) refusals.push_back(reply->body);
@@ -800,13 +799,13 @@ TEST(GcsFtTest, StartRefusesARedisThatLostTheCluster) {
   ASSERT_EQ(stopped.exit_code, 0) << stopped.out << stopped.err;
   EXPECT_TRUE(troupe::testing::ProcessesMentioning(cluster.temp_root()).empty());
   const std::string log = ReadText(session + "/logs/head-supervisor.log");
-  EXPECT_TRUE(absl::StrContains(log, "is left for `troupe stop` to stop after the raylets"))
-      << log;
+  EXPECT_TRUE(absl::StrContains(log, "is left for `troupe stop` to stop after the raylets")) << log;
   EXPECT_TRUE(absl::StrContains(log, "not restarting it (asked to stop)")) << log;
 
   ASSERT_OK(redis->Command({"FLUSHALL"}).status());
-  const std::vector<std::string> start = {"start", "--head", "--port=" + port, "--http-port=0",
-                                          "--num-cpus=1", "--redis-address=" + redis->address()};
+  const std::vector<std::string> start = {"start",          "--head",
+                                          "--port=" + port, "--http-port=0",
+                                          "--num-cpus=1",   "--redis-address=" + redis->address()};
   CommandResult lost = cluster.Troupe(start);
   EXPECT_EQ(lost.exit_code, 1) << lost.out;
   EXPECT_TRUE(absl::StrContains(lost.err, "holds no record of cluster " + cluster_id)) << lost.err;

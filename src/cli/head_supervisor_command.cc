@@ -205,9 +205,8 @@ class Supervisor {
     gcs_health_misses_ = 0;
     gcs_killed_as_hung_ = false;
     // A fresh client per GCS: a channel that saw the old one die backs off before reconnecting.
-    health_client_ =
-        std::make_unique<GcsClient>(options_.gcs_address, options_.token,
-                                    options_.health_check_timeout);
+    health_client_ = std::make_unique<GcsClient>(options_.gcs_address, options_.token,
+                                                 options_.health_check_timeout);
     (void)session_.RecordDaemon("gcs", gcs_pid_);
     return true;
   }
@@ -231,8 +230,8 @@ class Supervisor {
     }
     ++gcs_health_misses_;
     Log(absl::StrCat("the GCS (pid ", gcs_pid_, ") missed a health check (", gcs_health_misses_,
-                     " of ", options_.health_check_failure_threshold, " in a row): ",
-                     answer.message()));
+                     " of ", options_.health_check_failure_threshold,
+                     " in a row): ", answer.message()));
     if (gcs_health_misses_ < options_.health_check_failure_threshold) return;
     Log(absl::StrCat("the GCS (pid ", gcs_pid_, ") is running but has not answered ",
                      gcs_health_misses_, " health checks in a row (each with a ",

@@ -58,8 +58,8 @@ absl::StatusOr<ClusterToken> ClusterTokenFromRedis(const std::string& given_toke
               LastSessionWithRedis(root, redis.address, redis_namespace)) {
         const std::string cluster_id = earlier->ReadFile("cluster_id").value_or("?");
         return absl::FailedPreconditionError(absl::StrCat(
-            "Redis at ", redis.address, " holds no record of cluster ", cluster_id,
-            " (namespace ", redis_namespace, "), which the head in ", earlier->dir(),
+            "Redis at ", redis.address, " holds no record of cluster ", cluster_id, " (namespace ",
+            redis_namespace, "), which the head in ", earlier->dir(),
             " ran with it: Redis has lost its data (restarted without its append-only file or "
             "snapshot, or flushed), and with it that cluster's detached actors, jobs, placement "
             "groups and KV. Starting would make a new, empty cluster without a word. Restore "

@@ -222,7 +222,8 @@ int BlockUntilSignal(const Session& session) {
     kill(daemon.pid, SIGTERM);
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     auto running = [&] {
-      return waitpid(daemon.pid, nullptr, WNOHANG) == 0 || ProcessMatches(daemon.pid, session.dir());
+      return waitpid(daemon.pid, nullptr, WNOHANG) == 0 ||
+             ProcessMatches(daemon.pid, session.dir());
     };
     auto http_running = [&] {
       for (const auto& other : session.LiveDaemons()) {
@@ -319,9 +320,8 @@ int StartHead(StartOptions& options) {
       return Fail(absl::StrCat("cannot use Redis at ", options.redis.address, ": ",
                                status.message()));
     }
-    auto token =
-        ClusterTokenFromRedis(options.token, options.redis_namespace, *redis, root,
-                              options.redis_start_fresh, &restart);
+    auto token = ClusterTokenFromRedis(options.token, options.redis_namespace, *redis, root,
+                                       options.redis_start_fresh, &restart);
     if (!token.ok()) return Fail(std::string(token.status().message()));
     redis_token = *token;
   }

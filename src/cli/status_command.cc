@@ -299,10 +299,11 @@ int StatusCommand(const std::vector<std::string>& args) {
       while (!info.ok() && unanswered(info.status()) && absl::Now() < deadline) {
         info = retrying->GetClusterInfo();
       }
-      // The restarted GCS answered: go on with this client (the first one's channel saw the
-      // old GCS fail and may still be backing off).
-      if (info.ok()) gcs = std::make_unique<GcsClient>(target->address, target->token,
-                                                       absl::Seconds(5));
+      // The restarted GCS answered: go on with a fresh client (the first one's channel saw
+      // the old GCS fail and may still be backing off).
+      if (info.ok()) {
+        gcs = std::make_unique<GcsClient>(target->address, target->token, absl::Seconds(5));
+      }
       if (!info.ok() && unanswered(info.status())) head = FindLocalHead(root, target->address);
     }
     // What the user is told is what was seen: a port that accepts connections while a call on
@@ -323,34 +324,47 @@ int StatusCommand(const std::vector<std::string>& args) {
       const std::string logs =
           "see logs/head-supervisor.log and logs/gcs.log in the head's session.";
       if (head.supervisor_pid == 0) {
-        return fail(absl::StrCat("the GCS at ", target->address,
-                                 hung ? " accepts connections but does not answer ("
-                                      : " is unreachable (",
-                                 info.status().message(), ") and no head supervisor runs here "
-                                 "to restart it; its state is in Redis at ", head.redis_address,
-                                 ". Restart the head with `troupe stop` and `troupe start --head "
-                                 "--redis-address=",
-                                 head.redis_address, " --port=", port, "`."),
-                    1);
+        return fail(
+            absl::StrCat("the GCS at ", target->address,
+                         hung ? " accepts connections but does not answer (" : " is unreachable (",
+                         info.status().message(),
+                         ") and no head supervisor runs here "
+                         "to restart it; its state is in Redis at ",
+                         head.redis_address,
+                         ". Restart the head with `troupe stop` and `troupe start --head "
+                         "--redis-address=",
+                         head.redis_address, " --port=", port, "`."),
+            1);
       }
       if (hung) {
-        return fail(absl::StrCat("the GCS at ", target->address, " accepts connections but does "
-                                 "not answer (", info.status().message(), "): it is hung or "
-                                 "overloaded. The head supervisor (pid ", head.supervisor_pid,
+        return fail(absl::StrCat("the GCS at ", target->address,
+                                 " accepts connections but does "
+                                 "not answer (",
+                                 info.status().message(),
+                                 "): it is hung or "
+                                 "overloaded. The head supervisor (pid ",
+                                 head.supervisor_pid,
                                  ") kills and restarts a GCS that misses 3 health checks in a "
-                                 "row; its state is in Redis at ", head.redis_address,
-                                 ". Try again in a few seconds; ", logs),
+                                 "row; its state is in Redis at ",
+                                 head.redis_address, ". Try again in a few seconds; ", logs),
                     1);
       }
-      return fail(absl::StrCat("the GCS at ", target->address, " is unreachable (",
-                               info.status().message(), ") and is being restarted by the head "
-                               "supervisor (pid ", head.supervisor_pid, "); its state is in Redis "
-                               "at ", head.redis_address, ". Try again in a moment; ", logs),
-                  1);
+      return fail(
+          absl::StrCat("the GCS at ", target->address, " is unreachable (", info.status().message(),
+                       ") and is being restarted by the head "
+                       "supervisor (pid ",
+                       head.supervisor_pid,
+                       "); its state is in Redis "
+                       "at ",
+                       head.redis_address, ". Try again in a moment; ", logs),
+          1);
     }
     if (hung) {
-      return fail(absl::StrCat("the GCS at ", target->address, " accepts connections but does not "
-                               "answer (", info.status().message(), "): it is hung or "
+      return fail(absl::StrCat("the GCS at ", target->address,
+                               " accepts connections but does not "
+                               "answer (",
+                               info.status().message(),
+                               "): it is hung or "
                                "overloaded. Check its process and logs/gcs.log on the head (a "
                                "head started with --redis-address restarts a hung GCS by itself; "
                                "one without Redis does not: `troupe stop` and `troupe start "

@@ -119,8 +119,9 @@ absl::Status CoreWorker::Start() {
         [this](const absl::Status& last) {
           return ClusterUnreachableStatus(absl::StrCat(
               "a call to the GCS at ", options_.gcs_address, " has not gone through for ",
-              absl::FormatDuration(options_.cluster_reconnect_timeout), " (last error: ",
-              last.message(), "), so it cannot complete. Check that the cluster is running (`troupe status "
+              absl::FormatDuration(options_.cluster_reconnect_timeout),
+              " (last error: ", last.message(),
+              "), so it cannot complete. Check that the cluster is running (`troupe status "
               "--address=",
               options_.gcs_address,
               "`); a cluster that takes longer to come back needs a larger reconnect limit "

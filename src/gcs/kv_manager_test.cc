@@ -100,7 +100,6 @@ TEST_F(KvManagerTest, EmptyKeyIsRejected) {
   EXPECT_EQ(added.value.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-
 // A store that cannot make a delete durable (Redis unreachable): it refuses, changing nothing.
 class RefusingDeletesStore : public InMemoryStoreClient {
  public:

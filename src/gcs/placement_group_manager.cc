@@ -415,7 +415,7 @@ void PlacementGroupManager::OnNodeDead(const rpc::NodeInfo& node) {
         }
         if (held) {
           PutBestEffort(store_, kTable, group.info.placement_group_id(),
-                    group.info.SerializeAsString());
+                        group.info.SerializeAsString());
         }
         continue;
       }

@@ -365,9 +365,11 @@ absl::Status RedisStoreClient::RefusalLocked() const {
   if (fatal_.has_value()) return *fatal_;
   if (connected_) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat(
-      "the GCS cannot save this write: its Redis at ", options_.address, " has been unreachable for ",
+      "the GCS cannot save this write: its Redis at ", options_.address,
+      " has been unreachable for ",
       absl::FormatDuration(absl::Trunc(absl::Now() - away_since_, absl::Milliseconds(100))), " (",
-      away_reason_, "). Nothing was changed; try again once Redis is back (the GCS keeps serving "
+      away_reason_,
+      "). Nothing was changed; try again once Redis is back (the GCS keeps serving "
       "reads meanwhile)"));
 }
 

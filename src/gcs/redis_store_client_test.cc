@@ -205,9 +205,9 @@ TEST(RedisStoreClientTest, KeepsServingWhileRedisIsKilledAndRestarted) {
   // An acknowledged write cannot be saved now: refused at once, saying why, and nothing changes.
   absl::StatusOr<bool> refused = Put(*store, "t", "refused", "y");
   EXPECT_TRUE(absl::IsUnavailable(refused.status())) << refused.status();
-  EXPECT_THAT(std::string(refused.status().message()),
-              ::testing::HasSubstr("its Redis at " + server->address() +
-                                   " has been unreachable for"));
+  EXPECT_THAT(
+      std::string(refused.status().message()),
+      ::testing::HasSubstr("its Redis at " + server->address() + " has been unreachable for"));
   EXPECT_EQ(Get(*store, "t", "refused"), std::nullopt);
   absl::StatusOr<int64_t> not_deleted = Delete(*store, "t", "k1");
   EXPECT_TRUE(absl::IsUnavailable(not_deleted.status())) << not_deleted.status();

@@ -16,7 +16,7 @@ absl::StatusOr<StoreClient::Rows> ScanTableSync(StoreClient* store, const std::s
 }
 
 void PutBestEffort(StoreClient* store, const std::string& table, const std::string& key,
-               std::string value) {
+                   std::string value) {
   store->AsyncPut(table, key, std::move(value), /*overwrite=*/true, nullptr);
 }
 

@@ -45,6 +45,6 @@ absl::StatusOr<StoreClient::Rows> ScanTableSync(StoreClient* store, const std::s
 // Writes table[key] = value best effort (a null `done`), without waiting: the GCS keeps serving
 // from memory while the store is away, and the store sends it when it can.
 void PutBestEffort(StoreClient* store, const std::string& table, const std::string& key,
-               std::string value);
+                   std::string value);
 
 }  // namespace troupe

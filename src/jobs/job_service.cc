@@ -171,8 +171,10 @@ Reply JobService::Submit(const std::string& request_body) {
   // client may retry with the same submission_id (409 then means the first try was saved).
   auto added = gcs_->KVPut(kJobsNamespace, RecordKey(id), record.dump(), /*overwrite=*/false);
   if (!added.ok()) {
-    return Error(503, absl::StrCat("the job '", id, "' was not submitted: its record could not be "
-                                   "saved (", added.status().message(), ")"));
+    return Error(503, absl::StrCat("the job '", id,
+                                   "' was not submitted: its record could not be "
+                                   "saved (",
+                                   added.status().message(), ")"));
   }
   if (!*added) return Error(409, "a job with submission_id '" + id + "' already exists");
 

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
 #include "src/cli/commands.h"
+#include "src/cli/state_format.h"
 #include "src/common/cluster_target.h"
 #include "src/common/flag_parser.h"
 #include "src/common/ids.h"
@@ -77,7 +78,7 @@ void PrintText(const rpc::GetClusterInfoReply& info, const std::string& address,
            NodeId::FromBinary(row.info.node_id())->Hex().c_str(), row.info.node_ip().c_str(),
            row.info.raylet_port(), row.info.is_head() ? "  (head)" : "");
     if (!is_alive) {
-      printf("        died: %s\n", row.info.death_reason().c_str());
+      printf("        died: %s\n", TerminalSafe(row.info.death_reason()).c_str());
       continue;
     }
     std::string line;
@@ -94,7 +95,7 @@ void PrintText(const rpc::GetClusterInfoReply& info, const std::string& address,
              FormatBytes(row.store_spilled_bytes).c_str());
     }
     for (const auto& [key, value] : row.info.labels()) {
-      printf("        label %s=%s\n", key.c_str(), value.c_str());
+      printf("        label %s=%s\n", TerminalSafe(key).c_str(), TerminalSafe(value).c_str());
     }
   }
   printf("\n%d alive, %d dead\n\nResources (used/total over alive nodes)\n", alive, dead);
@@ -105,7 +106,7 @@ void PrintText(const rpc::GetClusterInfoReply& info, const std::string& address,
   for (const auto& row : rows) infeasible.insert(row.infeasible.begin(), row.infeasible.end());
   if (!infeasible.empty()) {
     printf("\nPending: tasks that no node can run (they start when a node that fits joins)\n");
-    for (const auto& demand : infeasible) printf(" %s\n", demand.c_str());
+    for (const auto& demand : infeasible) printf(" %s\n", TerminalSafe(demand).c_str());
   }
   bool header = false;
   for (const auto& group : groups) {
@@ -116,7 +117,7 @@ void PrintText(const rpc::GetClusterInfoReply& info, const std::string& address,
     if (!header) printf("\nPending placement groups\n");
     header = true;
     printf(" %s %s: %s\n", BytesToHex(group.placement_group_id()).substr(0, 16).c_str(),
-           group.name().c_str(), group.pending_reason().c_str());
+           TerminalSafe(group.name()).c_str(), TerminalSafe(group.pending_reason()).c_str());
   }
 }
 
@@ -214,9 +215,10 @@ int PrintActors(GcsClient* gcs, const std::string& format, bool all) {
     if (!actor.pending_reason().empty()) detail += "  pending: " + actor.pending_reason();
     printf("%-16s %-17s %-24s %-16s %-9s %-7d %s\n",
            BytesToHex(actor.actor_id()).substr(0, 16).c_str(),
-           rpc::ActorInfo::State_Name(actor.state()).c_str(), actor.class_name().c_str(),
-           actor.name().c_str(), BytesToHex(actor.node_id()).substr(0, 8).c_str(), actor.pid(),
-           detail.c_str());
+           rpc::ActorInfo::State_Name(actor.state()).c_str(),
+           TerminalSafe(actor.class_name()).c_str(), TerminalSafe(actor.name()).c_str(),
+           BytesToHex(actor.node_id()).substr(0, 8).c_str(), actor.pid(),
+           TerminalSafe(detail).c_str());
   }
   if (actors->empty()) printf("(no actors)\n");
   return 0;

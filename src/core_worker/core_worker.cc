@@ -377,7 +377,7 @@ absl::StatusOr<std::optional<PlacementGroupId>> CoreWorker::GetPlacementGroup(
 
 void CoreWorker::ExitActorAfterCurrentTask() {
   const ActorId actor = executor_->current_actor_id();
-  if (!actor.IsNil()) (void)gcs_->ReportActorExit(actor.Binary());
+  if (!actor.IsNil()) (void)gcs_->ReportActorExit(actor.Binary(), worker_id().Binary());
   executor_->ExitAfterCurrentTask();
 }
 

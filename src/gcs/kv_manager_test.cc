@@ -100,5 +100,75 @@ TEST_F(KvManagerTest, EmptyKeyIsRejected) {
   EXPECT_EQ(added.value.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+
+// Each entry is charged its stored key ("2:ns" + key) and value.
+constexpr int64_t kOverhead = 4;
+
+TEST(KvManagerQuotaTest, AWritePastTheQuotaIsRefusedSayingWhatToDo) {
+  InMemoryStoreClient store;
+  KvManager kv(&store, KvOptions{1000});
+  Result<bool> first, second;
+  kv.Put("ns", "a", std::string(600, 'x'), true, first.callback());
+  ASSERT_TRUE(first.value.ok());
+  kv.Put("ns", "b", std::string(600, 'y'), true, second.callback());
+  ASSERT_EQ(second.value.status().code(), absl::StatusCode::kResourceExhausted);
+  const std::string message(second.value.status().message());
+  EXPECT_NE(message.find("quota"), std::string::npos) << message;
+  EXPECT_NE(message.find("1000B"), std::string::npos) << message;  // the quota
+  EXPECT_NE(message.find("605B in use"), std::string::npos) << message;
+  EXPECT_NE(message.find("--kv-quota"), std::string::npos) << message;
+  Result<std::optional<std::string>> got;
+  kv.Get("ns", "b", got.callback());
+  EXPECT_EQ(*got.value, std::nullopt);  // nothing written
+  EXPECT_EQ(kv.used_bytes(), 600 + 1 + kOverhead);
+}
+
+TEST(KvManagerQuotaTest, OverwritesAreChargedOnceAndDeletesFreeRoom) {
+  InMemoryStoreClient store;
+  KvManager kv(&store, KvOptions{1000});
+  for (int i = 0; i < 4; ++i) {  // the same key again and again: one value's worth
+    Result<bool> put;
+    kv.Put("ns", "a", std::string(600, 'a' + i), true, put.callback());
+    ASSERT_TRUE(put.value.ok()) << put.value.status();
+  }
+  EXPECT_EQ(kv.used_bytes(), 605);
+  Result<bool> shrink;
+  kv.Put("ns", "a", "small", true, shrink.callback());
+  EXPECT_TRUE(shrink.value.ok());
+  EXPECT_EQ(kv.used_bytes(), 5 + 1 + kOverhead);
+  Result<bool> other;
+  kv.Put("ns", "b", std::string(995, 'b'), true, other.callback());
+  ASSERT_FALSE(other.value.ok());
+  Result<int64_t> deleted;
+  kv.Del("ns", "a", false, deleted.callback());
+  EXPECT_EQ(*deleted.value, 1);
+  EXPECT_EQ(kv.used_bytes(), 0);
+  kv.Put("ns", "b", std::string(995, 'b'), true, other.callback());
+  EXPECT_TRUE(other.value.ok()) << other.value.status();
+  // Deleting by prefix frees the room too.
+  kv.Del("ns", "", true, deleted.callback());
+  EXPECT_EQ(*deleted.value, 1);
+  EXPECT_EQ(kv.used_bytes(), 0);
+}
+
+TEST(KvManagerQuotaTest, ARestartedManagerCountsWhatTheStoreHolds) {
+  InMemoryStoreClient store;
+  {
+    KvManager before(&store, KvOptions{1000});
+    Result<bool> put;
+    before.Put("ns", "a", std::string(600, 'a'), true, put.callback());
+    ASSERT_TRUE(put.value.ok());
+  }
+  KvManager after(&store, KvOptions{1000});
+  ASSERT_TRUE(after.Initialize().ok());
+  EXPECT_EQ(after.used_bytes(), 605);
+  Result<bool> exists;
+  after.Exists("ns", "a", exists.callback());
+  EXPECT_TRUE(*exists.value);
+  Result<bool> put;
+  after.Put("ns", "b", std::string(600, 'b'), true, put.callback());
+  EXPECT_EQ(put.value.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
 }  // namespace
 }  // namespace troupe

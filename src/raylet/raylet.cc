@@ -539,10 +539,18 @@ absl::Status Raylet::ReportLoop() {
       exits.swap(unreported_exits_);
     }
     for (size_t i = 0; i < exits.size(); ++i) {
-      if (!gcs_.ReportWorkerExit(exits[i].first, options_.node_id.Binary(), exits[i].second).ok()) {
+      absl::Status reported =
+          gcs_.ReportWorkerExit(exits[i].first, options_.node_id.Binary(), exits[i].second);
+      if (reported.code() == absl::StatusCode::kUnavailable ||
+          reported.code() == absl::StatusCode::kDeadlineExceeded) {
         absl::MutexLock lock(&mu_);  // keep the rest for the next round
         unreported_exits_.insert(unreported_exits_.begin(), exits.begin() + i, exits.end());
         break;
+      }
+      if (!reported.ok()) {  // refused: sending it again would be refused again
+        TROUPE_LOG(Warning) << "the GCS refused the exit report of worker "
+                            << BytesToHex(exits[i].first).substr(0, 8) << ": "
+                            << reported.message();
       }
     }
     rpc::ResourceUsage usage;

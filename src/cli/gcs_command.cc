@@ -114,7 +114,8 @@ int GcsServerCommand(const std::vector<std::string>& args) {
     return 2;
   }
   if (kv_quota <= 0 || package_grace_s < 0) {
-    fprintf(stderr, "troupe gcs-server: --kv-quota must be > 0 and --package-grace-period-s >= 0\n");
+    fprintf(stderr,
+            "troupe gcs-server: --kv-quota must be > 0 and --package-grace-period-s >= 0\n");
     return 2;
   }
   if (period_ms <= 0 || timeout_ms <= 0 || threshold <= 0) {

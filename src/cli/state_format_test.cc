@@ -48,13 +48,13 @@ TEST(FormatYamlTest, NestedValuesAndQuoting) {
 
 TEST(TerminalSafeTest, ControlCharactersBecomeVisibleEscapes) {
   EXPECT_EQ(TerminalSafe("plain name-1_2.3 caf\xc3\xa9 \xe2\x82\xac"),
-            "plain name-1_2.3 caf\xc3\xa9 \xe2\x82\xac");                  // UTF-8 passes
+            "plain name-1_2.3 caf\xc3\xa9 \xe2\x82\xac");                 // UTF-8 passes
   EXPECT_EQ(TerminalSafe("\x1b[31mred\x1b[0m"), "\\x1b[31mred\\x1b[0m");  // ANSI colours
   EXPECT_EQ(TerminalSafe("\x1b]0;owned\x07"), "\\x1b]0;owned\\x07");      // window title
   EXPECT_EQ(TerminalSafe("a\nb\tc\rd\x7f"), "a\\nb\\tc\\rd\\x7f");
-  EXPECT_EQ(TerminalSafe("\xc2\x9b" "2J"), "\\u009b2J");  // C1 CSI, UTF-8 encoded
-  EXPECT_EQ(TerminalSafe("\x9b" "2J"), "\\x9b2J");        // a bare 8-bit CSI: not UTF-8
-  EXPECT_EQ(TerminalSafe("\xe2\x82"), "\\xe2\\x82");      // a truncated sequence
+  EXPECT_EQ(TerminalSafe("\xc2\x9b[2J"), "\\u009b[2J");  // C1 CSI, UTF-8 encoded
+  EXPECT_EQ(TerminalSafe("\x9b[2J"), "\\x9b[2J");        // a bare 8-bit CSI: not UTF-8
+  EXPECT_EQ(TerminalSafe("\xe2\x82"), "\\xe2\\x82");     // a truncated sequence
   EXPECT_EQ(TerminalSafe(std::string("nul\0byte", 8)), "nul\\x00byte");
 }
 

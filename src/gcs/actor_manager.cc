@@ -486,15 +486,15 @@ void ActorManager::DoWorkerExit(const std::string& worker_id, const std::string&
 }
 
 absl::Status ActorManager::ReportWorkerExit(const std::string& worker_id, const std::string& how,
-                                           const std::string& node_id) {
+                                            const std::string& node_id) {
   {
     absl::MutexLock lock(&mu_);
     auto it = by_worker_.find(worker_id);
     auto found = it == by_worker_.end() ? actors_.end() : actors_.find(it->second);
     if (found != actors_.end() && found->second.info.node_id() != node_id) {
       return absl::PermissionDeniedError(absl::StrCat(
-          "worker ", BytesToHex(worker_id).substr(0, 8), " runs actor ",
-          it->second.ShortHex(), " on node ", BytesToHex(found->second.info.node_id()).substr(0, 8),
+          "worker ", BytesToHex(worker_id).substr(0, 8), " runs actor ", it->second.ShortHex(),
+          " on node ", BytesToHex(found->second.info.node_id()).substr(0, 8),
           "; only that node's raylet reports its exit, not node ",
           node_id.empty() ? std::string("(none given)") : BytesToHex(node_id).substr(0, 8)));
     }
@@ -513,8 +513,7 @@ absl::Status ActorManager::OnActorExit(const std::string& actor_id, const std::s
   if (actor.info.state() == rpc::ActorInfo::DEAD) return absl::OkStatus();
   if (actor.info.worker_id().empty() || actor.info.worker_id() != worker_id) {
     return absl::PermissionDeniedError(absl::StrCat(
-        "actor ", id->ShortHex(), " is not running in worker ",
-        BytesToHex(worker_id).substr(0, 8),
+        "actor ", id->ShortHex(), " is not running in worker ", BytesToHex(worker_id).substr(0, 8),
         ": only the worker running an actor can report that it exits (troupe::ExitActor)"));
   }
   actor.exiting = true;

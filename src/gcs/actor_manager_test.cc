@@ -339,8 +339,9 @@ TEST_F(ActorManagerTest, ExitReportsFromProcessesThatDoNotRunTheActorAreRefused)
   ASSERT_TRUE(actors_.ReportWorkerExit(worker, "was killed by signal 9", node.id.Binary()).ok());
   EXPECT_EQ(Info(id).state(), rpc::ActorInfo::RESTARTING);
   // Workers that run no actor (drivers, task workers) are reported as before.
-  EXPECT_TRUE(actors_.ReportWorkerExit(WorkerId::FromRandom().Binary(), "exited with code 0",
-                                       other.id.Binary())
+  EXPECT_TRUE(actors_
+                  .ReportWorkerExit(WorkerId::FromRandom().Binary(), "exited with code 0",
+                                    other.id.Binary())
                   .ok());
 }
 

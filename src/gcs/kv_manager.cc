@@ -159,8 +159,8 @@ void KvManager::Del(const std::string& ns, const std::string& key, bool by_prefi
     absl::MutexLock lock(&mu_);
     std::vector<std::string> doomed;
     for (auto it = sizes_.lower_bound(store_key);
-         it != sizes_.end() && (by_prefix ? absl::StartsWith(it->first, store_key)
-                                          : it->first == store_key);
+         it != sizes_.end() &&
+         (by_prefix ? absl::StartsWith(it->first, store_key) : it->first == store_key);
          ++it) {
       doomed.push_back(it->first);
     }

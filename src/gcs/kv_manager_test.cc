@@ -100,7 +100,6 @@ TEST_F(KvManagerTest, EmptyKeyIsRejected) {
   EXPECT_EQ(added.value.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-
 // Each entry is charged its stored key ("2:ns" + key) and value.
 constexpr int64_t kOverhead = 4;
 

@@ -67,9 +67,8 @@ int PackageCollector::Sweep() {
   // Records of jobs submitted through the jobs API that still count, as text: a digest any of
   // them mentions is referred to.
   std::vector<std::string> records;
-  auto record_keys = Await<std::vector<std::string>>([&](auto done) {
-    kv_->Keys(jobs::kJobsNamespace, jobs::kRecordKeyPrefix, std::move(done));
-  });
+  auto record_keys = Await<std::vector<std::string>>(
+      [&](auto done) { kv_->Keys(jobs::kJobsNamespace, jobs::kRecordKeyPrefix, std::move(done)); });
   if (!record_keys.ok()) return 0;  // cannot tell what is referred to: collect nothing
   for (const std::string& key : *record_keys) {
     auto text = Await<std::optional<std::string>>(

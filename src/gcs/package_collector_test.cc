@@ -16,9 +16,8 @@ const std::string kDigestC(64, 'c');
 class PackageCollectorTest : public ::testing::Test {
  protected:
   void Put(const std::string& ns, const std::string& key, const std::string& value) {
-    kv_.Put(ns, key, value, /*overwrite=*/true, [](absl::StatusOr<bool> added) {
-      ASSERT_TRUE(added.ok()) << added.status();
-    });
+    kv_.Put(ns, key, value, /*overwrite=*/true,
+            [](absl::StatusOr<bool> added) { ASSERT_TRUE(added.ok()) << added.status(); });
   }
   bool Has(const std::string& ns, const std::string& key) {
     return kv_.SizeOf(ns, key).has_value();

@@ -194,8 +194,8 @@ absl::StatusOr<ObjectStore::Location> ObjectStore::Get(const ObjectId& id) {
     if (!restored.ok()) {
       // No room to bring it back (or the copy failed): its bytes are on disk, so it is read
       // there. The pin keeps the spill file until the reader lets go.
-      TROUPE_LOG(Info) << "object " << id.Hex() << " is read from its spill file: "
-                       << restored.message();
+      TROUPE_LOG(Info) << "object " << id.Hex()
+                       << " is read from its spill file: " << restored.message();
       entry.pins++;
       return Location{SpillPath(id), entry.size, entry.owner};
     }
@@ -347,11 +347,10 @@ absl::Status ObjectStore::MakeRoomLocked(int64_t needed) {
     if (entry.primary && entry.pins == 0) {
       if (auto status = SpillLocked(id, entry); !status.ok()) {
         TROUPE_LOG(Error) << "spilling object " << id.Hex() << " failed: " << status.message();
-        return absl::ResourceExhaustedError(
-            absl::StrCat("object store full: ", FormatBytes(needed), " needed, ",
-                         FormatBytes(stats_.used_bytes), " of ",
-                         FormatBytes(options_.capacity_bytes),
-                         " in use, and spilling to disk failed: ", status.message()));
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "object store full: ", FormatBytes(needed), " needed, ", FormatBytes(stats_.used_bytes),
+            " of ", FormatBytes(options_.capacity_bytes),
+            " in use, and spilling to disk failed: ", status.message()));
       }
     }
   }

@@ -209,7 +209,7 @@ TEST_F(ObjectStoreTest, AFullSpillDiskIsNamedAndSpilledObjectsStayReadable) {
   ASSERT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
   const std::string message(full.status().message());
   EXPECT_TRUE(absl::StrContains(message, "spill disk is full")) << message;
-  EXPECT_TRUE(absl::StrContains(message, spill_dir())) << message;  // where
+  EXPECT_TRUE(absl::StrContains(message, spill_dir())) << message;    // where
   EXPECT_TRUE(absl::StrContains(message, "--spill-dir")) << message;  // what to do
   EXPECT_FALSE(absl::StrContains(message, "--object-store-memory")) << message;
   // `first` cannot come back into memory (that needs spilling `second`, and the disk is full):

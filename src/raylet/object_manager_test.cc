@@ -7,9 +7,9 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>

@@ -37,7 +37,10 @@ TEST(ClusterTest, HeadAndThreeWorkersShowExactResources) {
                          cluster.AddWorker({absl::StrCat("--num-cpus=", 4 * i), "--num-gpus=0.5",
                                             "--memory=2GiB", "--object-store-memory=512MiB",
                                             absl::StrCat(R"(--resources={"accel": )", i, "}"),
-                                            absl::StrCat(R"(--labels={"rack": "r)", i, R"("})")}));
+                                            // Node 1's "note" holds a terminal escape.
+                                            absl::StrCat(R"(--labels={"rack": "r)", i,
+                                                         i == 1 ? R"(", "note": "\u001b[31mred)" : "",
+                                                         R"("})")}));
     workers.push_back(worker);
   }
   nlohmann::json status = cluster.Status();
@@ -74,6 +77,9 @@ TEST(ClusterTest, HeadAndThreeWorkersShowExactResources) {
   EXPECT_TRUE(absl::StrContains(text.out, " 0/26 CPU")) << text.out;
   EXPECT_TRUE(absl::StrContains(text.out, " 0/2.5 GPU")) << text.out;
   EXPECT_TRUE(absl::StrContains(text.out, "0B/7.00GiB memory")) << text.out;
+  // Printed escaped, never raw: a label cannot drive the user's terminal.
+  EXPECT_TRUE(absl::StrContains(text.out, "label note=\\x1b[31mred")) << text.out;
+  EXPECT_FALSE(absl::StrContains(text.out, "\x1b")) << text.out;
 }
 
 // The fixture's own contract: a cluster or node that does not start is an error the test can

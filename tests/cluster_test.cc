@@ -33,14 +33,14 @@ TEST(ClusterTest, HeadAndThreeWorkersShowExactResources) {
                           "--object-store-memory=256MiB", R"(--resources={"head_slot": 1})"}));
   std::vector<std::string> workers;
   for (int i = 1; i <= 3; ++i) {
-    ASSERT_OK_AND_ASSIGN(std::string worker,
-                         cluster.AddWorker({absl::StrCat("--num-cpus=", 4 * i), "--num-gpus=0.5",
-                                            "--memory=2GiB", "--object-store-memory=512MiB",
-                                            absl::StrCat(R"(--resources={"accel": )", i, "}"),
-                                            // Node 1's "note" holds a terminal escape.
-                                            absl::StrCat(R"(--labels={"rack": "r)", i,
-                                                         i == 1 ? R"(", "note": "\u001b[31mred)" : "",
-                                                         R"("})")}));
+    ASSERT_OK_AND_ASSIGN(
+        std::string worker,
+        cluster.AddWorker({absl::StrCat("--num-cpus=", 4 * i), "--num-gpus=0.5", "--memory=2GiB",
+                           "--object-store-memory=512MiB",
+                           absl::StrCat(R"(--resources={"accel": )", i, "}"),
+                           // Node 1's "note" holds a terminal escape.
+                           absl::StrCat(R"(--labels={"rack": "r)", i,
+                                        i == 1 ? R"(", "note": "\u001b[31mred)" : "", R"("})")}));
     workers.push_back(worker);
   }
   nlohmann::json status = cluster.Status();

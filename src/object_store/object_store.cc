@@ -346,7 +346,18 @@ absl::Status ObjectStore::MakeRoomLocked(int64_t needed) {
     Entry& entry = entries_[id];
     if (entry.primary && entry.pins == 0) {
       if (auto status = SpillLocked(id, entry); !status.ok()) {
-        TROUPE_LOG(Error) << "spilling object " << id.Hex() << " failed: " << status.message();
+        const absl::Time now = absl::Now();
+        if (now - last_spill_error_logged_ >= absl::Minutes(1)) {
+          TROUPE_LOG(Error) << "spilling object " << id.Hex() << " failed: " << status.message()
+                            << (spill_errors_not_logged_ > 0
+                                    ? absl::StrCat(" (", spill_errors_not_logged_,
+                                                   " more spill failures since the last such line)")
+                                    : std::string());
+          last_spill_error_logged_ = now;
+          spill_errors_not_logged_ = 0;
+        } else {
+          ++spill_errors_not_logged_;
+        }
         return absl::ResourceExhaustedError(absl::StrCat(
             "object store full: ", FormatBytes(needed), " needed, ", FormatBytes(stats_.used_bytes),
             " of ", FormatBytes(options_.capacity_bytes),

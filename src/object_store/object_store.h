@@ -29,6 +29,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "src/common/ids.h"
 
 namespace troupe {
@@ -154,6 +156,10 @@ class ObjectStore {
   int64_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_kept_file_ ABSL_GUARDED_BY(mu_) = 0;
   ObjectStoreStats stats_ ABSL_GUARDED_BY(mu_);
+  // Spill failures are logged at most once a minute (a program retrying Put on a full spill
+  // disk would fill the raylet log otherwise); the next line counts the ones left out.
+  absl::Time last_spill_error_logged_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int64_t spill_errors_not_logged_ ABSL_GUARDED_BY(mu_) = 0;
   // Owners that died (FreeOwnedBy), oldest first in dead_owner_order_, and dead nodes.
   absl::flat_hash_set<WorkerId> dead_owners_ ABSL_GUARDED_BY(mu_);
   std::deque<WorkerId> dead_owner_order_ ABSL_GUARDED_BY(mu_);

@@ -232,6 +232,24 @@ TEST_F(ObjectStoreTest, AFullSpillDiskIsNamedAndSpilledObjectsStayReadable) {
   EXPECT_EQ(Read(third), std::string(40, '3'));
 }
 
+TEST_F(ObjectStoreTest, RepeatedSpillFailuresAreLoggedOnceAMinute) {
+  store_->Destroy();
+  store_ = std::make_unique<ObjectStore>(ObjectStoreOptions{
+      base_ + "/shm", spill_dir(), /*capacity_bytes=*/100, /*testing_spill_disk_bytes=*/40});
+  Make(40, '1');
+  Make(40, '2');
+  Make(40, '3');  // the spill disk is now full
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 20; ++i) {  // a program retrying its Put
+    auto full = store_->Create(ObjectId::FromIndex(TaskId::FromRandom(), 1), 40, true);
+    EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  int lines = 0;
+  for (size_t at = 0; (at = log.find("spilling object", at)) != std::string::npos; ++at) ++lines;
+  EXPECT_EQ(lines, 1) << log;
+}
+
 TEST_F(ObjectStoreTest, ASpilledObjectIsReadInPlaceWhileMemoryIsAllPinned) {
   ObjectId first = Make(40, '1');
   ObjectId second = Make(40, '2');

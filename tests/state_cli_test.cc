@@ -92,7 +92,8 @@ int ProgramMain(const std::string& setup) {
   config.log_to_driver = false;
   troupe::Init(config);
   std::vector<troupe::ObjectRef<int>> squares;
-  for (int i = 0; i < kProgramSquares; ++i) squares.push_back(troupe::Task(ProgramSquare).Remote(i));
+  for (int i = 0; i < kProgramSquares; ++i)
+    squares.push_back(troupe::Task(ProgramSquare).Remote(i));
   for (auto& ref : squares) (void)*troupe::Get(ref);
   if (*troupe::Get(troupe::Task(ProgramOuter).Remote(kProgramInner)) != 15) return 3;
   auto store = troupe::Actor(ProgramStore::Create).Remote();
@@ -294,8 +295,8 @@ TEST_F(StateCliTest, TasksOfAProgramThatEndedShowTheirFinalStateThroughEveryComm
   std::string job;
   ASSERT_TRUE(troupe::testing::WaitUntil(
       [&] {
-        CommandResult r = Troupe({"list", "tasks", "--filter", "name=ProgramOuter", "--format",
-                                  "json"});
+        CommandResult r =
+            Troupe({"list", "tasks", "--filter", "name=ProgramOuter", "--format", "json"});
         json rows = json::parse(r.out, nullptr, false);
         if (rows.is_array() && rows.size() == 1) job = rows[0].value("job_id", "");
         return !job.empty();
@@ -329,7 +330,8 @@ TEST_F(StateCliTest, TasksOfAProgramThatEndedShowTheirFinalStateThroughEveryComm
   CommandResult table = Troupe({"list", "tasks", "--filter", "job_id=" + job});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_EQ(Lines(table.out).size(), 1u + 100u) << table.out;
-  EXPECT_TRUE(absl::StrContains(table.err, absl::StrCat(expected, " tasks, 100 shown (--limit 100")))
+  EXPECT_TRUE(
+      absl::StrContains(table.err, absl::StrCat(expected, " tasks, 100 shown (--limit 100")))
       << table.err;
   for (const std::vector<std::string>& limit :
        {std::vector<std::string>{"--limit", "120"}, std::vector<std::string>{"--limit=120"}}) {
@@ -340,7 +342,8 @@ TEST_F(StateCliTest, TasksOfAProgramThatEndedShowTheirFinalStateThroughEveryComm
     EXPECT_EQ(json::parse(r.out, nullptr, false).size(), 120u) << limit[0];
     EXPECT_TRUE(absl::StrContains(r.err, absl::StrCat(expected, " tasks, 120 shown"))) << r.err;
   }
-  EXPECT_EQ(Json({"list", "tasks", "--filter", "job_id=" + job, "--limit", "150"}).size(), expected);
+  EXPECT_EQ(Json({"list", "tasks", "--filter", "job_id=" + job, "--limit", "150"}).size(),
+            expected);
   EXPECT_EQ(Json({"list", "tasks", "--filter", "job_id=" + job, "--limit=0"}).size(), expected);
 
   // get and logs find a task past the first page, by its whole ID or a prefix, singular or

@@ -1,7 +1,6 @@
 #include "src/api/core_worker_runtime.h"
 
 #include "absl/strings/str_replace.h"
-
 #include "src/api/status_exceptions.h"
 #include "troupe/errors.h"
 

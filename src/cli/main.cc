@@ -47,9 +47,10 @@ constexpr char kUsage[] =
 // `troupe train launch ...`; `troupe train --help`.
 int TrainCommand(const std::vector<std::string>& args) {
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-    printf("Usage: troupe train launch [flags] -- CMD ARGS...\n"
-           "  Runs a distributed training script as N ranks (torchrun-style); "
-           "`troupe train launch --help` shows its flags.\n");
+    printf(
+        "Usage: troupe train launch [flags] -- CMD ARGS...\n"
+        "  Runs a distributed training script as N ranks (torchrun-style); "
+        "`troupe train launch --help` shows its flags.\n");
     return 0;
   }
   if (args.empty() || args[0] != "launch") {
@@ -69,23 +70,23 @@ int TrainCommand(const std::vector<std::string>& args) {
 // The commands `troupe COMMAND` runs (the daemons too), by name.
 using Command = int (*)(const std::vector<std::string>&);
 const std::map<std::string, Command>& Commands() {
-  static const auto* commands = new std::map<std::string, Command>{
-      {"start", troupe::StartCommand},
-      {"stop", troupe::StopCommand},
-      {"status", troupe::StatusCommand},
-      {"job", troupe::JobCommand},
-      {"list", troupe::ListCommand},
-      {"get", troupe::GetCommand},
-      {"summary", troupe::SummaryCommand},
-      {"memory", troupe::MemoryCommand},
-      {"logs", troupe::LogsCommand},
-      {"timeline", troupe::TimelineCommand},
-      {"tls", troupe::TlsCommand},
-      {"train", TrainCommand},
-      {"gcs-server", troupe::GcsServerCommand},
-      {"raylet", troupe::RayletCommand},
-      {"http-server", troupe::HttpServerMain},
-      {"head-supervisor", troupe::HeadSupervisorMain}};
+  static const auto* commands =
+      new std::map<std::string, Command>{{"start", troupe::StartCommand},
+                                         {"stop", troupe::StopCommand},
+                                         {"status", troupe::StatusCommand},
+                                         {"job", troupe::JobCommand},
+                                         {"list", troupe::ListCommand},
+                                         {"get", troupe::GetCommand},
+                                         {"summary", troupe::SummaryCommand},
+                                         {"memory", troupe::MemoryCommand},
+                                         {"logs", troupe::LogsCommand},
+                                         {"timeline", troupe::TimelineCommand},
+                                         {"tls", troupe::TlsCommand},
+                                         {"train", TrainCommand},
+                                         {"gcs-server", troupe::GcsServerCommand},
+                                         {"raylet", troupe::RayletCommand},
+                                         {"http-server", troupe::HttpServerMain},
+                                         {"head-supervisor", troupe::HeadSupervisorMain}};
   return *commands;
 }
 

@@ -132,8 +132,7 @@ json RowsOf(const std::string& command, const json& body) {
 // given, gets how many rows matched before the server's limit (tasks; other kinds are never
 // cut by the server: the row count).
 bool FetchRows(const std::string& command, const ApiTarget& api, const std::string& kind,
-               const std::string& query, json* rows, std::string* error,
-               int64_t* total = nullptr) {
+               const std::string& query, json* rows, std::string* error, int64_t* total = nullptr) {
   Response r = Call(api, "GET", Kinds().at(kind).path + query);
   if (r.status == 404 && kind == "tasks") {
     *error = "this head does not track tasks (older version): GET /api/v0/tasks answered 404";
@@ -164,7 +163,8 @@ bool FetchTasksById(const std::string& command, const ApiTarget& api, const std:
   if (!FetchRows(command, api, "tasks", query, &all, error)) return false;
   *rows = json::array();
   for (const auto& row : all) {
-    if (row.is_object() && absl::StartsWith(row.value("task_id", ""), absl::AsciiStrToLower(prefix))) {
+    if (row.is_object() &&
+        absl::StartsWith(row.value("task_id", ""), absl::AsciiStrToLower(prefix))) {
       rows->push_back(row);
     }
   }
@@ -276,7 +276,8 @@ int List(const std::string& kind, std::vector<std::string> args) {
     if (limit == 0 || static_cast<int64_t>(shown.size()) < limit) shown.push_back(row);
   }
   // Rows the server matched but did not send count as matching (and not shown).
-  if (server_cuts) matching += std::max<int64_t>(0, server_total - static_cast<int64_t>(rows.size()));
+  if (server_cuts)
+    matching += std::max<int64_t>(0, server_total - static_cast<int64_t>(rows.size()));
   Print(format, shown, detail ? AllColumns(shown) : Kinds().at(kind).columns);
   // On stderr, so JSON and YAML on stdout stay parseable; always when rows were left out.
   const bool truncated = static_cast<int64_t>(shown.size()) < matching;
@@ -373,8 +374,10 @@ int SummarizeTasks(const ApiTarget& api, const std::string& format) {
     int64_t total = 0;
     const json states = entry.value("state_counts", json::object());
     for (const auto& [state, n] : states.items()) total += n.is_number() ? n.get<int64_t>() : 0;
-    summary.push_back(
-        {{"name", name}, {"type", entry.value("type", "")}, {"total", total}, {"state_counts", states}});
+    summary.push_back({{"name", name},
+                       {"type", entry.value("type", "")},
+                       {"total", total},
+                       {"state_counts", states}});
   }
   Print(format, summary, {"name", "type", "total", "state_counts"});
   if (int64_t dropped = r.body.value("num_dropped", int64_t{0}); dropped > 0) {

@@ -84,8 +84,7 @@ void TaskEventManager::Merge(const rpc::TaskEvent& event, Record* record) {
   if (!event.error_message().empty()) record->error_message = event.error_message();
   const int state = event.state();
   if (state <= rpc::TaskEvent::STATE_UNSPECIFIED || state >= kNumStates) return;
-  if (record->abandoned &&
-      (state == rpc::TaskEvent::FINISHED || state == rpc::TaskEvent::FAILED)) {
+  if (record->abandoned && (state == rpc::TaskEvent::FINISHED || state == rpc::TaskEvent::FAILED)) {
     // The task's real end (its worker reported it while being stopped): it replaces the
     // abandonment, which was only a guess.
     record->abandoned = false;

@@ -97,9 +97,9 @@ TEST(TaskEventManagerTest, AJobsUnfinishedAttemptsAreAbandonedAtItsEnd) {
   TaskEventManager manager({});
   rpc::TaskEvent pending = Event(1, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, 100);
   pending.set_name("Square");
-  Add(manager, {pending, Event(2, rpc::TaskEvent::RUNNING, 110),
-                Event(3, rpc::TaskEvent::FINISHED, 120),
-                Event(4, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, 130, kJob2)});
+  Add(manager,
+      {pending, Event(2, rpc::TaskEvent::RUNNING, 110), Event(3, rpc::TaskEvent::FINISHED, 120),
+       Event(4, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, 130, kJob2)});
   manager.OnJobFinished(JobId::FromInt(1), 1000);
   auto reply = Get(manager, {Filter("job_id", JobId::FromInt(1).Hex())});
   ASSERT_EQ(reply.tasks_size(), 3);

@@ -46,7 +46,7 @@ class FakeProcessLauncher : public ProcessLauncher {
 
   std::vector<ProcessSpec> started;
   std::vector<int> killed;
-  std::vector<int> terminated;  // SIGTERM: asked to exit
+  std::vector<int> terminated;       // SIGTERM: asked to exit
   std::map<int, std::string> exits;  // pid -> how, reported once by CheckExited
   std::set<int> gone;                // non-children (drivers) that no longer exist
   absl::Status fail_next_start;
@@ -298,7 +298,8 @@ TEST_F(WorkerPoolTest, AStoppedWorkerGetsSigtermAndAGraceBeforeSigkill) {
   std::shared_ptr<Worker> polite = IdleWorker("");
   std::shared_ptr<Worker> stubborn = IdleWorker("0");
   Pool().StopJobWorkers(job_id_);
-  EXPECT_EQ(processes_.terminated, (std::vector<int>{polite->pid, stubborn->pid}));
+  EXPECT_EQ(std::set<int>(processes_.terminated.begin(), processes_.terminated.end()),
+            (std::set<int>{polite->pid, stubborn->pid}));
   EXPECT_TRUE(processes_.killed.empty());
   // Never handed out again while it exits.
   auto slot = Pop("");
@@ -332,7 +333,8 @@ TEST_F(WorkerPoolTest, KillAllAsksFirstAndKillsOnlyWhatIsLeftAfterTheGrace) {
   std::shared_ptr<Worker> stubborn = IdleWorker("0");
   processes_.exits[polite->pid] = "exited with code 0";
   Pool().KillAll();
-  EXPECT_EQ(processes_.terminated, (std::vector<int>{polite->pid, stubborn->pid}));
+  EXPECT_EQ(std::set<int>(processes_.terminated.begin(), processes_.terminated.end()),
+            (std::set<int>{polite->pid, stubborn->pid}));
   EXPECT_EQ(processes_.killed, std::vector<int>{stubborn->pid});
   EXPECT_EQ(Pool().num_workers(), 0);
 }

@@ -242,7 +242,7 @@ TEST_F(StateCliTest, JsonYamlFiltersAndLimit) {
   }
   CommandResult get = Troupe({"get", "actor", printer_->ID().substr(0, 12)});
   ASSERT_EQ(get.exit_code, 0) << get.err;
-  EXPECT_TRUE(absl::StrContains(get.out, std::string("class_name: \"") + kLongClass + "\""))
+  EXPECT_TRUE(absl::StrContains(get.out, std::string("\nclass_name: ") + kLongClass + "\n"))
       << get.out;
   // Ray's spelling, the plural kind.
   CommandResult plural = Troupe({"get", "actors", printer_->ID().substr(0, 12)});
@@ -599,7 +599,7 @@ TEST(StateCliUsageTest, HelpTopicsAndDidYouMean) {
       {{"lsit", "tasks"}, "did you mean 'list'?"},
       {{"help", "strat"}, "did you mean 'start'?"},
       {{"list", "actros"}, "did you mean 'actors'?"},
-      {{"get", "taks", "5d0b"}, "did you mean 'task'?"},
+      {{"get", "taks", "5d0b"}, "did you mean 'tasks'?"},
       {{"summary", "task"}, ""},  // the singular is fine here too
       {{"job", "stauts", "x"}, "did you mean 'status'?"},
       {{"train", "lanuch"}, "did you mean 'launch'?"},

@@ -370,7 +370,8 @@ int SummarizeTasks(const ApiTarget& api, const std::string& format) {
   }
   if (r.status != 200) return FailCommand("summary", Problem(r));
   json summary = json::array();
-  for (const auto& [name, entry] : r.body.value("summary", json::object()).items()) {
+  const json by_name = r.body.value("summary", json::object());  // outlives the loop
+  for (const auto& [name, entry] : by_name.items()) {
     int64_t total = 0;
     const json states = entry.value("state_counts", json::object());
     for (const auto& [state, n] : states.items()) total += n.is_number() ? n.get<int64_t>() : 0;

@@ -193,7 +193,7 @@ absl::Status WorkerPool::RegisterWorker(const WorkerId& worker_id, int pid, int 
 void WorkerPool::PushWorker(const std::shared_ptr<Worker>& worker) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(worker->worker_id);
-  if (it == workers_.end()) return;
+  if (it == workers_.end() || it->second.stopped) return;  // a stopped one is never reused
   it->second.idle = true;
   it->second.idle_since = clock_->Now();
 }

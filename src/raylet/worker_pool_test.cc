@@ -301,7 +301,8 @@ TEST_F(WorkerPoolTest, AStoppedWorkerGetsSigtermAndAGraceBeforeSigkill) {
   EXPECT_EQ(std::set<int>(processes_.terminated.begin(), processes_.terminated.end()),
             (std::set<int>{polite->pid, stubborn->pid}));
   EXPECT_TRUE(processes_.killed.empty());
-  // Never handed out again while it exits.
+  // Never handed out again while it exits, even if its lease is given back meanwhile.
+  Pool().PushWorker(polite);
   auto slot = Pop("");
   EXPECT_EQ(processes_.started.size(), 3u);
   EXPECT_FALSE(slot->has_value());

@@ -347,6 +347,10 @@ TEST(ClusterTest, DriverAttachesToTheRunningClusterElseStartsAnEmbeddedOne) {
                                             "process (TROUPE_ADDRESS=local)"))
       << forced.err;
   EXPECT_EQ(sessions(), sessions_before) << "the embedded cluster left its session directory";
+  // Regression: its normal shutdown logged an error ("the GCS declared this node dead ...
+  // Killing its workers").
+  EXPECT_FALSE(absl::StrContains(forced.err, "declared this node")) << forced.err;
+  EXPECT_FALSE(absl::StrContains(forced.err, "killed by signal")) << forced.err;
 
   // A wrong token and a dead port: a message and exit 1.
   CommandResult wrong_token = RunCommand(
@@ -372,6 +376,7 @@ TEST(ClusterTest, DriverAttachesToTheRunningClusterElseStartsAnEmbeddedOne) {
   EXPECT_TRUE(absl::StrContains(embedded.err, "started an embedded single-node cluster in this "
                                               "process (no cluster runs on this machine)"))
       << embedded.err;
+  EXPECT_FALSE(absl::StrContains(embedded.err, "declared this node")) << embedded.err;
   EXPECT_EQ(sessions(), sessions_before);
 }
 

@@ -385,6 +385,11 @@ void CoreWorker::ExitActorAfterCurrentTask() {
 
 void CoreWorker::RunTaskLoop() { executor_->RunLoop(); }
 
+void CoreWorker::RequestStop() {
+  if (task_events_) task_events_->Flush();
+  executor_->RequestExit();
+}
+
 rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) {
   objects_->SetExecuting(true);
   struct Done {

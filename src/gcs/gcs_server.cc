@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "src/common/logging.h"
 #include "src/rpc/server.h"
 
@@ -101,6 +102,8 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
     actors_.OnJobFinished(job_id);
     auto id = JobId::FromBinary(job_id);
     if (id.ok()) kv_.Del(JobKvNamespace(*id), "", /*by_prefix=*/true, [](auto) {});
+    // Its tasks without an end say they were abandoned (until a late report says otherwise).
+    if (id.ok()) task_events_.OnJobFinished(*id, absl::ToUnixMicros(absl::Now()));
   });
 }
 

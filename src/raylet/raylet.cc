@@ -416,7 +416,7 @@ void Raylet::ResyncJobsAndNodes() {
       finished.push_back(*job_id);
     }
   }
-  for (const auto& job_id : finished) worker_pool_.KillJobWorkers(job_id);
+  for (const auto& job_id : finished) worker_pool_.StopJobWorkers(job_id);
 }
 
 void Raylet::FollowJobs() {
@@ -466,7 +466,7 @@ void Raylet::FollowJobs() {
         absl::MutexLock lock(&mu_);
         jobs_.erase(*job_id);
       }
-      worker_pool_.KillJobWorkers(*job_id);
+      worker_pool_.StopJobWorkers(*job_id);
     }
   }
 }
@@ -676,6 +676,12 @@ void Raylet::OnDeclaredDead(const std::string& why) {
   {
     absl::MutexLock lock(&mu_);
     if (declared_dead_.has_value()) return;
+    if (stop_.HasBeenNotified()) {
+      // This raylet is stopping and unregistered itself (a node's `troupe stop`, an embedded
+      // cluster's shutdown): the GCS only answers that; its workers are stopped by Shutdown.
+      TROUPE_LOG(Debug) << "the GCS marked this node dead after it unregistered: " << why;
+      return;
+    }
     declared_dead_ = why;
     stop_reason_ = "declared dead";
   }

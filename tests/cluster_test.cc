@@ -33,11 +33,14 @@ TEST(ClusterTest, HeadAndThreeWorkersShowExactResources) {
                           "--object-store-memory=256MiB", R"(--resources={"head_slot": 1})"}));
   std::vector<std::string> workers;
   for (int i = 1; i <= 3; ++i) {
-    ASSERT_OK_AND_ASSIGN(std::string worker,
-                         cluster.AddWorker({absl::StrCat("--num-cpus=", 4 * i), "--num-gpus=0.5",
-                                            "--memory=2GiB", "--object-store-memory=512MiB",
-                                            absl::StrCat(R"(--resources={"accel": )", i, "}"),
-                                            absl::StrCat(R"(--labels={"rack": "r)", i, R"("})")}));
+    ASSERT_OK_AND_ASSIGN(
+        std::string worker,
+        cluster.AddWorker({absl::StrCat("--num-cpus=", 4 * i), "--num-gpus=0.5", "--memory=2GiB",
+                           "--object-store-memory=512MiB",
+                           absl::StrCat(R"(--resources={"accel": )", i, "}"),
+                           // Node 1's "note" holds a terminal escape.
+                           absl::StrCat(R"(--labels={"rack": "r)", i,
+                                        i == 1 ? R"(", "note": "\u001b[31mred)" : "", R"("})")}));
     workers.push_back(worker);
   }
   nlohmann::json status = cluster.Status();
@@ -74,6 +77,9 @@ TEST(ClusterTest, HeadAndThreeWorkersShowExactResources) {
   EXPECT_TRUE(absl::StrContains(text.out, " 0/26 CPU")) << text.out;
   EXPECT_TRUE(absl::StrContains(text.out, " 0/2.5 GPU")) << text.out;
   EXPECT_TRUE(absl::StrContains(text.out, "0B/7.00GiB memory")) << text.out;
+  // Printed escaped, never raw: a label cannot drive the user's terminal.
+  EXPECT_TRUE(absl::StrContains(text.out, "label note=\\x1b[31mred")) << text.out;
+  EXPECT_FALSE(absl::StrContains(text.out, "\x1b")) << text.out;
 }
 
 // The fixture's own contract: a cluster or node that does not start is an error the test can
@@ -341,6 +347,10 @@ TEST(ClusterTest, DriverAttachesToTheRunningClusterElseStartsAnEmbeddedOne) {
                                             "process (TROUPE_ADDRESS=local)"))
       << forced.err;
   EXPECT_EQ(sessions(), sessions_before) << "the embedded cluster left its session directory";
+  // Regression: its normal shutdown logged an error ("the GCS declared this node dead ...
+  // Killing its workers").
+  EXPECT_FALSE(absl::StrContains(forced.err, "declared this node")) << forced.err;
+  EXPECT_FALSE(absl::StrContains(forced.err, "killed by signal")) << forced.err;
 
   // A wrong token and a dead port: a message and exit 1.
   CommandResult wrong_token = RunCommand(
@@ -366,6 +376,7 @@ TEST(ClusterTest, DriverAttachesToTheRunningClusterElseStartsAnEmbeddedOne) {
   EXPECT_TRUE(absl::StrContains(embedded.err, "started an embedded single-node cluster in this "
                                               "process (no cluster runs on this machine)"))
       << embedded.err;
+  EXPECT_FALSE(absl::StrContains(embedded.err, "declared this node")) << embedded.err;
   EXPECT_EQ(sessions(), sessions_before);
 }
 

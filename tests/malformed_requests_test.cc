@@ -138,6 +138,50 @@ TEST_F(MalformedRequestsTest, GcsRefusesMalformedRequestsAndKeepsServing) {
                      return Call(actors.get(), &AS::RegisterActor, request);
                    },
                    "actor.name"});
+  cases.push_back({"actor name with a terminal escape",
+                   [&] {
+                     auto request = ActorWith("CPU", 1);
+                     request.mutable_actor()->set_name("\x1b[2Jgotcha");
+                     return Call(actors.get(), &AS::RegisterActor, request);
+                   },
+                   "actor.name"});
+  cases.push_back({"actor registered as already running in some worker",
+                   [&] {
+                     auto request = ActorWith("CPU", 1);
+                     request.mutable_actor()->set_state(rpc::ActorInfo::ALIVE);
+                     request.mutable_actor()->set_worker_id(WorkerId::FromRandom().Binary());
+                     return Call(actors.get(), &AS::RegisterActor, request);
+                   },
+                   "actor.state"});
+  cases.push_back({"actor exit reported without the reporting worker",
+                   [&] {
+                     rpc::ReportActorExitRequest request;
+                     request.set_actor_id(ActorId::FromRandom().Binary());
+                     return Call(actors.get(), &AS::ReportActorExit, request);
+                   },
+                   "worker_id"});
+  cases.push_back({"placement group name with a terminal escape",
+                   [&] {
+                     rpc::CreatePlacementGroupRequest request;
+                     auto* group = request.mutable_placement_group();
+                     group->set_placement_group_id(PlacementGroupId::FromRandom().Binary());
+                     group->set_name("pg\x07\x1b]0;title\x07");
+                     (*group->add_bundles()->mutable_resources())["CPU"] = 1;
+                     return Call(groups.get(), &PS::CreatePlacementGroup, request);
+                   },
+                   "placement_group.name"});
+  cases.push_back({"placement group created as already placed",
+                   [&] {
+                     rpc::CreatePlacementGroupRequest request;
+                     auto* group = request.mutable_placement_group();
+                     group->set_placement_group_id(PlacementGroupId::FromRandom().Binary());
+                     rpc::Bundle* bundle = group->add_bundles();
+                     (*bundle->mutable_resources())["CPU"] = 1;
+                     bundle->set_node_id(NodeId::FromRandom().Binary());
+                     bundle->set_raylet_address("10.9.9.9:1");
+                     return Call(groups.get(), &PS::CreatePlacementGroup, request);
+                   },
+                   "placement_group.bundles[0].node_id"});
   cases.push_back({"kill without an actor id",
                    [&] { return Call(actors.get(), &AS::KillActor, rpc::KillActorRequest()); },
                    "actor_id"});
@@ -313,6 +357,17 @@ TEST_F(MalformedRequestsTest, RayletRefusesMalformedRequestsAndKeepsServing) {
                      return Call(raylet.get(), &NS::RegisterWorker, request);
                    },
                    "worker_id"});
+  cases.push_back({"fetch from 200,000 copies",
+                   [&] {
+                     rpc::FetchObjectRequest request;
+                     request.set_object_id(ObjectId::FromIndex(TaskId::FromRandom(), 1).Binary());
+                     request.set_from_raylet_address("127.0.0.1:1");
+                     for (int i = 0; i < 200000; ++i) {
+                       request.add_other_raylet_addresses("127.0.0.1:1");
+                     }
+                     return Call(raylet.get(), &NS::FetchObject, request);
+                   },
+                   "at most 64"});
   // The object manager's service (node-to-node transfer) on the same port.
   auto objects = rpc::ObjectManagerService::NewStub(MakeChannel(raylet_address_));
   cases.push_back({"free a 2-byte object",

@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -44,6 +47,66 @@ class AnActorWithAVeryLongClassNameForTableAlignment {
 TROUPE_REMOTE(AnActorWithAVeryLongClassNameForTableAlignment::Create,
               &AnActorWithAVeryLongClassNameForTableAlignment::Say);
 
+// What the short program (ProgramMain: this binary run with $STATE_CLI_PROGRAM set) runs: more
+// than a page (100) of tasks, nested tasks, an actor and one task that never ends.
+constexpr int kProgramSquares = 120;
+constexpr int kProgramInner = 5;
+int ProgramSquare(int x) {
+  std::cout << "square-of-" << x << std::endl;
+  return x * x;
+}
+int ProgramInner(int x) { return x + 1; }
+// Submits kProgramInner nested tasks (owned by this worker, not the driver) and sums them.
+int ProgramOuter(int n) {
+  std::vector<troupe::ObjectRef<int>> inner;
+  for (int i = 0; i < n; ++i) inner.push_back(troupe::Task(ProgramInner).Remote(i));
+  int sum = 0;
+  for (auto& ref : inner) sum += *troupe::Get(ref);
+  return sum;
+}
+// Says it runs (creates `marker`), then outlives its job.
+int ProgramNeverEnds(std::string marker) {
+  std::ofstream(marker) << "running\n";
+  std::this_thread::sleep_for(std::chrono::minutes(10));
+  return 0;
+}
+class ProgramStore {
+ public:
+  static ProgramStore* Create() { return new ProgramStore(); }
+  int Put(int x) { return stored_ += x; }
+
+ private:
+  int stored_ = 0;
+};
+TROUPE_REMOTE(ProgramSquare, ProgramInner, ProgramOuter, ProgramNeverEnds, ProgramStore::Create,
+              &ProgramStore::Put);
+
+// A driver process that runs the above and exits without waiting for ProgramNeverEnds (once it
+// runs). $STATE_CLI_PROGRAM: "GCS_ADDRESS TOKEN MARKER_PATH".
+int ProgramMain(const std::string& setup) {
+  std::vector<std::string> parts = absl::StrSplit(setup, ' ');
+  if (parts.size() != 3) return 2;
+  troupe::Config config;
+  config.address = parts[0];
+  config.token = parts[1];
+  config.log_to_driver = false;
+  troupe::Init(config);
+  std::vector<troupe::ObjectRef<int>> squares;
+  for (int i = 0; i < kProgramSquares; ++i)
+    squares.push_back(troupe::Task(ProgramSquare).Remote(i));
+  for (auto& ref : squares) (void)*troupe::Get(ref);
+  if (*troupe::Get(troupe::Task(ProgramOuter).Remote(kProgramInner)) != 15) return 3;
+  auto store = troupe::Actor(ProgramStore::Create).Remote();
+  if (*troupe::Get(store.Task(&ProgramStore::Put).Remote(7)) != 7) return 4;
+  auto never = troupe::Task(ProgramNeverEnds).Remote(parts[2]);
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!std::filesystem::exists(parts[2]) && absl::Now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  troupe::Shutdown();
+  return std::filesystem::exists(parts[2]) ? 0 : 5;
+}
+
 namespace {
 
 using nlohmann::json;
@@ -51,7 +114,8 @@ using troupe::testing::CommandResult;
 using troupe::testing::PickFreePort;
 using troupe::testing::TestCluster;
 using Printer = AnActorWithAVeryLongClassNameForTableAlignment;
-constexpr char kLongClass[] = "AnActorWithAVeryLongClassNameForTableAlignment::Create";
+// Actors show their class (not the factory, AnActor...::Create).
+constexpr char kLongClass[] = "AnActorWithAVeryLongClassNameForTableAlignment";
 
 std::vector<std::string> Lines(const std::string& text) {
   return absl::StrSplit(text, '\n', absl::SkipEmpty());
@@ -178,8 +242,12 @@ TEST_F(StateCliTest, JsonYamlFiltersAndLimit) {
   }
   CommandResult get = Troupe({"get", "actor", printer_->ID().substr(0, 12)});
   ASSERT_EQ(get.exit_code, 0) << get.err;
-  EXPECT_TRUE(absl::StrContains(get.out, std::string("class_name: \"") + kLongClass + "\""))
+  EXPECT_TRUE(absl::StrContains(get.out, std::string("\nclass_name: ") + kLongClass + "\n"))
       << get.out;
+  // Ray's spelling, the plural kind.
+  CommandResult plural = Troupe({"get", "actors", printer_->ID().substr(0, 12)});
+  ASSERT_EQ(plural.exit_code, 0) << plural.err;
+  EXPECT_EQ(plural.out, get.out);
   json got = Json({"get", "node", worker_node_->substr(0, 10)});
   EXPECT_EQ(got["node_id"], *worker_node_);
   CommandResult unknown = Troupe({"list", "actors", "--filter", "colour=red"});
@@ -206,11 +274,150 @@ TEST_F(StateCliTest, SystemJobsAreHiddenUnlessAll) {
   EXPECT_TRUE(absl::StrContains(table.err, "system ones hidden")) << table.err;
 }
 
-TEST_F(StateCliTest, TasksSayTheHeadDoesNotTrackThem) {
-  CommandResult r = Troupe({"list", "tasks"});
-  if (r.exit_code == 0) GTEST_SKIP() << "this head serves /api/v0/tasks";
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(absl::StrContains(r.err, "does not track tasks")) << r.err;
+// The task commands as a user runs them: after a real program (its own process) has ended, with
+// more than a page of tasks, each flag as `--flag value` and `--flag=value`. Regressions: the
+// program's tasks stayed PENDING_NODE_ASSIGNMENT for good and its nested tasks never showed (its
+// workers were SIGKILLed before reporting), `list tasks` stopped at 100 rows whatever --limit
+// said, `get task` and `logs --task-id` could not find the tasks past them, `summary tasks`
+// always failed (HTTP 400), methods showed as &Class::Method, and the raylet logged every
+// worker of the ended job as "killed by signal 9".
+TEST_F(StateCliTest, TasksOfAProgramThatEndedShowTheirFinalStateThroughEveryCommand) {
+  char self[4096];
+  const ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  ASSERT_GT(length, 0);
+  const std::string marker = testing::TempDir() + "/never-ends-runs";
+  CommandResult program = troupe::testing::RunCommand(
+      {std::string(self, length)},
+      {"STATE_CLI_PROGRAM=" + cluster_->gcs_address() + " " + cluster_->token() + " " + marker});
+  ASSERT_EQ(program.exit_code, 0) << program.out << program.err;
+
+  // The program's job, from its one ProgramOuter task.
+  std::string job;
+  ASSERT_TRUE(troupe::testing::WaitUntil(
+      [&] {
+        CommandResult r =
+            Troupe({"list", "tasks", "--filter", "name=ProgramOuter", "--format", "json"});
+        json rows = json::parse(r.out, nullptr, false);
+        if (rows.is_array() && rows.size() == 1) job = rows[0].value("job_id", "");
+        return !job.empty();
+      },
+      absl::Seconds(30), "the program's ProgramOuter task"));
+  // Every task ends up in its final state once the job's workers were stopped (and reported):
+  // all FINISHED, the one left running abandoned at the job's end.
+  const size_t expected = kProgramSquares + kProgramInner + 1 + 1 + 1 + 1;
+  json rows;
+  std::map<std::string, std::map<std::string, int>> states;  // name -> state -> count
+  ASSERT_TRUE(troupe::testing::WaitUntil(
+      [&] {
+        rows = Json({"list", "tasks", "--filter", "job_id=" + job, "--limit", "0"});
+        states.clear();
+        for (const auto& row : rows) states[row.value("name", "")][row.value("state", "")]++;
+        return rows.size() == expected && states["ProgramSquare"]["FINISHED"] == kProgramSquares &&
+               states["ProgramInner"]["FINISHED"] == kProgramInner &&
+               states["ProgramNeverEnds"]["FAILED"] == 1;
+      },
+      absl::Seconds(60), "the program's tasks in their final states"))
+      << rows.dump(1);
+  EXPECT_EQ(states["ProgramOuter"]["FINISHED"], 1) << rows.dump(1);
+  EXPECT_EQ(states["ProgramStore::Create"]["FINISHED"], 1) << rows.dump(1);
+  EXPECT_EQ(states["ProgramStore::Put"]["FINISHED"], 1) << rows.dump(1);  // no leading '&'
+  for (const auto& row : rows) {
+    if (row["name"] != "ProgramNeverEnds") continue;
+    EXPECT_TRUE(absl::StrContains(row.value("error_message", ""), "abandoned at job end")) << row;
+  }
+
+  // list: 100 rows by default, saying how many there are; --limit in both forms; 0: all.
+  CommandResult table = Troupe({"list", "tasks", "--filter", "job_id=" + job});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_EQ(Lines(table.out).size(), 1u + 100u) << table.out;
+  EXPECT_TRUE(
+      absl::StrContains(table.err, absl::StrCat(expected, " tasks, 100 shown (--limit 100")))
+      << table.err;
+  for (const std::vector<std::string>& limit :
+       {std::vector<std::string>{"--limit", "120"}, std::vector<std::string>{"--limit=120"}}) {
+    std::vector<std::string> args = {"list", "tasks", "--filter=job_id=" + job, "--format=json"};
+    args.insert(args.end(), limit.begin(), limit.end());
+    CommandResult r = Troupe(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out, nullptr, false).size(), 120u) << limit[0];
+    EXPECT_TRUE(absl::StrContains(r.err, absl::StrCat(expected, " tasks, 120 shown"))) << r.err;
+  }
+  EXPECT_EQ(Json({"list", "tasks", "--filter", "job_id=" + job, "--limit", "150"}).size(),
+            expected);
+  EXPECT_EQ(Json({"list", "tasks", "--filter", "job_id=" + job, "--limit=0"}).size(), expected);
+
+  // get and logs find a task past the first page, by its whole ID or a prefix, singular or
+  // plural (Ray's `ray get tasks ID`).
+  json last_square;
+  for (const auto& row : rows) {
+    if (row["name"] == "ProgramSquare") last_square = row;
+  }
+  ASSERT_FALSE(last_square.is_null());
+  const std::string task_id = last_square["task_id"];
+  for (const std::vector<std::string>& get :
+       {std::vector<std::string>{"get", "task", task_id, "--format", "json"},
+        std::vector<std::string>{"get", "tasks", task_id.substr(0, 14), "--format=json"}}) {
+    CommandResult r = Troupe(get);
+    ASSERT_EQ(r.exit_code, 0) << get[1] << ": " << r.err;
+    json got = json::parse(r.out, nullptr, false);
+    EXPECT_EQ(got["task_id"], task_id) << r.out;
+    EXPECT_EQ(got["state"], "FINISHED") << r.out;
+  }
+  // The last square printed its own number, and only that, in its worker's log.
+  int last_number = -1;
+  for (const auto& row : rows) {
+    if (row["name"] == "ProgramSquare") ++last_number;
+  }
+  for (const std::vector<std::string>& logs :
+       {std::vector<std::string>{"logs", "--task-id", task_id},
+        std::vector<std::string>{"logs", "--task-id=" + task_id}}) {
+    CommandResult r = Troupe(logs);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, absl::StrCat("square-of-", last_number, "\n")) << logs[1];
+  }
+
+  // summary: counted by the head, every task (not a page).
+  CommandResult summary = Troupe({"summary", "tasks"});
+  ASSERT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_TRUE(absl::StrContains(summary.out, "ProgramSquare")) << summary.out;
+  json counted = Json({"summary", "tasks"});
+  bool found_squares = false;
+  for (const auto& entry : counted) {
+    if (entry["name"] != "ProgramSquare") continue;
+    found_squares = true;
+    EXPECT_EQ(entry["state_counts"]["FINISHED"], kProgramSquares) << entry;
+  }
+  EXPECT_TRUE(found_squares) << counted.dump(1);
+
+  // timeline, both forms: one run per task that ran (the abandoned one ran too).
+  for (const std::vector<std::string>& timeline :
+       {std::vector<std::string>{"timeline", "--job", job, "-o", testing::TempDir() + "/t1.json"},
+        std::vector<std::string>{"timeline", "--job=" + job,
+                                 "--output=" + testing::TempDir() + "/t2.json"}}) {
+    CommandResult r = Troupe(timeline);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.out, absl::StrCat("wrote ", expected, " task runs"))) << r.out;
+  }
+
+  // The actor shows its class; --address and --token as `--flag value`.
+  CommandResult actors = troupe::testing::RunTroupe(
+      {"list", "actors", "--filter", "class_name=ProgramStore", "--format", "json", "--address",
+       cluster_->HttpAddress(), "--token", cluster_->token()});
+  ASSERT_EQ(actors.exit_code, 0) << actors.err;
+  EXPECT_EQ(json::parse(actors.out, nullptr, false).size(), 1u) << actors.out;
+
+  // A normal job end is no crash in the raylets' logs: workers are stopped, not killed.
+  int stopped = 0;
+  for (const std::string& path : cluster_->RayletLogs()) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      if (absl::StrContains(line, "was stopped (")) ++stopped;
+      if (absl::StrContains(line, "killed by signal")) {
+        EXPECT_TRUE(absl::StrContains(line, "was stopped (")) << path << ": " << line;
+      }
+    }
+  }
+  EXPECT_GE(stopped, 1);
 }
 
 TEST_F(StateCliTest, ObjectsWorkersSummaryAndMemory) {
@@ -374,10 +581,46 @@ TEST(StateCliUsageTest, HelpWorksOnEveryVerbAndBadUsageExits2) {
   }
 }
 
+// Regressions: `troupe help start` printed the global help, a mistyped subcommand got no hint.
+TEST(StateCliUsageTest, HelpTopicsAndDidYouMean) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> helps = {
+      {{"help", "start"}, "Usage: troupe start"},
+      {{"help", "list", "tasks"}, "Usage: troupe list tasks"},
+      {{"help", "job", "status"}, "Usage: troupe job status"},
+      {{"help", "get"}, "Usage: troupe get"},
+      {{"get", "actors", "--help"}, "Usage: troupe get actor"},
+      {{"help"}, "Usage: troupe <command>"}};
+  for (const auto& [args, usage] : helps) {
+    CommandResult r = troupe::testing::RunTroupe(args);
+    EXPECT_EQ(r.exit_code, 0) << absl::StrJoin(args, " ") << r.err;
+    EXPECT_TRUE(absl::StartsWith(r.out, usage)) << absl::StrJoin(args, " ") << ": " << r.out;
+  }
+  const std::vector<std::pair<std::vector<std::string>, std::string>> typos = {
+      {{"lsit", "tasks"}, "did you mean 'list'?"},
+      {{"help", "strat"}, "did you mean 'start'?"},
+      {{"list", "actros"}, "did you mean 'actors'?"},
+      {{"get", "taks", "5d0b"}, "did you mean 'tasks'?"},
+      {{"summary", "task"}, ""},  // the singular is fine here too
+      {{"job", "stauts", "x"}, "did you mean 'status'?"},
+      {{"train", "lanuch"}, "did you mean 'launch'?"},
+      {{"list", "tasks", "--limt=5"}, "did you mean --limit?"}};
+  for (const auto& [args, hint] : typos) {
+    CommandResult r = troupe::testing::RunTroupe(args);
+    if (hint.empty()) {
+      // `summary task` goes to the head: no usage error, whatever the head answers.
+      EXPECT_NE(r.exit_code, 2) << absl::StrJoin(args, " ") << r.err;
+      continue;
+    }
+    EXPECT_EQ(r.exit_code, 2) << absl::StrJoin(args, " ") << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, hint)) << absl::StrJoin(args, " ") << ": " << r.err;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
+  if (const char* setup = std::getenv("STATE_CLI_PROGRAM")) return ProgramMain(setup);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

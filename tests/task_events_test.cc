@@ -189,8 +189,12 @@ TEST(TaskEventsTest, TasksActorsFailuresAndRetriesShowInTheApiAndTimeline) {
   EXPECT_EQ(code, 404);
   GetJson(cluster, "/api/v0/tasks?filter=colour=red", &code);
   EXPECT_EQ(code, 400);
-  GetJson(cluster, "/api/v0/tasks?limit=0", &code);
+  GetJson(cluster, "/api/v0/tasks?limit=-1", &code);
   EXPECT_EQ(code, 400);
+  // limit=0: every matching task (the CLI's --limit 0).
+  json every = GetJson(cluster, "/api/v0/tasks?limit=0&filter=job_id=" + job, &code);
+  EXPECT_EQ(code, 200);
+  EXPECT_EQ(every["num_after_truncation"], 13);
   json summary = GetJson(cluster, "/api/v0/tasks/summarize?filter=job_id=" + job)["summary"];
   std::string square_name = squares_seen[0]["name"];
   EXPECT_EQ(summary[square_name]["state_counts"]["FINISHED"], 6) << summary;

@@ -121,13 +121,15 @@ std::vector<std::string> SplitFunctionNames(const std::string& text) {
   return names;
 }
 
-std::string DemangledTypeName(const std::type_info& type) {
+std::string DemangledName(const char* mangled) {
   int status = 0;
-  char* name = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
-  std::string out = status == 0 && name ? name : type.name();
+  char* name = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string out = status == 0 && name ? name : mangled;
   std::free(name);
   return out;
 }
+
+std::string DemangledTypeName(const std::type_info& type) { return DemangledName(type.name()); }
 
 }  // namespace internal
 }  // namespace troupe

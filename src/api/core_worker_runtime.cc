@@ -1,9 +1,13 @@
 #include "src/api/core_worker_runtime.h"
 
+#include "absl/strings/str_replace.h"
 #include "src/api/status_exceptions.h"
 #include "troupe/errors.h"
 
 namespace troupe::internal {
+
+std::string DemangledName(const char* mangled);  // api_support.cc
+
 namespace {
 
 ObjectRefInfo ToCore(const RefInfo& ref) {
@@ -121,6 +125,11 @@ std::string CoreWorkerRuntime::CreateActor(const std::string& factory_name,
   info.set_detached(options.detached);
   info.set_placement_group_id(options.placement_group_id);
   info.set_bundle_index(options.bundle_index);
+  if (!options.class_type_name.empty()) {
+    // "Store", "ns::Store"; a class in an anonymous namespace without that prefix.
+    info.set_class_name(absl::StrReplaceAll(DemangledName(options.class_type_name.c_str()),
+                                            {{"(anonymous namespace)::", ""}}));
+  }
   auto id = core_->CreateActor(factory_name, ToArgSpecs(std::move(args)), submit, info);
   if (!id.ok()) ThrowFor(id.status());
   return id->Binary();

@@ -1,9 +1,15 @@
 #include "src/api/worker_main.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <typeinfo>
 
 #include "src/api/core_worker_runtime.h"
@@ -29,6 +35,13 @@ std::shared_ptr<void> actor_instance;
 bool actor_restarted = false;
 
 bool ActorWasRestarted() { return actor_restarted; }
+
+// SIGTERM's handler writes a byte here (async-signal-safe); RunWorker's stop thread reads it.
+int stop_pipe[2] = {-1, -1};
+void OnStopSignal(int) {
+  const char byte = 1;
+  [[maybe_unused]] ssize_t ignored = write(stop_pipe[1], &byte, 1);
+}
 
 // Runs the function, actor factory or actor method a task names; throws what it throws.
 std::shared_ptr<InvokeResult> Invoke(const rpc::TaskSpec& spec, const std::vector<Buffer>& args) {
@@ -119,6 +132,18 @@ void RunWorker() {
   options.execute = ExecuteRegistered;
   options.testing_drop_actor_replies = Env("TROUPE_TESTING_DROP_ACTOR_REPLIES");
   options.record_task_events = Env("TROUPE_TASK_EVENTS") != "0";
+  // SIGTERM is the raylet's graceful stop (its job ended, or the node stops). Its handler only
+  // writes to a pipe; a thread reading it asks the core worker to report what it buffered and
+  // end the task loop, then the worker shuts down as when told to exit. (A handler, not a
+  // blocked mask: processes a task starts must still die of SIGTERM, and exec resets handlers.)
+  // The raylet SIGKILLs a worker that takes longer than its grace.
+  if (pipe2(stop_pipe, O_CLOEXEC) == 0) {
+    struct sigaction action {};
+    action.sa_handler = OnStopSignal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &action, nullptr);
+  }
   auto core = std::make_shared<CoreWorker>(options);
   if (auto status = core->Start(); !status.ok()) {
     fprintf(stderr, "troupe worker: cannot start: %s\n", std::string(status.message()).c_str());
@@ -126,6 +151,16 @@ void RunWorker() {
   }
   RuntimeGateway& gateway = RuntimeGateway::Process();
   gateway.Open(std::make_shared<CoreWorkerRuntime>(core, options.token, ActorWasRestarted));
+  if (stop_pipe[0] >= 0) {
+    // Detached: the process ends with _exit below, signal or not.
+    std::thread([core] {
+      char byte;
+      ssize_t n;
+      while ((n = read(stop_pipe[0], &byte, 1)) < 0 && errno == EINTR) {
+      }
+      if (n == 1) core->RequestStop();
+    }).detach();
+  }
   core->RunTaskLoop();
   gateway.Close();
   actor_instance.reset();

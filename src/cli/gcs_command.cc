@@ -67,6 +67,8 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   int64_t max_task_events = options.task_events.max_tasks_per_job;
   int64_t max_task_events_total = options.task_events.max_tasks;
   int64_t max_dead_actors = static_cast<int64_t>(options.actors.max_dead_actors);
+  int64_t kv_quota = options.kv.quota_bytes;
+  int64_t package_grace_s = absl::ToInt64Seconds(options.packages.grace);
   RedisFlags redis;
   FlagParser flags("troupe gcs-server",
                    "Runs the global control store in the foreground (`troupe start --head` runs "
@@ -90,6 +92,12 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   flags.AddInt("max-dead-actors", &max_dead_actors,
                "Dead actors remembered (troupe list actors, late callers); the oldest deaths are "
                "forgotten beyond it.");
+  flags.AddBytes("kv-quota", &kv_quota,
+                 "Bytes the key-value store may hold in all (keys and values); a write past it "
+                 "fails RESOURCE_EXHAUSTED.");
+  flags.AddInt("package-grace-period-s", &package_grace_s,
+               "Seconds an uploaded package or driver executable stays after no running or "
+               "recent job refers to it.");
   redis.Register(&flags);
   if (auto status = flags.Parse(args); !status.ok()) {
     fprintf(stderr, "troupe gcs-server: %s\n", std::string(status.message()).c_str());
@@ -103,6 +111,11 @@ int GcsServerCommand(const std::vector<std::string>& args) {
     fprintf(stderr,
             "troupe gcs-server: --max-dead-actors, --max-task-events-per-job and "
             "--max-task-events must be >= 0\n");
+    return 2;
+  }
+  if (kv_quota <= 0 || package_grace_s < 0) {
+    fprintf(stderr,
+            "troupe gcs-server: --kv-quota must be > 0 and --package-grace-period-s >= 0\n");
     return 2;
   }
   if (period_ms <= 0 || timeout_ms <= 0 || threshold <= 0) {
@@ -133,6 +146,8 @@ int GcsServerCommand(const std::vector<std::string>& args) {
   options.task_events.max_tasks_per_job = max_task_events;
   options.task_events.max_tasks = max_task_events_total;
   options.actors.max_dead_actors = static_cast<size_t>(max_dead_actors);
+  options.kv.quota_bytes = kv_quota;
+  options.packages.grace = absl::Seconds(package_grace_s);
   options.health_check = {absl::Milliseconds(period_ms), absl::Milliseconds(timeout_ms),
                           static_cast<int>(threshold)};
 

@@ -173,12 +173,15 @@ int Simple(const std::string& verb, const std::vector<std::string>& args) {
   FlagParser flags("troupe job " + verb, kAbout.at(verb));
   api_flags.Register(&flags);
   if (verb == "logs") flags.AddBool("follow", &follow, "Keep printing until the job ends.");
-  std::vector<std::string> flag_args, positional;
-  for (const auto& arg : args)
-    (absl::StartsWith(arg, "--") ? flag_args : positional).push_back(arg);
-  auto parsed = flags.Parse(flag_args);
+  // The parser tells flags from positional arguments, so `--address URL ID` and
+  // `--address=URL ID` both work (splitting at "--" first took URL for the ID).
+  auto parsed = flags.Parse(args);
   if (flags.help_requested()) return std::printf("%s", flags.Usage().c_str()), 0;
   if (!parsed.ok()) return FailCommand("job " + verb, std::string(parsed.message()), 2);
+  const std::vector<std::string>& positional = flags.positional();
+  if (verb == "list" && !positional.empty()) {
+    return FailCommand("job list", "unexpected argument '" + positional[0] + "'", 2);
+  }
   if (verb != "list" && positional.size() != 1) {
     return FailCommand("job " + verb, "give one submission id: troupe job " + verb + " <id>", 2);
   }
@@ -244,7 +247,14 @@ int JobCommand(const std::vector<std::string>& args) {
   for (const char* verb : {"status", "logs", "stop", "list", "delete"}) {
     if (args[0] == verb) return Simple(verb, rest);
   }
-  std::fprintf(stderr, "troupe job: unknown subcommand '%s'\n%s", args[0].c_str(), kUsage);
+  std::string hint;
+  if (std::string close =
+          ClosestName(args[0], {"submit", "status", "logs", "stop", "list", "delete"});
+      !close.empty()) {
+    hint = "; did you mean '" + close + "'?";
+  }
+  std::fprintf(stderr, "troupe job: unknown subcommand '%s'%s\n%s", args[0].c_str(), hint.c_str(),
+               kUsage);
   return 2;
 }
 

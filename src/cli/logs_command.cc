@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -21,6 +22,7 @@
 #include "src/cli/commands.h"
 #include "src/cli/http_api.h"
 #include "src/common/flag_parser.h"
+#include "src/common/ids.h"
 #include "src/common/session.h"
 
 namespace troupe {
@@ -101,7 +103,12 @@ bool ResolveWorker(const ApiTarget& api, const std::string& actor_id, int64_t pi
     }
     if (worker_id.empty()) return *error = "no actor with an ID starting with " + actor_id, false;
   } else if (!task_id.empty()) {
-    Response tasks = Call(api, "GET", "/api/v0/tasks" + Query({{"detail", "true"}}));
+    // Every task the head keeps (limit=0), not the first page: a whole ID by filter.
+    std::vector<std::pair<std::string, std::string>> params = {{"detail", "true"}, {"limit", "0"}};
+    if (task_id.size() == 2 * TaskId::Size()) {
+      params.emplace_back("filter", "task_id=" + absl::AsciiStrToLower(task_id));
+    }
+    Response tasks = Call(api, "GET", "/api/v0/tasks" + Query(params));
     if (tasks.status == 404) {
       return *error =
                  "this head does not track tasks (older version): cannot find the worker "
@@ -112,7 +119,8 @@ bool ResolveWorker(const ApiTarget& api, const std::string& actor_id, int64_t pi
     if (tasks.status != 200) return *error = Problem(tasks), false;
     json rows = tasks.body.is_array() ? tasks.body : tasks.body.value("result", json::array());
     for (const auto& t : rows) {
-      if (absl::StartsWith(t.value("task_id", ""), task_id) && !t.value("worker_id", "").empty()) {
+      if (absl::StartsWith(t.value("task_id", ""), absl::AsciiStrToLower(task_id)) &&
+          !t.value("worker_id", "").empty()) {
         worker_id = t.value("worker_id", "");
         node_id = t.value("node_id", "");
       }

@@ -3,10 +3,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "src/cli/commands.h"
+#include "src/common/flag_parser.h"
 #include "src/common/logging.h"
 #include "src/common/mutex_settings.h"
 #include "src/common/version.h"
@@ -40,7 +42,65 @@ constexpr char kUsage[] =
     "  head-supervisor  Run the head's HTTP server (and, with Redis, the GCS) as children, "
     "restarting them when they die\n"
     "\n"
-    "`troupe <command> --help` shows a command's flags.\n";
+    "`troupe <command> --help` or `troupe help <command>` shows a command's flags.\n";
+
+// `troupe train launch ...`; `troupe train --help`.
+int TrainCommand(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    printf(
+        "Usage: troupe train launch [flags] -- CMD ARGS...\n"
+        "  Runs a distributed training script as N ranks (torchrun-style); "
+        "`troupe train launch --help` shows its flags.\n");
+    return 0;
+  }
+  if (args.empty() || args[0] != "launch") {
+    std::string hint;
+    if (!args.empty()) {
+      if (std::string close = troupe::ClosestName(args[0], {"launch"}); !close.empty()) {
+        hint = " (did you mean 'launch'?)";
+      }
+    }
+    fprintf(stderr, "troupe train: the subcommand is `launch`%s: troupe train launch --help\n",
+            hint.c_str());
+    return 2;
+  }
+  return troupe::TrainLaunchCommand(std::vector<std::string>(args.begin() + 1, args.end()));
+}
+
+// The commands `troupe COMMAND` runs (the daemons too), by name.
+using Command = int (*)(const std::vector<std::string>&);
+const std::map<std::string, Command>& Commands() {
+  static const auto* commands =
+      new std::map<std::string, Command>{{"start", troupe::StartCommand},
+                                         {"stop", troupe::StopCommand},
+                                         {"status", troupe::StatusCommand},
+                                         {"job", troupe::JobCommand},
+                                         {"list", troupe::ListCommand},
+                                         {"get", troupe::GetCommand},
+                                         {"summary", troupe::SummaryCommand},
+                                         {"memory", troupe::MemoryCommand},
+                                         {"logs", troupe::LogsCommand},
+                                         {"timeline", troupe::TimelineCommand},
+                                         {"tls", troupe::TlsCommand},
+                                         {"train", TrainCommand},
+                                         {"gcs-server", troupe::GcsServerCommand},
+                                         {"raylet", troupe::RayletCommand},
+                                         {"http-server", troupe::HttpServerMain},
+                                         {"head-supervisor", troupe::HeadSupervisorMain}};
+  return *commands;
+}
+
+// "troupe: unknown command 'X'" with the closest command, and the usage; exit status 2.
+int UnknownCommand(const std::string& command) {
+  std::vector<std::string> names;
+  for (const auto& [name, run] : Commands()) names.push_back(name);
+  std::string hint;
+  if (std::string close = troupe::ClosestName(command, names); !close.empty()) {
+    hint = "; did you mean '" + close + "'?";
+  }
+  fprintf(stderr, "troupe: unknown command '%s'%s\n\n%s", command.c_str(), hint.c_str(), kUsage);
+  return 2;
+}
 
 }  // namespace
 
@@ -51,8 +111,7 @@ int main(int argc, char** argv) {
   if (const char* level = std::getenv("TROUPE_LOG_LEVEL"); level && !std::strcmp(level, "debug")) {
     troupe::SetMinLogSeverity(troupe::LogSeverity::kDebug);
   }
-  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
-      !std::strcmp(argv[1], "help")) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     printf("%s", kUsage);
     return argc < 2 ? 2 : 0;
   }
@@ -61,35 +120,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   const std::string command = argv[1];
-  const std::vector<std::string> args(argv + 2, argv + argc);
-  if (command == "start") return troupe::StartCommand(args);
-  if (command == "stop") return troupe::StopCommand(args);
-  if (command == "status") return troupe::StatusCommand(args);
-  if (command == "job") return troupe::JobCommand(args);
-  if (command == "list") return troupe::ListCommand(args);
-  if (command == "get") return troupe::GetCommand(args);
-  if (command == "summary") return troupe::SummaryCommand(args);
-  if (command == "memory") return troupe::MemoryCommand(args);
-  if (command == "logs") return troupe::LogsCommand(args);
-  if (command == "timeline") return troupe::TimelineCommand(args);
-  if (command == "tls") return troupe::TlsCommand(args);
-  if (command == "train") {
-    if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-      printf("Usage: troupe train launch [flags] -- CMD ARGS...\n"
-             "  Runs a distributed training script as N ranks (torchrun-style); "
-             "`troupe train launch --help` shows its flags.\n");
-      return 0;
-    }
-    if (args.empty() || args[0] != "launch") {
-      fprintf(stderr, "troupe train: the subcommand is `launch`: troupe train launch --help\n");
-      return 2;
-    }
-    return troupe::TrainLaunchCommand(std::vector<std::string>(args.begin() + 1, args.end()));
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "help") {
+    // `troupe help COMMAND [SUBCOMMAND...]` is `troupe COMMAND [SUBCOMMAND...] --help`.
+    if (args.empty()) return printf("%s", kUsage), 0;
+    const std::string topic = args[0];
+    auto it = Commands().find(topic);
+    if (it == Commands().end()) return UnknownCommand(topic);
+    std::vector<std::string> help_args(args.begin() + 1, args.end());
+    help_args.push_back("--help");
+    return it->second(help_args);
   }
-  if (command == "gcs-server") return troupe::GcsServerCommand(args);
-  if (command == "raylet") return troupe::RayletCommand(args);
-  if (command == "http-server") return troupe::HttpServerMain(args);
-  if (command == "head-supervisor") return troupe::HeadSupervisorMain(args);
-  fprintf(stderr, "troupe: unknown command '%s'\n\n%s", command.c_str(), kUsage);
-  return 2;
+  auto it = Commands().find(command);
+  if (it == Commands().end()) return UnknownCommand(command);
+  return it->second(args);
 }

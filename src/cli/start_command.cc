@@ -25,6 +25,7 @@
 #include "src/common/flag_parser.h"
 #include "src/common/session.h"
 #include "src/gcs/actor_manager.h"
+#include "src/gcs/gcs_server.h"
 #include "src/gcs/health_checker.h"
 #include "src/gcs/task_event_manager.h"
 #include "src/raylet/raylet_options.h"
@@ -58,11 +59,14 @@ struct StartOptions {
   // Passed on to the daemons; the defaults are theirs (RayletOptions, HealthCheckOptions).
   double memory_usage_threshold = RayletOptions().memory_usage_threshold;
   std::string testing_memory_usage_file;  // testing only; see RayletOptions
+  std::string spill_dir;                  // empty: the raylet's default, <session>/spill
   int64_t connect_timeout_s = 10;
   int64_t health_check_period_ms = absl::ToInt64Milliseconds(HealthCheckOptions().period);
   int64_t max_task_events_per_job = TaskEventManagerOptions().max_tasks_per_job;
   int64_t max_task_events = TaskEventManagerOptions().max_tasks;
   int64_t max_dead_actors = static_cast<int64_t>(ActorManagerOptions().max_dead_actors);
+  int64_t kv_quota_bytes = GcsServerOptions().kv.quota_bytes;
+  int64_t package_grace_period_s = absl::ToInt64Seconds(GcsServerOptions().packages.grace);
   int64_t health_check_timeout_ms = absl::ToInt64Milliseconds(HealthCheckOptions().timeout);
   int64_t health_check_failure_threshold = HealthCheckOptions().failure_threshold;
   int64_t gcs_reconnect_timeout_s = absl::ToInt64Seconds(RayletOptions().gcs_reconnect_timeout);
@@ -111,6 +115,7 @@ absl::StatusOr<int> StartRaylet(const StartOptions& options, const Session& sess
   if (!options.testing_memory_usage_file.empty()) {
     args.push_back(absl::StrCat("--testing-memory-usage-file=", options.testing_memory_usage_file));
   }
+  if (!options.spill_dir.empty()) args.push_back(absl::StrCat("--spill-dir=", options.spill_dir));
   if (options.head) args.push_back("--head");
   if (!tls_dir.empty()) args.push_back(absl::StrCat("--tls-dir=", tls_dir));
   for (auto& arg : options.node.ToArgs()) args.push_back(std::move(arg));
@@ -298,6 +303,9 @@ int StartHead(StartOptions& options) {
     return Fail("--max-dead-actors, --max-task-events-per-job and --max-task-events must be >= 0",
                 2);
   }
+  if (options.kv_quota_bytes <= 0 || options.package_grace_period_s < 0) {
+    return Fail("--kv-quota must be > 0 and --package-grace-period-s >= 0", 2);
+  }
   if (auto status = CheckPortAvailable(options.bind, static_cast<int>(options.port));
       !status.ok()) {
     return Fail(std::string(status.message()));
@@ -378,7 +386,9 @@ int StartHead(StartOptions& options) {
       absl::StrCat("--health-check-failure-threshold=", options.health_check_failure_threshold),
       absl::StrCat("--max-task-events-per-job=", options.max_task_events_per_job),
       absl::StrCat("--max-task-events=", options.max_task_events),
-      absl::StrCat("--max-dead-actors=", options.max_dead_actors)};
+      absl::StrCat("--max-dead-actors=", options.max_dead_actors),
+      absl::StrCat("--kv-quota=", options.kv_quota_bytes),
+      absl::StrCat("--package-grace-period-s=", options.package_grace_period_s)};
   if (!tls_dir.empty()) gcs_args.push_back(absl::StrCat("--tls-dir=", tls_dir));
   for (auto& arg : options.redis.ToArgs()) gcs_args.push_back(std::move(arg));
   // Without Redis the GCS runs on its own (a restarted one would have lost the cluster's state);
@@ -664,6 +674,9 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddString("tls-san", &options.tls_san,
                   "Head: more names for its certificate, comma-separated (host names or IPs "
                   "nodes use to reach it, e.g. a Kubernetes Service: troupe-head).");
+  flags.AddString("spill-dir", &options.spill_dir,
+                  "Where this node's full object store spills objects to disk (default: "
+                  "<session dir>/spill); put it on a disk with room.");
   flags.AddString("temp-dir", &options.temp_dir,
                   "Root of session directories (default: $TROUPE_TEMP_DIR or /tmp/troupe).");
   flags.AddBool("block", &options.block,
@@ -678,6 +691,12 @@ int StartCommand(const std::vector<std::string>& args) {
                "Head: task attempts the GCS remembers in all jobs together.");
   flags.AddInt("max-dead-actors", &options.max_dead_actors,
                "Head: dead actors the GCS remembers (troupe list actors, late callers).");
+  flags.AddBytes("kv-quota", &options.kv_quota_bytes,
+                 "Head: bytes the GCS key-value store may hold in all (uploaded packages, "
+                 "driver executables, job logs, user keys); a write past it is refused.");
+  flags.AddInt("package-grace-period-s", &options.package_grace_period_s,
+               "Head: seconds an uploaded working-directory package or driver executable stays "
+               "in the GCS after no running or recent job refers to it.");
   flags.AddInt("health-check-timeout-ms", &options.health_check_timeout_ms,
                "Head: how long a probe may take.");
   flags.AddInt("health-check-failure-threshold", &options.health_check_failure_threshold,

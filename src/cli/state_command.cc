@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -18,6 +19,7 @@
 #include "src/cli/http_api.h"
 #include "src/cli/state_format.h"
 #include "src/common/flag_parser.h"
+#include "src/common/ids.h"
 
 namespace troupe {
 namespace {
@@ -62,10 +64,18 @@ const std::map<std::string, Kind>& Kinds() {
   return *kinds;
 }
 
-// `troupe get` takes the singular.
-std::string PluralOf(const std::string& kind) {
-  return kind == "placement-group" ? "placement-groups" : kind + "s";
+// The kind a user's word names: plural or singular ("actors", "actor": Ray's CLI says
+// `ray get actors ID`), placement groups also with an underscore; "" if none.
+std::string KindOf(const std::string& word) {
+  std::string kind = word;
+  for (char& c : kind) c = c == '_' ? '-' : c;
+  if (Kinds().count(kind)) return kind;
+  if (Kinds().count(kind + "s")) return kind + "s";
+  return "";
 }
+
+// "actors" -> "actor", for messages about one record.
+std::string SingularOf(const std::string& kind) { return kind.substr(0, kind.size() - 1); }
 
 std::string KindNames() {
   std::vector<std::string> names;
@@ -118,9 +128,11 @@ json RowsOf(const std::string& command, const json& body) {
   return rows;
 }
 
-// GETs a kind's rows; an error message (and false) if the head cannot answer.
+// GETs a kind's rows; an error message (and false) if the head cannot answer. `total`, when
+// given, gets how many rows matched before the server's limit (tasks; other kinds are never
+// cut by the server: the row count).
 bool FetchRows(const std::string& command, const ApiTarget& api, const std::string& kind,
-               const std::string& query, json* rows, std::string* error) {
+               const std::string& query, json* rows, std::string* error, int64_t* total = nullptr) {
   Response r = Call(api, "GET", Kinds().at(kind).path + query);
   if (r.status == 404 && kind == "tasks") {
     *error = "this head does not track tasks (older version): GET /api/v0/tasks answered 404";
@@ -131,6 +143,31 @@ bool FetchRows(const std::string& command, const ApiTarget& api, const std::stri
     return false;
   }
   *rows = RowsOf(command, r.body);
+  if (total != nullptr) {
+    const json count = r.body.is_object() ? r.body.value("total", json()) : json();
+    *total = count.is_number_integer() ? count.get<int64_t>() : static_cast<int64_t>(rows->size());
+  }
+  return true;
+}
+
+// Every attempt of the tasks whose ID starts with `prefix`: a whole ID is asked for by filter,
+// a prefix over every task the head keeps (never just the first page).
+bool FetchTasksById(const std::string& command, const ApiTarget& api, const std::string& prefix,
+                    json* rows, std::string* error) {
+  const std::string query =
+      prefix.size() == 2 * TaskId::Size()
+          ? "?detail=true&limit=0&filter=" +
+                httplib::detail::encode_query_param("task_id=" + absl::AsciiStrToLower(prefix))
+          : "?detail=true&limit=0";
+  json all;
+  if (!FetchRows(command, api, "tasks", query, &all, error)) return false;
+  *rows = json::array();
+  for (const auto& row : all) {
+    if (row.is_object() &&
+        absl::StartsWith(row.value("task_id", ""), absl::AsciiStrToLower(prefix))) {
+      rows->push_back(row);
+    }
+  }
   return true;
 }
 
@@ -140,7 +177,7 @@ std::string QueryOf(const std::vector<Filter>& filters, int64_t limit, bool deta
     parts.push_back("filter=" +
                     httplib::detail::encode_query_param(f.key + (f.negate ? "!=" : "=") + f.value));
   }
-  if (limit > 0) parts.push_back(absl::StrCat("limit=", limit));
+  if (limit >= 0) parts.push_back(absl::StrCat("limit=", limit));
   if (detail) parts.push_back("detail=true");
   return parts.empty() ? "" : "?" + absl::StrJoin(parts, "&");
 }
@@ -208,8 +245,12 @@ int List(const std::string& kind, std::vector<std::string> args) {
   auto api = api_flags.Resolve(&error);
   if (!api) return FailCommand("list", error);
   json rows;
-  // The server filters too where it can (tasks); the limit is applied here, after hiding.
-  if (!FetchRows("list", *api, kind, QueryOf(*filters, 0, detail), &rows, &error)) {
+  // Tasks are filtered and cut by the server (it may keep 100,000 of them), which says how many
+  // matched; other kinds come whole, and the limit is applied here, after hiding.
+  const bool server_cuts = kind == "tasks";
+  int64_t server_total = 0;
+  if (!FetchRows("list", *api, kind, QueryOf(*filters, server_cuts ? limit : -1, detail), &rows,
+                 &error, &server_total)) {
     return FailCommand("list", error);
   }
   for (const auto& filter : *filters) {
@@ -234,11 +275,17 @@ int List(const std::string& kind, std::vector<std::string> args) {
     ++matching;
     if (limit == 0 || static_cast<int64_t>(shown.size()) < limit) shown.push_back(row);
   }
+  // Rows the server matched but did not send count as matching (and not shown).
+  if (server_cuts)
+    matching += std::max<int64_t>(0, server_total - static_cast<int64_t>(rows.size()));
   Print(format, shown, detail ? AllColumns(shown) : Kinds().at(kind).columns);
-  if (format == "table") {
+  // On stderr, so JSON and YAML on stdout stay parseable; always when rows were left out.
+  const bool truncated = static_cast<int64_t>(shown.size()) < matching;
+  if (format == "table" || truncated) {
     std::string note = absl::StrCat(matching, " ", kind);
-    if (static_cast<int64_t>(shown.size()) < matching) {
-      absl::StrAppend(&note, ", ", shown.size(), " shown (--limit)");
+    if (truncated) {
+      absl::StrAppend(&note, ", ", shown.size(), " shown (--limit ", limit,
+                      "; --limit 0 shows all)");
     }
     if (hidden > 0) absl::StrAppend(&note, "; ", hidden, " system ones hidden (--all shows them)");
     std::fprintf(stderr, "%s\n", note.c_str());
@@ -246,8 +293,8 @@ int List(const std::string& kind, std::vector<std::string> args) {
   return 0;
 }
 
-int Get(const std::string& singular, std::vector<std::string> args) {
-  const std::string kind = PluralOf(singular);
+int Get(const std::string& kind, std::vector<std::string> args) {
+  const std::string singular = SingularOf(kind);
   ApiFlags api_flags;
   std::string format = "yaml";
   FlagParser flags("troupe get " + singular,
@@ -270,8 +317,9 @@ int Get(const std::string& singular, std::vector<std::string> args) {
   if (!api) return FailCommand("get", error);
   const Kind& k = Kinds().at(kind);
   json rows;
-  const std::string query = kind == "tasks" ? "?detail=true" : "";
-  if (!FetchRows("get", *api, kind, query, &rows, &error)) return FailCommand("get", error);
+  const bool fetched = kind == "tasks" ? FetchTasksById("get", *api, id, &rows, &error)
+                                       : FetchRows("get", *api, kind, "", &rows, &error);
+  if (!fetched) return FailCommand("get", error);
   json found = json::array();
   std::set<std::string> ids;
   for (const auto& row : rows) {
@@ -311,6 +359,37 @@ json CountBy(const json& rows, const std::string& group_key, const std::string& 
   return out;
 }
 
+// `troupe summary tasks`: the head counts every task it keeps by name and state
+// (/api/v0/tasks/summarize), so nothing is cut at a page size.
+int SummarizeTasks(const ApiTarget& api, const std::string& format) {
+  Response r = Call(api, "GET", "/api/v0/tasks/summarize");
+  if (r.status == 404) {
+    return FailCommand("summary",
+                       "this head does not track tasks (older version): GET "
+                       "/api/v0/tasks/summarize answered 404");
+  }
+  if (r.status != 200) return FailCommand("summary", Problem(r));
+  json summary = json::array();
+  const json by_name = r.body.value("summary", json::object());  // outlives the loop
+  for (const auto& [name, entry] : by_name.items()) {
+    int64_t total = 0;
+    const json states = entry.value("state_counts", json::object());
+    for (const auto& [state, n] : states.items()) total += n.is_number() ? n.get<int64_t>() : 0;
+    summary.push_back({{"name", name},
+                       {"type", entry.value("type", "")},
+                       {"total", total},
+                       {"state_counts", states}});
+  }
+  Print(format, summary, {"name", "type", "total", "state_counts"});
+  if (int64_t dropped = r.body.value("num_dropped", int64_t{0}); dropped > 0) {
+    std::fprintf(stderr,
+                 "troupe summary: %lld task attempts are not counted: the head forgot or never "
+                 "received them (see --max-task-events-per-job in docs/cli.md)\n",
+                 static_cast<long long>(dropped));
+  }
+  return 0;
+}
+
 int Summary(const std::string& kind, const std::vector<std::string>& args) {
   ApiFlags api_flags;
   std::string format = "table";
@@ -332,10 +411,9 @@ int Summary(const std::string& kind, const std::vector<std::string>& args) {
   std::string error;
   auto api = api_flags.Resolve(&error);
   if (!api) return FailCommand("summary", error);
+  if (kind == "tasks") return SummarizeTasks(*api, format);
   json rows;
-  if (!FetchRows("summary", *api, kind, kind == "tasks" ? "?limit=100000" : "", &rows, &error)) {
-    return FailCommand("summary", error);
-  }
+  if (!FetchRows("summary", *api, kind, "", &rows, &error)) return FailCommand("summary", error);
   json visible = json::array();
   for (const auto& row : rows) {
     if (all || !row.value("is_system", false)) visible.push_back(row);
@@ -468,6 +546,11 @@ int Memory(const std::vector<std::string>& args) {
 // `troupe VERB --help` / bad usage for the verbs taking a kind.
 int KindUsage(const std::string& verb, const std::string& kinds, const std::string& about,
               const std::vector<std::string>& args) {
+  std::vector<std::string> known;
+  for (const auto& [name, kind] : Kinds()) {
+    known.push_back(name);
+    known.push_back(SingularOf(name));
+  }
   const std::string usage = "Usage: troupe " + verb + " <" + kinds + "> [flags]\n  " + about +
                             "\n`troupe " + verb + " KIND --help` shows the flags.\n";
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h" || args[0] == "help")) {
@@ -478,8 +561,12 @@ int KindUsage(const std::string& verb, const std::string& kinds, const std::stri
     std::fprintf(stderr, "troupe %s: say what to %s\n%s", verb.c_str(), verb.c_str(),
                  usage.c_str());
   } else {
-    std::fprintf(stderr, "troupe %s: unknown kind '%s'\n%s", verb.c_str(), args[0].c_str(),
-                 usage.c_str());
+    std::string hint;
+    if (std::string close = ClosestName(args[0], known); !close.empty()) {
+      hint = "; did you mean '" + close + "'?";
+    }
+    std::fprintf(stderr, "troupe %s: unknown kind '%s'%s\n%s", verb.c_str(), args[0].c_str(),
+                 hint.c_str(), usage.c_str());
   }
   return 2;
 }
@@ -487,32 +574,35 @@ int KindUsage(const std::string& verb, const std::string& kinds, const std::stri
 }  // namespace
 
 int ListCommand(const std::vector<std::string>& args) {
-  if (args.empty() || !Kinds().count(args[0])) {
+  const std::string kind = args.empty() ? "" : KindOf(args[0]);
+  if (kind.empty()) {
     return KindUsage("list", KindNames(),
                      "Lists the cluster's state as a table, JSON or YAML "
                      "(--filter k=v, --limit N, --detail, --format, --all).",
                      args);
   }
-  return List(args[0], std::vector<std::string>(args.begin() + 1, args.end()));
+  return List(kind, std::vector<std::string>(args.begin() + 1, args.end()));
 }
 
 int GetCommand(const std::vector<std::string>& args) {
-  static const std::set<std::string> kSingular = {"task", "actor", "object",         "worker",
-                                                  "node", "job",   "placement-group"};
-  if (args.empty() || !kSingular.count(args[0])) {
+  const std::string kind = args.empty() ? "" : KindOf(args[0]);
+  if (kind.empty()) {
     return KindUsage("get", "task|actor|object|worker|node|job|placement-group",
-                     "Prints one record in full: troupe get actor ID [--format json].", args);
+                     "Prints one record in full: troupe get actor ID [--format json] (the plural, "
+                     "as in `troupe get actors ID`, works too).",
+                     args);
   }
-  return Get(args[0], std::vector<std::string>(args.begin() + 1, args.end()));
+  return Get(kind, std::vector<std::string>(args.begin() + 1, args.end()));
 }
 
 int SummaryCommand(const std::vector<std::string>& args) {
-  if (args.empty() || (args[0] != "tasks" && args[0] != "actors" && args[0] != "objects")) {
+  const std::string kind = args.empty() ? "" : KindOf(args[0]);
+  if (kind != "tasks" && kind != "actors" && kind != "objects") {
     return KindUsage("summary", "tasks|actors|objects",
                      "Counts tasks by name and state, actors by class and state, objects per node.",
                      args);
   }
-  return Summary(args[0], std::vector<std::string>(args.begin() + 1, args.end()));
+  return Summary(kind, std::vector<std::string>(args.begin() + 1, args.end()));
 }
 
 int MemoryCommand(const std::vector<std::string>& args) { return Memory(args); }

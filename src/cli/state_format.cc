@@ -27,11 +27,24 @@ bool NeedsQuotes(const std::string& text) {
   return text.find_first_of(":#{}[],&*!|>'\"%@`\n\t\\") != std::string::npos;
 }
 
+// `text` as a YAML scalar: plain, or double-quoted (JSON strings are valid YAML), or, with control
+// characters, double-quoted with YAML's escapes (\xNN, \uNNNN).
+std::string YamlText(const std::string& text) {
+  if (TerminalSafe(text) != text) {
+    std::string quoted;
+    for (char c : text) {
+      if (c == '\\' || c == '"') quoted += '\\';
+      quoted += c;
+    }
+    return "\"" + TerminalSafe(quoted) + "\"";
+  }
+  return NeedsQuotes(text) ? json(text).dump() : text;
+}
+
 std::string Scalar(const json& value) {
   if (value.is_null()) return "null";
   if (!value.is_string()) return value.dump();
-  const std::string text = value.get<std::string>();
-  return NeedsQuotes(text) ? json(text).dump() : text;  // JSON strings are valid YAML
+  return YamlText(value.get<std::string>());
 }
 
 void Yaml(const json& value, int indent, std::string* out) {
@@ -39,7 +52,7 @@ void Yaml(const json& value, int indent, std::string* out) {
   if (value.is_object()) {
     if (value.empty()) return out->append(pad + "{}\n"), void();
     for (const auto& [key, item] : value.items()) {
-      const std::string k = NeedsQuotes(key) ? json(key).dump() : key;
+      const std::string k = YamlText(key);
       if (item.is_structured() && !item.empty()) {
         absl::StrAppend(out, pad, k, ":\n");
         Yaml(item, indent + 2, out);
@@ -71,6 +84,48 @@ void Yaml(const json& value, int indent, std::string* out) {
 
 }  // namespace
 
+std::string TerminalSafe(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  auto continuation = [&](size_t i) { return i < text.size() && (byte(i) & 0xC0) == 0x80; };
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = byte(i);
+    if (c < 0x80) {
+      if (c == '\n') {
+        out += "\\n";
+      } else if (c == '\t') {
+        out += "\\t";
+      } else if (c == '\r') {
+        out += "\\r";
+      } else if (c < 0x20 || c == 0x7F) {
+        absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
+      } else {
+        out += static_cast<char>(c);
+      }
+      ++i;
+      continue;
+    }
+    const size_t length = c >= 0xC2 && c <= 0xDF   ? 2
+                          : c >= 0xE0 && c <= 0xEF ? 3
+                          : c >= 0xF0 && c <= 0xF4 ? 4
+                                                   : 0;
+    bool valid = length > 0 && i + length <= text.size();
+    for (size_t k = 1; valid && k < length; ++k) valid = continuation(i + k);
+    if (!valid) {
+      absl::StrAppend(&out, "\\x", absl::Hex(c, absl::kZeroPad2));
+      ++i;
+    } else if (c == 0xC2 && byte(i + 1) <= 0x9F) {  // U+0080..U+009F: C1 controls
+      absl::StrAppend(&out, "\\u00", absl::Hex(byte(i + 1), absl::kZeroPad2));
+      i += 2;
+    } else {
+      out.append(text.data() + i, length);
+      i += length;
+    }
+  }
+  return out;
+}
+
 std::string CellText(const json& value) {
   if (value.is_null()) return "";
   if (value.is_string()) return value.get<std::string>();
@@ -89,7 +144,7 @@ std::string FormatTable(const std::vector<std::string>& columns, const json& row
   for (const auto& row : rows) {
     std::vector<std::string> line;
     for (size_t i = 0; i < columns.size(); ++i) {
-      line.push_back(row.contains(columns[i]) ? CellText(row[columns[i]]) : "");
+      line.push_back(row.contains(columns[i]) ? TerminalSafe(CellText(row[columns[i]])) : "");
       widths[i] = std::max(widths[i], line.back().size());
     }
     cells.push_back(std::move(line));

@@ -46,6 +46,31 @@ TEST(FormatYamlTest, NestedValuesAndQuoting) {
   EXPECT_NE(yaml.find("none: []\n"), std::string::npos) << yaml;
 }
 
+TEST(TerminalSafeTest, ControlCharactersBecomeVisibleEscapes) {
+  EXPECT_EQ(TerminalSafe("plain name-1_2.3 caf\xc3\xa9 \xe2\x82\xac"),
+            "plain name-1_2.3 caf\xc3\xa9 \xe2\x82\xac");                 // UTF-8 passes
+  EXPECT_EQ(TerminalSafe("\x1b[31mred\x1b[0m"), "\\x1b[31mred\\x1b[0m");  // ANSI colours
+  EXPECT_EQ(TerminalSafe("\x1b]0;owned\x07"), "\\x1b]0;owned\\x07");      // window title
+  EXPECT_EQ(TerminalSafe("a\nb\tc\rd\x7f"), "a\\nb\\tc\\rd\\x7f");
+  EXPECT_EQ(TerminalSafe("\xc2\x9b[2J"), "\\u009b[2J");  // C1 CSI, UTF-8 encoded
+  EXPECT_EQ(TerminalSafe("\x9b[2J"), "\\x9b[2J");        // a bare 8-bit CSI: not UTF-8
+  EXPECT_EQ(TerminalSafe("\xe2\x82"), "\\xe2\\x82");     // a truncated sequence
+  EXPECT_EQ(TerminalSafe(std::string("nul\0byte", 8)), "nul\\x00byte");
+}
+
+TEST(TerminalSafeTest, TablesAndYamlNeverPrintControlCharacters) {
+  const nlohmann::json rows = {{{"name", "\x1b[2J\x1b[Hgotcha"}, {"state", "ALIVE"}}};
+  const std::string table = FormatTable({"name", "state"}, rows);
+  EXPECT_EQ(table.find('\x1b'), std::string::npos) << table;
+  EXPECT_NE(table.find("\\x1b[2J\\x1b[Hgotcha  ALIVE"), std::string::npos) << table;
+  const std::string yaml = FormatYaml(nlohmann::json{{"name", "a\x1b[31m\"b\\"}, {"k\x07", 1}});
+  EXPECT_EQ(yaml.find('\x1b'), std::string::npos) << yaml;
+  EXPECT_EQ(yaml.find('\x07'), std::string::npos) << yaml;
+  // YAML double-quoted escapes: a YAML reader gets the original text back.
+  EXPECT_NE(yaml.find("name: \"a\\x1b[31m\\\"b\\\\\"\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("\"k\\x07\": 1\n"), std::string::npos) << yaml;
+}
+
 TEST(FilterTest, ParsesAndMatches) {
   auto eq = ParseFilter("state=alive");
   ASSERT_TRUE(eq.ok());

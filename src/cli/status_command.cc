@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "src/cli/commands.h"
 #include "src/cli/daemon.h"
+#include "src/cli/state_format.h"
 #include "src/common/cluster_target.h"
 #include "src/common/flag_parser.h"
 #include "src/common/ids.h"
@@ -79,7 +80,7 @@ void PrintText(const rpc::GetClusterInfoReply& info, const std::string& address,
            NodeId::FromBinary(row.info.node_id())->Hex().c_str(), row.info.node_ip().c_str(),
            row.info.raylet_port(), row.info.is_head() ? "  (head)" : "");
     if (!is_alive) {
-      printf("        died: %s\n", row.info.death_reason().c_str());
+      printf("        died: %s\n", TerminalSafe(row.info.death_reason()).c_str());
       continue;
     }
     std::string line;
@@ -96,7 +97,7 @@ void PrintText(const rpc::GetClusterInfoReply& info, const std::string& address,
              FormatBytes(row.store_spilled_bytes).c_str());
     }
     for (const auto& [key, value] : row.info.labels()) {
-      printf("        label %s=%s\n", key.c_str(), value.c_str());
+      printf("        label %s=%s\n", TerminalSafe(key).c_str(), TerminalSafe(value).c_str());
     }
   }
   printf("\n%d alive, %d dead\n\nResources (used/total over alive nodes)\n", alive, dead);
@@ -107,7 +108,7 @@ void PrintText(const rpc::GetClusterInfoReply& info, const std::string& address,
   for (const auto& row : rows) infeasible.insert(row.infeasible.begin(), row.infeasible.end());
   if (!infeasible.empty()) {
     printf("\nPending: tasks that no node can run (they start when a node that fits joins)\n");
-    for (const auto& demand : infeasible) printf(" %s\n", demand.c_str());
+    for (const auto& demand : infeasible) printf(" %s\n", TerminalSafe(demand).c_str());
   }
   bool header = false;
   for (const auto& group : groups) {
@@ -118,7 +119,7 @@ void PrintText(const rpc::GetClusterInfoReply& info, const std::string& address,
     if (!header) printf("\nPending placement groups\n");
     header = true;
     printf(" %s %s: %s\n", BytesToHex(group.placement_group_id()).substr(0, 16).c_str(),
-           group.name().c_str(), group.pending_reason().c_str());
+           TerminalSafe(group.name()).c_str(), TerminalSafe(group.pending_reason()).c_str());
   }
 }
 
@@ -216,9 +217,10 @@ int PrintActors(GcsClient* gcs, const std::string& format, bool all) {
     if (!actor.pending_reason().empty()) detail += "  pending: " + actor.pending_reason();
     printf("%-16s %-17s %-24s %-16s %-9s %-7d %s\n",
            BytesToHex(actor.actor_id()).substr(0, 16).c_str(),
-           rpc::ActorInfo::State_Name(actor.state()).c_str(), actor.class_name().c_str(),
-           actor.name().c_str(), BytesToHex(actor.node_id()).substr(0, 8).c_str(), actor.pid(),
-           detail.c_str());
+           rpc::ActorInfo::State_Name(actor.state()).c_str(),
+           TerminalSafe(actor.class_name()).c_str(), TerminalSafe(actor.name()).c_str(),
+           BytesToHex(actor.node_id()).substr(0, 8).c_str(), actor.pid(),
+           TerminalSafe(detail).c_str());
   }
   if (actors->empty()) printf("(no actors)\n");
   return 0;

@@ -31,6 +31,22 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+std::string ClosestName(const std::string& name, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = 3;  // suggest only close matches
+  std::vector<std::string> extending;
+  for (const auto& candidate : candidates) {
+    if (!name.empty() && absl::StartsWith(candidate, name)) extending.push_back(candidate);
+    size_t d = EditDistance(name, candidate);
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  }
+  if (best.empty() && extending.size() == 1) return extending[0];
+  return best;
+}
+
 int64_t ParseByteCount(const std::string& text) {
   std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   size_t unit_start = 0;
@@ -104,16 +120,9 @@ void FlagParser::AddBytes(const std::string& name, int64_t* target, const std::s
 }
 
 std::string FlagParser::ClosestFlag(const std::string& name) const {
-  std::string best;
-  size_t best_distance = 3;  // suggest only close matches
-  for (const auto& [candidate, flag] : flags_) {
-    size_t d = EditDistance(name, candidate);
-    if (d < best_distance) {
-      best_distance = d;
-      best = candidate;
-    }
-  }
-  return best;
+  std::vector<std::string> names;
+  for (const auto& [candidate, flag] : flags_) names.push_back(candidate);
+  return ClosestName(name, names);
 }
 
 absl::Status FlagParser::Parse(const std::vector<std::string>& args) {

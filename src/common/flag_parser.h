@@ -60,6 +60,11 @@ class FlagParser {
   bool help_requested_ = false;
 };
 
+// The candidate closest to `name` (a mistyped command, subcommand or flag) when it is close
+// enough to be a likely typo (edit distance under 3, or `name` is a prefix of exactly one
+// candidate); "" otherwise. For "did you mean ...?" messages.
+std::string ClosestName(const std::string& name, const std::vector<std::string>& candidates);
+
 // Parses a byte count with an optional unit (B, K/KB/KiB, M..., G..., T...). Returns -1 if invalid.
 int64_t ParseByteCount(const std::string& text);
 

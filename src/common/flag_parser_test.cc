@@ -80,5 +80,31 @@ TEST(FlagParserTest, ByteCounts) {
   EXPECT_EQ(ParseByteCount("12 parsecs"), -1);
 }
 
+TEST(FlagParserTest, ClosestNameSuggestsLikelyTyposOnly) {
+  const std::vector<std::string> commands = {"start", "stop", "status", "list", "logs"};
+  EXPECT_EQ(ClosestName("lsit", commands), "list");
+  EXPECT_EQ(ClosestName("strat", commands), "start");
+  EXPECT_EQ(ClosestName("stat", commands), "start");  // closest by edit distance
+  EXPECT_EQ(ClosestName("launch-rockets", commands), "");
+  // A prefix of exactly one name, however short.
+  EXPECT_EQ(ClosestName("statu", {"status", "summary"}), "status");
+  EXPECT_EQ(ClosestName("s", {"status", "summary"}), "");
+}
+
+// Every flag as `--flag value` and `--flag=value`, before or after positional arguments.
+TEST(FlagParserTest, BothFormsAnywhere) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--address", "http://h:1", "ID"},
+        std::vector<std::string>{"ID", "--address=http://h:1"},
+        std::vector<std::string>{"--address=http://h:1", "ID"}}) {
+    std::string address;
+    FlagParser parser("troupe job status", "");
+    parser.AddString("address", &address, "");
+    ASSERT_TRUE(parser.Parse(args).ok());
+    EXPECT_EQ(address, "http://h:1");
+    EXPECT_EQ(parser.positional(), std::vector<std::string>{"ID"});
+  }
+}
+
 }  // namespace
 }  // namespace troupe

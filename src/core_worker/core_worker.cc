@@ -391,13 +391,18 @@ absl::StatusOr<std::optional<PlacementGroupId>> CoreWorker::GetPlacementGroup(
 
 void CoreWorker::ExitActorAfterCurrentTask() {
   const ActorId actor = executor_->current_actor_id();
-  if (!actor.IsNil()) (void)gcs_->ReportActorExit(actor.Binary());
+  if (!actor.IsNil()) (void)gcs_->ReportActorExit(actor.Binary(), worker_id().Binary());
   executor_->ExitAfterCurrentTask();
 }
 
 // ---- Executing (worker mode) ----
 
 void CoreWorker::RunTaskLoop() { executor_->RunLoop(); }
+
+void CoreWorker::RequestStop() {
+  if (task_events_) task_events_->Flush();
+  executor_->RequestExit();
+}
 
 rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) {
   objects_->SetExecuting(true);

@@ -177,6 +177,10 @@ class CoreWorker {
 
   // Worker mode: runs pushed tasks on this thread until Exit is requested.
   void RunTaskLoop();
+  // Worker mode, the raylet's graceful stop (SIGTERM at its job's end): reports the task events
+  // buffered so far at once (what a task that never returns submitted and its RUNNING state),
+  // then ends RunTaskLoop after the task it runs; Shutdown reports the rest. Any thread.
+  void RequestStop();
 
   // For tests and stats.
   size_t num_tracked_references() const { return objects_->references().num_tracked(); }

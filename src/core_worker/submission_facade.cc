@@ -361,7 +361,8 @@ absl::StatusOr<ActorId> SubmissionFacade::CreateActor(const std::string& factory
   *info = actor_options;
   info->set_actor_id(actor_id.Binary());
   info->set_job_id(options_.job_id.Binary());
-  info->set_class_name(factory_name);
+  // The caller names the class (e.g. "Store"); otherwise the factory ("Store::Create") stands in.
+  if (info->class_name().empty()) info->set_class_name(factory_name);
   info->set_owner_address(address_);
   if (info->namespace_name().empty()) info->set_namespace_name(namespace_name);
   *info->mutable_required_resources() = spec.required_resources();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/strip.h"
 #include "google/protobuf/arena.h"
 
 namespace troupe {
@@ -46,7 +47,8 @@ TaskEventBuffer::Buffered TaskEventBuffer::BufferedLocked(TaskStateEvent event) 
   out.type = event.type;
   out.time = event.time;
   out.submitted_time = event.submitted_time;
-  out.name = NameRef(names_, event.name);
+  // A method registered as TROUPE_REMOTE(&Store::Fail) is shown as Store::Fail.
+  out.name = NameRef(names_, absl::StripPrefix(event.name, "&"));
   out.error_message = std::move(event.error_message);
   return out;
 }

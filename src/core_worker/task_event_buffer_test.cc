@@ -217,6 +217,23 @@ TEST(TaskEventBufferTest, NamesBeyondTheNameTableAreStillReported) {
   EXPECT_EQ(reports.requests[0].events(2).name(), "first");
 }
 
+// Regression: actor methods showed as "&Store::Fail" (their TROUPE_REMOTE spelling).
+TEST(TaskEventBufferTest, AMethodsNameIsReportedWithoutItsAddressOf) {
+  Reports reports;
+  TaskEventBuffer buffer({}, reports.Fn());
+  TaskStateEvent event = Event(1);
+  event.name = "&Store::Fail";
+  buffer.Record(event);
+  TaskStateEvent running = Event(2);
+  running.name = "&Store::Get";
+  buffer.EndRunning(buffer.BeginRunning(running), rpc::TaskEvent::FINISHED,
+                    absl::FromUnixMicros(5000), "");
+  ASSERT_EQ(buffer.Flush(), 1);
+  ASSERT_EQ(reports.requests[0].events_size(), 2);
+  EXPECT_EQ(reports.requests[0].events(0).name(), "Store::Fail");
+  EXPECT_EQ(reports.requests[0].events(1).name(), "Store::Get");
+}
+
 TEST(TaskEventBufferTest, TaskStateEventOfTakesTheSpecsIds) {
   rpc::TaskSpec spec;
   spec.set_task_id(TaskBytes(7));

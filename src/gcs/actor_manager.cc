@@ -485,14 +485,40 @@ void ActorManager::DoWorkerExit(const std::string& worker_id, const std::string&
   OnActorFailedLocked(actor, cause);
 }
 
-void ActorManager::OnActorExit(const std::string& actor_id) {
-  auto id = ActorId::FromBinary(actor_id);
-  if (!id.ok()) return;
-  absl::MutexLock lock(&mu_);
-  if (auto it = actors_.find(*id); it != actors_.end()) {
-    it->second.exiting = true;
-    if (it->second.info.state() != rpc::ActorInfo::DEAD) SaveKillLocked(it->second);
+absl::Status ActorManager::ReportWorkerExit(const std::string& worker_id, const std::string& how,
+                                            const std::string& node_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_worker_.find(worker_id);
+    auto found = it == by_worker_.end() ? actors_.end() : actors_.find(it->second);
+    if (found != actors_.end() && found->second.info.node_id() != node_id) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "worker ", BytesToHex(worker_id).substr(0, 8), " runs actor ", it->second.ShortHex(),
+          " on node ", BytesToHex(found->second.info.node_id()).substr(0, 8),
+          "; only that node's raylet reports its exit, not node ",
+          node_id.empty() ? std::string("(none given)") : BytesToHex(node_id).substr(0, 8)));
+    }
   }
+  OnWorkerExit(worker_id, how, node_id);
+  return absl::OkStatus();
+}
+
+absl::Status ActorManager::OnActorExit(const std::string& actor_id, const std::string& worker_id) {
+  auto id = ActorId::FromBinary(actor_id);
+  if (!id.ok()) return id.status();
+  absl::MutexLock lock(&mu_);
+  auto it = actors_.find(*id);
+  if (it == actors_.end()) return absl::NotFoundError(absl::StrCat("no actor ", id->Hex()));
+  Actor& actor = it->second;
+  if (actor.info.state() == rpc::ActorInfo::DEAD) return absl::OkStatus();
+  if (actor.info.worker_id().empty() || actor.info.worker_id() != worker_id) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "actor ", id->ShortHex(), " is not running in worker ", BytesToHex(worker_id).substr(0, 8),
+        ": only the worker running an actor can report that it exits (troupe::ExitActor)"));
+  }
+  actor.exiting = true;
+  SaveKillLocked(actor);
+  return absl::OkStatus();
 }
 
 void ActorManager::OnNodeDead(const rpc::NodeInfo& node) {

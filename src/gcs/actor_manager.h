@@ -83,7 +83,15 @@ class ActorManager {
   // or restarts the actor it held, if any.
   void OnWorkerExit(const std::string& worker_id, const std::string& how,
                     const std::string& node_id = "");
-  void OnActorExit(const std::string& actor_id);
+  // OnWorkerExit for a report from outside (the ReportWorkerExit RPC), from the node `node_id`:
+  // PermissionDenied, changing nothing, when the worker runs an actor on another node (only its
+  // own raylet, or the process itself, reports its exit).
+  absl::Status ReportWorkerExit(const std::string& worker_id, const std::string& how,
+                                const std::string& node_id);
+  // The actor is leaving on purpose (ExitActor): it is not restarted when its worker exits.
+  // `worker_id` is the reporter: PermissionDenied unless it is the worker running the actor;
+  // NotFound for an unknown actor; a dead one changes nothing.
+  absl::Status OnActorExit(const std::string& actor_id, const std::string& worker_id);
   void OnNodeDead(const rpc::NodeInfo& node);
   void OnJobFinished(const std::string& job_id);
   // The group was removed: its actors die (no restart).

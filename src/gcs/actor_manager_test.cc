@@ -313,11 +313,36 @@ TEST_F(ActorManagerTest, ExitActorDiesWithoutRestart) {
   TestNode node = AddNode(7001, {{"CPU", 4}});
   std::string worker;
   ActorId id = CreateAlive(ActorRequest(/*max_restarts=*/3), node, &worker);
-  actors_.OnActorExit(id.Binary());
+  ASSERT_TRUE(actors_.OnActorExit(id.Binary(), worker).ok());
   actors_.OnWorkerExit(worker, "exited with code 0");
   EXPECT_EQ(Info(id).state(), rpc::ActorInfo::DEAD);
   EXPECT_EQ(Info(id).death_cause(), "the actor exited with troupe::ExitActor()");
   EXPECT_EQ(lease_.num_lease_requests(), 1u);
+}
+
+TEST_F(ActorManagerTest, ExitReportsFromProcessesThatDoNotRunTheActorAreRefused) {
+  TestNode node = AddNode(7001, {{"CPU", 4}});
+  TestNode other = AddNode(7002, {{"CPU", 4}});
+  std::string worker;
+  ActorId id = CreateAlive(ActorRequest(/*max_restarts=*/3), node, &worker);
+  // Another worker says the actor exits on purpose: refused, so a crash still restarts it.
+  absl::Status exit = actors_.OnActorExit(id.Binary(), WorkerId::FromRandom().Binary());
+  EXPECT_EQ(exit.code(), absl::StatusCode::kPermissionDenied) << exit;
+  EXPECT_TRUE(absl::StrContains(exit.message(), "only the worker running an actor")) << exit;
+  // Another node reports the actor's worker dead: refused, the actor stays ALIVE.
+  absl::Status died = actors_.ReportWorkerExit(worker, "was killed by signal 9", other.id.Binary());
+  EXPECT_EQ(died.code(), absl::StatusCode::kPermissionDenied) << died;
+  died = actors_.ReportWorkerExit(worker, "was killed by signal 9", "");
+  EXPECT_EQ(died.code(), absl::StatusCode::kPermissionDenied) << died;
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::ALIVE);
+  // Its own node's report goes through: a crash, so it restarts.
+  ASSERT_TRUE(actors_.ReportWorkerExit(worker, "was killed by signal 9", node.id.Binary()).ok());
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::RESTARTING);
+  // Workers that run no actor (drivers, task workers) are reported as before.
+  EXPECT_TRUE(actors_
+                  .ReportWorkerExit(WorkerId::FromRandom().Binary(), "exited with code 0",
+                                    other.id.Binary())
+                  .ok());
 }
 
 TEST_F(ActorManagerTest, NodeDeathRestartsElsewhereWithTheCause) {

@@ -302,8 +302,7 @@ ServerUnaryReactor* ActorInfoGrpcService::ReportWorkerExit(
     CallbackServerContext* context, const rpc::ReportWorkerExitRequest* request,
     rpc::ReportWorkerExitReply*) {
   return RespondChecked(context, *auth_, *request, [&] {
-    actors_->OnWorkerExit(request->worker_id(), request->how(), request->node_id());
-    return absl::OkStatus();
+    return actors_->ReportWorkerExit(request->worker_id(), request->how(), request->node_id());
   });
 }
 
@@ -311,8 +310,7 @@ ServerUnaryReactor* ActorInfoGrpcService::ReportActorExit(
     CallbackServerContext* context, const rpc::ReportActorExitRequest* request,
     rpc::ReportActorExitReply*) {
   return RespondChecked(context, *auth_, *request, [&] {
-    actors_->OnActorExit(request->actor_id());
-    return absl::OkStatus();
+    return actors_->OnActorExit(request->actor_id(), request->worker_id());
   });
 }
 

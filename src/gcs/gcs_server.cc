@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "src/common/logging.h"
 #include "src/rpc/server.h"
 
@@ -44,7 +45,7 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
                  Publisher::SeqBaseFromClock(clock_)),
       log_publisher_(&clock_, /*max_buffered=*/20000, absl::Seconds(60),
                      Publisher::SeqBaseFromClock(clock_)),
-      kv_(store_.get()),
+      kv_(store_.get(), options_.kv),
       nodes_(options_.token.cluster_id(), store_.get(), &publisher_, &clock_),
       jobs_(store_.get(), &publisher_, &clock_),
       actors_({store_.get(), &publisher_, &nodes_, &clock_, &lease_client_, &push_client_},
@@ -53,6 +54,7 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
           {store_.get(), &publisher_, &nodes_, &clock_, &lease_client_,
            [this](const std::string& group) { actors_.KillActorsInPlacementGroup(group); }}),
       task_events_(options_.task_events),
+      package_collector_(&kv_, &jobs_, &clock_, options_.packages),
       prober_(std::make_unique<GrpcNodeProber>(&raylet_clients_)),
       health_checker_(
           options_.health_check, &clock_, prober_.get(),
@@ -100,6 +102,8 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
     actors_.OnJobFinished(job_id);
     auto id = JobId::FromBinary(job_id);
     if (id.ok()) kv_.Del(JobKvNamespace(*id), "", /*by_prefix=*/true, [](auto) {});
+    // Its tasks without an end say they were abandoned (until a late report says otherwise).
+    if (id.ok()) task_events_.OnJobFinished(*id, absl::ToUnixMicros(absl::Now()));
   });
 }
 
@@ -113,6 +117,7 @@ absl::Status GcsServer::Start() {
                             absl::StrCat(node.node_ip(), ":", node.raylet_port()));
   }
   if (auto status = jobs_.Initialize(); !status.ok()) return status;
+  if (auto status = kv_.Initialize(); !status.ok()) return status;
   // Groups before actors: actors in a group are placed on its bundles.
   auto groups = placement_groups_.Initialize();
   if (!groups.ok()) return groups.status();
@@ -160,6 +165,7 @@ void GcsServer::TimerLoop() {
     health_checker_.Tick();
     actors_.Tick();
     placement_groups_.Tick();
+    package_collector_.Tick();
     publisher_.ExpirePolls();
     log_publisher_.ExpirePolls();
     memory_trimmer_.Tick(absl::Now(), rpc_latencies_.calls());

@@ -1,7 +1,8 @@
 // The GCS server: the GCS's composition root. It owns the store, the managers, the health
 // checker, the gRPC clients the managers reach raylets and workers with (behind the peer-client
 // interfaces of src/rpc/peer_clients.h) and the gRPC services, and runs one timer thread that
-// drives health checks, retries, poll expiry and, once a burst of RPCs is over, gives freed heap
+// drives health checks, retries, poll expiry, the collection of unreferenced packages
+// (PackageCollector) and, once a burst of RPCs is over, gives freed heap
 // memory back to the OS (IdleMemoryTrimmer). Start() once, Stop() once. Flag parsing lives in
 // the CLI (src/cli/gcs_command.cc), which fills GcsServerOptions.
 // Thread-safety: Start/Stop from one thread; everything else runs on gRPC threads or the timer.
@@ -23,6 +24,7 @@
 #include "src/gcs/job_manager.h"
 #include "src/gcs/kv_manager.h"
 #include "src/gcs/node_manager.h"
+#include "src/gcs/package_collector.h"
 #include "src/gcs/publisher.h"
 #include "src/gcs/store_client.h"
 #include "src/gcs/task_event_manager.h"
@@ -50,6 +52,8 @@ struct GcsServerOptions {
   std::optional<KeyAndCertificate> certificate_authority;
   TaskEventManagerOptions task_events;  // how many task attempts are remembered, per job and in all
   ActorManagerOptions actors;           // how many dead actors are remembered
+  KvOptions kv;                         // the KV's quota
+  PackageCollectorOptions packages;     // when unreferenced packages and executables go
 };
 
 class GcsServer {
@@ -84,6 +88,7 @@ class GcsServer {
   ActorManager actors_;
   PlacementGroupManager placement_groups_;
   TaskEventManager task_events_;
+  PackageCollector package_collector_;  // timer thread only
   std::unique_ptr<GrpcNodeProber> prober_;
   HealthChecker health_checker_;
 

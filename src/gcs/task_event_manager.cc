@@ -57,6 +57,23 @@ void SetId(const Id& id, std::string* out) {
 
 }  // namespace
 
+void TaskEventManager::AbandonIfUnfinished(int64_t time_us, Record* record) {
+  if (record->state == rpc::TaskEvent::FINISHED || record->state == rpc::TaskEvent::FAILED) return;
+  record->state = rpc::TaskEvent::FAILED;
+  record->entered |= 1u << rpc::TaskEvent::FAILED;
+  record->state_time_us[rpc::TaskEvent::FAILED] = time_us;
+  record->abandoned = true;
+  record->error_message = kAbandonedAtJobEnd;
+}
+
+void TaskEventManager::OnJobFinished(const JobId& job_id, int64_t time_us) {
+  absl::MutexLock lock(&mu_);
+  JobTasks& job = jobs_[job_id];
+  if (job.finished_us != 0) return;
+  job.finished_us = std::max<int64_t>(time_us, 1);
+  for (const Key& key : job.order) AbandonIfUnfinished(job.finished_us, &records_.at(key));
+}
+
 void TaskEventManager::Merge(const rpc::TaskEvent& event, Record* record) {
   if (!event.name().empty()) record->name = NameRef(names_, event.name());
   if (event.type() != rpc::TaskSpec::NORMAL_TASK) record->type = event.type();
@@ -67,6 +84,14 @@ void TaskEventManager::Merge(const rpc::TaskEvent& event, Record* record) {
   if (!event.error_message().empty()) record->error_message = event.error_message();
   const int state = event.state();
   if (state <= rpc::TaskEvent::STATE_UNSPECIFIED || state >= kNumStates) return;
+  if (record->abandoned && (state == rpc::TaskEvent::FINISHED || state == rpc::TaskEvent::FAILED)) {
+    // The task's real end (its worker reported it while being stopped): it replaces the
+    // abandonment, which was only a guess.
+    record->abandoned = false;
+    record->entered &= ~(1u << rpc::TaskEvent::FAILED);
+    record->state = rpc::TaskEvent::SUBMITTED;  // the end below sets it
+    if (record->error_message == kAbandonedAtJobEnd) record->error_message = event.error_message();
+  }
   auto enter = [record](int entered, int64_t time_us) {
     record->entered |= 1u << entered;
     record->state_time_us[entered] = time_us;
@@ -106,6 +131,14 @@ void TaskEventManager::AddEventLocked(const rpc::TaskEvent& event) {
     }
   }
   Merge(event, &it->second);
+  // A late report of a finished job's attempt that says no end: abandoned too.
+  const rpc::TaskEvent::State merged = it->second.state;
+  if (merged != rpc::TaskEvent::FINISHED && merged != rpc::TaskEvent::FAILED) {
+    auto job = jobs_.find(it->second.job_id);
+    if (job != jobs_.end() && job->second.finished_us != 0) {
+      AbandonIfUnfinished(job->second.finished_us, &it->second);
+    }
+  }
 }
 
 void TaskEventManager::ForgetBeyondTotalLocked() {

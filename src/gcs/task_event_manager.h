@@ -4,6 +4,10 @@
 // each state was entered, node/worker/pid of the run, error. Events of one attempt may arrive in
 // any order (owner and executor report independently); fields set by any event are kept, and the
 // state is the furthest one seen (FINISHED/FAILED beat RUNNING beat the pending states).
+// When a job ends (OnJobFinished), its attempts not FINISHED or FAILED yet are marked abandoned:
+// state FAILED with kAbandonedAtJobEnd as the error, and so are attempts of a finished job that
+// first show up later. A real end reported afterwards (a worker flushing as it is stopped)
+// replaces the abandonment, so a task that did run to its end shows its true final state.
 // Memory is bounded per job and in all: at most `max_tasks_per_job` records of a job and
 // `max_tasks` records of all jobs (finished jobs' too); beyond either the oldest record (of the
 // job, or of all) is forgotten and counted for its job. Drops reported by processes (full
@@ -42,10 +46,17 @@ struct TaskEventManagerOptions {
 
 class TaskEventManager {
  public:
+  // The error of an attempt its job left unfinished.
+  static constexpr char kAbandonedAtJobEnd[] =
+      "abandoned at job end: the job finished before this task did";
+
   explicit TaskEventManager(TaskEventManagerOptions options)
       : options_(options), names_(kMaxNames) {}
 
   void AddEvents(const rpc::AddTaskEventDataRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // The job ended at `time_us` (Unix microseconds): its unfinished attempts, and those reported
+  // from now on without an end, are abandoned (see above).
+  void OnJobFinished(const JobId& job_id, int64_t time_us) ABSL_LOCKS_EXCLUDED(mu_);
   // Matching records, oldest first, at most request.limit() (0: all); INVALID_ARGUMENT for a
   // filter key that does not exist. Filter keys: task_id, job_id, node_id, actor_id, worker_id
   // (hex), name, state (e.g. RUNNING), type (NORMAL_TASK, ACTOR_TASK, ACTOR_CREATION_TASK).
@@ -80,14 +91,18 @@ class TaskEventManager {
     uint32_t entered = 0;  // bit s: state s was entered, at state_time_us[s]
     std::array<int64_t, kNumStates> state_time_us{};
     uint64_t seq = 0;  // creation order, for oldest-first answers
+    bool abandoned = false;  // FAILED by OnJobFinished, not by any report
     NameRef name;
     std::string error_message;
   };
   struct JobTasks {
     std::deque<Key> order;  // record keys, oldest first
     int64_t dropped = 0;    // forgotten (cap) + dropped by reporting processes
+    int64_t finished_us = 0;  // when the job ended (OnJobFinished); 0 while it runs
   };
   void Merge(const rpc::TaskEvent& event, Record* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks an attempt without an end abandoned at `time_us`; no-op for ended ones.
+  static void AbandonIfUnfinished(int64_t time_us, Record* record);
   void AddEventLocked(const rpc::TaskEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets the oldest records of all jobs beyond max_tasks.
   void ForgetBeyondTotalLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

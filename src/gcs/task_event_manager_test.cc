@@ -91,6 +91,65 @@ TEST(TaskEventManagerTest, AnEndEventWithAStartTimeAlsoEntersRunning) {
   EXPECT_EQ(reply.tasks(0).state_time_us().at(rpc::TaskEvent::FINISHED), 500);
 }
 
+// Regression: a short program's tasks stayed PENDING_NODE_ASSIGNMENT for good (their workers were
+// killed at job end before reporting); an attempt its job left unfinished now says so.
+TEST(TaskEventManagerTest, AJobsUnfinishedAttemptsAreAbandonedAtItsEnd) {
+  TaskEventManager manager({});
+  rpc::TaskEvent pending = Event(1, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, 100);
+  pending.set_name("Square");
+  Add(manager,
+      {pending, Event(2, rpc::TaskEvent::RUNNING, 110), Event(3, rpc::TaskEvent::FINISHED, 120),
+       Event(4, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, 130, kJob2)});
+  manager.OnJobFinished(JobId::FromInt(1), 1000);
+  auto reply = Get(manager, {Filter("job_id", JobId::FromInt(1).Hex())});
+  ASSERT_EQ(reply.tasks_size(), 3);
+  for (int i : {0, 1}) {
+    EXPECT_EQ(reply.tasks(i).state(), rpc::TaskEvent::FAILED) << i;
+    EXPECT_EQ(reply.tasks(i).error_message(), TaskEventManager::kAbandonedAtJobEnd);
+    EXPECT_EQ(reply.tasks(i).state_time_us().at(rpc::TaskEvent::FAILED), 1000);
+  }
+  EXPECT_EQ(reply.tasks(0).name(), "Square");
+  EXPECT_EQ(reply.tasks(2).state(), rpc::TaskEvent::FINISHED);
+  EXPECT_TRUE(reply.tasks(2).error_message().empty());
+  // Another job's tasks are left alone.
+  auto other = Get(manager, {Filter("job_id", JobId::FromInt(2).Hex())});
+  ASSERT_EQ(other.tasks_size(), 1);
+  EXPECT_EQ(other.tasks(0).state(), rpc::TaskEvent::PENDING_NODE_ASSIGNMENT);
+  // A task first reported after its job ended, without an end: abandoned as well.
+  Add(manager, {Event(5, rpc::TaskEvent::SUBMITTED, 1100)});
+  auto late = Get(manager, {Filter("task_id", BytesToHex(Task(5)))});
+  ASSERT_EQ(late.tasks_size(), 1);
+  EXPECT_EQ(late.tasks(0).state(), rpc::TaskEvent::FAILED);
+  EXPECT_EQ(late.tasks(0).error_message(), TaskEventManager::kAbandonedAtJobEnd);
+}
+
+// The workers of a finished job report what they buffered as they are stopped: a real end
+// replaces the abandonment; a later pending or running report does not undo it.
+TEST(TaskEventManagerTest, ARealEndReportedAfterTheJobEndedReplacesTheAbandonment) {
+  TaskEventManager manager({});
+  Add(manager, {Event(1, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, 100),
+                Event(2, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, 100),
+                Event(3, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, 100)});
+  manager.OnJobFinished(JobId::FromInt(1), 1000);
+  rpc::TaskEvent finished = Event(1, rpc::TaskEvent::FINISHED, 900);
+  finished.set_start_time_us(850);
+  rpc::TaskEvent failed = Event(2, rpc::TaskEvent::FAILED, 950);
+  failed.set_error_message("boom");
+  Add(manager, {finished, failed, Event(3, rpc::TaskEvent::RUNNING, 990)});
+  auto reply = Get(manager);
+  ASSERT_EQ(reply.tasks_size(), 3);
+  EXPECT_EQ(reply.tasks(0).state(), rpc::TaskEvent::FINISHED);
+  EXPECT_TRUE(reply.tasks(0).error_message().empty());
+  EXPECT_EQ(reply.tasks(0).state_time_us().count(rpc::TaskEvent::FAILED), 0u);
+  EXPECT_EQ(reply.tasks(0).state_time_us().at(rpc::TaskEvent::FINISHED), 900);
+  EXPECT_EQ(reply.tasks(0).state_time_us().at(rpc::TaskEvent::RUNNING), 850);
+  EXPECT_EQ(reply.tasks(1).state(), rpc::TaskEvent::FAILED);
+  EXPECT_EQ(reply.tasks(1).error_message(), "boom");
+  EXPECT_EQ(reply.tasks(2).state(), rpc::TaskEvent::FAILED);
+  EXPECT_EQ(reply.tasks(2).error_message(), TaskEventManager::kAbandonedAtJobEnd);
+  EXPECT_EQ(reply.tasks(2).state_time_us().at(rpc::TaskEvent::RUNNING), 990);
+}
+
 TEST(TaskEventManagerTest, AttemptsAreSeparateRecords) {
   TaskEventManager manager({});
   Add(manager, {Event(1, rpc::TaskEvent::FAILED, 1, kJob1, 0),

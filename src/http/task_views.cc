@@ -131,9 +131,9 @@ jobs::Reply TaskViews::List(const QueryParams& params) {
   if (!ParseFilters(params, &request, &error)) return jobs::Error(400, error);
   int64_t limit = kDefaultLimit;
   if (auto it = params.find("limit"); it != params.end()) {
-    if (!absl::SimpleAtoi(it->second, &limit) || limit < 1 || limit > kMaxLimit) {
-      return jobs::Error(400, absl::StrCat("limit must be a whole number from 1 to ", kMaxLimit,
-                                           ", got '", it->second, "'"));
+    if (!absl::SimpleAtoi(it->second, &limit) || limit < 0) {
+      return jobs::Error(400, absl::StrCat("limit must be a whole number, 0 for every task, got '",
+                                           it->second, "'"));
     }
   }
   request.set_limit(limit);

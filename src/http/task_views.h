@@ -27,8 +27,9 @@ QueryParams ParseQuery(const std::string& target);
 
 class TaskViews {
  public:
+  // Rows a list answers without a `limit`; limit=0 answers every matching task (at most what
+  // the GCS keeps: its --max-task-events, 100,000 by default).
   static constexpr int64_t kDefaultLimit = 100;
-  static constexpr int64_t kMaxLimit = 10000;
 
   TaskViews(GcsClient* gcs, HttpMetrics* metrics) : gcs_(gcs), metrics_(metrics) {}
 

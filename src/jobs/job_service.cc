@@ -360,7 +360,11 @@ Reply JobService::PutPackage(const std::string& name, const std::string& bytes) 
     return Error(400, "the body's SHA-256 does not match the package name");
   }
   auto put = gcs_->KVPut(kPackagesNamespace, *digest, bytes, /*overwrite=*/false);
-  if (!put.ok()) return Error(503, std::string(put.status().message()));
+  if (!put.ok()) {
+    // 507 Insufficient Storage: the GCS's KV quota (the message says what to do); else 503.
+    const bool full = put.status().code() == absl::StatusCode::kResourceExhausted;
+    return Error(full ? 507 : 503, std::string(put.status().message()));
+  }
   return {200, json{{"uploaded", *put}}};
 }
 

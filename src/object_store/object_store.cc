@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,8 +42,14 @@ absl::Status CopyFile(const std::string& from, const std::string& to, int64_t si
     return ErrnoError("create " + to);
   }
   absl::Status status;
-  if (size > 0 && posix_fallocate(out, 0, size) != 0) {
-    status = absl::ResourceExhaustedError(absl::StrCat("no space for ", size, " bytes at ", to));
+  if (size > 0) {
+    if (int error = posix_fallocate(out, 0, size); error != 0) {
+      status = error == ENOSPC || error == EDQUOT
+                   ? absl::ResourceExhaustedError(absl::StrCat("no space for ", size, " bytes at ",
+                                                               to, ": ", std::strerror(error)))
+                   : absl::InternalError(absl::StrCat("allocating ", size, " bytes at ", to, ": ",
+                                                      std::strerror(error)));
+    }
   }
   std::vector<char> chunk(4 << 20);
   for (int64_t done = 0; status.ok() && done < size;) {
@@ -54,7 +61,10 @@ absl::Status CopyFile(const std::string& from, const std::string& to, int64_t si
     for (ssize_t written = 0; written < n;) {
       ssize_t w = write(out, chunk.data() + written, n - written);
       if (w <= 0) {
-        status = ErrnoError("write " + to);
+        status = errno == ENOSPC || errno == EDQUOT
+                     ? absl::ResourceExhaustedError(
+                           absl::StrCat("no space to write ", to, ": ", std::strerror(errno)))
+                     : ErrnoError("write " + to);
         break;
       }
       written += w;
@@ -65,6 +75,13 @@ absl::Status CopyFile(const std::string& from, const std::string& to, int64_t si
   close(out);
   if (!status.ok()) unlink(to.c_str());
   return status;
+}
+
+// Free bytes on the filesystem holding `dir` (-1 if unknown).
+int64_t FreeBytesAt(const std::string& dir) {
+  struct statvfs fs;
+  if (statvfs(dir.c_str(), &fs) != 0) return -1;
+  return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
 }
 
 }  // namespace
@@ -120,17 +137,9 @@ absl::StatusOr<std::string> ObjectStore::Create(const ObjectId& id, int64_t size
   }
   const std::string path = ShmPath(id);
   const bool reused = ReuseFileLocked(size, path);
-  if (!MakeRoomLocked(size)) {
+  if (absl::Status room = MakeRoomLocked(size); !room.ok()) {
     if (reused) unlink(path.c_str());
-    int64_t pinned = 0;
-    for (const auto& [other, entry] : entries_) {
-      if (!entry.spilled && (entry.pins > 0 || !entry.sealed)) pinned += entry.size;
-    }
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "object store full: ", FormatBytes(size), " needed, ", FormatBytes(stats_.used_bytes),
-        " of ", FormatBytes(options_.capacity_bytes), " in use and ", FormatBytes(pinned),
-        " of it pinned by readers or being written, so nothing more can be evicted or spilled. "
-        "Drop ObjectRefs you no longer need, or raise --object-store-memory"));
+    return room;
   }
   if (!reused) {
     int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -179,14 +188,17 @@ absl::StatusOr<ObjectStore::Location> ObjectStore::Get(const ObjectId& id) {
   Entry& entry = it->second;
   if (entry.spilled) {
     entry.pins++;  // keep MakeRoom from touching it while we restore it
-    bool fits = MakeRoomLocked(entry.size);
+    absl::Status restored = MakeRoomLocked(entry.size);
     entry.pins--;
-    if (!fits) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("object store full: cannot restore spilled object ", id.Hex(), " of ",
-                       FormatBytes(entry.size), " because everything in memory is pinned"));
+    if (restored.ok()) restored = RestoreLocked(id, entry);
+    if (!restored.ok()) {
+      // No room to bring it back (or the copy failed): its bytes are on disk, so it is read
+      // there. The pin keeps the spill file until the reader lets go.
+      TROUPE_LOG(Info) << "object " << id.Hex()
+                       << " is read from its spill file: " << restored.message();
+      entry.pins++;
+      return Location{SpillPath(id), entry.size, entry.owner};
     }
-    if (auto status = RestoreLocked(id, entry); !status.ok()) return status;
   } else {
     lru_.splice(lru_.end(), lru_, entry.lru);
   }
@@ -312,7 +324,7 @@ void ObjectStore::RemoveLocked(const ObjectId& id) {
   entries_.erase(it);
 }
 
-bool ObjectStore::MakeRoomLocked(int64_t needed) {
+absl::Status ObjectStore::MakeRoomLocked(int64_t needed) {
   // Kept files first: they hold no object (a reusable one was already taken by ReuseFileLocked).
   DropKeptFilesLocked(needed);
   // Called only here, with mu_ held (the analysis does not carry the lock into lambdas).
@@ -334,17 +346,56 @@ bool ObjectStore::MakeRoomLocked(int64_t needed) {
     Entry& entry = entries_[id];
     if (entry.primary && entry.pins == 0) {
       if (auto status = SpillLocked(id, entry); !status.ok()) {
-        TROUPE_LOG(Error) << "spilling object " << id.Hex() << " failed: " << status.message();
-        return false;
+        const absl::Time now = absl::Now();
+        if (now - last_spill_error_logged_ >= absl::Minutes(1)) {
+          TROUPE_LOG(Error) << "spilling object " << id.Hex() << " failed: " << status.message()
+                            << (spill_errors_not_logged_ > 0
+                                    ? absl::StrCat(" (", spill_errors_not_logged_,
+                                                   " more spill failures since the last such line)")
+                                    : std::string());
+          last_spill_error_logged_ = now;
+          spill_errors_not_logged_ = 0;
+        } else {
+          ++spill_errors_not_logged_;
+        }
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "object store full: ", FormatBytes(needed), " needed, ", FormatBytes(stats_.used_bytes),
+            " of ", FormatBytes(options_.capacity_bytes),
+            " in use, and spilling to disk failed: ", status.message()));
       }
     }
   }
-  return fits();
+  if (fits()) return absl::OkStatus();
+  int64_t pinned = 0;
+  for (const auto& [other, entry] : entries_) {
+    if (!entry.spilled && (entry.pins > 0 || !entry.sealed)) pinned += entry.size;
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "object store full: ", FormatBytes(needed), " needed, ", FormatBytes(stats_.used_bytes),
+      " of ", FormatBytes(options_.capacity_bytes), " in use and ", FormatBytes(pinned),
+      " of it pinned by readers or being written, so nothing more can be evicted or spilled. "
+      "Drop ObjectRefs you no longer need, or raise --object-store-memory"));
 }
 
 absl::Status ObjectStore::SpillLocked(const ObjectId& id, Entry& entry) {
   if (auto status = MakeDir(options_.spill_dir); !status.ok()) return status;
-  if (auto status = CopyFile(ShmPath(id), SpillPath(id), entry.size); !status.ok()) return status;
+  absl::Status copied =
+      options_.testing_spill_disk_bytes > 0 &&
+              stats_.spilled_bytes + entry.size > options_.testing_spill_disk_bytes
+          ? absl::ResourceExhaustedError("no space (testing_spill_disk_bytes)")
+          : CopyFile(ShmPath(id), SpillPath(id), entry.size);
+  if (copied.code() == absl::StatusCode::kResourceExhausted) {
+    const int64_t free = options_.testing_spill_disk_bytes > 0
+                             ? options_.testing_spill_disk_bytes - stats_.spilled_bytes
+                             : FreeBytesAt(options_.spill_dir);
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the spill disk is full: the spill directory ", options_.spill_dir, " has ",
+        free < 0 ? std::string("unknown") : FormatBytes(free), " free and spilling needs ",
+        FormatBytes(entry.size), " more (", FormatBytes(stats_.spilled_bytes),
+        " already spilled there). Free space on that disk, drop ObjectRefs you no longer need, "
+        "or start the node with --spill-dir on a larger disk"));
+  }
+  if (!copied.ok()) return copied;
   unlink(ShmPath(id).c_str());
   lru_.erase(entry.lru);
   entry.lru = lru_.end();

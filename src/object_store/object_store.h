@@ -4,7 +4,8 @@
 // when a new object does not fit, it first evicts unpinned secondary copies (copies pulled from
 // other nodes; the primary is elsewhere), then spills unpinned primary copies to a disk
 // directory, restoring them on access, byte-identical. If nothing can be freed, Create fails
-// with ResourceExhausted (never blocks).
+// with ResourceExhausted (never blocks), saying why: everything pinned, or the spill disk full
+// (naming the directory).
 // Files of deleted objects are kept for reuse (up to half the capacity): a new object of a
 // similar size takes one over, so its pages are already allocated and need no zeroing — the
 // difference between writing at fresh-memory and at warm-memory speed. Kept files are the first
@@ -28,6 +29,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "src/common/ids.h"
 
 namespace troupe {
@@ -36,6 +39,9 @@ struct ObjectStoreOptions {
   std::string shm_dir;    // created if missing; removed by Destroy()
   std::string spill_dir;  // created on first spill
   int64_t capacity_bytes = 0;
+  // Testing only: spilling fails as on a full disk once the spilled objects would pass this many
+  // bytes (0: only the real disk's size counts).
+  int64_t testing_spill_disk_bytes = 0;
 };
 
 // Who owns an object. Nil IDs: unknown (the object is only freed explicitly).
@@ -89,6 +95,9 @@ class ObjectStore {
   };
   // Pins a sealed object for a reader (restoring it from disk if spilled) and returns where it
   // is. NotFound if this node has no sealed copy. Every successful Get needs one Release.
+  // A spilled object that cannot be restored (memory full of pinned objects, or the copy back
+  // failing) is read where it lies: the Location is its spill file. An object whose bytes
+  // exist is never reported missing.
   absl::StatusOr<Location> Get(const ObjectId& id);
   void Release(const ObjectId& id);
   bool Contains(const ObjectId& id) const;
@@ -121,8 +130,9 @@ class ObjectStore {
     std::list<ObjectId>::iterator lru;  // position in lru_ while in memory
   };
 
-  // Frees memory until `needed` more bytes fit; false if it cannot.
-  bool MakeRoomLocked(int64_t needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees memory until `needed` more bytes fit. ResourceExhausted when it cannot, saying why:
+  // what is pinned, or that spilling failed (a full spill disk is named, with what to do).
+  absl::Status MakeRoomLocked(int64_t needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SpillLocked(const ObjectId& id, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RestoreLocked(const ObjectId& id, Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLocked(const ObjectId& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -146,6 +156,10 @@ class ObjectStore {
   int64_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_kept_file_ ABSL_GUARDED_BY(mu_) = 0;
   ObjectStoreStats stats_ ABSL_GUARDED_BY(mu_);
+  // Spill failures are logged at most once a minute (a program retrying Put on a full spill
+  // disk would fill the raylet log otherwise); the next line counts the ones left out.
+  absl::Time last_spill_error_logged_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int64_t spill_errors_not_logged_ ABSL_GUARDED_BY(mu_) = 0;
   // Owners that died (FreeOwnedBy), oldest first in dead_owner_order_, and dead nodes.
   absl::flat_hash_set<WorkerId> dead_owners_ ABSL_GUARDED_BY(mu_);
   std::deque<WorkerId> dead_owner_order_ ABSL_GUARDED_BY(mu_);

@@ -194,6 +194,75 @@ TEST_F(ObjectStoreTest, FullOfPinnedObjectsFailsClearlyInsteadOfBlocking) {
   EXPECT_TRUE(store_->Create(ObjectId::FromIndex(TaskId::FromRandom(), 1), 10, true).ok());
 }
 
+// Regression: with the spill disk full, Create advised a larger --object-store-memory (only the
+// raylet log said the disk was full), and reading a spilled object failed although its file was
+// there (the core worker then reported it lost).
+TEST_F(ObjectStoreTest, AFullSpillDiskIsNamedAndSpilledObjectsStayReadable) {
+  store_->Destroy();
+  store_ = std::make_unique<ObjectStore>(ObjectStoreOptions{
+      base_ + "/shm", spill_dir(), /*capacity_bytes=*/100, /*testing_spill_disk_bytes=*/40});
+  ObjectId first = Make(40, '1');
+  ObjectId second = Make(40, '2');
+  ObjectId third = Make(40, '3');  // spills `first`: the spill disk is now full
+  ASSERT_EQ(store_->Stats().spilled_bytes, 40);
+  auto full = store_->Create(ObjectId::FromIndex(TaskId::FromRandom(), 1), 40, true);
+  ASSERT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
+  const std::string message(full.status().message());
+  EXPECT_TRUE(absl::StrContains(message, "spill disk is full")) << message;
+  EXPECT_TRUE(absl::StrContains(message, spill_dir())) << message;    // where
+  EXPECT_TRUE(absl::StrContains(message, "--spill-dir")) << message;  // what to do
+  EXPECT_FALSE(absl::StrContains(message, "--object-store-memory")) << message;
+  // `first` cannot come back into memory (that needs spilling `second`, and the disk is full):
+  // it is read from its spill file, byte-identical.
+  auto location = store_->Get(first);
+  ASSERT_TRUE(location.ok()) << location.status();
+  EXPECT_TRUE(absl::StartsWith(location->path, spill_dir())) << location->path;
+  std::ifstream in(location->path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  EXPECT_EQ(bytes.str(), std::string(40, '1'));
+  // Freed while read: its file stays until the reader lets go.
+  store_->Delete(first);
+  struct stat st;
+  EXPECT_EQ(stat(location->path.c_str(), &st), 0);
+  store_->Release(first);
+  EXPECT_NE(stat(location->path.c_str(), &st), 0);
+  EXPECT_EQ(store_->Stats().spilled_bytes, 0);
+  EXPECT_EQ(Read(second), std::string(40, '2'));
+  EXPECT_EQ(Read(third), std::string(40, '3'));
+}
+
+TEST_F(ObjectStoreTest, RepeatedSpillFailuresAreLoggedOnceAMinute) {
+  store_->Destroy();
+  store_ = std::make_unique<ObjectStore>(ObjectStoreOptions{
+      base_ + "/shm", spill_dir(), /*capacity_bytes=*/100, /*testing_spill_disk_bytes=*/40});
+  Make(40, '1');
+  Make(40, '2');
+  Make(40, '3');  // the spill disk is now full
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 20; ++i) {  // a program retrying its Put
+    auto full = store_->Create(ObjectId::FromIndex(TaskId::FromRandom(), 1), 40, true);
+    EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted) << full.status();
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  int lines = 0;
+  for (size_t at = 0; (at = log.find("spilling object", at)) != std::string::npos; ++at) ++lines;
+  EXPECT_EQ(lines, 1) << log;
+}
+
+TEST_F(ObjectStoreTest, ASpilledObjectIsReadInPlaceWhileMemoryIsAllPinned) {
+  ObjectId first = Make(40, '1');
+  ObjectId second = Make(40, '2');
+  ObjectId third = Make(40, '3');  // spills `first`
+  ASSERT_TRUE(store_->Get(second).ok());
+  ASSERT_TRUE(store_->Get(third).ok());
+  EXPECT_EQ(Read(first), std::string(40, '1'));
+  store_->Release(second);
+  store_->Release(third);
+  EXPECT_EQ(Read(first), std::string(40, '1'));  // now restored into memory
+  EXPECT_EQ(store_->Stats().num_restored_total, 1);
+}
+
 TEST_F(ObjectStoreTest, DeleteWaitsForReaders) {
   ObjectId id = Make(30, 'x');
   auto location = store_->Get(id);

@@ -40,6 +40,10 @@ class FakeWorkerLauncher : public WorkerLauncher {
     absl::MutexLock lock(&mu_);
     killed_.push_back(worker_id);
   }
+  void StopWorker(const WorkerId& worker_id) override {
+    absl::MutexLock lock(&mu_);
+    stopped_.push_back(worker_id);
+  }
 
   // Waits until `n` pops have been asked for in all. False if that takes longer than `limit`
   // (a safety net against a hung test, not a timing assumption).
@@ -93,6 +97,10 @@ class FakeWorkerLauncher : public WorkerLauncher {
     absl::MutexLock lock(&mu_);
     return killed_;
   }
+  std::vector<WorkerId> stopped() const {
+    absl::MutexLock lock(&mu_);
+    return stopped_;
+  }
 
  private:
   PopCallback TakeCallbackLocked(int i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -107,6 +115,7 @@ class FakeWorkerLauncher : public WorkerLauncher {
   std::vector<PopCallback> callbacks_ ABSL_GUARDED_BY(mu_);
   std::vector<WorkerId> pushed_ ABSL_GUARDED_BY(mu_);
   std::vector<WorkerId> killed_ ABSL_GUARDED_BY(mu_);
+  std::vector<WorkerId> stopped_ ABSL_GUARDED_BY(mu_);  // StopWorker
 };
 
 }  // namespace troupe

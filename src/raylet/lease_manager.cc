@@ -394,7 +394,8 @@ absl::Status LeaseManager::ReturnWorker(const std::string& lease_id, bool discon
   if (was_reservation) {
     for (const auto& id : bundle_workers) launcher_->KillWorker(id);
   } else if (disconnect_worker) {
-    launcher_->KillWorker(worker->worker_id);
+    // Not a failure (its job ended, or its holder gave up on it): it may report its task events.
+    launcher_->StopWorker(worker->worker_id);
   } else {
     launcher_->PushWorker(worker);
   }

@@ -51,7 +51,8 @@ class LeaseManager {
   ~LeaseManager();
 
   void RequestLease(const rpc::RequestWorkerLeaseRequest& request, LeaseCallback done);
-  // NotFound for an unknown lease.
+  // NotFound for an unknown lease. `disconnect_worker`: the worker is stopped (gracefully,
+  // WorkerLauncher::StopWorker) instead of being reused.
   absl::Status ReturnWorker(const std::string& lease_id, bool disconnect_worker);
   absl::Status KillLeasedWorker(const std::string& lease_id);
   // The worker's process exited: release its lease, if any.

@@ -160,10 +160,11 @@ TEST_F(LeaseManagerTest, GrantsAWorkerWhenResourcesFit) {
   EXPECT_TRUE(absl::IsNotFound(manager_.ReturnWorker(reply.lease_id(), false)));
 }
 
-TEST_F(LeaseManagerTest, ReturningWithDisconnectKillsTheWorker) {
+TEST_F(LeaseManagerTest, ReturningWithDisconnectStopsTheWorkerGracefully) {
   Granted a = Grant({{"CPU", 1}}, 0);
   ASSERT_TRUE(manager_.ReturnWorker(a.reply.lease_id(), /*disconnect_worker=*/true).ok());
-  EXPECT_EQ(launcher_.killed(), std::vector<WorkerId>{a.worker->worker_id});
+  EXPECT_EQ(launcher_.stopped(), std::vector<WorkerId>{a.worker->worker_id});
+  EXPECT_TRUE(launcher_.killed().empty());
   EXPECT_TRUE(launcher_.pushed().empty());
   EXPECT_EQ(Available(), kTotal);
 }

@@ -7,14 +7,15 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace troupe {
@@ -406,6 +407,27 @@ TEST_F(ObjectManagerTest, WhenEveryCopyFailsTheHalfWrittenCopyIsAborted) {
   SetSource("second", Remote(remotes_.back().get()));
   ASSERT_TRUE(objects.Fetch(id_, {"second"}).ok());
   EXPECT_EQ(Read(store_, id_), data);
+}
+
+TEST_F(ObjectManagerTest, ManyFailingCopiesLogASummaryNotALineEach) {
+  std::vector<std::string> sources;
+  for (int i = 0; i < 50; ++i) {
+    sources.push_back(absl::StrCat("10.0.0.", i, ":7000"));
+    SetSource(sources.back(), Scripted(-2, {}, absl::UnavailableError("connection refused")));
+  }
+  ::testing::internal::CaptureStderr();
+  absl::Status status = objects_.Fetch(id_, sources);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "(copy 50 of 50)")) << status;
+  {
+    absl::MutexLock lock(&puller_.mu);
+    EXPECT_EQ(puller_.pulls.size(), 50u);  // every copy was tried
+  }
+  int lines = 0;
+  for (size_t at = 0; (at = log.find('\n', at)) != std::string::npos; ++at) ++lines;
+  EXPECT_LE(lines, 2) << log;  // the first failure and a summary
+  EXPECT_TRUE(absl::StrContains(log, "all 50 copies of object")) << log;
 }
 
 TEST_F(ObjectManagerTest, AFullStoreIsReportedWithoutTryingOtherCopies) {

@@ -219,11 +219,17 @@ void ObjectTransfer::SourceFailedLocked(const std::string& source, const absl::S
                                   " (copy ", source_index_, " of ", sources_.size(),
                                   "): ", status.message()));
   if (source_index_ < sources_.size()) {
-    TROUPE_LOG(Warning) << last_source_error_.message() << "; the rest comes from the raylet at "
-                        << sources_[source_index_];
-  } else {
+    if (source_index_ == 1) {
+      TROUPE_LOG(Warning) << last_source_error_.message() << "; the rest comes from the raylet at "
+                          << sources_[source_index_];
+    }
+  } else if (sources_.size() == 1) {
     TROUPE_LOG(Warning) << last_source_error_.message()
                         << "; no copy is left; the partial copy is dropped";
+  } else {
+    TROUPE_LOG(Warning) << "all " << sources_.size() << " copies of object " << id_.Hex()
+                        << " failed (the first is logged above); the last: "
+                        << last_source_error_.message() << "; the partial copy is dropped";
   }
 }
 

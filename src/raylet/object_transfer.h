@@ -80,7 +80,9 @@ class ObjectTransfer {
   void Populate(const Range& range) const;
   // One stream's loop: takes ranges until none is left or every source failed.
   void RunStream(int connection);
-  // `source` failed with `status`: later pulls go to the next source, if any.
+  // `source` failed with `status`: later pulls go to the next source, if any. Logs the first
+  // failure of a transfer and, once no source is left, one line summing up the rest (never a
+  // line per source: a request may name many).
   void SourceFailedLocked(const std::string& source, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

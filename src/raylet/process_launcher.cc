@@ -62,6 +62,10 @@ void PosixProcessLauncher::Kill(int pid) {
   if (pid > 0) kill(-pid, SIGKILL);
 }
 
+void PosixProcessLauncher::Terminate(int pid) {
+  if (pid > 0) kill(-pid, SIGTERM);
+}
+
 std::optional<std::string> PosixProcessLauncher::CheckExited(int pid) {
   int wstatus = 0;
   pid_t result = waitpid(pid, &wstatus, WNOHANG);

@@ -27,6 +27,9 @@ class ProcessLauncher {
   virtual absl::StatusOr<int> Start(const ProcessSpec& spec) = 0;
   // SIGKILL to the process group of `pid` (the process and whatever it started).
   virtual void Kill(int pid) = 0;
+  // SIGTERM to the process group of `pid`: asks it to finish (a worker reports what it buffered
+  // and exits).
+  virtual void Terminate(int pid) = 0;
   // For a child started here: how it ended ("exited with code 1", "was killed by signal 9"),
   // once, after which it is reaped; nullopt while it runs.
   virtual std::optional<std::string> CheckExited(int pid) = 0;
@@ -40,6 +43,7 @@ class PosixProcessLauncher : public ProcessLauncher {
  public:
   absl::StatusOr<int> Start(const ProcessSpec& spec) override;
   void Kill(int pid) override;
+  void Terminate(int pid) override;
   std::optional<std::string> CheckExited(int pid) override;
   bool Exists(int pid) override;
   void KillAndWait(int pid) override;

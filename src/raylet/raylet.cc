@@ -416,7 +416,7 @@ void Raylet::ResyncJobsAndNodes() {
       finished.push_back(*job_id);
     }
   }
-  for (const auto& job_id : finished) worker_pool_.KillJobWorkers(job_id);
+  for (const auto& job_id : finished) worker_pool_.StopJobWorkers(job_id);
 }
 
 void Raylet::FollowJobs() {
@@ -466,7 +466,7 @@ void Raylet::FollowJobs() {
         absl::MutexLock lock(&mu_);
         jobs_.erase(*job_id);
       }
-      worker_pool_.KillJobWorkers(*job_id);
+      worker_pool_.StopJobWorkers(*job_id);
     }
   }
 }
@@ -539,10 +539,18 @@ absl::Status Raylet::ReportLoop() {
       exits.swap(unreported_exits_);
     }
     for (size_t i = 0; i < exits.size(); ++i) {
-      if (!gcs_.ReportWorkerExit(exits[i].first, options_.node_id.Binary(), exits[i].second).ok()) {
+      absl::Status reported =
+          gcs_.ReportWorkerExit(exits[i].first, options_.node_id.Binary(), exits[i].second);
+      if (reported.code() == absl::StatusCode::kUnavailable ||
+          reported.code() == absl::StatusCode::kDeadlineExceeded) {
         absl::MutexLock lock(&mu_);  // keep the rest for the next round
         unreported_exits_.insert(unreported_exits_.begin(), exits.begin() + i, exits.end());
         break;
+      }
+      if (!reported.ok()) {  // refused: sending it again would be refused again
+        TROUPE_LOG(Warning) << "the GCS refused the exit report of worker "
+                            << BytesToHex(exits[i].first).substr(0, 8) << ": "
+                            << reported.message();
       }
     }
     rpc::ResourceUsage usage;
@@ -668,6 +676,12 @@ void Raylet::OnDeclaredDead(const std::string& why) {
   {
     absl::MutexLock lock(&mu_);
     if (declared_dead_.has_value()) return;
+    if (stop_.HasBeenNotified()) {
+      // This raylet is stopping and unregistered itself (a node's `troupe stop`, an embedded
+      // cluster's shutdown): the GCS only answers that; its workers are stopped by Shutdown.
+      TROUPE_LOG(Debug) << "the GCS marked this node dead after it unregistered: " << why;
+      return;
+    }
     declared_dead_ = why;
     stop_reason_ = "declared dead";
   }

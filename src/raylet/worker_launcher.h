@@ -47,6 +47,10 @@ class WorkerLauncher {
   // Kills the worker if it still runs. Its exit is reported later, through whatever exit
   // callback the launcher was built with (the raylet then calls LeaseManager::OnWorkerExit).
   virtual void KillWorker(const WorkerId& worker_id) = 0;
+  // Stops the worker gracefully: it is asked to exit (it reports the task events it buffered
+  // first) and killed if it still runs after a short grace. For ends that are no failure (its
+  // job or lease is over); its exit is reported as KillWorker's.
+  virtual void StopWorker(const WorkerId& worker_id) = 0;
 };
 
 }  // namespace troupe

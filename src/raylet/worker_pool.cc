@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "src/common/logging.h"
 
 extern char** environ;
@@ -192,7 +193,7 @@ absl::Status WorkerPool::RegisterWorker(const WorkerId& worker_id, int pid, int 
 void WorkerPool::PushWorker(const std::shared_ptr<Worker>& worker) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(worker->worker_id);
-  if (it == workers_.end()) return;
+  if (it == workers_.end() || it->second.stopped) return;  // a stopped one is never reused
   it->second.idle = true;
   it->second.idle_since = clock_->Now();
 }
@@ -209,17 +210,36 @@ void WorkerPool::KillWorker(const WorkerId& worker_id) {
   processes_->Kill(pid);
 }
 
-void WorkerPool::KillJobWorkers(const JobId& job_id) {
+bool WorkerPool::StopLocked(Entry& entry) {
+  if (entry.worker->is_driver || entry.stopped) return false;
+  entry.stopped = true;
+  entry.idle = false;  // never handed out again
+  entry.kill_at = clock_->Now() + options_.stop_grace;
+  return true;
+}
+
+void WorkerPool::StopWorker(const WorkerId& worker_id) {
+  int pid = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = workers_.find(worker_id);
+    if (it == workers_.end() || !StopLocked(it->second)) return;
+    pid = it->second.worker->pid;
+  }
+  processes_->Terminate(pid);
+}
+
+void WorkerPool::StopJobWorkers(const JobId& job_id) {
   std::vector<int> pids;
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [id, entry] : workers_) {
-      if (entry.worker->job_id == job_id && !entry.worker->is_driver && !entry.worker->detached) {
+    for (auto& [id, entry] : workers_) {
+      if (entry.worker->job_id == job_id && !entry.worker->detached && StopLocked(entry)) {
         pids.push_back(entry.worker->pid);
       }
     }
   }
-  for (int pid : pids) processes_->Kill(pid);
+  for (int pid : pids) processes_->Terminate(pid);
 }
 
 void WorkerPool::Tick() {
@@ -247,11 +267,18 @@ void WorkerPool::Tick() {
       }
       if (std::optional<std::string> how = processes_->CheckExited(entry.worker->pid)) {
         if (!entry.registered) --starting_;
+        // A stopped worker's end is expected: say so, whatever signal ended it.
+        if (entry.stopped) *how = absl::StrCat("was stopped (", *how, ")");
         exited.push_back({entry.worker, *how, std::move(entry.waiting)});
         workers_.erase(it++);
         continue;
       }
-      if (!entry.registered && now - entry.started > options_.startup_timeout) {
+      if (now >= entry.kill_at) {
+        entry.kill_at = absl::InfiniteFuture();  // once
+        to_kill.push_back(entry.worker->pid);
+      } else if (entry.stopped) {
+        // waiting for it to exit, or for its grace to end
+      } else if (!entry.registered && now - entry.started > options_.startup_timeout) {
         to_kill.push_back(entry.worker->pid);
       } else if (entry.idle && now - entry.idle_since > options_.idle_timeout) {
         entry.idle = false;  // not handed out again; reaped when it exits
@@ -279,7 +306,19 @@ void WorkerPool::KillAll() {
       if (!entry.worker->is_driver) pids.push_back(entry.worker->pid);
     }
   }
-  for (int pid : pids) processes_->KillAndWait(pid);
+  for (int pid : pids) processes_->Terminate(pid);
+  // Real time: the processes end in it, whatever clock the pool was given.
+  const absl::Time deadline = absl::Now() + options_.stop_grace;
+  std::vector<int> running = pids;
+  while (!running.empty() && absl::Now() < deadline) {
+    std::vector<int> still;
+    for (int pid : running) {
+      if (!processes_->CheckExited(pid)) still.push_back(pid);
+    }
+    running.swap(still);
+    if (!running.empty()) absl::SleepFor(absl::Milliseconds(10));
+  }
+  for (int pid : running) processes_->KillAndWait(pid);
   absl::MutexLock lock(&mu_);
   workers_.clear();
   starting_ = 0;

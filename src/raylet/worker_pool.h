@@ -52,6 +52,10 @@ struct WorkerPoolOptions {
   // a start is partly waiting (exec, loading, registering), so a few more than the cores keep
   // them busy.
   int max_starting_workers = 0;
+  // A worker stopped gracefully (StopWorker: its job ended; KillAll: the raylet stops) gets
+  // SIGTERM, reports the task events it buffered and exits; one still running after this grace
+  // (a task that does not return) is killed (SIGKILL).
+  absl::Duration stop_grace = absl::Seconds(3);
 };
 
 class WorkerPool : public WorkerLauncher {
@@ -84,10 +88,16 @@ class WorkerPool : public WorkerLauncher {
                               bool is_driver);
   // Kills the worker (if still running); it is forgotten when Tick sees it exit.
   void KillWorker(const WorkerId& worker_id) override;
-  // Kills the job's workers, except those holding detached actors.
-  void KillJobWorkers(const JobId& job_id);
-  // Checks for exited processes and idle workers past their timeout. Called periodically.
+  // SIGTERM now, SIGKILL from the first Tick after stop_grace if it still runs; never handed
+  // out again. Its exit is reported as "was stopped (exited with code 0)" and the like.
+  void StopWorker(const WorkerId& worker_id) override;
+  // Stops (StopWorker) the job's workers, except those holding detached actors.
+  void StopJobWorkers(const JobId& job_id);
+  // Checks for exited processes, idle workers past their timeout and stopped workers past their
+  // grace. Called periodically.
   void Tick();
+  // Stops every worker and waits for them: SIGTERM, up to stop_grace (real time: these are real
+  // processes ending) for them to exit, then SIGKILL. For the raylet's own shutdown.
   void KillAll();
 
   int num_workers() const;
@@ -115,7 +125,12 @@ class WorkerPool : public WorkerLauncher {
     absl::Time idle_since;
     absl::Time started;
     std::vector<PopCallback> waiting;  // pops waiting for this worker to register
+    // Set by StopWorker: SIGKILL once the clock passes it (then InfiniteFuture again).
+    absl::Time kill_at = absl::InfiniteFuture();
+    bool stopped = false;  // StopWorker was called: its exit is no failure
   };
+  // SIGTERM to the entry's process, SIGKILL after the grace; false if it is not ours to stop.
+  bool StopLocked(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<int> StartProcess(const rpc::JobInfo& job, const WorkerId& worker_id,
                                    const Program& program, const std::string& cuda_visible_devices);
   std::string LogPathOf(const WorkerId& worker_id) const;

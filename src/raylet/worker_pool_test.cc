@@ -33,6 +33,7 @@ class FakeProcessLauncher : public ProcessLauncher {
     return next_pid_++;
   }
   void Kill(int pid) override { killed.push_back(pid); }
+  void Terminate(int pid) override { terminated.push_back(pid); }
   std::optional<std::string> CheckExited(int pid) override {
     auto it = exits.find(pid);
     if (it == exits.end()) return std::nullopt;
@@ -45,6 +46,7 @@ class FakeProcessLauncher : public ProcessLauncher {
 
   std::vector<ProcessSpec> started;
   std::vector<int> killed;
+  std::vector<int> terminated;       // SIGTERM: asked to exit
   std::map<int, std::string> exits;  // pid -> how, reported once by CheckExited
   std::set<int> gone;                // non-children (drivers) that no longer exist
   absl::Status fail_next_start;
@@ -122,6 +124,9 @@ class WorkerPoolTest : public ::testing::Test {
     options.log_dir = "/logs";
     options.idle_timeout = absl::Seconds(60);
     options.startup_timeout = absl::Seconds(30);
+    // KillAll (the pool's destructor) waits this long in real time for fake processes that
+    // never exit: tests of the grace set their own.
+    options.stop_grace = absl::ZeroDuration();
     return options;
   }();
   const JobId job_id_ = JobId::FromInt(7);
@@ -277,13 +282,62 @@ TEST_F(WorkerPoolTest, AFailedStartFreesItsSlot) {
   EXPECT_FALSE(next->has_value());  // started, not registered yet
 }
 
-TEST_F(WorkerPoolTest, KillJobWorkersSparesDetachedActorsAndDrivers) {
+TEST_F(WorkerPoolTest, StopJobWorkersSparesDetachedActorsAndDrivers) {
   std::shared_ptr<Worker> plain = IdleWorker("");
   std::shared_ptr<Worker> detached = IdleWorker("0");
   detached->detached = true;
   ASSERT_TRUE(Pool().RegisterWorker(WorkerId::FromRandom(), 999, 1, job_id_, true).ok());
-  Pool().KillJobWorkers(job_id_);
-  EXPECT_EQ(processes_.killed, std::vector<int>{plain->pid});
+  Pool().StopJobWorkers(job_id_);
+  EXPECT_EQ(processes_.terminated, std::vector<int>{plain->pid});
+}
+
+// Regression: a job's workers were SIGKILLed at its end, before they reported the task events
+// they buffered (tasks stayed PENDING for good) and with "was killed by signal 9" in the log.
+TEST_F(WorkerPoolTest, AStoppedWorkerGetsSigtermAndAGraceBeforeSigkill) {
+  options_.stop_grace = absl::Seconds(3);
+  std::shared_ptr<Worker> polite = IdleWorker("");
+  std::shared_ptr<Worker> stubborn = IdleWorker("0");
+  Pool().StopJobWorkers(job_id_);
+  EXPECT_EQ(std::set<int>(processes_.terminated.begin(), processes_.terminated.end()),
+            (std::set<int>{polite->pid, stubborn->pid}));
+  EXPECT_TRUE(processes_.killed.empty());
+  // Never handed out again while it exits, even if its lease is given back meanwhile.
+  Pool().PushWorker(polite);
+  auto slot = Pop("");
+  EXPECT_EQ(processes_.started.size(), 3u);
+  EXPECT_FALSE(slot->has_value());
+  // One exits within the grace: no SIGKILL, and its exit says it was stopped.
+  processes_.exits[polite->pid] = "exited with code 0";
+  clock_.Advance(absl::Seconds(2));
+  Pool().Tick();
+  EXPECT_TRUE(processes_.killed.empty());
+  ASSERT_EQ(exits_.size(), 1u);
+  EXPECT_EQ(exits_[0].first, polite->worker_id);
+  EXPECT_EQ(exits_[0].second, "was stopped (exited with code 0)");
+  // The other ignores SIGTERM: SIGKILL once the grace is over, once.
+  clock_.Advance(absl::Seconds(2));
+  Pool().Tick();
+  EXPECT_EQ(processes_.killed, std::vector<int>{stubborn->pid});
+  Pool().Tick();
+  EXPECT_EQ(processes_.killed, std::vector<int>{stubborn->pid});
+  processes_.exits[stubborn->pid] = "was killed by signal 9";
+  Pool().Tick();
+  ASSERT_EQ(exits_.size(), 2u);
+  EXPECT_EQ(exits_[1].second, "was stopped (was killed by signal 9)");
+  // The process started for the pop above ends with the pool (no wait for its grace).
+  processes_.exits[100 + 2] = "exited with code 0";
+}
+
+TEST_F(WorkerPoolTest, KillAllAsksFirstAndKillsOnlyWhatIsLeftAfterTheGrace) {
+  options_.stop_grace = absl::Milliseconds(50);
+  std::shared_ptr<Worker> polite = IdleWorker("");
+  std::shared_ptr<Worker> stubborn = IdleWorker("0");
+  processes_.exits[polite->pid] = "exited with code 0";
+  Pool().KillAll();
+  EXPECT_EQ(std::set<int>(processes_.terminated.begin(), processes_.terminated.end()),
+            (std::set<int>{polite->pid, stubborn->pid}));
+  EXPECT_EQ(processes_.killed, std::vector<int>{stubborn->pid});
+  EXPECT_EQ(Pool().num_workers(), 0);
 }
 
 TEST_F(WorkerPoolTest, AGoneDriverIsReportedAsExited) {

@@ -260,9 +260,10 @@ absl::Status GcsClient::ReportWorkerExit(const std::string& worker_id, const std
   return Call(actor_stub_.get(), &rpc::ActorInfoService::Stub::ReportWorkerExit, request).status();
 }
 
-absl::Status GcsClient::ReportActorExit(const std::string& actor_id) {
+absl::Status GcsClient::ReportActorExit(const std::string& actor_id, const std::string& worker_id) {
   rpc::ReportActorExitRequest request;
   request.set_actor_id(actor_id);
+  request.set_worker_id(worker_id);
   return Call(actor_stub_.get(), &rpc::ActorInfoService::Stub::ReportActorExit, request).status();
 }
 

@@ -80,7 +80,8 @@ class GcsClient {
   absl::Status KillActor(const std::string& actor_id, bool no_restart);
   absl::Status ReportWorkerExit(const std::string& worker_id, const std::string& node_id,
                                 const std::string& how);
-  absl::Status ReportActorExit(const std::string& actor_id);
+  // `worker_id`: the caller's, the worker running the actor (the GCS refuses anyone else).
+  absl::Status ReportActorExit(const std::string& actor_id, const std::string& worker_id);
 
   // Placement groups.
   absl::Status CreatePlacementGroup(const rpc::PlacementGroupInfo& group);

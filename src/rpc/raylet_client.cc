@@ -1,9 +1,12 @@
 #include "src/rpc/raylet_client.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "src/rpc/async_call.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/grpc_status.h"
+#include "src/rpc/request_validation.h"
 #include "src/rpc/server.h"
 
 namespace troupe {
@@ -187,7 +190,9 @@ absl::Status RayletClient::FetchObject(const std::string& object_id,
   rpc::FetchObjectRequest request;
   request.set_object_id(object_id);
   if (!sources.empty()) request.set_from_raylet_address(sources[0]);
-  for (size_t i = 1; i < sources.size(); ++i) request.add_other_raylet_addresses(sources[i]);
+  // The raylet takes at most kMaxFetchSources copies; the first ones are tried first anyway.
+  const size_t count = std::min<size_t>(sources.size(), RequestLimits::kMaxFetchSources);
+  for (size_t i = 1; i < count; ++i) request.add_other_raylet_addresses(sources[i]);
   return Call(&rpc::NodeManagerService::Stub::FetchObject, request, timeout).status();
 }
 

@@ -1,8 +1,10 @@
 #include "src/rpc/request_validation.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -43,6 +45,36 @@ absl::Status CheckName(absl::string_view field, const std::string& name) {
 absl::Status CheckNonEmptyName(absl::string_view field, const std::string& name) {
   if (name.empty()) return Invalid(field, "must not be empty");
   return CheckName(field, name);
+}
+
+// A name people read in `troupe status` and `troupe list`: bounded, and no control characters
+// (C0, DEL, or C1 in UTF-8), which a terminal would act on.
+absl::Status CheckPrintableName(absl::string_view field, const std::string& name) {
+  TROUPE_RETURN_IF_ERROR(CheckName(field, name));
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    const bool c1 = c == 0xC2 && i + 1 < name.size() &&
+                    static_cast<unsigned char>(name[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(name[i + 1]) <= 0x9F;
+    if (c < 0x20 || c == 0x7F || c1) {
+      return Invalid(field, absl::StrCat("contains the control character 0x",
+                                         absl::Hex(c1 ? static_cast<unsigned char>(name[i + 1]) : c,
+                                                   absl::kZeroPad2),
+                                         " at byte ", i,
+                                         "; names are printed by `troupe status` and `troupe "
+                                         "list`: use printable characters"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A field only the GCS fills in (where and how an actor or placement group runs): a caller that
+// sets it reports state it does not own.
+absl::Status CheckUnset(absl::string_view field, bool set) {
+  if (!set) return absl::OkStatus();
+  return Invalid(field,
+                 "is set by the caller, but only the GCS records where and how actors and "
+                 "placement groups run: leave it empty");
 }
 
 absl::Status CheckCount(absl::string_view field, int count, int max) {
@@ -284,8 +316,23 @@ absl::Status ValidateRequest(const rpc::RegisterActorRequest& request) {
   const rpc::ActorInfo& actor = request.actor();
   TROUPE_RETURN_IF_ERROR(CheckId<ActorId>("actor.actor_id", actor.actor_id()));
   TROUPE_RETURN_IF_ERROR(CheckOptionalId<JobId>("actor.job_id", actor.job_id()));
-  TROUPE_RETURN_IF_ERROR(CheckName("actor.name", actor.name()));
-  TROUPE_RETURN_IF_ERROR(CheckName("actor.namespace_name", actor.namespace_name()));
+  TROUPE_RETURN_IF_ERROR(CheckPrintableName("actor.name", actor.name()));
+  TROUPE_RETURN_IF_ERROR(CheckPrintableName("actor.namespace_name", actor.namespace_name()));
+  for (const auto& [field, set] : std::initializer_list<std::pair<const char*, bool>>{
+           {"actor.state", actor.state() != rpc::ActorInfo::DEPENDENCIES_UNREADY},
+           {"actor.node_id", !actor.node_id().empty()},
+           {"actor.worker_id", !actor.worker_id().empty()},
+           {"actor.worker_address", !actor.worker_address().empty()},
+           {"actor.pid", actor.pid() != 0},
+           {"actor.num_restarts", actor.num_restarts() != 0},
+           {"actor.death_cause", !actor.death_cause().empty()},
+           {"actor.raylet_address", !actor.raylet_address().empty()},
+           {"actor.lease_id", !actor.lease_id().empty()},
+           {"actor.pending_reason", !actor.pending_reason().empty()},
+           {"actor.start_time_ms", actor.start_time_ms() != 0},
+           {"actor.end_time_ms", actor.end_time_ms() != 0}}) {
+    TROUPE_RETURN_IF_ERROR(CheckUnset(field, set));
+  }
   TROUPE_RETURN_IF_ERROR(CheckName("actor.class_name", actor.class_name()));
   TROUPE_RETURN_IF_ERROR(CheckResources("actor.required_resources", actor.required_resources()));
   TROUPE_RETURN_IF_ERROR(
@@ -319,14 +366,19 @@ absl::Status ValidateRequest(const rpc::ReportWorkerExitRequest& request) {
 }
 
 absl::Status ValidateRequest(const rpc::ReportActorExitRequest& request) {
-  return CheckId<ActorId>("actor_id", request.actor_id());
+  TROUPE_RETURN_IF_ERROR(CheckId<ActorId>("actor_id", request.actor_id()));
+  return CheckId<WorkerId>("worker_id", request.worker_id());
 }
 
 absl::Status ValidateRequest(const rpc::CreatePlacementGroupRequest& request) {
   const rpc::PlacementGroupInfo& group = request.placement_group();
   TROUPE_RETURN_IF_ERROR(
       CheckId<PlacementGroupId>("placement_group.placement_group_id", group.placement_group_id()));
-  TROUPE_RETURN_IF_ERROR(CheckName("placement_group.name", group.name()));
+  TROUPE_RETURN_IF_ERROR(CheckPrintableName("placement_group.name", group.name()));
+  TROUPE_RETURN_IF_ERROR(
+      CheckUnset("placement_group.state", group.state() != rpc::PlacementGroupInfo::PENDING));
+  TROUPE_RETURN_IF_ERROR(
+      CheckUnset("placement_group.pending_reason", !group.pending_reason().empty()));
   if (!rpc::PlacementGroupInfo::Strategy_IsValid(group.strategy())) {
     return Invalid("placement_group.strategy",
                    absl::StrCat("is ", group.strategy(),
@@ -338,8 +390,14 @@ absl::Status ValidateRequest(const rpc::CreatePlacementGroupRequest& request) {
   TROUPE_RETURN_IF_ERROR(
       CheckCount("placement_group.bundles", group.bundles_size(), L::kMaxBundles));
   for (int i = 0; i < group.bundles_size(); ++i) {
-    TROUPE_RETURN_IF_ERROR(CheckResources(
-        absl::StrCat("placement_group.bundles[", i, "].resources"), group.bundles(i).resources()));
+    const rpc::Bundle& bundle = group.bundles(i);
+    const std::string f = absl::StrCat("placement_group.bundles[", i, "]");
+    TROUPE_RETURN_IF_ERROR(CheckResources(f + ".resources", bundle.resources()));
+    TROUPE_RETURN_IF_ERROR(CheckUnset(f + ".node_id", !bundle.node_id().empty()));
+    TROUPE_RETURN_IF_ERROR(CheckUnset(f + ".raylet_address", !bundle.raylet_address().empty()));
+    TROUPE_RETURN_IF_ERROR(CheckUnset(f + ".reservation_id", !bundle.reservation_id().empty()));
+    TROUPE_RETURN_IF_ERROR(
+        CheckUnset(f + ".pending_reservation_id", !bundle.pending_reservation_id().empty()));
   }
   return CheckOptionalId<JobId>("placement_group.creator_job_id", group.creator_job_id());
 }
@@ -447,6 +505,13 @@ absl::Status ValidateRequest(const rpc::ReleaseObjectsRequest& request) {
 absl::Status ValidateRequest(const rpc::FetchObjectRequest& request) {
   TROUPE_RETURN_IF_ERROR(CheckId<ObjectId>("object_id", request.object_id()));
   TROUPE_RETURN_IF_ERROR(CheckNonEmptyName("from_raylet_address", request.from_raylet_address()));
+  if (request.other_raylet_addresses_size() + 1 > L::kMaxFetchSources) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "other_raylet_addresses: the request names ", request.other_raylet_addresses_size() + 1,
+        " copies to fetch from; at most ", L::kMaxFetchSources,
+        " are allowed (from_raylet_address and other_raylet_addresses together): name the "
+        "copies to try first"));
+  }
   for (const std::string& address : request.other_raylet_addresses()) {
     TROUPE_RETURN_IF_ERROR(CheckNonEmptyName("other_raylet_addresses", address));
   }

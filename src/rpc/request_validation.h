@@ -39,6 +39,9 @@ struct RequestLimits {
   static constexpr int kMaxBundles = 10000;
   // Entries of any other repeated or map field (object IDs, argv, labels, log lines, ...).
   static constexpr int kMaxRepeated = 1 << 20;
+  // Copies one FetchObjectRequest may name (from_raylet_address and other_raylet_addresses):
+  // each is a connection the raylet may try. RayletClient::FetchObject sends the first ones.
+  static constexpr int kMaxFetchSources = 64;
   // Chunks a puller may ask for when copying an object between nodes.
   static constexpr int64_t kMaxChunkBytes = 256 << 20;
 };

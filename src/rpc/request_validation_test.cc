@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "src/common/ids.h"
 
@@ -120,6 +121,21 @@ TEST(RequestValidationTest, RayletObjectRequests) {
   rpc::ReturnWorkerRequest give_back;
   give_back.set_lease_id("x");
   ExpectInvalid(ValidateRequest(give_back), "lease_id", "LeaseId");
+}
+
+TEST(RequestValidationTest, AFetchNamesAtMostTheCapOfSources) {
+  rpc::FetchObjectRequest fetch;
+  fetch.set_object_id(ObjectId::FromIndex(TaskId::FromRandom(), 1).Binary());
+  fetch.set_from_raylet_address("10.0.0.1:7000");
+  for (int i = 1; i < RequestLimits::kMaxFetchSources; ++i) {
+    fetch.add_other_raylet_addresses(absl::StrCat("10.0.1.", i, ":7000"));
+  }
+  EXPECT_TRUE(ValidateRequest(fetch).ok());
+  fetch.add_other_raylet_addresses("10.0.2.1:7000");  // one past the cap
+  ExpectInvalid(ValidateRequest(fetch), "other_raylet_addresses", "at most 64");
+  // 200,000 sources: refused at once, naming the count.
+  for (int i = 0; i < 200000; ++i) fetch.add_other_raylet_addresses("10.0.3.1:7000");
+  ExpectInvalid(ValidateRequest(fetch), "other_raylet_addresses", "names 200065 copies");
 }
 
 TEST(RequestValidationTest, NodeRegistrationAndReports) {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -101,7 +102,9 @@ class ActorCreator {
   static_assert(std::is_pointer_v<typename Traits::Return>,
                 "troupe::Actor takes a factory returning a new object: static T* Create(...)");
 
-  explicit ActorCreator(F factory) : factory_(factory) {}
+  explicit ActorCreator(F factory) : factory_(factory) {
+    options_.class_type_name = typeid(Class).name();
+  }
 
   ActorCreator& SetName(std::string name) {
     options_.name = std::move(name);

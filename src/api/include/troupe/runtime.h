@@ -71,6 +71,9 @@ struct ActorOptions {
   int max_concurrency = 1;
   bool detached = false;
   SchedulingStrategy strategy;
+  // The actor's class as the compiler names it (typeid(T).name(), mangled): the runtime shows
+  // it demangled ("Store", "ns::Store") as the actor's class name. "": the factory's name.
+  std::string class_type_name;
 };
 
 class Runtime {

@@ -91,22 +91,21 @@ void KvManager::Get(const std::string& ns, const std::string& key,
 }
 
 void KvManager::ResyncIndex(const std::string& store_key) {
-  store_->AsyncGet(kTable, store_key,
-                   [this, store_key](absl::StatusOr<std::optional<std::string>> value) {
-                     if (!value.ok()) return;
-                     absl::MutexLock lock(&mu_);
-                     auto it = sizes_.find(store_key);
-                     const int64_t old = it == sizes_.end() ? 0 : it->second;
-                     if (value->has_value()) {
-                       const int64_t bytes =
-                           static_cast<int64_t>(store_key.size() + (*value)->size());
-                       sizes_[store_key] = bytes;
-                       used_ += bytes - old;
-                     } else if (it != sizes_.end()) {
-                       used_ -= old;
-                       sizes_.erase(it);
-                     }
-                   });
+  store_->AsyncGet(
+      kTable, store_key, [this, store_key](absl::StatusOr<std::optional<std::string>> value) {
+        if (!value.ok()) return;
+        absl::MutexLock lock(&mu_);
+        auto it = sizes_.find(store_key);
+        const int64_t old = it == sizes_.end() ? 0 : it->second;
+        if (value->has_value()) {
+          const int64_t bytes = static_cast<int64_t>(store_key.size() + (*value)->size());
+          sizes_[store_key] = bytes;
+          used_ += bytes - old;
+        } else if (it != sizes_.end()) {
+          used_ -= old;
+          sizes_.erase(it);
+        }
+      });
 }
 
 void KvManager::Put(const std::string& ns, const std::string& key, std::string value,

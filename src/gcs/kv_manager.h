@@ -12,8 +12,9 @@
 //
 // Thread-safe. Writes are applied to the index and handed to the store under one lock, so the
 // two see them in the same order; a write the store fails (StoreClient: an acknowledged write
-// Redis could not take) is looked up in the store again, so the index keeps agreeing with it. `done` runs where the store runs it (possibly before the call
-// returns), never under the manager's lock.
+// Redis could not take) is looked up in the store again, so the index keeps agreeing with it.
+// `done` runs where the store runs it (possibly before the call returns), never under the manager's
+// lock.
 #pragma once
 
 #include <cstdint>

@@ -173,8 +173,8 @@ TEST(KvManagerQuotaTest, ARestartedManagerCountsWhatTheStoreHolds) {
 // changing nothing.
 class RefusingStore : public InMemoryStoreClient {
  public:
-  void AsyncPut(const std::string& table, const std::string& key, std::string value,
-                bool overwrite, std::function<void(absl::StatusOr<bool>)> done) override {
+  void AsyncPut(const std::string& table, const std::string& key, std::string value, bool overwrite,
+                std::function<void(absl::StatusOr<bool>)> done) override {
     if (refuse_all || key.find("refused") != std::string::npos) {
       done(absl::UnavailableError("Redis is unreachable"));
       return;

@@ -162,7 +162,7 @@ void KvManager::Del(const std::string& ns, const std::string& key, bool by_prefi
     std::atomic<size_t> remaining{1};  // one for the issuing below
     std::atomic<int64_t> deleted{0};
     std::optional<absl::Status> error;  // the first failure (written before `remaining` drops)
-    std::vector<std::string> failed;    // keys whose delete the store failed
+    std::vector<std::string> failed ABSL_GUARDED_BY(mu);  // keys whose delete the store failed
     absl::Mutex mu;
   };
   auto pending = std::make_shared<Pending>();

@@ -125,8 +125,9 @@ for (target, shard, run), (status, xml_path) in sorted(results.items()):
     if not found:  # a test binary that crashed before writing cases
         failed += 1
         print(f"FAILED (no test cases reported): {target}")
-if not results and bazel_status == 0:
-    print("no test target matched: nothing was tested")
+if not results:  # a green run must have tested something
+    failed += 1
+    print("no test target was tested (do the patterns and filters match any?)")
 if bazel_status != 0 and failed == 0:
     failed = 1
     print(f"bazel test exited with {bazel_status}")

@@ -1,6 +1,7 @@
 """Checks deploy/kubernetes: base and every overlay render with `kubectl kustomize`, every
-resource validates against Kubernetes' JSON schemas (the kubernetes-validate package, strict, for
-the oldest and newest Kubernetes it bundles) and the manifests fit Troupe and each other:
+resource validates against Kubernetes' JSON schemas (strict: no unknown field) of the oldest and
+newest release kubernetes-validate 1.37.0 bundles, kept in tests/k8s_schemas (made by its
+vendor.py; nothing is read from the network), and the manifests fit Troupe and each other:
 
 - every flag in a troupe container's args is one `troupe start --help` lists (the real binary);
 - HTTP probe paths are routes the head's HTTP server serves (src/http/http_server.cc), probe and

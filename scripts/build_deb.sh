@@ -8,7 +8,7 @@
 #   troupe-train_<VERSION>_amd64.deb  libtroupe_train (troupe/train*.h, troupe_train.pc), which
 #                                     links LibTorch: it depends on troupe and Debian's LibTorch.
 #
-#   bash scripts/build_deb.sh [--out=DIR] [--bin-root=DIR]
+#   bash scripts/build_deb.sh [--out=DIR] [--bin-root=DIR] [--compression=xz|gzip|none]
 #
 # It installs the SDK (scripts/install.sh: bazel -c opt, CPU) under /usr in a staging root,
 # splits it into the two packages, adds deploy/systemd's units (pointed at /usr/bin/troupe) and
@@ -17,16 +17,18 @@
 # packaged files load (`dpkg -S`) and the minimum version their symbols need; a library no
 # package owns stops the build.
 # --bin-root=DIR packages artifacts built already (DIR/sdk/libtroupe.so, ..., as in bazel-bin)
-# instead of running Bazel: sdk/sdk_test.sh does so.
+# instead of running Bazel: sdk/deb_test.sh does so (with --compression=none: dpkg-deb's xz,
+# the default, takes most of the time for an unoptimised binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-out="dist" bin_root=""
+out="dist" bin_root="" compression="xz"
 for arg in "$@"; do
   case "$arg" in
     --out=*) out="${arg#*=}" ;;
     --bin-root=*) bin_root="${arg#*=}" ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    --compression=*) compression="${arg#*=}" ;;
+    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "build_deb.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -156,7 +158,7 @@ for package_root in "$root" "$train_root"; do
   echo "activate-noawait ldconfig" > "$package_root/DEBIAN/triggers"
   (cd "$package_root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | sort -z |
     xargs -0 md5sum > DEBIAN/md5sums)
-  dpkg-deb --root-owner-group -Zxz --build "$package_root" \
+  dpkg-deb --root-owner-group -Z"$compression" --build "$package_root" \
     "$out/$(basename "$package_root").deb" >/dev/null
   echo "$out/$(basename "$package_root").deb"
 done

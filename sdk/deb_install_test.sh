@@ -65,6 +65,9 @@ else
   tar -C "$root" -cf "$tarball.partial" . && mv "$tarball.partial" "$tarball"
 fi
 
+# The chroot's /: mktemp's 0700 (kept in the cached tarball too) would shut out the user troupe.
+chmod 0755 "$root"
+
 mount_in() {  # mount_in SOURCE TARGET [options...]
   mkdir -p "$root/$2"
   mount "${@:3}" "$1" "$root/$2"

@@ -31,10 +31,10 @@ std::string RayUnavailableReason(const std::string& tool) {
   }
   std::ifstream failure(RayVenv() + ".unavailable");
   std::string why((std::istreambuf_iterator<char>(failure)), std::istreambuf_iterator<char>());
-  return absl::StrCat("Ray is not installed: ", problem,
-                      " (bash scripts/install_ray.sh installs it; scripts/test.sh runs it)",
-                      why.empty() ? "" : "; its last attempt failed: ",
-                      absl::StripTrailingAsciiWhitespace(why));
+  return absl::StrCat(
+      "Ray is not installed: ", problem,
+      " (bash scripts/install_ray.sh installs it; scripts/test.sh runs it)",
+      why.empty() ? "" : "; its last attempt failed: ", absl::StripTrailingAsciiWhitespace(why));
 }
 
 }  // namespace troupe::testing

@@ -9,24 +9,24 @@
 #     iperf3               bench/transfer_bench.py's raw TCP figure
 #   PyPI, into a virtualenv (default ~/.cache/troupe-bench-venv):
 #     ray[default]==2.60.0 bench/ray_microbench.py (run by microbenchmark.py), the `ray` CLI for
-#                          cluster_start.py (--ray VENV/bin/ray), and the job SDK for
-#                          tests/jobs_test.cc's Ray-client check
+#                          cluster_start.py (--ray VENV/bin/ray), and the job SDK and CLI for
+#                          the Ray-compatibility tests (installed by scripts/install_ray.sh)
 #     numpy                bench/ray_microbench.py
 # Usage: bash bench/setup_peers.sh [venv dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${1:-$HOME/.cache/troupe-bench-venv}
-RAY_VERSION=2.60.0  # the version docs/benchmarks.md reports
 NUMPY_VERSION=2.4.6
 
 bash scripts/install_deps.sh python3-torch python3-torchvision python3-venv iperf3
 
-# Debian's Python (python3-venv), not whichever python3 comes first on PATH.
-if [ ! -x "$VENV/bin/python" ]; then /usr/bin/python3 -m venv "$VENV"; fi
-"$VENV/bin/python" - "$RAY_VERSION" "$NUMPY_VERSION" 2>/dev/null <<'PY' ||
+# Ray (the version docs/benchmarks.md reports) into the virtualenv: scripts/install_ray.sh, which
+# scripts/test.sh also runs for the Ray-compatibility tests.
+bash scripts/install_ray.sh "$VENV"
+"$VENV/bin/python" - "$NUMPY_VERSION" 2>/dev/null <<'PY' ||
 import sys
-import aiohttp, numpy, ray, ray.job_submission
-sys.exit(0 if (ray.__version__, numpy.__version__) == tuple(sys.argv[1:3]) else 1)
+import numpy
+sys.exit(0 if numpy.__version__ == sys.argv[1] else 1)
 PY
-  "$VENV/bin/pip" install -q "ray[default]==$RAY_VERSION" "numpy==$NUMPY_VERSION"
+  "$VENV/bin/pip" install -q "numpy==$NUMPY_VERSION"
 echo "$VENV/bin/python"

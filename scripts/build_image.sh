@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds Troupe's container image without any image registry:
-#   bash scripts/build_image.sh [path/to/troupe_VERSION_amd64.deb]   (default: the newest dist/troupe_*_amd64.deb)
+#   bash scripts/build_image.sh [path/to/troupe_VERSION_amd64.deb]   (default: the newest dist/troupe_*_amd64.deb;
+#   troupe-train_VERSION_amd64.deb beside it, if there, is installed too)
 # -> dist/troupe-image.tar, an OCI archive holding the image troupe:VERSION (Debian's ~ and + in
 #    the version become -). Load it with `podman load -i dist/troupe-image.tar`.
 #
@@ -29,6 +30,9 @@ fi
 [ -f "$deb" ] || fail "no such file: $deb"
 deb="$(realpath "$deb")"
 version="$(dpkg-deb --field "$deb" Version)"
+# The train library (troupe-train, which brings LibTorch), when built beside the .deb: programs
+# run in the image may use it, as with the single package before the split.
+train_deb="$(dirname "$deb")/troupe-train_${version}_amd64.deb"
 # An image tag allows [A-Za-z0-9_.-]: Debian's ~ and + become -.
 tag="$(printf '%s' "$version" | tr -c 'A-Za-z0-9_.\n-' '-')"
 
@@ -112,19 +116,26 @@ echo "== apt install $(basename "$deb") into the root filesystem"
 rm -f "$rootfs/etc/apt/sources.list"
 cp /etc/resolv.conf "$rootfs/etc/resolv.conf"
 cp "$deb" "$rootfs/tmp/troupe.deb"
+debs=(/tmp/troupe.deb)
+if [ -f "$train_deb" ]; then
+  cp "$train_deb" "$rootfs/tmp/troupe-train.deb"
+  debs+=(/tmp/troupe-train.deb)
+fi
 mount -t proc proc "$rootfs/proc"
 mount --bind /dev "$rootfs/dev"
 in_root() { chroot "$rootfs" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive "$@"; }
-in_root apt-get update -qq
-in_root apt-get install -y -qq --no-install-recommends /tmp/troupe.deb >"$work/apt.log" 2>&1 ||
-  { tail -n 30 "$work/apt.log" >&2; fail "apt-get install of $(basename "$deb") failed (log above)"; }
-in_root troupe --help >/dev/null || fail "troupe does not run inside the root filesystem"
+# The image's user, uid 1000 (the Kubernetes manifests run as it), made before the package, whose
+# postinst keeps an existing `troupe` user.
 in_root useradd --uid 1000 --user-group --create-home --home-dir /home/troupe \
   --shell /usr/sbin/nologin troupe
+in_root apt-get update -qq
+in_root apt-get install -y -qq --no-install-recommends "${debs[@]}" >"$work/apt.log" 2>&1 ||
+  { tail -n 30 "$work/apt.log" >&2; fail "apt-get install of ${debs[*]##*/} failed (log above)"; }
+in_root troupe --help >/dev/null || fail "troupe does not run inside the root filesystem"
 in_root install -d -o troupe -g troupe -m 0755 /tmp/troupe
 in_root apt-get clean
 umount -l "$rootfs/proc" "$rootfs/dev"
-rm -rf "$rootfs/tmp/troupe.deb" "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin
+rm -rf "$rootfs/tmp/troupe.deb" "$rootfs/tmp/troupe-train.deb" "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin
 # The machine's mirror is not the image's business: the image's apt uses Debian's own name.
 sed -i "s|$mirror|http://deb.debian.org/debian|; s|${security:-@none@}|http://deb.debian.org/debian-security|" \
   "$rootfs/etc/apt/sources.list.d/debian.sources"

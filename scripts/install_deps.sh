@@ -15,6 +15,8 @@ PACKAGES=(
   prometheus curl                                   # scraping /metrics in the jobs tests
   chromium chromium-driver python3-selenium         # the dashboard's browser test
   cmake pkg-config dpkg-dev                         # the SDK tests and the .deb (docs/sdk.md)
+  python3-yaml python3-jsonschema                   # k8s_manifests_test's schema checks
+  python3-venv                                      # the Ray virtualenv (scripts/install_ray.sh)
 )
 PACKAGES+=("$@")
 

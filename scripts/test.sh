@@ -1,18 +1,46 @@
 #!/usr/bin/env bash
-# Runs every test: installs missing packages, checks that the build without CUDA still works and
-# that clang's thread-safety analysis finds nothing, then builds and tests everything with Bazel.
-# Ends with a line "N passed, N failed, N skipped" counting test cases. Extra arguments go to
-# `bazel test` (e.g. a target pattern or --test_tag_filters=gpu).
+# Runs every test: installs what the tests need (missing Debian packages: scripts/install_deps.sh;
+# Ray from PyPI into ~/.cache/troupe-bench-venv for the Ray-compatibility tests:
+# scripts/install_ray.sh, in the background while the builds run), checks that the build without
+# CUDA still works and that clang's thread-safety analysis finds nothing, then builds and tests
+# everything with Bazel. Ends with a line "N passed, N failed, N skipped" counting the test cases
+# of the targets this run tested (from Bazel's build event file; results of earlier runs are never
+# counted). Extra arguments go to `bazel test`: flags (e.g. --test_tag_filters=gpu) keep the
+# default pattern //...; target patterns (//..., @..., :name) replace it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install_deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 
-echo "== bazel build --config=nocuda //... (the build must work without CUDA)"
-if ! bazel build --config=nocuda //...; then
+# Ray for the Ray-compatibility tests (quick when installed). If it cannot be installed the run
+# goes on, says so loudly here and before the summary, and those tests skip quoting the reason.
+ray_log="$(mktemp "${TMPDIR:-/tmp}/troupe-install-ray.XXXXXX")"
+bash scripts/install_ray.sh > "$ray_log" 2>&1 &
+ray_pid=$!
+ray_warning=""
+ray_done=false
+finish_ray() {
+  $ray_done && return
+  ray_done=true
+  if ! wait "$ray_pid"; then
+    ray_warning="$(printf '%s\n' \
+      "!!! WARNING: Ray could not be installed (scripts/install_ray.sh):" \
+      "$(sed 's/^/!!!   /' "$ray_log")" \
+      "!!! The Ray-compatibility tests (Ray's job SDK and CLI against our head) SKIP in this run.")"
+    echo "$ray_warning"
+  else
+    cat "$ray_log"
+  fi
+  rm -f "$ray_log"
+}
+fail_run() {
+  finish_ray
   echo "0 passed, 1 failed"
   exit 1
-fi
+}
+
+echo "== bazel build --config=nocuda //... (the build must work without CUDA)"
+bazel build --config=nocuda //... || fail_run
 
 # The same code compiled by clang checks the lock annotations (ABSL_GUARDED_BY, ...): a
 # thread-safety finding fails the run. Its own output base keeps the g++ build's cache and
@@ -26,30 +54,57 @@ mapfile -t packages < <(bazel query //... --output=package | sed 's|^|//|; s|$|:
 if [ ${#packages[@]} -eq 0 ] ||
   ! bazel --output_base="$clang_output_base" --max_idle_secs=900 build --config=clang \
     --config=nocuda "${packages[@]}"; then
-  echo "0 passed, 1 failed"
-  exit 1
+  fail_run
 fi
 
-targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(//...)
-echo "== bazel test ${targets[*]}"
-bazel test --nocache_test_results "${targets[@]}"
+finish_ray
+
+# Flags alone keep the default pattern: a target pattern is an argument that starts with //, @
+# or :, or anything after a "--".
+args=("$@")
+has_pattern=false
+after_dashes=false
+for arg in "${args[@]}"; do
+  if $after_dashes || [[ "$arg" == //* || "$arg" == @* || "$arg" == :* ]]; then has_pattern=true; fi
+  [ "$arg" = "--" ] && after_dashes=true
+done
+$has_pattern || args+=(//...)
+# The build event file names the targets tested; a result older than start_marker is stale.
+start_marker="$(mktemp "${TMPDIR:-/tmp}/troupe-test-start.XXXXXX")"
+events="$(mktemp "${TMPDIR:-/tmp}/troupe-test-events.XXXXXX")"
+echo "== bazel test ${args[*]}"
+bazel test --nocache_test_results --build_event_json_file="$events" "${args[@]}"
 bazel_status=$?
 
-# Count test cases from the JUnit XML of every test target that ran.
-python3 - "$bazel_status" <<'PY'
-import glob, os, subprocess, sys
+# Count test cases from the JUnit XML of every test target this run tested: the targets come from
+# the build event file (testResult events), never from what bazel-testlogs holds from earlier runs.
+RAY_WARNING="$ray_warning" python3 - "$bazel_status" "$events" "$start_marker" <<'PY'
+import json, os, sys
 import xml.etree.ElementTree as ET
 
-bazel_status = int(sys.argv[1])
-query = subprocess.run(["bazel", "query", "tests(//...)"], capture_output=True, text=True)
-testlogs = os.path.realpath("bazel-testlogs")
+bazel_status, events_path, start_marker = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+run_start = os.stat(start_marker).st_mtime  # made just before `bazel test` started
+os.unlink(start_marker)
+# label -> the test.xml of its last attempt (a flaky test's retries, shards: each its own file).
+results = {}
+with open(events_path) as f:
+    for line in f:
+        event = json.loads(line)
+        test = event.get("id", {}).get("testResult")
+        if not test:
+            continue
+        payload = event.get("testResult", {})
+        key = (test["label"], test.get("shard", 0), test.get("run", 0))
+        xml_files = [o["uri"] for o in payload.get("testActionOutput", [])
+                     if o.get("name") == "test.xml" and o.get("uri", "").startswith("file://")]
+        results[key] = (payload.get("status", ""), xml_files[0][len("file://"):] if xml_files else "")
+os.unlink(events_path)
 passed = failed = skipped = 0
-for target in query.stdout.split():
-    package, name = target[2:].split(":")
-    xml_path = os.path.join(testlogs, package, name, "test.xml")
-    if not os.path.exists(xml_path):
-        continue  # not built here (e.g. a CUDA test without CUDA): counted by bazel as skipped
+for (target, shard, run), (status, xml_path) in sorted(results.items()):
+    if not xml_path or not os.path.exists(xml_path) or os.stat(xml_path).st_mtime < run_start:
+        failed += 1
+        print(f"FAILED (no results written by this run, status {status or 'unknown'}): {target}")
+        continue
     try:
         root = ET.parse(xml_path).getroot()
     except ET.ParseError:
@@ -70,9 +125,14 @@ for target in query.stdout.split():
     if not found:  # a test binary that crashed before writing cases
         failed += 1
         print(f"FAILED (no test cases reported): {target}")
+if not results:  # a green run must have tested something
+    failed += 1
+    print("no test target was tested (do the patterns and filters match any?)")
 if bazel_status != 0 and failed == 0:
     failed = 1
     print(f"bazel test exited with {bazel_status}")
+if os.environ.get("RAY_WARNING"):
+    print(os.environ["RAY_WARNING"])
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(1 if failed else 0)
 PY

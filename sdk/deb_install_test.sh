@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The .deb on a clean Debian 12 (docs/sdk.md): a minimal root made with debootstrap, the package
-# installed in it by apt (which fetches the Depends: from Debian's mirror), then `troupe start
-# --head`, `troupe status` and `troupe stop` inside, with the root's own loopback-only network.
+# The .deb on a clean Debian 12 (docs/sdk.md): a minimal root made with debootstrap, the troupe
+# package installed in it by apt (which fetches the Depends: from Debian's mirror), checked for
+# what its postinst sets up (the system user troupe, /var/lib/troupe) and for no LibTorch, then
+# `troupe start --head`, `troupe status` and `troupe stop` inside as the user troupe (as the
+# systemd units run it), with the root's own loopback-only network.
 # Slow (about a minute with the cached root, more the first time) and it needs root, the
 # network to Debian's mirror and debootstrap; run by hand, not by scripts/test.sh:
 #
@@ -63,6 +65,9 @@ else
   tar -C "$root" -cf "$tarball.partial" . && mv "$tarball.partial" "$tarball"
 fi
 
+# The chroot's /: mktemp's 0700 (kept in the cached tarball too) would shut out the user troupe.
+chmod 0755 "$root"
+
 mount_in() {  # mount_in SOURCE TARGET [options...]
   mkdir -p "$root/$2"
   mount "${@:3}" "$1" "$root/$2"
@@ -82,17 +87,29 @@ chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEN
 grep -E '^(Setting up|Unpacking) troupe' "$root/tmp/apt.log" || true
 echo "installed: $(chroot "$root" dpkg-query -W -f='${Package} ${Version} ${Status}' troupe)"
 
-echo "== troupe start --head / status / stop inside (own network and PID namespaces)"
+echo "== what the package set up: no LibTorch, the user troupe, its state directory, the env files"
+! chroot "$root" dpkg-query -W -f='${Package}\n' 'libtorch*' 2>/dev/null | grep -q . ||
+  { echo "FAIL: installing troupe pulled in LibTorch"; exit 1; }
+chroot "$root" getent passwd troupe || { echo "FAIL: no user troupe"; exit 1; }
+[ "$(chroot "$root" stat -c '%U:%G %a' /var/lib/troupe)" = "troupe:troupe 750" ] ||
+  { echo "FAIL: /var/lib/troupe is $(chroot "$root" stat -c '%U:%G %a' /var/lib/troupe)"; exit 1; }
+for env_file in /etc/troupe/head.env /etc/troupe/worker.env; do
+  [ "$(chroot "$root" stat -c '%U %a' "$env_file")" = "root 600" ] ||
+    { echo "FAIL: $env_file is missing or not root-only"; exit 1; }
+done
+
+echo "== as the units do: troupe start --head / status / stop as user troupe, TROUPE_TEMP_DIR=/var/lib/troupe (own network and PID namespaces)"
 # --net: loopback only, so the head's ports cannot clash with anything on this machine and no
 # traffic leaves. --pid with its own /proc: `troupe stop` sees only this root's processes, and
 # whatever is left when the script ends dies with the namespace.
 unshare --net --pid --fork --mount --mount-proc="$root/proc" -- \
   bash -c 'ip link set lo up && exec "$@"' _ chroot "$root" /usr/bin/env -i \
-  PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TROUPE_TEMP_DIR=/tmp/troupe bash -euo pipefail -c '
-    troupe --version
-    troupe start --head --num-cpus=1
-    troupe status
-    troupe stop --temp-dir=/tmp/troupe
-    ! troupe status >/dev/null 2>&1 || { echo "a cluster still runs after troupe stop"; exit 1; }
+  PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root bash -euo pipefail -c '
+    as_troupe() { runuser -u troupe -- env HOME=/var/lib/troupe TROUPE_TEMP_DIR=/var/lib/troupe "$@"; }
+    as_troupe troupe --version
+    as_troupe troupe start --head --num-cpus=1
+    as_troupe troupe status
+    as_troupe troupe stop
+    ! as_troupe troupe status >/dev/null 2>&1 || { echo "a cluster still runs after troupe stop"; exit 1; }
   ' || { echo "FAIL: troupe in the clean root"; exit 1; }
 echo "deb_install_test: the .deb installs on a clean Debian 12 and troupe start --head works"

@@ -42,6 +42,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "proto/schema.pb.h"
+#include "src/common/session.h"
 #include "src/common/status_testing.h"
 #include "src/common/test_seed.h"
 #include "src/common/wait_until.h"
@@ -460,8 +461,22 @@ std::vector<std::string> ObjectFilesIn(const std::string& dir) {
   return files;
 }
 
+// The object store directory of a node's session directory, as `troupe start` and `troupe stop`
+// name it (ObjectStoreDirOf), so that the test looks where the raylet keeps its objects.
 std::string StoreDirOf(const std::string& session_dir) {
-  return "/dev/shm/troupe-" + session_dir.substr(session_dir.rfind('/') + 1);
+  auto session = troupe::Session::Open(session_dir);
+  EXPECT_TRUE(session.ok()) << session.status();
+  return session.ok() ? troupe::ObjectStoreDirOf(*session) : session_dir + " (not a session)";
+}
+
+// An empty store proves nothing if the test looks in the wrong place: each live node's store
+// directory must exist.
+void ExpectStoresExist(const std::vector<std::string>& session_dirs) {
+  for (const auto& session : session_dirs) {
+    struct stat st;
+    EXPECT_EQ(stat(StoreDirOf(session).c_str(), &st), 0)
+        << "no object store at " << StoreDirOf(session) << " for the live node of " << session;
+  }
 }
 
 // For a failure message: which processes still map any of `paths` (readers holding a pin).
@@ -529,6 +544,7 @@ void RunChaos(const Scale& scale) {
     if (pid_file >> pid && kill(pid, 0) == 0) live_sessions.push_back(session);
   }
   EXPECT_EQ(live_sessions.size(), static_cast<size_t>(scale.worker_nodes + 1));
+  ExpectStoresExist(live_sessions);
   std::vector<std::string> left;
   EXPECT_TRUE(WaitUntil(
       [&] {
@@ -543,11 +559,13 @@ void RunChaos(const Scale& scale) {
       << "objects left behind: " << absl::StrJoin(left, ", ") << MappedBy(left);
 
   // `troupe stop` removes what killed raylets could not (their stores).
+  std::vector<std::string> store_dirs;
+  for (const auto& session : sessions) store_dirs.push_back(StoreDirOf(session));
   const std::string temp_root = cluster.temp_root();
   { TestCluster gone = std::move(cluster); }  // checks available == total and no process left
-  for (const auto& session : sessions) {
+  for (const auto& dir : store_dirs) {
     struct stat st;
-    EXPECT_NE(stat(StoreDirOf(session).c_str(), &st), 0) << StoreDirOf(session) << " is left";
+    EXPECT_NE(stat(dir.c_str(), &st), 0) << dir << " is left";
   }
 }
 
@@ -572,6 +590,7 @@ TEST(ChaosTest, ObjectsPinnedByAKilledReaderAreFreed) {
       EXPECT_THROW(troupe::Get(died, std::chrono::minutes(1)), std::exception);
     }
   }
+  ExpectStoresExist(SessionDirs(cluster.temp_root()));
   std::vector<std::string> left;
   EXPECT_TRUE(WaitUntil(
       [&] {

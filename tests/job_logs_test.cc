@@ -25,6 +25,7 @@
 #include "nlohmann/json.hpp"
 #include "src/common/status_testing.h"
 #include "src/common/wait_until.h"
+#include "tests/ray_venv.h"
 #include "tests/test_cluster.h"
 
 namespace {
@@ -32,6 +33,8 @@ namespace {
 using nlohmann::json;
 using troupe::testing::CommandResult;
 using troupe::testing::PickFreePort;
+using troupe::testing::RayTool;
+using troupe::testing::RayUnavailableReason;
 using troupe::testing::TestCluster;
 using troupe::testing::WaitUntil;
 
@@ -124,15 +127,9 @@ class JobLogsTest : public ::testing::Test {
     return r && r->status == 200;
   }
 
-  // Ray's CLI from the benchmark virtualenv, or "" (the test then skips).
-  static std::string RayCli() {
-    const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
-    const std::string ray = home + "/.cache/troupe-bench-venv/bin/ray";
-    return std::filesystem::exists(ray) ? ray : "";
-  }
-
+  // Ray's CLI from the virtualenv of scripts/install_ray.sh.
   CommandResult Ray(std::vector<std::string> args) {
-    args.insert(args.begin(), RayCli());
+    args.insert(args.begin(), RayTool("bin/ray"));
     return troupe::testing::RunCommand(
         args, {"RAY_JOB_HEADERS={\"Authorization\": \"Bearer " + cluster_->token() + "\"}"});
   }
@@ -142,7 +139,7 @@ class JobLogsTest : public ::testing::Test {
 };
 
 TEST_F(JobLogsTest, RaysJobSubmitWaitsAndPrintsTheOutput) {
-  if (RayCli().empty()) GTEST_SKIP() << "no Ray CLI in the benchmark virtualenv (bench/setup_peers.sh)";
+  if (std::string why = RayUnavailableReason("bin/ray"); !why.empty()) GTEST_SKIP() << why;
   CommandResult r = Ray({"job", "submit", "--address", cluster_->HttpAddress(), "--submission-id",
                          "ray-echo", "--", "echo", "hi"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -153,7 +150,7 @@ TEST_F(JobLogsTest, RaysJobSubmitWaitsAndPrintsTheOutput) {
 }
 
 TEST_F(JobLogsTest, RaysJobLogsFollowStreamsUntilTheJobEnds) {
-  if (RayCli().empty()) GTEST_SKIP() << "no Ray CLI in the benchmark virtualenv (bench/setup_peers.sh)";
+  if (std::string why = RayUnavailableReason("bin/ray"); !why.empty()) GTEST_SKIP() << why;
   CommandResult submitted =
       Job({"submit", "--no-wait", "--submission-id=ray-follow", "--", "sh", "-c",
            "for i in 1 2 3; do echo line $i; sleep 0.5; done"});

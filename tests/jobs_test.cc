@@ -25,6 +25,7 @@
 #include "src/common/status_testing.h"
 #include "src/common/version.h"
 #include "src/common/wait_until.h"
+#include "tests/ray_venv.h"
 #include "tests/test_cluster.h"
 
 namespace {
@@ -32,6 +33,8 @@ namespace {
 using nlohmann::json;
 using troupe::testing::CommandResult;
 using troupe::testing::PickFreePort;
+using troupe::testing::RayTool;
+using troupe::testing::RayUnavailableReason;
 using troupe::testing::TestCluster;
 using troupe::testing::WaitUntil;
 
@@ -404,15 +407,11 @@ TEST_F(JobsTest, MetricsPassPromtoolAndCountTheCluster) {
   EXPECT_EQ(code, 0) << report;
 }
 
-// Ray's own Python client (ray.job_submission, from the benchmark virtualenv that
-// bench/setup_peers.sh makes) drives the API: submit, status, logs, list, info.
+// Ray's own Python client (ray.job_submission, from the virtualenv that scripts/install_ray.sh
+// makes) drives the API: submit, status, logs, list, info.
 TEST_F(JobsTest, RaysJobSubmissionClientWorks) {
-  const std::string home = std::getenv("HOME") ? std::getenv("HOME") : "";
-  const std::string python = home + "/.cache/troupe-bench-venv/bin/python";
-  if (!std::filesystem::exists(python) ||
-      std::system((python + " -c 'import ray.job_submission, aiohttp' 2>/dev/null").c_str()) != 0) {
-    GTEST_SKIP() << "no Ray with the jobs SDK (pip install 'ray[default]') in " << python;
-  }
+  if (std::string why = RayUnavailableReason("bin/python"); !why.empty()) GTEST_SKIP() << why;
+  const std::string python = RayTool("bin/python");
   const std::string script = absl::StrCat(testing::TempDir(), "/ray_client.py");
   std::ofstream(script)
       << "import sys, time\n"

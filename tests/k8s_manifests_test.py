@@ -1,6 +1,7 @@
 """Checks deploy/kubernetes: base and every overlay render with `kubectl kustomize`, every
-resource validates against Kubernetes' JSON schemas (the kubernetes-validate package, strict, for
-the oldest and newest Kubernetes it bundles) and the manifests fit Troupe and each other:
+resource validates against Kubernetes' JSON schemas (strict: no unknown field) of the oldest and
+newest release kubernetes-validate 1.37.0 bundles, kept in tests/k8s_schemas (made by its
+vendor.py; nothing is read from the network), and the manifests fit Troupe and each other:
 
 - every flag in a troupe container's args is one `troupe start --help` lists (the real binary);
 - HTTP probe paths are routes the head's HTTP server serves (src/http/http_server.cc), probe and
@@ -15,9 +16,11 @@ the oldest and newest Kubernetes it bundles) and the manifests fit Troupe and ea
 - overlays/gpu: the worker's nvidia.com/gpu limit equals the GPUs it offers (NUM_GPUS);
   overlays/redis: the head's TROUPE_REDIS_ADDRESS is a Service of the overlay, with its port.
 A broken copy of the base (a Service pointing at a port no container has) must be refused, so the
-checks themselves are known to fail when they should.
+checks themselves are known to fail when they should; so must a Deployment with a field no
+Kubernetes release knows (the schemas' check). No kubectl, no schema file, a kind without a
+schema or a run that validated nothing fails the test.
 
-Usage: k8s_manifests_test.py REPO_ROOT TROUPE_BINARY (see k8s_manifests_test.sh)."""
+Usage: k8s_manifests_test.py REPO_ROOT TROUPE_BINARY SCHEMA_DIR (see k8s_manifests_test.sh)."""
 
 import copy
 import os
@@ -28,7 +31,7 @@ import sys
 
 import yaml
 
-ROOT, TROUPE = sys.argv[1], sys.argv[2]
+ROOT, TROUPE, SCHEMAS = sys.argv[1], sys.argv[2], sys.argv[3]
 KUSTOMIZATIONS = ["base", "overlays/gpu", "overlays/redis"]
 failures = []
 
@@ -230,40 +233,73 @@ def check_redis(resources):
         fail("overlays/redis", "the head gets no TROUPE_REDIS_PASSWORD")
 
 
-def validate_schemas(name, resources):
-    try:
-        import kubernetes_validate
-    except ImportError:
-        print(f"SKIPPED: schema validation of {name} (kubernetes-validate is not installed and "
-              "could not be: see the lines above)")
-        return
-    versions = kubernetes_validate.utils.all_versions()
-    for version in (versions[0], versions[-1]):
+def load_schemas():
+    """[(Kubernetes version, {"apiVersion Kind": validator})] from tests/k8s_schemas (vendored:
+    see vendor.py there). No schema file, or one without kinds, is a failure of the test."""
+    import json
+
+    import jsonschema
+
+    folder = SCHEMAS
+    names = sorted(n for n in (os.listdir(folder) if os.path.isdir(folder) else [])
+                   if re.fullmatch(r"kubernetes-[0-9.]+\.json", n))
+    schemas = []
+    for n in names:
+        with open(os.path.join(folder, n)) as f:
+            bundle = json.load(f)
+        validators = {}
+        for kind, definition in bundle.get("kinds", {}).items():
+            schema = {"$schema": bundle["$schema"], "$defs": bundle["$defs"],
+                      "$ref": f"#/$defs/{definition}"}
+            validators[kind] = jsonschema.Draft202012Validator(schema)
+        if not validators:
+            fail(n, "a schema file without kinds")
+        schemas.append((n[len("kubernetes-"):-len(".json")], validators))
+    if not schemas:
+        fail("tests/k8s_schemas", f"no kubernetes-<version>.json schema in {folder}")
+    return schemas
+
+
+def validate_schemas(name, resources, schemas):
+    """Validates every resource against each version's schema; returns how many validations ran.
+    A resource of a kind with no vendored schema fails (add it to tests/k8s_schemas/vendor.py)."""
+    validated = 0
+    for version, validators in schemas:
         for r in resources:
-            try:
-                kubernetes_validate.validate(r, version, strict=True)
-            except kubernetes_validate.utils.ValidationError as e:
-                fail(f"{name}: {r['kind']}/{r['metadata']['name']}",
-                     f"schema (Kubernetes {version}): {e.message} at {list(e.path)}")
-    print(f"{name}: {len(resources)} resources valid against the schemas of Kubernetes "
-          f"{versions[0]} and {versions[-1]} (strict)")
+            where = f"{name}: {r.get('kind')}/{r.get('metadata', {}).get('name')}"
+            validator = validators.get(f"{r.get('apiVersion')} {r.get('kind')}")
+            if validator is None:
+                fail(where, f"no schema for {r.get('apiVersion')} {r.get('kind')} (Kubernetes "
+                            f"{version}): add the kind to tests/k8s_schemas/vendor.py and rerun it")
+                continue
+            for e in sorted(validator.iter_errors(r), key=lambda e: list(e.path)):
+                fail(where, f"schema (Kubernetes {version}): {e.message} at {list(e.path)}")
+            validated += 1
+    print(f"{name}: {len(resources)} resources checked against the schemas of Kubernetes "
+          f"{', '.join(v for v, _ in schemas)} (strict)")
+    return validated
 
 
 def main():
     if shutil.which("kubectl") is None:
-        print("SKIPPED: kubectl is not installed (it renders the kustomizations)")
-        return 0
+        print("FAIL: kubectl is not installed (it renders the kustomizations): nothing was checked")
+        return 1
+    schemas = load_schemas()
     flags, routes, secret_keys = start_flags(), http_routes(), documented_secret_keys()
     if "--token" not in flags or "/api/version" not in routes or not secret_keys:
         print(f"cannot read what to check against: flags {sorted(flags)}, routes {routes}, "
               f"secrets {secret_keys}")
         return 1
-    rendered = {}
+    rendered, validated = {}, 0
     for name in KUSTOMIZATIONS:
         rendered[name] = render(name)
         print(f"{name}: " + ", ".join(f"{r['kind']}/{r['metadata']['name']}" for r in rendered[name]))
+        if not rendered[name]:
+            fail(name, "renders no resource")
         check(name, rendered[name], flags, routes, secret_keys)
-        validate_schemas(name, rendered[name])
+        validated += validate_schemas(name, rendered[name], schemas)
+    if validated == 0:
+        fail("schemas", "no resource was validated against a Kubernetes schema")
     if rendered.get("overlays/gpu"):
         check_gpu(rendered["overlays/gpu"])
     if rendered.get("overlays/redis"):
@@ -288,6 +324,15 @@ def main():
     check("broken base", broken, flags, routes, secret_keys)
     if not any("only the head may hold" in f for f in failures[len(real_failures):]):
         real_failures.append("a worker mounting the CA key was not refused")
+    # ... and a Deployment with a field no Kubernetes knows fails the schemas.
+    failures[:] = list(real_failures)
+    broken = copy.deepcopy(rendered["base"])
+    deployments = [r for r in broken if r["kind"] == "Deployment"]
+    if deployments:
+        deployments[0]["spec"]["template"]["spec"]["containers"][0]["no_such_field"] = 1
+        validate_schemas("broken base", deployments[:1], schemas)
+    if not any("no_such_field" in f for f in failures[len(real_failures):]):
+        real_failures.append("a Deployment with an unknown field passed the schemas")
     failures[:] = real_failures
 
     for f in failures:

@@ -1,6 +1,9 @@
 #include "src/cli/node_flags.h"
 
+#include <string>
+
 #include "gtest/gtest.h"
+#include "src/raylet/node_resources.h"
 
 namespace troupe {
 namespace {
@@ -24,13 +27,28 @@ TEST(NodeFlagsTest, ExplicitValuesAndCustomResources) {
   EXPECT_EQ(resources->Get("accel").ToDouble(), 4);
 }
 
+// What is not given is what node_resources.h detects, and the GPU note says what was found.
 TEST(NodeFlagsTest, DefaultsAreDetected) {
-  auto resources = Build({});
+  NodeFlags node_flags;
+  FlagParser parser("troupe start", "test");
+  node_flags.Register(&parser);
+  ASSERT_TRUE(parser.Parse({}).ok());
+  std::string gpu_note;
+  auto resources = node_flags.BuildResources(&gpu_note);
   ASSERT_TRUE(resources.ok()) << resources.status();
-  EXPECT_GE(resources->Get("CPU").ToDouble(), 1);
-  EXPECT_GT(resources->Get("memory").ToDouble(), 0);
-  EXPECT_GT(resources->Get("object_store_memory").ToDouble(), 0);
-  EXPECT_GE(resources->Get("GPU").ToDouble(), 0);  // 0 on machines without a usable GPU
+  EXPECT_GE(DetectNumCpus(), 1);
+  EXPECT_EQ(resources->Get("CPU").ToDouble(), DetectNumCpus());
+  EXPECT_GT(DefaultMemoryBytes(), 0);
+  EXPECT_EQ(resources->Get("memory").ToDouble(),
+            FixedPoint(static_cast<double>(DefaultMemoryBytes())).ToDouble());
+  EXPECT_GT(DefaultObjectStoreBytes(), 0);
+  EXPECT_EQ(resources->Get("object_store_memory").ToDouble(),
+            FixedPoint(static_cast<double>(DefaultObjectStoreBytes())).ToDouble());
+  std::string why_none;
+  const int gpus = DetectNumGpus(&why_none);
+  EXPECT_EQ(resources->Get("GPU").ToDouble(), gpus);
+  EXPECT_EQ(gpu_note, gpus == 0 ? "no GPUs detected: " + why_none
+                                : std::to_string(gpus) + " GPU(s) detected");
 }
 
 TEST(NodeFlagsTest, BadResourcesSayWhichFlagAndWhy) {

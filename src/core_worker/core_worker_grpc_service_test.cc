@@ -6,6 +6,8 @@
 #include <grpcpp/generic/generic_stub.h>
 
 #include <map>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -147,17 +149,31 @@ TEST_F(PushTasksTest, AResultDoesNotWaitForTheRestOfItsBatch) {
   rpc::PushTasksRequest request;
   *request.add_pushes() = NormalTask("first");
   *request.add_pushes() = NormalTask("block");
-  absl::Notification first_answered;
-  client_->PushTasksAsync(std::move(request), [&](CoreWorkerClient::PushResults results) {
+  // Shared with the callback, which may still run (for "block") after the test body returns.
+  struct FirstResult {
+    absl::Mutex mu;
+    std::optional<absl::StatusOr<rpc::PushTaskReply>> reply ABSL_GUARDED_BY(mu);
+  };
+  auto first = std::make_shared<FirstResult>();
+  client_->PushTasksAsync(std::move(request), [first](CoreWorkerClient::PushResults results) {
+    absl::MutexLock lock(&first->mu);
     for (auto& [index, reply] : results) {
-      if (index == 0) first_answered.Notify();
+      if (index == 0) first->reply = std::move(reply);
     }
   });
-  // "block" runs until the fixture ends: the first task's result arrives meanwhile (a task
-  // that waited for it would otherwise never end).
-  started_block_.WaitForNotification();
-  first_answered.WaitForNotification();
-  unblock_.Notify();
+  // "block" runs until the fixture ends: the first task's result must arrive meanwhile. A
+  // service that answered a batch only once all of it ran would never answer "first" here.
+  ASSERT_TRUE(started_block_.WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "the batch's second task never started";
+  absl::MutexLock lock(&first->mu);
+  const bool answered = first->mu.AwaitWithTimeout(
+      absl::Condition(
+          +[](std::optional<absl::StatusOr<rpc::PushTaskReply>>* r) { return r->has_value(); },
+          &first->reply),
+      absl::Seconds(30));
+  ASSERT_TRUE(answered) << "the first task's result waited for the rest of its batch";
+  ASSERT_TRUE(first->reply->ok()) << first->reply->status();
+  EXPECT_EQ((*first->reply)->worker_address(), "first");
 }
 
 TEST_F(PushTasksTest, TasksAWorkerLeavingWillNotRunFailOnTheirOwn) {

@@ -28,6 +28,7 @@ constexpr char kUsage[] =
     "  get         Print one task, actor, object, worker, node, job or placement group\n"
     "  summary     Count tasks, actors or objects by name/class and state\n"
     "  memory      Objects in the object stores by node: size, owner, spilled, pinned by\n"
+    "  remove      Remove a placement group (troupe remove placement-group ID|NAME)\n"
     "  logs        List or print any node's log files (--node-id, --actor-id, --tail, ...)\n"
     "  timeline    Write the task timeline as Chrome trace JSON (-o trace.json; Perfetto)\n"
     "  train launch  Run a distributed training script as N ranks (torchrun-style)\n"
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
   if (command == "get") return troupe::GetCommand(args);
   if (command == "summary") return troupe::SummaryCommand(args);
   if (command == "memory") return troupe::MemoryCommand(args);
+  if (command == "remove") return troupe::RemoveCommand(args);
   if (command == "logs") return troupe::LogsCommand(args);
   if (command == "timeline") return troupe::TimelineCommand(args);
   if (command == "tls") return troupe::TlsCommand(args);

@@ -19,9 +19,6 @@
 
 namespace troupe {
 
-// SetLifetime(Detached{}): the actor outlives the job that created it (until killed).
-struct Detached {};
-
 template <typename T, typename F>
 class ActorTaskCaller;
 
@@ -132,6 +129,7 @@ class ActorCreator {
     options_.max_concurrency = n;
     return *this;
   }
+  // SetLifetime(Detached{}): the actor outlives the job that created it (until killed).
   ActorCreator& SetLifetime(Detached) {
     options_.detached = true;
     return *this;

@@ -243,34 +243,41 @@ TEST(PlacementGroupsTest, GroupsEndWithTheirJobUnlessDetachedAndTheCliRemovesThe
 }
 
 // Regression (issue 30 item 8): an actor created right after the removal of a group whose
-// bundle had just run a task was often handed that bundle's worker, already being killed, and
-// died 40-80 ms later. Several rounds, since the interleaving depends on timing.
+// bundle had just run a task was often handed that bundle's worker, already being killed (the
+// task's lease came back after the bundle), and died 40-80 ms later. The interleaving depends on
+// timing, so several rounds, each creating actors across the ~200 ms in which it happens.
 TEST(PlacementGroupsTest, ActorsCreatedRightAfterARemovalLive) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
   Driver driver(cluster);
   std::vector<troupe::ActorHandle<Trainer>> actors;
-  for (int round = 0; round < 10; ++round) {
+  for (int round = 0; round < 4; ++round) {
     auto group = troupe::CreatePlacementGroup({"", {{{"CPU", 1}}}});
     ASSERT_TRUE(group.Wait(std::chrono::seconds(10)));
     ASSERT_FALSE(
         troupe::Get(troupe::Task(WhereAmI).SetPlacementGroup(group, 0).Remote(0))->empty());
     troupe::RemovePlacementGroup(group);
-    actors.push_back(troupe::Actor(Trainer::Create).Remote());
-    EXPECT_FALSE(troupe::Get(actors.back().Task(&Trainer::Node).Remote())->empty());
+    for (int i = 0; i < 6; ++i) {
+      actors.push_back(troupe::Actor(Trainer::Create).Remote());
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));  // pacing, not a wait
+    }
   }
-  // Every bundle is back (and its workers killed); every actor still answers.
+  // Every bundle is back (and its workers killed); every actor answers.
   double available = -1;
   EXPECT_TRUE(WaitUntil([&] { return (available = AvailableCpus(cluster)) == 2.0; },
                         absl::Seconds(10), "every removed bundle to be returned",
                         absl::Milliseconds(100)))
       << available << " CPUs available";
+  int died = 0;
   for (size_t i = 0; i < actors.size(); ++i) {
     try {
       troupe::Get(actors[i].Task(&Trainer::Node).Remote(), std::chrono::seconds(30));
     } catch (const troupe::TroupeError& e) {
+      ++died;
       ADD_FAILURE() << "actor " << i << " died: " << e.what();
     }
   }
+  EXPECT_EQ(died, 0) << "of " << actors.size() << " actors";
+  for (auto& actor : actors) actor.Kill();
 }
 
 }  // namespace

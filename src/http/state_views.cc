@@ -114,15 +114,19 @@ jobs::Reply StateViews::RemovePlacementGroup(const std::string& key) {
   if (!groups.ok()) return jobs::Error(503, std::string(groups.status().message()));
   const rpc::PlacementGroupInfo* chosen = nullptr;
   const rpc::PlacementGroupInfo* by_name = nullptr;
-  std::vector<const rpc::PlacementGroupInfo*> by_prefix;
+  std::vector<const rpc::PlacementGroupInfo*> by_prefix, removed_by_prefix;
   for (const auto& g : *groups) {
     const std::string hex = BytesToHex(g.placement_group_id());
     const bool live = g.state() != rpc::PlacementGroupInfo::REMOVED;
     if (hex == key) chosen = &g;  // a removed one too: removing it again is fine
     if (live && !g.name().empty() && g.name() == key) by_name = &g;
-    if (live && absl::StartsWith(hex, key)) by_prefix.push_back(&g);
+    if (absl::StartsWith(hex, key)) (live ? by_prefix : removed_by_prefix).push_back(&g);
   }
   if (chosen == nullptr) chosen = by_name;
+  // A prefix of only removed groups: say it was removed already, if it names one.
+  if (chosen == nullptr && by_prefix.empty() && removed_by_prefix.size() == 1) {
+    chosen = removed_by_prefix[0];
+  }
   if (chosen == nullptr && by_prefix.size() > 1) {
     return jobs::Error(
         400, absl::StrCat(by_prefix.size(), " placement groups have IDs starting with '", key,

@@ -29,9 +29,9 @@ class StateViews {
   jobs::Reply Actors();
   jobs::Reply PlacementGroups();
   // Removes the placement group named by `key`: its full ID (hex), its name, or a prefix of its
-  // ID that only one live group has. 200 {"placement_group_id", "name", "removed": true,
-  // "already_removed"}; 404 when none matches; 400 when the prefix is ambiguous; 503 when the
-  // GCS cannot answer.
+  // ID that only one live group has (or, with no live one, one removed group: already removed). 200
+  // {"placement_group_id", "name", "removed": true, "already_removed"}; 404 when none matches; 400
+  // when the prefix is ambiguous; 503 when the GCS cannot answer.
   jobs::Reply RemovePlacementGroup(const std::string& key);
   // Drivers (from the GCS job table) followed by submitted jobs (their records).
   jobs::Reply Jobs();

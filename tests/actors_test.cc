@@ -51,9 +51,16 @@ int AddThroughHandle(troupe::ActorHandle<Counter> counter, int x) {
   return *troupe::Get(counter.Task(&Counter::Add).Remote(x));
 }
 
+// A task that finds an actor by name in its job's namespace; -1 if it finds none.
+int AddByName(std::string name, int x) {
+  auto counter = troupe::GetActor<Counter>(name);
+  if (!counter.has_value()) return -1;
+  return *troupe::Get(counter->Task(&Counter::Add).Remote(x));
+}
+
 TROUPE_REMOTE(Counter::Create, Counter::Broken, &Counter::Add, &Counter::Get, &Counter::Echo,
               &Counter::Pid, &Counter::Restarted, &Counter::Devices, &Counter::Node,
-              &Counter::Leave, AddThroughHandle);
+              &Counter::Leave, AddThroughHandle, AddByName);
 
 using troupe::testing::TestCluster;
 
@@ -112,6 +119,8 @@ TEST(ActorsTest, NamedDetachedActorIsFoundByAnotherDriver) {
   auto found = troupe::GetActor<Counter>("inventory");
   ASSERT_TRUE(found.has_value());
   EXPECT_EQ(*troupe::Get(found->Task(&Counter::Get).Remote()), 42);
+  // Workers run in their job's namespace: a task of this job finds the actor by name too.
+  EXPECT_EQ(*troupe::Get(troupe::Task(AddByName).Remote(std::string("inventory"), 1)), 43);
   EXPECT_FALSE(troupe::GetActor<Counter>("inventory", "other-namespace").has_value());
   found->Kill();
   EXPECT_TRUE(WaitUntil([] { return !troupe::GetActor<Counter>("inventory").has_value(); },

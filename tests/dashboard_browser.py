@@ -265,6 +265,8 @@ def test_placement_groups(b):
     b.wait("the trainer's placement group",
            lambda: "SPREAD" in b.text("main") or "PACK" in b.text("main"), 120)
     b.wait("bundles placed on nodes", lambda: "→ 127.0.0.1" in b.text("main"), 120)
+    b.wait("the group's lifetime (its job's)", lambda: "lifetime" in b.text("main").lower()
+           and "job 0" in b.text("main"), 30)
     b.shot("placement_groups")
     b.open("overview")  # while the trainer holds CPUs
     b.wait("the overview", lambda: len(b.texts("tr[data-node]")) == 3)

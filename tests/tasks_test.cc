@@ -437,6 +437,21 @@ TEST(TasksTest, ExceptionsReachGetWithTypeMessageAndPlace) {
 TEST(TasksTest, InfeasibleTaskRunsOnceANodeThatFitsJoins) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
+  // Unlike an infeasible demand, an invalid one is refused at once, naming what is wrong
+  // (issue 30 item 10: a resource with an empty name was retried forever and Get never returned).
+  try {
+    troupe::Task(Plus).SetResources({{"", 1}}).Remote(2, 3);
+    ADD_FAILURE() << "a resource with an empty name must be refused";
+  } catch (const troupe::InvalidArgumentError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), "task Plus: resources has a resource with an empty"))
+        << e.what();
+  }
+  try {
+    troupe::CreatePlacementGroup({"", {{{"CPU", 1}}, {{"GPU", 1.5}}}});
+    ADD_FAILURE() << "1.5 GPUs must be refused";
+  } catch (const troupe::InvalidArgumentError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), "bundles[1]['GPU'] is 1.5")) << e.what();
+  }
   auto result = troupe::Task(Plus).SetResources({{"CPU", 1}, {"special", 1}}).Remote(2, 3);
   // Still pending after 1.5 s is the behaviour under test (no node fits), not a wait.
   auto early =

@@ -72,7 +72,9 @@ RefInfo CoreWorkerRuntime::SubmitTask(const std::string& function_name,
   submit.strategy = ToStrategy(options.strategy);
   submit.placement_group_id = options.placement_group_id;
   submit.bundle_index = options.bundle_index;
-  return ToApi(core_->SubmitTask(function_name, std::move(specs), submit));
+  auto ref = core_->SubmitTask(function_name, std::move(specs), submit);
+  if (!ref.ok()) ThrowFor(ref.status());
+  return ToApi(*ref);
 }
 
 RefInfo CoreWorkerRuntime::Put(size_t size, const std::function<void(char*)>& write,
@@ -165,6 +167,7 @@ std::string CoreWorkerRuntime::CreatePlacementGroup(const PlacementGroupSpec& sp
   rpc::PlacementGroupInfo group;
   group.set_name(spec.name);
   group.set_strategy(static_cast<rpc::PlacementGroupInfo::Strategy>(spec.strategy));
+  group.set_detached(spec.detached);
   for (const auto& bundle : spec.bundles) {
     rpc::Bundle* out = group.add_bundles();
     for (const auto& [name, amount] : bundle) (*out->mutable_resources())[name] = amount;

@@ -14,6 +14,8 @@ void ThrowFor(const absl::Status& status) {
       throw ObjectStoreFullError(std::string(status.message()));
     case absl::StatusCode::kDeadlineExceeded:
       throw GetTimeoutError(std::string(status.message()));
+    case absl::StatusCode::kInvalidArgument:
+      throw InvalidArgumentError(std::string(status.message()));
     default:
       throw TroupeError(std::string(status.message()));
   }

@@ -149,6 +149,9 @@ void RunWorker() {
     fprintf(stderr, "troupe worker: cannot start: %s\n", std::string(status.message()).c_str());
     _exit(1);
   }
+  // The job's namespace (Config::namespace_name of its driver), set by the raylet: GetActor and
+  // named actors created here use it like the driver does.
+  if (!Env("TROUPE_NAMESPACE").empty()) core->set_namespace_name(Env("TROUPE_NAMESPACE"));
   RuntimeGateway& gateway = RuntimeGateway::Process();
   gateway.Open(std::make_shared<CoreWorkerRuntime>(core, options.token, ActorWasRestarted));
   if (stop_pipe[0] >= 0) {

@@ -26,6 +26,8 @@ int ListCommand(const std::vector<std::string>& args);
 int GetCommand(const std::vector<std::string>& args);
 int SummaryCommand(const std::vector<std::string>& args);
 int MemoryCommand(const std::vector<std::string>& args);
+// `troupe remove placement-group ID|NAME` (src/cli/remove_command.cc), through the HTTP API.
+int RemoveCommand(const std::vector<std::string>& args);
 // `troupe logs` (src/cli/logs_command.cc): every node's log files, through the head.
 int LogsCommand(const std::vector<std::string>& args);
 // `troupe timeline [--job ID] -o FILE` (src/cli/timeline_command.cc): Chrome trace of task runs.

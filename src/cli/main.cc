@@ -30,6 +30,7 @@ constexpr char kUsage[] =
     "  get         Print one task, actor, object, worker, node, job or placement group\n"
     "  summary     Count tasks, actors or objects by name/class and state\n"
     "  memory      Objects in the object stores by node: size, owner, spilled, pinned by\n"
+    "  remove      Remove a placement group (troupe remove placement-group ID|NAME)\n"
     "  logs        List or print any node's log files (--node-id, --actor-id, --tail, ...)\n"
     "  timeline    Write the task timeline as Chrome trace JSON (-o trace.json; Perfetto)\n"
     "  train launch  Run a distributed training script as N ranks (torchrun-style)\n"
@@ -79,6 +80,7 @@ const std::map<std::string, Command>& Commands() {
                                          {"get", troupe::GetCommand},
                                          {"summary", troupe::SummaryCommand},
                                          {"memory", troupe::MemoryCommand},
+                                         {"remove", troupe::RemoveCommand},
                                          {"logs", troupe::LogsCommand},
                                          {"timeline", troupe::TimelineCommand},
                                          {"tls", troupe::TlsCommand},

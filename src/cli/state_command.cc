@@ -60,7 +60,7 @@ const std::map<std::string, Kind>& Kinds() {
       {"placement-groups",
        {"/api/v0/placement_groups",
         "placement_group_id",
-        {"placement_group_id", "name", "state", "strategy", "bundles"}}}};
+        {"placement_group_id", "name", "state", "strategy", "bundles", "is_detached"}}}};
   return *kinds;
 }
 

@@ -24,6 +24,34 @@ absl::StatusOr<ResourceSet> ResourceSet::FromMap(const std::map<std::string, dou
   return set;
 }
 
+absl::Status CheckResourceDemand(const std::string& field,
+                                 const std::map<std::string, double>& demand) {
+  constexpr double kMaxAmount = 1e14;  // far above any node, far below fixed-point overflow
+  for (const auto& [name, amount] : demand) {
+    if (name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " has a resource with an empty name (amount ", amount,
+                       "); name every resource, e.g. {\"CPU\", 1}"));
+    }
+    const std::string what = absl::StrCat(field, "['", name, "'] is ", amount);
+    if (!std::isfinite(amount) || amount < 0 || amount > kMaxAmount) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, "; an amount must be a finite number from 0 to ", kMaxAmount));
+    }
+    if (amount > 0 && FixedPoint(amount).raw() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, "; amounts are counted in steps of 0.0001, so this would ask for nothing"));
+    }
+    if (name == kGpu && amount > 1 && FixedPoint(amount).raw() % FixedPoint::kScale != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what,
+                       "; more than one GPU must be a whole number of GPUs (a fraction such as 0.5 "
+                       "shares one device)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ResourceSet> ResourceSet::FromJson(const std::string& json) {
   nlohmann::json parsed = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded() || !parsed.is_object()) {

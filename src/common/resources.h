@@ -83,6 +83,15 @@ class ResourceSet {
   std::map<std::string, FixedPoint> amounts_;
 };
 
+// Checks what a task, an actor or a placement-group bundle asks for, before it is submitted:
+// every name non-empty; every amount finite, >= 0 and at most 1e14; a positive amount not
+// below the 1/10000 granularity (it would round to nothing); and GPUs above one whole (a
+// fraction of one device, 0.5, is fine; 1.5 fits no device shape, so no node could ever run
+// it). InvalidArgument naming `field`, the resource and the bad value, and what is allowed,
+// e.g. "task resources['GPU'] is 1.5; more than one GPU must be a whole number of GPUs".
+absl::Status CheckResourceDemand(const std::string& field,
+                                 const std::map<std::string, double>& demand);
+
 // True for resources counted in bytes (memory, object_store_memory).
 bool IsByteResource(const std::string& name);
 // 1536 -> "1.5KiB"; used by status output.

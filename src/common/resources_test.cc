@@ -1,5 +1,9 @@
 #include "src/common/resources.h"
 
+#include <cmath>
+#include <map>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace troupe {
@@ -66,6 +70,30 @@ TEST(ResourcesTest, FormatsBytesForHumans) {
   EXPECT_EQ(FormatQuantity("GPU", 0.5), "0.5");
   EXPECT_EQ(ResourceSet::FromMap({{"CPU", 2}, {"memory", 1024}})->ToString(),
             "CPU: 2, memory: 1.00KiB");
+}
+
+TEST(ResourcesTest, DemandChecksNameTheFieldTheResourceAndTheValue) {
+  EXPECT_TRUE(CheckResourceDemand("task resources", {{"CPU", 1}, {"GPU", 0.5}}).ok());
+  EXPECT_TRUE(CheckResourceDemand("task resources", {{"GPU", 2}, {"accel", 0}}).ok());
+  EXPECT_TRUE(CheckResourceDemand("task resources", {}).ok());
+
+  auto refused = [](const std::map<std::string, double>& demand) {
+    absl::Status status = CheckResourceDemand("task resources", demand);
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << status;
+    return std::string(status.message());
+  };
+  EXPECT_EQ(refused({{"", 1}}),
+            "task resources has a resource with an empty name (amount 1); name every resource, "
+            "e.g. {\"CPU\", 1}");
+  EXPECT_EQ(refused({{"CPU", -1}}),
+            "task resources['CPU'] is -1; an amount must be a finite number from 0 to 1e+14");
+  EXPECT_NE(refused({{"CPU", std::nan("")}}).find("['CPU'] is nan"), std::string::npos);
+  EXPECT_NE(refused({{"CPU", INFINITY}}).find("['CPU'] is inf"), std::string::npos);
+  EXPECT_NE(refused({{"CPU", 1e300}}).find("from 0 to 1e+14"), std::string::npos);
+  EXPECT_NE(refused({{"CPU", 0.00001}}).find("steps of 0.0001"), std::string::npos);
+  EXPECT_EQ(refused({{"GPU", 1.5}}),
+            "task resources['GPU'] is 1.5; more than one GPU must be a whole number of GPUs (a "
+            "fraction such as 0.5 shares one device)");
 }
 
 }  // namespace

@@ -311,9 +311,9 @@ void CoreWorker::TimerLoop() {
 
 // ---- Forwarding to the parts ----
 
-ObjectRefInfo CoreWorker::SubmitTask(const std::string& function_name,
-                                     std::vector<TaskArgSpec> args,
-                                     const TaskSubmitOptions& options) {
+absl::StatusOr<ObjectRefInfo> CoreWorker::SubmitTask(const std::string& function_name,
+                                                     std::vector<TaskArgSpec> args,
+                                                     const TaskSubmitOptions& options) {
   WatchNodeDeaths();
   EnsureTimer();  // a worker's first submission: its leases linger, returned by the timer
   return submission_->SubmitTask(function_name, std::move(args), options);

@@ -128,9 +128,11 @@ class CoreWorker {
   ActorId current_actor_id() const { return executor_->current_actor_id(); }
   GcsClient& gcs() { return *gcs_; }
 
-  // Returns the result's reference with one local reference held for the caller.
-  ObjectRefInfo SubmitTask(const std::string& function_name, std::vector<TaskArgSpec> args,
-                           const TaskSubmitOptions& options);
+  // Returns the result's reference with one local reference held for the caller; InvalidArgument
+  // (nothing submitted) for a resource map CheckResourceDemand refuses.
+  absl::StatusOr<ObjectRefInfo> SubmitTask(const std::string& function_name,
+                                           std::vector<TaskArgSpec> args,
+                                           const TaskSubmitOptions& options);
   // Stores `size` bytes written by `write`; the reference comes with one local reference held.
   absl::StatusOr<ObjectRefInfo> Put(size_t size, const std::function<void(char*)>& write,
                                     std::vector<ObjectRefInfo> contained);

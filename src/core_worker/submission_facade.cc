@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "src/common/resources.h"
 #include "src/common/status_macros.h"
 #include "src/rpc/gcs_client.h"
 
@@ -75,9 +76,11 @@ rpc::TaskSpec SubmissionFacade::BuildTaskSpec(const TaskId& task_id,
   return spec;
 }
 
-ObjectRefInfo SubmissionFacade::SubmitTask(const std::string& function_name,
-                                           std::vector<TaskArgSpec> args,
-                                           const TaskSubmitOptions& options) {
+absl::StatusOr<ObjectRefInfo> SubmissionFacade::SubmitTask(const std::string& function_name,
+                                                           std::vector<TaskArgSpec> args,
+                                                           const TaskSubmitOptions& options) {
+  TROUPE_RETURN_IF_ERROR(
+      CheckResourceDemand(absl::StrCat("task ", function_name, ": resources"), options.resources));
   const TaskId task_id = TaskId::FromRandom();
   const ObjectRefInfo result{ObjectId::FromIndex(task_id, 1), address_};
   objects_->references().AddLocal(result);
@@ -344,6 +347,8 @@ absl::StatusOr<ActorId> SubmissionFacade::CreateActor(const std::string& factory
                                                       const TaskSubmitOptions& options,
                                                       const rpc::ActorInfo& actor_options,
                                                       const std::string& namespace_name) {
+  TROUPE_RETURN_IF_ERROR(
+      CheckResourceDemand(absl::StrCat("actor ", factory_name, ": resources"), options.resources));
   const ActorId actor_id = ActorId::FromRandom();
   // The creation task keeps its argument references for the actor's whole life: a restart
   // runs it again.
@@ -439,6 +444,11 @@ absl::StatusOr<std::pair<NodeId, int>> SubmissionFacade::ResolveBundle(const std
 
 absl::StatusOr<PlacementGroupId> SubmissionFacade::CreatePlacementGroup(
     rpc::PlacementGroupInfo group) {
+  for (int i = 0; i < group.bundles_size(); ++i) {
+    const auto& resources = group.bundles(i).resources();
+    TROUPE_RETURN_IF_ERROR(CheckResourceDemand(absl::StrCat("placement group bundles[", i, "]"),
+                                               {resources.begin(), resources.end()}));
+  }
   const PlacementGroupId id = PlacementGroupId::FromRandom();
   group.set_placement_group_id(id.Binary());
   group.set_creator_job_id(options_.job_id.Binary());

@@ -75,9 +75,12 @@ class SubmissionFacade : public ObjectReconstructor {
   // Once, before anything is submitted (CoreWorker::Start): this process's address and node.
   void SetIdentity(const std::string& address, const NodeId& node_id);
 
-  // Returns the result's reference with one local reference held for the caller.
-  ObjectRefInfo SubmitTask(const std::string& function_name, std::vector<TaskArgSpec> args,
-                           const TaskSubmitOptions& options);
+  // Returns the result's reference with one local reference held for the caller. A resource
+  // map CheckResourceDemand refuses is InvalidArgument naming it, and nothing is submitted
+  // (CreateActor and CreatePlacementGroup check theirs the same way).
+  absl::StatusOr<ObjectRefInfo> SubmitTask(const std::string& function_name,
+                                           std::vector<TaskArgSpec> args,
+                                           const TaskSubmitOptions& options);
   void Cancel(const ObjectRefInfo& ref, bool force);
   // Registers the actor with the GCS (which places and creates it). AlreadyExists when the name
   // is taken. `namespace_name` applies when actor_options has none.

@@ -80,7 +80,7 @@ class SubmissionFacadeTest : public ::testing::Test {
                        std::vector<TaskArgSpec> args = {}) {
     TaskSubmitOptions options;
     options.max_retries = max_retries;
-    ObjectRefInfo ref = facade_->SubmitTask(name, std::move(args), options);
+    ObjectRefInfo ref = *facade_->SubmitTask(name, std::move(args), options);
     if (leases_.num_lease_requests() > granted_) {
       rpc::RequestWorkerLeaseReply granted;
       granted.set_lease_id("lease");
@@ -117,6 +117,37 @@ class SubmissionFacadeTest : public ::testing::Test {
   size_t granted_ = 0;
   std::vector<std::string> warnings_;
 };
+
+// Regression (issue 30 item 10): a task asking for a resource with an empty name was submitted,
+// its lease refused and asked for again forever, and its Get never returned. Now nothing is
+// submitted and the caller hears what is wrong, for tasks, actors and placement groups alike.
+TEST_F(SubmissionFacadeTest, InvalidResourcesAreRefusedAtSubmissionNamingTheField) {
+  TaskSubmitOptions options;
+  options.resources = {{"", 1}};
+  auto ref = facade_->SubmitTask("Step", {}, options);
+  ASSERT_TRUE(absl::IsInvalidArgument(ref.status())) << ref.status();
+  EXPECT_EQ(ref.status().message(),
+            "task Step: resources has a resource with an empty name (amount 1); name every "
+            "resource, e.g. {\"CPU\", 1}");
+  EXPECT_EQ(leases_.num_lease_requests(), 0u);
+  EXPECT_TRUE(events_.events().empty());  // not even recorded as submitted
+
+  options.resources = {{"GPU", -2}};
+  auto actor = facade_->CreateActor("Trainer::Create", {}, options, rpc::ActorInfo(), "default");
+  ASSERT_TRUE(absl::IsInvalidArgument(actor.status())) << actor.status();
+  EXPECT_TRUE(
+      absl::StrContains(actor.status().message(), "actor Trainer::Create: resources['GPU'] is -2"))
+      << actor.status();
+
+  rpc::PlacementGroupInfo group;
+  (*group.add_bundles()->mutable_resources())["CPU"] = 1;
+  (*group.add_bundles()->mutable_resources())["GPU"] = 1.5;
+  auto placed = facade_->CreatePlacementGroup(group);
+  ASSERT_TRUE(absl::IsInvalidArgument(placed.status())) << placed.status();
+  EXPECT_TRUE(
+      absl::StrContains(placed.status().message(), "placement group bundles[1]['GPU'] is 1.5"))
+      << placed.status();
+}
 
 TEST_F(SubmissionFacadeTest, LostResultRunsItsTaskAgainAndReadersGetTheNewValue) {
   ObjectRefInfo ref = Submit("MakeBytes", 3);

@@ -194,7 +194,14 @@ void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& sp
     absl::MutexLock lock(&mu_);
     Queue& queue = queues_[key];
     queue.pending_lease_requests--;
-    if (!reply.ok()) {
+    if (!reply.ok() && absl::IsInvalidArgument(reply.status())) {
+      // The raylet refused the request itself (a bad resource map, say): asking again would
+      // be refused again, forever. The queue's tasks fail with why.
+      failure = std::string(reply.status().message());
+      failed.assign(std::make_move_iterator(queue.tasks.begin()),
+                    std::make_move_iterator(queue.tasks.end()));
+      queue.tasks.clear();
+    } else if (!reply.ok()) {
       warning = absl::StrCat("cannot lease a worker from the raylet at ", raylet_address, ": ",
                              reply.status().message(), "; retrying");
       queue.retry_leases_at = clock_->Now() + options_.infeasible_retry;

@@ -218,6 +218,20 @@ TEST_F(TaskSubmitterTest, RejectionWithAReasonFailsTheQueuedTasks) {
   EXPECT_EQ(submitter_.counters().failed, 1);
 }
 
+// Regression (issue 30 item 10): a lease request the raylet refused as invalid (an empty
+// resource name) was retried forever and the task's Get never returned.
+TEST_F(TaskSubmitterTest, ALeaseRequestRefusedAsInvalidFailsTheTasksInsteadOfRetrying) {
+  submitter_.Submit(Task("f"));
+  leases_.ReplyLease(0, absl::InvalidArgumentError(
+                            "resource_spec.required_resources has a resource with an empty name"));
+  ASSERT_EQ(failures_.size(), 1u);
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kTaskFailed);
+  EXPECT_NE(failures_[0].message.find("empty name"), std::string::npos) << failures_[0].message;
+  clock_.Advance(absl::Seconds(10));
+  submitter_.Tick();
+  EXPECT_EQ(leases_.num_lease_requests(), 1u);  // not asked again
+}
+
 TEST_F(TaskSubmitterTest, UnreachableRayletIsRetriedAfterTheRetryInterval) {
   submitter_.Submit(Task("f"));
   leases_.ReplyLease(0, absl::UnavailableError("connection refused"));

@@ -52,7 +52,8 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
               options_.actors),
       placement_groups_(
           {store_.get(), &publisher_, &nodes_, &clock_, &lease_client_,
-           [this](const std::string& group) { actors_.KillActorsInPlacementGroup(group); }}),
+           [this](const std::string& group) { actors_.KillActorsInPlacementGroup(group); },
+           [this](const std::string& job_id) { return jobs_.IsJobFinished(job_id); }}),
       task_events_(options_.task_events),
       package_collector_(&kv_, &jobs_, &clock_, options_.packages),
       prober_(std::make_unique<GrpcNodeProber>(&raylet_clients_)),
@@ -100,6 +101,7 @@ GcsServer::GcsServer(GcsServerOptions options, std::unique_ptr<StoreClient> stor
   });
   jobs_.AddJobFinishedListener([this](const std::string& job_id) {
     actors_.OnJobFinished(job_id);
+    placement_groups_.OnJobFinished(job_id);  // its groups that are not detached
     auto id = JobId::FromBinary(job_id);
     if (id.ok()) kv_.Del(JobKvNamespace(*id), "", /*by_prefix=*/true, [](auto) {});
     // Its tasks without an end say they were abandoned (until a late report says otherwise).

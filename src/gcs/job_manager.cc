@@ -70,6 +70,14 @@ absl::Status JobManager::MarkJobFinished(const std::string& job_id_binary) {
   return absl::OkStatus();
 }
 
+bool JobManager::IsJobFinished(const std::string& job_id_binary) const {
+  auto job_id = JobId::FromBinary(job_id_binary);
+  if (!job_id.ok()) return false;
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(*job_id);
+  return it != jobs_.end() && it->second.state() == rpc::JobInfo::FINISHED;
+}
+
 void JobManager::AddJobFinishedListener(std::function<void(const std::string&)> listener) {
   absl::MutexLock lock(&mu_);
   finished_listeners_.push_back(std::move(listener));

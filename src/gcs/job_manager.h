@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -28,6 +29,8 @@ class JobManager {
   // NotFound for an unknown job; finishing twice is fine.
   absl::Status MarkJobFinished(const std::string& job_id);
   std::vector<rpc::JobInfo> GetAllJobs() const;
+  // Whether the job (binary ID) is known and FINISHED.
+  bool IsJobFinished(const std::string& job_id) const;
   // Runs (without the lock) when a job finishes.
   void AddJobFinishedListener(std::function<void(const std::string& job_id)> listener);
 

@@ -20,7 +20,8 @@ PlacementGroupManager::PlacementGroupManager(PlacementGroupManagerDeps deps)
       nodes_(deps.nodes),
       clock_(deps.clock),
       bundles_(deps.bundles),
-      kill_actors_(std::move(deps.kill_actors)) {}
+      kill_actors_(std::move(deps.kill_actors)),
+      job_finished_(std::move(deps.job_finished)) {}
 
 void PlacementGroupManager::SaveAndPublishLocked(Group& group) {
   PutBestEffort(store_, kTable, group.info.placement_group_id(), group.info.SerializeAsString());
@@ -115,6 +116,13 @@ absl::StatusOr<int> PlacementGroupManager::Initialize() {
     }
   }
   for (const auto& [node_id, node] : lost) OnNodeDead(node);  // also sends the returns
+  // Groups whose job finished while no GCS was watching (or before this one removed them).
+  std::vector<std::string> removed;
+  if (job_finished_) {
+    absl::MutexLock lock(&mu_);
+    removed = RemoveGroupsOfFinishedJobsLocked(job_finished_);
+  }
+  for (const auto& id : removed) kill_actors_(id);
   SendOutbox();
   return loaded;
 }
@@ -125,6 +133,15 @@ absl::Status PlacementGroupManager::Create(const rpc::PlacementGroupInfo& incomi
   if (incoming.bundles_size() == 0) {
     return absl::InvalidArgumentError("a placement group needs at least one bundle");
   }
+  for (int i = 0; i < incoming.bundles_size(); ++i) {
+    const auto& resources = incoming.bundles(i).resources();
+    // Also refuses shapes no node can hold (1.5 GPUs), which would stay PENDING for good.
+    if (auto status = CheckResourceDemand(absl::StrCat("bundle ", i, " resources"),
+                                          {resources.begin(), resources.end()});
+        !status.ok()) {
+      return status;
+    }
+  }
   auto checked = Demands(incoming);
   if (!checked.ok()) return checked.status();
   std::vector<ResourceSet> demands = *std::move(checked);
@@ -134,6 +151,7 @@ absl::Status PlacementGroupManager::Create(const rpc::PlacementGroupInfo& incomi
       // A driver retrying a creation the GCS (or an earlier GCS) already took.
       const rpc::PlacementGroupInfo& known = it->second.info;
       bool same = known.name() == incoming.name() && known.strategy() == incoming.strategy() &&
+                  known.detached() == incoming.detached() &&
                   known.bundles_size() == incoming.bundles_size();
       for (int i = 0; same && i < incoming.bundles_size(); ++i) {
         same = it->second.demands[i] == demands[i];
@@ -381,15 +399,45 @@ absl::Status PlacementGroupManager::Remove(const std::string& placement_group_id
     }
     Group& group = it->second;
     if (group.info.state() == rpc::PlacementGroupInfo::REMOVED) return absl::OkStatus();
-    // The record keeps the reservation IDs until their raylets confirm (OnReturned). A pending
-    // one's grant also comes back stale and is returned again; the raylet ignores the second.
-    QueueReturnsOfRemovedLocked(*id, group);
-    group.info.set_state(rpc::PlacementGroupInfo::REMOVED);
-    SaveAndPublishLocked(group);
+    RemoveLocked(*id, group);
   }
   kill_actors_(placement_group_id);
   SendOutbox(/*send_returns=*/false);  // batched: the next Tick() sends them
   return absl::OkStatus();
+}
+
+void PlacementGroupManager::RemoveLocked(const PlacementGroupId& id, Group& group) {
+  // The record keeps the reservation IDs until their raylets confirm (OnReturned). A pending
+  // one's grant also comes back stale and is returned again; the raylet ignores the second.
+  QueueReturnsOfRemovedLocked(id, group);
+  group.info.set_state(rpc::PlacementGroupInfo::REMOVED);
+  SaveAndPublishLocked(group);
+}
+
+std::vector<std::string> PlacementGroupManager::RemoveGroupsOfFinishedJobsLocked(
+    const std::function<bool(const std::string& job_id)>& finished) {
+  std::vector<std::string> removed;
+  for (auto& [id, group] : groups_) {
+    if (group.info.state() == rpc::PlacementGroupInfo::REMOVED || group.info.detached() ||
+        group.info.creator_job_id().empty() || !finished(group.info.creator_job_id())) {
+      continue;
+    }
+    RemoveLocked(id, group);
+    removed.push_back(group.info.placement_group_id());
+  }
+  return removed;
+}
+
+int PlacementGroupManager::OnJobFinished(const std::string& job_id) {
+  std::vector<std::string> removed;
+  {
+    absl::MutexLock lock(&mu_);
+    removed = RemoveGroupsOfFinishedJobsLocked(
+        [&job_id](const std::string& creator) { return creator == job_id; });
+  }
+  for (const auto& id : removed) kill_actors_(id);
+  SendOutbox(/*send_returns=*/false);  // batched: the next Tick() sends them
+  return static_cast<int>(removed.size());
 }
 
 void PlacementGroupManager::OnNodeDead(const rpc::NodeInfo& node) {

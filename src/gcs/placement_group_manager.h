@@ -8,7 +8,10 @@
 // raylet, on the next Tick() or sooner with other traffic, so a removal costs no raylet call of
 // its own. The REMOVED record keeps the reservation IDs until their raylet confirms (a restarted
 // GCS sends them again); a batch that fails is sent again on a later Tick() unless its node
-// died (the reservations died with it). Resources come back only when the raylet has freed them
+// died (the reservations died with it). A group lives as long as the job that created it
+// (creator_job_id): when that job finishes, OnJobFinished removes it as Remove does, unless it
+// is detached; a GCS restarted on a persistent store removes those whose job finished while
+// it was down, or before it could. Resources come back only when the raylet has freed them
 // and reported: nothing here counts a returned bundle as free, so a group created right after a
 // removal cannot be placed on resources the raylet still holds (and the raylet refuses a
 // reservation it cannot hold). A node death reschedules the bundles that were there.
@@ -51,6 +54,9 @@ struct PlacementGroupManagerDeps {
   BundleClient* bundles = nullptr;  // reserves and returns bundles on raylets
   // Kills the actors of a removed group (ActorManager::KillActorsInPlacementGroup).
   std::function<void(const std::string& placement_group_id)> kill_actors;
+  // Whether the job (binary ID) has finished (JobManager::IsJobFinished); Initialize removes
+  // the groups of finished jobs that are not detached. Null: no job counts as finished.
+  std::function<bool(const std::string& job_id)> job_finished;
 };
 
 class PlacementGroupManager {
@@ -77,6 +83,9 @@ class PlacementGroupManager {
   // after the GCS died mid-call) is OK and changes nothing.
   absl::Status Create(const rpc::PlacementGroupInfo& group);
   absl::Status Remove(const std::string& placement_group_id);
+  // The job finished: removes the groups it created that are not detached, as Remove does.
+  // Returns how many it removed.
+  int OnJobFinished(const std::string& job_id);
   absl::StatusOr<rpc::PlacementGroupInfo> Get(const rpc::GetPlacementGroupRequest& request) const;
   std::vector<rpc::PlacementGroupInfo> GetAll() const;
   void OnNodeDead(const rpc::NodeInfo& node);
@@ -144,6 +153,13 @@ class PlacementGroupManager {
   // for the next Tick() (dropped if its node died meanwhile).
   void OnReturned(const std::string& raylet_address, std::vector<Return> batch,
                   absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Marks the group REMOVED (saved and published) and queues its reservations' return; the
+  // caller kills its actors and sends the outbox without mu_.
+  void RemoveLocked(const PlacementGroupId& id, Group& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the groups of finished jobs that are not detached; returns their IDs (binary).
+  std::vector<std::string> RemoveGroupsOfFinishedJobsLocked(
+      const std::function<bool(const std::string& job_id)>& finished)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Saves, publishes, and queues the answers of waiters once the group is CREATED or REMOVED.
   void SaveAndPublishLocked(Group& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -153,6 +169,7 @@ class PlacementGroupManager {
   const Clock* clock_;
   BundleClient* bundles_;
   std::function<void(const std::string&)> kill_actors_;
+  std::function<bool(const std::string&)> job_finished_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<PlacementGroupId, Group> groups_ ABSL_GUARDED_BY(mu_);

@@ -68,6 +68,18 @@ class PlacementGroupManagerTest : public ::testing::Test {
     return id;
   }
 
+  // A one-bundle group (1 CPU) created by `job`; `detached` outlives it.
+  PlacementGroupId CreateForJob(const JobId& job, bool detached) {
+    rpc::PlacementGroupInfo group;
+    const PlacementGroupId id = PlacementGroupId::FromRandom();
+    group.set_placement_group_id(id.Binary());
+    group.set_creator_job_id(job.Binary());
+    group.set_detached(detached);
+    (*group.add_bundles()->mutable_resources())["CPU"] = 1;
+    EXPECT_TRUE(groups_.Create(group).ok());
+    return id;
+  }
+
   rpc::PlacementGroupInfo Get(const PlacementGroupId& id) {
     rpc::GetPlacementGroupRequest request;
     request.set_placement_group_id(id.Binary());
@@ -263,6 +275,70 @@ TEST_F(PlacementGroupManagerTest, RestartedGcsReturnsWhatWasNotConfirmed) {
   restarted.Tick();
   ASSERT_EQ(lease.returned_bundles().size(), 1u);
   EXPECT_EQ(lease.returned_bundles()[0], std::make_pair(a, std::string("r0")));
+}
+
+// Regression (issue 30 item 7): a finished job's group kept its reservation for good, and the
+// next job could not be placed.
+TEST_F(PlacementGroupManagerTest, AFinishedJobsGroupsAreRemovedButNotDetachedOnes) {
+  const std::string a = AddNode(7001, 4);
+  const JobId job = JobId::FromInt(1), other = JobId::FromInt(2);
+  PlacementGroupId scoped = CreateForJob(job, /*detached=*/false);
+  PlacementGroupId detached = CreateForJob(job, /*detached=*/true);
+  PlacementGroupId others = CreateForJob(other, /*detached=*/false);
+  GrantAllFrom(0);
+  for (const auto& id : {scoped, detached, others}) {
+    ASSERT_EQ(Get(id).state(), rpc::PlacementGroupInfo::CREATED);
+  }
+  const std::string scoped_reservation = Get(scoped).bundles(0).reservation_id();
+
+  EXPECT_EQ(groups_.OnJobFinished(job.Binary()), 1);
+  EXPECT_EQ(Get(scoped).state(), rpc::PlacementGroupInfo::REMOVED);
+  EXPECT_EQ(Get(detached).state(), rpc::PlacementGroupInfo::CREATED);
+  EXPECT_TRUE(Get(detached).detached());
+  EXPECT_EQ(Get(others).state(), rpc::PlacementGroupInfo::CREATED);
+  EXPECT_EQ(killed_groups_, std::vector<std::string>{scoped.Binary()});  // its actors too
+  groups_.Tick();
+  ASSERT_EQ(lease_.returned_bundles().size(), 1u);
+  EXPECT_EQ(lease_.returned_bundles()[0], std::make_pair(a, scoped_reservation));
+  EXPECT_EQ(groups_.OnJobFinished(job.Binary()), 0);  // twice changes nothing
+}
+
+// A GCS restarted on the same store still knows which groups are detached, and removes the
+// groups of jobs that finished before it could.
+TEST_F(PlacementGroupManagerTest, ARestartedGcsRemovesTheGroupsOfFinishedJobs) {
+  const std::string a = AddNode(7001, 4);
+  const JobId job = JobId::FromInt(1);
+  PlacementGroupId scoped = CreateForJob(job, /*detached=*/false);
+  PlacementGroupId detached = CreateForJob(job, /*detached=*/true);
+  GrantAllFrom(0);
+  const std::string scoped_reservation = Get(scoped).bundles(0).reservation_id();
+  // The job finishes; this GCS dies before it removes the job's groups.
+  FakeLeaseClient lease;
+  std::vector<std::string> killed;
+  PlacementGroupManager restarted({&store_, &publisher_, &nodes_, &clock_, &lease,
+                                   [&killed](const std::string& group) { killed.push_back(group); },
+                                   [&job](const std::string& id) { return id == job.Binary(); }});
+  ASSERT_TRUE(restarted.Initialize().ok());
+  rpc::GetPlacementGroupRequest request;
+  request.set_placement_group_id(scoped.Binary());
+  EXPECT_EQ(restarted.Get(request)->state(), rpc::PlacementGroupInfo::REMOVED);
+  request.set_placement_group_id(detached.Binary());
+  EXPECT_EQ(restarted.Get(request)->state(), rpc::PlacementGroupInfo::CREATED);
+  EXPECT_TRUE(restarted.Get(request)->detached());
+  EXPECT_EQ(killed, std::vector<std::string>{scoped.Binary()});
+  restarted.Tick();
+  ASSERT_EQ(lease.returned_bundles().size(), 1u);
+  EXPECT_EQ(lease.returned_bundles()[0], std::make_pair(a, scoped_reservation));
+}
+
+// Regression (issue 30 item 10): a bundle no node can ever hold stayed PENDING for good.
+TEST_F(PlacementGroupManagerTest, ABundleShapeNoNodeCanHoldIsRefused) {
+  rpc::PlacementGroupInfo group;
+  group.set_placement_group_id(PlacementGroupId::FromRandom().Binary());
+  (*group.add_bundles()->mutable_resources())["GPU"] = 1.5;
+  absl::Status status = groups_.Create(group);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(status.message(), "bundle 0 resources['GPU'] is 1.5")) << status;
 }
 
 TEST_F(PlacementGroupManagerTest, ReservationGrantedAfterRemoveIsReturned) {

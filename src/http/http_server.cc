@@ -119,6 +119,10 @@ class HttpServer::Routes {
                [this](const HttpRequest&) { return Send(views_.Actors()); });
     router.Add("GET", "/api/v0/placement_groups",
                [this](const HttpRequest&) { return Send(views_.PlacementGroups()); });
+    // `troupe remove placement-group ID|NAME`.
+    router.Add("DELETE", "/api/v0/placement_groups/{id}", [this](const HttpRequest& req) {
+      return Send(views_.RemovePlacementGroup(req.PathParam("id")));
+    });
     router.Add("GET", "/api/v0/jobs", [this](const HttpRequest&) { return Send(views_.Jobs()); });
     router.Add("GET", "/api/v0/objects",
                [this](const HttpRequest&) { return Send(node_views_.Objects()); });

@@ -42,6 +42,8 @@ std::string RouteLabel(const std::string& method, const std::string& path) {
   } else if (route.rfind("/api/v0/tasks/", 0) == 0 && route.size() > 14 &&
              route.rfind("/api/v0/tasks/summarize", 0) != 0) {
     route = "/api/v0/tasks/{id}";
+  } else if (route.rfind("/api/v0/placement_groups/", 0) == 0 && route.size() > 25) {
+    route = "/api/v0/placement_groups/{id}";  // DELETE: `troupe remove placement-group`
   } else if (route.rfind("/dashboard/", 0) == 0) {
     route = "/dashboard/{file}";
   } else if (route.rfind("/api/packages/", 0) == 0) {

@@ -124,6 +124,9 @@ TEST(RequestGuardTest, RouteLabelsHideIdsAndNames) {
   EXPECT_EQ(RouteLabel("GET", "/api/v0/tasks/summarize"), "GET /api/v0/tasks/summarize");
   EXPECT_EQ(RouteLabel("GET", "/api/v0/tasks/"), "GET /api/v0/tasks/");
   EXPECT_EQ(RouteLabel("GET", "/dashboard/app.js"), "GET /dashboard/{file}");
+  EXPECT_EQ(RouteLabel("DELETE", "/api/v0/placement_groups/serving"),
+            "DELETE /api/v0/placement_groups/{id}");
+  EXPECT_EQ(RouteLabel("GET", "/api/v0/placement_groups"), "GET /api/v0/placement_groups");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "proto/gcs.pb.h"
 #include "src/common/ids.h"
@@ -99,9 +100,54 @@ jobs::Reply StateViews::PlacementGroups() {
                    {"strategy", rpc::PlacementGroupInfo::Strategy_Name(g.strategy())},
                    {"bundles", bundles},
                    {"bundle_nodes", bundle_nodes},
-                   {"pending_reason", g.pending_reason()}});
+                   {"pending_reason", g.pending_reason()},
+                   {"creator_job_id", BytesToHex(g.creator_job_id())},
+                   {"is_detached", g.detached()}});
   }
   return {200, out};
+}
+
+jobs::Reply StateViews::RemovePlacementGroup(const std::string& key) {
+  if (key.empty()) return jobs::Error(400, "name the placement group: its ID or its name");
+  auto groups =
+      metrics_->Timed("GetAllPlacementGroups", [&] { return gcs_->GetAllPlacementGroups(); });
+  if (!groups.ok()) return jobs::Error(503, std::string(groups.status().message()));
+  const rpc::PlacementGroupInfo* chosen = nullptr;
+  const rpc::PlacementGroupInfo* by_name = nullptr;
+  std::vector<const rpc::PlacementGroupInfo*> by_prefix, removed_by_prefix;
+  for (const auto& g : *groups) {
+    const std::string hex = BytesToHex(g.placement_group_id());
+    const bool live = g.state() != rpc::PlacementGroupInfo::REMOVED;
+    if (hex == key) chosen = &g;  // a removed one too: removing it again is fine
+    if (live && !g.name().empty() && g.name() == key) by_name = &g;
+    if (absl::StartsWith(hex, key)) (live ? by_prefix : removed_by_prefix).push_back(&g);
+  }
+  if (chosen == nullptr) chosen = by_name;
+  // A prefix of only removed groups: say it was removed already, if it names one.
+  if (chosen == nullptr && by_prefix.empty() && removed_by_prefix.size() == 1) {
+    chosen = removed_by_prefix[0];
+  }
+  if (chosen == nullptr && by_prefix.size() > 1) {
+    return jobs::Error(
+        400, absl::StrCat(by_prefix.size(), " placement groups have IDs starting with '", key,
+                          "': give more of the ID"));
+  }
+  if (chosen == nullptr && by_prefix.size() == 1) chosen = by_prefix[0];
+  if (chosen == nullptr) {
+    return jobs::Error(404, absl::StrCat("no placement group has the ID or name '", key,
+                                         "' (`troupe list placement-groups` lists them)"));
+  }
+  const bool already = chosen->state() == rpc::PlacementGroupInfo::REMOVED;
+  absl::Status removed = metrics_->Timed("RemovePlacementGroup", [&] {
+    return gcs_->RemovePlacementGroup(chosen->placement_group_id());
+  });
+  if (absl::IsNotFound(removed)) return jobs::Error(404, std::string(removed.message()));
+  if (absl::IsInvalidArgument(removed)) return jobs::Error(400, std::string(removed.message()));
+  if (!removed.ok()) return jobs::Error(503, std::string(removed.message()));
+  return {200, json{{"placement_group_id", BytesToHex(chosen->placement_group_id())},
+                    {"name", chosen->name()},
+                    {"removed", true},
+                    {"already_removed", already}}};
 }
 
 jobs::Reply StateViews::Jobs() {

@@ -1,8 +1,8 @@
 // StateViews: the JSON state endpoints (/api/v0/nodes, /api/v0/actors,
 // /api/v0/placement_groups, /api/v0/jobs, /api/cluster_status), read from the GCS on each request
-// (timed into HttpMetrics). Rows of jobs and actors carry "is_system" (see IsSystemActor). /metrics
-// renders from the same views. Thread-safe; the GCS client, job service and metrics are borrowed
-// and outlive it.
+// (timed into HttpMetrics), and the removal of a placement group (`troupe remove`). Rows of jobs
+// and actors carry "is_system" (see IsSystemActor). /metrics renders from the same views.
+// Thread-safe; the GCS client, job service and metrics are borrowed and outlive it.
 #pragma once
 
 #include "proto/common.pb.h"
@@ -28,6 +28,11 @@ class StateViews {
   jobs::Reply Nodes();
   jobs::Reply Actors();
   jobs::Reply PlacementGroups();
+  // Removes the placement group named by `key`: its full ID (hex), its name, or a prefix of its
+  // ID that only one live group has (or, with no live one, one removed group: already removed). 200
+  // {"placement_group_id", "name", "removed": true, "already_removed"}; 404 when none matches; 400
+  // when the prefix is ambiguous; 503 when the GCS cannot answer.
+  jobs::Reply RemovePlacementGroup(const std::string& key);
   // Drivers (from the GCS job table) followed by submitted jobs (their records).
   jobs::Reply Jobs();
   // Alive/dead node counts and summed total/available resources.

@@ -364,14 +364,19 @@ absl::Status LeaseManager::ReturnWorker(const std::string& lease_id, bool discon
   std::shared_ptr<Worker> worker;
   std::vector<WorkerId> bundle_workers;
   bool was_reservation = false;
+  bool being_killed = false;  // its kill is already on its way: neither pushed back nor killed
   {
     absl::MutexLock lock(&mu_);
     if (auto bundle = bundles_.find(lease_id); bundle != bundles_.end()) {
       // A reservation: the group leaves this node, and its workers here go with it.
       was_reservation = true;
       resources_.Free(bundle->second.node_allocation);
-      for (const auto& [id, lease] : leases_) {
-        if (lease.bundle == lease_id) bundle_workers.push_back(lease.worker->worker_id);
+      for (auto& [id, lease] : leases_) {
+        if (lease.bundle != lease_id) continue;
+        // Marked now, under the lock: a holder returning this lease before (or while) the kill
+        // below lands must not put the dying worker back in the pool.
+        lease.killing = true;
+        bundle_workers.push_back(lease.worker->worker_id);
       }
       bundles_.erase(bundle);
     } else {
@@ -388,11 +393,14 @@ absl::Status LeaseManager::ReturnWorker(const std::string& lease_id, bool discon
         return absl::NotFoundError("unknown lease (already returned?)");
       }
       worker = it->second.worker;
+      being_killed = it->second.killing;
       ReleaseLocked(lease_id);
     }
   }
   if (was_reservation) {
     for (const auto& id : bundle_workers) launcher_->KillWorker(id);
+  } else if (being_killed) {
+    // Nothing: the worker exits, and the launcher forgets it then.
   } else if (disconnect_worker) {
     // Not a failure (its job ended, or its holder gave up on it): it may report its task events.
     launcher_->StopWorker(worker->worker_id);
@@ -409,6 +417,7 @@ absl::Status LeaseManager::KillLeasedWorker(const std::string& lease_id) {
     absl::MutexLock lock(&mu_);
     auto it = leases_.find(lease_id);
     if (it == leases_.end()) return absl::NotFoundError("unknown lease");
+    it->second.killing = true;
     worker_id = it->second.worker->worker_id;
   }
   launcher_->KillWorker(worker_id);  // the lease is released when the process is seen exiting

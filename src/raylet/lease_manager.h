@@ -91,6 +91,10 @@ class LeaseManager {
     // Who goes first when memory runs out (lower first): 0 a task that will be retried, 1 a
     // task that will not, 2 an actor (its state would be lost).
     int memory_kill_rank = 0;
+    // Its worker was told to die (its bundle was returned, or KillLeasedWorker): returning the
+    // lease releases it but never gives the worker back to the launcher, which would hand the
+    // dying process to the next lease.
+    bool killing = false;
   };
   struct Grant {
     Pending pending;

@@ -393,6 +393,42 @@ TEST_F(LeaseManagerTest, ReturningAReservationKillsItsWorkersAndFreesItsResource
   EXPECT_TRUE(absl::IsNotFound(manager_.ReturnWorker(lease, false)));
 }
 
+// Regression (issue 30 item 8): the group was removed while a task's lease in its bundle was
+// still held; the holder then returned that lease normally. The worker, already being killed for
+// the returned bundle, went back to the pool and the next lease (a new actor) got it, and died.
+TEST_F(LeaseManagerTest, AWorkerKilledWithItsBundleIsNotGivenBackWhenItsLeaseIsReturned) {
+  auto reserved = Ask(BundleRequest({{"CPU", 1}}, /*reservation=*/true));
+  const std::string reservation = reserved->Await().lease_id();
+  auto inside = Ask(BundleRequest({{"CPU", 1}}, /*reservation=*/false));
+  ASSERT_TRUE(launcher_.AwaitPops(1));
+  auto worker = launcher_.GrantPop(0);
+  const std::string lease = inside->Await().lease_id();
+
+  // The GCS returns the bundle (the group was removed): its worker is killed...
+  ASSERT_TRUE(manager_.ReturnWorker(reservation, false).ok());
+  EXPECT_EQ(launcher_.killed(), std::vector<WorkerId>{worker->worker_id});
+  // ...and the task's owner, done with it, returns its lease before the worker's exit is seen.
+  ASSERT_TRUE(manager_.ReturnWorker(lease, /*disconnect_worker=*/false).ok());
+  EXPECT_TRUE(launcher_.pushed().empty()) << "the dying worker went back to the pool";
+  EXPECT_EQ(launcher_.killed().size(), 1u);  // not killed twice
+  EXPECT_EQ(manager_.num_leased(), 0);
+  EXPECT_EQ(Available(), kTotal);
+  // The worker's exit, seen later, changes nothing.
+  manager_.OnWorkerExit(*worker);
+  EXPECT_EQ(Available(), kTotal);
+}
+
+// The same for a worker the GCS killed (an actor's): its lease returned meanwhile does not give
+// the dying process back.
+TEST_F(LeaseManagerTest, AKilledLeasedWorkerIsNotGivenBackWhenItsLeaseIsReturned) {
+  Granted granted = Grant({{"CPU", 1}}, 0);
+  ASSERT_TRUE(manager_.KillLeasedWorker(granted.reply.lease_id()).ok());
+  ASSERT_TRUE(manager_.ReturnWorker(granted.reply.lease_id(), false).ok());
+  EXPECT_TRUE(launcher_.pushed().empty());
+  EXPECT_EQ(launcher_.killed(), std::vector<WorkerId>{granted.worker->worker_id});
+  EXPECT_EQ(Available(), kTotal);
+}
+
 // Regression: a bundle lease whose worker never started gave the bundle's resources to the node.
 TEST_F(LeaseManagerTest, ABundleLeaseThatFailsGivesItsResourcesBackToTheBundle) {
   Ask(BundleRequest({{"CPU", 2}}, /*reservation=*/true));

@@ -82,6 +82,8 @@ absl::StatusOr<int> WorkerPool::StartProcess(const rpc::JobInfo& job, const Work
   if (!options_.session_dir.empty()) env.push_back("TROUPE_SESSION_DIR=" + options_.session_dir);
   if (!options_.tls_dir.empty()) env.push_back("TROUPE_TLS_DIR=" + options_.tls_dir);
   env.push_back("TROUPE_JOB_ID=" + BytesToHex(job.job_id()));
+  // The job's namespace: GetActor and named actors inside the job's tasks and actors use it.
+  if (!job.namespace_name().empty()) env.push_back("TROUPE_NAMESPACE=" + job.namespace_name());
   env.push_back("TROUPE_WORKER_ID=" + worker_id.Hex());
   if (!cuda_visible_devices.empty()) {
     env.push_back("TROUPE_GPU_IDS=" + cuda_visible_devices);
@@ -193,7 +195,8 @@ absl::Status WorkerPool::RegisterWorker(const WorkerId& worker_id, int pid, int 
 void WorkerPool::PushWorker(const std::shared_ptr<Worker>& worker) {
   absl::MutexLock lock(&mu_);
   auto it = workers_.find(worker->worker_id);
-  if (it == workers_.end() || it->second.stopped) return;  // a stopped one is never reused
+  // A worker being killed or stopped is never handed out again.
+  if (it == workers_.end() || it->second.killed || it->second.stopped) return;
   it->second.idle = true;
   it->second.idle_since = clock_->Now();
 }
@@ -204,6 +207,8 @@ void WorkerPool::KillWorker(const WorkerId& worker_id) {
     absl::MutexLock lock(&mu_);
     auto it = workers_.find(worker_id);
     if (it == workers_.end() || it->second.worker->is_driver) return;
+    it->second.killed = true;
+    it->second.idle = false;
     pid = it->second.worker->pid;
   }
   // Forgotten when the reaper sees it exit, so its lease is released exactly once.
@@ -282,6 +287,7 @@ void WorkerPool::Tick() {
         to_kill.push_back(entry.worker->pid);
       } else if (entry.idle && now - entry.idle_since > options_.idle_timeout) {
         entry.idle = false;  // not handed out again; reaped when it exits
+        entry.killed = true;
         to_kill.push_back(entry.worker->pid);
       }
       ++it;

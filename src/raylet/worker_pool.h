@@ -122,6 +122,9 @@ class WorkerPool : public WorkerLauncher {
     std::string key;  // job + devices
     bool registered = false;
     bool idle = false;
+    // Told to die (KillWorker, KillJobWorkers, the idle timeout): never idle again, so a lease
+    // returned while the kill lands cannot hand the dying process to someone else.
+    bool killed = false;
     absl::Time idle_since;
     absl::Time started;
     std::vector<PopCallback> waiting;  // pops waiting for this worker to register

@@ -163,6 +163,15 @@ TEST_F(WorkerPoolTest, StartsTheJobsExecutableAndHandsTheWorkerOverWhenItRegiste
   EXPECT_EQ(Pool().num_workers(), 1);
 }
 
+// Regression (issue 30 item 9): workers did not know their job's namespace, so GetActor inside
+// a task did not find the driver's named actors.
+TEST_F(WorkerPoolTest, WorkersGetTheirJobsNamespace) {
+  job_.set_namespace_name("shop");
+  Pop("");
+  ASSERT_EQ(processes_.started.size(), 1u);
+  EXPECT_EQ(EnvOf(processes_.started[0], "TROUPE_NAMESPACE"), "shop");
+}
+
 TEST_F(WorkerPoolTest, AWorkerThatWasNotStartedHereCannotRegister) {
   EXPECT_TRUE(absl::IsNotFound(
       Pool().RegisterWorker(WorkerId::FromRandom(), 1, 2, job_id_, /*is_driver=*/false)));
@@ -212,6 +221,18 @@ TEST_F(WorkerPoolTest, IdleWorkersAreStoppedAfterTheIdleTimeout) {
   EXPECT_EQ(exits_[0].first, idle->worker_id);
   EXPECT_EQ(exits_[0].second, "was killed by signal 9");
   EXPECT_EQ(Pool().num_workers(), 1);  // only the new one
+}
+
+// Regression (issue 30 item 8): a worker killed while leased and then given back (its lease
+// returned before its exit was seen) was handed to the next pop, which got a dying process.
+TEST_F(WorkerPoolTest, AKilledWorkerIsNeverHandedOutAgain) {
+  std::shared_ptr<Worker> worker = IdleWorker("");
+  ASSERT_EQ(WorkerOf(Pop("")), worker);  // leased
+  Pool().KillWorker(worker->worker_id);
+  EXPECT_EQ(processes_.killed, std::vector<int>{worker->pid});
+  Pool().PushWorker(worker);  // its lease came back before the exit
+  Pop("");
+  EXPECT_EQ(processes_.started.size(), 2u) << "the killed worker was reused";
 }
 
 TEST_F(WorkerPoolTest, AWorkerThatNeverRegistersIsKilledAndItsPopFails) {

@@ -350,13 +350,14 @@ pages['placement-groups'] = {
     const [groups] = await Promise.all([api('/api/v0/placement_groups'), loadNodes()]);
     const rows = groups.map((g) => h('tr', {},
       h('td', {class: 'mono'}, short(g.placement_group_id)), h('td', {}, g.name || '—'), h('td', {}, g.strategy),
+      h('td', {}, g.is_detached ? 'detached' : `job ${g.creator_job_id || '?'}`),
       h('td', {}, badge(g.state), g.pending_reason ? h('div', {class: 'muted'}, g.pending_reason) : null),
       h('td', {}, g.bundles.map((b, i) => h('div', {},
         h('span', {class: 'chip'}, `#${i}`),
         Object.entries(b).map(([k, v]) => `${k}: ${formatAmount(k, v)}`).join(', '),
         h('span', {class: 'muted'}, ' → ', (g.bundle_nodes || [])[i] ? nodeName(g.bundle_nodes[i]) : 'not placed'))))));
     main.replaceChildren(h('h2', {}, `Placement groups (${groups.length})`),
-      table(['Group', 'Name', 'Strategy', 'State', 'Bundles → node'], rows, 'no placement groups'));
+      table(['Group', 'Name', 'Strategy', 'Lifetime', 'State', 'Bundles → node'], rows, 'no placement groups'));
   },
 };
 

@@ -20,9 +20,6 @@
 
 namespace troupe {
 
-// SetLifetime(Detached{}): the actor outlives the job that created it (until killed).
-struct Detached {};
-
 template <typename T, typename F>
 class ActorTaskCaller;
 
@@ -135,6 +132,7 @@ class ActorCreator {
     options_.max_concurrency = n;
     return *this;
   }
+  // SetLifetime(Detached{}): the actor outlives the job that created it (until killed).
   ActorCreator& SetLifetime(Detached) {
     options_.detached = true;
     return *this;

@@ -120,6 +120,14 @@ class ClusterUnreachableError : public TroupeError {
   using TroupeError::TroupeError;
 };
 
+// A call's arguments are invalid and nothing was submitted: thrown at once by Remote() and
+// CreatePlacementGroup, e.g. for a resource map with an empty name, a negative, NaN or infinite
+// amount, or 1.5 GPUs. The message names the field, the resource and the bad value.
+class InvalidArgumentError : public TroupeError {
+ public:
+  using TroupeError::TroupeError;
+};
+
 // Init was not called, or the cluster cannot be reached.
 class RuntimeError : public TroupeError {
  public:

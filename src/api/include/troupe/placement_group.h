@@ -5,7 +5,10 @@
 //   pg.Wait(std::chrono::seconds(30));
 //   troupe::Actor(Trainer::Create).SetPlacementGroup(pg, 0).Remote();
 // Tasks and actors placed in a bundle use its reserved resources (their own demand must fit
-// in it); removing the group frees them and kills its actors.
+// in it); removing the group frees them and kills its actors. A group lives until it is removed
+// or the job that created it finishes, whichever comes first; one created with
+// `.lifetime = troupe::Detached{}` outlives its job (remove it with RemovePlacementGroup or
+// `troupe remove placement-group`).
 #pragma once
 
 #include <chrono>
@@ -18,12 +21,18 @@
 
 namespace troupe {
 
+// A lifetime tag: Actor(...).SetLifetime(Detached{}) and PlacementGroupOptions::lifetime make
+// the actor or group outlive the job that created it (until killed or removed).
+struct Detached {};
+
 enum class PlacementStrategy { kPack = 0, kSpread = 1, kStrictPack = 2, kStrictSpread = 3 };
 
 struct PlacementGroupOptions {
   std::string name;  // optional; unique while the group exists
   std::vector<std::map<std::string, double>> bundles;
   PlacementStrategy strategy = PlacementStrategy::kPack;
+  // Unset (default): removed when the creating job finishes. Detached{}: kept until removed.
+  std::optional<Detached> lifetime;
 };
 
 std::string HexOf(const std::string& binary);
@@ -52,8 +61,9 @@ class PlacementGroup {
 inline PlacementGroup CreatePlacementGroup(const PlacementGroupOptions& options) {
   internal::Runtime* runtime = internal::CurrentRuntime();
   if (runtime == nullptr) internal::ThrowNotInitialized();
-  return PlacementGroup(runtime->CreatePlacementGroup(
-      {options.name, options.bundles, static_cast<int>(options.strategy)}));
+  return PlacementGroup(runtime->CreatePlacementGroup({options.name, options.bundles,
+                                                       static_cast<int>(options.strategy),
+                                                       options.lifetime.has_value()}));
 }
 
 inline void RemovePlacementGroup(const PlacementGroup& group) {

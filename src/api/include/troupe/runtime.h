@@ -48,6 +48,7 @@ struct PlacementGroupSpec {
   std::string name;
   std::vector<std::map<std::string, double>> bundles;
   int strategy = 0;  // PACK, SPREAD, STRICT_PACK, STRICT_SPREAD (rpc order)
+  bool detached = false;  // outlives the creating job
 };
 
 struct TaskOptions {

@@ -41,19 +41,21 @@ class TreeRemover {
 
   absl::Status Run() {
     if (!MakeHolding()) return error_;
-    Empty(root_, /*at_root=*/true);
+    Empty(root_, "");
     while (!queue_.empty()) {
       const std::string name = std::move(queue_.front());
       queue_.pop_front();
+      const std::string where = holding_name_ + "/" + name;
+      fchmodat(holding_, name.c_str(), 0700, 0);  // a directory we moved: never a symlink
       const int fd = openat(holding_, name.c_str(), kDirFlags);
       if (fd < 0) {
-        if (errno != ENOENT) Note(errno, name);
+        if (errno != ENOENT) Note(errno, where);
         continue;
       }
-      Empty(fd, /*at_root=*/false);
+      Empty(fd, where + "/");
       close(fd);
       if (unlinkat(holding_, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
-        Note(errno, name);
+        Note(errno, where);
       }
     }
     close(holding_);
@@ -85,15 +87,17 @@ class TreeRemover {
     return false;
   }
 
-  // Unlinks what directory `fd` holds and moves its subdirectories into the holding directory
-  // (queued to be emptied in turn). Passes over it until it is empty or nothing more goes.
-  void Empty(int fd, bool at_root) {
+  // Unlinks what directory `fd` (at `where` below the root: "" or ending in '/') holds and moves its
+  // subdirectories into the holding directory (queued to be emptied in turn). Passes over it until
+  // it is empty or nothing more goes.
+  void Empty(int fd, const std::string& where) {
+    const bool at_root = where.empty();
     fchmod(fd, 0700);  // ours: a read-only directory would keep its entries (errors show below)
     const int listed = dup(fd);
     DIR* dir = listed < 0 ? nullptr : fdopendir(listed);
     if (dir == nullptr) {
       if (listed >= 0) close(listed);
-      Note(errno, "a directory's entries");
+      Note(errno, where);
       return;
     }
     for (bool progress = true; progress;) {
@@ -110,7 +114,7 @@ class TreeRemover {
         struct stat st;
         if (fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
           if (errno == ENOENT) continue;
-          Note(errno, name);
+          Note(errno, where + name);
           continue;
         }
         if (S_ISDIR(st.st_mode)) {
@@ -121,20 +125,21 @@ class TreeRemover {
             queue_.push_back(moved);
             progress = true;
           } else {
-            Note(errno, name);
+            Note(errno, where + name);
           }
         } else if (unlinkat(fd, name.c_str(), 0) == 0) {
           progress = true;
         } else if (errno != ENOENT) {
-          Note(errno, name);
+          Note(errno, where + name);
         }
       }
     }
     closedir(dir);
   }
 
-  void Note(int error, const std::string& name) {
-    if (error_.ok()) error_ = ErrnoStatus(error, absl::StrCat(shown_, " (at '", name, "')"));
+  // Records the first failure, naming the entry where it is now (below the root).
+  void Note(int error, const std::string& where) {
+    if (error_.ok()) error_ = ErrnoStatus(error, absl::StrCat(shown_, "/", where));
   }
 
   const int root_;

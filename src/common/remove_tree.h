@@ -16,8 +16,10 @@ namespace troupe {
 
 // Removes `path` (a file, a symlink, or a directory with everything below it). OK if it is gone
 // afterwards, also when it did not exist. Otherwise an error naming the first entry that could not
-// be removed and why (e.g. PermissionDenied); what could be removed is removed either way.
-// Directories found without write permission are given it back (their owner may) first.
+// be removed, where it is now, and why (e.g. "cannot remove /x/.troupe-removing-12-0/3/file:
+// Operation not permitted"); what could be removed is removed either way, and what is left may
+// have been moved into that `.troupe-removing-*` directory of `path` (a later call removes it
+// too). Directories found without write permission are given it back (their owner may) first.
 absl::Status RemoveTree(const std::string& path);
 
 }  // namespace troupe

@@ -336,8 +336,8 @@ std::optional<Reply> JobService::RemoveWorkingDir(const std::string& id, std::st
     for (const auto& info : *nodes) {
       alive |= BytesToHex(info.node_id()) == node && info.state() == rpc::NodeInfo::ALIVE;
     }
-    const std::string what =
-        "job '" + id + "''s working directory " + name + " on node " + node.substr(0, 12);
+    const std::string what = "the working directory of job '" + id + "' (" + name +
+                             " on node " + node.substr(0, 12) + ")";
     if (!alive) {
       // Nothing can reach it; the node's session goes, with it, at `troupe stop` there.
       *note = what + " was left: the node is not alive (`troupe stop` on it removes it)";

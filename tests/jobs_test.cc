@@ -82,14 +82,14 @@ int ConnectFrom(const std::string& http_address, const char* from) {
 }
 
 // Sends one HTTP/1.1 request (Connection: close) from `from` and reads the whole answer.
-std::string RawRequest(const std::string& http_address, const char* from,
-                       const std::string& method, const std::string& target,
-                       const std::string& headers, const std::string& body = "") {
+std::string RawRequest(const std::string& http_address, const char* from, const std::string& method,
+                       const std::string& target, const std::string& headers,
+                       const std::string& body = "") {
   const int fd = ConnectFrom(http_address, from);
   if (fd < 0) return "<cannot connect from " + std::string(from) + ">";
-  const std::string request = absl::StrCat(method, " ", target, " HTTP/1.1\r\nHost: x\r\n",
-                                           headers, "Content-Length: ", body.size(),
-                                           "\r\nConnection: close\r\n\r\n", body);
+  const std::string request =
+      absl::StrCat(method, " ", target, " HTTP/1.1\r\nHost: x\r\n", headers,
+                   "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
   ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string answer;
   char buffer[4096];
@@ -115,8 +115,9 @@ bool MakeDeepTree(const std::string& dir) {
   const std::string name(200, 'd');
   int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   for (int i = 0; fd >= 0 && i < 100; ++i) {
-    const int next =
-        mkdirat(fd, name.c_str(), 0755) == 0 ? openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY) : -1;
+    const int next = mkdirat(fd, name.c_str(), 0755) == 0
+                         ? openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY)
+                         : -1;
     close(fd);
     fd = next;
   }
@@ -405,8 +406,8 @@ TEST_F(JobsTest, HostileClientsWithoutTheTokenCannotTakeTheApiDown) {
   // Made-up paths, some with characters the metrics format must escape.
   for (int i = 0; i < 300; ++i) {
     httplib::Client client(http);
-    client.Get(absl::StrCat("/made/up/", i, i % 3 == 0 ? "%22" : "", i % 5 == 0 ? "%5C" : "")
-                   .c_str());
+    client.Get(
+        absl::StrCat("/made/up/", i, i % 3 == 0 ? "%22" : "", i % 5 == 0 ? "%5C" : "").c_str());
   }
   // 300 connections that never send a byte, more than the server's connection cap.
   std::vector<int> idle;

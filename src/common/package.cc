@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -42,10 +42,10 @@ absl::Status PackInto(const std::string& root, const std::string& relative, int 
                       int64_t max_bytes, PackProgress* progress, std::string* out) {
   const std::string dir = relative.empty() ? root : root + "/" + relative;
   if (depth >= progress->limits.max_depth) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the working directory ", root, " has paths deeper than ", progress->limits.max_depth,
-        " levels (at '", relative.substr(0, 200), "'); a package may be at most ",
-        progress->limits.max_depth, " levels deep"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the working directory ", root, " has paths deeper than ",
+                     progress->limits.max_depth, " levels (at '", relative.substr(0, 200),
+                     "'); a package may be at most ", progress->limits.max_depth, " levels deep"));
   }
   DIR* handle = opendir(dir.c_str());
   if (handle == nullptr) {
@@ -144,16 +144,14 @@ absl::StatusOr<std::vector<Entry>> ParsePackage(const std::string& package,
     }
     const int64_t depth = std::count(rel.begin(), rel.end(), '/') + 1;
     if (depth > limits.max_depth) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("package path '", Shown(rel), "' is ", depth,
-                       " levels deep; a package may be at most ", limits.max_depth,
-                       " levels deep"));
+      return absl::InvalidArgumentError(absl::StrCat("package path '", Shown(rel), "' is ", depth,
+                                                     " levels deep; a package may be at most ",
+                                                     limits.max_depth, " levels deep"));
     }
     if (static_cast<int64_t>(rel.size()) > limits.max_path_bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("package path '", Shown(rel), "' is ", rel.size(),
-                       " bytes long; a package's paths may be at most ", limits.max_path_bytes,
-                       " bytes"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "package path '", Shown(rel), "' is ", rel.size(),
+          " bytes long; a package's paths may be at most ", limits.max_path_bytes, " bytes"));
     }
     if (!SafeRelativePath(std::string(rel))) {
       return absl::DataLossError(absl::StrCat(

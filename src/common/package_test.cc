@@ -239,9 +239,9 @@ TEST(PackageTest, PackagesPastTheLimitsAreRefusedBeforeAnythingIsWritten) {
   // Within the limits: 64 levels and a shared directory counted once.
   std::string ok_deep;
   for (int i = 0; i < 63; ++i) ok_deep += "d/";
-  EXPECT_TRUE(UnpackDirectory(Entry(ok_deep + "f", 0644, "x") + Entry("d/g", 0644, "y"),
-                              base + "/fine")
-                  .ok());
+  EXPECT_TRUE(
+      UnpackDirectory(Entry(ok_deep + "f", 0644, "x") + Entry("d/g", 0644, "y"), base + "/fine")
+          .ok());
   EXPECT_EQ(Read(base + "/fine/" + ok_deep + "f"), "x");
 }
 

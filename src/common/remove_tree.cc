@@ -78,8 +78,9 @@ class TreeRemover {
         return false;
       }
       if (errno != EEXIST) {
-        error_ = ErrnoStatus(errno, absl::StrCat(shown_, ": cannot make a directory in it to "
-                                                         "move its subdirectories into"));
+        error_ = ErrnoStatus(errno, absl::StrCat(shown_,
+                                                 ": cannot make a directory in it to "
+                                                 "move its subdirectories into"));
         return false;
       }
     }
@@ -87,9 +88,9 @@ class TreeRemover {
     return false;
   }
 
-  // Unlinks what directory `fd` (at `where` below the root: "" or ending in '/') holds and moves its
-  // subdirectories into the holding directory (queued to be emptied in turn). Passes over it until
-  // it is empty or nothing more goes.
+  // Unlinks what directory `fd` (at `where` below the root: "" or ending in '/') holds and moves
+  // its subdirectories into the holding directory (queued to be emptied in turn). Passes over it
+  // until it is empty or nothing more goes.
   void Empty(int fd, const std::string& where) {
     const bool at_root = where.empty();
     fchmod(fd, 0700);  // ours: a read-only directory would keep its entries (errors show below)
@@ -160,7 +161,7 @@ absl::Status RemoveTree(const std::string& path) {
   }
   if (!S_ISDIR(st.st_mode)) {
     return unlink(path.c_str()) == 0 || errno == ENOENT ? absl::OkStatus()
-                                                         : ErrnoStatus(errno, path);
+                                                        : ErrnoStatus(errno, path);
   }
   if ((st.st_mode & 0700) != 0700) chmod(path.c_str(), 0700);
   const int root = open(path.c_str(), kDirFlags);

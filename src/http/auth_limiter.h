@@ -21,8 +21,8 @@
 namespace troupe::http {
 
 struct AuthFailureLimiterOptions {
-  int burst = 10;            // failures an address may make at once
-  double per_second = 1.0;   // failures it may make per second after that
+  int burst = 10;           // failures an address may make at once
+  double per_second = 1.0;  // failures it may make per second after that
   size_t max_addresses = 4096;
   std::function<absl::Time()> clock = absl::Now;
 };

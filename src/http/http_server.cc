@@ -105,8 +105,8 @@ class HttpServer::Routes {
           wait > absl::ZeroDuration()) {
         const int64_t seconds = absl::ToInt64Seconds(wait);
         HttpResponse refusal = Send(jobs::Error(
-            429, absl::StrCat("too many requests with a wrong token from ",
-                              request.remote_address, "; try again in ", seconds, " s")));
+            429, absl::StrCat("too many requests with a wrong token from ", request.remote_address,
+                              "; try again in ", seconds, " s")));
         refusal.headers.emplace_back("Retry-After", absl::StrCat(seconds));
         admission.refusal = std::move(refusal);
         return admission;

@@ -2,10 +2,9 @@
 
 #include <string>
 
-#include "src/http/http_metrics.h"
-
 #include "gtest/gtest.h"
 #include "proto/schema.pb.h"
+#include "src/http/http_metrics.h"
 
 namespace troupe::http {
 namespace {
@@ -56,7 +55,8 @@ TEST(HttpMetricsTest, UnknownPathsShareOneLabelAndLabelsAreEscaped) {
   metrics.Render(&out);
   EXPECT_TRUE(Contains(out, "troupe_http_requests_total{route=\"other\",code=\"401\"} 1000"))
       << out;
-  EXPECT_TRUE(Contains(out, "troupe_http_requests_total{route=\"GET /api/jobs/{id}\",code=\"200\"} 1"))
+  EXPECT_TRUE(
+      Contains(out, "troupe_http_requests_total{route=\"GET /api/jobs/{id}\",code=\"200\"} 1"))
       << out;
   size_t series = 0;
   for (size_t at = out.find("_count{"); at != std::string::npos; at = out.find("_count{", at + 1)) {
@@ -69,7 +69,8 @@ TEST(HttpMetricsTest, UnknownPathsShareOneLabelAndLabelsAreEscaped) {
   odd.Observe("GET /x\"y\\z\n", 200, 0.1);
   std::string text;
   odd.Render(&text);
-  EXPECT_TRUE(Contains(text, "troupe_http_requests_total{route=\"GET /x\\\"y\\\\z\\n\",code=\"200\"} 1"))
+  EXPECT_TRUE(
+      Contains(text, "troupe_http_requests_total{route=\"GET /x\\\"y\\\\z\\n\",code=\"200\"} 1"))
       << text;
 }
 

@@ -31,8 +31,8 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   std::map<std::string, std::string> path_params;  // {name} segments of the matched pattern
   std::string body;
-  bool tls = false;             // came over HTTPS
-  std::string remote_address;   // the client's IP address, as text ("127.0.0.1")
+  bool tls = false;            // came over HTTPS
+  std::string remote_address;  // the client's IP address, as text ("127.0.0.1")
   // The matched route as "METHOD /pattern" ("GET /api/jobs/{id}"), "" if none matched: a bounded
   // set, so metrics can be labelled by it (set by the server before admission).
   std::string route;

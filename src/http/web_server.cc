@@ -176,10 +176,10 @@ class WebServer::Connection {
         // Without credentials only small bodies (a login) are read, and quickly.
         const auto length = parser.content_length();
         if (length && *length > static_cast<uint64_t>(options.max_pending_body_bytes)) {
-          const HttpResponse response = Error(
-              413, absl::StrCat("a request without the cluster token may send at most ",
-                                options.max_pending_body_bytes, " bytes of body; this one has ",
-                                *length));
+          const HttpResponse response =
+              Error(413, absl::StrCat("a request without the cluster token may send at most ",
+                                      options.max_pending_body_bytes,
+                                      " bytes of body; this one has ", *length));
           Write(response, false, parser.get().version(), false);
           Observe(request, response.status, start);
           return;
@@ -225,8 +225,8 @@ class WebServer::Connection {
   }
 
   static HttpResponse TooLarge(int64_t limit) {
-    return Error(413, absl::StrCat("the body is larger than ", limit,
-                                   " bytes, the most this server reads"));
+    return Error(
+        413, absl::StrCat("the body is larger than ", limit, " bytes, the most this server reads"));
   }
 
   // A connection closed to make room (its reading side shut) tells its client why.
@@ -236,8 +236,8 @@ class WebServer::Connection {
     Write(Error(503, absl::StrCat(
                          "connection closed to make room: too many connections without a request "
                          "carrying the cluster token (at most ",
-                         options.max_pending_per_address, " from one address (", address_,
-                         "), ", options.max_pending_connections,
+                         options.max_pending_per_address, " from one address (", address_, "), ",
+                         options.max_pending_connections,
                          " in all); this was the oldest. Send the request as soon as you connect")),
           false, 11, false);
   }
@@ -507,9 +507,9 @@ void WebServer::AcceptNext() {
       }).detach();
     } else {  // every slot is taken by a connection with credentials
       if (!impl_->tls) {
-        const std::string body = absl::StrCat(
-            "{\"error\":\"the server has ", options_.max_connections,
-            " connections open, its limit; try again when one closes\"}");
+        const std::string body =
+            absl::StrCat("{\"error\":\"the server has ", options_.max_connections,
+                         " connections open, its limit; try again when one closes\"}");
         net::write(socket,
                    net::buffer(absl::StrCat("HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
                                             "application/json\r\nContent-Length: ",

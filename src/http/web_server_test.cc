@@ -257,10 +257,9 @@ TEST_F(WebServerTest, RequestsWithoutTheTokenAreRefusedBeforeTheirBodyIsRead) {
   ::close(fd);
   // A public route takes a small body without the token, not a large one.
   fd = Connect(server_->port());
-  EXPECT_NE(
-      Exchange(fd, "POST /public HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", 1)
-          .find("\r\n\r\n3"),
-      std::string::npos);
+  EXPECT_NE(Exchange(fd, "POST /public HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc", 1)
+                .find("\r\n\r\n3"),
+            std::string::npos);
   refused = Exchange(fd, "POST /public HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n", 10);
   EXPECT_EQ(refused.rfind("HTTP/1.1 413", 0), 0u) << refused;
   EXPECT_NE(refused.find("at most 65536 bytes of body; this one has 100000"), std::string::npos)
@@ -269,17 +268,16 @@ TEST_F(WebServerTest, RequestsWithoutTheTokenAreRefusedBeforeTheirBodyIsRead) {
   // With the token, a large body is read.
   fd = Connect(server_->port());
   const std::string body(200000, 'x');
-  const std::string answer = Exchange(
-      fd,
-      "POST /size HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\nContent-Length: 200000\r\n\r\n" +
-          body,
-      6);
+  const std::string answer = Exchange(fd,
+                                      "POST /size HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                                      "t\r\nContent-Length: 200000\r\n\r\n" +
+                                          body,
+                                      6);
   EXPECT_NE(answer.find("\r\n\r\n200000"), std::string::npos) << answer.substr(0, 200);
   ::close(fd);
   // Requests are observed under their route pattern; those that matched none under "".
   fd = Connect(server_->port());
-  Exchange(fd, "GET /no/such/%22path%5C HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n\r\n",
-           0);
+  Exchange(fd, "GET /no/such/%22path%5C HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\n\r\n", 0);
   ::close(fd);
   ASSERT_TRUE(troupe::testing::WaitUntil(
       [&] {

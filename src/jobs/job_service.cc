@@ -336,8 +336,8 @@ std::optional<Reply> JobService::RemoveWorkingDir(const std::string& id, std::st
     for (const auto& info : *nodes) {
       alive |= BytesToHex(info.node_id()) == node && info.state() == rpc::NodeInfo::ALIVE;
     }
-    const std::string what = "the working directory of job '" + id + "' (" + name +
-                             " on node " + node.substr(0, 12) + ")";
+    const std::string what = "the working directory of job '" + id + "' (" + name + " on node " +
+                             node.substr(0, 12) + ")";
     if (!alive) {
       // Nothing can reach it; the node's session goes, with it, at `troupe stop` there.
       *note = what + " was left: the node is not alive (`troupe stop` on it removes it)";
@@ -352,10 +352,10 @@ std::optional<Reply> JobService::RemoveWorkingDir(const std::string& id, std::st
                                  .Remote(name),
                              std::chrono::seconds(kRemoveWorkingDirWaitSeconds));
       } catch (const GetTimeoutError&) {
-        return Error(504, absl::StrCat("removing ", what, " took more than ",
-                                       kRemoveWorkingDirWaitSeconds,
-                                       " s; it goes on: DELETE again to see it finish "
-                                       "(the job's record is kept until then)"));
+        return Error(
+            504, absl::StrCat("removing ", what, " took more than ", kRemoveWorkingDirWaitSeconds,
+                              " s; it goes on: DELETE again to see it finish "
+                              "(the job's record is kept until then)"));
       } catch (const TroupeError& e) {
         error = e.what();
       }

@@ -76,7 +76,8 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
                                            "/troupe-resume-", getpid(), "-", group);
       std::error_code error;
       std::filesystem::remove_all(dir, error);
-      if (auto status = UnpackDirectory(checkpoint, dir, PackageLimits::Checkpoint()); !status.ok()) {
+      if (auto status = UnpackDirectory(checkpoint, dir, PackageLimits::Checkpoint());
+          !status.ok()) {
         throw TroupeError("cannot unpack the checkpoint to resume from: " +
                           std::string(status.message()));
       }

@@ -449,12 +449,17 @@ TEST_F(JobsTest, HostileClientsWithoutTheTokenCannotTakeTheApiDown) {
   // the right token from that address; another address still logs in with the right token.
   const std::string wrong_login = R"({"token": "troupe_guess"})";
   const std::string right_login = json{{"token", cluster_->token()}}.dump();
-  for (int i = 0; i < 10; ++i) {
-    const std::string answer =
-        RawRequest(http, "127.0.0.3", "POST", "/dashboard/login", "", wrong_login);
-    EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 401")) << i << ": " << answer;
+  // (Guessing until the first 429: at least 10 are 401, more if a slow machine took over a second.)
+  int refused = 0;
+  std::string answer;
+  for (int i = 0; i < 30; ++i) {
+    answer = RawRequest(http, "127.0.0.3", "POST", "/dashboard/login", "", wrong_login);
+    if (!absl::StartsWith(answer, "HTTP/1.1 401")) break;
+    ++refused;
   }
-  std::string answer = RawRequest(http, "127.0.0.3", "POST", "/dashboard/login", "", right_login);
+  EXPECT_GE(refused, 10);
+  EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 429")) << answer;
+  answer = RawRequest(http, "127.0.0.3", "POST", "/dashboard/login", "", right_login);
   EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 429")) << answer;
   EXPECT_TRUE(absl::StrContains(answer, "Retry-After: ")) << answer;
   EXPECT_TRUE(absl::StrContains(answer, "too many failed logins from 127.0.0.3")) << answer;
@@ -462,11 +467,13 @@ TEST_F(JobsTest, HostileClientsWithoutTheTokenCannotTakeTheApiDown) {
   EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 200")) << answer;
   EXPECT_TRUE(absl::StrContains(answer, "Set-Cookie: troupe_session=")) << answer;
   // Wrong Bearer tokens on the API count the same way.
-  for (int i = 0; i < 10; ++i) {
+  refused = 0;
+  for (int i = 0; i < 30; ++i) {
     answer = RawRequest(http, "127.0.0.5", "GET", "/api/jobs/", "Authorization: Bearer nope\r\n");
-    EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 401")) << i << ": " << answer;
+    if (!absl::StartsWith(answer, "HTTP/1.1 401")) break;
+    ++refused;
   }
-  answer = RawRequest(http, "127.0.0.5", "GET", "/api/jobs/", "Authorization: Bearer nope\r\n");
+  EXPECT_GE(refused, 10);
   EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 429")) << answer;
   EXPECT_TRUE(absl::StrContains(answer, "Retry-After: ")) << answer;
   // The CLI (from 127.0.0.1) was never blocked by them.

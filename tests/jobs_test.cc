@@ -1,10 +1,16 @@
 // Jobs on a real 3-node cluster through `troupe job ...` and the REST API: a Troupe program with a
 // working directory succeeds and its output is kept; a failing entrypoint reports its exit code;
 // stopping a long job frees everything; records outlive their drivers; bad requests (JSON,
-// fields, size, token, origin, nesting) get clear 4xx and change nothing; job working
-// directories stay in the session and go away; /metrics passes promtool; the head supervisor
-// restarts a killed HTTP server, and the HTTP server does not outlive its head.
+// fields, size, token, origin, nesting, packages past the limits) get clear 4xx and change
+// nothing; job working directories stay in the session and go away, however deep; /metrics passes
+// promtool; hostile clients without the token (idle connections, made-up paths, token guessing)
+// cannot take the API down; the head supervisor restarts a killed HTTP server, and the HTTP server
+// does not outlive its head.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +28,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "src/common/sha256.h"
 #include "src/common/status_testing.h"
 #include "src/common/version.h"
 #include "src/common/wait_until.h"
@@ -55,6 +62,71 @@ std::string Nested(int depth, const std::string& open, const std::string& close)
   text += "1";
   for (int i = 0; i < depth; ++i) text += close;
   return text;
+}
+
+// A TCP connection from `from` (a loopback address) to the head's HTTP port (-1 on failure);
+// reads give up after 10 s.
+int ConnectFrom(const std::string& http_address, const char* from) {
+  const int port = std::atoi(http_address.substr(http_address.rfind(':') + 1).c_str());
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in source{}, target{};
+  source.sin_family = target.sin_family = AF_INET;
+  ::inet_pton(AF_INET, from, &source.sin_addr);
+  target.sin_port = htons(port);
+  target.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&source), sizeof(source)) != 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof(target)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval timeout{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  return fd;
+}
+
+// Sends one HTTP/1.1 request (Connection: close) from `from` and reads the whole answer.
+std::string RawRequest(const std::string& http_address, const char* from, const std::string& method,
+                       const std::string& target, const std::string& headers,
+                       const std::string& body = "") {
+  const int fd = ConnectFrom(http_address, from);
+  if (fd < 0) return "<cannot connect from " + std::string(from) + ">";
+  const std::string request =
+      absl::StrCat(method, " ", target, " HTTP/1.1\r\nHost: x\r\n", headers,
+                   "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+  ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string answer;
+  char buffer[4096];
+  for (ssize_t n; (n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0;) answer.append(buffer, n);
+  ::close(fd);
+  return answer;
+}
+
+// One package entry in the package format (src/common/package.h), as a hostile client makes it.
+std::string PackageEntry(const std::string& path, const std::string& content) {
+  std::string out;
+  const uint32_t n = path.size(), mode = 0644;
+  const uint64_t size = content.size();
+  out.append(reinterpret_cast<const char*>(&n), 4).append(path);
+  out.append(reinterpret_cast<const char*>(&mode), 4);
+  out.append(reinterpret_cast<const char*>(&size), 8);
+  return out.append(content);
+}
+
+// Leaves a tree a job could make in `dir`: 100 nested directories with 200-byte names (20,000
+// bytes of path, past PATH_MAX), made relative to directory descriptors.
+bool MakeDeepTree(const std::string& dir) {
+  const std::string name(200, 'd');
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  for (int i = 0; fd >= 0 && i < 100; ++i) {
+    const int next = mkdirat(fd, name.c_str(), 0755) == 0
+                         ? openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY)
+                         : -1;
+    close(fd);
+    fd = next;
+  }
+  if (fd < 0) return false;
+  close(fd);
+  return true;
 }
 
 std::string JobProgram() {
@@ -252,6 +324,23 @@ TEST_F(JobsTest, BadRequestsGetClearErrorsAndChangeNothing) {
   EXPECT_EQ(jobs_head->body, "");
   expect(Request("HEAD", "/api/jobs/", "", {}, false), 401, "");
   expect(Request("HEAD", "/api/no-such-endpoint"), 404, "");
+  // Packages past the limits (src/common/package.h), refused at upload with the limit and the
+  // value: a 60 KB one that would make 30,000 nested directories, and a 26 MB one that would make
+  // 1,001,001 files.
+  auto put_package = [&](const std::string& bytes) {
+    httplib::Client client(cluster_->HttpAddress());
+    return client.Put(("/api/packages/gcs/troupe_pkg_" + troupe::Sha256Hex(bytes) + ".pkg").c_str(),
+                      {{"Authorization", "Bearer " + cluster_->token()}}, bytes,
+                      "application/octet-stream");
+  };
+  std::string deep;
+  for (int i = 0; i < 30000; ++i) deep += "a/";
+  expect(put_package(PackageEntry(deep + "f", "x")), 400,
+         "is 30001 levels deep; a package may be at most 64 levels deep");
+  std::string many;
+  for (int i = 0; i < 1001001; ++i) many += PackageEntry(std::to_string(i), "");
+  expect(put_package(many), 413, "holds 1001001 files; a package may make at most 100000");
+  expect(put_package(PackageEntry("ok/file.txt", "fine")), 200, "uploaded");
   // None of them made a job.
   auto list = Request("GET", "/api/jobs/");
   ASSERT_TRUE(list);
@@ -315,21 +404,107 @@ TEST_F(JobsTest, JobWorkingDirsStayInTheSessionAndAreRemoved) {
   ASSERT_EQ(lstat(jobs_dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);  // only the cluster's user can reach job directories
 
+  // A deep tree in it (//src/common:remove_tree_test has one remove_all cannot remove: DELETE
+  // once answered {"deleted":true} and left that). DELETE answers once the directory is gone.
+  ASSERT_TRUE(MakeDeepTree(dir));
   auto deleted = Request("DELETE", "/api/jobs/" + id);
   ASSERT_TRUE(deleted);
   EXPECT_EQ(deleted->status, 200) << deleted->body;
-  EXPECT_TRUE(WaitUntil([&] { return !std::filesystem::exists(dir); }, absl::Seconds(30),
-                        "DELETE to remove the job's working directory", absl::Milliseconds(200)));
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "DELETE said " << deleted->body;
+  EXPECT_EQ(Request("GET", "/api/jobs/" + id)->status, 404);
 
-  // A job that is kept: its directory goes with the session at `troupe stop`.
+  // A job that is kept: its directory, deep tree and all, goes with the session at `troupe stop`.
   CommandResult kept =
       Job({"submit", "--submission-id=" + id + "-kept", "--", "sh", "-c", "touch mark; pwd"});
   ASSERT_EQ(kept.exit_code, 0) << kept.out << kept.err;
   const std::string kept_dir = kept.out.substr(0, kept.out.find('\n'));
   ASSERT_TRUE(std::filesystem::exists(kept_dir + "/mark")) << kept.out;
+  ASSERT_TRUE(MakeDeepTree(kept_dir));
   CommandResult stop = cluster_->Troupe({"stop"});
   EXPECT_EQ(stop.exit_code, 0) << stop.err;
   EXPECT_FALSE(std::filesystem::exists(jobs_dir)) << "troupe stop left " << jobs_dir;
+}
+
+// Regressions, each from anyone who reaches the port without the token: 256 half-open
+// connections kept the API at 503 for 75 s; every made-up path became a /metrics series, and a
+// '"' or '\\' in one broke the format; login took 3,881 guesses a second.
+TEST_F(JobsTest, HostileClientsWithoutTheTokenCannotTakeTheApiDown) {
+  const std::string http = cluster_->HttpAddress();
+  // Made-up paths, some with characters the metrics format must escape.
+  for (int i = 0; i < 300; ++i) {
+    httplib::Client client(http);
+    client.Get(
+        absl::StrCat("/made/up/", i, i % 3 == 0 ? "%22" : "", i % 5 == 0 ? "%5C" : "").c_str());
+  }
+  // 300 connections that never send a byte, more than the server's connection cap.
+  std::vector<int> idle;
+  for (int i = 0; i < 300; ++i) {
+    const int fd = ConnectFrom(http, "127.0.0.1");
+    ASSERT_GE(fd, 0) << i;
+    idle.push_back(fd);
+  }
+  // With them open: the CLI, the API with the token, and the dashboard's page all answer.
+  CommandResult list = Job({"list"});
+  EXPECT_EQ(list.exit_code, 0) << list.out << list.err;
+  auto jobs = Request("GET", "/api/jobs/");
+  ASSERT_TRUE(jobs);
+  EXPECT_EQ(jobs->status, 200) << jobs->body;
+  auto page = Request("GET", "/", "", {}, /*with_token=*/false);
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  // The oldest idle connection was closed with a 503 saying why.
+  char buffer[4096];
+  const ssize_t n = ::recv(idle.front(), buffer, sizeof(buffer), 0);
+  const std::string closed(buffer, n > 0 ? n : 0);
+  EXPECT_TRUE(absl::StartsWith(closed, "HTTP/1.1 503")) << closed;
+  EXPECT_TRUE(absl::StrContains(closed, "from one address (127.0.0.1)")) << closed;
+  for (int fd : idle) ::close(fd);
+
+  // /metrics: no path anyone typed, one "other" series for them, and valid for promtool.
+  auto metrics = Request("GET", "/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_FALSE(absl::StrContains(metrics->body, "made/up")) << metrics->body;
+  EXPECT_TRUE(absl::StrContains(metrics->body,
+                                "troupe_http_requests_total{route=\"other\",code=\"401\"} 300"))
+      << metrics->body;
+  const std::string path = absl::StrCat(testing::TempDir(), "/hostile_metrics.txt");
+  std::ofstream(path) << metrics->body;
+  EXPECT_EQ(std::system(("/usr/bin/promtool check metrics < " + path + " > /dev/null").c_str()), 0)
+      << metrics->body;
+
+  // Guessing the token: 10 wrong guesses are answered 401, then 429 with Retry-After, even for
+  // the right token from that address; another address still logs in with the right token.
+  const std::string wrong_login = R"({"token": "troupe_guess"})";
+  const std::string right_login = json{{"token", cluster_->token()}}.dump();
+  // (Guessing until the first 429: at least 10 are 401, more if a slow machine took over a second.)
+  int refused = 0;
+  std::string answer;
+  for (int i = 0; i < 30; ++i) {
+    answer = RawRequest(http, "127.0.0.3", "POST", "/dashboard/login", "", wrong_login);
+    if (!absl::StartsWith(answer, "HTTP/1.1 401")) break;
+    ++refused;
+  }
+  EXPECT_GE(refused, 10);
+  EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 429")) << answer;
+  answer = RawRequest(http, "127.0.0.3", "POST", "/dashboard/login", "", right_login);
+  EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 429")) << answer;
+  EXPECT_TRUE(absl::StrContains(answer, "Retry-After: ")) << answer;
+  EXPECT_TRUE(absl::StrContains(answer, "too many failed logins from 127.0.0.3")) << answer;
+  answer = RawRequest(http, "127.0.0.4", "POST", "/dashboard/login", "", right_login);
+  EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 200")) << answer;
+  EXPECT_TRUE(absl::StrContains(answer, "Set-Cookie: troupe_session=")) << answer;
+  // Wrong Bearer tokens on the API count the same way.
+  refused = 0;
+  for (int i = 0; i < 30; ++i) {
+    answer = RawRequest(http, "127.0.0.5", "GET", "/api/jobs/", "Authorization: Bearer nope\r\n");
+    if (!absl::StartsWith(answer, "HTTP/1.1 401")) break;
+    ++refused;
+  }
+  EXPECT_GE(refused, 10);
+  EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 429")) << answer;
+  EXPECT_TRUE(absl::StrContains(answer, "Retry-After: ")) << answer;
+  // The CLI (from 127.0.0.1) was never blocked by them.
+  EXPECT_EQ(Job({"list"}).exit_code, 0);
 }
 
 TEST_F(JobsTest, ListAndLogsCommands) {

@@ -103,7 +103,9 @@ Response Call(const ApiTarget& api, const std::string& method, const std::string
               const std::string& body, const std::string& content_type) {
   auto client = MakeClient(api);
   client->set_connection_timeout(kConnectTimeoutS, 0);
-  const int timeout_s = method == "PUT" ? kUploadTimeoutS : kCallTimeoutS;
+  const int timeout_s = method == "PUT"      ? kUploadTimeoutS
+                        : method == "DELETE" ? kDeleteTimeoutS
+                                             : kCallTimeoutS;
   client->set_read_timeout(timeout_s, 0);
   client->set_write_timeout(timeout_s, 0);
   httplib::Headers headers = {{"Authorization", "Bearer " + api.token}};

@@ -53,12 +53,14 @@ std::unique_ptr<httplib::Client> MakeClient(const ApiTarget& api);
 inline constexpr int kConnectTimeoutS = 5;
 inline constexpr int kCallTimeoutS = 10;
 inline constexpr int kUploadTimeoutS = 120;
+// DELETE /api/jobs/<id> answers once the job's working directory is removed (up to 60 s).
+inline constexpr int kDeleteTimeoutS = 75;
 
 // What went wrong talking to `url`, and what to do about it.
 std::string DescribeTransportError(const std::string& url, httplib::Error error);
 
-// One request with the timeouts above (PUT: kUploadTimeoutS); a body that is not JSON comes back
-// as {"error": body}.
+// One request with the timeouts above (PUT: kUploadTimeoutS, DELETE: kDeleteTimeoutS); a body
+// that is not JSON comes back as {"error": body}.
 Response Call(const ApiTarget& api, const std::string& method, const std::string& path,
               const std::string& body = "", const std::string& content_type = "application/json");
 

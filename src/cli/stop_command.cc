@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "src/cli/commands.h"
 #include "src/common/flag_parser.h"
+#include "src/common/remove_tree.h"
 #include "src/common/session.h"
 
 namespace troupe {
@@ -67,7 +68,7 @@ std::vector<Target> WaitForSupervisorsToStopHttp(const std::vector<Target>& supe
 }
 
 // rm -r for one directory of plain files (an object store).
-void RemoveTree(const std::string& dir) {
+void RemoveStoreDir(const std::string& dir) {
   if (DIR* handle = opendir(dir.c_str())) {
     while (dirent* entry = readdir(handle)) {
       std::string name = entry->d_name;
@@ -80,7 +81,9 @@ void RemoveTree(const std::string& dir) {
 
 // Forgets daemons that are gone and, for every session with none left, removes what its SIGKILLed
 // processes could not: the object store in /dev/shm (it holds RAM) and job working directories.
-void CleanUpStoppedSessions(const std::string& root) {
+// False (after saying on stderr what was left and why) if a job directory could not be removed.
+bool CleanUpStoppedSessions(const std::string& root) {
+  bool removed_all = true;
   for (const auto& session : Session::All(root)) {
     for (const char* name : {"gcs", "raylet", "http", "head-supervisor"}) {
       bool alive = false;
@@ -89,12 +92,16 @@ void CleanUpStoppedSessions(const std::string& root) {
     }
     // A raylet killed with SIGKILL leaves its shared-memory objects behind: they hold RAM.
     if (session.LiveDaemons().empty()) {
-      RemoveTree(ObjectStoreDirOf(session));
-      // Job working directories (remove_all deletes symlinks, never what they point to).
-      std::error_code ignored;
-      std::filesystem::remove_all(session.dir() + "/jobs", ignored);
+      RemoveStoreDir(ObjectStoreDirOf(session));
+      // Job working directories, however deep (symlinks removed, never followed).
+      if (absl::Status removed = RemoveTree(session.dir() + "/jobs"); !removed.ok()) {
+        fprintf(stderr, "troupe stop: job working directories were left: %s\n",
+                std::string(removed.message()).c_str());
+        removed_all = false;
+      }
     }
   }
+  return removed_all;
 }
 
 }  // namespace
@@ -139,11 +146,11 @@ int StopCommand(const std::vector<std::string>& args) {
   const size_t total = supervisors.size() + http.size() + raylets.size() + others.size();
   if (total == 0) {
     // Still clean up: nodes that were SIGKILLed (a crash, a test's teardown) left their stores.
-    CleanUpStoppedSessions(root);
+    const bool cleaned = CleanUpStoppedSessions(root);
     printf("No Troupe node started under %s is running (nodes started with another --temp-dir "
            "are not looked at).\n",
            root.c_str());
-    return 0;
+    return cleaned ? 0 : 1;
   }
   std::vector<Target> stubborn;
   if (force) {
@@ -184,7 +191,7 @@ int StopCommand(const std::vector<std::string>& args) {
       stubborn = SignalAndWait(stubborn, SIGKILL, absl::Seconds(5));
     }
   }
-  CleanUpStoppedSessions(root);
+  const bool cleaned = CleanUpStoppedSessions(root);
   if (!stubborn.empty()) {
     for (const auto& target : stubborn) {
       fprintf(stderr, "troupe stop: %s (pid %d) is still running\n", target.daemon.name.c_str(),
@@ -194,7 +201,7 @@ int StopCommand(const std::vector<std::string>& args) {
   }
   printf("Stopped %zu Troupe process%s%s.\n", total, total == 1 ? "" : "es",
          force ? " with SIGKILL" : "");
-  return 0;
+  return cleaned ? 0 : 1;
 }
 
 }  // namespace troupe

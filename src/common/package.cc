@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -12,9 +13,11 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "src/common/remove_tree.h"
 #include "src/common/status_macros.h"
 
 namespace troupe {
@@ -29,9 +32,21 @@ void Append(std::string* out, T value) {
 // Never setuid/setgid/sticky, never group- or world-writable.
 uint32_t NormalizedMode(uint32_t mode) { return (mode & S_IXUSR) ? 0755 : 0644; }
 
-absl::Status PackInto(const std::string& root, const std::string& relative, int64_t max_bytes,
-                      std::string* out) {
+// What packing has seen so far, to stop early on a tree past the limits.
+struct PackProgress {
+  const PackageLimits& limits;
+  int64_t files = 0;
+};
+
+absl::Status PackInto(const std::string& root, const std::string& relative, int depth,
+                      int64_t max_bytes, PackProgress* progress, std::string* out) {
   const std::string dir = relative.empty() ? root : root + "/" + relative;
+  if (depth >= progress->limits.max_depth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the working directory ", root, " has paths deeper than ",
+                     progress->limits.max_depth, " levels (at '", relative.substr(0, 200),
+                     "'); a package may be at most ", progress->limits.max_depth, " levels deep"));
+  }
   DIR* handle = opendir(dir.c_str());
   if (handle == nullptr) {
     return absl::InvalidArgumentError(
@@ -49,8 +64,16 @@ absl::Status PackInto(const std::string& root, const std::string& relative, int6
     struct stat st;
     if (lstat(path.c_str(), &st) != 0) continue;
     if (S_ISDIR(st.st_mode)) {
-      if (auto status = PackInto(root, rel, max_bytes, out); !status.ok()) return status;
+      if (auto status = PackInto(root, rel, depth + 1, max_bytes, progress, out); !status.ok()) {
+        return status;
+      }
     } else if (S_ISREG(st.st_mode)) {
+      if (++progress->files > progress->limits.max_entries) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the working directory ", root, " holds more than ", progress->limits.max_entries,
+            " files; a package may hold at most ", progress->limits.max_entries,
+            " files and directories: leave generated files and data out of it"));
+      }
       if (static_cast<int64_t>(out->size()) + st.st_size > max_bytes) {
         return absl::InvalidArgumentError(absl::StrCat(
             "the working directory ", root, " is larger than ", max_bytes >> 20,
@@ -87,9 +110,18 @@ bool SafeRelativePath(const std::string& path) {
   return true;
 }
 
-// Reads every entry's header and checks it, writing nothing.
-absl::StatusOr<std::vector<Entry>> ParsePackage(const std::string& package) {
+// A path for an error message: at most 100 characters of it.
+std::string Shown(absl::string_view path) {
+  return path.size() <= 100 ? std::string(path) : absl::StrCat(path.substr(0, 100), "...");
+}
+
+// Reads every entry's header and checks it against `limits`, writing nothing.
+absl::StatusOr<std::vector<Entry>> ParsePackage(const std::string& package,
+                                                const PackageLimits& limits) {
   std::vector<Entry> entries;
+  int64_t files = 0, bytes = 0;
+  // The directories the paths make, as views into `package`; counted up to the limit only.
+  absl::flat_hash_set<absl::string_view> dirs;
   size_t pos = 0;
   auto read = [&](void* out, size_t n) {
     if (n > package.size() - pos) return false;
@@ -102,21 +134,54 @@ absl::StatusOr<std::vector<Entry>> ParsePackage(const std::string& package) {
     uint64_t size;
     if (!read(&path_size, 4) || path_size > package.size() - pos) {
       return absl::DataLossError(
-          absl::StrCat("truncated package: entry ", entries.size() + 1, " has no whole path"));
+          absl::StrCat("truncated package: entry ", files + 1, " has no whole path"));
     }
-    std::string rel = package.substr(pos, path_size);
+    const absl::string_view rel(package.data() + pos, path_size);
     pos += path_size;
     if (!read(&mode, 4) || !read(&size, 8) || size > package.size() - pos) {
       return absl::DataLossError(
-          absl::StrCat("truncated package: the content of '", rel, "' is cut off"));
+          absl::StrCat("truncated package: the content of '", Shown(rel), "' is cut off"));
     }
-    if (!SafeRelativePath(rel)) {
+    const int64_t depth = std::count(rel.begin(), rel.end(), '/') + 1;
+    if (depth > limits.max_depth) {
+      return absl::InvalidArgumentError(absl::StrCat("package path '", Shown(rel), "' is ", depth,
+                                                     " levels deep; a package may be at most ",
+                                                     limits.max_depth, " levels deep"));
+    }
+    if (static_cast<int64_t>(rel.size()) > limits.max_path_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "package path '", Shown(rel), "' is ", rel.size(),
+          " bytes long; a package's paths may be at most ", limits.max_path_bytes, " bytes"));
+    }
+    if (!SafeRelativePath(std::string(rel))) {
       return absl::DataLossError(absl::StrCat(
-          "package path '", rel,
+          "package path '", Shown(rel),
           "' leaves the directory (absolute, empty, or with a '.' or '..' component)"));
     }
-    entries.push_back({std::move(rel), mode, pos, size});
+    ++files;
+    bytes += static_cast<int64_t>(size);
+    if (files + static_cast<int64_t>(dirs.size()) <= limits.max_entries) {
+      for (size_t slash = rel.find('/'); slash != absl::string_view::npos;
+           slash = rel.find('/', slash + 1)) {
+        dirs.insert(rel.substr(0, slash));
+      }
+      entries.push_back({std::string(rel), mode, pos, size});
+    }
     pos += size;
+  }
+  const int64_t made = files + static_cast<int64_t>(dirs.size());
+  if (made > limits.max_entries) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the package holds ", files, " files",
+        files > limits.max_entries ? ""
+                                   : absl::StrCat(" in at least ", dirs.size(), " directories"),
+        "; a package may make at most ", limits.max_entries,
+        " files and directories together: leave generated files and data out of it"));
+  }
+  if (bytes > limits.max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("the package's files add up to ", bytes,
+                                                     " bytes; at most ", limits.max_bytes,
+                                                     " bytes may be unpacked"));
   }
   return entries;
 }
@@ -194,13 +259,25 @@ absl::StatusOr<std::string> PackDirectory(const std::string& dir, int64_t max_by
         absl::StrCat("working directory ", dir, " is not a directory"));
   }
   std::string out;
-  if (auto status = PackInto(dir, "", max_bytes, &out); !status.ok()) return status;
+  PackageLimits limits;
+  limits.max_bytes = max_bytes;
+  PackProgress progress{limits};
+  if (auto status = PackInto(dir, "", 0, max_bytes, &progress, &out); !status.ok()) return status;
+  if (auto status = CheckPackage(out, limits); !status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot pack the working directory ", dir, ": ", status.message()));
+  }
   return out;
 }
 
-absl::Status UnpackDirectory(const std::string& package, const std::string& dir) {
+absl::Status CheckPackage(const std::string& package, const PackageLimits& limits) {
+  return ParsePackage(package, limits).status();
+}
+
+absl::Status UnpackDirectory(const std::string& package, const std::string& dir,
+                             const PackageLimits& limits) {
   // Check every entry before writing anything.
-  TROUPE_ASSIGN_OR_RETURN(std::vector<Entry> entries, ParsePackage(package));
+  TROUPE_ASSIGN_OR_RETURN(std::vector<Entry> entries, ParsePackage(package, limits));
   const size_t slash = dir.find_last_of('/');
   const std::string parent = slash == std::string::npos ? "."
                              : slash == 0               ? "/"
@@ -215,8 +292,7 @@ absl::Status UnpackDirectory(const std::string& package, const std::string& dir)
   std::string staging = absl::StrCat(parent, "/.", name, ".unpacking-XXXXXX");
   if (mkdtemp(staging.data()) == nullptr) return Errno("mkdtemp", staging);
   auto discard = [&](absl::Status status) {
-    std::error_code ignored;
-    std::filesystem::remove_all(staging, ignored);  // does not follow symlinks
+    (void)RemoveTree(staging);  // never follows symlinks; `status` is what the caller needs
     return status;
   };
   const int root_fd = open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -186,5 +186,77 @@ TEST(PackageTest, UnpacksIntoAnEmptyDirectoryButNotOverFiles) {
   EXPECT_EQ(Listing(base), (std::vector<std::string>{"empty", "empty/f"}));
 }
 
+// Regression: a 60 KB package made 30,000 nested directories (too deep to remove) and a 26 MB one
+// a million files. Depth, path length, entries and bytes are capped, the message names the limit
+// and the value, and nothing is written.
+TEST(PackageTest, PackagesPastTheLimitsAreRefusedBeforeAnythingIsWritten) {
+  const std::string base = TmpDir("limits");
+  std::string deep;
+  for (int i = 0; i < 30000; ++i) deep += "a/";
+  deep += "f";
+  const std::string nested = Entry(deep, 0644, "x");
+  ASSERT_LT(nested.size(), 61000u);
+  absl::Status status = CheckPackage(nested);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("30001 levels deep"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("at most 64 levels"), std::string::npos) << status;
+  EXPECT_EQ(UnpackDirectory(nested, base + "/out").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Listing(base), std::vector<std::string>{});
+
+  std::string long_name = Entry(std::string(2000, 'n'), 0644, "x");
+  status = CheckPackage(long_name);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("2000 bytes long"), std::string::npos) << status;
+
+  // Many small files: the count is named with the limit.
+  PackageLimits limits;
+  limits.max_entries = 1000;
+  std::string many;
+  for (int i = 0; i < 1500; ++i) many += Entry("f" + std::to_string(i), 0644, "");
+  status = UnpackDirectory(many, base + "/out", limits);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_NE(status.message().find("holds 1500 files"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("at most 1000 files and directories"), std::string::npos)
+      << status;
+  EXPECT_EQ(Listing(base), std::vector<std::string>{});
+  // Directories count too: 600 files each in its own directory make 1200 entries.
+  std::string spread;
+  for (int i = 0; i < 600; ++i) spread += Entry("d" + std::to_string(i) + "/f", 0644, "");
+  status = CheckPackage(spread, limits);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_NE(status.message().find("directories"), std::string::npos) << status;
+  // The default allows a million files nowhere near.
+  std::string million_ish;
+  for (int i = 0; i < 100001; ++i) million_ish += Entry(std::to_string(i), 0644, "");
+  EXPECT_EQ(CheckPackage(million_ish).code(), absl::StatusCode::kResourceExhausted);
+
+  limits = PackageLimits();
+  limits.max_bytes = 10;
+  status = CheckPackage(Entry("a", 0644, "123456") + Entry("b", 0644, "123456"), limits);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_NE(status.message().find("add up to 12 bytes; at most 10"), std::string::npos) << status;
+
+  // Within the limits: 64 levels and a shared directory counted once.
+  std::string ok_deep;
+  for (int i = 0; i < 63; ++i) ok_deep += "d/";
+  EXPECT_TRUE(
+      UnpackDirectory(Entry(ok_deep + "f", 0644, "x") + Entry("d/g", 0644, "y"), base + "/fine")
+          .ok());
+  EXPECT_EQ(Read(base + "/fine/" + ok_deep + "f"), "x");
+}
+
+TEST(PackageTest, PackingADirectoryPastTheLimitsSaysWhich) {
+  const std::string src = TmpDir("deep_src");
+  std::string path = src;
+  for (int i = 0; i < 70; ++i) path += "/d";
+  std::filesystem::create_directories(path);
+  std::ofstream(path + "/f") << "x";
+  auto packed = PackDirectory(src);
+  ASSERT_FALSE(packed.ok());
+  EXPECT_EQ(packed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(packed.status().message().find("deeper than 64 levels"), std::string::npos)
+      << packed.status();
+}
+
 }  // namespace
 }  // namespace troupe

@@ -31,11 +31,12 @@ bool Dashboard::Owns(const std::string& path) {
 }
 
 DashboardReply Dashboard::Handle(const std::string& method, const std::string& path,
-                                 const std::string& cookie_header, const std::string& body) {
+                                 const std::string& cookie_header, const std::string& body,
+                                 const std::string& remote_address) {
   const std::string name = path == "/" ? "index.html" : path.substr(sizeof(kPrefix) - 1);
   if (name == "login") {
     if (method != "POST") return JsonError(405, "log in with POST {\"token\": \"...\"}");
-    return Login(body);
+    return Login(body, remote_address);
   }
   if (name == "logout") {
     if (method != "POST") return JsonError(405, "log out with POST");
@@ -67,7 +68,18 @@ DashboardReply Dashboard::Asset(const std::string& name) const {
           it->second.body};
 }
 
-DashboardReply Dashboard::Login(const std::string& body) {
+DashboardReply Dashboard::Login(const std::string& body, const std::string& remote_address) {
+  if (options_.limiter != nullptr) {
+    if (const absl::Duration wait = options_.limiter->RetryAfter(remote_address);
+        wait > absl::ZeroDuration()) {
+      const int64_t seconds = absl::ToInt64Seconds(wait);
+      DashboardReply reply = JsonError(
+          429, absl::StrCat("too many failed logins from ", remote_address, "; try again in ",
+                            seconds, " s (the token is in <session dir>/token on the head)"));
+      reply.headers.emplace_back("Retry-After", absl::StrCat(seconds));
+      return reply;
+    }
+  }
   if (body.size() > kMaxLoginBody) {
     return JsonError(413, absl::StrCat("the login body is ", body.size(), " bytes; at most ",
                                        kMaxLoginBody, " are accepted"));
@@ -78,6 +90,7 @@ DashboardReply Dashboard::Login(const std::string& body) {
   }
   const std::string token = request["token"].get<std::string>();
   if (options_.token.empty() || !ConstantTimeEquals(token, options_.token)) {
+    if (options_.limiter != nullptr) options_.limiter->Failed(remote_address);
     return JsonError(401,
                      "wrong token: use the cluster token (<session dir>/token on the head, "
                      "mode 0600)");

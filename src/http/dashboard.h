@@ -4,7 +4,8 @@
 //
 //   POST /dashboard/login   {"token": "..."} -> 200 + Set-Cookie troupe_session=<id>; HttpOnly;
 //                           SameSite=Strict; Path=/ (+ Secure under TLS); 401 for a wrong token;
-//                           413 for a body over kMaxLoginBody
+//                           413 for a body over kMaxLoginBody; 429 + Retry-After, token unread,
+//                           while the client's address has failed too often (auth_limiter.h)
 //   POST /dashboard/logout  ends the session, clears the cookie
 //   GET  /dashboard/session {"logged_in": bool}
 //
@@ -18,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/http/auth_limiter.h"
 #include "src/http/dashboard_sessions.h"
 
 namespace troupe::http {
@@ -30,6 +32,9 @@ struct DashboardOptions {
   absl::Duration session_lifetime = absl::Hours(12);
   size_t max_sessions = 1024;
   SessionStore::Clock clock = absl::Now;
+  // Failed logins per client address (borrowed, shared with the Bearer check; must outlive the
+  // dashboard). Null: no limit.
+  AuthFailureLimiter* limiter = nullptr;
 };
 
 // A reply, for the server to copy into its response type.
@@ -48,15 +53,17 @@ class Dashboard {
   // cross-site check still applies to them).
   static bool Owns(const std::string& path);
   // Answers a request for one of the paths Owns. `path` is the decoded path without the query;
-  // `cookie_header` the Cookie header ("" if none).
+  // `cookie_header` the Cookie header ("" if none); `remote_address` the client's address (what
+  // failed logins are counted by).
   DashboardReply Handle(const std::string& method, const std::string& path,
-                        const std::string& cookie_header, const std::string& body);
+                        const std::string& cookie_header, const std::string& body,
+                        const std::string& remote_address = "");
   // True if the Cookie header carries a live session.
   bool HasSession(const std::string& cookie_header);
 
  private:
   DashboardReply Asset(const std::string& name) const;
-  DashboardReply Login(const std::string& body);
+  DashboardReply Login(const std::string& body, const std::string& remote_address);
   DashboardReply Logout(const std::string& cookie_header);
   std::string SessionCookie(const std::string& value, bool expire) const;
 

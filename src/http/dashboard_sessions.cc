@@ -8,6 +8,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "src/common/sha256.h"
 
 namespace troupe::http {
 namespace {
@@ -36,13 +37,6 @@ std::string CookieValue(const std::string& cookie_header, const std::string& nam
   return "";
 }
 
-bool ConstantTimeEquals(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;  // the length is no secret
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 SessionStore::SessionStore(absl::Duration lifetime, size_t max_sessions, Clock clock)
     : lifetime_(lifetime), max_sessions_(max_sessions), clock_(std::move(clock)) {}
 
@@ -57,14 +51,15 @@ std::string SessionStore::Create() {
     }
     expiry_.erase(oldest);
   }
-  expiry_[id] = clock_() + lifetime_;
+  expiry_[Sha256Hex(id)] = clock_() + lifetime_;
   return id;
 }
 
 bool SessionStore::Valid(const std::string& id) {
   if (id.empty()) return false;
+  const std::string key = Sha256Hex(id);
   absl::MutexLock lock(&mu_);
-  auto it = expiry_.find(id);
+  auto it = expiry_.find(key);
   if (it == expiry_.end()) return false;
   if (clock_() >= it->second) {
     expiry_.erase(it);
@@ -74,8 +69,9 @@ bool SessionStore::Valid(const std::string& id) {
 }
 
 void SessionStore::Remove(const std::string& id) {
+  const std::string key = Sha256Hex(id);
   absl::MutexLock lock(&mu_);
-  expiry_.erase(id);
+  expiry_.erase(key);
 }
 
 size_t SessionStore::size() {

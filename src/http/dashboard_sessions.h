@@ -13,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "src/common/constant_time.h"
 
 namespace troupe::http {
 
@@ -22,8 +23,7 @@ inline constexpr char kSessionCookie[] = "troupe_session";
 // The value of cookie `name` in a Cookie request header ("a=1; b=2"), "" if absent.
 std::string CookieValue(const std::string& cookie_header, const std::string& name);
 
-// Compares without an early exit, so the time taken does not tell how much of a secret matched.
-bool ConstantTimeEquals(const std::string& a, const std::string& b);
+// (Secrets are compared with troupe::ConstantTimeEquals, src/common/constant_time.h.)
 
 class SessionStore {
  public:
@@ -45,7 +45,9 @@ class SessionStore {
   const size_t max_sessions_;
   const Clock clock_;
   absl::Mutex mu_;
-  std::map<std::string, absl::Time> expiry_ ABSL_GUARDED_BY(mu_);  // id -> when it ends
+  // SHA-256 of the id -> when it ends. Looked up by hash so that the lookup's string
+  // comparisons, whose time depends on how much matched, never touch a session id.
+  std::map<std::string, absl::Time> expiry_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace troupe::http

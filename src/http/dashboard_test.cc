@@ -130,6 +130,36 @@ TEST_F(DashboardTest, WrongOrMalformedLoginsGetNoSession) {
   EXPECT_EQ(tokenless.Handle("POST", "/dashboard/login", "", R"({"token": ""})").status, 401);
 }
 
+// Regression: login had no rate limit (3,881 guesses a second). Past the burst an address gets
+// 429 with Retry-After, its token unread even when right; another address still logs in.
+TEST_F(DashboardTest, FailedLoginsAreRateLimitedPerAddress) {
+  AuthFailureLimiterOptions limits;
+  limits.burst = 5;
+  limits.per_second = 1;
+  limits.clock = clock_.Get();
+  AuthFailureLimiter limiter(limits);
+  DashboardOptions options = Options();
+  options.limiter = &limiter;
+  Dashboard dashboard(options);
+  const std::string wrong = R"({"token": "guess"})", right = R"({"token": "cluster-secret"})";
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(dashboard.Handle("POST", "/dashboard/login", "", wrong, "10.0.0.9").status, 401);
+  }
+  DashboardReply limited = dashboard.Handle("POST", "/dashboard/login", "", wrong, "10.0.0.9");
+  EXPECT_EQ(limited.status, 429) << limited.body;
+  EXPECT_EQ(HeaderOf(limited, "Retry-After"), "1");
+  EXPECT_NE(limited.body.find("too many failed logins from 10.0.0.9"), std::string::npos)
+      << limited.body;
+  EXPECT_EQ(dashboard.Handle("POST", "/dashboard/login", "", right, "10.0.0.9").status, 429);
+  // Someone else's failures do not lock out the right token from another address.
+  DashboardReply other = dashboard.Handle("POST", "/dashboard/login", "", right, "10.0.0.7");
+  EXPECT_EQ(other.status, 200) << other.body;
+  EXPECT_NE(HeaderOf(other, "Set-Cookie"), "");
+  // After the wait, the address may try again.
+  clock_.now += absl::Seconds(1);
+  EXPECT_EQ(dashboard.Handle("POST", "/dashboard/login", "", right, "10.0.0.9").status, 200);
+}
+
 TEST_F(DashboardTest, ForgedExpiredAndLoggedOutCookiesAreNotSessions) {
   Dashboard dashboard(Options());
   const std::string cookie = CookieFrom(

@@ -4,12 +4,30 @@
 
 namespace troupe::http {
 
+std::string EscapeLabelValue(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 void HttpMetrics::Observe(const std::string& route, int status, double seconds) {
+  // Escaped once here: both series render the key as it is.
+  const std::string label = EscapeLabelValue(route.empty() ? kOtherRoute : route);
   {
     absl::MutexLock lock(&mu_);
-    ++requests_[{route, status}];
+    ++requests_[{label, status}];
   }
-  latency_.Observe(route, seconds);
+  latency_.Observe(label, seconds);
 }
 
 void HttpMetrics::Render(std::string* out) {

@@ -1,5 +1,7 @@
 // HttpMetrics: this HTTP server's own numbers for /metrics: requests by route and status code,
-// their latencies, and the latencies of the GCS calls it makes. Thread-safe.
+// their latencies, and the latencies of the GCS calls it makes. Routes are the router's patterns
+// (HttpRequest::route), never request paths, so the series stay few whatever clients send: a
+// request that matched no route counts under "other". Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -14,8 +16,16 @@
 
 namespace troupe::http {
 
+// The route label for requests that matched no route.
+inline constexpr char kOtherRoute[] = "other";
+
+// `value` as a Prometheus text-format label value (between the quotes): backslash, double quote
+// and newline escaped.
+std::string EscapeLabelValue(const std::string& value);
+
 class HttpMetrics {
  public:
+  // `route` is HttpRequest::route ("" for no route: counted as kOtherRoute).
   void Observe(const std::string& route, int status, double seconds);
   void ObserveGcs(const std::string& method, double seconds) {
     gcs_latency_.Observe(method, seconds);

@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "src/common/package.h"
 #include "src/common/version.h"
+#include "src/http/auth_limiter.h"
 #include "src/http/dashboard.h"
 #include "src/http/http_metrics.h"
 #include "src/http/log_tail.h"
@@ -88,20 +89,41 @@ class HttpServer::Routes {
         views_(gcs, &jobs_, &metrics_),
         node_views_(gcs, options.token, &metrics_),
         tasks_(gcs, &metrics_),
-        dashboard_({options.token, /*tls=*/!options.tls_dir.empty()}) {}
+        dashboard_(DashboardOptionsFor(options, &limiter_)) {}
 
-  // The token and cross-site checks (request_guard.h), before any route: a refusal, or nullopt.
-  std::optional<HttpResponse> Admit(const HttpRequest& request) {
+  // The token and cross-site checks (request_guard.h), before any route. A Bearer token is
+  // checked only while its address has not failed too often (429 then: auth_limiter.h).
+  http::Admission Admit(const HttpRequest& request) {
     http::RequestFacts facts{request.path, request.Header("Host"), request.Header("Origin"),
                              request.Header("Sec-Fetch-Site"), request.Header("Authorization"),
                              request.tls};
     facts.session = dashboard_.HasSession(request.Header("Cookie"));
-    if (auto refusal = http::CheckRequest(facts, options_.token)) return Send(*refusal);
-    return std::nullopt;
+    http::Admission admission;
+    const bool guess = !facts.authorization.empty() && !http::IsPublicPath(facts.path);
+    if (guess) {
+      if (const absl::Duration wait = limiter_.RetryAfter(request.remote_address);
+          wait > absl::ZeroDuration()) {
+        const int64_t seconds = absl::ToInt64Seconds(wait);
+        HttpResponse refusal = Send(jobs::Error(
+            429, absl::StrCat("too many requests with a wrong token from ", request.remote_address,
+                              "; try again in ", seconds, " s")));
+        refusal.headers.emplace_back("Retry-After", absl::StrCat(seconds));
+        admission.refusal = std::move(refusal);
+        return admission;
+      }
+    }
+    if (auto refusal = http::CheckRequest(facts, options_.token)) {
+      if (guess && refusal->status == 401) limiter_.Failed(request.remote_address);
+      admission.refusal = Send(*refusal);
+      return admission;
+    }
+    admission.authenticated = http::HasCredentials(facts, options_.token);
+    return admission;
   }
 
+  // Labelled by route pattern (never the path: unknown paths share "other").
   void Observe(const HttpRequest& request, int status, double seconds) {
-    metrics_.Observe(http::RouteLabel(request.method, request.path), status, seconds);
+    metrics_.Observe(request.route, status, seconds);
   }
 
   void AddTo(http::Router& router) {
@@ -153,8 +175,8 @@ class HttpServer::Routes {
                [this](const HttpRequest&) { return Send(views_.ClusterStatus()); });
     // The dashboard (dashboard.h): its page, files, login and logout.
     auto dashboard = [this](const HttpRequest& req) {
-      return SendDashboard(
-          dashboard_.Handle(req.method, req.path, req.Header("Cookie"), req.body));
+      return SendDashboard(dashboard_.Handle(req.method, req.path, req.Header("Cookie"), req.body,
+                                             req.remote_address));
     };
     router.Add("GET", "/", dashboard);
     router.Add("GET", "/dashboard/{file}", dashboard);
@@ -194,8 +216,19 @@ class HttpServer::Routes {
     });
   }
 
+  static http::DashboardOptions DashboardOptionsFor(const HttpServerOptions& options,
+                                                    http::AuthFailureLimiter* limiter) {
+    http::DashboardOptions dashboard;
+    dashboard.token = options.token;
+    dashboard.tls = !options.tls_dir.empty();
+    dashboard.limiter = limiter;
+    return dashboard;
+  }
+
   const HttpServerOptions options_;
   GcsClient* const gcs_;
+  // Failed token checks per client address: dashboard logins and wrong Bearer tokens.
+  http::AuthFailureLimiter limiter_;
   jobs::JobService jobs_;
   http::HttpMetrics metrics_;
   http::StateViews views_;

@@ -15,15 +15,7 @@ namespace {
 // A sample value: integers exactly, others with full precision.
 std::string Num(double value) { return absl::StrFormat("%.17g", value); }
 
-// Prometheus label values: escape backslash, quote and newline.
-std::string Label(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\' || c == '"') out += '\\';
-    out += c == '\n' ? 'n' : c;
-  }
-  return out;
-}
+std::string Label(const std::string& value) { return EscapeLabelValue(value); }
 
 void Gauge(std::string* out, const std::string& name, const std::string& help) {
   absl::StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " gauge\n");
@@ -75,7 +67,7 @@ void RenderStates(const jobs::Reply& reply, const char* field, std::map<std::str
   }
   Gauge(out, metric, help);
   for (const auto& [state, n] : states) {
-    absl::StrAppend(out, metric, "{", label, "=\"", state, "\"} ", n, "\n");
+    absl::StrAppend(out, metric, "{", label, "=\"", Label(state), "\"} ", n, "\n");
   }
 }
 

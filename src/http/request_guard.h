@@ -1,7 +1,7 @@
 // The HTTP server's admission checks, before any handler runs: the cross-site check (a browser
 // on another site must never drive this API, since job submission is code execution) and the
-// cluster token, or the dashboard's session cookie in its place (dashboard.h). Also the route label
-// /metrics counts requests under. Pure functions; thread-safe.
+// cluster token (compared in constant time), or the dashboard's session cookie in its place
+// (dashboard.h). Pure functions; thread-safe.
 #pragma once
 
 #include <optional>
@@ -35,8 +35,9 @@ bool IsPublicPath(const std::string& path);
 // and such a request, even one carrying no Origin, must not pass.
 std::optional<jobs::Reply> CheckRequest(const RequestFacts& request, const std::string& token);
 
-// "METHOD path" with job ids, package names and dashboard files replaced ({id}, {name}, {file}),
-// for metrics labels.
-std::string RouteLabel(const std::string& method, const std::string& path);
+// True if the request carries credentials: the token (`Authorization: Bearer <token>`, compared
+// in constant time) or a session cookie on a same-origin request from the dashboard (see
+// CheckRequest). The web server gives such connections more room and time than others.
+bool HasCredentials(const RequestFacts& request, const std::string& token);
 
 }  // namespace troupe::http

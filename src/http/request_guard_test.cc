@@ -114,19 +114,18 @@ TEST(RequestGuardTest, ASessionCookieCountsOnlyOnSameOriginRequests) {
   EXPECT_EQ(CheckRequest(no_session, "secret")->status, 401);
 }
 
-TEST(RequestGuardTest, RouteLabelsHideIdsAndNames) {
-  EXPECT_EQ(RouteLabel("GET", "/api/jobs/abc/logs/tail"), "GET /api/jobs/{id}/logs/tail");
-  EXPECT_EQ(RouteLabel("GET", "/api/jobs/abc"), "GET /api/jobs/{id}");
-  EXPECT_EQ(RouteLabel("POST", "/api/jobs/"), "POST /api/jobs/");
-  EXPECT_EQ(RouteLabel("PUT", "/api/packages/gcs/troupe_pkg_x.pkg"), "PUT /api/packages/{name}");
-  EXPECT_EQ(RouteLabel("GET", "/metrics"), "GET /metrics");
-  EXPECT_EQ(RouteLabel("GET", "/api/v0/tasks/0a1b"), "GET /api/v0/tasks/{id}");
-  EXPECT_EQ(RouteLabel("GET", "/api/v0/tasks/summarize"), "GET /api/v0/tasks/summarize");
-  EXPECT_EQ(RouteLabel("GET", "/api/v0/tasks/"), "GET /api/v0/tasks/");
-  EXPECT_EQ(RouteLabel("GET", "/dashboard/app.js"), "GET /dashboard/{file}");
-  EXPECT_EQ(RouteLabel("DELETE", "/api/v0/placement_groups/serving"),
-            "DELETE /api/v0/placement_groups/{id}");
-  EXPECT_EQ(RouteLabel("GET", "/api/v0/placement_groups"), "GET /api/v0/placement_groups");
+TEST(RequestGuardTest, CredentialsAreTheWholeTokenOrASameOriginSession) {
+  EXPECT_TRUE(HasCredentials(Facts("/api/version", "Bearer secret"), "secret"));
+  EXPECT_FALSE(HasCredentials(Facts("/api/version", ""), "secret"));
+  EXPECT_FALSE(HasCredentials(Facts("/", "Bearer secre"), "secret"));
+  EXPECT_FALSE(HasCredentials(Facts("/", "Bearer secrets"), "secret"));
+  EXPECT_FALSE(HasCredentials(Facts("/", "bearer secret"), "secret"));
+  RequestFacts page = Facts("/api/jobs/", "");
+  page.session = true;
+  page.fetch_site = "same-origin";
+  EXPECT_TRUE(HasCredentials(page, "secret"));
+  page.fetch_site = "same-site";
+  EXPECT_FALSE(HasCredentials(page, "secret"));
 }
 
 }  // namespace

@@ -71,11 +71,14 @@ std::vector<std::string> SplitPath(std::string_view path) {
 }
 
 void Router::Add(std::string method, std::string pattern, Handler handler) {
-  routes_.push_back({std::move(method), SplitPath(pattern), std::move(handler), {}});
+  std::vector<std::string> segments = SplitPath(pattern);
+  routes_.push_back(
+      {std::move(method), std::move(pattern), std::move(segments), std::move(handler), {}});
 }
 
 void Router::AddWebSocket(std::string pattern, WebSocketRoute route) {
-  routes_.push_back({"", SplitPath(pattern), nullptr, std::move(route)});
+  std::vector<std::string> segments = SplitPath(pattern);
+  routes_.push_back({"", std::move(pattern), std::move(segments), nullptr, std::move(route)});
 }
 
 bool Router::Matches(const Route& route, const std::vector<std::string>& segments,
@@ -103,6 +106,7 @@ Router::Match Router::Find(const std::string& method, const std::string& path,
       if (route.method.empty() && Matches(route, segments, &match.path_params)) {
         match.websocket = &route.websocket;
         match.path_known = true;
+        match.route = "GET " + route.pattern;
         return match;
       }
     }
@@ -115,6 +119,7 @@ Router::Match Router::Find(const std::string& method, const std::string& path,
     if (route.method == method) {
       match.handler = &route.handler;
       match.path_params = std::move(params);
+      match.route = route.method + " " + route.pattern;
       return match;
     }
   }

@@ -31,7 +31,11 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   std::map<std::string, std::string> path_params;  // {name} segments of the matched pattern
   std::string body;
-  bool tls = false;  // came over HTTPS
+  bool tls = false;            // came over HTTPS
+  std::string remote_address;  // the client's IP address, as text ("127.0.0.1")
+  // The matched route as "METHOD /pattern" ("GET /api/jobs/{id}"), "" if none matched: a bounded
+  // set, so metrics can be labelled by it (set by the server before admission).
+  std::string route;
 
   // A header's value ("" if absent); names compare case-insensitively.
   std::string Header(std::string_view name) const;
@@ -96,6 +100,8 @@ class Router {
     const WebSocketRoute* websocket = nullptr;  // set for an upgrade to a WebSocket route
     std::map<std::string, std::string> path_params;
     bool path_known = false;  // some route has this path (a miss is then 405, not 404)
+    // "METHOD /pattern" of the route found ("" if none): what HttpRequest::route holds.
+    std::string route;
   };
   // The route for `method` and `path` (an upgrade request looks for WebSocket routes first).
   Match Find(const std::string& method, const std::string& path, bool websocket_upgrade) const;
@@ -103,6 +109,7 @@ class Router {
  private:
   struct Route {
     std::string method;  // "" for a WebSocket route
+    std::string pattern;
     std::vector<std::string> segments;
     Handler handler;
     WebSocketRoute websocket;

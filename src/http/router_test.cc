@@ -50,6 +50,17 @@ TEST(RouterTest, UpgradesGoToWebSocketRoutesAndPlainGetsToHandlers) {
   EXPECT_EQ(router.Find("GET", "/other", true).websocket, nullptr);
 }
 
+// Metrics are labelled by the route found, so a label never carries what a client typed.
+TEST(RouterTest, AMatchNamesItsRoutePatternNeverThePath) {
+  Router router;
+  router.Add("GET", "/api/jobs/{id}", Named("get"));
+  router.AddWebSocket("/tail/{id}", WebSocketRoute{});
+  EXPECT_EQ(router.Find("GET", "/api/jobs/\"evil\\", false).route, "GET /api/jobs/{id}");
+  EXPECT_EQ(router.Find("GET", "/tail/x", true).route, "GET /tail/{id}");
+  EXPECT_EQ(router.Find("DELETE", "/api/jobs/x", false).route, "");  // 405: no route
+  EXPECT_EQ(router.Find("GET", "/random/path/1", false).route, "");
+}
+
 TEST(RouterTest, RequestsExposeHeadersCookiesAndParameters) {
   HttpRequest request;
   request.headers = {{"Content-Type", "text/plain"}, {"cookie", "a=1; session=xyz ; b="}};

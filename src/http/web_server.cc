@@ -30,7 +30,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kHeaderLimit = 8 << 10;
 constexpr uint64_t kMaxClientFrameBytes = 64 << 10;
-constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
+constexpr auto kHandshakeTimeout = std::chrono::seconds(30);  // a WebSocket's
 constexpr auto kIdleTimeout = std::chrono::seconds(30);  // waiting for a request's header
 constexpr auto kBodyTimeout = std::chrono::seconds(120);
 constexpr auto kWriteTimeout = std::chrono::seconds(60);
@@ -56,7 +56,8 @@ std::string PercentDecodePath(const std::string& text) {
   return out;
 }
 
-HttpRequest ToRequest(const bhttp::request<bhttp::string_body>& message, bool tls) {
+HttpRequest ToRequest(const bhttp::request<bhttp::string_body>& message, bool tls,
+                      const std::string& remote_address) {
   HttpRequest request;
   request.method = std::string(message.method_string());
   request.target = std::string(message.target());
@@ -66,6 +67,7 @@ HttpRequest ToRequest(const bhttp::request<bhttp::string_body>& message, bool tl
     request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   }
   request.tls = tls;
+  request.remote_address = remote_address;
   return request;
 }
 
@@ -97,63 +99,114 @@ struct WebServer::Impl {
 struct WebServer::Accepted {
   std::shared_ptr<net::io_context> context;
   tcp::socket socket;
+  uint64_t slot;
+  std::string address;
 };
 
 // One connection on its own thread. `Stream` is beast::tcp_stream or an ssl_stream over it.
 template <typename Stream>
 class WebServer::Connection {
  public:
-  Connection(WebServer* server, net::io_context* context, Stream* stream, bool tls)
+  Connection(WebServer* server, net::io_context* context, Stream* stream, bool tls,
+             const Accepted& accepted)
       : server_(server),
         context_(context),
         stream_(stream),
         tls_(tls),
-        fd_(beast::get_lowest_layer(*stream).socket().native_handle()) {}
+        slot_(accepted.slot),
+        address_(accepted.address) {}
 
   // The stream moved into a WebSocket that is now closed: nothing is left to shut down.
   bool upgraded() const { return upgraded_; }
 
-  // Answers requests until the client closes, a timeout, an upgrade, or Stop.
+  // Answers requests until the client closes, a timeout, an upgrade, an eviction, or Stop.
   void Serve() {
+    const WebServerOptions& options = server_->options_;
     beast::flat_buffer buffer;
     while (!server_->stopping()) {
       bhttp::request_parser<bhttp::string_body> parser;
       parser.header_limit(kHeaderLimit);
-      parser.body_limit(server_->options_.max_body_bytes);
-      Lowest().expires_after(kIdleTimeout);
+      parser.body_limit(options.max_body_bytes);
+      Lowest().expires_after(authenticated_ ? Clock::duration(kIdleTimeout)
+                                            : Clock::duration(options.head_timeout));
       beast::error_code ec = Await(*context_, [&](auto done) {
         bhttp::async_read_header(*stream_, buffer, parser, std::move(done));
       });
       if (ec == bhttp::error::header_limit) {
         Write(Error(431, absl::StrCat("request headers past ", kHeaderLimit, " bytes")), false, 11,
               false);
+      } else if (ec == bhttp::error::body_limit) {  // the Content-Length said too much
+        Write(TooLarge(options.max_body_bytes), false, 11, false);
+      } else if (ec) {
+        WriteIfEvicted();
       }
       if (ec) return;
       const Clock::time_point start = Clock::now();
-      if (websocket::is_upgrade(parser.get())) {
-        Upgrade(parser.release(), start);
+      const bool upgrade = websocket::is_upgrade(parser.get());
+      HttpRequest request = ToRequest(parser.get(), tls_, address_);
+      Router::Match match = server_->router_->Find(request.method, request.path, upgrade);
+      if (!upgrade && match.handler == nullptr && request.method == "HEAD") {
+        // HEAD is GET without the body (RFC 9110 9.3.2): Write sends only the headers.
+        match = server_->router_->Find("GET", request.path, false);
+      }
+      request.route = match.route;
+      Admission admission;
+      if (options.admit) {
+        admission = options.admit(request);
+      } else {
+        admission.authenticated = true;
+      }
+      if (admission.refusal) {
+        // The body is not read: the connection cannot carry another request unless there is none.
+        const bool keep_alive = parser.is_done() && parser.get().keep_alive();
+        Write(*admission.refusal, keep_alive, parser.get().version(), request.method == "HEAD");
+        Observe(request, admission.refusal->status, start);
+        if (!keep_alive) return;
+        continue;
+      }
+      if (admission.authenticated && !authenticated_) {
+        authenticated_ = true;
+        server_->Authenticated(slot_);
+      }
+      if (upgrade) {
+        Upgrade(parser.release(), std::move(request), match, start);
         return;
+      }
+      if (!authenticated_) {
+        // Without credentials only small bodies (a login) are read, and quickly.
+        const auto length = parser.content_length();
+        if (length && *length > static_cast<uint64_t>(options.max_pending_body_bytes)) {
+          const HttpResponse response =
+              Error(413, absl::StrCat("a request without the cluster token may send at most ",
+                                      options.max_pending_body_bytes,
+                                      " bytes of body; this one has ", *length));
+          Write(response, false, parser.get().version(), false);
+          Observe(request, response.status, start);
+          return;
+        }
+        parser.body_limit(options.max_pending_body_bytes);  // for a chunked body
       }
       if (parser.get()[bhttp::field::expect] == "100-continue") {
         bhttp::response<bhttp::empty_body> go_on{bhttp::status::continue_, 11};
         Await(*context_, [&](auto done) { bhttp::async_write(*stream_, go_on, std::move(done)); });
       }
-      Lowest().expires_after(kBodyTimeout);
+      Lowest().expires_after(authenticated_ ? Clock::duration(kBodyTimeout)
+                                            : Clock::duration(options.head_timeout));
       ec = Await(*context_,
                  [&](auto done) { bhttp::async_read(*stream_, buffer, parser, std::move(done)); });
       if (ec == bhttp::error::body_limit) {
-        HttpRequest request = ToRequest(parser.get(), tls_);
-        HttpResponse response =
-            Error(413, absl::StrCat("the body is larger than ", server_->options_.max_body_bytes,
-                                    " bytes, the most this server reads"));
+        const HttpResponse response =
+            TooLarge(authenticated_ ? options.max_body_bytes : options.max_pending_body_bytes);
         Write(response, false, parser.get().version(), false);
         Observe(request, response.status, start);
         return;
       }
-      if (ec) return;
-      HttpRequest request = ToRequest(parser.get(), tls_);
+      if (ec) {
+        WriteIfEvicted();
+        return;
+      }
       request.body = std::move(parser.get().body());
-      const HttpResponse response = Route(request);
+      const HttpResponse response = Route(request, match);
       const bool keep_alive = parser.get().keep_alive() && !server_->stopping();
       const bool written =
           Write(response, keep_alive, parser.get().version(), request.method == "HEAD");
@@ -171,15 +224,25 @@ class WebServer::Connection {
     if (server_->options_.observe) server_->options_.observe(request, status, SecondsSince(start));
   }
 
-  HttpResponse Route(HttpRequest& request) {
-    if (server_->options_.admit) {
-      if (auto refusal = server_->options_.admit(request)) return *std::move(refusal);
-    }
-    Router::Match match = server_->router_->Find(request.method, request.path, false);
-    if (match.handler == nullptr && request.method == "HEAD") {
-      // HEAD is GET without the body (RFC 9110 9.3.2): Write sends only the headers.
-      match = server_->router_->Find("GET", request.path, false);
-    }
+  static HttpResponse TooLarge(int64_t limit) {
+    return Error(
+        413, absl::StrCat("the body is larger than ", limit, " bytes, the most this server reads"));
+  }
+
+  // A connection closed to make room (its reading side shut) tells its client why.
+  void WriteIfEvicted() {
+    if (!server_->Evicted(slot_)) return;
+    const WebServerOptions& options = server_->options_;
+    Write(Error(503, absl::StrCat(
+                         "connection closed to make room: too many connections without a request "
+                         "carrying the cluster token (at most ",
+                         options.max_pending_per_address, " from one address (", address_, "), ",
+                         options.max_pending_connections,
+                         " in all); this was the oldest. Send the request as soon as you connect")),
+          false, 11, false);
+  }
+
+  HttpResponse Route(HttpRequest& request, Router::Match& match) {
     if (match.handler == nullptr) {
       return match.path_known
                  ? Error(405, request.method + " is not allowed on " + request.path)
@@ -248,13 +311,9 @@ class WebServer::Connection {
     });
   }
 
-  // The request's answer when it may not upgrade (nullopt: it may).
+  // The request's answer when it may not upgrade (nullopt: it may). Admission has passed.
   std::optional<HttpResponse> RefuseUpgrade(const bhttp::request<bhttp::string_body>& message,
-                                            HttpRequest& request, const WebSocketRoute** route) {
-    if (server_->options_.admit) {
-      if (auto refusal = server_->options_.admit(request)) return refusal;
-    }
-    Router::Match match = server_->router_->Find("GET", request.path, true);
+                                            HttpRequest& request, Router::Match& match) {
     if (match.websocket == nullptr) {
       return Error(404, "no WebSocket endpoint at " + request.path);
     }
@@ -264,19 +323,18 @@ class WebServer::Connection {
                    "RFC 6455 section 4.1 says");
     }
     request.path_params = std::move(match.path_params);
-    *route = match.websocket;
-    if (route[0]->admit) return route[0]->admit(request);
+    if (match.websocket->admit) return match.websocket->admit(request);
     return std::nullopt;
   }
 
-  void Upgrade(bhttp::request<bhttp::string_body> message, Clock::time_point start) {
-    HttpRequest request = ToRequest(message, tls_);
-    const WebSocketRoute* route = nullptr;
-    if (auto refusal = RefuseUpgrade(message, request, &route)) {
+  void Upgrade(bhttp::request<bhttp::string_body> message, HttpRequest request,
+               Router::Match& match, Clock::time_point start) {
+    if (auto refusal = RefuseUpgrade(message, request, match)) {
       Write(*refusal, false, message.version(), false);
       Observe(request, refusal->status, start);
       return;
     }
+    const WebSocketRoute* route = match.websocket;
     upgraded_ = true;
     websocket::stream<Stream> ws(std::move(*stream_));
     beast::get_lowest_layer(ws).expires_never();  // the WebSocket's own timeouts take over
@@ -289,14 +347,14 @@ class WebServer::Connection {
         [](websocket::response_type& response) { response.set(bhttp::field::server, "troupe"); }));
     ws.read_message_max(kMaxClientFrameBytes);
     if (Await(*context_, [&](auto done) { ws.async_accept(message, std::move(done)); })) {
-      server_->Forget(fd_);
+      server_->Forget(slot_);
       Observe(request, 400, start);  // Beast answered 400 with the reason
       return;
     }
     Sink sink(server_, context_, &ws);
     route->serve(request, sink);
     sink.Close();
-    server_->Forget(fd_);  // before `ws` closes the socket
+    server_->Forget(slot_);  // before `ws` closes the socket
     Observe(request, 101, start);
   }
 
@@ -304,7 +362,9 @@ class WebServer::Connection {
   net::io_context* const context_;
   Stream* const stream_;
   const bool tls_;
-  const int fd_;
+  const uint64_t slot_;
+  const std::string address_;
+  bool authenticated_ = false;  // a request on it carried credentials
   bool upgraded_ = false;
 };
 
@@ -414,7 +474,7 @@ void WebServer::Serve() {
   impl_->accept_context.run();
   // Idle keep-alive connections end at once; streams and WebSockets at their next step.
   absl::MutexLock lock(&mu_);
-  for (int fd : open_fds_) ::shutdown(fd, SHUT_RD);
+  for (const auto& [id, slot] : slots_) ::shutdown(slot.fd, SHUT_RD);
   mu_.Await(absl::Condition(
       +[](int* threads) { return *threads == 0; }, &threads_));
 }
@@ -423,7 +483,7 @@ void WebServer::Stop() {
   stopping_ = true;
   impl_->accept_context.stop();
   absl::MutexLock lock(&mu_);
-  for (int fd : open_fds_) ::shutdown(fd, SHUT_RD);
+  for (const auto& [id, slot] : slots_) ::shutdown(slot.fd, SHUT_RD);
 }
 
 void WebServer::AcceptNext() {
@@ -432,18 +492,28 @@ void WebServer::AcceptNext() {
     if (stopping_) return;
     if (ec) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // e.g. out of descriptors
-    } else if (Register(socket.native_handle())) {
-      auto accepted = std::make_shared<Accepted>(Accepted{context, std::move(socket)});
+      AcceptNext();
+      return;
+    }
+    beast::error_code ignored;
+    const tcp::endpoint peer = socket.remote_endpoint(ignored);
+    std::string address = ignored ? "?" : peer.address().to_string();
+    if (std::optional<uint64_t> slot = Register(socket.native_handle(), address)) {
+      auto accepted = std::make_shared<Accepted>(
+          Accepted{context, std::move(socket), *slot, std::move(address)});
       std::thread([this, accepted] {
         RunConnection(*accepted);
         ThreadEnded();
       }).detach();
-    } else {  // too many connections
-      beast::error_code ignored;
+    } else {  // every slot is taken by a connection with credentials
       if (!impl_->tls) {
+        const std::string body =
+            absl::StrCat("{\"error\":\"the server has ", options_.max_connections,
+                         " connections open, its limit; try again when one closes\"}");
         net::write(socket,
-                   net::buffer(std::string("HTTP/1.1 503 Service Unavailable\r\nContent-Length: "
-                                           "0\r\nConnection: close\r\n\r\n")),
+                   net::buffer(absl::StrCat("HTTP/1.1 503 Service Unavailable\r\nContent-Type: "
+                                            "application/json\r\nContent-Length: ",
+                                            body.size(), "\r\nConnection: close\r\n\r\n", body)),
                    ignored);
       }
       socket.close(ignored);
@@ -452,13 +522,56 @@ void WebServer::AcceptNext() {
   });
 }
 
-bool WebServer::Register(int fd) {
+std::optional<uint64_t> WebServer::Register(int fd, const std::string& address) {
   absl::MutexLock lock(&mu_);
-  if (threads_ >= options_.max_connections) return false;
+  auto same = pending_by_address_.find(address);
+  if (same != pending_by_address_.end() && same->second >= options_.max_pending_per_address) {
+    EvictOldestPendingLocked(&address);
+  }
+  if (pending_ >= options_.max_pending_connections) EvictOldestPendingLocked(nullptr);
+  if (static_cast<int>(slots_.size()) >= options_.max_connections &&
+      !EvictOldestPendingLocked(nullptr)) {
+    return std::nullopt;
+  }
+  const uint64_t slot = next_slot_++;
+  slots_.emplace(slot, Slot{fd, address});
+  ++pending_;
+  ++pending_by_address_[address];
   ++threads_;
-  open_fds_.insert(fd);
   if (stopping_) ::shutdown(fd, SHUT_RD);
-  return true;
+  return slot;
+}
+
+bool WebServer::EvictOldestPendingLocked(const std::string* address) {
+  for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+    if (!it->second.pending || (address != nullptr && it->second.address != *address)) continue;
+    // Its thread sees the end of its input at once, answers 503 and ends.
+    ::shutdown(it->second.fd, SHUT_RD);
+    DropPendingLocked(it->second.address);
+    evicted_.insert(it->first);
+    slots_.erase(it);
+    return true;
+  }
+  return false;
+}
+
+void WebServer::DropPendingLocked(const std::string& address) {
+  --pending_;
+  auto it = pending_by_address_.find(address);
+  if (it != pending_by_address_.end() && --it->second <= 0) pending_by_address_.erase(it);
+}
+
+void WebServer::Authenticated(uint64_t slot) {
+  absl::MutexLock lock(&mu_);
+  auto it = slots_.find(slot);
+  if (it == slots_.end() || !it->second.pending) return;
+  it->second.pending = false;
+  DropPendingLocked(it->second.address);
+}
+
+bool WebServer::Evicted(uint64_t slot) {
+  absl::MutexLock lock(&mu_);
+  return evicted_.count(slot) > 0;
 }
 
 void WebServer::ThreadEnded() {
@@ -466,35 +579,39 @@ void WebServer::ThreadEnded() {
   --threads_;
 }
 
-void WebServer::Forget(int fd) {
+void WebServer::Forget(uint64_t slot) {
   absl::MutexLock lock(&mu_);
-  open_fds_.erase(fd);
+  evicted_.erase(slot);
+  auto it = slots_.find(slot);
+  if (it == slots_.end()) return;
+  if (it->second.pending) DropPendingLocked(it->second.address);
+  slots_.erase(it);
 }
 
 void WebServer::RunConnection(Accepted& accepted) {
   net::io_context& context = *accepted.context;
-  const int fd = accepted.socket.native_handle();
   beast::tcp_stream plain(std::move(accepted.socket));
   if (!impl_->tls) {
-    Connection<beast::tcp_stream> connection(this, &context, &plain, false);
+    Connection<beast::tcp_stream> connection(this, &context, &plain, false, accepted);
     connection.Serve();
     if (connection.upgraded()) return;
     beast::error_code ignored;
     plain.socket().shutdown(tcp::socket::shutdown_send, ignored);
   } else {
     beast::ssl_stream<beast::tcp_stream> secure(std::move(plain), *impl_->tls);
-    beast::get_lowest_layer(secure).expires_after(kHandshakeTimeout);
+    beast::get_lowest_layer(secure).expires_after(options_.head_timeout);
     if (!Await(context, [&](auto done) {
           secure.async_handshake(ssl::stream_base::server, std::move(done));
         })) {
-      Connection<beast::ssl_stream<beast::tcp_stream>> connection(this, &context, &secure, true);
+      Connection<beast::ssl_stream<beast::tcp_stream>> connection(this, &context, &secure, true,
+                                                                  accepted);
       connection.Serve();
       if (connection.upgraded()) return;
       beast::get_lowest_layer(secure).expires_after(std::chrono::seconds(5));
       Await(context, [&](auto done) { secure.async_shutdown(std::move(done)); });
     }
   }
-  Forget(fd);  // the stream closes the socket when it goes, just after
+  Forget(accepted.slot);  // the stream closes the socket when it goes, just after
 }
 
 }  // namespace troupe::http

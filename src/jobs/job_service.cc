@@ -319,32 +319,61 @@ Reply JobService::Delete(const std::string& id) {
   if (!IsTerminal(status)) {
     return Error(400, "job '" + id + "' is " + status + ": stop it before deleting it");
   }
-  RemoveWorkingDir(id);
+  std::string note;
+  if (std::optional<Reply> failed = RemoveWorkingDir(id, &note)) return *failed;
   (void)gcs_->KVDel(kJobsNamespace, RecordKey(id), false);
   (void)gcs_->KVDel(kJobsNamespace, LogsKey(id), false);
   (void)gcs_->KVDel(kJobsNamespace, LogsKey(id) + "/", /*by_prefix=*/true);  // the chunks
-  return {200, json{{"deleted", true}}};
+  json reply = {{"deleted", true}};
+  if (!note.empty()) reply["message"] = note;
+  return {200, reply};
 }
 
-void JobService::RemoveWorkingDir(const std::string& id) {
+std::optional<Reply> JobService::RemoveWorkingDir(const std::string& id, std::string* note) {
   auto where = gcs_->KVGet(kJobsNamespace, WorkingDirKey(id));
-  if (!where.ok() || !where->has_value()) return;
+  if (!where.ok()) return Error(503, std::string(where.status().message()));
+  if (!where->has_value()) return std::nullopt;
   const std::string& value = **where;
   const size_t space = value.find(' ');
   if (space != std::string::npos) {
-    try {
-      // Zero resources: it must not wait behind the node's work. Not awaited: the node may be
-      // busy or gone (then `troupe stop` there removes the directory with the session's).
-      (void)troupe::Task(RemoveJobWorkingDir)
-          .SetResources({})
-          .SetMaxRetries(0)
-          .SetSchedulingStrategy(NodeAffinity{value.substr(0, space), /*soft=*/false})
-          .Remote(value.substr(space + 1));
-    } catch (const TroupeError&) {
-      // Best effort; the directory goes with the session at `troupe stop`.
+    const std::string node = value.substr(0, space), name = value.substr(space + 1);
+    bool alive = false;
+    auto nodes = gcs_->GetAllNodeInfo();
+    if (!nodes.ok()) return Error(503, std::string(nodes.status().message()));
+    for (const auto& info : *nodes) {
+      alive |= BytesToHex(info.node_id()) == node && info.state() == rpc::NodeInfo::ALIVE;
+    }
+    const std::string what = "the working directory of job '" + id + "' (" + name + " on node " +
+                             node.substr(0, 12) + ")";
+    if (!alive) {
+      // Nothing can reach it; the node's session goes, with it, at `troupe stop` there.
+      *note = what + " was left: the node is not alive (`troupe stop` on it removes it)";
+    } else {
+      std::string error;
+      try {
+        // Zero resources: it must not wait behind the node's work.
+        error = *troupe::Get(troupe::Task(RemoveJobWorkingDir)
+                                 .SetResources({})
+                                 .SetMaxRetries(0)
+                                 .SetSchedulingStrategy(NodeAffinity{node, /*soft=*/false})
+                                 .Remote(name),
+                             std::chrono::seconds(kRemoveWorkingDirWaitSeconds));
+      } catch (const GetTimeoutError&) {
+        return Error(
+            504, absl::StrCat("removing ", what, " took more than ", kRemoveWorkingDirWaitSeconds,
+                              " s; it goes on: DELETE again to see it finish "
+                              "(the job's record is kept until then)"));
+      } catch (const TroupeError& e) {
+        error = e.what();
+      }
+      if (!error.empty()) {
+        return Error(500, "could not remove " + what + ": " + error +
+                              ". The job's record is kept: fix the cause and DELETE again");
+      }
     }
   }
   (void)gcs_->KVDel(kJobsNamespace, WorkingDirKey(id), false);
+  return std::nullopt;
 }
 
 Reply JobService::PutPackage(const std::string& name, const std::string& bytes) {
@@ -358,6 +387,11 @@ Reply JobService::PutPackage(const std::string& name, const std::string& bytes) 
   }
   if (Sha256Hex(bytes) != *digest) {
     return Error(400, "the body's SHA-256 does not match the package name");
+  }
+  // Refused here rather than when a job unpacks it: what it would make on disk is capped.
+  if (absl::Status checked = CheckPackage(bytes); !checked.ok()) {
+    return Error(checked.code() == absl::StatusCode::kResourceExhausted ? 413 : 400,
+                 "package " + name + " refused: " + std::string(checked.message()));
   }
   auto put = gcs_->KVPut(kPackagesNamespace, *digest, bytes, /*overwrite=*/false);
   if (!put.ok()) {

@@ -30,10 +30,15 @@ class JobService {
   Reply Get(const std::string& id);
   Reply Logs(const std::string& id);
   Reply Stop(const std::string& id);
-  // Deletes a finished job's record and output, and removes its working directory on the node
-  // that ran it (a task pinned there; not awaited).
+  // Deletes a finished job's record and output after removing its working directory on the node
+  // that ran it (a task pinned there, awaited): 500 saying what could not be removed, or 504
+  // past kRemoveWorkingDirWaitSeconds, keeps the record so DELETE can be repeated. A node that is
+  // not alive cannot be reached: the record goes and the reply's "message" says the directory
+  // was left (`troupe stop` there removes it).
   Reply Delete(const std::string& id);
-  // Working-directory packages (PUT/GET /api/packages/gcs/<name>).
+  // Working-directory packages (PUT/GET /api/packages/gcs/<name>). A package past the
+  // PackageLimits (src/common/package.h) is refused: 413 for too many files or bytes, 400 for
+  // paths too deep or too long, each naming the limit and the value.
   Reply PutPackage(const std::string& name, const std::string& bytes);
   Reply HasPackage(const std::string& name);
 
@@ -61,13 +66,17 @@ class JobService {
   TailStep WaitForLogs(const std::string& id, int64_t offset);
 
  private:
-  // Removes the job's working directory on the node that ran it (a task pinned there).
-  void RemoveWorkingDir(const std::string& id);
+  // Removes the job's working directory: nullopt once it is gone (or was left on a dead node:
+  // then `note` says so), else the error reply.
+  std::optional<Reply> RemoveWorkingDir(const std::string& id, std::string* note);
 
   GcsClient* gcs_;
 };
 
 Reply Error(int status, const std::string& message);
+
+// How long DELETE waits for a job's working directory to be removed.
+inline constexpr int kRemoveWorkingDirWaitSeconds = 60;
 
 // How long one log-tail step waits in the supervisor for new output.
 inline constexpr int64_t kTailWaitMs = 10000;

@@ -11,12 +11,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "src/common/package.h"
+#include "src/common/remove_tree.h"
 #include "src/common/sha256.h"
 #include "src/jobs/job_record.h"
 #include "src/jobs/packages.h"
@@ -98,15 +98,17 @@ std::string PrepareWorkingDir(const std::string& id, const JobRecord& record, st
 
 }  // namespace
 
-bool RemoveJobWorkingDir(std::string name) {
+std::string RemoveJobWorkingDir(std::string name) {
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
     throw TroupeError("'" + name + "' is not the name of a job working directory");
   }
   const std::string session = Env("TROUPE_SESSION_DIR");
-  if (session.empty()) return false;
-  std::error_code error;
-  // remove_all removes a symlink itself, never what it points to.
-  return std::filesystem::remove_all(session + "/jobs/" + name, error) > 0;
+  if (session.empty()) {
+    return "the worker does not know its node's session directory (TROUPE_SESSION_DIR)";
+  }
+  // Any depth (remove_all gave up past PATH_MAX, silently); symlinks removed, never followed.
+  const absl::Status removed = RemoveTree(session + "/jobs/" + name);
+  return removed.ok() ? "" : std::string(removed.message());
 }
 
 JobSupervisor* JobSupervisor::Create(std::string submission_id) {

@@ -41,9 +41,9 @@ struct OutputChunk {
 };
 
 // A task run on the node that ran a job (DELETE /api/jobs/<id>): removes its working directory
-// <session>/jobs/<name> there. `name` must be one path component (else TroupeError). True if
-// something was removed.
-bool RemoveJobWorkingDir(std::string name);
+// <session>/jobs/<name> there, however deep. `name` must be one path component (else
+// TroupeError). "" once it is gone (also if it was not there); else what could not be removed.
+std::string RemoveJobWorkingDir(std::string name);
 
 class JobSupervisor {
  public:

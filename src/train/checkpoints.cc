@@ -23,7 +23,8 @@ absl::StatusOr<std::string> CheckpointStore::Add(const std::string& package,
   const std::string path = absl::StrFormat("%s/checkpoint_%06d", dir_, next_index_++);
   std::error_code error;
   std::filesystem::remove_all(path, error);  // a leftover of an earlier run under the same name
-  if (auto status = UnpackDirectory(package, path); !status.ok()) return status;
+  if (auto status = UnpackDirectory(package, path, PackageLimits::Checkpoint()); !status.ok())
+    return status;
   kept_.push_back({path, metrics});
   Prune();
   return path;

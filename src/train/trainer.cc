@@ -217,7 +217,7 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
 
   std::string resume;
   if (auto latest = checkpoints.Latest(); latest && attempt > 0) {
-    auto packed = PackDirectory(latest->path, int64_t{8} << 30);
+    auto packed = PackDirectory(latest->path, kMaxCheckpointPackageBytes);
     if (packed.ok()) resume = std::move(*packed);
     Log("restarting from " + latest->path);
   }

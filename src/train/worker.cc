@@ -25,7 +25,7 @@ std::map<std::string, TrainLoopFn>& Loops() {
 }
 
 // Checkpoints may hold a whole model: allow far more than a working directory.
-constexpr int64_t kMaxCheckpointBytes = int64_t{8} << 30;
+constexpr int64_t kMaxCheckpointBytes = kMaxCheckpointPackageBytes;
 
 }  // namespace
 
@@ -76,7 +76,8 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
                                            "/troupe-resume-", getpid(), "-", group);
       std::error_code error;
       std::filesystem::remove_all(dir, error);
-      if (auto status = UnpackDirectory(checkpoint, dir); !status.ok()) {
+      if (auto status = UnpackDirectory(checkpoint, dir, PackageLimits::Checkpoint());
+          !status.ok()) {
         throw TroupeError("cannot unpack the checkpoint to resume from: " +
                           std::string(status.message()));
       }

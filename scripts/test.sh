@@ -47,13 +47,27 @@ bazel build --config=nocuda //... || fail_run
 # outputs untouched (Bazel configures the C++ toolchain from CC); the disk cache is shared. Its
 # server exits after 15 idle minutes rather than holding memory beside the main one. It builds
 # every package (`//pkg:all`, as listed by the main server) rather than `//...`, which would
-# descend into the main output base through the bazel-<workspace> symlink.
+# descend into the main output base through the bazel-<workspace> symlink. It compiles only
+# (output group compilation_outputs): the analysis runs in the compiler, so linking the binaries a
+# second time would find nothing more. A probe first: clang must reject a guarded member written
+# without its lock, or the check could pass without analysing anything.
 echo "== bazel build --config=clang --config=nocuda (every package; clang -Wthread-safety)"
+probe_dir="$(mktemp -d "${TMPDIR:-/tmp}/troupe-tsa-probe.XXXXXX")"
+printf '%s\n' '#include "absl/base/thread_annotations.h"' '#include "absl/synchronization/mutex.h"' \
+  'struct Probe { absl::Mutex mu; int v ABSL_GUARDED_BY(mu) = 0; void Set() { v = 1; } };' \
+  >"$probe_dir/probe.cc"
+if clang++ -std=c++17 -fsyntax-only -Wthread-safety -Werror=thread-safety "$probe_dir/probe.cc" \
+  2>/dev/null; then
+  rm -rf "$probe_dir"
+  echo "clang accepted an unguarded write: -Wthread-safety is not analysing (clang installed?)"
+  fail_run
+fi
+rm -rf "$probe_dir"
 clang_output_base="$(bazel info output_base)-clang"
 mapfile -t packages < <(bazel query //... --output=package | sed 's|^|//|; s|$|:all|')
 if [ ${#packages[@]} -eq 0 ] ||
   ! bazel --output_base="$clang_output_base" --max_idle_secs=900 build --config=clang \
-    --config=nocuda "${packages[@]}"; then
+    --config=nocuda --output_groups=compilation_outputs "${packages[@]}"; then
   fail_run
 fi
 

@@ -33,8 +33,8 @@ TEST(CudaStatusTest, DriverTooOldIsAFailureNamingBothVersions) {
   absl::Status old = ClassifyCudaVersions(12040, 13000);
   EXPECT_EQ(old.code(), absl::StatusCode::kFailedPrecondition) << old;
   EXPECT_FALSE(IsNoGpu(old));  // GPU tests fail on it instead of skipping
-  EXPECT_TRUE(absl::StrContains(
-      old.message(), "the GPU driver supports CUDA 12.4, this build needs CUDA 13.0"))
+  EXPECT_TRUE(absl::StrContains(old.message(),
+                                "the GPU driver supports CUDA 12.4, this build needs CUDA 13.0"))
       << old;
 }
 

@@ -25,7 +25,6 @@
 // any thread while one runs: `mu_` guards the communicator handle, which Abort frees.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
-
 #include <unistd.h>
 
 #include <cstdlib>
@@ -169,10 +168,10 @@ class NcclBackend : public CommBackend {
       return s;
     }
     if (attributes.type == cudaMemoryTypeDevice && attributes.device != device_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          call, " on NCCL group '", group_, "': the buffer is on CUDA device ", attributes.device,
-          " but this member's communicator uses device ", device_,
-          "; allocate it on that device (or copy it there)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(call, " on NCCL group '", group_, "': the buffer is on CUDA device ",
+                       attributes.device, " but this member's communicator uses device ", device_,
+                       "; allocate it on that device (or copy it there)"));
     }
     return absl::OkStatus();
   }
@@ -288,9 +287,10 @@ class NcclBackend : public CommBackend {
   absl::Status BrokenError(const char* op) {
     std::lock_guard<std::mutex> lock(mu_);
     return absl::FailedPreconditionError(absl::StrCat(
-        op, ": NCCL group '", group_, "' is broken: its communicator was aborted after an "
-        "earlier failure (", aborted_.message(), "); DestroyGroup(\"", group_,
-        "\") and create the group again"));
+        op, ": NCCL group '", group_,
+        "' is broken: its communicator was aborted after an "
+        "earlier failure (",
+        aborted_.message(), "); DestroyGroup(\"", group_, "\") and create the group again"));
   }
 
   // ncclCommGetAsyncError under the lock: the state of the communicator's pending work, or the

@@ -8,10 +8,14 @@
 namespace troupe::collective {
 
 std::string CallName(const std::string& op) {
-  static const std::pair<const char*, const char*> kNames[] = {
-      {"allreduce", "AllReduce"}, {"allgather", "AllGather"},  {"reduce_scatter", "ReduceScatter"},
-      {"broadcast", "Broadcast"}, {"reduce", "Reduce"},        {"barrier", "Barrier"},
-      {"send", "Send"},           {"recv", "Recv"}};
+  static const std::pair<const char*, const char*> kNames[] = {{"allreduce", "AllReduce"},
+                                                               {"allgather", "AllGather"},
+                                                               {"reduce_scatter", "ReduceScatter"},
+                                                               {"broadcast", "Broadcast"},
+                                                               {"reduce", "Reduce"},
+                                                               {"barrier", "Barrier"},
+                                                               {"send", "Send"},
+                                                               {"recv", "Recv"}};
   for (const auto& [from, to] : kNames) {
     if (op == from) return to;
   }
@@ -45,9 +49,10 @@ absl::StatusOr<int> ChooseNcclDevice(const DeviceChoice& choice) {
     const int leased = choice.leased[0];
     if (leased < 0 || leased >= choice.device_count) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "this worker was leased GPU ", leased, " (TROUPE_GPU_IDS=",
-          absl::StrJoin(choice.leased, ","), ") but the CUDA runtime sees only ",
-          choice.device_count, " device(s) in this process: with --gpu-visibility=all a GPU "
+          "this worker was leased GPU ", leased,
+          " (TROUPE_GPU_IDS=", absl::StrJoin(choice.leased, ","),
+          ") but the CUDA runtime sees only ", choice.device_count,
+          " device(s) in this process: with --gpu-visibility=all a GPU "
           "worker must see every GPU of its node (is CUDA_VISIBLE_DEVICES set in the raylet's or "
           "the worker's environment?); start the node with --gpu-visibility=assigned, or unset "
           "CUDA_VISIBLE_DEVICES"));
@@ -55,9 +60,9 @@ absl::StatusOr<int> ChooseNcclDevice(const DeviceChoice& choice) {
     return leased;
   }
   if (choice.current_device < 0 || choice.current_device >= choice.device_count) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the current CUDA device ", choice.current_device, " is not one of the ",
-                     choice.device_count, " this process sees"));
+    return absl::FailedPreconditionError(absl::StrCat("the current CUDA device ",
+                                                      choice.current_device, " is not one of the ",
+                                                      choice.device_count, " this process sees"));
   }
   return choice.current_device;
 }
@@ -87,8 +92,8 @@ absl::Status CheckDistinctGpus(const std::vector<GpuIdentity>& members, const st
       if (members[i].uuid != members[j].uuid || members[i].host != members[j].host) continue;
       return absl::InvalidArgumentError(absl::StrCat(
           "NCCL group '", group, "': ranks ", i, " and ", j, " both use GPU ", members[i].bus_id,
-          " (", members[i].uuid, ", CUDA device ", members[i].device, " in rank ", i,
-          ", device ", members[j].device, " in rank ", j,
+          " (", members[i].uuid, ", CUDA device ", members[i].device, " in rank ", i, ", device ",
+          members[j].device, " in rank ", j,
           members[i].node.empty() ? "" : absl::StrCat(", on ", members[i].node),
           "); NCCL needs a GPU of its own for every rank. Give each member a whole GPU "
           "(SetResources({{\"GPU\", 1}}); a driver selects its device with cudaSetDevice before "

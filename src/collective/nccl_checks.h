@@ -27,10 +27,10 @@ std::string CallName(const std::string& op);
 
 // --- Device choice ---------------------------------------------------------------------------
 struct DeviceChoice {
-  std::vector<int> leased;   // TROUPE_GPU_IDS: the GPUs the raylet leased to this worker
-  std::string visibility;    // TROUPE_GPU_VISIBILITY: "all" (default) or "assigned"
-  int device_count = 0;      // devices the CUDA runtime sees in this process
-  int current_device = 0;    // cudaGetDevice: what the process selected (drivers, no lease)
+  std::vector<int> leased;  // TROUPE_GPU_IDS: the GPUs the raylet leased to this worker
+  std::string visibility;   // TROUPE_GPU_VISIBILITY: "all" (default) or "assigned"
+  int device_count = 0;     // devices the CUDA runtime sees in this process
+  int current_device = 0;   // cudaGetDevice: what the process selected (drivers, no lease)
 };
 
 // The CUDA device a member uses: its first leased GPU (under "assigned" the process sees only

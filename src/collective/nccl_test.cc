@@ -421,6 +421,7 @@ class NcclMember {
       unsetenv("NCCL_HOSTID");
     } else {
       setenv("NCCL_HOSTID", host_id.c_str(), 1);
+      setenv("NCCL_RUNTIME_CONNECT", "0", 1);  // connect at init, not in the first operation
     }
     coll::GroupOptions options;
     options.timeout = std::chrono::milliseconds(timeout_ms);
@@ -456,13 +457,20 @@ class NcclMember {
   std::string TimeOutThenRecover(std::string group) {
     const size_t n = 1 << 20;
     DeviceBuffer data(DataType::kFloat32, n);
+    coll::CallOptions call;
+    call.timeout = std::chrono::milliseconds(2000);
     try {
-      coll::AllReduce(data.data(), n, DataType::kFloat32, ReduceOp::kSum, group);
+      coll::AllReduce(data.data(), n, DataType::kFloat32, ReduceOp::kSum, group, call);
       return "could not make an NCCL kernel that cannot finish on this GPU: the all-reduce of a "
              "world of two whose rank 1 never called it completed";
     } catch (const coll::CollectiveError& error) {
-      if (std::string(error.what()).find("timed out") == std::string::npos) {
-        return absl::StrCat("the stuck all-reduce failed, but not by its timeout: ", error.what());
+      // The kernel must have been running: a timeout while NCCL still set up on the host proves
+      // nothing about kernels.
+      if (std::string(error.what()).find("waiting for the NCCL kernel") == std::string::npos) {
+        return absl::StrCat(
+            "could not make an NCCL kernel that cannot finish on this GPU: the all-reduce failed "
+            "before its kernel ran: ",
+            error.what());
       }
     }
     if (std::string sync = SynchronizeWithin(10); !sync.empty()) return sync;
@@ -643,19 +651,22 @@ TEST(NcclTest, TimedOutOpLeavesNoSpinningKernel) {
   GPUS_OR_SKIP(gpus);
   EnsureCluster(gpus);
   // A world of two on one GPU: NCCL_HOSTID makes NCCL take the members for two hosts (so it
-  // accepts one GPU for both and connects them over its socket transport). Rank 1 joins and never
-  // calls the all-reduce, so rank 0's NCCL kernel waits for it until rank 0's timeout (2 s).
+  // accepts one GPU for both and connects them over its socket transport). After one all-reduce
+  // together, rank 1 never calls the next, so rank 0's NCCL kernel waits for it until rank 0's
+  // timeout (2 s); the abort must stop that kernel.
   std::vector<Member> members = StartMembers(2, 0.5);
   std::vector<std::string> answers =
-      JoinAll(members, "stuck", {"troupe-nccl-test-0", "troupe-nccl-test-1"}, 2000);
-  ASSERT_EQ(answers[0], "OK")
-      << "could not make an NCCL kernel that cannot finish on this GPU: the world of two did "
-         "not form: "
-      << answers[0];
-  ASSERT_EQ(answers[1], "OK")
-      << "could not make an NCCL kernel that cannot finish on this GPU: the world of two did "
-         "not form: "
-      << answers[1];
+      JoinAll(members, "stuck", {"troupe-nccl-test-0", "troupe-nccl-test-1"}, 20000);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(answers[r], "OK") << "could not make an NCCL kernel that cannot finish on this GPU: "
+                                   "the world of two did not form: rank "
+                                << r << ": " << answers[r];
+  }
+  // One all-reduce together first: NCCL's connections are up before the one that gets stuck.
+  auto warm0 = members[0].Task(&NcclMember::AllReduceAndSync).Remote("stuck", 1 << 20);
+  auto warm1 = members[1].Task(&NcclMember::AllReduceAndSync).Remote("stuck", 1 << 20);
+  ASSERT_EQ(*troupe::Get(warm0), "OK") << "the world of two on one GPU could not all-reduce";
+  ASSERT_EQ(*troupe::Get(warm1), "OK") << "the world of two on one GPU could not all-reduce";
   std::string result =
       *troupe::Get(members[0].Task(&NcclMember::TimeOutThenRecover).Remote("stuck"));
   EXPECT_EQ(result, "") << result;

@@ -29,10 +29,11 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "src/collective/backend.h"
 #include "src/collective/cuda_status.h"
 #include "src/collective/nccl_checks.h"
@@ -141,7 +142,7 @@ class NcclBackend : public CommBackend {
     ncclResult_t started =
         ncclCommInitRankConfig(&comm, mesh_->world_size(), *id, mesh_->rank(), &config);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       comm_ = comm;
     }
     if (started != ncclSuccess && started != ncclInProgress) {
@@ -276,7 +277,7 @@ class NcclBackend : public CommBackend {
   // Frees the communicator, stopping its kernels (idempotent, any thread). Later operations fail
   // with `aborted_`.
   void AbortComm(const absl::Status& why) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (aborted_.ok()) aborted_ = why.ok() ? absl::CancelledError("aborted") : why;
     if (comm_ == nullptr) return;
     ncclCommAbort(comm_);  // the handle is gone even if it reports an error
@@ -285,7 +286,7 @@ class NcclBackend : public CommBackend {
 
   // The error of an operation on a communicator already aborted.
   absl::Status BrokenError(const char* op) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return absl::FailedPreconditionError(absl::StrCat(
         op, ": NCCL group '", group_,
         "' is broken: its communicator was aborted after an "
@@ -297,7 +298,7 @@ class NcclBackend : public CommBackend {
   // broken-group error once it was aborted.
   absl::StatusOr<ncclResult_t> AsyncState(const char* op) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (comm_ != nullptr) {
         ncclResult_t state;
         ncclResult_t queried = ncclCommGetAsyncError(comm_, &state);
@@ -344,15 +345,18 @@ class NcclBackend : public CommBackend {
     cudaStream_t stream =
         ctx.cuda_stream ? static_cast<cudaStream_t>(ctx.cuda_stream) : cudaStreamLegacy;
     if (auto s = CudaToStatus(cudaSetDevice(device_), "cudaSetDevice"); !s.ok()) return s;
+    bool aborted = false;
+    ncclResult_t result = ncclSuccess;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (comm_ == nullptr) {
-        lock.unlock();
-        return BrokenError(op);
+        aborted = true;
+      } else {
+        result = enqueue(comm_, stream);
       }
-      ncclResult_t result = enqueue(comm_, stream);
-      if (result != ncclSuccess && result != ncclInProgress) return NcclToStatus(result, op);
     }
+    if (aborted) return BrokenError(op);
+    if (result != ncclSuccess && result != ncclInProgress) return NcclToStatus(result, op);
     if (auto s = WaitForComm(op, ctx.deadline); !s.ok()) return s;
     if (auto s = CudaToStatus(cudaEventRecord(event_, stream), "cudaEventRecord"); !s.ok()) {
       return s;
@@ -378,9 +382,9 @@ class NcclBackend : public CommBackend {
   std::unique_ptr<Mesh> mesh_;
   const int device_;
   const std::string group_;
-  std::mutex mu_;
-  ncclComm_t comm_ = nullptr;  // guarded by mu_; null once aborted
-  absl::Status aborted_;       // guarded by mu_: why the communicator was aborted
+  absl::Mutex mu_;
+  ncclComm_t comm_ ABSL_GUARDED_BY(mu_) = nullptr;  // null once aborted
+  absl::Status aborted_ ABSL_GUARDED_BY(mu_);       // why the communicator was aborted
   cudaEvent_t event_ = nullptr;
   void* scratch_ = nullptr;
 };

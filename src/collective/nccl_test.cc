@@ -186,8 +186,8 @@ float FromBf16(uint16_t b) {
   return f;
 }
 
-void Put(DataType t, std::vector<char>& bytes, size_t i, double v) {
-  char* p = bytes.data() + i * ElementSize(t);
+void Put(DataType t, char* base, size_t i, double v) {
+  char* p = base + i * ElementSize(t);
   auto store = [p](auto value) { std::memcpy(p, &value, sizeof(value)); };
   switch (t) {
     case DataType::kFloat32:
@@ -214,8 +214,8 @@ void Put(DataType t, std::vector<char>& bytes, size_t i, double v) {
   }
 }
 
-double Get(DataType t, const std::vector<char>& bytes, size_t i) {
-  const char* p = bytes.data() + i * ElementSize(t);
+double Get(DataType t, const char* base, size_t i) {
+  const char* p = base + i * ElementSize(t);
   auto load = [p](auto value) {
     std::memcpy(&value, p, sizeof(value));
     return value;
@@ -241,7 +241,7 @@ double Get(DataType t, const std::vector<char>& bytes, size_t i) {
 
 // What a value of type t reads back as once stored (integers wrap, floats round).
 double AsStored(DataType t, double v) {
-  std::vector<char> one(8);
+  char one[8];
   Put(t, one, 0, v);
   return Get(t, one, 0);
 }
@@ -281,7 +281,7 @@ class Checker {
  public:
   void Expect(const std::string& what, DataType t, const std::vector<char>& got, size_t i,
               double expected) {
-    const double value = Get(t, got, i);
+    const double value = Get(t, got.data(), i);
     const double tolerance = IsFloat(t) ? 1e-2 * std::fabs(expected) + 1e-6 : 0;
     if (std::fabs(value - expected) <= tolerance) return;
     if (++count_[what] <= 3) {
@@ -328,7 +328,7 @@ class DeviceBuffer {
 
 std::vector<char> Inputs(DataType t, ReduceOp op, int rank, size_t n, size_t offset = 0) {
   std::vector<char> host(n * ElementSize(t));
-  for (size_t i = 0; i < n; ++i) Put(t, host, i, Input(op, rank, offset + i));
+  for (size_t i = 0; i < n; ++i) Put(t, host.data(), i, Input(op, rank, offset + i));
   return host;
 }
 
@@ -571,8 +571,9 @@ TEST(NcclTest, AsyncCallsRunInOrderAndComplete) {
   for (auto& work : works) EXPECT_TRUE(work.IsCompleted());
   for (int k = 0; k < 8; ++k) {
     std::vector<char> got = buffers[k]->Download();
-    EXPECT_EQ(Get(DataType::kInt32, got, 0), Input(ReduceOp::kSum, k, 0)) << "buffer " << k;
-    EXPECT_EQ(Get(DataType::kInt32, got, n - 1), Input(ReduceOp::kSum, k, n - 1)) << "buffer " << k;
+    EXPECT_EQ(Get(DataType::kInt32, got.data(), 0), Input(ReduceOp::kSum, k, 0)) << "buffer " << k;
+    EXPECT_EQ(Get(DataType::kInt32, got.data(), n - 1), Input(ReduceOp::kSum, k, n - 1))
+        << "buffer " << k;
   }
   coll::DestroyGroup("async");
 }

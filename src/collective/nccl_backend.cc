@@ -289,9 +289,8 @@ class NcclBackend : public CommBackend {
     absl::MutexLock lock(&mu_);
     return absl::FailedPreconditionError(absl::StrCat(
         op, ": NCCL group '", group_,
-        "' is broken: its communicator was aborted after an "
-        "earlier failure (",
-        aborted_.message(), "); DestroyGroup(\"", group_, "\") and create the group again"));
+        "' is broken: its communicator was aborted after an earlier failure (", aborted_.message(),
+        "); DestroyGroup(\"", group_, "\") and create the group again"));
   }
 
   // ncclCommGetAsyncError under the lock: the state of the communicator's pending work, or the
@@ -329,9 +328,7 @@ class NcclBackend : public CommBackend {
   template <typename Enqueue>
   absl::Status Launch(const OpContext& ctx, Enqueue enqueue) {
     absl::Status status = LaunchAndWait(ctx, enqueue);
-    if (!status.ok() && status.code() != absl::StatusCode::kFailedPrecondition) {
-      AbortComm(status);
-    }
+    if (!status.ok()) AbortComm(status);  // idempotent: the first cause stays
     return status;
   }
 

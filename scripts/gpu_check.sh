@@ -85,12 +85,14 @@ print("nccl", ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_ava
 print("cxx11_abi", torch.compiled_with_cxx11_abi())
 print("devices", torch.cuda.device_count())
 PY
+{ c++ --version 2>&1 | head -n1; cmake --version 2>&1 | head -n1; ldd --version 2>&1 | head -n1
+  . /etc/os-release 2>/dev/null && echo "$PRETTY_NAME"; } > "$logs/tools.txt"
 smi_gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
 smi_line="$(nvidia-smi --query-gpu=name,driver_version,pci.bus_id,memory.total --format=csv,noheader 2>&1 | head -n1)"
 smi_bus="$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader 2>/dev/null | head -n1)"
 # nvidia-smi writes 00000000:19:00.0, CUDA 0000:19:00.0: compare from the bus number on.
 bus_key() { echo "$1" | tr 'A-Z' 'a-z' | sed -E 's/^[0-9a-f]*:([0-9a-f]+:[0-9a-f]+\.[0-9a-f]+)$/\1/'; }
-env_detail="$smi_gpus GPU(s): $smi_line; $(tr '\n' ' ' < "$logs/torch.txt"); bundle $(head -n1 "$B/MANIFEST")"
+env_detail="$smi_gpus GPU(s): $smi_line; $(tr '\n' ' ' < "$logs/torch.txt"); bundle $(head -n1 "$B/MANIFEST"); $(tr '\n' ';' < "$logs/tools.txt")"
 if [ "$smi_gpus" -ge 1 ] && grep -q "available True" "$logs/torch.txt"; then
   record environment PASS "$env_detail"
 else

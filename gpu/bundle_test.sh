@@ -23,6 +23,24 @@ for path in bin/troupe bin/bundle_probe lib/libtroupe_gpu.so include/troupe/api.
     { echo "FAIL: the bundle lacks $path"; exit 1; }
 done
 
+echo "== the sources built on the GPU machine include only the bundle's headers, the C/C++ runtime's and LibTorch's"
+# Every include of those sources but LibTorch's (and the two headers that pull it in), compiled
+# here with the bundle's include/ first: a header found outside the bundle must belong to the C
+# or C++ runtime (the GPU machine has those), or the bundle lacks it.
+mkdir -p "$work/headers"
+tar -C "$work/headers" -xzf "$work/bundle/troupe-gpu.tar.gz" troupe-gpu/include troupe-gpu/source
+unpacked="$work/headers/troupe-gpu"
+find "$unpacked/source" -name '*.cc' -o -name '*.h' | xargs grep -h '^#include' |
+  grep -vE 'torch|fashion_mnist\.h' | sort -u > "$work/headers/all.cc"
+[ -s "$work/headers/all.cc" ] || { echo "FAIL: no includes found in the bundle's sources"; exit 1; }
+g++ -std=c++17 -fsyntax-only -H -DMSGPACK_NO_BOOST -I"$unpacked/source" -I"$unpacked/include" \
+  "$work/headers/all.cc" 2> "$work/headers/tree.txt" || { cat "$work/headers/tree.txt"; exit 1; }
+outside="$(sed -n 's/^\.\+ //p' "$work/headers/tree.txt" | grep -v "^$unpacked/" | xargs -r realpath | sort -u)"
+[ -n "$outside" ] || { echo "FAIL: g++ -H listed no header outside the bundle (not even <string>?)"; exit 1; }
+foreign="$(xargs -r dpkg -S <<< "$outside" 2>&1 | grep -vE '^(libc6-dev|libstdc\+\+-[0-9]+-dev|linux-libc-dev|libgcc-[0-9]+-dev)(:[a-z0-9]+)?: ' || true)"
+[ -z "$foreign" ] || { echo "FAIL: headers the GPU machine may lack (the bundle must carry them):"; echo "$foreign"; exit 1; }
+echo "$(wc -l < "$work/headers/all.cc") includes; outside the bundle only the C/C++ runtime's ($(wc -l <<< "$outside") headers)"
+
 source "$repo/scripts/debian_root.sh"
 root="$(mktemp -d /tmp/troupe-bundle-root.XXXXXX)"
 trap 'debian_root_cleanup "$root"' EXIT

@@ -88,10 +88,14 @@ for elf in "$root"/bin/* "$root"/lib/*.so; do
   fi
 done
 
-# What the GPU machine compiles: the public headers, absl's (the examples' flag parser uses
-# absl::Status), and the LibTorch-facing sources at their repository paths.
+# What the GPU machine compiles: the public headers, the third-party headers they and the sources
+# include (msgpack-c, header-only, used with MSGPACK_NO_BOOST; absl's and zlib's, whose libraries are in
+# lib/),
+# and the LibTorch-facing sources at their repository paths. gpu/bundle_test.sh checks that
+# nothing else outside the C/C++ runtime is included.
 for dir in src/api/include src/collective/include src/train/include; do cp -r "$dir/troupe" "$root/include/"; done
-cp -r /usr/include/absl "$root/include/"
+cp -r /usr/include/absl /usr/include/msgpack /usr/include/msgpack.hpp /usr/include/zlib.h \
+  /usr/include/zconf.h "$root/include/"
 for file in src/train/torch/train_torch.cc src/common/flag_parser.h src/common/flag_parser.cc \
     examples/fashion_mnist/fashion_mnist.cc examples/fashion_mnist/fashion_mnist.h \
     examples/fashion_mnist/run.cc examples/fashion_mnist/run.h \

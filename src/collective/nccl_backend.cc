@@ -180,7 +180,8 @@ class NcclBackend : public CommBackend {
   absl::Status AllReduce(void* data, size_t count, DataType dtype, ReduceOp op,
                          const OpContext& ctx) override {
     return Launch(ctx, [&](ncclComm_t comm, cudaStream_t s) {
-      return ncclAllReduce(data, data, count, ToNccl(dtype), ToNccl(op), comm, s);
+      return ncclAllReduce(data, data, count, ToNccl(dtype),
+                           ToNccl(NcclReduceOp(op, mesh_->world_size())), comm, s);
     });
   }
   absl::Status AllGather(const void* send, void* recv, size_t count, DataType dtype,
@@ -192,7 +193,8 @@ class NcclBackend : public CommBackend {
   absl::Status ReduceScatter(const void* send, void* recv, size_t recv_count, DataType dtype,
                              ReduceOp op, const OpContext& ctx) override {
     return Launch(ctx, [&](ncclComm_t comm, cudaStream_t s) {
-      return ncclReduceScatter(send, recv, recv_count, ToNccl(dtype), ToNccl(op), comm, s);
+      return ncclReduceScatter(send, recv, recv_count, ToNccl(dtype),
+                               ToNccl(NcclReduceOp(op, mesh_->world_size())), comm, s);
     });
   }
   absl::Status Broadcast(void* data, size_t count, DataType dtype, int root,
@@ -204,7 +206,8 @@ class NcclBackend : public CommBackend {
   absl::Status Reduce(void* data, size_t count, DataType dtype, ReduceOp op, int root,
                       const OpContext& ctx) override {
     return Launch(ctx, [&](ncclComm_t comm, cudaStream_t s) {
-      return ncclReduce(data, data, count, ToNccl(dtype), ToNccl(op), root, comm, s);
+      return ncclReduce(data, data, count, ToNccl(dtype),
+                        ToNccl(NcclReduceOp(op, mesh_->world_size())), root, comm, s);
     });
   }
   absl::Status Barrier(const OpContext& ctx) override {

@@ -103,4 +103,8 @@ absl::Status CheckDistinctGpus(const std::vector<GpuIdentity>& members, const st
   return absl::OkStatus();
 }
 
+ReduceOp NcclReduceOp(ReduceOp op, int world_size) {
+  return op == ReduceOp::kAvg && world_size == 1 ? ReduceOp::kSum : op;
+}
+
 }  // namespace troupe::collective

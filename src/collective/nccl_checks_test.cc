@@ -92,5 +92,15 @@ TEST(NcclChecksTest, DifferentNcclHostIdsMayShareAGpu) {
   EXPECT_FALSE(CheckDistinctGpus({Gpu("GPU-a", 0, "h0"), Gpu("GPU-a", 0, "h0")}, "g").ok());
 }
 
+TEST(NcclChecksTest, AverageOverAWorldOfOneIsASumAvoidingNcclsOneRankBug) {
+  // NVIDIA/nccl#1950: NCCL <= 2.29.6 left the tail of a one-rank average unwritten.
+  EXPECT_EQ(NcclReduceOp(ReduceOp::kAvg, 1), ReduceOp::kSum);
+  EXPECT_EQ(NcclReduceOp(ReduceOp::kAvg, 2), ReduceOp::kAvg);
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin, ReduceOp::kMax}) {
+    EXPECT_EQ(NcclReduceOp(op, 1), op);
+    EXPECT_EQ(NcclReduceOp(op, 3), op);
+  }
+}
+
 }  // namespace
 }  // namespace troupe::collective

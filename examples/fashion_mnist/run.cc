@@ -86,7 +86,12 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
                                               {"data_dir", data_dir},
                                               {"seed", std::to_string(seed)}},
                                              scaling, run);
-  troupe::train::Result result = trainer.Fit();
+  troupe::train::Result result;
+  try {
+    result = trainer.Fit();
+  } catch (const troupe::TroupeError& e) {  // a configuration the trainer refuses
+    result.error = e.what();
+  }
   troupe::Shutdown();
   if (!result.error.empty()) {
     std::fprintf(stderr, "%s: training failed: %s\n", program.c_str(), result.error.c_str());

@@ -6,9 +6,9 @@
 #include <random>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "src/common/package.h"
@@ -215,9 +215,9 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
     gpus_by_rank.push_back(std::move(worker));
   }
   const auto it = bundle.find("GPU");
-  auto backend = internal::ChooseCollectiveBackend(scaling_.collective_backend, scaling_.use_gpu,
-                                                   it == bundle.end() ? 0 : it->second,
-                                                   gpus_by_rank);
+  auto backend =
+      internal::ChooseCollectiveBackend(scaling_.collective_backend, scaling_.use_gpu,
+                                        it == bundle.end() ? 0 : it->second, gpus_by_rank);
   if (!backend.ok()) return result.error = std::string(backend.status().message());
   std::map<std::string, int> local_next;
   for (int rank = 0; rank < scaling_.num_workers; ++rank) {

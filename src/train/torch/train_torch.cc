@@ -1,9 +1,9 @@
 #include "troupe/train_torch.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <functional>
 #include <stdexcept>
-
-#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include "troupe/train.h"
 

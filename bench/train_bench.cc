@@ -99,7 +99,14 @@ double DiffersFromRankZero(torch::nn::Module& model) {
 
 void BenchLoop(const troupe::train::LoopConfig& config) {
   const auto& ctx = troupe::train::GetContext();
-  const torch::Device device = config.at("use_gpu") == "1" ? torch::kCUDA : torch::kCPU;
+  // The worker's first leased GPU: its index among the devices it sees (all the node's, or with
+  // --gpu-visibility=assigned only its own).
+  const char* visibility = std::getenv("TROUPE_GPU_VISIBILITY");
+  const int gpu = ctx.gpu_ids.empty() || (visibility && std::string(visibility) == "assigned")
+                      ? 0
+                      : ctx.gpu_ids[0];
+  const torch::Device device =
+      config.at("use_gpu") == "1" ? torch::Device(torch::kCUDA, gpu) : torch::Device(torch::kCPU);
   auto model = fashion_mnist::MakeResNet18();
   model->to(device);
   auto ddp = troupe::train::torch::PrepareModel(model);

@@ -106,6 +106,8 @@ void MlpLoop(const train::LoopConfig& config) {
                    {"mismatched_steps", sums[1]},
                    {"world_size", static_cast<double>(ctx.world_size)},
                    {"nccl_group", ctx.collective_backend == "nccl" ? 1.0 : 0.0},
+                   {"gpus_seen_sum",
+                    train::torch::SumAcrossWorkers({static_cast<double>(ctx.gpu_ids.size())})[0]},
                    {"node_rank_sum", train::torch::SumAcrossWorkers({double(ctx.node_rank)})[0]}},
                   dir);
   }
@@ -281,6 +283,28 @@ TEST(TrainTest, UnregisteredLoopIsAClearError) {
     ADD_FAILURE() << "an unregistered loop was accepted";
   } catch (const troupe::TroupeError& e) {
     EXPECT_NE(std::string(e.what()).find("TROUPE_TRAIN_LOOP"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TrainTest, HalfGpuWorkersShareOneCardOverTheCpuBackend) {
+  // GPU scheduling on a CPU machine: the node offers one GPU it does not have. The loop's
+  // tensors stay on the CPU; what is tested is placement and the group's backend.
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2", "--num-gpus=1"}));
+  Driver driver(cluster);
+  train::ScalingConfig scaling;
+  scaling.num_workers = 2;
+  scaling.use_gpu = true;
+  scaling.resources_per_worker = {{"CPU", 1}, {"GPU", 0.5}};
+  train::RunConfig run;
+  run.name = "half-gpu";
+  run.storage_path = TempDir("half-gpu");
+  train::Result result = train::DataParallelTrainer(MlpLoop, MlpConfig(2), scaling, run).Fit();
+  ASSERT_EQ(result.error, "");
+  ASSERT_EQ(result.metrics_history.size(), 2u);
+  for (const train::Metrics& m : result.metrics_history) {
+    EXPECT_EQ(m.at("nccl_group"), 0) << "two workers on one GPU: the CPU backend (auto)";
+    EXPECT_EQ(m.at("gpus_seen_sum"), 2) << "each worker holds (half of) the one GPU";
+    EXPECT_EQ(m.at("mismatched_steps"), 0);
   }
 }
 

@@ -5,17 +5,23 @@
 //   --mode=troupe     DataParallelTrainer with --workers workers on an embedded cluster, or on
 //                     the running cluster at $TROUPE_ADDRESS when that is set; --spread puts
 //                     the workers one per node (placement STRICT_SPREAD)
+//   --use-gpu         model and batches on CUDA (a LibTorch built for CUDA); with --mode=troupe
+//                     --gpus-per-worker=F (default 1; 0.5 puts two workers on one card) and
+//                     --collective-backend=auto|cpu|nccl (ScalingConfig::collective_backend)
+// Each rank trains on its own random batches; after the timed steps the ranks compare their
+// parameters, and a troupe run whose replicas differ (gradients not averaged) exits 1.
 // bench/train_bench.py runs these and PyTorch DDP (gloo) side by side.
 #include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
-#include <thread>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "examples/fashion_mnist/fashion_mnist.h"
 #include "troupe/api.h"
+#include "troupe/collective.h"
 #include "troupe/train.h"
 #include "troupe/train_torch.h"
 
@@ -45,11 +51,12 @@ struct StepStats {
 
 // Runs warmup + steps training steps on `model`.
 StepStats TrainSteps(std::shared_ptr<torch::nn::Module> model,
-                     troupe::train::torch::DistributedModel* ddp, int warmup, int steps) {
+                     troupe::train::torch::DistributedModel* ddp, int warmup, int steps,
+                     torch::Device device = torch::kCPU, int rank = 0) {
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
-  torch::manual_seed(0);
-  torch::Tensor x = torch::randn({kBatch, 1, 28, 28});
-  torch::Tensor y = torch::randint(0, 10, {kBatch}, torch::kInt64);
+  torch::manual_seed(rank);
+  torch::Tensor x = torch::randn({kBatch, 1, 28, 28}).to(device);
+  torch::Tensor y = torch::randint(0, 10, {kBatch}, torch::kInt64).to(device);
   std::chrono::steady_clock::time_point start;
   ThreadUsage before{};
   std::chrono::steady_clock::duration sync{};
@@ -68,6 +75,7 @@ StepStats TrainSteps(std::shared_ptr<torch::nn::Module> model,
     }
     optimizer.step();
   }
+  if (device.is_cuda()) x.sum().item<float>();  // the GPU's queued steps count in the time
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const ThreadUsage after = UsageNow();
@@ -76,19 +84,46 @@ StepStats TrainSteps(std::shared_ptr<torch::nn::Module> model,
           std::chrono::duration<double, std::milli>(sync).count() / steps};
 }
 
+// 1 when this rank's parameters differ from rank 0's (bit for bit), else 0.
+double DiffersFromRankZero(torch::nn::Module& model) {
+  std::vector<torch::Tensor> parts;
+  // On the parameters' device: an NCCL group takes device memory only; a CPU group stages it.
+  for (const auto& p : model.parameters()) parts.push_back(p.detach().reshape(-1));
+  torch::Tensor mine = torch::cat(parts).contiguous();
+  torch::Tensor zeros = mine.clone();
+  troupe::collective::Broadcast(zeros.data_ptr<float>(), zeros.numel(),
+                                troupe::collective::DataType::kFloat32, 0,
+                                troupe::train::GetContext().group);
+  return torch::equal(mine, zeros) ? 0 : 1;
+}
+
 void BenchLoop(const troupe::train::LoopConfig& config) {
+  const auto& ctx = troupe::train::GetContext();
+  // The worker's first leased GPU: its index among the devices it sees (all the node's, or with
+  // --gpu-visibility=assigned only its own).
+  const char* visibility = std::getenv("TROUPE_GPU_VISIBILITY");
+  const int gpu = ctx.gpu_ids.empty() || (visibility && std::string(visibility) == "assigned")
+                      ? 0
+                      : ctx.gpu_ids[0];
+  const torch::Device device =
+      config.at("use_gpu") == "1" ? torch::Device(torch::kCUDA, gpu) : torch::Device(torch::kCPU);
   auto model = fashion_mnist::MakeResNet18();
+  model->to(device);
   auto ddp = troupe::train::torch::PrepareModel(model);
-  const StepStats stats =
-      TrainSteps(model, ddp.get(), std::stoi(config.at("warmup")), std::stoi(config.at("steps")));
+  const StepStats stats = TrainSteps(model, ddp.get(), std::stoi(config.at("warmup")),
+                                     std::stoi(config.at("steps")), device, ctx.world_rank);
+  const double differs = ctx.world_size > 1 ? DiffersFromRankZero(*model) : 0;
   // Global throughput: every worker's images; the other figures averaged over the workers.
-  const double n = troupe::train::GetContext().world_size;
-  auto total = troupe::train::torch::SumAcrossWorkers(
-      {stats.images_per_s, stats.images_per_cpu_s, stats.faults_per_step / n, stats.sync_ms / n});
+  const double n = ctx.world_size;
+  auto total = troupe::train::torch::SumAcrossWorkers({stats.images_per_s, stats.images_per_cpu_s,
+                                                       stats.faults_per_step / n, stats.sync_ms / n,
+                                                       differs});
   troupe::train::Report({{"images_per_s", total[0]},
                          {"images_per_cpu_s", total[1]},
                          {"faults_per_step", total[2]},
-                         {"sync_ms", total[3]}});
+                         {"sync_ms", total[3]},
+                         {"replicas_differ", total[4]},
+                         {"nccl", ctx.collective_backend == "nccl" ? 1 : 0}});
 }
 TROUPE_TRAIN_LOOP(BenchLoop);
 
@@ -98,8 +133,13 @@ int main(int argc, char** argv) {
   if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
   std::string mode = "plain";
   int workers = 1, steps = 20, warmup = 3;
-  bool spread = false;
+  bool spread = false, use_gpu = false;
+  double gpus_per_worker = 1;
+  std::string collective_backend = "auto";
   for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--use-gpu")) use_gpu = true;
+    if (!std::strncmp(argv[i], "--gpus-per-worker=", 18)) gpus_per_worker = std::atof(argv[i] + 18);
+    if (!std::strncmp(argv[i], "--collective-backend=", 21)) collective_backend = argv[i] + 21;
     if (!std::strncmp(argv[i], "--mode=", 7)) mode = argv[i] + 7;
     if (!std::strncmp(argv[i], "--workers=", 10)) workers = std::atoi(argv[i] + 10);
     if (!std::strncmp(argv[i], "--steps=", 8)) steps = std::atoi(argv[i] + 8);
@@ -107,13 +147,16 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--spread")) spread = true;
   }
   StepStats stats;
+  std::string backend = "none";
   if (mode == "plain") {
     torch::set_num_threads(1);
     if (std::getenv("TRAIN_BENCH_THREAD") != nullptr) {  // experiment: the loop on a std::thread
       std::thread([&] { stats = TrainSteps(fashion_mnist::MakeResNet18(), nullptr, warmup, steps); })
           .join();
     } else {
-      stats = TrainSteps(fashion_mnist::MakeResNet18(), nullptr, warmup, steps);
+      auto model = fashion_mnist::MakeResNet18();
+      model->to(use_gpu ? torch::kCUDA : torch::kCPU);
+      stats = TrainSteps(model, nullptr, warmup, steps, use_gpu ? torch::kCUDA : torch::kCPU);
     }
   } else {
     troupe::Config config;  // address empty: $TROUPE_ADDRESS if set, else an embedded cluster
@@ -123,15 +166,24 @@ int main(int argc, char** argv) {
     troupe::train::ScalingConfig scaling;
     scaling.num_workers = workers;
     if (spread) scaling.placement_strategy = "STRICT_SPREAD";
+    scaling.use_gpu = use_gpu;
+    if (use_gpu) scaling.resources_per_worker = {{"CPU", 1}, {"GPU", gpus_per_worker}};
+    scaling.collective_backend = collective_backend;
     troupe::train::RunConfig run;
     run.name = "train_bench";
     run.storage_path = "/tmp/troupe_bench_results";
     run.verbose = false;
-    auto result =
-        troupe::train::DataParallelTrainer(
-            BenchLoop, {{"steps", std::to_string(steps)}, {"warmup", std::to_string(warmup)}},
-            scaling, run)
-            .Fit();
+    troupe::train::Result result;
+    try {
+      result = troupe::train::DataParallelTrainer(BenchLoop,
+                                                  {{"steps", std::to_string(steps)},
+                                                   {"warmup", std::to_string(warmup)},
+                                                   {"use_gpu", use_gpu ? "1" : "0"}},
+                                                  scaling, run)
+                   .Fit();
+    } catch (const troupe::TroupeError& e) {  // a bad configuration
+      result.error = e.what();
+    }
     troupe::Shutdown();
     if (!result.error.empty()) {
       std::fprintf(stderr, "train_bench: %s\n", result.error.c_str());
@@ -139,11 +191,21 @@ int main(int argc, char** argv) {
     }
     stats = {result.metrics["images_per_s"], result.metrics["images_per_cpu_s"],
              result.metrics["faults_per_step"], result.metrics["sync_ms"]};
+    backend = result.metrics["nccl"] == 1 ? "nccl" : "cpu";
+    if (result.metrics["replicas_differ"] != 0) {
+      std::fprintf(stderr,
+                   "train_bench: %.0f of %d ranks ended with parameters that differ from rank "
+                   "0's: gradients were not averaged\n",
+                   result.metrics["replicas_differ"], workers);
+      return 1;
+    }
   }
   std::printf(
       "{\"impl\": \"%s\", \"workers\": %d, \"images_per_s\": %.2f, \"images_per_cpu_s\": %.2f, "
-      "\"faults_per_step\": %.1f, \"sync_ms\": %.2f}\n",
+      "\"faults_per_step\": %.1f, \"sync_ms\": %.2f, \"device\": \"%s\", "
+      "\"collective_backend\": \"%s\"}\n",
       mode == "plain" ? "libtorch" : "troupe", mode == "plain" ? 1 : workers, stats.images_per_s,
-      stats.images_per_cpu_s, stats.faults_per_step, stats.sync_ms);
+      stats.images_per_cpu_s, stats.faults_per_step, stats.sync_ms, use_gpu ? "cuda" : "cpu",
+      backend.c_str());
   return 0;
 }

@@ -13,6 +13,7 @@
 #include "src/collective/group.h"
 #include "src/collective/nccl_checks.h"
 #include "src/collective/reduce.h"
+#include "src/collective/staging_backend.h"
 #include "troupe/runtime.h"
 
 namespace troupe::collective {
@@ -89,7 +90,10 @@ std::shared_ptr<Group> Join(int world_size, int rank, Backend backend, const std
   }
   std::unique_ptr<CommBackend> comm;
   if (backend == Backend::kCpu) {
-    comm = std::make_unique<CpuBackend>(std::move(*mesh));
+    // Device buffers are staged through pinned host memory (a CUDA build in a process that
+    // uses CUDA); host buffers go straight to the CPU backend.
+    comm = std::make_unique<StagingBackend>(std::make_unique<CpuBackend>(std::move(*mesh)),
+                                            ProcessDeviceMemory(), rank, world_size);
   } else {
     auto made = (*nccl_factory)(std::move(*mesh), deadline);
     if (!made.ok()) {

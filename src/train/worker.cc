@@ -69,7 +69,8 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
                       static_cast<int>(ranks.at(5)),
                       group,
                       experiment,
-                      GetGpuIds()};
+                      GetGpuIds(),
+                      ranks.size() > 6 && ranks[6] == 1 ? "nccl" : "cpu"};
     resume_dir.reset();
     if (!checkpoint.empty()) {
       const std::string dir = absl::StrCat(std::filesystem::temp_directory_path().string(),

@@ -13,7 +13,8 @@
 //   troupe::train::Result result = trainer.Fit();
 //
 // Fit reserves a placement group (one bundle per worker), starts a worker actor in each bundle,
-// orders ranks by node then GPU, forms a collective group (NCCL with GPUs, CPU otherwise) and runs
+// orders ranks by node then GPU, forms a collective group (NCCL with whole GPUs per worker, CPU
+// otherwise: ScalingConfig::collective_backend) and runs
 // the loop on every worker. Reports come back in order; checkpoints are copied to the driver's
 // storage_path; when a worker or its node dies, every worker restarts from the latest checkpoint,
 // up to FailureConfig::max_failures times. The driver publishes each run's progress (placement,
@@ -38,10 +39,15 @@ using TrainLoopFn = void (*)(const LoopConfig& config);
 
 struct ScalingConfig {
   int num_workers = 1;
-  bool use_gpu = false;  // one GPU per worker, and an NCCL group
-  // Per worker; default {CPU: 1} (+ {GPU: 1} with use_gpu).
+  bool use_gpu = false;  // GPUs for the workers (one each unless resources_per_worker says)
+  // Per worker; default {CPU: 1} (+ {GPU: 1} with use_gpu). {GPU: 0.5} puts two workers on
+  // one card (they then all-reduce over the CPU backend: see collective_backend).
   std::map<std::string, double> resources_per_worker;
   std::string placement_strategy = "PACK";  // PACK, SPREAD, STRICT_PACK, STRICT_SPREAD
+  // The workers' collective group: "auto" (NCCL when use_gpu and every worker has whole GPUs
+  // of its own, else the CPU backend), "cpu" (CUDA tensors are staged through pinned host
+  // memory; e.g. across hosts without a network NCCL can use) or "nccl".
+  std::string collective_backend = "auto";
 };
 
 struct CheckpointConfig {
@@ -109,6 +115,7 @@ struct Context {
   std::string group;       // the collective group of the workers (troupe/collective.h)
   std::string experiment;  // RunConfig::name
   std::vector<int> gpu_ids;
+  std::string collective_backend = "cpu";  // the group's backend: "cpu" or "nccl"
 };
 const Context& GetContext();
 

@@ -24,14 +24,15 @@ for path in bin/troupe bin/bundle_probe lib/libtroupe_gpu.so include/troupe/api.
 done
 
 echo "== the sources built on the GPU machine include only the bundle's headers, the C/C++ runtime's and LibTorch's"
-# Every include of those sources but LibTorch's (and the two headers that pull it in), compiled
+# Every include of those sources but LibTorch's (torch/, c10/, ATen/, and the two headers that
+# pull it in), compiled
 # here with the bundle's include/ first: a header found outside the bundle must belong to the C
 # or C++ runtime (the GPU machine has those), or the bundle lacks it.
 mkdir -p "$work/headers"
 tar -C "$work/headers" -xzf "$work/bundle/troupe-gpu.tar.gz" troupe-gpu/include troupe-gpu/source
 unpacked="$work/headers/troupe-gpu"
 find "$unpacked/source" -name '*.cc' -o -name '*.h' | xargs grep -h '^#include' |
-  grep -vE 'torch|fashion_mnist\.h' | sort -u > "$work/headers/all.cc"
+  grep -vE 'torch|c10/|ATen/|fashion_mnist\.h' | sort -u > "$work/headers/all.cc"
 [ -s "$work/headers/all.cc" ] || { echo "FAIL: no includes found in the bundle's sources"; exit 1; }
 g++ -std=c++17 -fsyntax-only -H -DMSGPACK_NO_BOOST -I"$unpacked/source" -I"$unpacked/include" \
   "$work/headers/all.cc" 2> "$work/headers/tree.txt" || { cat "$work/headers/tree.txt"; exit 1; }

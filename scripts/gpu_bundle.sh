@@ -4,7 +4,8 @@
 # check from:
 #   dist/gpu_bundle/gpu_check.sh        the check (scripts/gpu_check.sh), run there as
 #                                       `bash dist/gpu_bundle/gpu_check.sh`
-#   dist/gpu_bundle/troupe-gpu.tar.gz   bin/ troupe, bundle_probe, nccl_test, cuda_status_test;
+#   dist/gpu_bundle/troupe-gpu.tar.gz   bin/ troupe, bundle_probe, and the GPU tests nccl_test,
+#                                       cuda_status_test, cuda_device_memory_test, train_gpu_test;
 #                                       lib/ libtroupe_gpu.so and every library ldd lists for them
 #                                       except the C/C++ runtime's and the GPU driver's, CUDA's and
 #                                       NCCL's (the machine's PyTorch provides those);
@@ -36,7 +37,8 @@ command -v patchelf >/dev/null || { echo "gpu_bundle.sh: needs patchelf (scripts
 
 # Targets, as paths under bazel-bin; the first three must be there.
 required=(src/cli/troupe gpu/bundle_probe gpu/libtroupe_gpu.so)
-optional=(src/collective/nccl_test src/collective/cuda_status_test)
+optional=(src/collective/nccl_test src/collective/cuda_status_test
+  src/collective/cuda_device_memory_test tests/train_gpu_test)
 if [ -z "$prebuilt" ]; then
   [ -e /usr/local/cuda/include/nccl.h ] ||
     { echo "gpu_bundle.sh: needs the CUDA toolkit with NCCL at /usr/local/cuda" >&2; exit 1; }
@@ -99,7 +101,7 @@ cp -r /usr/include/absl /usr/include/msgpack /usr/include/msgpack.hpp /usr/inclu
 for file in src/train/torch/train_torch.cc src/common/flag_parser.h src/common/flag_parser.cc \
     examples/fashion_mnist/fashion_mnist.cc examples/fashion_mnist/fashion_mnist.h \
     examples/fashion_mnist/run.cc examples/fashion_mnist/run.h \
-    examples/resnet18_fashion_mnist/main.cc bench/train_bench.cc; do
+    examples/resnet18_fashion_mnist/main.cc bench/train_bench.cc gpu/crash_trace.cc; do
   mkdir -p "$root/source/$(dirname "$file")"
   cp "$file" "$root/source/$file"
 done

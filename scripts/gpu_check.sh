@@ -6,7 +6,7 @@
 # libraries are used, and its LibTorch builds the LibTorch-facing part here), cmake and a C++
 # compiler; nothing is downloaded. Each step is one row of the table printed at the end; a step
 # that cannot run, or skips, counts as failed. The last line is "gpu_check: N passed, N failed".
-# Groups of steps (all by default): cuda_status nccl cluster torch epoch bench ddp half.
+# Groups of steps (all by default): cuda_status nccl staging cluster torch epoch bench ddp half.
 # Logs go to $GPU_CHECK_LOGS (default /tmp/troupe-gpu-check), and to $OUT when that is set (the
 # table as gpu_check.txt, the logs as gpu_check_logs.tar.gz).
 set -uo pipefail
@@ -147,6 +147,26 @@ if wanted nccl; then
   fi
 fi
 
+# ---- CUDA buffers through CPU groups (staged through pinned host memory), and train workers
+if wanted staging; then
+  timeout "$(limit 120)" "$B/bin/cuda_device_memory_test" > "$logs/cuda_device_memory_test.log" 2>&1
+  rc=$?
+  counts="$(gtest_counts "$logs/cuda_device_memory_test.log")"
+  if [ $rc -eq 0 ] && ! grep -q '^\[  SKIPPED \] [A-Za-z]' "$logs/cuda_device_memory_test.log"; then
+    record "cuda_device_memory_test (staging)" PASS "$counts"
+  else
+    record "cuda_device_memory_test (staging)" FAIL "exit $rc; $counts; $(grep -m3 -E 'Failure|SKIPPED|rror' "$logs/cuda_device_memory_test.log" | tr '\n' ' ' | tail -c 300)"
+  fi
+  timeout "$(limit 180)" "$B/bin/train_gpu_test" > "$logs/train_gpu_test.log" 2>&1
+  rc=$?
+  counts="$(gtest_counts "$logs/train_gpu_test.log")"
+  if [ $rc -eq 0 ] && ! grep -q '^\[  SKIPPED \] [A-Za-z]' "$logs/train_gpu_test.log"; then
+    record "train_gpu_test (NCCL group; 2 x 0.5 GPU on CPU)" PASS "$counts"
+  else
+    record "train_gpu_test (NCCL group; 2 x 0.5 GPU on CPU)" FAIL "exit $rc; $counts; $(grep -m3 -E 'Failure|SKIPPED|rror' "$logs/train_gpu_test.log" | tr '\n' ' ' | tail -c 300)"
+  fi
+fi
+
 # ---- a cluster on this machine: the GPU count, and what GPU actors see
 stop_cluster() { troupe stop >/dev/null 2>&1 || true; }
 trap stop_cluster EXIT
@@ -257,7 +277,7 @@ if wanted epoch; then
   else
   # One epoch of ResNet18 on the FashionMNIST subset, one worker on the GPU.
   t0=$(date +%s)
-  timeout "$(limit 150)" "$build/resnet18_fashion_mnist" --use-gpu --num-workers=1 --epochs=1 \
+  timeout "$(limit 150)" stdbuf -oL -eL "$build/resnet18_fashion_mnist" --use-gpu --num-workers=1 --epochs=1 \
     --data-dir="$B/data" --storage-path="$results" --name=epoch > "$logs/epoch.log" 2>&1
   rc=$?
   seconds=$(($(date +%s) - t0))
@@ -327,7 +347,7 @@ if wanted half; then
   else
   # Two workers of 0.5 GPU each on the one card, gradients over CPU collectives (staged).
   t0=$(date +%s)
-  timeout "$(limit 150)" "$build/resnet18_fashion_mnist" --use-gpu --num-workers=2 --gpus-per-worker=0.5 \
+  timeout "$(limit 150)" stdbuf -oL -eL "$build/resnet18_fashion_mnist" --use-gpu --num-workers=2 --gpus-per-worker=0.5 \
     --collective-backend=cpu --epochs=1 --limit-batches=20 --data-dir="$B/data" \
     --storage-path="$results" --name=half > "$logs/half.log" 2>&1
   rc=$?

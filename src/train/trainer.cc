@@ -69,11 +69,13 @@ struct Gang {
   std::vector<ActorHandle<TrainWorker>> workers;  // by rank
   std::vector<std::vector<int64_t>> ranks;        // per worker: the Context numbers
   std::string collective_group;
+  std::string host_group;  // its CPU side group (Context::host_group)
 
   ~Gang() {
     try {
       for (auto& worker : placed) worker.Kill();
       if (!collective_group.empty()) collective::DestroyGroup(collective_group);
+      if (!host_group.empty()) collective::DestroyGroup(host_group);
       if (!group.IsNil()) RemovePlacementGroup(group);
     } catch (const TroupeError&) {
       // The cluster is going away; nothing more to free.
@@ -214,6 +216,10 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   collective::CreateGroup(gang.workers, ranks,
                           scaling_.use_gpu ? collective::Backend::kNccl : collective::Backend::kCpu,
                           group);
+  // Host memory (metrics, Report's barrier) never goes through NCCL: a CPU group of the same
+  // workers, declared with or without GPUs so both paths run the same code.
+  gang.host_group = internal::HostGroupName(group);
+  collective::CreateGroup(gang.workers, ranks, collective::Backend::kCpu, gang.host_group);
 
   std::string resume;
   if (auto latest = checkpoints.Latest(); latest && attempt > 0) {

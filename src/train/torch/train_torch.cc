@@ -210,8 +210,9 @@ std::shared_ptr<DistributedModel> PrepareModel(std::shared_ptr<::torch::nn::Modu
 std::vector<double> SumAcrossWorkers(std::vector<double> values) {
   const Context& ctx = GetContext();
   if (ctx.world_size > 1 && !values.empty()) {
+    // Host memory: the CPU side group, never the main group (NCCL with GPUs).
     coll::AllReduce(values.data(), values.size(), coll::DataType::kFloat64, coll::ReduceOp::kSum,
-                    ctx.group);
+                    ctx.host_group);
   }
   return values;
 }

@@ -13,12 +13,12 @@
 //   troupe::train::Result result = trainer.Fit();
 //
 // Fit reserves a placement group (one bundle per worker), starts a worker actor in each bundle,
-// orders ranks by node then GPU, forms a collective group (NCCL with GPUs, CPU otherwise) and runs
-// the loop on every worker. Reports come back in order; checkpoints are copied to the driver's
-// storage_path; when a worker or its node dies, every worker restarts from the latest checkpoint,
-// up to FailureConfig::max_failures times. The driver publishes each run's progress (placement,
-// reports, checkpoints) into the GCS KV for the dashboard (src/train/run_record.h). See
-// docs/train.md.
+// orders ranks by node then GPU, forms a collective group (NCCL with GPUs, CPU otherwise) plus a
+// CPU side group for host memory, and runs the loop on every worker. Reports come back in order;
+// checkpoints are copied to the driver's storage_path; when a worker or its node dies, every worker
+// restarts from the latest checkpoint, up to FailureConfig::max_failures times. The driver
+// publishes each run's progress (placement, reports, checkpoints) into the GCS KV for the dashboard
+// (src/train/run_record.h). See docs/train.md.
 #pragma once
 
 #include <cstdint>
@@ -106,7 +106,10 @@ struct Context {
   int local_world_size = 1;
   int node_rank = 0;
   int cpus = 1;            // CPUs reserved for this worker (intra-op threads are set to it)
-  std::string group;       // the collective group of the workers (troupe/collective.h)
+  std::string group;       // the collective group of the workers (troupe/collective.h): NCCL
+                           // with use_gpu (device memory only), CPU otherwise
+  std::string host_group;  // the same workers in a CPU-backend group, whatever `group` is: for
+                           // host memory (metrics, barriers); SumAcrossWorkers and Report use it
   std::string experiment;  // RunConfig::name
   std::vector<int> gpu_ids;
 };

@@ -84,7 +84,8 @@ class DistributedModel : public std::enable_shared_from_this<DistributedModel> {
 std::shared_ptr<DistributedModel> PrepareModel(std::shared_ptr<::torch::nn::Module> module,
                                                DistributedOptions options = {});
 
-// All-reduces (sum) a few scalars across the workers, e.g. correct counts for accuracy.
+// All-reduces (sum) a few scalars across the workers, e.g. correct counts for accuracy. Host
+// memory: goes through the workers' CPU side group (Context::host_group), never NCCL.
 std::vector<double> SumAcrossWorkers(std::vector<double> values);
 
 }  // namespace troupe::train::torch

@@ -5,6 +5,10 @@
 //   --mode=troupe     DataParallelTrainer with --workers workers on an embedded cluster, or on
 //                     the running cluster at $TROUPE_ADDRESS when that is set; --spread puts
 //                     the workers one per node (placement STRICT_SPREAD)
+//   --device=cpu|cuda where the model and batches live (default cpu). plain: CUDA device 0 of
+//                     this process (pick it with CUDA_VISIBLE_DEVICES); troupe: use_gpu, each
+//                     worker on its leased GPU (WorkerDevice). So the same model on the same GPU
+//                     compares plain LibTorch with Troupe's trainer (--workers=1).
 // bench/train_bench.py runs these and PyTorch DDP (gloo) side by side.
 #include <sys/resource.h>
 
@@ -43,18 +47,25 @@ struct StepStats {
   double sync_ms = 0;           // per step, in SynchronizeGradients (waiting for all-reduces)
 };
 
-// Runs warmup + steps training steps on `model`.
+// Waits for the work queued on `device` (CUDA runs asynchronously to the host).
+void Synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// Runs warmup + steps training steps on `model`, which lives on `device` (the batch moves there).
 StepStats TrainSteps(std::shared_ptr<torch::nn::Module> model,
-                     troupe::train::torch::DistributedModel* ddp, int warmup, int steps) {
+                     troupe::train::torch::DistributedModel* ddp, const torch::Device& device,
+                     int warmup, int steps) {
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
   torch::manual_seed(0);
-  torch::Tensor x = torch::randn({kBatch, 1, 28, 28});
-  torch::Tensor y = torch::randint(0, 10, {kBatch}, torch::kInt64);
+  torch::Tensor x = torch::randn({kBatch, 1, 28, 28}).to(device);
+  torch::Tensor y = torch::randint(0, 10, {kBatch}, torch::kInt64).to(device);
   std::chrono::steady_clock::time_point start;
   ThreadUsage before{};
   std::chrono::steady_clock::duration sync{};
   for (int i = 0; i < warmup + steps; ++i) {
     if (i == warmup) {
+      Synchronize(device);
       start = std::chrono::steady_clock::now();
       before = UsageNow();
     }
@@ -68,6 +79,7 @@ StepStats TrainSteps(std::shared_ptr<torch::nn::Module> model,
     }
     optimizer.step();
   }
+  Synchronize(device);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const ThreadUsage after = UsageNow();
@@ -77,10 +89,12 @@ StepStats TrainSteps(std::shared_ptr<torch::nn::Module> model,
 }
 
 void BenchLoop(const troupe::train::LoopConfig& config) {
+  const torch::Device device = troupe::train::torch::WorkerDevice();  // its GPU with use_gpu
   auto model = fashion_mnist::MakeResNet18();
+  model->to(device);
   auto ddp = troupe::train::torch::PrepareModel(model);
-  const StepStats stats =
-      TrainSteps(model, ddp.get(), std::stoi(config.at("warmup")), std::stoi(config.at("steps")));
+  const StepStats stats = TrainSteps(model, ddp.get(), device, std::stoi(config.at("warmup")),
+                                     std::stoi(config.at("steps")));
   // Global throughput: every worker's images; the other figures averaged over the workers.
   const double n = troupe::train::GetContext().world_size;
   auto total = troupe::train::torch::SumAcrossWorkers(
@@ -96,32 +110,75 @@ TROUPE_TRAIN_LOOP(BenchLoop);
 
 int main(int argc, char** argv) {
   if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
-  std::string mode = "plain";
+  std::string mode = "plain", device_name = "cpu";
   int workers = 1, steps = 20, warmup = 3;
   bool spread = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strncmp(argv[i], "--mode=", 7)) mode = argv[i] + 7;
+    if (!std::strncmp(argv[i], "--device=", 9)) device_name = argv[i] + 9;
     if (!std::strncmp(argv[i], "--workers=", 10)) workers = std::atoi(argv[i] + 10);
     if (!std::strncmp(argv[i], "--steps=", 8)) steps = std::atoi(argv[i] + 8);
     if (!std::strncmp(argv[i], "--warmup=", 9)) warmup = std::atoi(argv[i] + 9);
     if (!std::strcmp(argv[i], "--spread")) spread = true;
   }
+  if (mode != "plain" && mode != "troupe") {
+    std::fprintf(stderr, "train_bench: --mode must be plain or troupe, got '%s'\n", mode.c_str());
+    return 2;
+  }
+  if (device_name != "cpu" && device_name != "cuda") {
+    std::fprintf(stderr, "train_bench: --device must be cpu or cuda, got '%s'\n",
+                 device_name.c_str());
+    return 2;
+  }
+  const bool cuda = device_name == "cuda";
+  // Checked here for both modes: the workers run this executable, with this LibTorch.
+  if (cuda && !troupe::train::torch::LibTorchHasCuda()) {
+    std::fprintf(stderr,
+                 "train_bench: --device=cuda: this LibTorch has no CUDA (a CPU-only build, such "
+                 "as Debian's libtorch); build against a CUDA LibTorch, or use --device=cpu\n");
+    return 2;
+  }
   StepStats stats;
   if (mode == "plain") {
+    torch::Device device(torch::kCPU);
+    try {
+      if (cuda) device = troupe::train::torch::CudaDevice(0);
+    } catch (const troupe::TroupeError& e) {
+      std::fprintf(stderr, "train_bench: --device=cuda: %s\n", e.what());
+      return 2;
+    }
     torch::set_num_threads(1);
+    auto run = [&] {
+      auto model = fashion_mnist::MakeResNet18();
+      model->to(device);
+      stats = TrainSteps(model, nullptr, device, warmup, steps);
+    };
     if (std::getenv("TRAIN_BENCH_THREAD") != nullptr) {  // experiment: the loop on a std::thread
-      std::thread([&] { stats = TrainSteps(fashion_mnist::MakeResNet18(), nullptr, warmup, steps); })
-          .join();
+      std::thread(run).join();
     } else {
-      stats = TrainSteps(fashion_mnist::MakeResNet18(), nullptr, warmup, steps);
+      run();
     }
   } else {
     troupe::Config config;  // address empty: $TROUPE_ADDRESS if set, else an embedded cluster
-    if (std::getenv("TROUPE_ADDRESS") == nullptr) config.num_cpus = workers;
+    if (std::getenv("TROUPE_ADDRESS") == nullptr) {
+      config.num_cpus = workers;
+      if (cuda) {
+        // The embedded node has the GPUs this process sees, one per worker.
+        const int gpus = static_cast<int>(torch::cuda::device_count());
+        if (gpus < workers) {
+          std::fprintf(stderr,
+                       "train_bench: --device=cuda --workers=%d needs %d GPUs; LibTorch sees %d\n",
+                       workers, workers, gpus);
+          return 2;
+        }
+        config.num_gpus = gpus;
+      }
+    }
     config.log_to_driver = false;
     troupe::Init(config);
     troupe::train::ScalingConfig scaling;
     scaling.num_workers = workers;
+    scaling.use_gpu = cuda;
     if (spread) scaling.placement_strategy = "STRICT_SPREAD";
     troupe::train::RunConfig run;
     run.name = "train_bench";
@@ -141,9 +198,9 @@ int main(int argc, char** argv) {
              result.metrics["faults_per_step"], result.metrics["sync_ms"]};
   }
   std::printf(
-      "{\"impl\": \"%s\", \"workers\": %d, \"images_per_s\": %.2f, \"images_per_cpu_s\": %.2f, "
-      "\"faults_per_step\": %.1f, \"sync_ms\": %.2f}\n",
-      mode == "plain" ? "libtorch" : "troupe", mode == "plain" ? 1 : workers, stats.images_per_s,
-      stats.images_per_cpu_s, stats.faults_per_step, stats.sync_ms);
+      "{\"impl\": \"%s\", \"device\": \"%s\", \"workers\": %d, \"images_per_s\": %.2f, "
+      "\"images_per_cpu_s\": %.2f, \"faults_per_step\": %.1f, \"sync_ms\": %.2f}\n",
+      mode == "plain" ? "libtorch" : "troupe", device_name.c_str(), mode == "plain" ? 1 : workers,
+      stats.images_per_s, stats.images_per_cpu_s, stats.faults_per_step, stats.sync_ms);
   return 0;
 }

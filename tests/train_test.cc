@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "examples/fashion_mnist/fashion_mnist.h"
+#include "examples/fashion_mnist/run.h"
 #include "gtest/gtest.h"
 #include "src/common/status_testing.h"
 #include "src/common/wait_until.h"
@@ -302,6 +303,21 @@ TEST(TrainTest, HostMemoryGoesThroughTheCpuSideGroup) {
   EXPECT_EQ(result.metrics.at("main_group_joined"), 0) << "host memory went through the main group";
   EXPECT_EQ(result.metrics.at("host_group_joined"), 1);
   EXPECT_EQ(result.metrics.at("host_group_world_size"), 2);
+}
+
+// The examples' --use-gpu trains on the workers' GPUs (issue 31 item 2); with the CPU-only
+// LibTorch of this build it stops before starting anything, saying why.
+TEST(TrainTest, UseGpuWithACpuOnlyLibTorchIsAClearError) {
+  if (train::torch::LibTorchHasCuda()) GTEST_SKIP() << "this LibTorch has CUDA";
+  std::vector<std::string> args = {"resnet18_fashion_mnist", "--use-gpu"};
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  testing::internal::CaptureStderr();
+  const int code = fashion_mnist::RunExample(static_cast<int>(argv.size()), argv.data(),
+                                             "resnet18_fashion_mnist", "resnet18", 1, 1);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(err.find("--use-gpu: this LibTorch has no CUDA"), std::string::npos) << err;
 }
 
 TEST(TrainTest, UnregisteredLoopIsAClearError) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -189,6 +190,8 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
   }
   // The worker's GPU with use_gpu, else the CPU. The data stays in host memory; each batch moves.
   const torch::Device device = troupe::train::torch::WorkerDevice();
+  std::printf("rank %d trains on %s\n", ctx.world_rank, device.str().c_str());
+  std::fflush(stdout);
   auto model = model_name == "mlp" ? MakeMlp() : MakeResNet18();
   model->to(device);  // before PrepareModel: its buckets live where the gradients do
   auto ddp = troupe::train::torch::PrepareModel(model);  // rank 0's weights everywhere

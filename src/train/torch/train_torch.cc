@@ -1,7 +1,5 @@
 #include "troupe/train_torch.h"
 
-#include <c10/core/impl/DeviceGuardImplInterface.h>
-
 #include <cstdlib>
 #include <functional>
 #include <stdexcept>
@@ -207,7 +205,8 @@ void DistributedModel::BroadcastBuffers() {
 }
 
 bool LibTorchHasCuda() {
-  // libtorch_cuda registers CUDA's device guard when it loads; a CPU-only build has none.
+  // libtorch_cuda registers CUDA's device guard when it loads; a CPU-only build has none. (Its
+  // header, c10/core/impl/DeviceGuardImplInterface.h, comes through <torch/torch.h>.)
   return c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA);
 }
 

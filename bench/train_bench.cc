@@ -5,21 +5,27 @@
 //   --mode=troupe     DataParallelTrainer with --workers workers on an embedded cluster, or on
 //                     the running cluster at $TROUPE_ADDRESS when that is set; --spread puts
 //                     the workers one per node (placement STRICT_SPREAD)
-//   --device=cpu|cuda where the model and batches live (default cpu). plain: CUDA device 0 of
-//                     this process (pick it with CUDA_VISIBLE_DEVICES); troupe: use_gpu, each
-//                     worker on its leased GPU (WorkerDevice). So the same model on the same GPU
-//                     compares plain LibTorch with Troupe's trainer (--workers=1).
+//   --device=cpu|cuda where the model and batches live (default cpu; --use-gpu is --device=cuda;
+//                     CUDA needs a LibTorch built for it). plain: CUDA device 0 of this process
+//                     (pick it with CUDA_VISIBLE_DEVICES); troupe: use_gpu, each worker on its
+//                     leased GPU (WorkerDevice). So the same model on the same GPU compares plain
+//                     LibTorch with Troupe's trainer (--workers=1). With --mode=troupe
+//                     --gpus-per-worker=F (default 1; 0.5 puts two workers on one card) and
+//                     --collective-backend=auto|cpu|nccl (ScalingConfig::collective_backend)
+// Each rank trains on its own random batches; after the timed steps the ranks compare their
+// parameters, and a troupe run whose replicas differ (gradients not averaged) exits 1.
 // bench/train_bench.py runs these and PyTorch DDP (gloo) side by side.
 #include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
-#include <thread>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "examples/fashion_mnist/fashion_mnist.h"
 #include "troupe/api.h"
+#include "troupe/collective.h"
 #include "troupe/train.h"
 #include "troupe/train_torch.h"
 
@@ -54,10 +60,10 @@ void Synchronize(const torch::Device& device) {
 
 // Runs warmup + steps training steps on `model`, which lives on `device` (the batch moves there).
 StepStats TrainSteps(std::shared_ptr<torch::nn::Module> model,
-                     troupe::train::torch::DistributedModel* ddp, const torch::Device& device,
-                     int warmup, int steps) {
+                     troupe::train::torch::DistributedModel* ddp, int warmup, int steps,
+                     torch::Device device = torch::kCPU, int rank = 0) {
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
-  torch::manual_seed(0);
+  torch::manual_seed(rank);
   torch::Tensor x = torch::randn({kBatch, 1, 28, 28}).to(device);
   torch::Tensor y = torch::randint(0, 10, {kBatch}, torch::kInt64).to(device);
   std::chrono::steady_clock::time_point start;
@@ -65,7 +71,7 @@ StepStats TrainSteps(std::shared_ptr<torch::nn::Module> model,
   std::chrono::steady_clock::duration sync{};
   for (int i = 0; i < warmup + steps; ++i) {
     if (i == warmup) {
-      Synchronize(device);
+      Synchronize(device);  // the warm-up steps the GPU still runs do not count
       start = std::chrono::steady_clock::now();
       before = UsageNow();
     }
@@ -79,7 +85,7 @@ StepStats TrainSteps(std::shared_ptr<torch::nn::Module> model,
     }
     optimizer.step();
   }
-  Synchronize(device);
+  Synchronize(device);  // the GPU's queued steps count in the time
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const ThreadUsage after = UsageNow();
@@ -88,21 +94,39 @@ StepStats TrainSteps(std::shared_ptr<torch::nn::Module> model,
           std::chrono::duration<double, std::milli>(sync).count() / steps};
 }
 
+// 1 when this rank's parameters differ from rank 0's (bit for bit), else 0.
+double DiffersFromRankZero(torch::nn::Module& model) {
+  std::vector<torch::Tensor> parts;
+  // On the parameters' device: an NCCL group takes device memory only; a CPU group stages it.
+  for (const auto& p : model.parameters()) parts.push_back(p.detach().reshape(-1));
+  torch::Tensor mine = torch::cat(parts).contiguous();
+  torch::Tensor zeros = mine.clone();
+  troupe::collective::Broadcast(zeros.data_ptr<float>(), zeros.numel(),
+                                troupe::collective::DataType::kFloat32, 0,
+                                troupe::train::GetContext().group);
+  return torch::equal(mine, zeros) ? 0 : 1;
+}
+
 void BenchLoop(const troupe::train::LoopConfig& config) {
+  const auto& ctx = troupe::train::GetContext();
   const torch::Device device = troupe::train::torch::WorkerDevice();  // its GPU with use_gpu
   auto model = fashion_mnist::MakeResNet18();
   model->to(device);
   auto ddp = troupe::train::torch::PrepareModel(model);
-  const StepStats stats = TrainSteps(model, ddp.get(), device, std::stoi(config.at("warmup")),
-                                     std::stoi(config.at("steps")));
+  const StepStats stats = TrainSteps(model, ddp.get(), std::stoi(config.at("warmup")),
+                                     std::stoi(config.at("steps")), device, ctx.world_rank);
+  const double differs = ctx.world_size > 1 ? DiffersFromRankZero(*model) : 0;
   // Global throughput: every worker's images; the other figures averaged over the workers.
-  const double n = troupe::train::GetContext().world_size;
-  auto total = troupe::train::torch::SumAcrossWorkers(
-      {stats.images_per_s, stats.images_per_cpu_s, stats.faults_per_step / n, stats.sync_ms / n});
+  const double n = ctx.world_size;
+  auto total = troupe::train::torch::SumAcrossWorkers({stats.images_per_s, stats.images_per_cpu_s,
+                                                       stats.faults_per_step / n, stats.sync_ms / n,
+                                                       differs});
   troupe::train::Report({{"images_per_s", total[0]},
                          {"images_per_cpu_s", total[1]},
                          {"faults_per_step", total[2]},
-                         {"sync_ms", total[3]}});
+                         {"sync_ms", total[3]},
+                         {"replicas_differ", total[4]},
+                         {"nccl", ctx.collective_backend == "nccl" ? 1 : 0}});
 }
 TROUPE_TRAIN_LOOP(BenchLoop);
 
@@ -113,9 +137,14 @@ int main(int argc, char** argv) {
   std::string mode = "plain", device_name = "cpu";
   int workers = 1, steps = 20, warmup = 3;
   bool spread = false;
+  double gpus_per_worker = 1;
+  std::string collective_backend = "auto";
   for (int i = 1; i < argc; ++i) {
-    if (!std::strncmp(argv[i], "--mode=", 7)) mode = argv[i] + 7;
+    if (!std::strcmp(argv[i], "--use-gpu")) device_name = "cuda";
     if (!std::strncmp(argv[i], "--device=", 9)) device_name = argv[i] + 9;
+    if (!std::strncmp(argv[i], "--gpus-per-worker=", 18)) gpus_per_worker = std::atof(argv[i] + 18);
+    if (!std::strncmp(argv[i], "--collective-backend=", 21)) collective_backend = argv[i] + 21;
+    if (!std::strncmp(argv[i], "--mode=", 7)) mode = argv[i] + 7;
     if (!std::strncmp(argv[i], "--workers=", 10)) workers = std::atoi(argv[i] + 10);
     if (!std::strncmp(argv[i], "--steps=", 8)) steps = std::atoi(argv[i] + 8);
     if (!std::strncmp(argv[i], "--warmup=", 9)) warmup = std::atoi(argv[i] + 9);
@@ -130,19 +159,20 @@ int main(int argc, char** argv) {
                  device_name.c_str());
     return 2;
   }
-  const bool cuda = device_name == "cuda";
+  const bool use_gpu = device_name == "cuda";
   // Checked here for both modes: the workers run this executable, with this LibTorch.
-  if (cuda && !troupe::train::torch::LibTorchHasCuda()) {
+  if (use_gpu && !troupe::train::torch::LibTorchHasCuda()) {
     std::fprintf(stderr,
                  "train_bench: --device=cuda: this LibTorch has no CUDA (a CPU-only build, such "
                  "as Debian's libtorch); build against a CUDA LibTorch, or use --device=cpu\n");
     return 2;
   }
   StepStats stats;
+  std::string backend = "none";
   if (mode == "plain") {
     torch::Device device(torch::kCPU);
     try {
-      if (cuda) device = troupe::train::torch::CudaDevice(0);
+      if (use_gpu) device = troupe::train::torch::CudaDevice(0);
     } catch (const troupe::TroupeError& e) {
       std::fprintf(stderr, "train_bench: --device=cuda: %s\n", e.what());
       return 2;
@@ -151,7 +181,7 @@ int main(int argc, char** argv) {
     auto run = [&] {
       auto model = fashion_mnist::MakeResNet18();
       model->to(device);
-      stats = TrainSteps(model, nullptr, device, warmup, steps);
+      stats = TrainSteps(model, nullptr, warmup, steps, device);
     };
     if (std::getenv("TRAIN_BENCH_THREAD") != nullptr) {  // experiment: the loop on a std::thread
       std::thread(run).join();
@@ -160,35 +190,29 @@ int main(int argc, char** argv) {
     }
   } else {
     troupe::Config config;  // address empty: $TROUPE_ADDRESS if set, else an embedded cluster
-    if (std::getenv("TROUPE_ADDRESS") == nullptr) {
-      config.num_cpus = workers;
-      if (cuda) {
-        // The embedded node has the GPUs this process sees, one per worker.
-        const int gpus = static_cast<int>(torch::cuda::device_count());
-        if (gpus < workers) {
-          std::fprintf(stderr,
-                       "train_bench: --device=cuda --workers=%d needs %d GPUs; LibTorch sees %d\n",
-                       workers, workers, gpus);
-          return 2;
-        }
-        config.num_gpus = gpus;
-      }
-    }
+    if (std::getenv("TROUPE_ADDRESS") == nullptr) config.num_cpus = workers;
     config.log_to_driver = false;
     troupe::Init(config);
     troupe::train::ScalingConfig scaling;
     scaling.num_workers = workers;
-    scaling.use_gpu = cuda;
     if (spread) scaling.placement_strategy = "STRICT_SPREAD";
+    scaling.use_gpu = use_gpu;
+    if (use_gpu) scaling.resources_per_worker = {{"CPU", 1}, {"GPU", gpus_per_worker}};
+    scaling.collective_backend = collective_backend;
     troupe::train::RunConfig run;
     run.name = "train_bench";
     run.storage_path = "/tmp/troupe_bench_results";
     run.verbose = false;
-    auto result =
-        troupe::train::DataParallelTrainer(
-            BenchLoop, {{"steps", std::to_string(steps)}, {"warmup", std::to_string(warmup)}},
-            scaling, run)
-            .Fit();
+    troupe::train::Result result;
+    try {
+      result =
+          troupe::train::DataParallelTrainer(
+              BenchLoop, {{"steps", std::to_string(steps)}, {"warmup", std::to_string(warmup)}},
+              scaling, run)
+              .Fit();
+    } catch (const troupe::TroupeError& e) {  // a bad configuration
+      result.error = e.what();
+    }
     troupe::Shutdown();
     if (!result.error.empty()) {
       std::fprintf(stderr, "train_bench: %s\n", result.error.c_str());
@@ -196,11 +220,21 @@ int main(int argc, char** argv) {
     }
     stats = {result.metrics["images_per_s"], result.metrics["images_per_cpu_s"],
              result.metrics["faults_per_step"], result.metrics["sync_ms"]};
+    backend = result.metrics["nccl"] == 1 ? "nccl" : "cpu";
+    if (result.metrics["replicas_differ"] != 0) {
+      std::fprintf(stderr,
+                   "train_bench: %.0f of %d ranks ended with parameters that differ from rank "
+                   "0's: gradients were not averaged\n",
+                   result.metrics["replicas_differ"], workers);
+      return 1;
+    }
   }
   std::printf(
-      "{\"impl\": \"%s\", \"device\": \"%s\", \"workers\": %d, \"images_per_s\": %.2f, "
-      "\"images_per_cpu_s\": %.2f, \"faults_per_step\": %.1f, \"sync_ms\": %.2f}\n",
-      mode == "plain" ? "libtorch" : "troupe", device_name.c_str(), mode == "plain" ? 1 : workers,
-      stats.images_per_s, stats.images_per_cpu_s, stats.faults_per_step, stats.sync_ms);
+      "{\"impl\": \"%s\", \"workers\": %d, \"images_per_s\": %.2f, \"images_per_cpu_s\": %.2f, "
+      "\"faults_per_step\": %.1f, \"sync_ms\": %.2f, \"device\": \"%s\", "
+      "\"collective_backend\": \"%s\"}\n",
+      mode == "plain" ? "libtorch" : "troupe", mode == "plain" ? 1 : workers, stats.images_per_s,
+      stats.images_per_cpu_s, stats.faults_per_step, stats.sync_ms, use_gpu ? "cuda" : "cpu",
+      backend.c_str());
   return 0;
 }

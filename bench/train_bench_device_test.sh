@@ -24,11 +24,12 @@ expect() {
 
 expect 2 "--device=cuda: this LibTorch has no CUDA" --mode=plain --device=cuda
 expect 2 "--device=cuda: this LibTorch has no CUDA" --mode=troupe --device=cuda
+expect 2 "--device=cuda: this LibTorch has no CUDA" --mode=troupe --use-gpu --workers=2 --gpus-per-worker=0.5
 expect 2 "--device must be cpu or cuda, got 'gpu'" --mode=plain --device=gpu
 expect 2 "--mode must be plain or troupe, got 'fast'" --mode=fast
 # --device=cpu still trains (a few plain steps).
 out="$("$bench" --mode=plain --device=cpu --steps=1 --warmup=0 2>&1)"
-if [[ "$out" != *'"impl": "libtorch", "device": "cpu"'* ]]; then
+if [[ "$out" != *'"impl": "libtorch"'* || "$out" != *'"device": "cpu"'* ]]; then
   echo "FAIL: train_bench --mode=plain --device=cpu printed: $out"
   failures=$((failures + 1))
 else

@@ -17,6 +17,7 @@ PACKAGES=(
   cmake pkg-config dpkg-dev                         # the SDK tests and the .deb (docs/sdk.md)
   python3-yaml python3-jsonschema                   # k8s_manifests_test's schema checks
   python3-venv                                      # the Ray virtualenv (scripts/install_ray.sh)
+  patchelf debootstrap                              # the GPU bundle and its bare-root test
 )
 PACKAGES+=("$@")
 

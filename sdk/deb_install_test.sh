@@ -19,60 +19,13 @@ version="$(tr -d '[:space:]' < VERSION)"
 deb="$(realpath "${1:-dist/troupe_${version}_amd64.deb}")"
 [ -f "$deb" ] || { echo "no package at $deb: run scripts/build_deb.sh first" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || { echo "deb_install_test.sh needs root (debootstrap, chroot, mount)" >&2; exit 1; }
-command -v debootstrap >/dev/null || { echo "needs debootstrap (apt-get install debootstrap)" >&2; exit 1; }
 
-# The mirror of this machine's apt sources (deb822 .sources or a sources.list line) for bookworm.
-mirror() {
-  local file
-  for file in /etc/apt/sources.list.d/*.sources; do
-    [ -f "$file" ] || continue
-    awk 'BEGIN{RS=""; FS="\n"} /Suites:[^\n]*bookworm( |$|\n)/ {
-           for (i = 1; i <= NF; i++) if ($i ~ /^URIs:/) { split($i, u, " "); print u[2]; exit } }' "$file"
-  done | head -n1
-  grep -hsE '^deb\s+(\[[^]]*\]\s+)?\S+\s+bookworm\s' /etc/apt/sources.list /etc/apt/sources.list.d/*.list |
-    sed -E 's/^deb\s+(\[[^]]*\]\s+)?(\S+).*/\2/' | head -n1 || true  # no sources.list: fine
-}
-mirror_url="$(mirror | head -n1)"
-[ -n "$mirror_url" ] || { echo "no bookworm mirror in /etc/apt/sources*" >&2; exit 1; }
-
-cache="$HOME/.cache/troupe-deb-test"
-tarball="$cache/bookworm-minbase.tar"
+source scripts/debian_root.sh
 root="$(mktemp -d /tmp/troupe-deb-root.XXXXXX)"
-mounted=()
-cleanup() {
-  # Processes whose root is the chroot (a troupe left running after a failure), then mounts.
-  local pid
-  for pid in $(ls /proc | grep -E '^[0-9]+$'); do
-    [ "$(readlink "/proc/$pid/root" 2>/dev/null)" = "$root" ] && kill -9 "$pid" 2>/dev/null || true
-  done
-  local i
-  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
-    umount "${mounted[i]}" 2>/dev/null || umount -l "${mounted[i]}" || true
-  done
-  rm -rf --one-file-system "$root"
-}
-trap cleanup EXIT
+trap 'debian_root_cleanup "$root"' EXIT
+debian_root_make "$root"
 
-if [ -f "$tarball" ]; then
-  echo "== Debian 12 root from the cached $tarball"
-  tar -C "$root" -xf "$tarball"
-else
-  echo "== debootstrap --variant=minbase bookworm from $mirror_url (cached afterwards)"
-  debootstrap --variant=minbase bookworm "$root" "$mirror_url" > "$root.debootstrap.log" 2>&1 ||
-    { tail -n 20 "$root.debootstrap.log"; rm -f "$root.debootstrap.log"; exit 1; }
-  rm -f "$root.debootstrap.log"
-  mkdir -p "$cache"
-  tar -C "$root" -cf "$tarball.partial" . && mv "$tarball.partial" "$tarball"
-fi
-
-# The chroot's /: mktemp's 0700 (kept in the cached tarball too) would shut out the user troupe.
-chmod 0755 "$root"
-
-mount_in() {  # mount_in SOURCE TARGET [options...]
-  mkdir -p "$root/$2"
-  mount "${@:3}" "$1" "$root/$2"
-  mounted+=("$root/$2")
-}
+mount_in() { debian_root_mount "$root" "$@"; }  # mount_in SOURCE TARGET [options...]
 mount_in proc /proc -t proc
 mount_in /dev /dev --bind
 mount_in tmpfs /dev/shm -t tmpfs  # the node's object store, private to this root

@@ -106,6 +106,9 @@ void MlpLoop(const train::LoopConfig& config) {
                    {"train_loss", sums[0] / ctx.world_size},
                    {"mismatched_steps", sums[1]},
                    {"world_size", static_cast<double>(ctx.world_size)},
+                   {"nccl_group", ctx.collective_backend == "nccl" ? 1.0 : 0.0},
+                   {"gpus_seen_sum",
+                    train::torch::SumAcrossWorkers({static_cast<double>(ctx.gpu_ids.size())})[0]},
                    {"node_rank_sum", train::torch::SumAcrossWorkers({double(ctx.node_rank)})[0]}},
                   dir);
   }
@@ -218,6 +221,7 @@ TEST(TrainTest, TwoAndThreeWorkersOnThreeNodesTrainInLockstep) {
       EXPECT_EQ(m.at("epoch"), e + 1) << "reports out of order";
       EXPECT_EQ(m.at("mismatched_steps"), 0) << "ranks diverged in epoch " << e + 1;
       EXPECT_EQ(m.at("world_size"), workers);
+      EXPECT_EQ(m.at("nccl_group"), 0) << "no GPUs: the CPU backend";
     }
     // One worker per node (1 CPU each, SPREAD): node ranks 0..n-1.
     EXPECT_EQ(result.metrics.at("node_rank_sum"), workers * (workers - 1) / 2);
@@ -330,6 +334,53 @@ TEST(TrainTest, UnregisteredLoopIsAClearError) {
   } catch (const troupe::TroupeError& e) {
     EXPECT_NE(std::string(e.what()).find("TROUPE_TRAIN_LOOP"), std::string::npos) << e.what();
   }
+}
+
+TEST(TrainTest, HalfGpuWorkersShareOneCardOverTheCpuBackend) {
+  // GPU scheduling on a CPU machine: the node offers one GPU it does not have. The loop's
+  // tensors stay on the CPU; what is tested is placement and the group's backend.
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2", "--num-gpus=1"}));
+  Driver driver(cluster);
+  train::ScalingConfig scaling;
+  scaling.num_workers = 2;
+  scaling.use_gpu = true;
+  scaling.resources_per_worker = {{"CPU", 1}, {"GPU", 0.5}};
+  train::RunConfig run;
+  run.name = "half-gpu";
+  run.storage_path = TempDir("half-gpu");
+  train::Result result = train::DataParallelTrainer(MlpLoop, MlpConfig(2), scaling, run).Fit();
+  ASSERT_EQ(result.error, "");
+  ASSERT_EQ(result.metrics_history.size(), 2u);
+  for (const train::Metrics& m : result.metrics_history) {
+    EXPECT_EQ(m.at("nccl_group"), 0) << "two workers on one GPU: the CPU backend (auto)";
+    EXPECT_EQ(m.at("gpus_seen_sum"), 2) << "each worker holds (half of) the one GPU";
+    EXPECT_EQ(m.at("mismatched_steps"), 0);
+  }
+}
+
+TEST(TrainTest, CollectiveBackendsNcclCannotRunAreClearErrors) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  Driver driver(cluster);
+  auto fit_error = [](train::ScalingConfig scaling) -> std::string {
+    try {
+      train::DataParallelTrainer(MlpLoop, MlpConfig(1), scaling, {}).Fit();
+    } catch (const troupe::TroupeError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  train::ScalingConfig scaling;
+  scaling.collective_backend = "gloo";
+  EXPECT_NE(fit_error(scaling).find("must be auto, cpu or nccl, got 'gloo'"), std::string::npos)
+      << fit_error(scaling);
+  scaling.collective_backend = "nccl";
+  EXPECT_NE(fit_error(scaling).find("needs use_gpu"), std::string::npos) << fit_error(scaling);
+  // Two workers sharing a card cannot be NCCL ranks: refused before anything is placed.
+  scaling.use_gpu = true;
+  scaling.resources_per_worker = {{"CPU", 1}, {"GPU", 0.5}};
+  const std::string shared = fit_error(scaling);
+  EXPECT_NE(shared.find("needs whole GPUs per worker"), std::string::npos) << shared;
+  EXPECT_NE(shared.find("collective_backend \"cpu\""), std::string::npos) << shared;
 }
 
 }  // namespace

@@ -20,7 +20,8 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
   std::string lr_schedule = "constant", name = program;
   int64_t num_workers = 2, epochs = default_epochs, max_failures = 0, batch_size = 128;
   int64_t limit_batches = default_limit_batches, test_limit = 0, cpus_per_worker = 1, seed = 0;
-  double lr = 1e-3;
+  double lr = 1e-3, gpus_per_worker = 1;
+  std::string collective_backend = "auto";
   bool use_gpu = false, augment = false;
   troupe::FlagParser flags(program, "Data-parallel training of a " + model +
                                         " on FashionMNIST over Troupe worker actors.");
@@ -29,6 +30,10 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
   flags.AddInt("num-workers", &num_workers, "Worker actors (data-parallel ranks).");
   flags.AddInt("cpus-per-worker", &cpus_per_worker, "CPUs (and intra-op threads) per worker.");
   flags.AddBool("use-gpu", &use_gpu, "One GPU per worker, NCCL group (needs a CUDA build).");
+  flags.AddDouble("gpus-per-worker", &gpus_per_worker,
+                  "With --use-gpu: GPUs per worker (0.5: two workers share a card).");
+  flags.AddString("collective-backend", &collective_backend,
+                  "auto, cpu or nccl (auto: NCCL only for whole, distinct GPUs per worker).");
   flags.AddInt("epochs", &epochs, "Epochs to train.");
   flags.AddInt("batch-size", &batch_size, "Batch size per worker.");
   flags.AddDouble("lr", &lr, "Adam learning rate.");
@@ -70,6 +75,8 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
   scaling.num_workers = static_cast<int>(num_workers);
   scaling.use_gpu = use_gpu;
   scaling.resources_per_worker = {{"CPU", static_cast<double>(cpus_per_worker)}};
+  if (use_gpu) scaling.resources_per_worker["GPU"] = gpus_per_worker;
+  scaling.collective_backend = collective_backend;
   troupe::train::RunConfig run;
   run.name = name;
   run.storage_path = storage_path;
@@ -88,7 +95,12 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
                                               {"data_dir", data_dir},
                                               {"seed", std::to_string(seed)}},
                                              scaling, run);
-  troupe::train::Result result = trainer.Fit();
+  troupe::train::Result result;
+  try {
+    result = trainer.Fit();
+  } catch (const troupe::TroupeError& e) {  // a configuration the trainer refuses
+    result.error = e.what();
+  }
   troupe::Shutdown();
   if (!result.error.empty()) {
     std::fprintf(stderr, "%s: training failed: %s\n", program.c_str(), result.error.c_str());

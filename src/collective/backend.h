@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -53,6 +54,12 @@ class CommBackend {
                             const OpContext& ctx) = 0;
   virtual absl::Status Recv(void* data, size_t count, DataType dtype, int peer,
                             const OpContext& ctx) = 0;
+  // Whether `data` may be handed to this backend by `call` ("AllReduce"); checked before the
+  // operation is queued, so a refused buffer fails the call without breaking the group. Reads
+  // no mutable state: callable from any thread.
+  virtual absl::Status CheckBuffer(const void* data, const std::string& call) {
+    return absl::OkStatus();
+  }
   // Gives up for good: peers' operations fail with `status`; connections close.
   virtual void Abort(const absl::Status& status) = 0;
 };

@@ -11,7 +11,9 @@
 #include "absl/synchronization/mutex.h"
 #include "src/collective/cpu_backend.h"
 #include "src/collective/group.h"
+#include "src/collective/nccl_checks.h"
 #include "src/collective/reduce.h"
+#include "src/collective/staging_backend.h"
 #include "troupe/runtime.h"
 
 namespace troupe::collective {
@@ -88,7 +90,10 @@ std::shared_ptr<Group> Join(int world_size, int rank, Backend backend, const std
   }
   std::unique_ptr<CommBackend> comm;
   if (backend == Backend::kCpu) {
-    comm = std::make_unique<CpuBackend>(std::move(*mesh));
+    // Device buffers are staged through pinned host memory (a CUDA build in a process that
+    // uses CUDA); host buffers go straight to the CPU backend.
+    comm = std::make_unique<StagingBackend>(std::make_unique<CpuBackend>(std::move(*mesh)),
+                                            ProcessDeviceMemory(), rank, world_size);
   } else {
     auto made = (*nccl_factory)(std::move(*mesh), deadline);
     if (!made.ok()) {
@@ -174,6 +179,13 @@ std::shared_ptr<Group> FindGroup(const std::string& name, const char* op) {
 
 void CheckCount(const std::string& group, const char* op, const void* data, size_t count) {
   if (data == nullptr && count > 0) Fail(group, op, "the buffer is null");
+}
+
+// The backend's check of a buffer's memory (NCCL: GPU memory only); refused buffers fail the
+// call, not the group.
+void CheckMemory(const Group& group, const char* op, const void* data) {
+  absl::Status status = group.CheckBuffer(data, CallName(op));
+  if (!status.ok()) throw CollectiveError(std::string(status.message()), group.name(), op, -1);
 }
 
 void CheckRank(const std::string& group, const char* op, const char* what, int value, int world) {
@@ -310,6 +322,7 @@ Prepared PrepareAllReduce(void* data, size_t count, DataType dtype, ReduceOp op,
                           const std::string& name) {
   auto group = FindGroup(name, "allreduce");
   CheckCount(name, "allreduce", data, count);
+  CheckMemory(*group, "allreduce", data);
   return {group, OpCode::kAllReduce, [=](CommBackend& backend, const OpContext& ctx) {
             return backend.AllReduce(data, count, dtype, op, ctx);
           }};
@@ -319,7 +332,9 @@ Prepared PrepareAllGather(const void* send, void* recv, size_t count, DataType d
                           const std::string& name) {
   auto group = FindGroup(name, "allgather");
   CheckCount(name, "allgather", send, count);
+  CheckMemory(*group, "allgather", send);
   CheckCount(name, "allgather", recv, count);
+  CheckMemory(*group, "allgather", recv);
   return {group, OpCode::kAllGather, [=](CommBackend& backend, const OpContext& ctx) {
             return backend.AllGather(send, recv, count, dtype, ctx);
           }};
@@ -329,7 +344,9 @@ Prepared PrepareReduceScatter(const void* send, void* recv, size_t recv_count, D
                               ReduceOp op, const std::string& name) {
   auto group = FindGroup(name, "reduce_scatter");
   CheckCount(name, "reduce_scatter", send, recv_count);
+  CheckMemory(*group, "reduce_scatter", send);
   CheckCount(name, "reduce_scatter", recv, recv_count);
+  CheckMemory(*group, "reduce_scatter", recv);
   return {group, OpCode::kReduceScatter, [=](CommBackend& backend, const OpContext& ctx) {
             return backend.ReduceScatter(send, recv, recv_count, dtype, op, ctx);
           }};
@@ -339,6 +356,7 @@ Prepared PrepareBroadcast(void* data, size_t count, DataType dtype, int root,
                           const std::string& name) {
   auto group = FindGroup(name, "broadcast");
   CheckCount(name, "broadcast", data, count);
+  CheckMemory(*group, "broadcast", data);
   CheckRank(name, "broadcast", "root", root, group->world_size());
   return {group, OpCode::kBroadcast, [=](CommBackend& backend, const OpContext& ctx) {
             return backend.Broadcast(data, count, dtype, root, ctx);
@@ -349,6 +367,7 @@ Prepared PrepareReduce(void* data, size_t count, DataType dtype, ReduceOp op, in
                        const std::string& name) {
   auto group = FindGroup(name, "reduce");
   CheckCount(name, "reduce", data, count);
+  CheckMemory(*group, "reduce", data);
   CheckRank(name, "reduce", "root", root, group->world_size());
   return {group, OpCode::kReduce, [=](CommBackend& backend, const OpContext& ctx) {
             return backend.Reduce(data, count, dtype, op, root, ctx);
@@ -364,6 +383,7 @@ Prepared PrepareSend(const void* data, size_t count, DataType dtype, int peer,
                      const std::string& name) {
   auto group = FindGroup(name, "send");
   CheckCount(name, "send", data, count);
+  CheckMemory(*group, "send", data);
   CheckRank(name, "send", "peer", peer, group->world_size());
   if (peer == group->rank()) Fail(name, "send", "a member cannot send to itself");
   return {group, OpCode::kSendRecv, [=](CommBackend& backend, const OpContext& ctx) {
@@ -374,6 +394,7 @@ Prepared PrepareSend(const void* data, size_t count, DataType dtype, int peer,
 Prepared PrepareRecv(void* data, size_t count, DataType dtype, int peer, const std::string& name) {
   auto group = FindGroup(name, "recv");
   CheckCount(name, "recv", data, count);
+  CheckMemory(*group, "recv", data);
   CheckRank(name, "recv", "peer", peer, group->world_size());
   if (peer == group->rank()) Fail(name, "recv", "a member cannot receive from itself");
   return {group, OpCode::kSendRecv, [=](CommBackend& backend, const OpContext& ctx) {

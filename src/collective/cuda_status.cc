@@ -40,11 +40,46 @@ absl::Status NcclToStatus(ncclResult_t result, const std::string& what) {
   }
 }
 
+std::string CudaVersionString(int version) {
+  return absl::StrCat(version / 1000, ".", (version % 1000) / 10);
+}
+
+absl::Status ClassifyCudaVersions(int driver_version, int runtime_version) {
+  if (driver_version <= 0) {
+    return absl::UnavailableError(
+        "no GPU driver: cudaDriverGetVersion reports none installed (libcuda.so not found)");
+  }
+  // Within a major version CUDA's minor version compatibility lets an older driver run a newer
+  // runtime; across major versions it cannot.
+  if (driver_version / 1000 < runtime_version / 1000) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the GPU driver supports CUDA ", CudaVersionString(driver_version),
+        ", this build needs CUDA ", CudaVersionString(runtime_version),
+        " (its CUDA runtime): install a newer NVIDIA driver, or build against an older toolkit"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int> CudaDeviceCount() {
-  int count = 0;
-  if (absl::Status status = CudaToStatus(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  int driver = 0, runtime = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  if (auto status = CudaToStatus(cudaRuntimeGetVersion(&runtime), "cudaRuntimeGetVersion");
       !status.ok()) {
-    return absl::UnavailableError(status.message());
+    return status;
+  }
+  if (auto status = ClassifyCudaVersions(driver, runtime); !status.ok()) return status;
+  int count = 0;
+  cudaError_t error = cudaGetDeviceCount(&count);
+  if (error == cudaErrorInsufficientDriver) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        CudaToStatus(error, "cudaGetDeviceCount").message(), " (driver supports CUDA ",
+        CudaVersionString(driver), ", this build needs CUDA ", CudaVersionString(runtime), ")"));
+  }
+  if (error != cudaSuccess) {
+    // cudaErrorNoDevice and the like: no usable GPU here. Anything else is a broken setup.
+    absl::Status status = CudaToStatus(error, "cudaGetDeviceCount");
+    if (error == cudaErrorNoDevice) return absl::UnavailableError(status.message());
+    return absl::FailedPreconditionError(status.message());
   }
   if (count == 0) return absl::UnavailableError("the CUDA runtime sees no GPU");
   return count;

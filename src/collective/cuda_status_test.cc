@@ -22,6 +22,41 @@ TEST(CudaStatusTest, ErrorsBecomeStatusesWithTheCallNamed) {
   EXPECT_EQ(NcclToStatus(ncclRemoteError, "x").code(), absl::StatusCode::kUnavailable);
 }
 
+TEST(CudaStatusTest, NoDriverMeansNoGpu) {
+  absl::Status none = ClassifyCudaVersions(0, 13000);
+  EXPECT_EQ(none.code(), absl::StatusCode::kUnavailable) << none;
+  EXPECT_TRUE(IsNoGpu(none));
+  EXPECT_TRUE(absl::StrContains(none.message(), "no GPU driver")) << none;
+}
+
+TEST(CudaStatusTest, DriverTooOldIsAFailureNamingBothVersions) {
+  absl::Status old = ClassifyCudaVersions(12040, 13000);
+  EXPECT_EQ(old.code(), absl::StatusCode::kFailedPrecondition) << old;
+  EXPECT_FALSE(IsNoGpu(old));  // GPU tests fail on it instead of skipping
+  EXPECT_TRUE(absl::StrContains(old.message(),
+                                "the GPU driver supports CUDA 12.4, this build needs CUDA 13.0"))
+      << old;
+}
+
+TEST(CudaStatusTest, DriverOfTheSameMajorVersionOrNewerWorks) {
+  EXPECT_TRUE(ClassifyCudaVersions(13000, 13000).ok());
+  EXPECT_TRUE(ClassifyCudaVersions(13000, 13020).ok());  // minor version compatibility
+  EXPECT_TRUE(ClassifyCudaVersions(13020, 13000).ok());
+  EXPECT_TRUE(ClassifyCudaVersions(14000, 13000).ok());
+  EXPECT_EQ(CudaVersionString(12040), "12.4");
+}
+
+// What this machine is, spelt out: a skip on "no GPU driver" / "no GPU", a failure otherwise.
+TEST(CudaStatusTest, ThisMachinesGpuSetupIsUsableOrAbsent) {
+  auto devices = CudaDeviceCount();
+  if (!devices.ok() && IsNoGpu(devices.status())) {
+    GTEST_SKIP() << "no usable GPU: " << devices.status().message();
+  }
+  ASSERT_TRUE(devices.ok()) << "this machine has a GPU driver that this build cannot use: "
+                            << devices.status();
+  EXPECT_GE(*devices, 1);
+}
+
 TEST(CudaStatusTest, NcclVersionIsReadable) {
   std::string version = NcclVersionString();
   EXPECT_NE(version, "unknown");
@@ -31,7 +66,10 @@ TEST(CudaStatusTest, NcclVersionIsReadable) {
 // Runs on a GPU machine only: a one-device NCCL all-reduce end to end.
 TEST(CudaStatusTest, SingleDeviceAllReduceOnGpu) {
   auto devices = CudaDeviceCount();
-  if (!devices.ok()) GTEST_SKIP() << "no usable GPU: " << devices.status().message();
+  if (!devices.ok() && IsNoGpu(devices.status())) {
+    GTEST_SKIP() << "no usable GPU: " << devices.status().message();
+  }
+  ASSERT_TRUE(devices.ok()) << devices.status();
   ncclComm_t comm;
   int device = 0;
   ASSERT_TRUE(NcclToStatus(ncclCommInitAll(&comm, 1, &device), "ncclCommInitAll").ok());

@@ -35,6 +35,10 @@ class Group {
   // "" for groups made by InitGroup; the declaration's incarnation for CreateGroup ones.
   const std::string& incarnation() const { return incarnation_; }
   bool broken() const;
+  // The backend's verdict on a buffer for `call` (CommBackend::CheckBuffer); any thread.
+  absl::Status CheckBuffer(const void* data, const std::string& call) const {
+    return backend_->CheckBuffer(data, call);
+  }
 
   // Runs `operation` after those called before it; throws CollectiveError on failure.
   void Run(OpCode op, const CallOptions& call, Operation operation);

@@ -98,6 +98,7 @@ class Mesh {
   ~Mesh();
 
   int rank() const { return options_.rank; }
+  const std::string& group() const { return options_.group; }
   int world_size() const { return options_.world_size; }
   Link* link(int peer) { return links_[peer].get(); }
   bool shares_memory_with(int peer) const { return peers_[peer].inbox != nullptr; }

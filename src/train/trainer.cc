@@ -6,11 +6,14 @@
 #include <random>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "src/common/package.h"
 #include "src/train/checkpoints.h"
+#include "src/train/collective_choice.h"
 #include "src/train/run_record.h"
 #include "src/train/worker.h"
 #include "troupe/api.h"
@@ -102,6 +105,11 @@ Result DataParallelTrainer::Fit() {
   if (scaling_.use_gpu && !bundle.count("GPU")) bundle["GPU"] = 1;
   const int strategy = StrategyIndex(scaling_.placement_strategy);
   const int cpus = std::max(1, static_cast<int>(bundle["CPU"]));
+  if (absl::Status status = internal::CheckCollectiveBackend(
+          scaling_.collective_backend, scaling_.use_gpu, bundle.count("GPU") ? bundle["GPU"] : 0);
+      !status.ok()) {
+    throw TroupeError(std::string(status.message()));
+  }
 
   CheckpointStore checkpoints(ExpandHome(run_.storage_path) + "/" + run_.name,
                               run_.checkpoint_config);
@@ -179,14 +187,15 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   struct Slot {
     int bundle;
     std::string node;
-    int gpu;
+    int gpu;           // the first leased GPU (-1: none), to order ranks
+    std::string gpus;  // every leased GPU, "a,b"
   };
   std::vector<Slot> slots;
   std::map<std::string, int> node_first_bundle;
   for (int i = 0; i < scaling_.num_workers; ++i) {
     auto w = *Get(where[i]);
     const int gpu = w[1].empty() ? -1 : std::stoi(w[1]);
-    slots.push_back({i, w[0], gpu});
+    slots.push_back({i, w[0], gpu, w[1]});
     node_first_bundle.emplace(w[0], i);
   }
   std::sort(slots.begin(), slots.end(), [&](const Slot& a, const Slot& b) {
@@ -198,12 +207,26 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
     node_rank.emplace(s.node, static_cast<int>(node_rank.size()));
     ++local_count[s.node];
   }
+  std::vector<internal::WorkerGpus> gpus_by_rank;
+  for (const Slot& s : slots) {
+    internal::WorkerGpus worker{s.node, {}};
+    for (absl::string_view id : absl::StrSplit(s.gpus, ',', absl::SkipEmpty())) {
+      int gpu;
+      if (absl::SimpleAtoi(id, &gpu)) worker.gpus.push_back(gpu);
+    }
+    gpus_by_rank.push_back(std::move(worker));
+  }
+  const auto it = bundle.find("GPU");
+  auto backend =
+      internal::ChooseCollectiveBackend(scaling_.collective_backend, scaling_.use_gpu,
+                                        it == bundle.end() ? 0 : it->second, gpus_by_rank);
+  if (!backend.ok()) return result.error = std::string(backend.status().message());
   std::map<std::string, int> local_next;
   for (int rank = 0; rank < scaling_.num_workers; ++rank) {
     const Slot& s = slots[rank];
     gang.workers.push_back(placed[s.bundle]);
     gang.ranks.push_back({rank, local_next[s.node]++, scaling_.num_workers, local_count[s.node],
-                          node_rank[s.node], cpus});
+                          node_rank[s.node], cpus, *backend == collective::Backend::kNccl});
   }
   record.workers.clear();
   for (int rank = 0; rank < scaling_.num_workers; ++rank) {
@@ -213,11 +236,9 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   const std::string group = gang.collective_group = run_.name + "-" + RandomSuffix();
   std::vector<int> ranks(scaling_.num_workers);
   for (int r = 0; r < scaling_.num_workers; ++r) ranks[r] = r;
-  collective::CreateGroup(gang.workers, ranks,
-                          scaling_.use_gpu ? collective::Backend::kNccl : collective::Backend::kCpu,
-                          group);
+  collective::CreateGroup(gang.workers, ranks, *backend, group);
   // Host memory (metrics, Report's barrier) never goes through NCCL: a CPU group of the same
-  // workers, declared with or without GPUs so both paths run the same code.
+  // workers, declared whatever the main group's backend so both paths run the same code.
   gang.host_group = internal::HostGroupName(group);
   collective::CreateGroup(gang.workers, ranks, collective::Backend::kCpu, gang.host_group);
 
@@ -228,7 +249,8 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
     Log("restarting from " + latest->path);
   }
   Log(absl::StrCat("attempt ", attempt + 1, ": ", scaling_.num_workers, " workers on ",
-                   node_rank.size(), " node(s)"));
+                   node_rank.size(), " node(s), collective backend ",
+                   internal::BackendName(*backend)));
   std::vector<ObjectRef<bool>> runs;
   for (int r = 0; r < scaling_.num_workers; ++r) {
     runs.push_back(gang.workers[r]

@@ -70,7 +70,8 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
                       group,
                       HostGroupName(group),
                       experiment,
-                      GetGpuIds()};
+                      GetGpuIds(),
+                      ranks.size() > 6 && ranks[6] == 1 ? "nccl" : "cpu"};
     resume_dir.reset();
     if (!checkpoint.empty()) {
       const std::string dir = absl::StrCat(std::filesystem::temp_directory_path().string(),

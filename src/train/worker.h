@@ -23,7 +23,8 @@ class TrainWorker {
   // {node id hex, leased GPU ids "a,b"}: where this worker runs, to order ranks.
   std::vector<std::string> Where();
   // Runs the loop to its end. `ranks`: world_rank, local_rank, world_size, local_world_size,
-  // node_rank, cpus. `checkpoint`: a package to resume from ("" for a fresh start).
+  // node_rank, cpus, and 1 when the group is NCCL (0: CPU). `checkpoint`: a package to resume from
+  // ("" for a fresh start).
   bool Run(std::string loop_name, LoopConfig config, std::vector<int64_t> ranks, std::string group,
            std::string experiment, std::string checkpoint);
   // Rank 0's reports since the last poll, in order.

@@ -1,5 +1,7 @@
 #include "troupe/train_torch.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <cstdlib>
 #include <functional>
 #include <stdexcept>
@@ -22,13 +24,35 @@ void CheckFloat(const ::torch::Tensor& t, const std::string& what) {
   }
 }
 
+// c10::Stream::native_handle() (the cudaStream_t) where this LibTorch has it (>= 2.1).
+template <typename S>
+auto NativeHandle(const S& stream, int) -> decltype(stream.native_handle()) {
+  return stream.native_handle();
+}
+template <typename S>
+void* NativeHandle(const S&, long) {
+  return nullptr;  // older LibTorch: the default stream, which is what it uses unless told
+}
+
+// The collective call for `t`: for a CUDA tensor, the current stream of its device, so the
+// collective (NCCL, or a CPU group's staging copies) runs after the work queued there.
+coll::CallOptions CallFor(const ::torch::Tensor& t) {
+  coll::CallOptions call;
+  if (t.is_cuda()) {
+    call.cuda_stream = NativeHandle(
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device()), 0);
+  }
+  return call;
+}
+
 // Broadcasts tensors from rank 0 through one flat buffer.
 void BroadcastTensors(const std::vector<::torch::Tensor>& tensors, const std::string& group) {
   if (tensors.empty()) return;
   std::vector<::torch::Tensor> flat_parts;
   for (const auto& t : tensors) flat_parts.push_back(t.detach().reshape(-1).to(::torch::kFloat32));
   ::torch::Tensor flat = ::torch::cat(flat_parts).contiguous();
-  coll::Broadcast(flat.data_ptr<float>(), flat.numel(), coll::DataType::kFloat32, 0, group);
+  coll::Broadcast(flat.data_ptr<float>(), flat.numel(), coll::DataType::kFloat32, 0, group,
+                  CallFor(flat));
   ::torch::NoGradGuard no_grad;
   int64_t offset = 0;
   for (const auto& t : tensors) {
@@ -159,7 +183,7 @@ void DistributedModel::LaunchReadyBuckets(bool all) {
     Bucket& bucket = buckets_[next_launch_];
     if (!all && bucket.arrived < static_cast<int>(bucket.params.size())) return;
     if (all) AdoptGradients(bucket);
-    coll::CallOptions call;
+    const coll::CallOptions call = CallFor(bucket.flat);
     bucket.work =
         coll::AllReduceAsync(bucket.flat.data_ptr<float>(), bucket.flat.numel(),
                              coll::DataType::kFloat32, coll::ReduceOp::kAvg, group_, call);
@@ -205,8 +229,7 @@ void DistributedModel::BroadcastBuffers() {
 }
 
 bool LibTorchHasCuda() {
-  // libtorch_cuda registers CUDA's device guard when it loads; a CPU-only build has none. (Its
-  // header, c10/core/impl/DeviceGuardImplInterface.h, comes through <torch/torch.h>.)
+  // libtorch_cuda registers CUDA's device guard when it loads; a CPU-only build has none.
   return c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA);
 }
 

@@ -29,7 +29,8 @@
 namespace troupe::collective {
 
 enum class Backend {
-  kCpu,   // host memory; shared memory between members on one host, TCP between hosts
+  kCpu,   // host memory (and CUDA memory, staged through pinned host memory, in CUDA builds);
+          // shared memory between members on one host, TCP between hosts
   kNccl,  // device memory (CUDA); needs a build with the CUDA toolkit and a GPU per member
 };
 
@@ -54,7 +55,9 @@ struct GroupOptions {
 
 struct CallOptions {
   std::chrono::milliseconds timeout{0};  // 0: the group's default
-  void* cuda_stream = nullptr;           // kNccl: the cudaStream_t to run on (nullptr: default)
+  // The caller's cudaStream_t (nullptr: the legacy default stream). kNccl runs on it; kCpu with
+  // device buffers copies after the work queued on it, and work queued later waits for the copies.
+  void* cuda_stream = nullptr;
 };
 
 // Thrown by every operation that fails. rank() is the member at fault (the one that died, left or
@@ -124,7 +127,8 @@ void CreateGroup(const std::vector<ActorHandle<T>>& actors, const std::vector<in
   internal::DeclareGroup(ids, ranks, backend, name, options);
 }
 
-// Operations on raw buffers of `count` elements. Host memory for kCpu, device memory for kNccl.
+// Operations on raw buffers of `count` elements. Device memory for kNccl; host memory for kCpu,
+// or device memory in builds with CUDA (see docs/collectives.md, "CUDA buffers on CPU groups").
 void AllReduce(void* data, size_t count, DataType dtype, ReduceOp op,
                const std::string& group = "default", const CallOptions& call = {});
 // `recv` holds world_size * count elements: rank r's `send` lands at r * count.

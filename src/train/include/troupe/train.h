@@ -13,12 +13,13 @@
 //   troupe::train::Result result = trainer.Fit();
 //
 // Fit reserves a placement group (one bundle per worker), starts a worker actor in each bundle,
-// orders ranks by node then GPU, forms a collective group (NCCL with GPUs, CPU otherwise) plus a
-// CPU side group for host memory, and runs the loop on every worker. Reports come back in order;
-// checkpoints are copied to the driver's storage_path; when a worker or its node dies, every worker
-// restarts from the latest checkpoint, up to FailureConfig::max_failures times. The driver
-// publishes each run's progress (placement, reports, checkpoints) into the GCS KV for the dashboard
-// (src/train/run_record.h). See docs/train.md.
+// orders ranks by node then GPU, forms a collective group (NCCL with whole GPUs per worker, CPU
+// otherwise: ScalingConfig::collective_backend) plus a CPU side group for host memory, and runs
+// the loop on every worker. Reports come back in order; checkpoints are copied to the driver's
+// storage_path; when a worker or its node dies, every worker restarts from the latest checkpoint,
+// up to FailureConfig::max_failures times. The driver publishes each run's progress (placement,
+// reports, checkpoints) into the GCS KV for the dashboard (src/train/run_record.h). See
+// docs/train.md.
 #pragma once
 
 #include <cstdint>
@@ -38,10 +39,15 @@ using TrainLoopFn = void (*)(const LoopConfig& config);
 
 struct ScalingConfig {
   int num_workers = 1;
-  bool use_gpu = false;  // one GPU per worker, and an NCCL group
-  // Per worker; default {CPU: 1} (+ {GPU: 1} with use_gpu).
+  bool use_gpu = false;  // GPUs for the workers (one each unless resources_per_worker says)
+  // Per worker; default {CPU: 1} (+ {GPU: 1} with use_gpu). {GPU: 0.5} puts two workers on
+  // one card (they then all-reduce over the CPU backend: see collective_backend).
   std::map<std::string, double> resources_per_worker;
   std::string placement_strategy = "PACK";  // PACK, SPREAD, STRICT_PACK, STRICT_SPREAD
+  // The workers' collective group: "auto" (NCCL when use_gpu and every worker has whole GPUs
+  // of its own, else the CPU backend), "cpu" (CUDA tensors are staged through pinned host
+  // memory; e.g. across hosts without a network NCCL can use) or "nccl".
+  std::string collective_backend = "auto";
 };
 
 struct CheckpointConfig {
@@ -106,12 +112,13 @@ struct Context {
   int local_world_size = 1;
   int node_rank = 0;
   int cpus = 1;            // CPUs reserved for this worker (intra-op threads are set to it)
-  std::string group;       // the collective group of the workers (troupe/collective.h): NCCL
-                           // with use_gpu (device memory only), CPU otherwise
+  std::string group;       // the collective group of the workers (troupe/collective.h), of
+                           // collective_backend (NCCL takes device memory only)
   std::string host_group;  // the same workers in a CPU-backend group, whatever `group` is: for
                            // host memory (metrics, barriers); SumAcrossWorkers and Report use it
   std::string experiment;  // RunConfig::name
   std::vector<int> gpu_ids;
+  std::string collective_backend = "cpu";  // the group's backend: "cpu" or "nccl"
 };
 const Context& GetContext();
 

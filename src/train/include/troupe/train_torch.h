@@ -16,8 +16,11 @@
 // .grad shares the bucket's memory (as DDP's gradient_as_bucket_view): zero_grad() zeroes it in
 // place, backward accumulates into it and the average lands in it, with no copy in or out. A
 // .grad that was reset or replaced is copied in instead. Like DDP, what is averaged is .grad as
-// accumulated (without zero_grad() between steps, the running sum). CPU tensors go through the
-// CPU backend, CUDA tensors through NCCL. One backward per SynchronizeGradients (a bucket
+// accumulated (without zero_grad() between steps, the running sum). The workers' group decides
+// the transport (ScalingConfig::collective_backend): an NCCL group all-reduces CUDA tensors on
+// the GPU; a CPU group takes CPU tensors, and CUDA tensors too, staging them through pinned host
+// memory (e.g. two 0.5-GPU workers sharing a card). CUDA collectives run after the work queued on
+// the tensor's current stream. One backward per SynchronizeGradients (a bucket
 // launches once each of its gradients has been accumulated once: no accumulation across
 // backwards). Parameters must be float32. Not thread-safe.
 #pragma once

@@ -1,7 +1,5 @@
 #include "troupe/train_torch.h"
 
-#include <c10/core/impl/DeviceGuardImplInterface.h>
-
 #include <cstdlib>
 #include <functional>
 #include <stdexcept>
@@ -229,7 +227,9 @@ void DistributedModel::BroadcastBuffers() {
 }
 
 bool LibTorchHasCuda() {
-  // libtorch_cuda registers CUDA's device guard when it loads; a CPU-only build has none.
+  // libtorch_cuda registers CUDA's device guard when it loads; a CPU-only build has none. (The
+  // registry, c10/core/impl/DeviceGuardImplInterface.h, comes through <torch/torch.h>: the GPU
+  // bundle's include check, gpu/bundle_test.sh, admits LibTorch headers only by torch paths.)
   return c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA);
 }
 

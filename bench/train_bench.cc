@@ -5,7 +5,11 @@
 //   --mode=troupe     DataParallelTrainer with --workers workers on an embedded cluster, or on
 //                     the running cluster at $TROUPE_ADDRESS when that is set; --spread puts
 //                     the workers one per node (placement STRICT_SPREAD)
-//   --use-gpu         model and batches on CUDA (a LibTorch built for CUDA); with --mode=troupe
+//   --device=cpu|cuda where the model and batches live (default cpu; --use-gpu is --device=cuda;
+//                     CUDA needs a LibTorch built for it). plain: CUDA device 0 of this process
+//                     (pick it with CUDA_VISIBLE_DEVICES); troupe: use_gpu, each worker on its
+//                     leased GPU (WorkerDevice). So the same model on the same GPU compares plain
+//                     LibTorch with Troupe's trainer (--workers=1). With --mode=troupe
 //                     --gpus-per-worker=F (default 1; 0.5 puts two workers on one card) and
 //                     --collective-backend=auto|cpu|nccl (ScalingConfig::collective_backend)
 // Each rank trains on its own random batches; after the timed steps the ranks compare their
@@ -49,7 +53,12 @@ struct StepStats {
   double sync_ms = 0;           // per step, in SynchronizeGradients (waiting for all-reduces)
 };
 
-// Runs warmup + steps training steps on `model`.
+// Waits for the work queued on `device` (CUDA runs asynchronously to the host).
+void Synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// Runs warmup + steps training steps on `model`, which lives on `device` (the batch moves there).
 StepStats TrainSteps(std::shared_ptr<torch::nn::Module> model,
                      troupe::train::torch::DistributedModel* ddp, int warmup, int steps,
                      torch::Device device = torch::kCPU, int rank = 0) {
@@ -62,6 +71,7 @@ StepStats TrainSteps(std::shared_ptr<torch::nn::Module> model,
   std::chrono::steady_clock::duration sync{};
   for (int i = 0; i < warmup + steps; ++i) {
     if (i == warmup) {
+      Synchronize(device);  // the warm-up steps the GPU still runs do not count
       start = std::chrono::steady_clock::now();
       before = UsageNow();
     }
@@ -75,7 +85,7 @@ StepStats TrainSteps(std::shared_ptr<torch::nn::Module> model,
     }
     optimizer.step();
   }
-  if (device.is_cuda()) x.sum().item<float>();  // the GPU's queued steps count in the time
+  Synchronize(device);  // the GPU's queued steps count in the time
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const ThreadUsage after = UsageNow();
@@ -99,14 +109,7 @@ double DiffersFromRankZero(torch::nn::Module& model) {
 
 void BenchLoop(const troupe::train::LoopConfig& config) {
   const auto& ctx = troupe::train::GetContext();
-  // The worker's first leased GPU: its index among the devices it sees (all the node's, or with
-  // --gpu-visibility=assigned only its own).
-  const char* visibility = std::getenv("TROUPE_GPU_VISIBILITY");
-  const int gpu = ctx.gpu_ids.empty() || (visibility && std::string(visibility) == "assigned")
-                      ? 0
-                      : ctx.gpu_ids[0];
-  const torch::Device device =
-      config.at("use_gpu") == "1" ? torch::Device(torch::kCUDA, gpu) : torch::Device(torch::kCPU);
+  const torch::Device device = troupe::train::torch::WorkerDevice();  // its GPU with use_gpu
   auto model = fashion_mnist::MakeResNet18();
   model->to(device);
   auto ddp = troupe::train::torch::PrepareModel(model);
@@ -131,13 +134,14 @@ TROUPE_TRAIN_LOOP(BenchLoop);
 
 int main(int argc, char** argv) {
   if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
-  std::string mode = "plain";
+  std::string mode = "plain", device_name = "cpu";
   int workers = 1, steps = 20, warmup = 3;
-  bool spread = false, use_gpu = false;
+  bool spread = false;
   double gpus_per_worker = 1;
   std::string collective_backend = "auto";
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--use-gpu")) use_gpu = true;
+    if (!std::strcmp(argv[i], "--use-gpu")) device_name = "cuda";
+    if (!std::strncmp(argv[i], "--device=", 9)) device_name = argv[i] + 9;
     if (!std::strncmp(argv[i], "--gpus-per-worker=", 18)) gpus_per_worker = std::atof(argv[i] + 18);
     if (!std::strncmp(argv[i], "--collective-backend=", 21)) collective_backend = argv[i] + 21;
     if (!std::strncmp(argv[i], "--mode=", 7)) mode = argv[i] + 7;
@@ -146,17 +150,43 @@ int main(int argc, char** argv) {
     if (!std::strncmp(argv[i], "--warmup=", 9)) warmup = std::atoi(argv[i] + 9);
     if (!std::strcmp(argv[i], "--spread")) spread = true;
   }
+  if (mode != "plain" && mode != "troupe") {
+    std::fprintf(stderr, "train_bench: --mode must be plain or troupe, got '%s'\n", mode.c_str());
+    return 2;
+  }
+  if (device_name != "cpu" && device_name != "cuda") {
+    std::fprintf(stderr, "train_bench: --device must be cpu or cuda, got '%s'\n",
+                 device_name.c_str());
+    return 2;
+  }
+  const bool use_gpu = device_name == "cuda";
+  // Checked here for both modes: the workers run this executable, with this LibTorch.
+  if (use_gpu && !troupe::train::torch::LibTorchHasCuda()) {
+    std::fprintf(stderr,
+                 "train_bench: --device=cuda: this LibTorch has no CUDA (a CPU-only build, such "
+                 "as Debian's libtorch); build against a CUDA LibTorch, or use --device=cpu\n");
+    return 2;
+  }
   StepStats stats;
   std::string backend = "none";
   if (mode == "plain") {
+    torch::Device device(torch::kCPU);
+    try {
+      if (use_gpu) device = troupe::train::torch::CudaDevice(0);
+    } catch (const troupe::TroupeError& e) {
+      std::fprintf(stderr, "train_bench: --device=cuda: %s\n", e.what());
+      return 2;
+    }
     torch::set_num_threads(1);
-    if (std::getenv("TRAIN_BENCH_THREAD") != nullptr) {  // experiment: the loop on a std::thread
-      std::thread([&] { stats = TrainSteps(fashion_mnist::MakeResNet18(), nullptr, warmup, steps); })
-          .join();
-    } else {
+    auto run = [&] {
       auto model = fashion_mnist::MakeResNet18();
-      model->to(use_gpu ? torch::kCUDA : torch::kCPU);
-      stats = TrainSteps(model, nullptr, warmup, steps, use_gpu ? torch::kCUDA : torch::kCPU);
+      model->to(device);
+      stats = TrainSteps(model, nullptr, warmup, steps, device);
+    };
+    if (std::getenv("TRAIN_BENCH_THREAD") != nullptr) {  // experiment: the loop on a std::thread
+      std::thread(run).join();
+    } else {
+      run();
     }
   } else {
     troupe::Config config;  // address empty: $TROUPE_ADDRESS if set, else an embedded cluster
@@ -175,12 +205,11 @@ int main(int argc, char** argv) {
     run.verbose = false;
     troupe::train::Result result;
     try {
-      result = troupe::train::DataParallelTrainer(BenchLoop,
-                                                  {{"steps", std::to_string(steps)},
-                                                   {"warmup", std::to_string(warmup)},
-                                                   {"use_gpu", use_gpu ? "1" : "0"}},
-                                                  scaling, run)
-                   .Fit();
+      result =
+          troupe::train::DataParallelTrainer(
+              BenchLoop, {{"steps", std::to_string(steps)}, {"warmup", std::to_string(warmup)}},
+              scaling, run)
+              .Fit();
     } catch (const troupe::TroupeError& e) {  // a bad configuration
       result.error = e.what();
     }

@@ -3,7 +3,9 @@
 // failing rank stopping the others (exit status passed through), restarts, usage errors.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -111,6 +113,33 @@ TEST(TrainLaunchTest, GroupRestartsAfterAFailure) {
   EXPECT_TRUE(absl::StrContains(result.err, "restarting all ranks (1 of 1 restarts)"))
       << result.err;
   EXPECT_TRUE(absl::StrContains(result.out, "same=True")) << result.out;
+}
+
+// Regression (issue 31 item 3): a rank's CUDA_VISIBLE_DEVICES is its lease mapped through the
+// devices the raylet sees, not the raylet's index: under CUDA_VISIBLE_DEVICES=2,3 the raylet's
+// GPU 0 is physical GPU 2. (--num-gpus declares the GPUs: no real one is needed.)
+TEST(TrainLaunchTest, RanksSeeTheirLeasedGpusMappedThroughTheRayletsDevices) {
+  setenv("CUDA_VISIBLE_DEVICES", "2,3", 1);  // inherited by the head's raylet
+  auto started = TestCluster::Start({"--num-cpus=2", "--num-gpus=2"});
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, std::move(started));
+  // Each rank writes what it sees to a file (its output lines may reach the launcher late).
+  const std::string dir = absl::StrCat(testing::TempDir(), "/visible");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  CommandResult result =
+      Launch(cluster, {"--num-workers=2", "--gpus-per-worker=1", "--", "/bin/sh", "-c",
+                       "echo $CUDA_VISIBLE_DEVICES > " + dir + "/rank$RANK"});
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  auto seen = [&](int rank) {
+    std::string devices;
+    std::ifstream(absl::StrCat(dir, "/rank", rank)) >> devices;
+    return devices;
+  };
+  // Which rank gets which GPU is the scheduler's choice; together they hold physical GPUs 2, 3.
+  std::vector<std::string> devices = {seen(0), seen(1)};
+  std::sort(devices.begin(), devices.end());
+  EXPECT_EQ(devices, (std::vector<std::string>{"2", "3"}));
 }
 
 TEST(TrainLaunchTest, UsageErrors) {

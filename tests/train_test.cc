@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "examples/fashion_mnist/fashion_mnist.h"
+#include "examples/fashion_mnist/run.h"
 #include "gtest/gtest.h"
 #include "src/common/status_testing.h"
 #include "src/common/wait_until.h"
@@ -168,6 +169,21 @@ void BucketLoop(const train::LoopConfig& config) {
 }
 TROUPE_TRAIN_LOOP(BucketLoop);
 
+// Host-memory reductions and Report's barrier go through the CPU side group only: reports
+// whether each group was joined after SumAcrossWorkers and a Report (the main group is joined at
+// a member's first operation on it, so it stays unjoined unless something used it).
+void HostGroupLoop(const train::LoopConfig&) {
+  const auto& ctx = train::GetContext();
+  const double rank_sum = train::torch::SumAcrossWorkers({double(ctx.world_rank)})[0];
+  train::Report({{"rank_sum", rank_sum}});
+  train::Report({{"rank_sum", rank_sum},
+                 {"distinct_groups", ctx.host_group != ctx.group},
+                 {"main_group_joined", coll::IsGroupInitialized(ctx.group)},
+                 {"host_group_joined", coll::IsGroupInitialized(ctx.host_group)},
+                 {"host_group_world_size", double(coll::GetWorldSize(ctx.host_group))}});
+}
+TROUPE_TRAIN_LOOP(HostGroupLoop);
+
 using troupe::testing::Driver;
 using troupe::testing::TestCluster;
 
@@ -272,6 +288,40 @@ TEST(TrainTest, BucketedAllReduceMatchesOnePlainAllReduce) {
     EXPECT_GE(result.metrics.at("buckets"), 4) << "the test wants several buckets";
     EXPECT_LT(result.metrics.at("max_param_diff"), 1e-6);
   }
+}
+
+// Regression (issue 31 item 2): SumAcrossWorkers all-reduced host memory through the main group,
+// which is NCCL with use_gpu. Metrics and Report's barrier now use a CPU side group.
+TEST(TrainTest, HostMemoryGoesThroughTheCpuSideGroup) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  Driver driver(cluster);
+  train::ScalingConfig scaling;
+  scaling.num_workers = 2;
+  train::RunConfig run;
+  run.name = "host-group";
+  run.storage_path = TempDir("host-group");
+  train::Result result = train::DataParallelTrainer(HostGroupLoop, {}, scaling, run).Fit();
+  ASSERT_EQ(result.error, "");
+  EXPECT_EQ(result.metrics.at("rank_sum"), 1);
+  EXPECT_EQ(result.metrics.at("distinct_groups"), 1);
+  EXPECT_EQ(result.metrics.at("main_group_joined"), 0) << "host memory went through the main group";
+  EXPECT_EQ(result.metrics.at("host_group_joined"), 1);
+  EXPECT_EQ(result.metrics.at("host_group_world_size"), 2);
+}
+
+// The examples' --use-gpu trains on the workers' GPUs (issue 31 item 2); with the CPU-only
+// LibTorch of this build it stops before starting anything, saying why.
+TEST(TrainTest, UseGpuWithACpuOnlyLibTorchIsAClearError) {
+  if (train::torch::LibTorchHasCuda()) GTEST_SKIP() << "this LibTorch has CUDA";
+  std::vector<std::string> args = {"resnet18_fashion_mnist", "--use-gpu"};
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  testing::internal::CaptureStderr();
+  const int code = fashion_mnist::RunExample(static_cast<int>(argv.size()), argv.data(),
+                                             "resnet18_fashion_mnist", "resnet18", 1, 1);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(err.find("--use-gpu: this LibTorch has no CUDA"), std::string::npos) << err;
 }
 
 TEST(TrainTest, UnregisteredLoopIsAClearError) {

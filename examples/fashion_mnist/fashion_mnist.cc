@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -187,17 +188,22 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
     test.images = test.images.narrow(0, 0, test_limit);
     test.labels = test.labels.narrow(0, 0, test_limit);
   }
+  // The worker's GPU with use_gpu, else the CPU. The data stays in host memory; each batch moves.
+  const torch::Device device = troupe::train::torch::WorkerDevice();
+  std::printf("rank %d trains on %s\n", ctx.world_rank, device.str().c_str());
+  std::fflush(stdout);
   auto model = model_name == "mlp" ? MakeMlp() : MakeResNet18();
+  model->to(device);  // before PrepareModel: its buckets live where the gradients do
   auto ddp = troupe::train::torch::PrepareModel(model);  // rank 0's weights everywhere
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(lr));
 
   int start_epoch = 0;
   if (auto checkpoint = troupe::train::GetCheckpoint()) {
     torch::serialize::InputArchive archive;
-    archive.load_from(*checkpoint + "/model.pt");
+    archive.load_from(*checkpoint + "/model.pt", device);
     model->load(archive);
     torch::serialize::InputArchive optimizer_archive;
-    optimizer_archive.load_from(*checkpoint + "/optimizer.pt");
+    optimizer_archive.load_from(*checkpoint + "/optimizer.pt", device);
     optimizer.load(optimizer_archive);
     std::ifstream(*checkpoint + "/epoch.txt") >> start_epoch;
   }
@@ -219,7 +225,8 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
       torch::Tensor index = torch::tensor(indices, torch::kInt64);
       torch::Tensor x = train.images.index_select(0, index);
       if (augment) x = Augment(x, random);
-      torch::Tensor y = train.labels.index_select(0, index);
+      x = x.to(device);
+      torch::Tensor y = train.labels.index_select(0, index).to(device);
       torch::Tensor loss = torch::nn::functional::cross_entropy(Forward(*model, x), y);
       optimizer.zero_grad();
       loss.backward();
@@ -239,8 +246,8 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
     const int64_t n_test = test.images.size(0);
     for (int64_t begin = ctx.world_rank * 1000; begin < n_test; begin += ctx.world_size * 1000) {
       const int64_t n = std::min<int64_t>(1000, n_test - begin);
-      torch::Tensor logits = Forward(*model, test.images.narrow(0, begin, n));
-      torch::Tensor y = test.labels.narrow(0, begin, n);
+      torch::Tensor logits = Forward(*model, test.images.narrow(0, begin, n).to(device));
+      torch::Tensor y = test.labels.narrow(0, begin, n).to(device);
       test_loss +=
           torch::nn::functional::cross_entropy(
               logits, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))

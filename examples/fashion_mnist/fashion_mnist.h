@@ -29,7 +29,9 @@ std::shared_ptr<torch::nn::Module> MakeResNet18();
 std::shared_ptr<torch::nn::Module> MakeMlp();  // 784-512-512-10
 torch::Tensor Forward(torch::nn::Module& model, const torch::Tensor& input);
 
-// The train loop (registered as fashion_mnist::TrainLoop). Config keys (strings): model
+// The train loop (registered as fashion_mnist::TrainLoop). It trains and evaluates on the
+// worker's device (troupe::train::torch::WorkerDevice(): its GPU with use_gpu, else the CPU),
+// moving each batch there from host memory. Config keys (strings): model
 // (resnet18|mlp), epochs, batch_size (per worker), lr, lr_schedule (constant|cosine), augment
 // (0|1: random 28x28 crop of the image padded by 2, random horizontal flip), limit_batches
 // (per epoch, 0: all), test_limit (test images, 0: all), data_dir, seed.

@@ -8,6 +8,7 @@
 #include "src/common/flag_parser.h"
 #include "troupe/api.h"
 #include "troupe/train.h"
+#include "troupe/train_torch.h"
 
 namespace fashion_mnist {
 
@@ -56,6 +57,14 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
   }
   if (lr_schedule != "constant" && lr_schedule != "cosine") {
     std::fprintf(stderr, "%s: --lr-schedule must be constant or cosine\n", program.c_str());
+    return 2;
+  }
+  // The workers run this executable, so its LibTorch is theirs: without CUDA, say so now.
+  if (use_gpu && !troupe::train::torch::LibTorchHasCuda()) {
+    std::fprintf(stderr,
+                 "%s: --use-gpu: this LibTorch has no CUDA (a CPU-only build, such as Debian's "
+                 "libtorch); build against a CUDA LibTorch, or leave out --use-gpu\n",
+                 program.c_str());
     return 2;
   }
   troupe::Config config;

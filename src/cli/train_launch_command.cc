@@ -26,6 +26,7 @@
 #include "src/cli/commands.h"
 #include "src/common/cluster_target.h"
 #include "src/common/flag_parser.h"
+#include "src/common/gpu_devices.h"
 #include "src/common/session.h"
 #include "src/tls/tls_files.h"
 #include "troupe/api.h"
@@ -55,14 +56,18 @@ class LaunchRank {
  public:
   static LaunchRank* Create() { return new LaunchRank(); }
 
-  // {node id, node IP, leased GPU ids "a,b", the interface holding the node IP ("" if none)}.
+  // {node id, node IP, the CUDA_VISIBLE_DEVICES showing the rank its leased GPUs ("" for none),
+  // the interface holding the node IP ("" if none)}.
   std::vector<std::string> Where() {
     std::string gpus;
     for (int id : GetGpuIds()) absl::StrAppend(&gpus, gpus.empty() ? "" : ",", id);
+    // The lease is the raylet's GPU indices: map them through the devices the raylet sees.
+    const std::string visible = ChildVisibleDevices(gpus, std::getenv("TROUPE_GPU_VISIBILITY"),
+                                                    std::getenv("CUDA_VISIBLE_DEVICES"));
     const char* node = std::getenv("TROUPE_NODE_ID");
     const char* ip = std::getenv("TROUPE_NODE_IP");
     const std::string node_ip = ip ? ip : "127.0.0.1";
-    return {node ? node : "", node_ip, gpus, InterfaceOf(node_ip)};
+    return {node ? node : "", node_ip, visible, InterfaceOf(node_ip)};
   }
 
   // A TCP port free on this node a moment ago (rank 0's MASTER_PORT).

@@ -5,11 +5,9 @@
 #include <optional>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "src/common/gpu_devices.h"
 #include "src/common/logging.h"
 
 extern char** environ;
@@ -28,25 +26,6 @@ WorkerPool::WorkerPool(WorkerPoolOptions options, ExecutableResolver resolve_exe
                         : std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()))) {}
 
 WorkerPool::~WorkerPool() { KillAll(); }
-
-namespace {
-
-// Leased GPU indices (as the raylet numbers them) as a CUDA_VISIBLE_DEVICES value: indices into
-// the raylet's own CUDA_VISIBLE_DEVICES when it has one.
-std::string MaskedDevices(const std::string& gpu_ids) {
-  const char* own = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (own == nullptr || *own == '\0') return gpu_ids;
-  std::vector<std::string> visible = absl::StrSplit(own, ',');
-  std::vector<std::string> out;
-  for (absl::string_view id : absl::StrSplit(gpu_ids, ',')) {
-    size_t index = 0;
-    const bool known = absl::SimpleAtoi(id, &index) && index < visible.size();
-    out.push_back(known ? visible[index] : std::string(id));
-  }
-  return absl::StrJoin(out, ",");
-}
-
-}  // namespace
 
 std::string WorkerPool::LogPathOf(const WorkerId& worker_id) const {
   return absl::StrCat(options_.log_dir, "/worker-", worker_id.ShortHex(), ".log");
@@ -90,7 +69,9 @@ absl::StatusOr<int> WorkerPool::StartProcess(const rpc::JobInfo& job, const Work
     env.push_back(std::string("TROUPE_GPU_VISIBILITY=") +
                   (options_.mask_gpus ? "assigned" : "all"));
     if (options_.mask_gpus)
-      env.push_back("CUDA_VISIBLE_DEVICES=" + MaskedDevices(cuda_visible_devices));
+      env.push_back(
+          "CUDA_VISIBLE_DEVICES=" +
+          VisibleDevicesForLease(cuda_visible_devices, std::getenv("CUDA_VISIBLE_DEVICES")));
   }
   return processes_->Start(
       {std::move(args), std::move(env), program.working_dir, LogPathOf(worker_id)});

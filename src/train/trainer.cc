@@ -72,11 +72,13 @@ struct Gang {
   std::vector<ActorHandle<TrainWorker>> workers;  // by rank
   std::vector<std::vector<int64_t>> ranks;        // per worker: the Context numbers
   std::string collective_group;
+  std::string host_group;  // its CPU side group (Context::host_group)
 
   ~Gang() {
     try {
       for (auto& worker : placed) worker.Kill();
       if (!collective_group.empty()) collective::DestroyGroup(collective_group);
+      if (!host_group.empty()) collective::DestroyGroup(host_group);
       if (!group.IsNil()) RemovePlacementGroup(group);
     } catch (const TroupeError&) {
       // The cluster is going away; nothing more to free.
@@ -235,6 +237,10 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   std::vector<int> ranks(scaling_.num_workers);
   for (int r = 0; r < scaling_.num_workers; ++r) ranks[r] = r;
   collective::CreateGroup(gang.workers, ranks, *backend, group);
+  // Host memory (metrics, Report's barrier) never goes through NCCL: a CPU group of the same
+  // workers, declared whatever the main group's backend so both paths run the same code.
+  gang.host_group = internal::HostGroupName(group);
+  collective::CreateGroup(gang.workers, ranks, collective::Backend::kCpu, gang.host_group);
 
   std::string resume;
   if (auto latest = checkpoints.Latest(); latest && attempt > 0) {

@@ -68,6 +68,7 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
                       static_cast<int>(ranks.at(4)),
                       static_cast<int>(ranks.at(5)),
                       group,
+                      HostGroupName(group),
                       experiment,
                       GetGpuIds(),
                       ranks.size() > 6 && ranks[6] == 1 ? "nccl" : "cpu"};
@@ -118,8 +119,9 @@ std::optional<std::string> GetCheckpoint() {
 
 void Report(const Metrics& metrics, const std::string& checkpoint_dir) {
   const Context& ctx = GetContext();
-  // Every rank reports: a synchronisation point, so checkpoints are of one consistent step.
-  if (ctx.world_size > 1) collective::Barrier(ctx.group);
+  // Every rank reports: a synchronisation point, so checkpoints are of one consistent step. On
+  // the CPU side group: a host-side wait, whatever the main group's backend.
+  if (ctx.world_size > 1) collective::Barrier(ctx.host_group);
   if (ctx.world_rank != 0) return;
   std::string package;
   if (!checkpoint_dir.empty()) {

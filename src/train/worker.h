@@ -31,6 +31,9 @@ class TrainWorker {
   std::vector<WireReport> PollReports();
 };
 
+// The CPU-backend side group of the workers of collective group `group` (Context::host_group).
+inline std::string HostGroupName(const std::string& group) { return group + ".cpu"; }
+
 // Worker-process state the free functions (GetContext, Report, GetCheckpoint) read.
 void QueueReport(WireReport report);
 

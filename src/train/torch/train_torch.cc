@@ -1,10 +1,12 @@
 #include "troupe/train_torch.h"
 
-#include <c10/core/impl/DeviceGuardImplInterface.h>
-
+#include <cstdlib>
 #include <functional>
 #include <stdexcept>
+#include <string>
 
+#include "troupe/actor.h"
+#include "troupe/errors.h"
 #include "troupe/train.h"
 
 namespace troupe::train::torch {
@@ -224,6 +226,44 @@ void DistributedModel::BroadcastBuffers() {
   BroadcastTensors(buffers, group_);
 }
 
+bool LibTorchHasCuda() {
+  // libtorch_cuda registers CUDA's device guard when it loads; a CPU-only build has none. (The
+  // registry, c10/core/impl/DeviceGuardImplInterface.h, comes through <torch/torch.h>: the GPU
+  // bundle's include check, gpu/bundle_test.sh, admits LibTorch headers only by torch paths.)
+  return c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA);
+}
+
+::torch::Device CudaDevice(int index) {
+  if (!LibTorchHasCuda()) {
+    throw TroupeError(
+        "this LibTorch has no CUDA (a CPU-only build, such as Debian's libtorch): build against "
+        "a CUDA LibTorch to train on GPUs, or train on the CPU");
+  }
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string visible_note =
+      visible == nullptr ? "" : " (CUDA_VISIBLE_DEVICES=" + std::string(visible) + ")";
+  const int count = static_cast<int>(::torch::cuda::device_count());
+  if (count == 0) {
+    throw TroupeError("LibTorch sees no CUDA device" + visible_note +
+                      ": check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES");
+  }
+  if (index < 0 || index >= count) {
+    throw TroupeError("CUDA device " + std::to_string(index) + " does not exist: LibTorch sees " +
+                      std::to_string(count) + " device(s)" + visible_note);
+  }
+  return ::torch::Device(::torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+::torch::Device WorkerDevice() {
+  const std::vector<int> leased = GetGpuIds();
+  if (leased.empty()) return ::torch::Device(::torch::kCPU);
+  // A node with --gpu-visibility=assigned masks CUDA_VISIBLE_DEVICES to the lease: its first GPU
+  // is device 0. Otherwise the worker sees the node's GPUs and the lease names the device.
+  const char* visibility = std::getenv("TROUPE_GPU_VISIBILITY");
+  const bool masked = visibility != nullptr && std::string(visibility) == "assigned";
+  return CudaDevice(masked ? 0 : leased[0]);
+}
+
 std::shared_ptr<DistributedModel> PrepareModel(std::shared_ptr<::torch::nn::Module> module,
                                                DistributedOptions options) {
   auto model = std::make_shared<DistributedModel>(std::move(module), options);
@@ -234,8 +274,9 @@ std::shared_ptr<DistributedModel> PrepareModel(std::shared_ptr<::torch::nn::Modu
 std::vector<double> SumAcrossWorkers(std::vector<double> values) {
   const Context& ctx = GetContext();
   if (ctx.world_size > 1 && !values.empty()) {
+    // Host memory: the CPU side group, never the main group (NCCL with GPUs).
     coll::AllReduce(values.data(), values.size(), coll::DataType::kFloat64, coll::ReduceOp::kSum,
-                    ctx.group);
+                    ctx.host_group);
   }
   return values;
 }

@@ -14,7 +14,7 @@
 //
 // Fit reserves a placement group (one bundle per worker), starts a worker actor in each bundle,
 // orders ranks by node then GPU, forms a collective group (NCCL with whole GPUs per worker, CPU
-// otherwise: ScalingConfig::collective_backend) and runs
+// otherwise: ScalingConfig::collective_backend) plus a CPU side group for host memory, and runs
 // the loop on every worker. Reports come back in order; checkpoints are copied to the driver's
 // storage_path; when a worker or its node dies, every worker restarts from the latest checkpoint,
 // up to FailureConfig::max_failures times. The driver publishes each run's progress (placement,
@@ -112,7 +112,10 @@ struct Context {
   int local_world_size = 1;
   int node_rank = 0;
   int cpus = 1;            // CPUs reserved for this worker (intra-op threads are set to it)
-  std::string group;       // the collective group of the workers (troupe/collective.h)
+  std::string group;       // the collective group of the workers (troupe/collective.h), of
+                           // collective_backend (NCCL takes device memory only)
+  std::string host_group;  // the same workers in a CPU-backend group, whatever `group` is: for
+                           // host memory (metrics, barriers); SumAcrossWorkers and Report use it
   std::string experiment;  // RunConfig::name
   std::vector<int> gpu_ids;
   std::string collective_backend = "cpu";  // the group's backend: "cpu" or "nccl"

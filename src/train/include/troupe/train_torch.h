@@ -87,7 +87,24 @@ class DistributedModel : public std::enable_shared_from_this<DistributedModel> {
 std::shared_ptr<DistributedModel> PrepareModel(std::shared_ptr<::torch::nn::Module> module,
                                                DistributedOptions options = {});
 
-// All-reduces (sum) a few scalars across the workers, e.g. correct counts for accuracy.
+// The device this worker trains on (call it in the train loop, then move the model and every
+// batch there): its first leased GPU as a CUDA device when it has one (ScalingConfig::use_gpu),
+// else the CPU. The CUDA device number follows the node's --gpu-visibility: with `all` (the
+// default) the worker sees every GPU of the node and the leased index is the device number; with
+// `assigned` it sees only its own, as device 0. Throws troupe::TroupeError when a GPU is leased
+// but this LibTorch cannot use it (see CudaDevice).
+::torch::Device WorkerDevice();
+
+// CUDA device `index`, after checking that this LibTorch can use it. Throws troupe::TroupeError
+// saying what is missing: "this LibTorch has no CUDA" (a CPU-only build such as Debian's
+// libtorch: build against a CUDA LibTorch), no device visible, or `index` out of range.
+::torch::Device CudaDevice(int index);
+
+// Whether this LibTorch was built with CUDA (whether or not this machine has a GPU).
+bool LibTorchHasCuda();
+
+// All-reduces (sum) a few scalars across the workers, e.g. correct counts for accuracy. Host
+// memory: goes through the workers' CPU side group (Context::host_group), never NCCL.
 std::vector<double> SumAcrossWorkers(std::vector<double> values);
 
 }  // namespace troupe::train::torch

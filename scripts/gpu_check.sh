@@ -228,11 +228,14 @@ if wanted cluster; then
     else
       record "actors' CUDA_VISIBLE_DEVICES mapped" FAIL "raylet 7,6,5,$real: ${seen:-$(tail -n 3 "$logs/probe_mapped.log" | tr '\n' ' ')}"
     fi
+    # Each rank writes what it sees to a file (a rank's last output lines can miss the launcher's
+    # stdout when it exits at once; see docs/train.md).
+    mkdir -p "$logs/launch_mapped"
     TROUPE_ADDRESS=auto timeout "$(limit 90)" troupe train launch --num-workers 4 --gpus-per-worker 1 -- \
-      sh -c 'echo "cvd=$CUDA_VISIBLE_DEVICES"' > "$logs/launch_mapped.log" 2>&1
-    launched="$(grep -o 'cvd=[0-9,]*' "$logs/launch_mapped.log" | sort -u | tr '\n' ' ')"
-    if [ "$(grep -o 'cvd=[0-9]*' "$logs/launch_mapped.log" | sort -u | grep -cE "cvd=(7|6|5|$real)$")" = 4 ]; then
-      record "train launch CUDA_VISIBLE_DEVICES mapped" PASS "$launched"
+      sh -c "echo \"\$CUDA_VISIBLE_DEVICES\" > $logs/launch_mapped/rank_\$RANK" > "$logs/launch_mapped.log" 2>&1
+    launched="$(for f in "$logs"/launch_mapped/rank_*; do [ -f "$f" ] && echo "${f##*_}->$(cat "$f")"; done | tr '\n' ' ')"
+    if [ "$(cat "$logs"/launch_mapped/rank_* 2>/dev/null | sort -u | grep -cE "^(7|6|5|$real)$")" = 4 ]; then
+      record "train launch CUDA_VISIBLE_DEVICES mapped" PASS "rank->CUDA_VISIBLE_DEVICES: $launched"
     else
       record "train launch CUDA_VISIBLE_DEVICES mapped" FAIL "${launched:-$(tail -n 3 "$logs/launch_mapped.log" | tr '\n' ' ')}"
     fi
@@ -278,7 +281,7 @@ if wanted epoch; then
   # One epoch of ResNet18 on the FashionMNIST subset, one worker on the GPU.
   t0=$(date +%s)
   timeout "$(limit 150)" stdbuf -oL -eL "$build/resnet18_fashion_mnist" --use-gpu --num-workers=1 --epochs=1 \
-    --data-dir="$B/data" --storage-path="$results" --name=epoch > "$logs/epoch.log" 2>&1
+    --limit-batches=0 --data-dir="$B/data" --storage-path="$results" --name=epoch > "$logs/epoch.log" 2>&1
   rc=$?
   seconds=$(($(date +%s) - t0))
   accuracy="$(grep -oE 'accuracy[=: ]+[0-9.]+' "$logs/epoch.log" | tail -n1 | grep -oE '[0-9.]+$')"
@@ -324,10 +327,10 @@ if wanted ddp; then
   # torchrun-style DDP with NCCL, world size 1, started by `troupe train launch` on a cluster.
   elif start_cluster "$logs/start_ddp.log"; then
     TROUPE_ADDRESS=auto timeout "$(limit 120)" troupe train launch --num-workers 1 --gpus-per-worker 1 \
-      --working-dir "$B/python" -- "$python" ddp_bench.py --from-env --device cuda \
-      --backend nccl --steps=300 --warmup=30 > "$logs/ddp.log" 2>&1
+      --working-dir "$B/python" -- sh -c "'$python' ddp_bench.py --from-env --device cuda \
+      --backend nccl --steps=300 --warmup=30 > '$logs/ddp_result.json'" > "$logs/ddp.log" 2>&1
     rc=$?
-    ddp="$(grep -o '"images_per_s": [0-9.]*' "$logs/ddp.log" | json_field images_per_s)"
+    ddp="$(json_field images_per_s < "$logs/ddp_result.json" 2>/dev/null)"
     if [ $rc -eq 0 ] && [ -n "$ddp" ]; then
       troupe_last="$(grep '"impl": "troupe"' "$logs/bench.log" | json_field images_per_s | tail -n1)"
       record "DDP NCCL via troupe train launch" PASS \
@@ -353,10 +356,22 @@ if wanted half; then
   rc=$?
   seconds=$(($(date +%s) - t0))
   accuracy="$(grep -oE 'accuracy[=: ]+[0-9.]+' "$logs/half.log" | tail -n1 | grep -oE '[0-9.]+$')"
-  if [ $rc -eq 0 ] && [ -n "$accuracy" ]; then
-    record "2 x 0.5-GPU workers, CPU collectives" PASS "accuracy $accuracy after 20 steps, ${seconds} s"
+  devices="$(grep -oE 'trains on cuda:[0-9]+' "$logs/half.log" | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+  if [ $rc -eq 0 ] && [ -n "$accuracy" ] && grep -q "collective backend cpu" "$logs/half.log" &&
+    [ "$(grep -c 'trains on cuda' "$logs/half.log")" -ge 2 ]; then
+    record "2 x 0.5-GPU workers, CPU collectives" PASS "accuracy $accuracy after 20 steps, ${seconds} s; $devices"
   else
-    record "2 x 0.5-GPU workers, CPU collectives" FAIL "exit $rc; $(tail -n 3 "$logs/half.log" | tr '\n' ' ' | tail -c 300)"
+    record "2 x 0.5-GPU workers, CPU collectives" FAIL "exit $rc; $devices $(tail -n 3 "$logs/half.log" | tr '\n' ' ' | tail -c 300)"
+  fi
+  # The same on fixed batches: the two replicas' parameters must end bit-identical (exit 1 if not).
+  timeout "$(limit 90)" "$build/train_bench" --mode=troupe --workers=2 --device=cuda \
+    --gpus-per-worker=0.5 --collective-backend=cpu --steps=20 --warmup=3 > "$logs/half_bench.log" 2>&1
+  rc=$?
+  line="$(grep -m1 '"impl"' "$logs/half_bench.log")"
+  if [ $rc -eq 0 ] && grep -q '"collective_backend": "cpu"' <<< "$line" && grep -q '"device": "cuda"' <<< "$line"; then
+    record "2 x 0.5-GPU replicas stay identical" PASS "$(json_field images_per_s <<< "$line") images/s over 2 workers; parameters bit-identical"
+  else
+    record "2 x 0.5-GPU replicas stay identical" FAIL "exit $rc; $(tail -n 3 "$logs/half_bench.log" | tr '\n' ' ' | tail -c 300)"
   fi
   fi
 fi

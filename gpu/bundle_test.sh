@@ -42,6 +42,19 @@ foreign="$(xargs -r dpkg -S <<< "$outside" 2>&1 | grep -vE '^(libc6-dev|libstdc\
 [ -z "$foreign" ] || { echo "FAIL: headers the GPU machine may lack (the bundle must carry them):"; echo "$foreign"; exit 1; }
 echo "$(wc -l < "$work/headers/all.cc") includes; outside the bundle only the C/C++ runtime's ($(wc -l <<< "$outside") headers)"
 
+echo "== the programs built there link libstdc++ ahead of LibTorch"
+# PyTorch's wheels export their own std::filesystem functions, which crash when called (see
+# gpu/CMakeLists.txt): libstdc++ must come first on the link line. Configured here against
+# Debian's LibTorch (Makefiles: each program's link line is in link.txt).
+tar -C "$work/headers" -xzf "$work/bundle/troupe-gpu.tar.gz" troupe-gpu/CMakeLists.txt troupe-gpu/lib
+cmake -S "$unpacked" -B "$work/cmake" > "$work/cmake.log" 2>&1 || { cat "$work/cmake.log"; exit 1; }
+for program in resnet18_fashion_mnist train_bench; do
+  link="$(cat "$work/cmake/CMakeFiles/$program.dir/link.txt")"
+  before_torch="${link%%libtorch*}"
+  [[ "$before_torch" != "$link" && "$before_torch" == *"-lstdc++"* ]] ||
+    { echo "FAIL: $program does not link libstdc++ before LibTorch: $link"; exit 1; }
+done
+
 source "$repo/scripts/debian_root.sh"
 root="$(mktemp -d /tmp/troupe-bundle-root.XXXXXX)"
 trap 'debian_root_cleanup "$root"' EXIT

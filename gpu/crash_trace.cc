@@ -11,12 +11,15 @@
 
 namespace {
 
+// Async-signal-safe enough for a dying process: write(2) and backtrace_symbols_fd only.
+void Say(const char* text) {
+  if (write(STDERR_FILENO, text, std::strlen(text)) < 0) return;  // nothing more to do
+}
+
 void PrintStackAndDie(int signal_number) {
-  const char* name = strsignal(signal_number);
-  const char header[] = "\n*** crash: ";
-  write(STDERR_FILENO, header, sizeof(header) - 1);
-  write(STDERR_FILENO, name, std::strlen(name));
-  write(STDERR_FILENO, ", stack:\n", 9);
+  Say("\n*** crash: ");
+  Say(strsignal(signal_number));
+  Say(", stack:\n");
   void* frames[64];
   const int depth = backtrace(frames, 64);
   backtrace_symbols_fd(frames, depth, STDERR_FILENO);

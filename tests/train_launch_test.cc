@@ -81,6 +81,24 @@ TEST(TrainLaunchTest, DdpScriptRunsAcrossTwoNodesWithTorchrunEnvironment) {
       << result.out;
 }
 
+// A rank that prints and exits at once: its line reaches the launcher's output although the
+// launcher ends right after (the raylet publishes worker output every 100 ms; the driver drains
+// it at shutdown). Three launches of four ranks: without the drain about half lose a line.
+TEST(TrainLaunchTest, EveryRanksLastLineReachesTheLauncher) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=4"}));
+  for (int launch = 0; launch < 3; ++launch) {
+    CommandResult result =
+        Launch(cluster, {"--num-workers=4", "--", "sh", "-c", "echo last-line-of-$RANK"});
+    ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+    for (int rank = 0; rank < 4; ++rank) {
+      EXPECT_TRUE(absl::StrContains(result.out, absl::StrCat("[rank ", rank, "] last-line-of-",
+                                                             rank)))
+          << "launch " << launch << ", rank " << rank << ":\n"
+          << result.out;
+    }
+  }
+}
+
 TEST(TrainLaunchTest, FailingRankStopsTheOthersAndItsStatusIsReturned) {
   if (!std::filesystem::exists(kPython)) GTEST_SKIP() << "no " << kPython;
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));

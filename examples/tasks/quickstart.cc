@@ -3,7 +3,6 @@
 //   bazel run //examples/tasks:quickstart
 #include <iostream>
 #include <numeric>
-#include <thread>
 
 #include "troupe/api.h"
 
@@ -54,7 +53,6 @@ int main(int argc, char** argv) {
   auto view = troupe::GetView(ramp);  // zero-copy view into shared memory
   std::cout << "ramp[999999] = " << (*view)[999999] << std::endl;
   troupe::Get(troupe::Task(Greet).Remote(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the greeting arrive
-  troupe::Shutdown();
+  troupe::Shutdown();  // prints the workers' output still on its way (the greeting) first
   return 0;
 }

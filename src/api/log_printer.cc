@@ -17,13 +17,19 @@ void WorkerLogPrinter::Stop() {
 
 void WorkerLogPrinter::Follow() {
   int64_t cursor = -1;
+  absl::Time drain_until = absl::InfiniteFuture();  // set when Stop is asked for
   while (true) {
     const bool stopping = stop_.HasBeenNotified();
+    if (stopping && drain_until == absl::InfiniteFuture()) drain_until = absl::Now() + kDrainLimit;
     rpc::PollRequest poll;
     poll.add_channels(rpc::LOG_CHANNEL);
     poll.set_after_seq(cursor);
-    poll.set_timeout_ms(cursor < 0 || stopping ? 0 : 200);
+    // Following: long polls. Stopping: each poll waits one quiet period for more lines.
+    poll.set_timeout_ms(
+        cursor < 0 ? 0
+                   : absl::ToInt64Milliseconds(stopping ? kQuietPeriod : absl::Milliseconds(200)));
     auto reply = gcs_->Poll(poll);
+    bool printed = false;
     if (reply.ok()) {
       // messages_lost (the GCS restarted, or output outran its buffer): those lines are gone;
       // logs have no table to re-read, so printing goes on from the new cursor.
@@ -36,10 +42,14 @@ void WorkerLogPrinter::Follow() {
         std::string text;
         for (const auto& line : batch.lines()) absl::StrAppend(&text, prefix, line, "\n");
         fwrite(text.data(), 1, text.size(), stdout);
+        printed = true;
       }
       fflush(stdout);
     }
-    if (stopping) return;
+    // Stopping: done once a whole quiet period brought nothing (a poll that another job's lines
+    // ended early goes on), or the limit passed.
+    const bool quiet = !printed && (!reply.ok() || reply->messages().empty());
+    if (stopping && (quiet || absl::Now() >= drain_until)) return;
     if (!reply.ok()) stop_.WaitForNotificationWithTimeout(absl::Milliseconds(500));
   }
 }

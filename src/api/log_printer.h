@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "src/common/ids.h"
 #include "src/rpc/gcs_client.h"
 
@@ -20,8 +21,13 @@ class WorkerLogPrinter {
   WorkerLogPrinter(const WorkerLogPrinter&) = delete;
   WorkerLogPrinter& operator=(const WorkerLogPrinter&) = delete;
 
-  // Prints what is already published, then stops following. Idempotent.
+  // Prints what is already published and what arrives until the channel has been quiet for
+  // kQuietPeriod (at most kDrainLimit in all), then stops following. A raylet publishes a worker's
+  // output every 100 ms, so the last lines of a task that just ended are not lost when the
+  // driver exits right after it (`troupe train launch` lost them). Idempotent.
   void Stop();
+  static constexpr absl::Duration kQuietPeriod = absl::Milliseconds(250);
+  static constexpr absl::Duration kDrainLimit = absl::Seconds(1);
 
  private:
   void Follow();

@@ -335,6 +335,9 @@ TEST(ClusterTest, DriverAttachesToTheRunningClusterElseStartsAnEmbeddedOne) {
   CommandResult attached = RunCommand({quickstart}, here);
   EXPECT_EQ(attached.exit_code, 0) << attached.err;
   EXPECT_TRUE(absl::StrContains(attached.out, "1 + 2 = 3")) << attached.out;
+  // The worker prints its greeting just before the driver's last Get returns, and the driver
+  // shuts down at once: Shutdown must still print it (it drains worker output still on its way).
+  EXPECT_TRUE(absl::StrContains(attached.out, "hello from a worker, task 1")) << attached.out;
   EXPECT_TRUE(absl::StrContains(attached.err, "connecting to the cluster running on this machine "
                                               "at " + cluster.gcs_address()))
       << attached.err;
@@ -343,6 +346,7 @@ TEST(ClusterTest, DriverAttachesToTheRunningClusterElseStartsAnEmbeddedOne) {
                                           "TROUPE_ADDRESS=local", "TROUPE_TOKEN="};
   CommandResult forced = RunCommand({quickstart}, local);
   EXPECT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_TRUE(absl::StrContains(forced.out, "hello from a worker, task 1")) << forced.out;
   EXPECT_TRUE(absl::StrContains(forced.err, "started an embedded single-node cluster in this "
                                             "process (TROUPE_ADDRESS=local)"))
       << forced.err;

@@ -58,6 +58,23 @@ gtest_counts() {
     awk '{print int($1 / 2)}') skipped"
 }
 
+# gtest_step STEP LOG SECONDS BINARY [ARGS...]: a GPU test binary must exit 0 having run every
+# case (a skip is a failure here).
+gtest_step() {
+  local step="$1" log="$2" seconds="$3"
+  shift 3
+  timeout "$(limit "$seconds")" "$@" > "$log" 2>&1
+  local rc=$?
+  local counts
+  counts="$(gtest_counts "$log")"
+  if [ $rc -eq 0 ] && ! grep -q '^\[  SKIPPED \] [A-Za-z]' "$log" && grep -q '^\[       OK \]' "$log"; then
+    record "$step" PASS "$counts"
+  else
+    record "$step" FAIL "exit $rc; $counts; $(grep -E '^\[  (FAILED|SKIPPED) \] [A-Za-z]|: Failure$' "$log" |
+      sed 's/ ([0-9]* ms)$//' | sort -u | head -n 6 | tr '\n' ' ' | tail -c 400)"
+  fi
+}
+
 # ---- the machine: Python with PyTorch, its CUDA libraries, the GPUs
 python=""
 for candidate in /opt/torch/.venv/bin/python3 python3; do
@@ -101,28 +118,13 @@ fi
 
 # ---- the driver can run this build: every case of cuda_status_test runs (no skip) and passes
 if wanted cuda_status; then
-  timeout "$(limit 120)" "$B/bin/cuda_status_test" > "$logs/cuda_status_test.log" 2>&1
-  rc=$?
-  counts="$(gtest_counts "$logs/cuda_status_test.log")"
-  if [ $rc -eq 0 ] && ! grep -q '^\[  SKIPPED \] [A-Za-z]' "$logs/cuda_status_test.log"; then
-    record "cuda_status_test" PASS "$counts"
-  else
-    record "cuda_status_test" FAIL "exit $rc; $counts; $(grep -m3 -E 'Failure|SKIPPED|error' "$logs/cuda_status_test.log" | tr '\n' ' ')"
-  fi
+  gtest_step cuda_status_test "$logs/cuda_status_test.log" 120 "$B/bin/cuda_status_test"
 fi
 
 # ---- NCCL backend at world size 1: every op and dtype, async, timeout, abort, recreate
 if wanted nccl; then
-  timeout "$(limit 240)" "$B/bin/nccl_test" --gtest_filter='NcclTest.*' > "$logs/nccl_test.log" 2>&1
-  rc=$?
-  counts="$(gtest_counts "$logs/nccl_test.log")"
-  failures="$(grep -E '^\[  (FAILED|SKIPPED) \] [A-Za-z]' "$logs/nccl_test.log" | sort -u | sed 's/^\[ *[A-Z]* *\] //' | head -n 8 | tr '\n' ' ')"
-  if [ $rc -eq 0 ] && ! grep -q '^\[  SKIPPED \] [A-Za-z]' "$logs/nccl_test.log" &&
-    grep -q '^\[       OK \]' "$logs/nccl_test.log"; then
-    record "nccl_test NcclTest.* (world size 1)" PASS "$counts"
-  else
-    record "nccl_test NcclTest.* (world size 1)" FAIL "exit $rc; $counts; $failures"
-  fi
+  gtest_step "nccl_test NcclTest.* (world size 1)" "$logs/nccl_test.log" 240 "$B/bin/nccl_test" \
+    --gtest_filter='NcclTest.*'
   # The communicator abort, as its own row: a timed-out op leaves no spinning kernel.
   if grep -q '^\[       OK \] NcclTest.TimedOutOpLeavesNoSpinningKernel' "$logs/nccl_test.log"; then
     record "communicator abort frees a stuck kernel" PASS "NcclTest.TimedOutOpLeavesNoSpinningKernel"
@@ -149,22 +151,10 @@ fi
 
 # ---- CUDA buffers through CPU groups (staged through pinned host memory), and train workers
 if wanted staging; then
-  timeout "$(limit 120)" "$B/bin/cuda_device_memory_test" > "$logs/cuda_device_memory_test.log" 2>&1
-  rc=$?
-  counts="$(gtest_counts "$logs/cuda_device_memory_test.log")"
-  if [ $rc -eq 0 ] && ! grep -q '^\[  SKIPPED \] [A-Za-z]' "$logs/cuda_device_memory_test.log"; then
-    record "cuda_device_memory_test (staging)" PASS "$counts"
-  else
-    record "cuda_device_memory_test (staging)" FAIL "exit $rc; $counts; $(grep -m3 -E 'Failure|SKIPPED|rror' "$logs/cuda_device_memory_test.log" | tr '\n' ' ' | tail -c 300)"
-  fi
-  timeout "$(limit 180)" "$B/bin/train_gpu_test" > "$logs/train_gpu_test.log" 2>&1
-  rc=$?
-  counts="$(gtest_counts "$logs/train_gpu_test.log")"
-  if [ $rc -eq 0 ] && ! grep -q '^\[  SKIPPED \] [A-Za-z]' "$logs/train_gpu_test.log"; then
-    record "train_gpu_test (NCCL group; 2 x 0.5 GPU on CPU)" PASS "$counts"
-  else
-    record "train_gpu_test (NCCL group; 2 x 0.5 GPU on CPU)" FAIL "exit $rc; $counts; $(grep -m3 -E 'Failure|SKIPPED|rror' "$logs/train_gpu_test.log" | tr '\n' ' ' | tail -c 300)"
-  fi
+  gtest_step "cuda_device_memory_test (staging)" "$logs/cuda_device_memory_test.log" 120 \
+    "$B/bin/cuda_device_memory_test"
+  gtest_step "train_gpu_test (NCCL group; 2 x 0.5 GPU on CPU)" "$logs/train_gpu_test.log" 180 \
+    "$B/bin/train_gpu_test"
 fi
 
 # ---- a cluster on this machine: the GPU count, and what GPU actors see

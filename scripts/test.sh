@@ -39,6 +39,12 @@ fail_run() {
   exit 1
 }
 
+# Where the time goes: each phase's seconds, printed before the summary line (issue 30 tracks the
+# whole run's time from a fresh clone).
+phase_start=$SECONDS
+phases=""
+end_phase() { phases+="$1 $((SECONDS - phase_start)) s; "; phase_start=$SECONDS; }
+
 echo "== bazel build --config=nocuda //... (the build must work without CUDA)"
 bazel build --config=nocuda //... || fail_run
 
@@ -51,6 +57,7 @@ bazel build --config=nocuda //... || fail_run
 # (output group compilation_outputs): the analysis runs in the compiler, so linking the binaries a
 # second time would find nothing more. A probe first: clang must reject a guarded member written
 # without its lock, or the check could pass without analysing anything.
+end_phase "deps and nocuda build"
 echo "== bazel build --config=clang --config=nocuda (every package; clang -Wthread-safety)"
 probe_dir="$(mktemp -d "${TMPDIR:-/tmp}/troupe-tsa-probe.XXXXXX")"
 printf '%s\n' '#include "absl/base/thread_annotations.h"' '#include "absl/synchronization/mutex.h"' \
@@ -87,8 +94,11 @@ $has_pattern || args+=(//...)
 start_marker="$(mktemp "${TMPDIR:-/tmp}/troupe-test-start.XXXXXX")"
 events="$(mktemp "${TMPDIR:-/tmp}/troupe-test-events.XXXXXX")"
 echo "== bazel test ${args[*]}"
+end_phase "clang compile (and the wait for Ray)"
 bazel test --nocache_test_results --build_event_json_file="$events" "${args[@]}"
 bazel_status=$?
+end_phase "bazel test"
+echo "== time: ${phases}whole run $SECONDS s"
 
 # Count test cases from the JUnit XML of every test target this run tested: the targets come from
 # the build event file (testResult events), never from what bazel-testlogs holds from earlier runs.

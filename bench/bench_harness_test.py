@@ -106,6 +106,29 @@ class ColumnsTest(unittest.TestCase):
         self.assertIn("--only=single_client_put_calls", calls[0])
         self.assertIn("--max_inline_bytes=0", calls[0])
 
+    def test_only_inline_runs_the_default_path_under_the_plain_name(self):
+        troupe = fake_program(self.dir, "task_bench", [
+            '{"metric": "single_client_put_calls", "value": 9, "unit": "per_second"}'])
+        values, _ = microbenchmark.troupe_side(
+            self.args(troupe=troupe), {"single_client_put_calls_inline"}, None)
+        with open(troupe + ".args") as f:
+            calls = f.read().splitlines()
+        self.assertEqual(len(calls), 1)  # the default run only
+        self.assertIn("--only=single_client_put_calls", calls[0])
+        self.assertNotIn("--max_inline_bytes=0", calls[0])
+        self.assertEqual(values, {"single_client_put_calls_inline": 9})
+
+    def test_a_figure_fetched_only_to_derive_another_is_not_a_row(self):
+        python = fake_program(self.dir, "python", [
+            '{"metric": "1:1 actor calls sync", "value": 4000.0, "sd": 0, "unit": "per_second"}'])
+        values, _, sources = microbenchmark.ray_side(
+            self.args(python=python), {"1_1_actor_call_sync_latency_us"})
+        self.assertEqual(values, {"1_1_actor_call_sync_latency_us": 250.0})
+        with open(python + ".args") as f:
+            calls = f.read().splitlines()
+        self.assertEqual(len(calls), 1)
+        self.assertIn("--only=1:1 actor calls sync", calls[0])
+
     def test_ray_figures_come_from_rays_program_and_the_replica_only_for_the_rest(self):
         # The fake "python" answers both scripts: it prints Ray's program's lines when run with
         # ray_perf_run.py and the replica's otherwise.

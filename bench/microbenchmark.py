@@ -141,8 +141,9 @@ def troupe_side(args, only, env):
     store_wanted = [m for m in STORE_RUN if only is None or m in only]
     default_wanted = None
     if only is not None:
-        default_wanted = {m[:-len("_inline")] if m.endswith("_inline") else m for m in only}
-        default_wanted -= set(STORE_RUN)
+        # The store run gives the plain put/get calls; *_inline are the default run's.
+        default_wanted = {m[:-len("_inline")] if m.endswith("_inline") else m
+                          for m in only if m not in STORE_RUN}
         if "single_client_tasks_and_get_batch" in default_wanted:
             default_wanted.add("single_client_tasks_async")
     values, units = {}, {}
@@ -182,6 +183,8 @@ def ray_side(args, only):
             values[metric] = numerator / values[base]
             units[metric] = UNITS[metric]
             sources[metric] = sources[base] + ", derived"
+    if only is not None:  # run only to derive another: not a row of its own
+        values = {m: v for m, v in values.items() if m in only}
     replica = [m for m in REPLICA_ONLY if only is None or m in only]
     if replica:
         command = [args.python, os.path.join(HERE, "ray_microbench.py"), str(args.seconds),

@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def ray_cpp_metrics(seconds, only=None, venv=None):
     """Runs the Ray C++ program for `seconds` per metric (`only`: a list of metric names).
-    Returns ({metric: (value, unit)}, {metric: why Ray's C++ API cannot run it})."""
+    Returns ({metric: (value, unit)}, {metric: (why Ray's C++ API cannot run it, unit)})."""
     command = ["bash", os.path.join(HERE, "ray_cpp_bench.sh"), "run", "--seconds=%g" % seconds]
     if only:
         command.append("--only=" + ",".join(only))
@@ -28,7 +28,7 @@ def ray_cpp_metrics(seconds, only=None, venv=None):
     measured, unsupported = {}, {}
     for line in json_lines(command, env=env):
         if line.get("unsupported"):
-            unsupported[line["metric"]] = line["unsupported"]
+            unsupported[line["metric"]] = (line["unsupported"], line["unit"])
         else:
             measured[line["metric"]] = (line["value"], line["unit"])
     return measured, unsupported
@@ -42,7 +42,7 @@ def print_beside(troupe, ray_python, ray_cpp, unsupported):
     print("%-46s %14s %14s %14s %9s %9s  %s" % ("metric", "troupe", "ray_python", "ray_cpp",
                                                  "x_python", "x_cpp", "unit"))
     for metric in list(troupe) + [m for m in list(ray_cpp) + list(unsupported) if m not in troupe]:
-        unit = (troupe.get(metric) or ray_cpp.get(metric) or ("", ""))[1]
+        unit = (troupe.get(metric) or ray_cpp.get(metric) or unsupported[metric])[1]
         cells = []
         for side in (troupe, ray_python, ray_cpp):
             cells.append("%14.2f" % side[metric][0] if metric in side else "%14s" % "-")
@@ -56,7 +56,7 @@ def print_beside(troupe, ray_python, ray_cpp, unsupported):
             else:
                 ratios.append("%9s" % "-")
         print("%-46s %s %s %s  %s" % (metric, " ".join(cells), ratios[0], ratios[1], unit))
-    for metric, why in unsupported.items():
+    for metric, (why, _) in unsupported.items():
         print("  %s: not in Ray's C++ API: %s" % (metric, why))
 
 
@@ -71,8 +71,8 @@ def main():
                                             args.venv)
     for metric, (value, unit) in measured.items():
         print("%-46s %14.2f  %s" % (metric, value, unit))
-    for metric, why in unsupported.items():
-        print("%-46s %14s  not in Ray's C++ API: %s" % (metric, "-", why))
+    for metric, (why, unit) in unsupported.items():
+        print("%-46s %14s  %s; not in Ray's C++ API: %s" % (metric, "-", unit, why))
 
 
 if __name__ == "__main__":

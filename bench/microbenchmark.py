@@ -10,6 +10,9 @@ Troupe's side also measures the physical floor of pipelined task pushes (grpc_un
 bare gRPC unary calls to a worker process with 8 in flight) and prints single_client_tasks_async's
 ratio to it; Ray's column is n/a for such floors.
 
+--ray-cpp: also runs Ray's C++ API (bench/ray_cpp_bench.sh, against a `ray start` head) and
+prints a second table with a Ray C++ column beside Ray Python's.
+
 --tls=on|off: Troupe's side runs against a head started through the CLI (2 CPUs, on loopback)
 with that --tls, instead of an embedded cluster, so the Ray ratios can be read with TLS on.
 """
@@ -22,6 +25,7 @@ import subprocess
 import tempfile
 
 from bench_common import json_lines
+from ray_cpp_bench import print_beside, ray_cpp_metrics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Troupe-side measurements of the physical floor (bare gRPC calls, memcpy): Ray's column is n/a.
@@ -68,6 +72,8 @@ def main():
     parser.add_argument("--tls", choices=["on", "off"],
                         help="run Troupe's side against a CLI-started head with this --tls")
     parser.add_argument("--troupe-cli", default="bazel-bin/src/cli/troupe")
+    parser.add_argument("--ray-cpp", action="store_true",
+                        help="add Ray's C++ API (bench/ray_cpp_bench.sh) beside Ray Python")
     args = parser.parse_args()
 
     if args.tls:
@@ -93,6 +99,10 @@ def main():
     for baseline in ("memcpy_warm_gigabytes", "memcpy_fresh_gigabytes"):
         if baseline in troupe:
             print("put bandwidth / %s: %.2f" % (baseline, put / troupe[baseline][0]))
+    if args.ray_cpp:
+        venv = os.path.dirname(os.path.dirname(os.path.abspath(args.python)))
+        ray_cpp, unsupported = ray_cpp_metrics(args.seconds, venv=venv)
+        print_beside(troupe, ray, ray_cpp, unsupported)
 
 
 if __name__ == "__main__":

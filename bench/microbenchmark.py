@@ -30,6 +30,9 @@ Troupe's side also measures the physical floor of pipelined task pushes (grpc_un
 bare gRPC unary calls to a worker process with 8 in flight) and prints single_client_tasks_async's
 ratio to it; Ray's column is n/a for such floors.
 
+--ray-cpp: also runs Ray's C++ API (bench/ray_cpp_bench.sh, against a `ray start` head) and
+prints a second table with a Ray C++ column beside Ray Python's.
+
 --tls=on|off: Troupe's side runs against a head started through the CLI (2 CPUs, on loopback)
 with that --tls, instead of an embedded cluster, so the Ray ratios can be read with TLS on.
 """
@@ -44,6 +47,7 @@ import sys
 import tempfile
 
 from bench_common import alternate, json_lines, load_average, median_of, ratio_range
+from ray_cpp_bench import print_beside, ray_cpp_metrics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Troupe-side measurements of the physical floor (bare gRPC calls, memcpy): Ray's column is n/a.
@@ -215,6 +219,8 @@ def main():
     parser.add_argument("--tls", choices=["on", "off"],
                         help="run Troupe's side against a CLI-started head with this --tls")
     parser.add_argument("--troupe-cli", default="bazel-bin/src/cli/troupe")
+    parser.add_argument("--ray-cpp", action="store_true",
+                        help="add Ray's C++ API (bench/ray_cpp_bench.sh) beside Ray Python")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
@@ -287,6 +293,13 @@ def main():
                        "ray_sources": sources, "load_before": load_before,
                        "loads": loads, "loaded": loaded, "ray_sleep": args.ray_sleep,
                        "seconds": args.seconds}, f, indent=1)
+    if args.ray_cpp:
+        # Ray's C++ API beside the medians of the rounds above (one run of it, not alternated).
+        venv = os.path.dirname(os.path.dirname(os.path.abspath(args.python)))
+        ray_cpp, unsupported = ray_cpp_metrics(args.seconds, venv=venv)
+        medians = [{m: (median_of(rounds, m), units.get(m, "")) for m in metrics
+                    if median_of(rounds, m) is not None} for rounds in (troupe, ray)]
+        print_beside(medians[0], medians[1], ray_cpp, unsupported)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@
 #                          cluster_start.py (--ray VENV/bin/ray), and the job SDK and CLI for
 #                          the Ray-compatibility tests (installed by scripts/install_ray.sh)
 #     numpy                bench/ray_microbench.py
+#     ray-cpp (same version as ray)  Ray's C++ API (headers, libray_api.so, `ray cpp`, the C++
+#                          workers' default_worker) for bench/ray_cpp_bench.sh
 # Usage: bash bench/setup_peers.sh [venv dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,4 +31,14 @@ import numpy
 sys.exit(0 if numpy.__version__ == sys.argv[1] else 1)
 PY
   "$VENV/bin/pip" install -q "numpy==$NUMPY_VERSION"
+# Ray's C++ API, pinned to the installed Ray's version (the wheel adds ray/cpp/ to that package,
+# which `ray start` then uses to start C++ workers).
+"$VENV/bin/python" - 2>/dev/null <<'PY' ||
+import importlib.metadata, os, sys
+import ray
+cpp = os.path.join(os.path.dirname(ray.__file__), "cpp", "include", "ray", "api.h")
+sys.exit(0 if importlib.metadata.version("ray-cpp") == ray.__version__ and os.path.exists(cpp) else 1)
+PY
+  "$VENV/bin/pip" install -q --disable-pip-version-check \
+    "ray-cpp==$("$VENV/bin/python" -c 'import ray; print(ray.__version__)')"
 echo "$VENV/bin/python"

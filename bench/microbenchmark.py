@@ -296,7 +296,8 @@ def main():
     if args.ray_cpp:
         # Ray's C++ API beside the medians of the rounds above (one run of it, not alternated).
         venv = os.path.dirname(os.path.dirname(os.path.abspath(args.python)))
-        ray_cpp, unsupported = ray_cpp_metrics(args.seconds, venv=venv)
+        ray_cpp, unsupported = ray_cpp_metrics(args.seconds, only=sorted(only) if only else None,
+                                               venv=venv)
         medians = [{m: (median_of(rounds, m), units.get(m, "")) for m in metrics
                     if median_of(rounds, m) is not None} for rounds in (troupe, ray)]
         print_beside(medians[0], medians[1], ray_cpp, unsupported)

@@ -41,6 +41,8 @@ class Counter {
     troupe::ExitActor();
     return value_;
   }
+  // Submits `n` tasks and waits for them: this actor becomes the owner of their leases.
+  int SubmitAndWait(int n);
 
  private:
   int value_;
@@ -58,9 +60,19 @@ int AddByName(std::string name, int x) {
   return *troupe::Get(counter->Task(&Counter::Add).Remote(x));
 }
 
-TROUPE_REMOTE(Counter::Create, Counter::Broken, &Counter::Add, &Counter::Get, &Counter::Echo,
-              &Counter::Pid, &Counter::Restarted, &Counter::Devices, &Counter::Node,
-              &Counter::Leave, AddThroughHandle, AddByName);
+int Plus(int a, int b) { return a + b; }
+
+int Counter::SubmitAndWait(int n) {
+  std::vector<troupe::ObjectRef<int>> refs;
+  for (int i = 0; i < n; ++i) refs.push_back(troupe::Task(Plus).Remote(i, 1));
+  int sum = 0;
+  for (const auto& value : troupe::Get(refs)) sum += *value;
+  return sum;
+}
+
+TROUPE_REMOTE(Plus, &Counter::SubmitAndWait, Counter::Create, Counter::Broken, &Counter::Add,
+              &Counter::Get, &Counter::Echo, &Counter::Pid, &Counter::Restarted, &Counter::Devices,
+              &Counter::Node, &Counter::Leave, AddThroughHandle, AddByName);
 
 using troupe::testing::TestCluster;
 
@@ -151,6 +163,24 @@ TEST(ActorsTest, KillWithAndWithoutRestart) {
   const std::string killed = DeathOf(counter);
   EXPECT_TRUE(absl::StrContains(killed, "killed by troupe::Kill"))
       << (killed.empty() ? "calls to a killed actor must fail" : killed);
+}
+
+// An actor that submitted tasks is killed while idle: the CPUs its tasks' workers held come back,
+// and the driver's next tasks run (they waited forever: bench/task_bench.cc, 2026-11-27).
+TEST(ActorsTest, KilledActorsTaskLeasesComeBack) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  Driver driver(cluster);
+  std::vector<troupe::ActorHandle<Counter>> clients;
+  for (int c = 0; c < 2; ++c) {
+    clients.push_back(troupe::Actor(Counter::Create).SetResources({{"CPU", 0}}).Remote(0));
+  }
+  for (auto& client : clients) {
+    EXPECT_EQ(*troupe::Get(client.Task(&Counter::SubmitAndWait).Remote(200)), 200 * 201 / 2);
+  }
+  for (auto& client : clients) client.Kill();
+  auto after = troupe::Task(Plus).Remote(20, 22);
+  EXPECT_EQ(*troupe::Get(after, std::chrono::seconds(20)), 42)
+      << "the killed actors' task leases never came back";
 }
 
 TEST(ActorsTest, CrashedActorRestartsAndResendsCallsInOrder) {

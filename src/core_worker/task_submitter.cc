@@ -85,6 +85,9 @@ void TaskSubmitter::Submit(rpc::TaskSpec spec) {
       queue.lease_spec.set_function_name(spec.function_name());
       queue.lease_spec.set_placement_group_id(spec.placement_group_id());
       queue.lease_spec.set_bundle_index(spec.bundle_index());
+      // The lease's owner: when this process dies, its raylet returns the lease (a killed actor
+      // that submitted tasks would otherwise keep their CPUs leased for good).
+      queue.lease_spec.set_caller_worker_id(spec.caller_worker_id());
     }
     queue.tasks.push_back(std::move(spec));
     ScheduleLocked(key, &actions);

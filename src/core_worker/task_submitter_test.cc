@@ -114,18 +114,19 @@ class TaskSubmitterTest : public ::testing::Test {
     return options;
   }
   TaskSubmitter::Callbacks Callbacks() {
-    TaskSubmitter::Callbacks callbacks{[this](const rpc::TaskSpec& spec, rpc::PushTaskReply) {
-              replies_.push_back(spec.function_name());
-            },
-            [this](const rpc::TaskSpec& spec, StoredObject::Error error, const std::string& m) {
-              failures_.push_back({spec.function_name(), error, m});
-            },
-            [this](const std::string& message) { warnings_.push_back(message); },
-            [this](const std::string& worker) -> std::optional<std::string> {
-              auto it = oom_causes_.find(worker);
-              if (it == oom_causes_.end()) return std::nullopt;
-              return it->second;
-            }};
+    TaskSubmitter::Callbacks callbacks{
+        [this](const rpc::TaskSpec& spec, rpc::PushTaskReply) {
+          replies_.push_back(spec.function_name());
+        },
+        [this](const rpc::TaskSpec& spec, StoredObject::Error error, const std::string& m) {
+          failures_.push_back({spec.function_name(), error, m});
+        },
+        [this](const std::string& message) { warnings_.push_back(message); },
+        [this](const std::string& worker) -> std::optional<std::string> {
+          auto it = oom_causes_.find(worker);
+          if (it == oom_causes_.end()) return std::nullopt;
+          return it->second;
+        }};
     callbacks.wake_timer = [this] { ++timer_wakes_; };
     return callbacks;
   }
@@ -158,6 +159,15 @@ TEST_F(TaskSubmitterTest, LeaseGoesToTheLocalRayletWithTheTasksResources) {
   EXPECT_FALSE(call.request.grant_or_reject());
   EXPECT_EQ(call.request.resource_spec().required_resources().at("CPU"), 1);
   EXPECT_EQ(call.request.resource_spec().job_id(), "job");
+}
+
+// The raylet returns a lease whose owner (the submitting process) died: the request names it.
+TEST_F(TaskSubmitterTest, LeaseRequestNamesItsOwner) {
+  rpc::TaskSpec spec = Task("f");
+  spec.set_caller_worker_id("the-submitter");
+  submitter_.Submit(spec);
+  ASSERT_EQ(leases_.num_lease_requests(), 1u);
+  EXPECT_EQ(leases_.lease_request(0).request.resource_spec().caller_worker_id(), "the-submitter");
 }
 
 TEST_F(TaskSubmitterTest, GrantedLeaseGetsTheTaskPushedToItsWorker) {

@@ -329,6 +329,7 @@ void LeaseManager::PopWorkerFor(WorkerStart start) {
         rpc::RequestWorkerLeaseReply reply;
         const std::string lease_id = LeaseId::FromRandom().Binary();
         (*worker)->detached = grant->pending.request.resource_spec().detached_actor();
+        bool owner_gone = false;
         {
           absl::MutexLock lock(&mu_);
           const rpc::TaskSpec& spec = grant->pending.request.resource_spec();
@@ -337,7 +338,15 @@ void LeaseManager::PopWorkerFor(WorkerStart start) {
                                                                      : 1;
           leases_[lease_id] = {*worker,       grant->allocation, false,
                                grant->bundle, next_order_++,     rank};
+          if (spec.type() == rpc::TaskSpec::NORMAL_TASK) {
+            leases_[lease_id].owner = spec.caller_worker_id();
+            owner_gone = dead_owners_.contains(spec.caller_worker_id());
+          }
           lease_of_worker_[(*worker)->worker_id] = lease_id;
+        }
+        if (owner_gone) {  // nobody will push a task to it or return it
+          (void)ReturnWorker(lease_id, /*disconnect_worker=*/true);
+          return grant->pending.done(Rejected("the task's owner exited before its worker started"));
         }
         reply.set_worker_address((*worker)->address);
         reply.set_worker_id((*worker)->worker_id.Binary());
@@ -425,11 +434,42 @@ absl::Status LeaseManager::KillLeasedWorker(const std::string& lease_id) {
 }
 
 void LeaseManager::OnWorkerExit(const Worker& worker) {
+  const std::string owner = worker.worker_id.Binary();
+  std::vector<std::string> orphaned;
+  std::vector<Pending> dropped;
   {
     absl::MutexLock lock(&mu_);
-    auto it = lease_of_worker_.find(worker.worker_id);
-    if (it == lease_of_worker_.end()) return;
-    ReleaseLocked(it->second);
+    if (auto it = lease_of_worker_.find(worker.worker_id); it != lease_of_worker_.end()) {
+      ReleaseLocked(it->second);
+    }
+    if (dead_owners_.insert(owner).second) {
+      dead_owner_order_.push_back(owner);
+      if (dead_owner_order_.size() > kRememberedDeadOwners) {
+        dead_owners_.erase(dead_owner_order_.front());
+        dead_owner_order_.pop_front();
+      }
+    }
+    for (const auto& [id, lease] : leases_) {
+      if (lease.owner == owner && !lease.killing) orphaned.push_back(id);
+    }
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      const rpc::TaskSpec& spec = it->request.resource_spec();
+      if (spec.type() == rpc::TaskSpec::NORMAL_TASK && spec.caller_worker_id() == owner) {
+        dropped.push_back(std::move(*it));
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (Pending& pending : dropped) pending.done(Rejected("the task's owner exited"));
+  for (const std::string& lease_id : orphaned) {
+    if (auto status = ReturnWorker(lease_id, /*disconnect_worker=*/true); !status.ok()) {
+      TROUPE_LOG(Warning) << "returning a lease of an exited owner: " << status.message();
+    } else {
+      TROUPE_LOG(Info) << "returned a lease whose owner (worker " << worker.worker_id.Hex()
+                       << ") exited; its worker is stopped";
+    }
   }
   Dispatch();
 }

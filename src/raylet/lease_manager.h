@@ -55,7 +55,10 @@ class LeaseManager {
   // WorkerLauncher::StopWorker) instead of being reused.
   absl::Status ReturnWorker(const std::string& lease_id, bool disconnect_worker);
   absl::Status KillLeasedWorker(const std::string& lease_id);
-  // The worker's process exited: release its lease, if any.
+  // The worker's process exited: release its lease, if any. It may also have owned leases for
+  // the normal tasks it submitted (a killed actor, say, still holding idle leased workers for
+  // reuse): those are returned and their workers stopped, and its queued requests are dropped,
+  // or their CPUs would stay leased for good. (Owners on other nodes are not seen here.)
   void OnWorkerExit(const Worker& worker);
   void NotifyBlocked(const WorkerId& worker_id, bool blocked);
   // The latest cluster view from the GCS (every alive node, this one included).
@@ -95,6 +98,9 @@ class LeaseManager {
     // lease releases it but never gives the worker back to the launcher, which would hand the
     // dying process to the next lease.
     bool killing = false;
+    // The worker that asked for this lease to run its normal tasks (TaskSpec.caller_worker_id);
+    // "" for actors and bundles, which outlive their creator's process by design.
+    std::string owner;
   };
   struct Grant {
     Pending pending;
@@ -132,6 +138,11 @@ class LeaseManager {
   mutable absl::Mutex mu_;
   LocalResources resources_ ABSL_GUARDED_BY(mu_);
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  // Workers of this node that exited (newest last, at most kRememberedDeadOwners): a lease
+  // granted to one of them after it died (its worker was still starting) is returned at once.
+  absl::flat_hash_set<std::string> dead_owners_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> dead_owner_order_ ABSL_GUARDED_BY(mu_);
+  static constexpr size_t kRememberedDeadOwners = 4096;
   absl::flat_hash_map<std::string, Lease> leases_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<WorkerId, std::string> lease_of_worker_ ABSL_GUARDED_BY(mu_);
   std::vector<NodeView> cluster_ ABSL_GUARDED_BY(mu_);

@@ -16,6 +16,7 @@
 #include "src/collective/device_memory.h"
 #include "src/collective/reduce.h"
 #include "src/collective/staging_backend.h"
+#include "src/collective/test_backend_testing.h"
 
 namespace troupe::collective {
 namespace {
@@ -28,7 +29,7 @@ bool DriverLoaded() {
 
 // A second member that holds the same values as this one: all-reduce doubles, broadcast from
 // rank 1 writes 7s, all-gather repeats the input.
-class MirrorBackend : public CommBackend {
+class MirrorBackend : public TestBackend {
  public:
   absl::Status AllReduce(void* data, size_t count, DataType, ReduceOp, const OpContext&) override {
     float* values = static_cast<float*>(data);
@@ -42,26 +43,11 @@ class MirrorBackend : public CommBackend {
     for (size_t i = 0; i < count; ++i) out[i] = out[count + i] = in[i];
     return absl::OkStatus();
   }
-  absl::Status ReduceScatter(const void*, void*, size_t, DataType, ReduceOp,
-                             const OpContext&) override {
-    return absl::UnimplementedError("");
-  }
   absl::Status Broadcast(void* data, size_t count, DataType, int, const OpContext&) override {
     float* values = static_cast<float*>(data);
     for (size_t i = 0; i < count; ++i) values[i] = 7;
     return absl::OkStatus();
   }
-  absl::Status Reduce(void*, size_t, DataType, ReduceOp, int, const OpContext&) override {
-    return absl::UnimplementedError("");
-  }
-  absl::Status Barrier(const OpContext&) override { return absl::OkStatus(); }
-  absl::Status Send(const void*, size_t, DataType, int, const OpContext&) override {
-    return absl::UnimplementedError("");
-  }
-  absl::Status Recv(void*, size_t, DataType, int, const OpContext&) override {
-    return absl::UnimplementedError("");
-  }
-  void Abort(const absl::Status&) override {}
 };
 
 OpContext Context(OpCode op, void* stream = nullptr) {

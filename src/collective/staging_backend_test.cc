@@ -28,6 +28,7 @@
 #include "src/collective/fake_device_memory.h"
 #include "src/collective/file_kv_testing.h"
 #include "src/collective/reduce.h"
+#include "src/collective/test_backend_testing.h"
 
 namespace troupe::collective {
 namespace {
@@ -352,7 +353,7 @@ TEST(StagingBackendTest, HostAndDeviceMembersMix) {
 // The "collective": logs its start and end, lets the fake device run every copy started so far
 // while it works (as a GPU would, concurrently), and doubles each element (a two-member sum).
 // Fails at chunk `fail_at`, if set.
-class ScriptedBackend : public CommBackend {
+class ScriptedBackend : public TestBackend {
  public:
   ScriptedBackend(FakeDeviceMemory* memory, int fail_at = -1)
       : memory_(memory), fail_at_(fail_at) {}
@@ -370,27 +371,6 @@ class ScriptedBackend : public CommBackend {
     memory_->Note(absl::StrCat("op end ", chunk));
     return absl::OkStatus();
   }
-  absl::Status AllGather(const void*, void*, size_t, DataType, const OpContext&) override {
-    return absl::UnimplementedError("");
-  }
-  absl::Status ReduceScatter(const void*, void*, size_t, DataType, ReduceOp,
-                             const OpContext&) override {
-    return absl::UnimplementedError("");
-  }
-  absl::Status Broadcast(void*, size_t, DataType, int, const OpContext&) override {
-    return absl::UnimplementedError("");
-  }
-  absl::Status Reduce(void*, size_t, DataType, ReduceOp, int, const OpContext&) override {
-    return absl::UnimplementedError("");
-  }
-  absl::Status Barrier(const OpContext&) override { return absl::OkStatus(); }
-  absl::Status Send(const void*, size_t, DataType, int, const OpContext&) override {
-    return absl::UnimplementedError("");
-  }
-  absl::Status Recv(void*, size_t, DataType, int, const OpContext&) override {
-    return absl::UnimplementedError("");
-  }
-  void Abort(const absl::Status&) override {}
 
  private:
   FakeDeviceMemory* memory_;

@@ -203,9 +203,10 @@ def label(size):
     return "%d KB" % (size >> 10)
 
 
-def rows_of(sizes, rows):
+def rows_of(sizes, rows, tls="auto"):
     """One results row per size from rows {size: {"troupe": [GB/s per round], "ray": [...],
-    "tcp": [...]}} (the rounds in the same order for each side)."""
+    "tcp": [...]}} (the rounds in the same order for each side); `tls`: the Troupe head's
+    --tls."""
     out = []
     for size in sizes:
         r = rows[size]
@@ -214,8 +215,8 @@ def rows_of(sizes, rows):
             peers["ray_python"] = r["ray"]
         out.append(summary_row("node_to_node_transfer_%s" % label(size).replace(" ", ""),
                                "GB_per_second", r["troupe"], peers,
-                               note="2 network namespaces (veth, one host); raw_tcp is iperf3, "
-                                    "the link's ceiling"))
+                               note="2 network namespaces (veth, one host), Troupe --tls=%s "
+                                    "(auto: on); raw_tcp is iperf3, the link's ceiling" % tls))
     return out
 
 
@@ -324,7 +325,7 @@ def main():
     print("load average (1 min) before: %.2f, at each round's start: %s" % (
         load_before, ", ".join("%s/%d %.2f" % (name, i + 1, load) for name, i, load in loads)))
     if args.json:
-        write_results(args.json, "transfer_bench", rows_of(sizes, rows), started, load_before,
+        write_results(args.json, "transfer_bench", rows_of(sizes, rows, args.tls), started, load_before,
                       args.rounds, quick=args.quick,
                       raw={"rounds": {str(size): rows[size] for size in sizes}, "loads": loads,
                            "iperf_seconds": args.iperf_seconds,

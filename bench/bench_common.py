@@ -23,6 +23,18 @@ def load_average():
     return os.getloadavg()[0]
 
 
+def use_ray_token_auth(environ=os.environ):
+    """Turns Ray's token authentication on, with a token made for this run, for every Ray
+    cluster, CLI call and driver this process starts (RAY_AUTH_MODE=token, RAY_AUTH_TOKEN; a
+    token already set is kept). ray.init() turns it on for a new local cluster anyway, but
+    `ray start` turns it on only when ~/.ray/auth_token exists, and then `ray status` and the
+    drivers fail with "Unauthenticated: InvalidAuthToken" unless the mode is set: one mode for
+    every Ray process, whatever files the machine has."""
+    import secrets
+    environ["RAY_AUTH_MODE"] = "token"
+    environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+
+
 def alternate(sides, rounds, log=sys.stderr):
     """Runs each side once per round, in order, for `rounds` rounds (A B A B ...). `sides` is a
     list of (name, run) where run() returns {metric: value}. Returns ({name: [one dict per

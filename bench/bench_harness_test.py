@@ -196,6 +196,17 @@ esac
         self.assertEqual(sorted(microbenchmark.RAY_PERF), sorted(names))
 
 
+class RayTokenAuthTest(unittest.TestCase):
+    def test_token_mode_with_a_fresh_token_or_the_one_set(self):
+        environ = {}
+        bench_common.use_ray_token_auth(environ)
+        self.assertEqual(environ["RAY_AUTH_MODE"], "token")
+        self.assertRegex(environ["RAY_AUTH_TOKEN"], "^[0-9a-f]{64}$")
+        environ = {"RAY_AUTH_MODE": "disabled", "RAY_AUTH_TOKEN": "mine"}
+        bench_common.use_ray_token_auth(environ)
+        self.assertEqual(environ, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "mine"})
+
+
 class PerRoundRatiosTest(unittest.TestCase):
     def test_troupe_over_peer_when_higher_is_better(self):
         self.assertEqual(bench_common.per_round_ratios([10, 20, 30], [5, 40, 10]),
@@ -296,9 +307,10 @@ class WriteResultsTest(unittest.TestCase):
 
 @contextlib.contextmanager
 def quiet_loads():
-    """Patches every load-average read of the runners to 0.5 (they import it by name) and
-    swallows the progress lines they write to stderr."""
+    """Patches every load-average read of the runners to 0.5 (they import it by name), swallows
+    the progress lines they write to stderr and keeps their Ray settings out of os.environ."""
     with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.dict(os.environ))
         for module, name in ((bench_common, "load_average"), (cluster_start, "load_average"),
                              (collective_bench, "load_average"),
                              (reconstruction_bench, "load_average"), (tls_bench, "load_average"),

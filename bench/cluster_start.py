@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 import time
 
-from bench_common import alternate, load_average, summary_row, write_results
+from bench_common import alternate, load_average, summary_row, use_ray_token_auth, write_results
 
 METRICS = ("start_head", "head_ready", "worker_join")
 LABELS = {"start_head": "start --head", "head_ready": "head ready", "worker_join": "worker join"}
@@ -64,7 +64,8 @@ def troupe_once(troupe, temp_root):
 
     try:
         t0 = time.monotonic()
-        started = run([troupe, "start", "--head", "--port=%d" % port, "--num-cpus=2"] + common)
+        started = run([troupe, "start", "--head", "--port=%d" % port, "--http-port=0",
+                       "--num-cpus=2"] + common)
         if started.returncode != 0:
             raise RuntimeError(started.stderr)
         command = time.monotonic() - t0
@@ -170,6 +171,7 @@ def main():
         print("Ray not found: pip install ray (bash bench/setup_peers.sh), or pass --ray PATH / "
               "--no-ray")
 
+    use_ray_token_auth()  # see bench_common
     started, load_before = time.time(), load_average()
     print("Cluster start-up, median of %d (2 CPUs per node, loopback)" % args.iterations)
     results, loads = measure(args)

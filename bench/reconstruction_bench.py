@@ -27,7 +27,8 @@ import sys
 import tempfile
 import time
 
-from bench_common import alternate, json_lines, load_average, summary_row, write_results
+from bench_common import (alternate, json_lines, load_average, summary_row, use_ray_token_auth,
+                          write_results)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -153,6 +154,7 @@ def main():
     if args.iterations is None:
         args.iterations = 1 if args.quick else 3
 
+    use_ray_token_auth()  # see bench_common
     started, load_before = time.time(), load_average()
     results, loads = measure(args)
     troupe = results["troupe"]

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from bench_common import load_average, summary_row, write_results
+from bench_common import load_average, summary_row, use_ray_token_auth, write_results
 from netns_cluster import NetnsCluster
 
 NETNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "netns.sh")
@@ -249,6 +249,7 @@ def main():
     if args.iperf_seconds is None:
         args.iperf_seconds = 1 if args.quick else 2
     sizes = [int(s) for s in args.sizes.split(",")]
+    use_ray_token_auth()  # see bench_common
     started, load_before = time.time(), load_average()
     loads = []
     troupe, bench = os.path.abspath(args.troupe), os.path.abspath(args.bench)
@@ -325,8 +326,8 @@ def main():
     print("load average (1 min) before: %.2f, at each round's start: %s" % (
         load_before, ", ".join("%s/%d %.2f" % (name, i + 1, load) for name, i, load in loads)))
     if args.json:
-        write_results(args.json, "transfer_bench", rows_of(sizes, rows, args.tls), started, load_before,
-                      args.rounds, quick=args.quick,
+        write_results(args.json, "transfer_bench", rows_of(sizes, rows, args.tls), started,
+                      load_before, args.rounds, quick=args.quick,
                       raw={"rounds": {str(size): rows[size] for size in sizes}, "loads": loads,
                            "iperf_seconds": args.iperf_seconds,
                            "iperf_parallel": args.iperf_parallel, "tls": args.tls})

@@ -10,7 +10,7 @@
 
 Each configuration runs --repeats times, alternating (the order rotates each round), and the
 median is reported with each ratio as the median of the per-round ratios [min-max].
---quick: 2 rounds of 10 timed steps (--steps and --repeats still override it).
+--quick: 2 rounds of 5 timed steps (--steps and --repeats still override it).
 
 Scaling against the hardware ceiling (--scaling): each round runs one plain LibTorch process
 alone, two plain processes at the same time (no communication at all: their summed throughput
@@ -231,10 +231,10 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--troupe", default="bazel-bin/bench/train_bench")
     parser.add_argument("--python", default="/usr/bin/python3")
-    parser.add_argument("--steps", type=int, default=None, help="default 20 (--quick: 10)")
+    parser.add_argument("--steps", type=int, default=None, help="default 20 (--quick: 5)")
     parser.add_argument("--repeats", type=int, default=None, help="default 3 (--quick: 2)")
     parser.add_argument("--quick", action="store_true",
-                        help="2 rounds of 10 timed steps unless --repeats / --steps say")
+                        help="2 rounds of 5 timed steps unless --repeats / --steps say")
     parser.add_argument("--json", metavar="FILE", help="also write a results file (see above)")
     parser.add_argument("--scaling", action="store_true",
                         help="scaling against the hardware ceiling (see above)")
@@ -247,7 +247,7 @@ def main():
     parser.add_argument("--troupe-cli", default="bazel-bin/src/cli/troupe")
     args = parser.parse_args()
     if args.steps is None:
-        args.steps = 10 if args.quick else 20
+        args.steps = 5 if args.quick else 20
     if args.repeats is None:
         args.repeats = 2 if args.quick else 3
     if args.netns:

@@ -18,7 +18,7 @@ Needs root (namespaces). Every process it starts lives in its namespaces and is 
 (netns.sh down) at the end.
 The 1-minute load average at the start of each round is printed and kept.
 Usage: python3 bench/transfer_bench.py [--sizes 1048576,104857600,1073741824] [--rounds 5]
-       python3 bench/transfer_bench.py --quick   # 1 MB and 100 MB, 2 rounds, 1 s of iperf3
+       python3 bench/transfer_bench.py --quick   # 1 MB and 100 MB, 3 rounds, 1 s of iperf3
        (bench/transfer_bench.sh builds Troupe first and runs this)
 --json FILE writes the results file of bench/bench_common.py (bench/run_all.sh collects them):
 one row per size, node_to_node_transfer_<size> in GB/s (higher is better), peers ray_python and
@@ -231,7 +231,7 @@ def main():
     parser.add_argument("--python", default=os.path.join(venv, "python"))
     parser.add_argument("--sizes", default=None,
                         help="default 1048576,104857600,1073741824 (--quick: 1048576,104857600)")
-    parser.add_argument("--rounds", type=int, default=None, help="default 5 (--quick: 2)")
+    parser.add_argument("--rounds", type=int, default=None, help="default 5 (--quick: 3)")
     parser.add_argument("--iperf-seconds", type=int, default=None,
                         help="default 2 (--quick: 1)")
     parser.add_argument("--iperf-parallel", type=int, default=4)
@@ -239,13 +239,14 @@ def main():
     parser.add_argument("--tls", choices=["auto", "on", "off"], default="auto",
                         help="the Troupe head's --tls (auto: on, as the head binds 10.99.0.1)")
     parser.add_argument("--quick", action="store_true",
-                        help="1 MB and 100 MB, 2 rounds, 1 s of iperf3, unless given")
+                        help="1 MB and 100 MB, 3 rounds (the first transfer of a run can be "
+                             "a cold outlier), 1 s of iperf3, unless given")
     parser.add_argument("--json", metavar="FILE", help="also write a results file (see above)")
     args = parser.parse_args()
     if args.sizes is None:
         args.sizes = "1048576,104857600" if args.quick else "1048576,104857600,1073741824"
     if args.rounds is None:
-        args.rounds = 2 if args.quick else 5
+        args.rounds = 3 if args.quick else 5
     if args.iperf_seconds is None:
         args.iperf_seconds = 1 if args.quick else 2
     sizes = [int(s) for s in args.sizes.split(",")]

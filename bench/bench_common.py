@@ -35,6 +35,40 @@ def use_ray_token_auth(environ=os.environ):
     environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 
 
+def stop_processes(patterns, proc="/proc"):
+    """SIGKILLs every process whose command line (its arguments joined by spaces) matches one of
+    the regular expressions `patterns`, and all their descendants; returns the pids signalled.
+    For stopping one Ray cluster by what its processes name (its --temp-dir, its GCS port):
+    `ray stop --force` kills every Ray process on the machine, other users' clusters too."""
+    import re
+    import signal
+    regexes = [re.compile(p) for p in patterns]
+    parent, matched = {}, set()
+    for entry in os.listdir(proc):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(os.path.join(proc, entry, "cmdline"), "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(os.path.join(proc, entry, "stat")) as f:
+                parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if any(r.search(cmdline) for r in regexes):
+            matched.add(int(entry))
+    doomed, grew = set(matched), True
+    while grew:  # add the descendants
+        more = {pid for pid, ppid in parent.items() if ppid in doomed} - doomed
+        doomed |= more
+        grew = bool(more)
+    for pid in sorted(doomed):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return sorted(doomed)
+
+
 def alternate(sides, rounds, log=sys.stderr):
     """Runs each side once per round, in order, for `rounds` rounds (A B A B ...). `sides` is a
     list of (name, run) where run() returns {metric: value}. Returns ({name: [one dict per

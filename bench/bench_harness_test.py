@@ -207,6 +207,50 @@ class RayTokenAuthTest(unittest.TestCase):
         self.assertEqual(environ, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "mine"})
 
 
+def gone(pid, timeout=10.0):
+    """Whether process `pid` ended (or is a zombie) within `timeout` seconds."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+class StopProcessesTest(unittest.TestCase):
+    def test_the_matching_processes_and_their_children_only(self):
+        import subprocess
+        marker = "bench-harness-%d" % os.getpid()
+        # A "cluster" process naming the marker, with a child that does not name it (as Ray's
+        # agents under a raylet), and a bystander that names another marker.
+        script = ("import subprocess, sys, time\n"
+                  "child = subprocess.Popen([sys.executable, '-c',\n"
+                  "                          'import time; time.sleep(60)'])\n"
+                  "print(child.pid, flush=True)\n"
+                  "time.sleep(60)\n")
+        cluster = subprocess.Popen([sys.executable, "-c", script, "--temp-dir=/tmp/" + marker],
+                                   stdout=subprocess.PIPE, text=True)
+        bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                                      "--temp-dir=/tmp/other-" + marker])
+        try:
+            child = int(cluster.stdout.readline())
+            pids = bench_common.stop_processes([r"--temp-dir=/tmp/%s\b" % marker])
+            self.assertEqual(sorted(pids), sorted([cluster.pid, child]))
+            self.assertEqual(cluster.wait(timeout=10), -9)
+            self.assertTrue(gone(child))
+            self.assertIsNone(bystander.poll())
+        finally:
+            for p in (cluster, bystander):
+                p.kill()
+                p.wait()
+            cluster.stdout.close()
+
+
 class PerRoundRatiosTest(unittest.TestCase):
     def test_troupe_over_peer_when_higher_is_better(self):
         self.assertEqual(bench_common.per_round_ratios([10, 20, 30], [5, 40, 10]),

@@ -21,12 +21,14 @@ iteration's figures and load averages in "raw".
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import time
 
-from bench_common import alternate, load_average, summary_row, use_ray_token_auth, write_results
+from bench_common import (alternate, load_average, stop_processes, summary_row,
+                          use_ray_token_auth, write_results)
 
 METRICS = ("start_head", "head_ready", "worker_join")
 LABELS = {"start_head": "start --head", "head_ready": "head ready", "worker_join": "worker join"}
@@ -112,7 +114,8 @@ def ray_once(ray, temp_root):
         join = time.monotonic() - t1
         return command, head, join
     finally:
-        run([ray, "stop", "--force"])
+        # This cluster's processes only (not `ray stop --force`: other clusters on the machine).
+        stop_processes([re.escape(temp_root), r":%d\b" % port])
 
 
 def iteration(name, once, binary, counter):

@@ -21,14 +21,15 @@ iteration's figures and load averages in "raw".
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-from bench_common import (alternate, json_lines, load_average, summary_row, use_ray_token_auth,
-                          write_results)
+from bench_common import (alternate, json_lines, load_average, stop_processes, summary_row,
+                          use_ray_token_auth, write_results)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -105,9 +106,11 @@ def troupe_once(troupe, bench, size):
 
 def ray_once(ray, python, size):
     port = free_port()
+    temp_root = tempfile.mkdtemp(prefix="ray-reconstruction-")
     try:
         result = run([ray, "start", "--head", "--port=%d" % port, "--num-cpus=1",
-                      "--node-ip-address=127.0.0.1", "--include-dashboard=false"])
+                      "--node-ip-address=127.0.0.1", "--include-dashboard=false",
+                      "--temp-dir=" + temp_root])
         if result.returncode != 0:
             raise RuntimeError(result.stdout + result.stderr)
         result = run([ray, "start", "--address=127.0.0.1:%d" % port, "--num-cpus=2",
@@ -117,7 +120,9 @@ def ray_once(ray, python, size):
         lines = json_lines([python, "-c", RAY_DRIVER, "127.0.0.1:%d" % port, str(size)])
         return lines[0]["value"]
     finally:
-        run([ray, "stop", "--force"])
+        # This cluster's processes only (not `ray stop --force`: other clusters on the machine).
+        stop_processes([re.escape(temp_root), r":%d\b" % port])
+        shutil.rmtree(temp_root, ignore_errors=True)
 
 
 def measure(args):

@@ -19,8 +19,8 @@ TEST(SimulatedNodeResourcesTest, LeasesTakeWhatFitsAndGiveItBack) {
   ASSERT_TRUE(second.has_value());
   EXPECT_NE(*first, *second);
   EXPECT_EQ(node.Available(), ResourceSet());
-  EXPECT_FALSE(node.Lease(Set({{"sim", 1}})).has_value());   // full
-  EXPECT_FALSE(node.Lease(Set({{"CPU", 1}})).has_value());   // a resource it lacks
+  EXPECT_FALSE(node.Lease(Set({{"sim", 1}})).has_value());  // full
+  EXPECT_FALSE(node.Lease(Set({{"CPU", 1}})).has_value());  // a resource it lacks
   EXPECT_EQ(node.num_leases(), 2);
   EXPECT_TRUE(node.Return(*first));
   EXPECT_FALSE(node.Return(*first));  // already returned: nothing changes

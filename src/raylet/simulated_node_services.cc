@@ -121,15 +121,14 @@ grpc::ServerUnaryReactor* SimulatedNodeService::RequestWorkerLease(
   });
 }
 
-grpc::ServerUnaryReactor* SimulatedNodeService::ReturnWorker(grpc::CallbackServerContext* context,
-                                                             const rpc::ReturnWorkerRequest* request,
-                                                             rpc::ReturnWorkerReply*) {
+grpc::ServerUnaryReactor* SimulatedNodeService::ReturnWorker(
+    grpc::CallbackServerContext* context, const rpc::ReturnWorkerRequest* request,
+    rpc::ReturnWorkerReply*) {
   return Respond(context, *auth_, [&]() -> absl::Status {
     if (request->lease_id().empty()) return absl::OkStatus();  // bundles: none held here
     if (!resources_->Return(request->lease_id())) {
       return absl::NotFoundError(absl::StrCat("simulated node ", node_.raylet_port(),
-                                              " holds no lease ",
-                                              BytesToHex(request->lease_id())));
+                                              " holds no lease ", BytesToHex(request->lease_id())));
     }
     ++counters_->leases_returned;
     return absl::OkStatus();
@@ -160,9 +159,8 @@ class DelayedPushTasks : public grpc::ServerWriteReactor<rpc::PushTaskResults> {
  public:
   DelayedPushTasks(rpc::PushTaskResults results, absl::Time when, DelayedRunner* runner)
       : results_(std::move(results)) {
-    runner->RunAt(when, [this] {
-      StartWriteAndFinish(&results_, grpc::WriteOptions(), grpc::Status::OK);
-    });
+    runner->RunAt(
+        when, [this] { StartWriteAndFinish(&results_, grpc::WriteOptions(), grpc::Status::OK); });
   }
   void OnDone() override { delete this; }
 
@@ -182,8 +180,7 @@ absl::Status SimulatedWorkerService::Answer(const rpc::TaskSpec& task,
                                             rpc::PushTaskReply* reply) const {
   auto task_id = TaskId::FromBinary(task.task_id());
   if (!task_id.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("task_id: ", task_id.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat("task_id: ", task_id.status().message()));
   }
   reply->set_worker_address(address_);
   reply->set_run_us(absl::ToInt64Microseconds(task_run_time_));

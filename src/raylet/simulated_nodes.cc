@@ -71,8 +71,8 @@ absl::Status SimulatedNodes::Start() {
     (*node->info.mutable_labels())["troupe.simulated"] = "true";
     int port = 0;
     // The node's info (with its port) is what the service answers with: made once bound.
-    auto service = std::make_unique<SimulatedNodeService>(&node->auth, node->info,
-                                                          &node->resources, &counters_);
+    auto service = std::make_unique<SimulatedNodeService>(&node->auth, node->info, &node->resources,
+                                                          &counters_);
     auto worker = std::make_unique<SimulatedWorkerService>(
         &node->auth, node->id.Binary(), options_.task_run_time, &runner_, &counters_);
     auto server = StartGrpcServer(options_.node_ip, 0, {service.get(), worker.get()}, &port);

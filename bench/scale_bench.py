@@ -307,7 +307,8 @@ MANY_NODES_ROWS = [
     ("all nodes registered", "register_s", "s", False, "%.2f", False),
     ("GCS CPU (share of one core)", "gcs_cpu", "cores", False, "%.3f", False),
     ("resource reports answered (goal 2N)", "report_rate", "per_second", True, "%.0f", False),
-    ("GCS CPU per report (all its work / reports)", "gcs_us_per_report", "us", False, "%.0f", False),
+    ("GCS CPU per report (all its work / reports)", "gcs_us_per_report", "us", False, "%.0f",
+     False),
     ("resource changes the GCS applied", "changes_rate", "per_second", True, "%.0f", False),
     ("view entries the GCS handed to the nodes", "entries_rate", "per_second", True, "%.0f",
      False),
@@ -505,7 +506,8 @@ RECORDS = []
 def record(workload, case, side, n, metric, value, unit, load_average):
     if isinstance(value, (int, float)):
         RECORDS.append({"benchmark": "scale_bench", "workload": workload, "case": case,
-                        "side": side, "n": n, "name": "%s.%s" % (workload, metric),
+                        "side": side, "n": n,
+                        "name": ".".join(part for part in (workload, case, metric) if part),
                         "value": value, "unit": unit, "load": load_average})
 
 

@@ -5,10 +5,13 @@
 //    otherwise with no message, as a real raylet answers after a spillback, so the caller starts
 //    over at its own raylet. Every request is treated as grant-or-reject (no queue, no
 //    spillback of its own); placement-group bundles are refused. A granted lease names the
-//    node's own port as its worker's address: there is no worker process.
+//    node's own port as its worker's address: there is no worker process. A lease is held until
+//    returned (ReturnWorker, KillLeasedWorker): the lease of a caller that dies without
+//    returning it is not reclaimed, as a real raylet would on the caller's death.
 //  - SimulatedWorkerService, the CoreWorkerService of that pretend worker: PushTask and
 //    PushTasks answer each task after `task_run_time` (a PushTasks batch's results all come
-//    together when its last task ends), without running anything: the task's one return value
+//    together when its last task ends; calls in flight together overlap, where a real worker
+//    runs them one after another), without running anything: the task's one return value
 //    is msgpack nil, inline. No task events are sent to the GCS and nothing reaches an object
 //    store, so a real worker's per-task GCS work is missing from what these tasks cost.
 // Both borrow the node's resources, the counters and the DelayedRunner (owned by

@@ -10,6 +10,7 @@
 #include "src/common/logging.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/cluster_token.h"
+#include "src/raylet/simulated_node_reporter.h"
 #include "src/rpc/gcs_client.h"
 #include "src/rpc/server.h"
 
@@ -20,11 +21,13 @@ struct SimulatedNodes::Node {
        uint64_t seed)
       : id(NodeId::FromRandom()),
         gcs(options.gcs_address, options.token, absl::Seconds(10)),
+        reporter(options.gcs_address, options.token),
         auth(token),
         resources(total, seed) {}
 
   const NodeId id;
   GcsClient gcs;
+  SimulatedNodeReporter reporter;
   TokenAuthenticator auth;
   SimulatedNodeResources resources;
   std::unique_ptr<SimulatedNodeService> service;
@@ -139,14 +142,14 @@ void SimulatedNodes::ReportOnce(Node* node) {
   for (const auto& [name, amount] : available.ToMap()) (*usage.mutable_available())[name] = amount;
   usage.set_report_seq(++node->report_seq);
   // Like a raylet, it sends the view version it holds and gets only what changed since; it keeps
-  // no copy of the view itself (it schedules nothing).
-  auto reply = node->gcs.ReportResourceUsage(usage, node->view_version);
+  // no copy of the view itself (it schedules nothing), so it does not parse the entries.
+  auto reply = node->reporter.Report(usage, node->view_version);
   if (reply.ok()) {
-    node->view_version = reply->view_version();
+    node->view_version = reply->view_version;
     ++reports_ok_;
     if (!(available == node->last_reported)) ++reports_changed_;
     node->last_reported = available;
-    view_entries_received_ += reply->cluster_size();
+    view_entries_received_ += reply->entries;
     return;
   }
   ++reports_failed_;

@@ -16,8 +16,10 @@
 // its last report and the GCS applies a change, and hands it to every other reporter, on every
 // report — the condition of a busy cluster. Without churn a node's resources change only with
 // the leases it grants (an idle cluster: every report repeats the last, the GCS's best case).
-// Each node keeps only the view version the GCS gave it (it schedules nothing), but receives
-// and parses the changed entries in every reply, as a raylet does.
+// Each node keeps only the view version the GCS gave it (it schedules nothing): it receives the
+// changed entries in every reply as a raylet does, but counts them on the wire instead of
+// parsing them (simulated_node_reporter.h), so the simulator does not spend the GCS's machine's
+// CPU on the parsing a thousand real raylets would do on their own machines.
 // Kill(i) makes node i vanish as a SIGKILLed raylet does (its server closes, its reports and
 // polls stop, it does not unregister); the other nodes' polls then time when its death reaches
 // them. Destroying the object (or killing the process) without Stop() leaves every node to be

@@ -1,9 +1,15 @@
 """The scale envelope (issue 18), Troupe and Ray side by side on this machine.
 
   many_nodes   N simulated nodes (bazel-bin/src/raylet/troupe_simulated_nodes) joined to one
-               Troupe head: GCS CPU share (from /proc/<pid>/stat over a window) and RSS, time
-               until a node's death reaches a subscriber, a task's scheduling latency under that
-               load, `troupe status` wall time. Ray has no simulated-node mode: "n/a".
+               Troupe head, in two cases per N: churn (the default first row: every node's
+               available resources change on every report, and a driver keeps tasks needing
+               the nodes' "sim" resource running there, their leases spilled back by the head's
+               raylet to the nodes' pretend workers) and best (resources unchanged, no tasks:
+               every report's reply is empty). GCS CPU share (from /proc/<pid>/stat over a
+               window) and RSS, the report rate, the resource changes the GCS applied and the
+               view entries it handed out per second, tasks run on the nodes per second, time
+               until a node's death reaches a subscriber, a task's scheduling latency on the
+               head, `troupe status` wall time. Ray has no simulated-node mode: "n/a".
   many_tasks   N tiny 1-CPU tasks submitted at once on a 2-CPU head: submission and completion
                rates, driver peak RSS and raylet peak RSS.
   many_actors  N actors (holding no resources) alive at once: creation rate, RSS/PSS/anonymous
@@ -21,9 +27,9 @@ Build first (optimised):
   bazel build -c opt //src/cli:troupe //src/raylet:troupe_simulated_nodes //bench:scale_bench
 Ray comes from ~/.cache/troupe-bench-venv (bash bench/setup_peers.sh).
 Usage:
-  python3 bench/scale_bench.py [--nodes 500,1000] [--tasks 100000] [--actors 200]
-      [--pgs 1000] [--ray-tasks 10000] [--ray-actors 50] [--ray-pgs 1000] [--only many_nodes,...]
-      [--no-ray]
+  python3 bench/scale_bench.py [--nodes 250,1000] [--node-cases churn,best] [--tasks 100000]
+      [--actors 200] [--pgs 1000] [--ray-tasks 10000] [--ray-actors 50] [--ray-pgs 1000]
+      [--only many_nodes,...] [--no-ray] [--json FILE]
 """
 import argparse
 import json
@@ -217,12 +223,27 @@ def per_entity_kib(rss, idle, n):
     return (rss - idle) * 1024.0 / n
 
 
-def troupe_many_nodes(args, n):
+def stats_rates(before, after, seconds):
+    """Per-second rates of the simulator's counters between two "stats" answers."""
+    return {key: (after[key] - before[key]) / seconds for key in after if key in before}
+
+
+def troupe_many_nodes(args, n, churn):
+    """N simulated nodes on a fresh head. churn: every node's available resources change on
+    every report (the simulator's --churn) and a driver keeps tasks running on the nodes (their
+    leases spilled back from the head's raylet) while the GCS's CPU is sampled; otherwise the
+    best case: resources unchanged, every report's reply empty, no tasks."""
     with TroupeHead(args) as head:
-        sim = subprocess.Popen([args.simulator, "--nodes=%d" % n, "--resources=sim:1",
-                                "--commands", "--report-threads=%d" % args.report_threads],
-                               env=head.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               text=True)
+        command = [args.simulator, "--nodes=%d" % n, "--commands",
+                   "--report-threads=%d" % args.report_threads]
+        if churn:
+            command += ["--resources=sim:%d" % args.sim_slots, "--churn",
+                        "--task-ms=%d" % args.task_ms]
+        else:
+            command += ["--resources=sim:1"]
+        sim = subprocess.Popen(command, env=head.env, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+        driver = None
         try:
             def ask(command):
                 sim.stdin.write(command + "\n")
@@ -232,9 +253,38 @@ def troupe_many_nodes(args, n):
             time.sleep(args.settle)
             result = {"register_s": ready["register_seconds"], "load": load(),
                       "gcs_idle_rss": head.gcs_idle_rss}
-            before, start = ask("stats")["reports_ok"], time.monotonic()
+            if churn:
+                # Tasks on the simulated nodes all through the window (it starts once the
+                # driver's first wave is done and its leases are warm).
+                driver = subprocess.Popen([args.bench, "--mode=sim_tasks",
+                                           "--n=%d" % (args.window + 2)], env=head.env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True)
+                for line in driver.stdout:
+                    if line.startswith("{") and json.loads(line).get("event") == "begin":
+                        break
+            before, sim_cpu, start = ask("stats"), cpu_seconds(sim.pid), time.monotonic()
             result["gcs_cpu"] = cpu_share(head.gcs_pid, args.window)
-            result["report_rate"] = (ask("stats")["reports_ok"] - before) / (time.monotonic() - start)
+            after, elapsed = ask("stats"), time.monotonic() - start
+            result["sim_cpu"] = (cpu_seconds(sim.pid) - sim_cpu) / elapsed
+            rates = stats_rates(before, after, elapsed)
+            result["report_rate"] = rates["reports_ok"]
+            result["changes_rate"] = rates["reports_changed"]
+            result["entries_rate"] = rates["view_entries_received"]
+            result["entries_per_report"] = (rates["view_entries_received"] / rates["reports_ok"]
+                                            if rates["reports_ok"] else None)
+            result["gcs_us_per_report"] = (result["gcs_cpu"] * 1e6 / rates["reports_ok"]
+                                           if rates["reports_ok"] else None)
+            result["leases_rate"] = rates["leases_granted"]
+            result["sim_tasks_rate"] = rates["tasks_run"]
+            if driver is not None:
+                out, err = driver.communicate(timeout=600)
+                metrics = {m["metric"]: m["value"] for m in json_lines(out) if "metric" in m}
+                result["driver_tasks_rate"] = metrics.get("sim_tasks_per_second")
+                result["driver_tasks_failed"] = metrics.get("sim_tasks_failed")
+                if driver.returncode != 0:
+                    result["broke"] = (err.strip().splitlines() or
+                                       ["exit %d" % driver.returncode])[-1][:200]
             result["gcs_rss"] = rss_mib(head.gcs_pid)
             result["gcs_kib_per_node"] = per_entity_kib(result["gcs_rss"], head.gcs_idle_rss, n)
             result["raylet_cpu"] = cpu_share(head.raylet_pid, 3)
@@ -245,8 +295,36 @@ def troupe_many_nodes(args, n):
             result["load_end"] = load()
             return result  # the simulator is SIGKILLed below: its nodes die with the head
         finally:
+            if driver is not None and driver.poll() is None:
+                driver.kill()
             if sim.poll() is None:
                 sim.kill()
+
+
+# (label, key, unit, higher_better, format) of the many_nodes rows; churn_only rows are left
+# out of the best case (no tasks, no changes).
+MANY_NODES_ROWS = [
+    ("all nodes registered", "register_s", "s", False, "%.2f", False),
+    ("GCS CPU (share of one core)", "gcs_cpu", "cores", False, "%.3f", False),
+    ("resource reports answered (goal 2N)", "report_rate", "per_second", True, "%.0f", False),
+    ("GCS CPU per report (all work / reports)", "gcs_us_per_report", "us", False, "%.0f", False),
+    ("resource changes the GCS applied", "changes_rate", "per_second", True, "%.0f", False),
+    ("view entries the GCS handed to the nodes", "entries_rate", "per_second", True, "%.0f",
+     False),
+    ("  per report (the reply's delta)", "entries_per_report", "entries", False, "%.1f", False),
+    ("simulator CPU (same window)", "sim_cpu", "cores", False, "%.3f", False),
+    ("tasks run on simulated nodes (driver)", "driver_tasks_rate", "per_second", True, "%.0f",
+     True),
+    ("tasks answered by simulated nodes", "sim_tasks_rate", "per_second", True, "%.0f", True),
+    ("leases granted by simulated nodes", "leases_rate", "per_second", True, "%.0f", True),
+    ("tasks that failed", "driver_tasks_failed", "tasks", False, "%.0f", True),
+    ("GCS RSS idle", "gcs_idle_rss", "MiB", False, "%.1f", False),
+    ("GCS RSS", "gcs_rss", "MiB", False, "%.1f", False),
+    ("GCS growth per node", "gcs_kib_per_node", "KiB", False, "%.1f", False),
+    ("head raylet CPU", "raylet_cpu", "cores", False, "%.3f", False),
+    ("node death published to a subscriber", "death_s", "s", False, "%.2f", False),
+    ("task latency on the head (median of 50)", "latency_ms", "ms", False, "%.2f", False),
+    ("`troupe status` wall time", "status_s", "s", False, "%.3f", False)]
 
 
 def troupe_run(args, mode, n, on_event=None, sample_pid=None):
@@ -420,6 +498,18 @@ def ray_run(args, mode, n):
 
 # -------------------------------------------------------------------------------------- Table
 
+# Every figure printed, for --json: one object per metric and side.
+RECORDS = []
+
+
+def record(workload, case, side, n, metric, value, unit, load_average):
+    if isinstance(value, (int, float)):
+        RECORDS.append({"benchmark": "scale_bench", "workload": workload, "case": case,
+                        "side": side, "n": n,
+                        "name": ".".join(part for part in (workload, case, metric) if part),
+                        "value": value, "unit": unit, "load": load_average})
+
+
 def fmt(value, spec="%.1f"):
     return "n/a" if value is None else (spec % value if isinstance(value, (int, float)) else str(value))
 
@@ -432,8 +522,11 @@ def row(name, troupe, ray, unit, higher_better=True, spec="%.1f"):
 
 
 def compare(workload, n, ray_n, troupe, ray, rows):
-    """Prints one workload's Troupe and Ray figures side by side; rows: (label, key, unit,
-    higher_better, format)."""
+    """Prints one workload's Troupe and Ray figures side by side (and records them for --json);
+    rows: (label, key, unit, higher_better, format)."""
+    for label, key, unit, _, _ in rows:
+        record(workload, "", "troupe", n, key, troupe.get(key), unit, troupe.get("load"))
+        record(workload, "", "ray", ray_n, key, ray.get(key), unit, ray.get("load"))
     ray_part = ("Ray N=%d (load %s)" % (ray_n, fmt(ray.get("load"), "%.2f"))
                 if ray.get("load") is not None else "Ray not run")
     print("%s Troupe N=%d (load %s), %s" % (workload, n, fmt(troupe.get("load"), "%.2f"), ray_part),
@@ -452,7 +545,16 @@ def main():
     parser.add_argument("--bench", default="bazel-bin/bench/scale_bench")
     parser.add_argument("--ray-python",
                         default=os.path.expanduser("~/.cache/troupe-bench-venv/bin/python"))
-    parser.add_argument("--nodes", default="500,1000")
+    parser.add_argument("--nodes", default="250,1000")
+    parser.add_argument("--node-cases", default="churn,best",
+                        help="many_nodes cases: churn (resources change every report, tasks "
+                        "run on the nodes) and/or best (resources unchanged)")
+    parser.add_argument("--sim-slots", type=int, default=8,
+                        help="churn: each simulated node's amount of the 'sim' resource")
+    parser.add_argument("--task-ms", type=int, default=10,
+                        help="churn: how long a simulated node's pretend worker takes per task")
+    parser.add_argument("--json", help="also write every figure to this file: a JSON array, one "
+                        "object per metric (name, value, unit, workload, case, side, n, load)")
     parser.add_argument("--tasks", type=int, default=100000)
     parser.add_argument("--actors", default="200")
     parser.add_argument("--pgs", type=int, default=1000)
@@ -470,24 +572,24 @@ def main():
     ray = not args.no_ray and os.path.exists(args.ray_python)
 
     if "many_nodes" in only:
+        cases = [c for c in args.node_cases.split(",") if c]
         for n in [int(x) for x in args.nodes.split(",") if x]:
-            r = troupe_many_nodes(args, n)
-            print("many_nodes N=%d (load %.2f -> %.2f; Ray: n/a, it has no simulated nodes)"
-                  % (n, r["load"], r["load_end"]), flush=True)
-            for label, key, unit, higher_better, spec in [
-                    ("all nodes registered", "register_s", "s", False, "%.2f"),
-                    ("GCS CPU (share of one core)", "gcs_cpu", "cores", False, "%.3f"),
-                    ("resource reports answered (goal 2N)", "report_rate", "/s", True, "%.0f"),
-                    ("GCS RSS idle", "gcs_idle_rss", "MiB", False, "%.1f"),
-                    ("GCS RSS", "gcs_rss", "MiB", False, "%.1f"),
-                    ("GCS growth per node", "gcs_kib_per_node", "KiB", False, "%.1f"),
-                    ("head raylet CPU", "raylet_cpu", "cores", False, "%.3f"),
-                    ("node death published to a subscriber", "death_s", "s", False, "%.2f"),
-                    ("task latency (median of 50)", "latency_ms", "ms", False, "%.2f"),
-                    ("`troupe status` wall time", "status_s", "s", False, "%.3f")]:
-                row(label, r[key], None, unit, higher_better, spec)
-            print("  (simulator: %(reports_ok)d reports answered, %(reports_failed)d failed)"
-                  % r["reports"], flush=True)
+            for case in cases:
+                churn = case == "churn"
+                r = troupe_many_nodes(args, n, churn)
+                what = ("churn: resources change every report, tasks run on the nodes" if churn
+                        else "best case: resources unchanged, no tasks")
+                print("many_nodes N=%d, %s (load %.2f -> %.2f; Ray: n/a, it has no simulated "
+                      "nodes)" % (n, what, r["load"], r["load_end"]), flush=True)
+                for label, key, unit, higher_better, spec, churn_only in MANY_NODES_ROWS:
+                    if churn_only and not churn:
+                        continue
+                    row(label, r.get(key), None, unit, higher_better, spec)
+                    record("many_nodes", case, "troupe", n, key, r.get(key), unit, r["load"])
+                print("  (simulator: %(reports_ok)d reports answered, %(reports_failed)d failed, "
+                      "%(reports_changed)d changed)" % r["reports"], flush=True)
+                if "broke" in r:
+                    print("  Troupe broke: %s" % r["broke"], flush=True)
     if "many_tasks" in only:
         t = troupe_run(args, "many_tasks", args.tasks, sample_pid=lambda head: head.raylet_pid)
         t["raylet_peak_rss"] = t.get("sampled_peak_rss")
@@ -546,6 +648,9 @@ def main():
             ("GCS anonymous idle", "gcs_idle_anon", "MiB", False, "%.1f"),
             ("GCS peak RSS", "gcs_peak_rss", "MiB", False, "%.1f"),
             ("GCS growth per PG (peak - idle)", "gcs_kib_per_pg", "KiB", False, "%.1f")])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(RECORDS, f, indent=1)
 
 
 if __name__ == "__main__":

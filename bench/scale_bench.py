@@ -29,7 +29,7 @@ Ray comes from ~/.cache/troupe-bench-venv (bash bench/setup_peers.sh).
 Usage:
   python3 bench/scale_bench.py [--nodes 250,1000] [--node-cases churn,best] [--tasks 100000]
       [--actors 200] [--pgs 1000] [--ray-tasks 10000] [--ray-actors 50] [--ray-pgs 1000]
-      [--only many_nodes,...] [--no-ray] [--json FILE]
+      [--only many_nodes,...] [--no-ray] [--json FILE] [--quick]
 """
 import argparse
 import json
@@ -42,6 +42,9 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import summary_row, write_results  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Seconds a daemon is left alone before a "settled" or idle memory figure is read (both systems).
@@ -502,12 +505,40 @@ def ray_run(args, mode, n):
 RECORDS = []
 
 
-def record(workload, case, side, n, metric, value, unit, load_average):
+def record(workload, case, side, n, metric, value, unit, load_average, higher_better=True):
     if isinstance(value, (int, float)):
         RECORDS.append({"benchmark": "scale_bench", "workload": workload, "case": case,
                         "side": side, "n": n,
                         "name": ".".join(part for part in (workload, case, metric) if part),
-                        "value": value, "unit": unit, "load": load_average})
+                        "value": value, "unit": unit, "load": load_average,
+                        "higher_is_better": higher_better})
+
+
+def results_rows(records):
+    """The results-file rows (bench_common.summary_row) from RECORDS: one per workload, case and
+    metric, Troupe's figure and Ray's (Python API) where it ran, each side one run (a ratio of
+    one round). Where the sides ran at different N the note says so."""
+    rows, order = {}, []
+    for r in records:
+        key = r["name"] + ("" if r["workload"] != "many_nodes" else ".N=%d" % r["n"])
+        if key not in rows:
+            rows[key] = {"unit": r["unit"], "higher": r["higher_is_better"], "sides": {}}
+            order.append(key)
+        rows[key]["sides"][r["side"]] = (r["value"], r["n"])
+    out = []
+    for key in order:
+        sides = rows[key]["sides"]
+        troupe = sides.get("troupe", (None, None))
+        peers, note = {}, ""
+        if "ray" in sides:
+            peers["ray_python"] = [sides["ray"][0]]
+            if sides["ray"][1] != troupe[1]:
+                note = "Troupe at N=%s, Ray at N=%s" % (troupe[1], sides["ray"][1])
+        elif key.startswith("many_nodes"):
+            note = "Ray has no simulated nodes"
+        out.append(summary_row(key, rows[key]["unit"], [troupe[0]], peers,
+                               higher_is_better=rows[key]["higher"], note=note))
+    return out
 
 
 def fmt(value, spec="%.1f"):
@@ -524,9 +555,11 @@ def row(name, troupe, ray, unit, higher_better=True, spec="%.1f"):
 def compare(workload, n, ray_n, troupe, ray, rows):
     """Prints one workload's Troupe and Ray figures side by side (and records them for --json);
     rows: (label, key, unit, higher_better, format)."""
-    for label, key, unit, _, _ in rows:
-        record(workload, "", "troupe", n, key, troupe.get(key), unit, troupe.get("load"))
-        record(workload, "", "ray", ray_n, key, ray.get(key), unit, ray.get("load"))
+    for label, key, unit, higher_better, _ in rows:
+        record(workload, "", "troupe", n, key, troupe.get(key), unit, troupe.get("load"),
+               higher_better)
+        record(workload, "", "ray", ray_n, key, ray.get(key), unit, ray.get("load"),
+               higher_better)
     ray_part = ("Ray N=%d (load %s)" % (ray_n, fmt(ray.get("load"), "%.2f"))
                 if ray.get("load") is not None else "Ray not run")
     print("%s Troupe N=%d (load %s), %s" % (workload, n, fmt(troupe.get("load"), "%.2f"), ray_part),
@@ -553,8 +586,8 @@ def main():
                         help="churn: each simulated node's amount of the 'sim' resource")
     parser.add_argument("--task-ms", type=int, default=10,
                         help="churn: how long a simulated node's pretend worker takes per task")
-    parser.add_argument("--json", help="also write every figure to this file: a JSON array, one "
-                        "object per metric (name, value, unit, workload, case, side, n, load)")
+    parser.add_argument("--json", help="also write the results file (bench/bench_common.py's "
+                        "format; every figure as recorded in its 'raw')")
     parser.add_argument("--tasks", type=int, default=100000)
     parser.add_argument("--actors", default="200")
     parser.add_argument("--pgs", type=int, default=1000)
@@ -567,7 +600,16 @@ def main():
     parser.add_argument("--settle", type=float, default=5, help="wait after the nodes joined, s")
     parser.add_argument("--only", default="many_nodes,many_tasks,many_actors,many_pgs")
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes for a check that everything runs (250 nodes, churn "
+                        "only, 10,000 tasks, 50 actors, 200 PGs; Ray 2,000 / 20 / 200)")
     args = parser.parse_args()
+    if args.quick:
+        args.nodes, args.node_cases, args.tasks, args.actors, args.pgs = "250", "churn", 10000, \
+            "50", 200
+        args.ray_tasks, args.ray_actors, args.ray_pgs, args.window, args.settle = 2000, 20, \
+            200, 5, 2
+    started, load_before = time.time(), os.getloadavg()[0]
     only = args.only.split(",")
     ray = not args.no_ray and os.path.exists(args.ray_python)
 
@@ -585,7 +627,8 @@ def main():
                     if churn_only and not churn:
                         continue
                     row(label, r.get(key), None, unit, higher_better, spec)
-                    record("many_nodes", case, "troupe", n, key, r.get(key), unit, r["load"])
+                    record("many_nodes", case, "troupe", n, key, r.get(key), unit, r["load"],
+                           higher_better)
                 print("  (simulator: %(reports_ok)d reports answered, %(reports_failed)d failed, "
                       "%(reports_changed)d changed)" % r["reports"], flush=True)
                 if "broke" in r:
@@ -649,8 +692,8 @@ def main():
             ("GCS peak RSS", "gcs_peak_rss", "MiB", False, "%.1f"),
             ("GCS growth per PG (peak - idle)", "gcs_kib_per_pg", "KiB", False, "%.1f")])
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(RECORDS, f, indent=1)
+        write_results(args.json, "scale_bench", results_rows(RECORDS), started, load_before, 1,
+                      quick=args.quick, raw={"records": RECORDS, "args": vars(args)})
 
 
 if __name__ == "__main__":

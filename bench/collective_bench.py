@@ -84,9 +84,12 @@ def busbw_row(samples, rounds, op, ranks, nbytes, suffix="", note=""):
 
 
 def busbw_rows(samples, rounds, sizes, suffix="", note=""):
-    """The summary rows: one per op, rank count and size in `sizes` that Troupe measured."""
+    """The summary rows: one per op, rank count and size in `sizes` that Troupe measured, in the
+    order all-reduce, all-gather, reduce-scatter, then by rank count and size."""
+    ops = ["allreduce", "allgather", "reduce_scatter"]
     keys = sorted({(op, ranks, nbytes) for impl, op, ranks, nbytes in samples
-                   if impl == "troupe" and nbytes in sizes})
+                   if impl == "troupe" and nbytes in sizes},
+                  key=lambda k: (ops.index(k[0]) if k[0] in ops else len(ops), k))
     return [busbw_row(samples, rounds, op, ranks, nbytes, suffix, note)
             for op, ranks, nbytes in keys]
 

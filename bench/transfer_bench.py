@@ -215,8 +215,9 @@ def rows_of(sizes, rows, tls="auto"):
             peers["ray_python"] = r["ray"]
         out.append(summary_row("node_to_node_transfer_%s" % label(size).replace(" ", ""),
                                "GB_per_second", r["troupe"], peers,
-                               note="2 network namespaces (veth, one host), Troupe --tls=%s "
-                                    "(auto: on); raw_tcp is iperf3, the link's ceiling" % tls))
+                               note="2 network namespaces (veth, one host); Troupe --tls=%s "
+                                    "(auto: on), Ray's side has no TLS; raw_tcp is iperf3, the "
+                                    "link's ceiling" % tls))
     return out
 
 

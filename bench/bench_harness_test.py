@@ -567,5 +567,35 @@ class TransferTest(unittest.TestCase):
         self.assertEqual(sorted(out[1]["peers"]), ["raw_tcp"])  # --no-ray
 
 
+class MicrobenchmarkRowsTest(unittest.TestCase):
+    def test_rows_carry_both_ray_peers_and_floors_carry_none(self):
+        troupe = [{"single_client_tasks_async": 20000.0, "grpc_unary_async_calls": 14000.0,
+                   "1_1_actor_call_sync_latency_us": 300.0,
+                   "single_client_get_calls_inline": 1e6}] * 3
+        ray = [{"single_client_tasks_async": 5000.0, "1_1_actor_call_sync_latency_us": 900.0}] * 3
+        ray_cpp = [{"single_client_tasks_async": 10000.0}] * 3
+        metrics = ["single_client_tasks_async", "grpc_unary_async_calls",
+                   "1_1_actor_call_sync_latency_us", "single_client_get_calls_inline",
+                   "single_client_get_object_containing_10k_refs"]
+        units = {"1_1_actor_call_sync_latency_us": "microseconds"}
+        rows = {r["metric"]: r for r in microbenchmark.summary_rows(
+            metrics, units, {"single_client_tasks_async": "ray_perf"}, troupe, ray, ray_cpp,
+            {"single_client_get_object_containing_10k_refs": ("no borrowing", "per_second")})}
+        tasks = rows["single_client_tasks_async"]
+        self.assertEqual(tasks["ratios"]["ray_python"], [4.0, 4.0, 4.0, 3])
+        self.assertEqual(tasks["ratios"]["ray_cpp"], [2.0, 2.0, 2.0, 3])
+        self.assertIn("ray_perf", tasks["note"])
+        # A time: Troupe's advantage is Ray's time over Troupe's.
+        latency = rows["1_1_actor_call_sync_latency_us"]
+        self.assertFalse(latency["higher_is_better"])
+        self.assertEqual(latency["ratios"]["ray_python"][0], 3.0)
+        # Floors and the inline path have no peer, and say why.
+        self.assertEqual(rows["grpc_unary_async_calls"]["peers"], {})
+        self.assertIn("physical floor", rows["grpc_unary_async_calls"]["note"])
+        self.assertEqual(rows["single_client_get_calls_inline"]["peers"], {})
+        self.assertIn("not in Ray's C++ API: no borrowing",
+                      rows["single_client_get_object_containing_10k_refs"]["note"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -531,13 +531,20 @@ def results_rows(records):
         troupe = sides.get("troupe", (None, None))
         peers, note = {}, ""
         if "ray" in sides:
-            peers["ray_python"] = [sides["ray"][0]]
             if sides["ray"][1] != troupe[1]:
-                note = "Troupe at N=%s, Ray at N=%s" % (troupe[1], sides["ray"][1])
+                # Unlike work: both figures are in raw, and no ratio is made of them.
+                note = "Troupe at N=%s, Ray at N=%s: not compared" % (troupe[1], sides["ray"][1])
+            elif rows[key]["unit"] in ("", "tasks"):
+                note = "a count, not compared"  # e.g. actor processes seen: a check of the run
+            else:
+                peers["ray_python"] = [sides["ray"][0]]
         elif key.startswith("many_nodes"):
             note = "Ray has no simulated nodes"
-        out.append(summary_row(key, rows[key]["unit"], [troupe[0]], peers,
-                               higher_is_better=rows[key]["higher"], note=note))
+        row = summary_row(key, rows[key]["unit"], [troupe[0]], peers,
+                          higher_is_better=rows[key]["higher"], note=note)
+        if "ray" in sides and not peers:
+            row["peers"]["ray_python"] = sides["ray"][0]  # shown, not compared
+        out.append(row)
     return out
 
 

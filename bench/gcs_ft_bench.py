@@ -1,32 +1,51 @@
 #!/usr/bin/env python3
-"""GCS fault tolerance on Redis: Troupe vs Ray, side by side on this machine (issue 13).
+"""GCS fault tolerance on Redis: Troupe vs Ray, side by side on this machine (issues 13, 32).
 
-Every cluster here gets its own private redis-server (a free port, a temp dir, AOF on, SIGKILLed
-and removed when the cluster stops); the in-memory runs start no Redis at all. Both systems are
-started with their real CLIs on one node with 2 CPUs.
+Both systems run one head with their real CLI and their defaults: `troupe start --head
+--redis-address=...` (GCS on 6380, the HTTP jobs API on 8265) and `ray start --head` (GCS on 6379,
+the dashboard and its jobs API on 8265), on 127.0.0.1, each on its own private redis-server (a free
+port, a temp dir, AOF on, SIGKILLed and removed when the head stops); the in-memory throughput runs
+start no Redis at all. One head at a time.
 
-1. Recovery (lower is better): a fresh Redis-backed cluster per trial. The driver creates an
-   actor and calls it (warm-up), then SIGKILLs the GCS process and times until the first actor
-   created afterwards has answered a method call.
-   - Troupe: the head's supervisor restarts the GCS by itself (`troupe start --head
-     --redis-address=...`); the driver only kills the pid in <session>/pids/gcs.pid.
-   - Ray: nothing restarts the GCS outside Kubernetes. As Ray's docs describe, the driver reads the
-     gcs_server's command line and environment from /proc/<pid> before the kill, waits for the
-     process to be gone, and relaunches the same command with the same environment (and the same
-     stdout/stderr files) at once: an ideal supervisor, counted in Ray's time.
-   Both drivers tolerate the outage: Troupe's default reconnect timeout is 60 s, Ray's is set with
-   RAY_gcs_rpc_server_reconnect_timeout_s=120 (drivers and the cluster).
-2. Cost of persistence (higher is better): on a fresh cluster with Redis and one without,
-   `--actors` actors created in batches of 8, each called once and killed (actors/s), then
-   `--pgs` placement groups of one {CPU: 1} bundle, each created, waited for and removed (PGs/s).
+1. Recovery (lower is better). Per round, one head per system (Troupe, then Ray: A B A B ...):
+   a) near-empty: the driver holds one actor; `--trials` times, the driver SIGKILLs the GCS;
+   b) populated (the default; --no-populated skips it): then `--jobs` jobs (`echo done`) are
+      submitted through the head's HTTP jobs API (POST /api/jobs/, what `ray job submit` and
+      JobSubmissionClient send) and run to SUCCEEDED, 10 at a time, and the driver creates
+      `--live-actors` actors (no resources: num_cpus=0 on Ray; each called once),
+      `--placement-groups` ready groups of one {CPU: --pg-cpu} bundle and `--kv-entries` entries
+      in the GCS KV (Troupe: Runtime::KvPut; Ray: internal_kv._internal_kv_put); then `--trials`
+      more kills.
+   From each kill, in parallel, as a real head's clients would all be waiting: the GCS port
+   accepting connections again; a new actor created and answering; an actor made before the kill
+   answering; the jobs list (GET /api/jobs/, polled every 10 ms by this program) showing every
+   job SUCCEEDED; a KV entry written before the kill read back. Afterwards each trial counts what
+   came through: actors answering, groups ready, jobs listed, KV entries read back intact.
+   - Troupe: the head's supervisor restarts the GCS by itself; the driver only kills the pid in
+     <session>/pids/gcs.pid.
+   - Ray (bench/gcs_ft_ray_driver.py): nothing restarts the GCS outside Kubernetes. As Ray's docs
+     describe, the driver reads the gcs_server's command line and environment from /proc/<pid>
+     before the kill, waits for the process to be gone, and relaunches the same command with the
+     same environment (and the same stdout/stderr files) at once: an ideal supervisor, counted
+     in Ray's time.
+   Both drivers tolerate the outage: Troupe's sets a 300 s reconnect timeout, Ray's (and Ray's
+   cluster) RAY_gcs_rpc_server_reconnect_timeout_s=120.
+2. Cost of persistence (higher is better): on a fresh head with Redis and one without, `--actors`
+   actors created in batches of 8, each called once and killed (actors/s), then `--pgs` placement
+   groups of one {CPU: 1} bundle, each created, waited for and removed (PGs/s).
 
-Prints a table with the medians and the ratios (Ray/Troupe recovery, redis/mem for each system).
+Prints the medians over every trial, each side's min-max, Ray/Troupe per round (median
+[min-max] over the rounds), what came through, how long each population took and the load
+average; --json FILE writes one JSON object per metric line. --quick: fewer actors, jobs,
+trials and rounds (the counts are printed first).
 
   bash bench/gcs_ft_bench.sh                 # builds, installs Ray if needed, runs this
-  python3 bench/gcs_ft_bench.py --trials 5 --actors 200 --pgs 200 [--no-troupe] [--no-ray]
-      [--no-throughput] [--rounds N] [--json FILE]
+  python3 bench/gcs_ft_bench.py [--quick] [--no-empty] [--no-populated] [--no-throughput]
+      [--live-actors N] [--placement-groups N] [--jobs N] [--kv-entries N] [--trials N]
+      [--rounds N] [--no-troupe] [--no-ray] [--json FILE]
 """
 import argparse
+import http.client
 import json
 import os
 import shutil
@@ -36,124 +55,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 import uuid
 
-from bench_common import json_lines
+from bench_common import alternate, json_lines, load_average, ratio_range
 
 REDIS_SERVER = "/usr/bin/redis-server"
-
-RAY_RECOVERY_DRIVER = r'''
-import os, signal, socket, subprocess, sys, threading, time
-import ray
-
-ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
-
-@ray.remote
-class Echo:
-    def ping(self):
-        return 1
-
-warm = Echo.remote()
-assert ray.get(warm.ping.remote(), timeout=120) == 1
-
-marker = "--gcs_server_port=%s" % sys.argv[2]
-pid = None
-for entry in os.listdir("/proc"):
-    if entry.isdigit():
-        try:
-            argv = open("/proc/%s/cmdline" % entry, "rb").read().decode().split("\0")[:-1]
-        except OSError:
-            continue
-        if argv and argv[0].endswith("/gcs_server") and marker in argv:
-            pid = int(entry)
-            break
-assert pid, "gcs_server not found"
-environ = open("/proc/%d/environ" % pid, "rb").read().decode()
-env = dict(kv.split("=", 1) for kv in environ.split("\0") if "=" in kv)
-stdout_path = os.readlink("/proc/%d/fd/1" % pid)
-stderr_path = os.readlink("/proc/%d/fd/2" % pid)
-
-start = time.monotonic()
-os.kill(pid, signal.SIGKILL)
-while True:  # gone (or a zombie): its port is free again
-    try:
-        if open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0] == "Z":
-            break
-    except OSError:
-        break
-    time.sleep(0.001)
-with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
-    gcs = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                           start_new_session=True)
-relaunched = time.monotonic() - start
-listening = None
-
-def watch_port():  # the same breakdown as Troupe's, from the side
-    global listening
-    while listening is None and time.monotonic() - start < 60:
-        try:
-            socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=0.1).close()
-            listening = time.monotonic() - start
-        except OSError:
-            time.sleep(0.002)
-
-watcher = threading.Thread(target=watch_port, daemon=True)
-watcher.start()
-actor = Echo.remote()
-assert ray.get(actor.ping.remote(), timeout=300) == 1
-seconds = time.monotonic() - start
-watcher.join()
-# The actor made before the kill survived the outage (the restarted GCS reloaded it from Redis).
-assert ray.get(warm.ping.remote(), timeout=60) == 1
-print('{"metric": "gcs_kill_to_actor_created", "value": %.3f, "unit": "s", '
-      '"restarted_after": %.3f, "listening_after": %.3f, "new_gcs_pid": %d}'
-      % (seconds, relaunched, listening, gcs.pid))
-'''
-
-RAY_THROUGHPUT_DRIVER = r'''
-import sys, time
-import ray
-from ray.util.placement_group import placement_group, remove_placement_group
-
-ray.init(address=sys.argv[1], logging_level="ERROR", log_to_driver=False)
-actors, pgs = int(sys.argv[2]), int(sys.argv[3])
-
-@ray.remote
-class Echo:
-    def ping(self):
-        return 1
-
-def actor_batch(n):
-    batch = [Echo.remote() for _ in range(n)]
-    ray.get([a.ping.remote() for a in batch])
-    for a in batch:
-        ray.kill(a)
-
-def pg_cycle():
-    pg = placement_group([{"CPU": 1}])
-    # pg.wait (a GCS call), as Ray's own benchmark (ray_perf.py) and Troupe's side wait;
-    # ray.get(pg.ready()) would also run a task in the group every cycle.
-    if not pg.wait(timeout_seconds=60):
-        raise SystemExit("placement group not created within 60 s")
-    remove_placement_group(pg)
-
-actor_batch(8)  # warm-up
-pg_cycle()
-start = time.monotonic()
-done = 0
-while done < actors:
-    n = min(8, actors - done)
-    actor_batch(n)
-    done += n
-print('{"metric": "actor_creations_per_second", "value": %.3f, "unit": "per_second"}'
-      % (actors / (time.monotonic() - start)))
-start = time.monotonic()
-for _ in range(pgs):
-    pg_cycle()
-print('{"metric": "placement_group_create_removal_per_second", "value": %.3f, '
-      '"unit": "per_second"}' % (pgs / (time.monotonic() - start)))
-'''
+RAY_DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gcs_ft_ray_driver.py")
 
 
 def run(cmd, **kwargs):
@@ -201,152 +111,428 @@ class Redis:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-# ---------------------------------------------------------------------------------------- Ray
+# ------------------------------------------------------------------------------- the heads
+
+def pids_started_from(roots):
+    """Every live process in the sessions `roots` (session ids = pids of processes this program
+    started under setsid) and, transitively, their children (a daemon that made its own session
+    is still its parent's child). Never this process."""
+    procs = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = open("/proc/%s/stat" % entry).read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            procs[int(entry)] = (int(fields[1]), int(fields[3]))  # ppid, session
+    found = {pid for pid, (_, sid) in procs.items() if sid in roots} | (set(roots) & set(procs))
+    while True:
+        more = {pid for pid, (ppid, _) in procs.items() if ppid in found} - found
+        if not more:
+            break
+        found |= more
+    found.discard(os.getpid())
+    return found
+
+
+def kill_started(roots):
+    """SIGKILLs what pids_started_from(roots) finds, until nothing is left (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        pids = pids_started_from(roots)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.1)
+
+
+def mem_available():
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def http_json(head, method, path, body=None, timeout=30):
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(head.http + path, data=data, method=method,
+                                     headers=dict(head.headers,
+                                                  **{"Content-Type": "application/json"}))
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def wait_http(head, timeout=120):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            http_json(head, "GET", "/api/version", timeout=5)
+            return
+        except (OSError, ValueError):
+            if time.monotonic() > deadline:
+                raise RuntimeError("%s: no HTTP API at %s within %d s" % (head.name, head.http,
+                                                                           timeout))
+            time.sleep(0.2)
+
+
+def jobs_succeeded(head, ids, timeout=30):
+    """How many of the submission `ids` the jobs list (GET /api/jobs/) shows SUCCEEDED; raises if
+    the list is not served. A job that ended otherwise is an error."""
+    wanted = set(ids)
+    count = 0
+    for job in http_json(head, "GET", "/api/jobs/", timeout=timeout):
+        if job.get("submission_id") in wanted:
+            if job.get("status") == "SUCCEEDED":
+                count += 1
+            elif job.get("status") in ("FAILED", "STOPPED"):
+                raise RuntimeError("%s: job %s ended %s: %s" % (
+                    head.name, job["submission_id"], job["status"], job.get("message")))
+    return count
+
+
+def submit_jobs(head, ids, batch=10):
+    """Submits a job (`echo done`) per submission id through the head's jobs API, `batch` at a
+    time, each batch waited for until every job of it SUCCEEDED (a job supervisor is a process
+    on both sides: batches keep their number, and the memory they take, bounded)."""
+    for first in range(0, len(ids), batch):
+        chunk = ids[first:first + batch]
+        for sid in chunk:
+            http_json(head, "POST", "/api/jobs/", {"entrypoint": "echo done", "submission_id": sid})
+        deadline = time.monotonic() + 300
+        while jobs_succeeded(head, chunk) < len(chunk):
+            if time.monotonic() > deadline:
+                raise RuntimeError("%s: jobs %s not done within 300 s" % (head.name, chunk))
+            time.sleep(0.1)
+
 
 RAY_ENV = {"RAY_gcs_rpc_server_reconnect_timeout_s": "120", "RAY_USAGE_STATS_ENABLED": "0"}
+RAY_GCS_PORT, RAY_DASHBOARD_PORT = 6379, 8265  # `ray start --head`'s defaults
 
 
-def ray_cluster(args, redis):
-    """Starts a one-node Ray cluster (with GCS FT on `redis` if given); returns its address."""
-    port = free_port()
-    env = dict(os.environ, **RAY_ENV)
-    if redis:
-        env["RAY_REDIS_ADDRESS"] = redis.address
-        env["RAY_external_storage_namespace"] = uuid.uuid4().hex
-    result = run([args.ray, "start", "--head", "--port=%d" % port, "--num-cpus=2",
-                  "--node-ip-address=127.0.0.1", "--include-dashboard=false",
-                  "--disable-usage-stats"], env=env)
-    if result.returncode != 0:
-        raise RuntimeError(result.stdout + result.stderr)
-    return port
+class RayHead:
+    """A one-node Ray head as `ray start --head` makes it with its defaults (GCS port 6379, the
+    dashboard and its jobs API on 8265, CPUs detected), on 127.0.0.1, in its own temp dir, GCS
+    FT on `redis` if given. `ray start` runs under setsid: stop() SIGKILLs that session's
+    processes, their children and the GCS processes the driver relaunched (note_gcs)."""
+    name = "ray"
 
-
-def ray_stop(args):
-    # Kills every Ray process of this user: nothing else runs Ray on this machine.
-    run([args.ray, "stop", "--force"])
-
-
-def ray_recovery_once(args):
-    redis = Redis()
-    try:
-        port = ray_cluster(args, redis)
-        env = dict(os.environ, **RAY_ENV)
-        line = json_lines([args.python, "-c", RAY_RECOVERY_DRIVER, "127.0.0.1:%d" % port,
-                           str(port)], env=env)[0]
-        print("  ray recovery: %.3f s (gcs relaunched after %.3f s, listening after %.3f s)"
-              % (line["value"], line["restarted_after"], line["listening_after"]), flush=True)
-        return line
-    finally:
-        ray_stop(args)
-        redis.stop()
-
-
-def ray_throughput(args, with_redis):
-    redis = Redis() if with_redis else None
-    try:
-        port = ray_cluster(args, redis)
-        env = dict(os.environ, **RAY_ENV)
-        lines = json_lines([args.python, "-c", RAY_THROUGHPUT_DRIVER, "127.0.0.1:%d" % port,
-                            str(args.actors), str(args.pgs)], env=env)
-        result = {l["metric"]: l["value"] for l in lines}
-        print("  ray-%s: %s" % ("redis" if with_redis else "mem", result), flush=True)
-        return result
-    finally:
-        ray_stop(args)
+    def __init__(self, args, redis):
+        self.args = args
+        self.temp_dir = tempfile.mkdtemp(prefix="rayft-")
+        self.env = dict(os.environ, **RAY_ENV)
         if redis:
-            redis.stop()
+            self.env["RAY_REDIS_ADDRESS"] = redis.address
+            self.env["RAY_external_storage_namespace"] = uuid.uuid4().hex
+        self.roots = set()
+        self.http = "http://127.0.0.1:%d" % RAY_DASHBOARD_PORT
+        self.headers = {}
+        start = subprocess.Popen(
+            [args.ray, "start", "--head", "--node-ip-address=127.0.0.1",
+             "--temp-dir=" + self.temp_dir, "--disable-usage-stats"],
+            env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.roots.add(start.pid)
+        out, err = start.communicate()
+        if start.returncode != 0:
+            self.stop()
+            raise RuntimeError("ray start --head failed:\n" + out + err)
+        try:
+            wait_http(self)
+        except RuntimeError:
+            self.stop()
+            raise
+
+    def recovery_driver(self):
+        return Driver([self.args.python, RAY_DRIVER, "recovery", "127.0.0.1:%d" % RAY_GCS_PORT,
+                       str(RAY_GCS_PORT)], self.env,
+                      os.path.join(self.temp_dir, "driver.err"))
+
+    def throughput(self, actors, pgs):
+        return json_lines([self.args.python, RAY_DRIVER, "throughput",
+                           "127.0.0.1:%d" % RAY_GCS_PORT, str(actors), str(pgs)], env=self.env)
+
+    def note_gcs(self, pid):
+        self.roots.add(pid)  # the driver relaunched it under setsid
+
+    def stop(self):
+        kill_started(self.roots)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
-# ------------------------------------------------------------------------------------- Troupe
+class TroupeHead:
+    """A one-node Troupe head as `troupe start --head [--redis-address=...]` makes it with its
+    defaults (GCS port 6380, the HTTP API on 8265, CPUs detected), under a fresh temp dir; the
+    head's supervisor restarts its GCS. stop(): `troupe stop --force` on that temp dir."""
+    name = "troupe"
 
-def troupe_cluster(args, redis):
-    """Starts a one-node Troupe head (GCS on `redis` if given, restarted by the head's supervisor)
-    under a fresh temp dir; returns (temp dir, env for a driver)."""
-    temp_root = tempfile.mkdtemp(prefix="troupe-gcs-ft-")
-    port = free_port()
-    cmd = [args.troupe, "start", "--head", "--port=%d" % port, "--num-cpus=2", "--http-port=0",
-           "--temp-dir=" + temp_root]
-    if redis:
-        cmd.append("--redis-address=" + redis.address)
-    result = run(cmd)
-    if result.returncode != 0:
-        run([args.troupe, "stop", "--force", "--temp-dir=" + temp_root])
-        shutil.rmtree(temp_root, ignore_errors=True)
-        raise RuntimeError(" ".join(cmd) + "\n" + result.stdout + result.stderr)
-    session = os.path.join(temp_root, "session_latest")
-    with open(os.path.join(session, "token")) as f:
-        token = f.read().strip()
-    env = dict(os.environ, TROUPE_ADDRESS="127.0.0.1:%d" % port, TROUPE_TOKEN=token)
-    return temp_root, env
-
-
-def troupe_stop(args, temp_root):
-    run([args.troupe, "stop", "--force", "--temp-dir=" + temp_root])
-    shutil.rmtree(temp_root, ignore_errors=True)
-
-
-def troupe_recovery_once(args):
-    redis = Redis()
-    temp_root = None
-    try:
-        temp_root, env = troupe_cluster(args, redis)
-        pid_file = os.path.join(temp_root, "session_latest", "pids", "gcs.pid")
-        line = json_lines([args.bench, "--mode=recovery", "--gcs-pid-file=" + pid_file],
-                          env=env)[0]
-        print("  troupe recovery: %.3f s (gcs pid %d -> %d, restarted after %.3f s, listening "
-              "after %.3f s, %d failed attempts)"
-              % (line["value"], line["old_gcs_pid"], line["new_gcs_pid"],
-                 line["restarted_after"], line["listening_after"], line["failed_attempts"]),
-              flush=True)
-        return line
-    finally:
-        if temp_root:
-            troupe_stop(args, temp_root)
-        redis.stop()
-
-
-def troupe_throughput(args, with_redis):
-    redis = Redis() if with_redis else None
-    temp_root = None
-    try:
-        temp_root, env = troupe_cluster(args, redis)
-        lines = json_lines([args.bench, "--mode=throughput", "--actors=%d" % args.actors,
-                            "--pgs=%d" % args.pgs], env=env)
-        result = {l["metric"]: l["value"] for l in lines}
-        print("  troupe-%s: %s" % ("redis" if with_redis else "mem", result), flush=True)
-        return result
-    finally:
-        if temp_root:
-            troupe_stop(args, temp_root)
+    def __init__(self, args, redis):
+        self.args = args
+        self.temp_root = tempfile.mkdtemp(prefix="troupe-gcs-ft-")
+        cmd = [args.troupe, "start", "--head", "--temp-dir=" + self.temp_root]
         if redis:
-            redis.stop()
+            cmd.append("--redis-address=" + redis.address)
+        result = run(cmd)
+        if result.returncode != 0:
+            self.stop()
+            raise RuntimeError(" ".join(cmd) + "\n" + result.stdout + result.stderr)
+        session = os.path.join(self.temp_root, "session_latest")
+        with open(os.path.join(session, "token")) as f:
+            token = f.read().strip()
+        with open(os.path.join(session, "http_address")) as f:
+            self.http = f.read().strip()
+        self.headers = {"Authorization": "Bearer " + token}
+        self.gcs_port = TROUPE_GCS_PORT
+        self.pid_file = os.path.join(session, "pids", "gcs.pid")
+        self.env = dict(os.environ, TROUPE_ADDRESS="127.0.0.1:%d" % self.gcs_port,
+                        TROUPE_TOKEN=token)
+        try:
+            wait_http(self)
+        except RuntimeError:
+            self.stop()
+            raise
+
+    def recovery_driver(self):
+        return Driver([self.args.bench, "--mode=recovery", "--gcs-pid-file=" + self.pid_file],
+                      self.env, os.path.join(self.temp_root, "driver.err"))
+
+    def throughput(self, actors, pgs):
+        return json_lines([self.args.bench, "--mode=throughput", "--actors=%d" % actors,
+                           "--pgs=%d" % pgs], env=self.env)
+
+    def note_gcs(self, pid):
+        pass  # the head's supervisor owns it; `troupe stop` stops it
+
+    def stop(self):
+        run([self.args.troupe, "stop", "--force", "--temp-dir=" + self.temp_root])
+        shutil.rmtree(self.temp_root, ignore_errors=True)
 
 
-# --------------------------------------------------------------------------------------- main
+TROUPE_GCS_PORT = 6380  # `troupe start --head`'s default
 
-def measure(args, name, recovery_once, throughput):
-    out = {}
-    print("%s: %d recovery trials" % (name, args.trials), flush=True)
-    out["recovery_details"] = [recovery_once(args) for _ in range(args.trials)]
-    out["recovery"] = [line["value"] for line in out["recovery_details"]]
-    if args.no_throughput:
-        return out
-    print("%s: throughput, %d actors and %d placement groups per run" % (name, args.actors, args.pgs),
+
+class Driver:
+    """A recovery driver (gcs_ft_bench.cc --mode=recovery or gcs_ft_ray_driver.py recovery) talked to
+    over its stdin/stdout; its stderr goes to `stderr_path` (its end is printed if it fails)."""
+
+    def __init__(self, command, env, stderr_path):
+        self.stderr_path = stderr_path
+        self.stderr = open(stderr_path, "w")
+        self.proc = subprocess.Popen(command, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+                                     bufsize=1)
+
+    def send(self, command):
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+
+    def read_event(self, event):
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                record = json.loads(line)
+                if record.get("event") == event:
+                    return record
+        self.proc.wait()
+        with open(self.stderr_path) as f:
+            sys.stderr.write(f.read()[-3000:])
+        raise RuntimeError("the recovery driver exited with %s before printing %r"
+                           % (self.proc.returncode, event))
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.send("exit")
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self.stderr.close()
+
+
+# ------------------------------------------------------------------------------- recovery
+
+def poll_jobs(head, ids, t0, out, timeout=300):
+    """From the kill (t0, CLOCK_MONOTONIC) on: GET /api/jobs/ until it lists every job of `ids`
+    SUCCEEDED. Sets out["jobs_list"] (seconds from t0, -1 if never) and out["jobs_listed"] (the
+    count the last answer had)."""
+    out["jobs_list"], out["jobs_listed"] = -1, 0
+    while time.monotonic() - t0 < timeout:
+        try:
+            out["jobs_listed"] = jobs_succeeded(head, ids)
+            if out["jobs_listed"] == len(ids):
+                out["jobs_list"] = time.monotonic() - t0
+                return
+        except (OSError, ValueError, RuntimeError, http.client.HTTPException):
+            pass
+        time.sleep(0.01)
+
+
+def trial(head, driver, job_ids):
+    """One SIGKILL of the GCS and what the driver and the jobs list saw (see the drivers)."""
+    driver.send("kill")
+    t0 = driver.read_event("killed")["t0"]
+    jobs = {}
+    poller = threading.Thread(target=poll_jobs, args=(head, job_ids, t0, jobs))
+    poller.start()
+    line = driver.read_event("trial")
+    poller.join()
+    head.note_gcs(line["new_gcs_pid"])
+    line.update(jobs, jobs=len(job_ids))
+    return line
+
+
+def recovery_round(args, head_class, round_index):
+    """One head of `head_class` on its own Redis: `--trials` kills with the head near empty (one
+    actor), then the population (jobs through the HTTP API, then actors, placement groups, KV
+    entries through the driver) and `--trials` kills with it."""
+    redis = Redis()
+    head = driver = None
+    out = {"empty": [], "populated": [], "population": None}
+    try:
+        memory_before = mem_available()
+        head = head_class(args, redis)
+        driver = head.recovery_driver()
+        driver.send("populate 1 0 0 0")
+        driver.read_event("populated")
+        if args.empty:
+            for _ in range(args.trials):
+                out["empty"].append(trial(head, driver, []))
+                log_trial(head.name, "empty", out["empty"][-1])
+        if args.populated:
+            ids = ["gcsft-%d-%03d" % (round_index, i) for i in range(args.jobs)]
+            start = time.monotonic()
+            submit_jobs(head, ids)
+            jobs_s = time.monotonic() - start
+            driver.send("populate %d %d %g %d" % (args.live_actors, args.placement_groups,
+                                                  args.pg_cpu, args.kv_entries))
+            population = driver.read_event("populated")
+            population.update(jobs=len(ids), jobs_s=jobs_s,
+                              memory_gib=(memory_before - mem_available()) / 2.0 ** 30)
+            out["population"] = population
+            print("  %s population: %d actors in %.1f s, %d placement groups in %.1f s, %d KV "
+                  "entries in %.1f s, %d jobs in %.1f s; machine memory in use grew %.1f GiB"
+                  % (head.name, population["actors"], population["actors_s"], population["pgs"],
+                     population["pgs_s"], population["kv"], population["kv_s"], len(ids), jobs_s,
+                     population["memory_gib"]), flush=True)
+            for _ in range(args.trials):
+                out["populated"].append(trial(head, driver, ids))
+                log_trial(head.name, "populated", out["populated"][-1])
+    finally:
+        if driver:
+            driver.close()
+        if head:
+            head.stop()
+        redis.stop()
+    return out
+
+
+def log_trial(name, case, t):
+    print("  %s %s: port %.3f s, new actor %.3f s, old actor %.3f s, jobs list %.3f s, KV %.3f s"
+          " (GCS back %.3f s; came through: %d/%d actors, %d/%d groups, %d/%d jobs, %d/%d KV)"
+          % (name, case, t["listening_after"], t["new_actor"], t["old_actor"], t["jobs_list"],
+             t["kv_first"], t["restarted_after"], t["actors_answering"], t["actors"],
+             t["pgs_ready"], t["pgs"], t["jobs_listed"], t["jobs"], t["kv_read_back"], t["kv"]),
           flush=True)
-    # Alternating rounds (mem, redis, mem, redis, ...), each metric's median over the rounds: a
-    # 2-core machine's run-to-run noise (about 15%) is as large as the effect measured.
+
+
+# The recovery metrics (lower is better), in seconds from the SIGKILL of the GCS.
+RECOVERY_METRICS = [
+    ("listening_after", "gcs_kill_to_gcs_listening", "GCS port accepting connections again"),
+    ("new_actor", "gcs_kill_to_new_actor_answers", "a new actor created and answering"),
+    ("old_actor", "gcs_kill_to_old_actor_answers", "an actor made before the kill answering"),
+    ("jobs_list", "gcs_kill_to_jobs_listed", "the jobs list served with every job"),
+    ("kv_first", "gcs_kill_to_kv_read", "a KV entry written before the kill read back"),
+    ("restarted_after", "gcs_kill_to_gcs_process", "(GCS process running again)"),
+]
+
+
+def recovery_rows(args, results, case):
+    """One row per recovery metric of `case`: each side's median over every trial of every
+    round, its min-max, and the median over the rounds of Ray's round median / Troupe's."""
+    rows = []
+    for key, name, text in RECOVERY_METRICS:
+        values, round_medians = {}, {}
+        for side in ("troupe", "ray"):
+            trials = [[t[key] for t in r[case] if t[key] >= 0] for r in results.get(side, [])]
+            values[side] = [v for trial_values in trials for v in trial_values]
+            round_medians[side] = [{key: statistics.median(v)} if v else {} for v in trials]
+        if not values["troupe"] and not values["ray"]:
+            continue
+        ratio = ratio_range(round_medians["troupe"], round_medians["ray"], key, invert=True) \
+            if values["troupe"] and values["ray"] else None
+        rows.append({
+            "name": "%s.%s" % (case, name), "metric": "%s.%s" % (case, name), "text": text,
+            "unit": "s", "higher_is_better": False,
+            "troupe": statistics.median(values["troupe"]) if values["troupe"] else None,
+            "ray": statistics.median(values["ray"]) if values["ray"] else None,
+            "trials": {side: len(values[side]) for side in values},
+            "spread": {side: [min(values[side]), max(values[side])] if values[side] else None
+                       for side in values},
+            "ratio_ray_over_troupe": list(ratio) if ratio else None,
+            "peers": {"ray_python": statistics.median(values["ray"])} if values["ray"] else {},
+            "ratios": {"ray_python": list(ratio)} if ratio else {},
+        })
+    return rows
+
+
+def came_through(results, side, case):
+    """[(what, worst trial's count, how many there were)]: what a restart lost, if anything."""
+    trials = [t for r in results.get(side, []) for t in r[case]]
+    return [(what, min(t[got] for t in trials), trials[0][total])
+            for what, got, total in (("actors answering", "actors_answering", "actors"),
+                                     ("placement groups ready", "pgs_ready", "pgs"),
+                                     ("jobs listed", "jobs_listed", "jobs"),
+                                     ("KV entries read back", "kv_read_back", "kv"))] \
+        if trials else None
+
+
+# ------------------------------------------------------------------------------ throughput
+
+def throughput_run(args, head_class, with_redis):
+    redis = Redis() if with_redis else None
+    head = None
+    try:
+        head = head_class(args, redis)
+        result = {l["metric"]: l["value"] for l in head.throughput(args.actors, args.pgs)}
+        print("  %s-%s: %s" % (head.name, "redis" if with_redis else "mem", result), flush=True)
+        return result
+    finally:
+        if head:
+            head.stop()
+        if redis:
+            redis.stop()
+
+
+def throughput(args, head_class):
+    """Alternating rounds (mem, redis, mem, redis, ...), each metric's median over the rounds: a
+    2-core machine's run-to-run noise (about 15%) is as large as the effect measured."""
+    print("%s: throughput, %d actors and %d placement groups per run, %d rounds"
+          % (head_class.name, args.actors, args.pgs, args.rounds_throughput), flush=True)
     rounds = {"mem": [], "redis": []}
-    for _ in range(args.rounds):
-        rounds["mem"].append(throughput(args, False))
-        rounds["redis"].append(throughput(args, True))
+    for _ in range(args.rounds_throughput):
+        rounds["mem"].append(throughput_run(args, head_class, False))
+        rounds["redis"].append(throughput_run(args, head_class, True))
+    out = {}
     for mode, runs in rounds.items():
         out[mode] = {metric: statistics.median(run[metric] for run in runs) for metric in runs[0]}
         out[mode + "_rounds"] = runs
     return out
 
 
+# ------------------------------------------------------------------------------------ main
+
+FULL = {"live_actors": 1000, "placement_groups": 200, "jobs": 100, "kv_entries": 10000,
+        "trials": 3, "rounds": 2, "actors": 40, "pgs": 100, "rounds_throughput": 3}
+QUICK = {"live_actors": 100, "placement_groups": 200, "jobs": 20, "kv_entries": 10000,
+         "trials": 2, "rounds": 1, "actors": 16, "pgs": 20, "rounds_throughput": 1}
+
+
 def fmt(value, spec):
-    return "pending" if value is None else spec % value
+    return "-" if value is None else spec % value
 
 
 def main():
@@ -357,71 +543,139 @@ def main():
     venv = os.path.expanduser("~/.cache/troupe-bench-venv/bin")
     parser.add_argument("--ray", default=os.path.join(venv, "ray"))
     parser.add_argument("--python", default=os.path.join(venv, "python"))
-    parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--actors", type=int, default=200)
-    parser.add_argument("--pgs", type=int, default=200)
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer actors, jobs, trials and rounds (counts: %s)" % QUICK)
+    parser.add_argument("--populated", action=argparse.BooleanOptionalAction, default=True,
+                        help="recovery with a populated head (default: on)")
+    parser.add_argument("--empty", action=argparse.BooleanOptionalAction, default=True,
+                        help="recovery with a near-empty head, one actor (default: on)")
+    parser.add_argument("--live-actors", type=int, help="populated: live actors (%d)"
+                        % FULL["live_actors"])
+    parser.add_argument("--placement-groups", type=int, help="populated: ready placement groups "
+                        "of one {CPU: --pg-cpu} bundle (%d)" % FULL["placement_groups"])
+    parser.add_argument("--pg-cpu", type=float, default=0.005)
+    parser.add_argument("--jobs", type=int, help="populated: finished jobs submitted through "
+                        "the HTTP jobs API (%d)" % FULL["jobs"])
+    parser.add_argument("--kv-entries", type=int, help="populated: KV entries (%d)"
+                        % FULL["kv_entries"])
+    parser.add_argument("--trials", type=int, help="GCS kills per head and case (%d)"
+                        % FULL["trials"])
+    parser.add_argument("--rounds", type=int, help="recovery rounds, Troupe then Ray (%d)"
+                        % FULL["rounds"])
+    parser.add_argument("--actors", type=int, help="throughput: actors per run (%d)"
+                        % FULL["actors"])
+    parser.add_argument("--pgs", type=int, help="throughput: placement groups per run (%d)"
+                        % FULL["pgs"])
+    parser.add_argument("--rounds-throughput", type=int, help="throughput rounds per mode (%d)"
+                        % FULL["rounds_throughput"])
     parser.add_argument("--no-troupe", action="store_true")
     parser.add_argument("--no-ray", action="store_true")
-    parser.add_argument("--no-throughput", action="store_true", help="recovery trials only")
-    parser.add_argument("--rounds", type=int, default=3, help="throughput rounds per mode")
-    parser.add_argument("--json", help="also write every figure to this file")
+    parser.add_argument("--no-recovery", action="store_true", help="throughput only")
+    parser.add_argument("--no-throughput", action="store_true", help="recovery only")
+    parser.add_argument("--json", help="also write one JSON object per metric line to this file")
     args = parser.parse_args()
+    for key, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if min(args.trials, args.rounds, args.rounds_throughput) < 1:
+        parser.error("--trials, --rounds and --rounds-throughput must be at least 1")
 
-    results = {}
-    if not args.no_troupe:
-        results["troupe"] = measure(args, "troupe", troupe_recovery_once, troupe_throughput)
-    if not args.no_ray:
-        results["ray"] = measure(args, "ray", ray_recovery_once, ray_throughput)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+    sides = [(name, cls) for name, cls, off in (("troupe", TroupeHead, args.no_troupe),
+                                                ("ray", RayHead, args.no_ray)) if not off]
+    started = time.monotonic()
+    load_before = load_average()
+    print("%s mode: populated head = %d live actors, %d placement groups of one {CPU: %g} "
+          "bundle, %d finished jobs, %d KV entries (the same on both sides); %d GCS kills per "
+          "head and case, %d round(s) of %s" % (
+              "quick" if args.quick else "full", args.live_actors, args.placement_groups,
+              args.pg_cpu, args.jobs, args.kv_entries, args.trials, args.rounds,
+              " then ".join(name for name, _ in sides)), flush=True)
+    results, loads, phases = {}, [], {}
+    if not args.no_recovery and (args.populated or args.empty):
+        round_counter = iter(range(1000))
+        results, loads = alternate(
+            [(name, lambda cls=cls: recovery_round(args, cls, next(round_counter)))
+             for name, cls in sides], args.rounds, log=sys.stdout)
+        phases["recovery_s"] = time.monotonic() - started
+    throughputs = {}
+    if not args.no_throughput:
+        start = time.monotonic()
+        for name, cls in sides:
+            throughputs[name] = throughput(args, cls)
+        phases["throughput_s"] = time.monotonic() - start
 
-    def get(system, *path):
-        value = results.get(system)
-        for key in path:
-            if value is None:
-                return None
-            value = value.get(key) if isinstance(value, dict) else None
-        return value
-
-    def median_recovery(system):
-        trials = get(system, "recovery")
-        return statistics.median(trials) if trials else None
-
-    def ratio(a, b):
-        return None if a is None or b is None else a / b
-
+    rows = []
     print()
-    print("%-52s %12s %12s %10s" % ("metric", "troupe", "ray", "ray/troupe"))
-    t, r = median_recovery("troupe"), median_recovery("ray")
-    print("%-52s %12s %12s %10s" % ("GCS SIGKILL -> first actor answers (s, median of %d)"
-                                    % args.trials, fmt(t, "%.3f"), fmt(r, "%.3f"),
-                                    fmt(ratio(r, t), "%.1fx")))
-    for system in ("troupe", "ray"):
-        details = get(system, "recovery_details")
-        if details:
-            print("  %s trials: %s; medians: GCS process back after %.3f s, its port accepting "
-                  "after %.3f s" % (system, ", ".join("%.3f" % d["value"] for d in details),
-                                    statistics.median(d["restarted_after"] for d in details),
-                                    statistics.median(d["listening_after"] for d in details)))
-    print()
-    print("%-52s %12s %12s %10s" % ("throughput (/s, higher is better)", "troupe", "ray",
-                                    "troupe/ray"))
-    for metric in ("actor_creations_per_second", "placement_group_create_removal_per_second"):
-        for mode in ("mem", "redis"):
-            tv, rv = get("troupe", mode, metric), get("ray", mode, metric)
-            print("%-52s %12s %12s %10s" % ("%s (%s)" % (metric, mode), fmt(tv, "%.1f"),
-                                            fmt(rv, "%.2f"), fmt(ratio(tv, rv), "%.1fx")))
-    print()
-    print("Ratios:")
-    print("  recovery Ray/Troupe: %s (goal >= 5x)" % fmt(ratio(r, t), "%.1fx"))
-    for system in ("troupe", "ray"):
+    for case in ("populated", "empty"):
+        case_rows = recovery_rows(args, results, case)
+        if not case_rows:
+            continue
+        if case == "populated":
+            title = ("GCS SIGKILL -> ..., populated head: %d actors, %d placement groups, %d jobs,"
+                     " %d KV entries" % (args.live_actors, args.placement_groups, args.jobs,
+                                         args.kv_entries))
+        else:
+            title = "GCS SIGKILL -> ..., near-empty head: 1 actor"
+        print("%-62s %9s %9s %22s" % (title, "troupe", "ray", "ray/troupe [min-max]"))
+        for row in case_rows:
+            ratio = row["ratio_ray_over_troupe"]
+            print("  %-60s %9s %9s %22s" % (
+                row["text"] + " (s)", fmt(row["troupe"], "%.3f"), fmt(row["ray"], "%.3f"),
+                "-" if not ratio else "%.1fx [%.1f-%.1f]" % tuple(ratio[:3])))
+        for side, _ in sides:
+            got = came_through(results, side, case)
+            if got:
+                print("  %s after each restart (worst trial): %s" % (side, ", ".join(
+                    "%d/%d %s" % (g, n, what) for what, g, n in got)))
+            per_trial = [t for r in results.get(side, []) for t in r[case]]
+            if per_trial:
+                print("  %s trials, new actor: %s" % (side, ", ".join(
+                    "%.3f" % t["new_actor"] for t in per_trial)))
+        rows += case_rows
+        print()
+    for side, _ in sides:
+        for r in results.get(side, []):
+            p = r["population"]
+            if p:
+                print("population, %s: %d actors %.1f s, %d groups %.1f s, %d KV entries %.1f s, "
+                      "%d jobs %.1f s, memory in use +%.1f GiB" % (
+                          side, p["actors"], p["actors_s"], p["pgs"], p["pgs_s"], p["kv"],
+                          p["kv_s"], p["jobs"], p["jobs_s"], p["memory_gib"]))
+    if throughputs:
+        print()
+        print("%-52s %12s %12s %10s" % ("throughput (/s, higher is better)", "troupe", "ray",
+                                        "troupe/ray"))
         for metric in ("actor_creations_per_second", "placement_group_create_removal_per_second"):
-            q = ratio(get(system, "redis", metric), get(system, "mem", metric))
-            print("  %s %s redis/mem: %s%s" % (
-                system, metric, fmt(q, "%.2f"),
-                "" if q is None else " (Redis costs %.0f%%%s)" % (
-                    (1 - q) * 100, "; goal <= 20%" if system == "troupe" else "")))
+            for mode in ("mem", "redis"):
+                tv = throughputs.get("troupe", {}).get(mode, {}).get(metric)
+                rv = throughputs.get("ray", {}).get(mode, {}).get(metric)
+                print("%-52s %12s %12s %10s" % (
+                    "%s (%s)" % (metric, mode), fmt(tv, "%.1f"), fmt(rv, "%.2f"),
+                    fmt(tv / rv if tv and rv else None, "%.1fx")))
+                rows.append({"name": "%s.%s" % (metric, mode), "metric": "%s.%s" % (metric, mode),
+                             "unit": "per_second", "higher_is_better": True, "troupe": tv,
+                             "ray": rv, "trials": {"troupe": args.rounds_throughput,
+                                                   "ray": args.rounds_throughput},
+                             "spread": {side: [min(r[metric] for r in t[mode + "_rounds"]),
+                                               max(r[metric] for r in t[mode + "_rounds"])]
+                                        for side, t in throughputs.items()}})
+        for system, t in throughputs.items():
+            for metric in t["mem"]:
+                q = t["redis"][metric] / t["mem"][metric]
+                print("  %s %s redis/mem: %.2f (Redis costs %.0f%%)" % (system, metric, q,
+                                                                         (1 - q) * 100))
+    print()
+    print("load average (1 min) before: %.2f; at each head's start: %s" % (
+        load_before, ", ".join("%s%d %.2f" % (name, i + 1, load) for i, name, load in loads)))
+    print("took: %s" % ", ".join("%s %.0f s" % (k, v) for k, v in phases.items()))
+    if args.json:
+        setup = {"quick": args.quick, "live_actors": args.live_actors,
+                 "placement_groups": args.placement_groups, "jobs": args.jobs,
+                 "kv_entries": args.kv_entries, "rounds": args.rounds, "trials": args.trials,
+                 "load_before": load_before, "loads": loads}
+        with open(args.json, "w") as f:
+            for row in rows:
+                f.write(json.dumps(dict(row, setup=setup)) + "\n")
 
 
 if __name__ == "__main__":

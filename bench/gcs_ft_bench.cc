@@ -8,11 +8,11 @@
 //         and KV entries in the GCS KV (namespace gcs_ft_bench); prints
 //         {"event": "populated", "actors": .., "pgs": .., "kv": .., "actors_s": .., ...}
 //       kill  SIGKILLs the GCS whose pid the file holds, prints {"event": "killed", "t0": T}
-//         (T: CLOCK_MONOTONIC seconds at the kill, for the orchestrator's own probes), and
-//         times from the kill, in parallel: the pid file naming a new process
-//         (restarted_after), the GCS port accepting a TCP connection (listening_after, polled
-//         every 2 ms), a new actor created and answering (new_actor), an actor made before the
-//         kill answering (old_actor), a KV entry written before the kill read back (kv_first).
+//         (T: CLOCK_MONOTONIC seconds at the kill, for the orchestrator's own probes: the GCS
+//         port, the jobs list), and times from the kill, in parallel: the pid file naming a new
+//         process (restarted_after, polled every 2 ms), a new actor created and answering
+//         (new_actor), an actor made before the kill answering (old_actor), a KV entry written
+//         before the kill read back (kv_first).
 //         The head's supervisor restarts the GCS (which reloads its tables from Redis); nothing
 //         here restarts it. A call that fails during the outage is retried (the time keeps
 //         running). Then counts what came through: every actor called, every group waited for,
@@ -24,10 +24,7 @@
 //     {"metric": "actor_creations_per_second", ...}
 //     {"metric": "placement_group_create_removal_per_second", ...}
 // Usage (TROUPE_ADDRESS/TROUPE_TOKEN set): gcs_ft_bench --mode=recovery|throughput [flags]
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -82,18 +79,6 @@ bool Alive(int pid) {
   if (!std::getline(stat, line)) return false;
   const size_t paren = line.rfind(')');
   return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
-}
-
-// True if something accepts TCP connections on 127.0.0.1:`port`.
-bool Listening(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
-  close(fd);
-  return ok;
 }
 
 // Monotonic seconds (CLOCK_MONOTONIC, the clock of Python's time.monotonic(), which the
@@ -188,16 +173,16 @@ double TimeUntil(Clock::time_point start, std::atomic<int>& failures, F attempt)
 
 // One trial: SIGKILLs the GCS named by the pid file and times, from the kill, in parallel (as
 // a real head's clients would all be waiting at once): the GCS process back (the pid file names
-// a new process) and its port accepting connections; a new actor created and answering; an
+// a new process); a new actor created and answering; an
 // actor made before the kill answering; a KV entry written before the kill read back. Then
 // counts what came through: actors answering, groups ready, KV entries read back intact.
-int Trial(Population& population, int trial, const std::string& pid_file, int gcs_port) {
+int Trial(Population& population, int trial, const std::string& pid_file) {
   const int old_pid = ReadPid(pid_file);
   if (old_pid <= 0) {
     std::fprintf(stderr, "no GCS pid in %s\n", pid_file.c_str());
     return 1;
   }
-  std::atomic<double> restarted_after{-1}, listening_after{-1};
+  std::atomic<double> restarted_after{-1};
   std::atomic<bool> stop_watching{false};
   std::atomic<int> failures{0};
   const double t0 = MonotonicNow();
@@ -211,16 +196,12 @@ int Trial(Population& population, int trial, const std::string& pid_file, int gc
     std::snprintf(line, sizeof(line), "{\"event\": \"killed\", \"t0\": %.6f}", t0);
     Emit(line);
   }
-  // A watcher polling every 2 ms: when the pid file names a new process (the supervisor
-  // restarted the GCS) and when the GCS port accepts connections again.
+  // A watcher polling every 2 ms for when the pid file names a new process (the supervisor
+  // restarted the GCS). The orchestrator watches the GCS port.
   std::thread watcher([&] {
     while (!stop_watching && restarted_after < 0) {
       const int pid = ReadPid(pid_file);
       if (pid > 0 && pid != old_pid) restarted_after = Seconds(start);
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    while (!stop_watching && listening_after < 0) {
-      if (Listening(gcs_port)) listening_after = Seconds(start);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   });
@@ -248,10 +229,6 @@ int Trial(Population& population, int trial, const std::string& pid_file, int gc
   new_actor_probe.join();
   old_actor_probe.join();
   kv_probe.join();
-  // Let the watcher see the port (it is up by now: an actor was created through it).
-  for (int i = 0; i < 5000 && listening_after < 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
   stop_watching = true;
   watcher.join();
   const int new_pid = ReadPid(pid_file);
@@ -284,15 +261,14 @@ int Trial(Population& population, int trial, const std::string& pid_file, int gc
   fresh.Kill();  // keeps the population the same from trial to trial
   char line[1024];
   std::snprintf(line, sizeof(line),
-                "{\"event\": \"trial\", \"restarted_after\": %.3f, \"listening_after\": %.3f, "
+                "{\"event\": \"trial\", \"restarted_after\": %.3f, "
                 "\"new_actor\": %.3f, \"old_actor\": %.3f, \"kv_first\": %.3f, "
                 "\"failed_attempts\": %d, \"old_gcs_pid\": %d, \"new_gcs_pid\": %d, "
                 "\"actors_answering\": %d, \"actors\": %zu, \"pgs_ready\": %d, \"pgs\": %zu, "
                 "\"kv_read_back\": %d, \"kv\": %d, \"kv_read_all_s\": %.3f}",
-                restarted_after.load(), listening_after.load(), new_actor, old_actor, kv_first,
-                failures.load(), old_pid, new_pid, actors_answering, population.actors.size(),
-                groups_ready, population.groups.size(), kv_read_back, population.kv_entries,
-                kv_read_all_s);
+                restarted_after.load(), new_actor, old_actor, kv_first, failures.load(), old_pid,
+                new_pid, actors_answering, population.actors.size(), groups_ready,
+                population.groups.size(), kv_read_back, population.kv_entries, kv_read_all_s);
   Emit(line);
   return new_actor < 0 || old_actor < 0 ? 1 : 0;
 }
@@ -301,9 +277,6 @@ int Trial(Population& population, int trial, const std::string& pid_file, int gc
 //   populate ACTORS PGS PG_CPU KV   bring the population up to these counts
 //   kill                            one trial (see Trial)
 int Recovery(const std::string& pid_file) {
-  const char* address = std::getenv("TROUPE_ADDRESS");
-  const std::string gcs_address = address ? address : "";
-  const int gcs_port = std::atoi(gcs_address.substr(gcs_address.rfind(':') + 1).c_str());
   Population population;
   int trial = 0;
   std::string command;
@@ -314,7 +287,7 @@ int Recovery(const std::string& pid_file) {
       std::cin >> actors >> pgs >> pg_cpu >> kv;
       Populate(population, std::max(1, actors), pgs, pg_cpu, kv);
     } else if (command == "kill") {
-      if (int rc = Trial(population, trial++, pid_file, gcs_port); rc != 0) return rc;
+      if (int rc = Trial(population, trial++, pid_file); rc != 0) return rc;
     } else if (command == "exit") {
       return 0;
     } else {

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """GCS fault tolerance on Redis: Troupe vs Ray, side by side on this machine (issues 13, 32).
 
-Both systems run one head with their real CLI and their defaults: `troupe start --head
---redis-address=...` (GCS on 6380, the HTTP jobs API on 8265) and `ray start --head` (GCS on 6379,
-the dashboard and its jobs API on 8265), on 127.0.0.1, each on its own private redis-server (a free
-port, a temp dir, AOF on, SIGKILLed and removed when the head stops); the in-memory throughput runs
-start no Redis at all. One head at a time.
+Both systems run one head with their real CLI and their defaults (the HTTP jobs API /
+dashboard on, CPUs detected): `troupe start --head --redis-address=...` and `ray start --head`
+(with RAY_REDIS_ADDRESS), on 127.0.0.1, each on its own private redis-server (a free port, a temp
+dir, AOF on, SIGKILLed and removed when the head stops); the in-memory throughput runs start no
+Redis at all. Only the fixed default ports are replaced by free ones, so that no other cluster on
+the machine collides with them. One head at a time.
 
 1. Recovery (lower is better). Per round, one head per system (Troupe, then Ray: A B A B ...):
    a) near-empty: the driver holds one actor; `--trials` times, the driver SIGKILLs the GCS;
@@ -113,26 +114,53 @@ class Redis:
 
 # ------------------------------------------------------------------------------- the heads
 
-def pids_started_from(roots):
-    """Every live process in the sessions `roots` (session ids = pids of processes this program
-    started under setsid) and, transitively, their children (a daemon that made its own session
-    is still its parent's child). Never this process."""
+def process_table():
+    """{pid: (ppid, session id, command line)} of every live process."""
     procs = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                fields = open("/proc/%s/stat" % entry).read().rsplit(")", 1)[1].split()
+                with open("/proc/%s/stat" % entry) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                with open("/proc/%s/cmdline" % entry, "rb") as f:
+                    cmdline = f.read().decode(errors="replace")
             except OSError:
                 continue
-            procs[int(entry)] = (int(fields[1]), int(fields[3]))  # ppid, session
-    found = {pid for pid, (_, sid) in procs.items() if sid in roots} | (set(roots) & set(procs))
+            procs[int(entry)] = (int(fields[1]), int(fields[3]), cmdline)
+    return procs
+
+
+def pids_started_from(roots=(), marker=None):
+    """Every live process in the sessions `roots` (session ids = pids of processes this program
+    started under setsid), or whose command line holds `marker` (a temp dir of ours), and,
+    transitively, their children (a daemon that made its own session is still its parent's
+    child). Never this process."""
+    procs = process_table()
+    found = {pid for pid, (_, sid, cmdline) in procs.items()
+             if sid in roots or pid in roots or (marker and marker in cmdline)}
     while True:
-        more = {pid for pid, (ppid, _) in procs.items() if ppid in found} - found
+        more = {pid for pid, (ppid, _, _) in procs.items() if ppid in found} - found
         if not more:
             break
         found |= more
     found.discard(os.getpid())
     return found
+
+
+def pss_gib(pids):
+    """The proportional set size of `pids` together (shared pages divided among their users),
+    in GiB: what they take of the machine's memory."""
+    total = 0
+    for pid in pids:
+        try:
+            with open("/proc/%d/smaps_rollup" % pid) as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            pass
+    return total / 2.0 ** 30
 
 
 def kill_started(roots):
@@ -148,14 +176,6 @@ def kill_started(roots):
             except OSError:
                 pass
         time.sleep(0.1)
-
-
-def mem_available():
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def http_json(head, method, path, body=None, timeout=30):
@@ -211,28 +231,52 @@ def submit_jobs(head, ids, batch=10):
 
 
 RAY_ENV = {"RAY_gcs_rpc_server_reconnect_timeout_s": "120", "RAY_USAGE_STATS_ENABLED": "0"}
-RAY_GCS_PORT, RAY_DASHBOARD_PORT = 6379, 8265  # `ray start --head`'s defaults
+
+
+def ray_auth_token():
+    """Ray's token, if this machine has one (~/.ray/auth_token, or $RAY_AUTH_TOKEN). `ray start`
+    then turns token authentication on by itself (when RAY_AUTH_MODE is unset), and a driver or
+    HTTP client must present the token: drivers get RAY_AUTH_MODE=token (what Ray's docs ask of
+    them), HTTP requests the header JobSubmissionClient sends. Without a token, Ray runs without
+    authentication (its default then)."""
+    token = os.environ.get("RAY_AUTH_TOKEN")
+    path = os.path.expanduser("~/.ray/auth_token")
+    if not token and os.path.exists(path):
+        with open(path) as f:
+            token = f.read().strip()
+    return token or None
 
 
 class RayHead:
-    """A one-node Ray head as `ray start --head` makes it with its defaults (GCS port 6379, the
-    dashboard and its jobs API on 8265, CPUs detected), on 127.0.0.1, in its own temp dir, GCS
-    FT on `redis` if given. `ray start` runs under setsid: stop() SIGKILLs that session's
-    processes, their children and the GCS processes the driver relaunched (note_gcs)."""
+    """A one-node Ray head as `ray start --head` makes it with its defaults (the dashboard and its
+    jobs API on, CPUs detected, token authentication as Ray decides: see ray_auth_token), on
+    127.0.0.1, in its own temp dir, GCS FT on `redis` if given. Its fixed default ports (GCS 6379, dashboard 8265, client
+    server 10001, dashboard agent 52365) are replaced by free ones so that another cluster on
+    the machine cannot collide with it. `ray start` runs under setsid: stop() SIGKILLs that
+    session's processes, their children and the GCS processes the driver relaunched (note_gcs)."""
     name = "ray"
 
     def __init__(self, args, redis):
         self.args = args
         self.temp_dir = tempfile.mkdtemp(prefix="rayft-")
         self.env = dict(os.environ, **RAY_ENV)
+        token = ray_auth_token()
+        if token and "RAY_AUTH_MODE" not in self.env:
+            self.env["RAY_AUTH_MODE"] = "token"
         if redis:
             self.env["RAY_REDIS_ADDRESS"] = redis.address
             self.env["RAY_external_storage_namespace"] = uuid.uuid4().hex
         self.roots = set()
-        self.http = "http://127.0.0.1:%d" % RAY_DASHBOARD_PORT
-        self.headers = {}
+        self.kills = []  # when each GCS kill was sent
+        self.gcs_port = free_port()
+        dashboard_port = free_port()
+        self.http = "http://127.0.0.1:%d" % dashboard_port
+        self.headers = {"Authorization": "Bearer " + token} if token else {}
         start = subprocess.Popen(
             [args.ray, "start", "--head", "--node-ip-address=127.0.0.1",
+             "--port=%d" % self.gcs_port, "--dashboard-port=%d" % dashboard_port,
+             "--ray-client-server-port=%d" % free_port(),
+             "--dashboard-agent-listen-port=%d" % free_port(),
              "--temp-dir=" + self.temp_dir, "--disable-usage-stats"],
             env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -248,32 +292,43 @@ class RayHead:
             raise
 
     def recovery_driver(self):
-        return Driver([self.args.python, RAY_DRIVER, "recovery", "127.0.0.1:%d" % RAY_GCS_PORT,
-                       str(RAY_GCS_PORT)], self.env,
+        return Driver([self.args.python, RAY_DRIVER, "recovery", "127.0.0.1:%d" % self.gcs_port,
+                       str(self.gcs_port)], self.env,
                       os.path.join(self.temp_dir, "driver.err"))
 
     def throughput(self, actors, pgs):
         return json_lines([self.args.python, RAY_DRIVER, "throughput",
-                           "127.0.0.1:%d" % RAY_GCS_PORT, str(actors), str(pgs)], env=self.env)
+                           "127.0.0.1:%d" % self.gcs_port, str(actors), str(pgs)], env=self.env)
 
     def note_gcs(self, pid):
         self.roots.add(pid)  # the driver relaunched it under setsid
 
+    def processes(self):
+        """The head's processes: daemons, dashboard, workers."""
+        return pids_started_from(self.roots)
+
     def stop(self):
         kill_started(self.roots)
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        if self.args.keep_temp:
+            print("  kept %s" % self.temp_dir)
+        else:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
 class TroupeHead:
     """A one-node Troupe head as `troupe start --head [--redis-address=...]` makes it with its
-    defaults (GCS port 6380, the HTTP API on 8265, CPUs detected), under a fresh temp dir; the
-    head's supervisor restarts its GCS. stop(): `troupe stop --force` on that temp dir."""
+    defaults (the HTTP API on, CPUs detected, on 127.0.0.1), under a fresh temp dir; its fixed
+    default ports (GCS 6380, HTTP 8265) are replaced by free ones, as Ray's are. The head's
+    supervisor restarts its GCS. stop(): `troupe stop --force` on that temp dir."""
     name = "troupe"
 
     def __init__(self, args, redis):
         self.args = args
         self.temp_root = tempfile.mkdtemp(prefix="troupe-gcs-ft-")
-        cmd = [args.troupe, "start", "--head", "--temp-dir=" + self.temp_root]
+        self.kills = []  # when each GCS kill was sent
+        self.gcs_port = free_port()
+        cmd = [args.troupe, "start", "--head", "--port=%d" % self.gcs_port,
+               "--http-port=%d" % free_port(), "--temp-dir=" + self.temp_root]
         if redis:
             cmd.append("--redis-address=" + redis.address)
         result = run(cmd)
@@ -286,7 +341,6 @@ class TroupeHead:
         with open(os.path.join(session, "http_address")) as f:
             self.http = f.read().strip()
         self.headers = {"Authorization": "Bearer " + token}
-        self.gcs_port = TROUPE_GCS_PORT
         self.pid_file = os.path.join(session, "pids", "gcs.pid")
         self.env = dict(os.environ, TROUPE_ADDRESS="127.0.0.1:%d" % self.gcs_port,
                         TROUPE_TOKEN=token)
@@ -307,12 +361,16 @@ class TroupeHead:
     def note_gcs(self, pid):
         pass  # the head's supervisor owns it; `troupe stop` stops it
 
+    def processes(self):
+        """The head's processes: daemons (their command lines name the temp dir), workers."""
+        return pids_started_from(marker=self.temp_root)
+
     def stop(self):
         run([self.args.troupe, "stop", "--force", "--temp-dir=" + self.temp_root])
-        shutil.rmtree(self.temp_root, ignore_errors=True)
-
-
-TROUPE_GCS_PORT = 6380  # `troupe start --head`'s default
+        if self.args.keep_temp:
+            print("  kept %s" % self.temp_root)
+        else:
+            shutil.rmtree(self.temp_root, ignore_errors=True)
 
 
 class Driver:
@@ -371,17 +429,56 @@ def poll_jobs(head, ids, t0, out, timeout=300):
         time.sleep(0.01)
 
 
+# Troupe's head supervisor gives up on a GCS that died more than 10 times within a minute (a
+# crash loop); kills are paced, on both sides alike, to at most this many a minute.
+KILLS_PER_MINUTE = 8
+
+
+def listening_sockets(port):
+    """The inodes of the TCP sockets listening on `port` (any address, IPv4 or IPv6)."""
+    inodes = set()
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(path) as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    return inodes
+
+
+def watch_port(port, before, t0, out, timeout=300):
+    """From the kill (t0) on, every 5 ms: sets out["listening_after"] (seconds from t0) once a
+    socket listens on `port` that is not one of `before` (the killed GCS's): the new GCS
+    listening, read from the kernel's socket table rather than by connecting (a probe from an
+    ephemeral port to a port in the ephemeral range can connect to itself)."""
+    out["listening_after"] = -1
+    while time.monotonic() - t0 < timeout:
+        if listening_sockets(port) - before:
+            out["listening_after"] = time.monotonic() - t0
+            return
+        time.sleep(0.005)
+
+
 def trial(head, driver, job_ids):
-    """One SIGKILL of the GCS and what the driver and the jobs list saw (see the drivers)."""
+    """One SIGKILL of the GCS and what the driver, the jobs list and the GCS port saw."""
+    recent = [t for t in head.kills if time.monotonic() - t < 60]
+    if len(recent) >= KILLS_PER_MINUTE:
+        time.sleep(max(0.0, recent[0] + 60.5 - time.monotonic()))
+    head.kills.append(time.monotonic())
+    before = listening_sockets(head.gcs_port)
     driver.send("kill")
     t0 = driver.read_event("killed")["t0"]
-    jobs = {}
-    poller = threading.Thread(target=poll_jobs, args=(head, job_ids, t0, jobs))
-    poller.start()
+    seen = {}
+    watchers = [threading.Thread(target=poll_jobs, args=(head, job_ids, t0, seen)),
+                threading.Thread(target=watch_port, args=(head.gcs_port, before, t0, seen))]
+    for watcher in watchers:
+        watcher.start()
     line = driver.read_event("trial")
-    poller.join()
+    for watcher in watchers:
+        watcher.join()
     head.note_gcs(line["new_gcs_pid"])
-    line.update(jobs, jobs=len(job_ids))
+    line.update(seen, jobs=len(job_ids))
     return line
 
 
@@ -393,11 +490,12 @@ def recovery_round(args, head_class, round_index):
     head = driver = None
     out = {"empty": [], "populated": [], "population": None}
     try:
-        memory_before = mem_available()
         head = head_class(args, redis)
         driver = head.recovery_driver()
         driver.send("populate 1 0 0 0")
         driver.read_event("populated")
+        driver_pid = driver.proc.pid
+        empty_gib = pss_gib(head.processes() - {driver_pid})
         if args.empty:
             for _ in range(args.trials):
                 out["empty"].append(trial(head, driver, []))
@@ -405,19 +503,20 @@ def recovery_round(args, head_class, round_index):
         if args.populated:
             ids = ["gcsft-%d-%03d" % (round_index, i) for i in range(args.jobs)]
             start = time.monotonic()
-            submit_jobs(head, ids)
+            submit_jobs(head, ids, args.job_batch)
             jobs_s = time.monotonic() - start
             driver.send("populate %d %d %g %d" % (args.live_actors, args.placement_groups,
                                                   args.pg_cpu, args.kv_entries))
             population = driver.read_event("populated")
-            population.update(jobs=len(ids), jobs_s=jobs_s,
-                              memory_gib=(memory_before - mem_available()) / 2.0 ** 30)
+            population.update(jobs=len(ids), jobs_s=jobs_s, empty_gib=empty_gib,
+                              memory_gib=pss_gib(head.processes() - {driver_pid}))
             out["population"] = population
             print("  %s population: %d actors in %.1f s, %d placement groups in %.1f s, %d KV "
-                  "entries in %.1f s, %d jobs in %.1f s; machine memory in use grew %.1f GiB"
+                  "entries in %.1f s, %d jobs in %.1f s; the head's processes take %.2f GiB "
+                  "(%.2f GiB with one actor)"
                   % (head.name, population["actors"], population["actors_s"], population["pgs"],
                      population["pgs_s"], population["kv"], population["kv_s"], len(ids), jobs_s,
-                     population["memory_gib"]), flush=True)
+                     population["memory_gib"], empty_gib), flush=True)
             for _ in range(args.trials):
                 out["populated"].append(trial(head, driver, ids))
                 log_trial(head.name, "populated", out["populated"][-1])
@@ -441,7 +540,7 @@ def log_trial(name, case, t):
 
 # The recovery metrics (lower is better), in seconds from the SIGKILL of the GCS.
 RECOVERY_METRICS = [
-    ("listening_after", "gcs_kill_to_gcs_listening", "GCS port accepting connections again"),
+    ("listening_after", "gcs_kill_to_gcs_listening", "a new GCS listening on its port"),
     ("new_actor", "gcs_kill_to_new_actor_answers", "a new actor created and answering"),
     ("old_actor", "gcs_kill_to_old_actor_answers", "an actor made before the kill answering"),
     ("jobs_list", "gcs_kill_to_jobs_listed", "the jobs list served with every job"),
@@ -450,7 +549,7 @@ RECOVERY_METRICS = [
 ]
 
 
-def recovery_rows(args, results, case):
+def recovery_rows(results, case):
     """One row per recovery metric of `case`: each side's median over every trial of every
     round, its min-max, and the median over the rounds of Ray's round median / Troupe's."""
     rows = []
@@ -479,15 +578,52 @@ def recovery_rows(args, results, case):
     return rows
 
 
-def came_through(results, side, case):
-    """[(what, worst trial's count, how many there were)]: what a restart lost, if anything."""
-    trials = [t for r in results.get(side, []) for t in r[case]]
-    return [(what, min(t[got] for t in trials), trials[0][total])
-            for what, got, total in (("actors answering", "actors_answering", "actors"),
-                                     ("placement groups ready", "pgs_ready", "pgs"),
-                                     ("jobs listed", "jobs_listed", "jobs"),
-                                     ("KV entries read back", "kv_read_back", "kv"))] \
-        if trials else None
+AFTER_RESTART = [("actors_answering", "actors", "actors answering"),
+                 ("pgs_ready", "pgs", "placement groups ready"),
+                 ("jobs_listed", "jobs", "jobs listed"),
+                 ("kv_read_back", "kv", "KV entries read back")]
+
+
+def after_restart_rows(results, case):
+    """One row per count taken after each restart (actors answering, groups ready, jobs listed,
+    KV entries read back): each side's worst trial and how many there were. What a restart
+    lost, if anything."""
+    rows = []
+    for got, total, text in AFTER_RESTART:
+        row = {"name": "%s.after_restart.%s" % (case, got), "text": text, "unit": "count",
+               "higher_is_better": True, "trials": {}, "spread": {}, "of": {}}
+        for side in ("troupe", "ray"):
+            trials = [t for r in results.get(side, []) for t in r[case]]
+            row[side] = min(t[got] for t in trials) if trials else None
+            row["of"][side] = trials[0][total] if trials else None
+            row["trials"][side] = len(trials)
+            row["spread"][side] = [min(t[got] for t in trials),
+                                   max(t[got] for t in trials)] if trials else None
+        row["metric"] = row["name"]
+        if row["of"]["troupe"] or row["of"]["ray"]:
+            rows.append(row)
+    return rows
+
+
+def population_rows(results):
+    """Per side: how long building the population took (seconds, median over the rounds) and
+    what the head's processes took in memory with it (PSS, GiB)."""
+    rows = []
+    for key, name, unit in (("seconds", "populated.population_seconds", "s"),
+                            ("memory_gib", "populated.head_memory", "GiB"),
+                            ("empty_gib", "empty.head_memory", "GiB")):
+        row = {"name": name, "metric": name, "unit": unit, "higher_is_better": False,
+               "trials": {}, "spread": {}}
+        for side in ("troupe", "ray"):
+            pops = [r["population"] for r in results.get(side, []) if r["population"]]
+            values = [p["actors_s"] + p["pgs_s"] + p["kv_s"] + p["jobs_s"] if key == "seconds"
+                      else p[key] for p in pops]
+            row[side] = statistics.median(values) if values else None
+            row["trials"][side] = len(values)
+            row["spread"][side] = [min(values), max(values)] if values else None
+        if row["troupe"] is not None or row["ray"] is not None:
+            rows.append(row)
+    return rows
 
 
 # ------------------------------------------------------------------------------ throughput
@@ -556,6 +692,8 @@ def main():
     parser.add_argument("--pg-cpu", type=float, default=0.005)
     parser.add_argument("--jobs", type=int, help="populated: finished jobs submitted through "
                         "the HTTP jobs API (%d)" % FULL["jobs"])
+    parser.add_argument("--job-batch", type=int, default=10,
+                        help="populated: jobs submitted at once, each batch run to the end")
     parser.add_argument("--kv-entries", type=int, help="populated: KV entries (%d)"
                         % FULL["kv_entries"])
     parser.add_argument("--trials", type=int, help="GCS kills per head and case (%d)"
@@ -572,6 +710,8 @@ def main():
     parser.add_argument("--no-ray", action="store_true")
     parser.add_argument("--no-recovery", action="store_true", help="throughput only")
     parser.add_argument("--no-throughput", action="store_true", help="recovery only")
+    parser.add_argument("--keep-temp", action="store_true",
+                        help="keep each head's temp dir (logs, the drivers' stderr)")
     parser.add_argument("--json", help="also write one JSON object per metric line to this file")
     args = parser.parse_args()
     for key, value in (QUICK if args.quick else FULL).items():
@@ -607,7 +747,7 @@ def main():
     rows = []
     print()
     for case in ("populated", "empty"):
-        case_rows = recovery_rows(args, results, case)
+        case_rows = recovery_rows(results, case)
         if not case_rows:
             continue
         if case == "populated":
@@ -622,25 +762,29 @@ def main():
             print("  %-60s %9s %9s %22s" % (
                 row["text"] + " (s)", fmt(row["troupe"], "%.3f"), fmt(row["ray"], "%.3f"),
                 "-" if not ratio else "%.1fx [%.1f-%.1f]" % tuple(ratio[:3])))
+        after = after_restart_rows(results, case)
+        for row in after:
+            print("  %-60s %9s %9s" % (
+                "after each restart, worst trial: %s" % row["text"],
+                *("-" if row[side] is None else "%d/%d" % (row[side], row["of"][side])
+                  for side in ("troupe", "ray"))))
+        case_rows += after
         for side, _ in sides:
-            got = came_through(results, side, case)
-            if got:
-                print("  %s after each restart (worst trial): %s" % (side, ", ".join(
-                    "%d/%d %s" % (g, n, what) for what, g, n in got)))
             per_trial = [t for r in results.get(side, []) for t in r[case]]
             if per_trial:
                 print("  %s trials, new actor: %s" % (side, ", ".join(
                     "%.3f" % t["new_actor"] for t in per_trial)))
         rows += case_rows
         print()
+    rows += population_rows(results)
     for side, _ in sides:
         for r in results.get(side, []):
             p = r["population"]
             if p:
                 print("population, %s: %d actors %.1f s, %d groups %.1f s, %d KV entries %.1f s, "
-                      "%d jobs %.1f s, memory in use +%.1f GiB" % (
-                          side, p["actors"], p["actors_s"], p["pgs"], p["pgs_s"], p["kv"],
-                          p["kv_s"], p["jobs"], p["jobs_s"], p["memory_gib"]))
+                      "%d jobs %.1f s; the head's processes (PSS) %.2f GiB, %.2f with one actor"
+                      % (side, p["actors"], p["actors_s"], p["pgs"], p["pgs_s"], p["kv"],
+                         p["kv_s"], p["jobs"], p["jobs_s"], p["memory_gib"], p["empty_gib"]))
     if throughputs:
         print()
         print("%-52s %12s %12s %10s" % ("throughput (/s, higher is better)", "troupe", "ray",

@@ -2,8 +2,7 @@
 # GCS fault tolerance on Redis (issues 13, 32), Troupe and Ray side by side in one run: builds the
 # Troupe CLI and driver (-c opt), makes sure the Ray virtualenv exists (bench/setup_peers.sh, only
 # when it is missing), runs bench/gcs_ft_bench.py and prints its tables and ratios. Needs
-# /usr/bin/redis-server (Debian's redis-server); every head gets its own private one. Both heads
-# use their default ports (Troupe 6380 and 8265, Ray 6379 and 8265): nothing else may hold them.
+# /usr/bin/redis-server (Debian's redis-server); every head gets its own private one.
 #   bash bench/gcs_ft_bench.sh [gcs_ft_bench.py flags, e.g. --quick, --json FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -8,20 +8,22 @@ dir, AOF on, SIGKILLed and removed when the head stops); the in-memory throughpu
 Redis at all. Only the fixed default ports are replaced by free ones, so that no other cluster on
 the machine collides with them. One head at a time.
 
-1. Recovery (lower is better). Per round, one head per system (Troupe, then Ray: A B A B ...):
-   a) near-empty: the driver holds one actor; `--trials` times, the driver SIGKILLs the GCS;
-   b) populated (the default; --no-populated skips it): then `--jobs` jobs (`echo done`) are
-      submitted through the head's HTTP jobs API (POST /api/jobs/, what `ray job submit` and
-      JobSubmissionClient send) and run to SUCCEEDED, 10 at a time, and the driver creates
-      `--live-actors` actors (no resources: num_cpus=0 on Ray; each called once),
+1. Recovery (lower is better). Both heads run side by side (one idle while the other's GCS is
+   killed), each on its own Redis, each with a driver holding one actor:
+   a) near-empty: `--rounds` rounds of one SIGKILL of the GCS per side, Troupe then Ray;
+   b) populated (the default; --no-populated skips it): then each head gets `--jobs` jobs
+      (`echo done`) submitted through its HTTP jobs API (POST /api/jobs/, what `ray job submit`
+      and JobSubmissionClient send) and run to SUCCEEDED, `--job-batch` at a time, and its driver
+      creates `--live-actors` actors (no resources: num_cpus=0 on Ray; each called once),
       `--placement-groups` ready groups of one {CPU: --pg-cpu} bundle and `--kv-entries` entries
-      in the GCS KV (Troupe: Runtime::KvPut; Ray: internal_kv._internal_kv_put); then `--trials`
-      more kills.
-   From each kill, in parallel, as a real head's clients would all be waiting: the GCS port
-   accepting connections again; a new actor created and answering; an actor made before the kill
-   answering; the jobs list (GET /api/jobs/, polled every 10 ms by this program) showing every
-   job SUCCEEDED; a KV entry written before the kill read back. Afterwards each trial counts what
-   came through: actors answering, groups ready, jobs listed, KV entries read back intact.
+      in the GCS KV (Troupe: Runtime::KvPut; Ray: internal_kv._internal_kv_put); then `--rounds`
+      more rounds.
+   From each kill, in parallel, as a real head's clients would all be waiting: a new GCS
+   listening on the port (this program reads the kernel's socket table every 5 ms); a new actor
+   created and answering; an actor made before the kill answering; the jobs list (GET
+   /api/jobs/, polled every 10 ms by this program) showing every job SUCCEEDED; a KV entry
+   written before the kill read back. After each kill the driver counts what came through:
+   actors answering, groups ready, jobs listed, KV entries read back intact.
    - Troupe: the head's supervisor restarts the GCS by itself; the driver only kills the pid in
      <session>/pids/gcs.pid.
    - Ray (bench/gcs_ft_ray_driver.py): nothing restarts the GCS outside Kubernetes. As Ray's docs
@@ -35,15 +37,15 @@ the machine collides with them. One head at a time.
    actors created in batches of 8, each called once and killed (actors/s), then `--pgs` placement
    groups of one {CPU: 1} bundle, each created, waited for and removed (PGs/s).
 
-Prints the medians over every trial, each side's min-max, Ray/Troupe per round (median
-[min-max] over the rounds), what came through, how long each population took and the load
-average; --json FILE writes one JSON object per metric line. --quick: fewer actors, jobs,
-trials and rounds (the counts are printed first).
+Prints each side's median over the rounds and its min-max, Ray/Troupe per round (median
+[min-max] over the rounds), what came through, how long each population took, what each head
+took in memory, and the load average at each kill; --json FILE writes one JSON object per metric
+line. --quick: fewer actors, jobs and rounds (the counts are printed first).
 
   bash bench/gcs_ft_bench.sh                 # builds, installs Ray if needed, runs this
   python3 bench/gcs_ft_bench.py [--quick] [--no-empty] [--no-populated] [--no-throughput]
-      [--live-actors N] [--placement-groups N] [--jobs N] [--kv-entries N] [--trials N]
-      [--rounds N] [--no-troupe] [--no-ray] [--json FILE]
+      [--live-actors N] [--placement-groups N] [--jobs N] [--kv-entries N] [--rounds N]
+      [--no-troupe] [--no-ray] [--keep-temp] [--json FILE]
 """
 import argparse
 import http.client
@@ -482,51 +484,72 @@ def trial(head, driver, job_ids):
     return line
 
 
-def recovery_round(args, head_class, round_index):
-    """One head of `head_class` on its own Redis: `--trials` kills with the head near empty (one
-    actor), then the population (jobs through the HTTP API, then actors, placement groups, KV
-    entries through the driver) and `--trials` kills with it."""
-    redis = Redis()
-    head = driver = None
-    out = {"empty": [], "populated": [], "population": None}
+def populate(args, head, driver):
+    """Jobs through the head's HTTP API, then actors, placement groups and KV entries through
+    the driver; returns the population's counts, times and memory."""
+    ids = ["gcsft-%03d" % i for i in range(args.jobs)]
+    start = time.monotonic()
+    submit_jobs(head, ids, args.job_batch)
+    jobs_s = time.monotonic() - start
+    driver.send("populate %d %d %g %d" % (args.live_actors, args.placement_groups, args.pg_cpu,
+                                          args.kv_entries))
+    population = driver.read_event("populated")
+    population.update(job_ids=ids, jobs=len(ids), jobs_s=jobs_s,
+                      memory_gib=pss_gib(head.processes() - {driver.proc.pid}))
+    print("  %s population: %d actors in %.1f s, %d placement groups in %.1f s, %d KV entries in "
+          "%.1f s, %d jobs in %.1f s; the head's processes take %.2f GiB"
+          % (head.name, population["actors"], population["actors_s"], population["pgs"],
+             population["pgs_s"], population["kv"], population["kv_s"], len(ids), jobs_s,
+             population["memory_gib"]), flush=True)
+    return population
+
+
+def recovery(args, sides):
+    """Every side's head started on its own Redis, each with its driver holding one actor; then
+    `--rounds` rounds of one GCS kill per side (Troupe, then Ray: A B A B ...) with the heads
+    near empty; then every head populated (populate) and `--rounds` more rounds. The heads run
+    side by side (each idle while the other's GCS is killed), so that the slow population is
+    built once per side. Returns ({side: {"empty": [trial per round], "populated": [...],
+    "population": {...}}}, [(round, side, load average)])."""
+    heads, drivers, redises = {}, {}, []
+    results = {name: {"empty": [], "populated": [], "population": None} for name, _ in sides}
+    loads = []
     try:
-        head = head_class(args, redis)
-        driver = head.recovery_driver()
-        driver.send("populate 1 0 0 0")
-        driver.read_event("populated")
-        driver_pid = driver.proc.pid
-        empty_gib = pss_gib(head.processes() - {driver_pid})
-        if args.empty:
-            for _ in range(args.trials):
-                out["empty"].append(trial(head, driver, []))
-                log_trial(head.name, "empty", out["empty"][-1])
-        if args.populated:
-            ids = ["gcsft-%d-%03d" % (round_index, i) for i in range(args.jobs)]
-            start = time.monotonic()
-            submit_jobs(head, ids, args.job_batch)
-            jobs_s = time.monotonic() - start
-            driver.send("populate %d %d %g %d" % (args.live_actors, args.placement_groups,
-                                                  args.pg_cpu, args.kv_entries))
-            population = driver.read_event("populated")
-            population.update(jobs=len(ids), jobs_s=jobs_s, empty_gib=empty_gib,
-                              memory_gib=pss_gib(head.processes() - {driver_pid}))
-            out["population"] = population
-            print("  %s population: %d actors in %.1f s, %d placement groups in %.1f s, %d KV "
-                  "entries in %.1f s, %d jobs in %.1f s; the head's processes take %.2f GiB "
-                  "(%.2f GiB with one actor)"
-                  % (head.name, population["actors"], population["actors_s"], population["pgs"],
-                     population["pgs_s"], population["kv"], population["kv_s"], len(ids), jobs_s,
-                     population["memory_gib"], empty_gib), flush=True)
-            for _ in range(args.trials):
-                out["populated"].append(trial(head, driver, ids))
-                log_trial(head.name, "populated", out["populated"][-1])
+        for name, cls in sides:
+            redises.append(Redis())
+            heads[name] = cls(args, redises[-1])
+            drivers[name] = heads[name].recovery_driver()
+            drivers[name].send("populate 1 0 0 0")
+            drivers[name].read_event("populated")
+            results[name]["empty_gib"] = pss_gib(heads[name].processes() -
+                                                 {drivers[name].proc.pid})
+        cases = (["empty"] if args.empty else []) + (["populated"] if args.populated else [])
+        for case in cases:
+            if case == "populated":
+                for name, _ in sides:
+                    results[name]["population"] = populate(args, heads[name], drivers[name])
+
+            def one_trial(name, case=case):
+                population = results[name]["population"]
+                t = trial(heads[name], drivers[name], population["job_ids"] if population and
+                          case == "populated" else [])
+                log_trial(name, case, t)
+                return t
+
+            trials, case_loads = alternate(
+                [(name, lambda name=name: one_trial(name)) for name, _ in sides], args.rounds,
+                log=sys.stdout)
+            for name, _ in sides:
+                results[name][case] = trials[name]
+            loads += [(case, i, name, load) for i, name, load in case_loads]
     finally:
-        if driver:
+        for driver in drivers.values():
             driver.close()
-        if head:
+        for head in heads.values():
             head.stop()
-        redis.stop()
-    return out
+        for redis in redises:
+            redis.stop()
+    return results, loads
 
 
 def log_trial(name, case, t):
@@ -550,19 +573,18 @@ RECOVERY_METRICS = [
 
 
 def recovery_rows(results, case):
-    """One row per recovery metric of `case`: each side's median over every trial of every
-    round, its min-max, and the median over the rounds of Ray's round median / Troupe's."""
+    """One row per recovery metric of `case`: each side's median over its trials (one a round),
+    its min-max, and the median over the rounds of Ray's time / Troupe's in the same round."""
     rows = []
     for key, name, text in RECOVERY_METRICS:
-        values, round_medians = {}, {}
+        values, per_round = {}, {}
         for side in ("troupe", "ray"):
-            trials = [[t[key] for t in r[case] if t[key] >= 0] for r in results.get(side, [])]
-            values[side] = [v for trial_values in trials for v in trial_values]
-            round_medians[side] = [{key: statistics.median(v)} if v else {} for v in trials]
+            trials = results.get(side, {}).get(case, [])
+            per_round[side] = [{key: t[key]} if t[key] >= 0 else {} for t in trials]
+            values[side] = [t[key] for t in trials if t[key] >= 0]
         if not values["troupe"] and not values["ray"]:
             continue
-        ratio = ratio_range(round_medians["troupe"], round_medians["ray"], key, invert=True) \
-            if values["troupe"] and values["ray"] else None
+        ratio = ratio_range(per_round["troupe"], per_round["ray"], key, invert=True)
         rows.append({
             "name": "%s.%s" % (case, name), "metric": "%s.%s" % (case, name), "text": text,
             "unit": "s", "higher_is_better": False,
@@ -593,7 +615,7 @@ def after_restart_rows(results, case):
         row = {"name": "%s.after_restart.%s" % (case, got), "text": text, "unit": "count",
                "higher_is_better": True, "trials": {}, "spread": {}, "of": {}}
         for side in ("troupe", "ray"):
-            trials = [t for r in results.get(side, []) for t in r[case]]
+            trials = results.get(side, {}).get(case, [])
             row[side] = min(t[got] for t in trials) if trials else None
             row["of"][side] = trials[0][total] if trials else None
             row["trials"][side] = len(trials)
@@ -606,21 +628,25 @@ def after_restart_rows(results, case):
 
 
 def population_rows(results):
-    """Per side: how long building the population took (seconds, median over the rounds) and
-    what the head's processes took in memory with it (PSS, GiB)."""
+    """Per side: how long building the population took (s) and what the head's processes took
+    in memory (PSS, GiB) with it and near empty."""
     rows = []
     for key, name, unit in (("seconds", "populated.population_seconds", "s"),
                             ("memory_gib", "populated.head_memory", "GiB"),
                             ("empty_gib", "empty.head_memory", "GiB")):
         row = {"name": name, "metric": name, "unit": unit, "higher_is_better": False,
-               "trials": {}, "spread": {}}
+               "trials": {}}
         for side in ("troupe", "ray"):
-            pops = [r["population"] for r in results.get(side, []) if r["population"]]
-            values = [p["actors_s"] + p["pgs_s"] + p["kv_s"] + p["jobs_s"] if key == "seconds"
-                      else p[key] for p in pops]
-            row[side] = statistics.median(values) if values else None
-            row["trials"][side] = len(values)
-            row["spread"][side] = [min(values), max(values)] if values else None
+            result = results.get(side, {})
+            p = result.get("population")
+            if key == "empty_gib":
+                row[side] = result.get("empty_gib")
+            elif p:
+                row[side] = p["actors_s"] + p["pgs_s"] + p["kv_s"] + p["jobs_s"] \
+                    if key == "seconds" else p[key]
+            else:
+                row[side] = None
+            row["trials"][side] = int(row[side] is not None)
         if row["troupe"] is not None or row["ray"] is not None:
             rows.append(row)
     return rows
@@ -661,10 +687,14 @@ def throughput(args, head_class):
 
 # ------------------------------------------------------------------------------------ main
 
-FULL = {"live_actors": 1000, "placement_groups": 200, "jobs": 100, "kv_entries": 10000,
-        "trials": 3, "rounds": 2, "actors": 40, "pgs": 100, "rounds_throughput": 3}
-QUICK = {"live_actors": 100, "placement_groups": 200, "jobs": 20, "kv_entries": 10000,
-         "trials": 2, "rounds": 1, "actors": 16, "pgs": 20, "rounds_throughput": 1}
+# 1,000 live actors do not fit: a Ray actor is a Python process of about 45 MiB (PSS), 1,000 of
+# them ~45 GiB on this 24 GiB machine (Troupe's 1,000 take ~2 GiB together). 250 is about the
+# most that fits beside the rest of a shared 2-core box, on both sides alike; --live-actors
+# changes it.
+FULL = {"live_actors": 250, "placement_groups": 200, "jobs": 100, "kv_entries": 10000,
+        "rounds": 5, "actors": 40, "pgs": 100, "rounds_throughput": 3}
+QUICK = {"live_actors": 50, "placement_groups": 200, "jobs": 20, "kv_entries": 10000,
+         "rounds": 3, "actors": 16, "pgs": 20, "rounds_throughput": 1}
 
 
 def fmt(value, spec):
@@ -696,10 +726,8 @@ def main():
                         help="populated: jobs submitted at once, each batch run to the end")
     parser.add_argument("--kv-entries", type=int, help="populated: KV entries (%d)"
                         % FULL["kv_entries"])
-    parser.add_argument("--trials", type=int, help="GCS kills per head and case (%d)"
-                        % FULL["trials"])
-    parser.add_argument("--rounds", type=int, help="recovery rounds, Troupe then Ray (%d)"
-                        % FULL["rounds"])
+    parser.add_argument("--rounds", type=int, help="recovery rounds, one GCS kill per side each, "
+                        "Troupe then Ray, per case (%d)" % FULL["rounds"])
     parser.add_argument("--actors", type=int, help="throughput: actors per run (%d)"
                         % FULL["actors"])
     parser.add_argument("--pgs", type=int, help="throughput: placement groups per run (%d)"
@@ -717,25 +745,22 @@ def main():
     for key, value in (QUICK if args.quick else FULL).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    if min(args.trials, args.rounds, args.rounds_throughput) < 1:
-        parser.error("--trials, --rounds and --rounds-throughput must be at least 1")
+    if min(args.rounds, args.rounds_throughput) < 1:
+        parser.error("--rounds and --rounds-throughput must be at least 1")
 
     sides = [(name, cls) for name, cls, off in (("troupe", TroupeHead, args.no_troupe),
                                                 ("ray", RayHead, args.no_ray)) if not off]
     started = time.monotonic()
     load_before = load_average()
     print("%s mode: populated head = %d live actors, %d placement groups of one {CPU: %g} "
-          "bundle, %d finished jobs, %d KV entries (the same on both sides); %d GCS kills per "
-          "head and case, %d round(s) of %s" % (
+          "bundle, %d finished jobs, %d KV entries (the same on both sides); %d rounds of one GCS "
+          "kill per side (%s) per case" % (
               "quick" if args.quick else "full", args.live_actors, args.placement_groups,
-              args.pg_cpu, args.jobs, args.kv_entries, args.trials, args.rounds,
+              args.pg_cpu, args.jobs, args.kv_entries, args.rounds,
               " then ".join(name for name, _ in sides)), flush=True)
     results, loads, phases = {}, [], {}
     if not args.no_recovery and (args.populated or args.empty):
-        round_counter = iter(range(1000))
-        results, loads = alternate(
-            [(name, lambda cls=cls: recovery_round(args, cls, next(round_counter)))
-             for name, cls in sides], args.rounds, log=sys.stdout)
+        results, loads = recovery(args, sides)
         phases["recovery_s"] = time.monotonic() - started
     throughputs = {}
     if not args.no_throughput:
@@ -770,7 +795,7 @@ def main():
                   for side in ("troupe", "ray"))))
         case_rows += after
         for side, _ in sides:
-            per_trial = [t for r in results.get(side, []) for t in r[case]]
+            per_trial = results.get(side, {}).get(case, [])
             if per_trial:
                 print("  %s trials, new actor: %s" % (side, ", ".join(
                     "%.3f" % t["new_actor"] for t in per_trial)))
@@ -778,13 +803,12 @@ def main():
         print()
     rows += population_rows(results)
     for side, _ in sides:
-        for r in results.get(side, []):
-            p = r["population"]
-            if p:
-                print("population, %s: %d actors %.1f s, %d groups %.1f s, %d KV entries %.1f s, "
-                      "%d jobs %.1f s; the head's processes (PSS) %.2f GiB, %.2f with one actor"
-                      % (side, p["actors"], p["actors_s"], p["pgs"], p["pgs_s"], p["kv"],
-                         p["kv_s"], p["jobs"], p["jobs_s"], p["memory_gib"], p["empty_gib"]))
+        p = results.get(side, {}).get("population")
+        if p:
+            print("population, %s: %d actors %.1f s, %d groups %.1f s, %d KV entries %.1f s, %d "
+                  "jobs %.1f s; the head's processes (PSS) %.2f GiB, %.2f near empty"
+                  % (side, p["actors"], p["actors_s"], p["pgs"], p["pgs_s"], p["kv"], p["kv_s"],
+                     p["jobs"], p["jobs_s"], p["memory_gib"], results[side]["empty_gib"]))
     if throughputs:
         print()
         print("%-52s %12s %12s %10s" % ("throughput (/s, higher is better)", "troupe", "ray",
@@ -809,13 +833,14 @@ def main():
                 print("  %s %s redis/mem: %.2f (Redis costs %.0f%%)" % (system, metric, q,
                                                                          (1 - q) * 100))
     print()
-    print("load average (1 min) before: %.2f; at each head's start: %s" % (
-        load_before, ", ".join("%s%d %.2f" % (name, i + 1, load) for i, name, load in loads)))
+    print("load average (1 min) before: %.2f; at each kill: %s" % (
+        load_before, ", ".join("%s %s%d %.2f" % (case, name, i + 1, load)
+                               for case, i, name, load in loads)))
     print("took: %s" % ", ".join("%s %.0f s" % (k, v) for k, v in phases.items()))
     if args.json:
         setup = {"quick": args.quick, "live_actors": args.live_actors,
                  "placement_groups": args.placement_groups, "jobs": args.jobs,
-                 "kv_entries": args.kv_entries, "rounds": args.rounds, "trials": args.trials,
+                 "kv_entries": args.kv_entries, "rounds": args.rounds,
                  "load_before": load_before, "loads": loads}
         with open(args.json, "w") as f:
             for row in rows:

@@ -8,16 +8,18 @@ dir, AOF on, SIGKILLed and removed when the head stops); the in-memory throughpu
 Redis at all. Only the fixed default ports are replaced by free ones, so that no other cluster on
 the machine collides with them. One head at a time.
 
-1. Recovery (lower is better). Both heads run side by side (one idle while the other's GCS is
-   killed), each on its own Redis, each with a driver holding one actor:
-   a) near-empty: `--rounds` rounds of one SIGKILL of the GCS per side, Troupe then Ray;
-   b) populated (the default; --no-populated skips it): then each head gets `--jobs` jobs
+1. Recovery (lower is better). `--rounds` rounds, Troupe then Ray (A B A B ...), each a fresh
+   head per side on its own Redis (one head at a time: an idle populated Ray head keeps about
+   half a core busy per 50 actors), its driver holding one actor:
+   a) near-empty: `--trials` SIGKILLs of the GCS;
+   b) populated (the default; --no-populated skips it): then the head gets `--jobs` jobs
       (`echo done`) submitted through its HTTP jobs API (POST /api/jobs/, what `ray job submit`
       and JobSubmissionClient send) and run to SUCCEEDED, `--job-batch` at a time, and its driver
       creates `--live-actors` actors (no resources: num_cpus=0 on Ray; each called once),
       `--placement-groups` ready groups of one {CPU: --pg-cpu} bundle and `--kv-entries` entries
-      in the GCS KV (Troupe: Runtime::KvPut; Ray: internal_kv._internal_kv_put); then `--rounds`
-      more rounds.
+      in the GCS KV (Troupe: Runtime::KvPut; Ray: internal_kv._internal_kv_put); then `--trials`
+      more kills. Kills are paced to at most 8 a minute per head (Troupe's head supervisor gives
+      up on a GCS that dies more than 10 times a minute).
    From each kill, in parallel, as a real head's clients would all be waiting: a new GCS
    listening on the port (this program reads the kernel's socket table every 5 ms); a new actor
    created and answering; an actor made before the kill answering; the jobs list (GET
@@ -37,15 +39,16 @@ the machine collides with them. One head at a time.
    actors created in batches of 8, each called once and killed (actors/s), then `--pgs` placement
    groups of one {CPU: 1} bundle, each created, waited for and removed (PGs/s).
 
-Prints each side's median over the rounds and its min-max, Ray/Troupe per round (median
-[min-max] over the rounds), what came through, how long each population took, what each head
-took in memory, and the load average at each kill; --json FILE writes one JSON object per metric
-line. --quick: fewer actors, jobs and rounds (the counts are printed first).
+Prints each side's median over every trial and its min-max, Ray/Troupe per round (the round
+medians' ratio; median [min-max] over the rounds), what came through, how long each population
+took, what each head took in memory (PSS), and the load average at each head's start; --json
+FILE writes one JSON object per metric line. --quick: fewer actors, jobs, trials and rounds (the
+counts are printed first).
 
   bash bench/gcs_ft_bench.sh                 # builds, installs Ray if needed, runs this
   python3 bench/gcs_ft_bench.py [--quick] [--no-empty] [--no-populated] [--no-throughput]
-      [--live-actors N] [--placement-groups N] [--jobs N] [--kv-entries N] [--rounds N]
-      [--no-troupe] [--no-ray] [--keep-temp] [--json FILE]
+      [--live-actors N] [--placement-groups N] [--jobs N] [--kv-entries N] [--trials N]
+      [--rounds N] [--no-troupe] [--no-ray] [--keep-temp] [--json FILE]
 """
 import argparse
 import http.client
@@ -504,52 +507,36 @@ def populate(args, head, driver):
     return population
 
 
-def recovery(args, sides):
-    """Every side's head started on its own Redis, each with its driver holding one actor; then
-    `--rounds` rounds of one GCS kill per side (Troupe, then Ray: A B A B ...) with the heads
-    near empty; then every head populated (populate) and `--rounds` more rounds. The heads run
-    side by side (each idle while the other's GCS is killed), so that the slow population is
-    built once per side. Returns ({side: {"empty": [trial per round], "populated": [...],
-    "population": {...}}}, [(round, side, load average)])."""
-    heads, drivers, redises = {}, {}, []
-    results = {name: {"empty": [], "populated": [], "population": None} for name, _ in sides}
-    loads = []
+def recovery_round(args, head_class):
+    """One head of `head_class` on its own Redis, its driver holding one actor: `--trials` GCS
+    kills near empty, then the population (populate) and `--trials` kills with it. One head at
+    a time: an idle populated Ray head keeps about half a core busy per 50 actors, which would
+    be taken from the other side. Returns {"empty": [trial, ...], "populated": [...],
+    "population": {...}, "empty_gib": PSS near empty}."""
+    redis = Redis()
+    head = driver = None
+    out = {"empty": [], "populated": [], "population": None}
     try:
-        for name, cls in sides:
-            redises.append(Redis())
-            heads[name] = cls(args, redises[-1])
-            drivers[name] = heads[name].recovery_driver()
-            drivers[name].send("populate 1 0 0 0")
-            drivers[name].read_event("populated")
-            results[name]["empty_gib"] = pss_gib(heads[name].processes() -
-                                                 {drivers[name].proc.pid})
-        cases = (["empty"] if args.empty else []) + (["populated"] if args.populated else [])
-        for case in cases:
+        head = head_class(args, redis)
+        driver = head.recovery_driver()
+        driver.send("populate 1 0 0 0")
+        driver.read_event("populated")
+        out["empty_gib"] = pss_gib(head.processes() - {driver.proc.pid})
+        for case in (["empty"] if args.empty else []) + (["populated"] if args.populated else []):
+            job_ids = []
             if case == "populated":
-                for name, _ in sides:
-                    results[name]["population"] = populate(args, heads[name], drivers[name])
-
-            def one_trial(name, case=case):
-                population = results[name]["population"]
-                t = trial(heads[name], drivers[name], population["job_ids"] if population and
-                          case == "populated" else [])
-                log_trial(name, case, t)
-                return t
-
-            trials, case_loads = alternate(
-                [(name, lambda name=name: one_trial(name)) for name, _ in sides], args.rounds,
-                log=sys.stdout)
-            for name, _ in sides:
-                results[name][case] = trials[name]
-            loads += [(case, i, name, load) for i, name, load in case_loads]
+                out["population"] = populate(args, head, driver)
+                job_ids = out["population"]["job_ids"]
+            for _ in range(args.trials):
+                out[case].append(trial(head, driver, job_ids))
+                log_trial(head.name, case, out[case][-1])
     finally:
-        for driver in drivers.values():
+        if driver:
             driver.close()
-        for head in heads.values():
+        if head:
             head.stop()
-        for redis in redises:
-            redis.stop()
-    return results, loads
+        redis.stop()
+    return out
 
 
 def log_trial(name, case, t):
@@ -572,16 +559,22 @@ RECOVERY_METRICS = [
 ]
 
 
+def case_trials(results, side, case):
+    """[[trial, ...] per round] of `side` in `case`."""
+    return [r[case] for r in results.get(side, [])]
+
+
 def recovery_rows(results, case):
-    """One row per recovery metric of `case`: each side's median over its trials (one a round),
-    its min-max, and the median over the rounds of Ray's time / Troupe's in the same round."""
+    """One row per recovery metric of `case`: each side's median over every trial of every
+    round and its min-max, and the median over the rounds of Ray's round median / Troupe's."""
     rows = []
     for key, name, text in RECOVERY_METRICS:
         values, per_round = {}, {}
         for side in ("troupe", "ray"):
-            trials = results.get(side, {}).get(case, [])
-            per_round[side] = [{key: t[key]} if t[key] >= 0 else {} for t in trials]
-            values[side] = [t[key] for t in trials if t[key] >= 0]
+            rounds = [[t[key] for t in trials if t[key] >= 0]
+                      for trials in case_trials(results, side, case)]
+            per_round[side] = [{key: statistics.median(v)} if v else {} for v in rounds]
+            values[side] = [v for round_values in rounds for v in round_values]
         if not values["troupe"] and not values["ray"]:
             continue
         ratio = ratio_range(per_round["troupe"], per_round["ray"], key, invert=True)
@@ -615,7 +608,7 @@ def after_restart_rows(results, case):
         row = {"name": "%s.after_restart.%s" % (case, got), "text": text, "unit": "count",
                "higher_is_better": True, "trials": {}, "spread": {}, "of": {}}
         for side in ("troupe", "ray"):
-            trials = results.get(side, {}).get(case, [])
+            trials = [t for ts in case_trials(results, side, case) for t in ts]
             row[side] = min(t[got] for t in trials) if trials else None
             row["of"][side] = trials[0][total] if trials else None
             row["trials"][side] = len(trials)
@@ -628,25 +621,26 @@ def after_restart_rows(results, case):
 
 
 def population_rows(results):
-    """Per side: how long building the population took (s) and what the head's processes took
-    in memory (PSS, GiB) with it and near empty."""
+    """Per side, medians over the rounds: how long building the population took (s) and what the
+    head's processes took in memory (PSS, GiB) with it and near empty."""
     rows = []
     for key, name, unit in (("seconds", "populated.population_seconds", "s"),
                             ("memory_gib", "populated.head_memory", "GiB"),
                             ("empty_gib", "empty.head_memory", "GiB")):
         row = {"name": name, "metric": name, "unit": unit, "higher_is_better": False,
-               "trials": {}}
+               "trials": {}, "spread": {}}
         for side in ("troupe", "ray"):
-            result = results.get(side, {})
-            p = result.get("population")
-            if key == "empty_gib":
-                row[side] = result.get("empty_gib")
-            elif p:
-                row[side] = p["actors_s"] + p["pgs_s"] + p["kv_s"] + p["jobs_s"] \
-                    if key == "seconds" else p[key]
-            else:
-                row[side] = None
-            row["trials"][side] = int(row[side] is not None)
+            values = []
+            for r in results.get(side, []):
+                p = r["population"]
+                if key == "empty_gib":
+                    values.append(r["empty_gib"])
+                elif p:
+                    values.append(p["actors_s"] + p["pgs_s"] + p["kv_s"] + p["jobs_s"]
+                                  if key == "seconds" else p[key])
+            row[side] = statistics.median(values) if values else None
+            row["trials"][side] = len(values)
+            row["spread"][side] = [min(values), max(values)] if values else None
         if row["troupe"] is not None or row["ray"] is not None:
             rows.append(row)
     return rows
@@ -688,13 +682,13 @@ def throughput(args, head_class):
 # ------------------------------------------------------------------------------------ main
 
 # 1,000 live actors do not fit: a Ray actor is a Python process of about 45 MiB (PSS), 1,000 of
-# them ~45 GiB on this 24 GiB machine (Troupe's 1,000 take ~2 GiB together). 250 is about the
-# most that fits beside the rest of a shared 2-core box, on both sides alike; --live-actors
-# changes it.
-FULL = {"live_actors": 250, "placement_groups": 200, "jobs": 100, "kv_entries": 10000,
-        "rounds": 5, "actors": 40, "pgs": 100, "rounds_throughput": 3}
+# them ~45 GiB on this 24 GiB machine (Troupe's 1,000 take ~2 GiB together), and Ray starts
+# about 2-3 actors/s on 2 cores. 150 (~7 GiB on Ray's side), the same on both sides, keeps the
+# full run within about 8 minutes; --live-actors changes it.
+FULL = {"live_actors": 150, "placement_groups": 200, "jobs": 100, "kv_entries": 10000,
+        "trials": 3, "rounds": 2, "actors": 40, "pgs": 100, "rounds_throughput": 3}
 QUICK = {"live_actors": 50, "placement_groups": 200, "jobs": 20, "kv_entries": 10000,
-         "rounds": 3, "actors": 16, "pgs": 20, "rounds_throughput": 1}
+         "trials": 2, "rounds": 1, "actors": 16, "pgs": 20, "rounds_throughput": 1}
 
 
 def fmt(value, spec):
@@ -722,12 +716,14 @@ def main():
     parser.add_argument("--pg-cpu", type=float, default=0.005)
     parser.add_argument("--jobs", type=int, help="populated: finished jobs submitted through "
                         "the HTTP jobs API (%d)" % FULL["jobs"])
-    parser.add_argument("--job-batch", type=int, default=10,
+    parser.add_argument("--job-batch", type=int, default=25,
                         help="populated: jobs submitted at once, each batch run to the end")
     parser.add_argument("--kv-entries", type=int, help="populated: KV entries (%d)"
                         % FULL["kv_entries"])
-    parser.add_argument("--rounds", type=int, help="recovery rounds, one GCS kill per side each, "
-                        "Troupe then Ray, per case (%d)" % FULL["rounds"])
+    parser.add_argument("--trials", type=int, help="GCS kills per head and case (%d)"
+                        % FULL["trials"])
+    parser.add_argument("--rounds", type=int, help="recovery rounds: a fresh head per side each, "
+                        "Troupe then Ray (%d)" % FULL["rounds"])
     parser.add_argument("--actors", type=int, help="throughput: actors per run (%d)"
                         % FULL["actors"])
     parser.add_argument("--pgs", type=int, help="throughput: placement groups per run (%d)"
@@ -745,22 +741,24 @@ def main():
     for key, value in (QUICK if args.quick else FULL).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    if min(args.rounds, args.rounds_throughput) < 1:
-        parser.error("--rounds and --rounds-throughput must be at least 1")
+    if min(args.trials, args.rounds, args.rounds_throughput) < 1:
+        parser.error("--trials, --rounds and --rounds-throughput must be at least 1")
 
     sides = [(name, cls) for name, cls, off in (("troupe", TroupeHead, args.no_troupe),
                                                 ("ray", RayHead, args.no_ray)) if not off]
     started = time.monotonic()
     load_before = load_average()
     print("%s mode: populated head = %d live actors, %d placement groups of one {CPU: %g} "
-          "bundle, %d finished jobs, %d KV entries (the same on both sides); %d rounds of one GCS "
-          "kill per side (%s) per case" % (
+          "bundle, %d finished jobs, %d KV entries (the same on both sides); %d GCS kills per "
+          "head and case, %d round(s) of a fresh head per side (%s)" % (
               "quick" if args.quick else "full", args.live_actors, args.placement_groups,
-              args.pg_cpu, args.jobs, args.kv_entries, args.rounds,
+              args.pg_cpu, args.jobs, args.kv_entries, args.trials, args.rounds,
               " then ".join(name for name, _ in sides)), flush=True)
     results, loads, phases = {}, [], {}
     if not args.no_recovery and (args.populated or args.empty):
-        results, loads = recovery(args, sides)
+        results, loads = alternate(
+            [(name, lambda cls=cls: recovery_round(args, cls)) for name, cls in sides],
+            args.rounds, log=sys.stdout)
         phases["recovery_s"] = time.monotonic() - started
     throughputs = {}
     if not args.no_throughput:
@@ -795,7 +793,7 @@ def main():
                   for side in ("troupe", "ray"))))
         case_rows += after
         for side, _ in sides:
-            per_trial = results.get(side, {}).get(case, [])
+            per_trial = [t for ts in case_trials(results, side, case) for t in ts]
             if per_trial:
                 print("  %s trials, new actor: %s" % (side, ", ".join(
                     "%.3f" % t["new_actor"] for t in per_trial)))
@@ -803,12 +801,13 @@ def main():
         print()
     rows += population_rows(results)
     for side, _ in sides:
-        p = results.get(side, {}).get("population")
-        if p:
-            print("population, %s: %d actors %.1f s, %d groups %.1f s, %d KV entries %.1f s, %d "
-                  "jobs %.1f s; the head's processes (PSS) %.2f GiB, %.2f near empty"
-                  % (side, p["actors"], p["actors_s"], p["pgs"], p["pgs_s"], p["kv"], p["kv_s"],
-                     p["jobs"], p["jobs_s"], p["memory_gib"], results[side]["empty_gib"]))
+        for r in results.get(side, []):
+            p = r["population"]
+            if p:
+                print("population, %s: %d actors %.1f s, %d groups %.1f s, %d KV entries %.1f s, "
+                      "%d jobs %.1f s; the head's processes (PSS) %.2f GiB, %.2f near empty"
+                      % (side, p["actors"], p["actors_s"], p["pgs"], p["pgs_s"], p["kv"],
+                         p["kv_s"], p["jobs"], p["jobs_s"], p["memory_gib"], r["empty_gib"]))
     if throughputs:
         print()
         print("%-52s %12s %12s %10s" % ("throughput (/s, higher is better)", "troupe", "ray",
@@ -833,14 +832,13 @@ def main():
                 print("  %s %s redis/mem: %.2f (Redis costs %.0f%%)" % (system, metric, q,
                                                                          (1 - q) * 100))
     print()
-    print("load average (1 min) before: %.2f; at each kill: %s" % (
-        load_before, ", ".join("%s %s%d %.2f" % (case, name, i + 1, load)
-                               for case, i, name, load in loads)))
+    print("load average (1 min) before: %.2f; at each head's start: %s" % (
+        load_before, ", ".join("%s%d %.2f" % (name, i + 1, load) for i, name, load in loads)))
     print("took: %s" % ", ".join("%s %.0f s" % (k, v) for k, v in phases.items()))
     if args.json:
         setup = {"quick": args.quick, "live_actors": args.live_actors,
                  "placement_groups": args.placement_groups, "jobs": args.jobs,
-                 "kv_entries": args.kv_entries, "rounds": args.rounds,
+                 "kv_entries": args.kv_entries, "rounds": args.rounds, "trials": args.trials,
                  "load_before": load_before, "loads": loads}
         with open(args.json, "w") as f:
             for row in rows:

@@ -171,8 +171,10 @@ def trial(population, index, gcs_port):
             sys.stderr.write("an actor made before the kill failed: %r\n" % error)
     ready = sum(bool(pg.wait(timeout_seconds=10)) for pg in population.groups)
     read_start = time.monotonic()
-    read_back = sum(internal_kv._internal_kv_get(kv_key(i), namespace=NS) == kv_value(i)
-                    for i in range(population.kv_entries))
+    keys = [kv_key(i) for i in range(population.kv_entries)]
+    values = internal_kv.internal_kv_get_gcs_client().internal_kv_multi_get(keys, NS) \
+        if keys else {}
+    read_back = sum(values.get(key) == kv_value(i) for i, key in enumerate(keys))
     kv_read_all_s = time.monotonic() - read_start
     for actor in fresh:  # keeps the population the same from trial to trial
         ray.kill(actor)

@@ -204,13 +204,15 @@ class GcsFtTest(unittest.TestCase):
                       "memory_gib": 2.0}
         return {
             "troupe": [{"populated": [gcs_trial(1.0), gcs_trial(3.0)], "empty": [],
-                        "population": population, "empty_gib": 0.1},
+                        "population": population, "empty_gib": 0.1, "failed": []},
                        {"populated": [gcs_trial(2.0), gcs_trial(2.0, answering=2)], "empty": [],
-                        "population": dict(population, actors_s=5.0), "empty_gib": 0.1}],
+                        "population": dict(population, actors_s=5.0), "empty_gib": 0.1,
+                        "failed": []}],
             "ray": [{"populated": [gcs_trial(4.0), gcs_trial(4.0)], "empty": [],
-                     "population": population, "empty_gib": 0.7},
+                     "population": population, "empty_gib": 0.7, "failed": []},
                     {"populated": [gcs_trial(10.0), gcs_trial(-1)], "empty": [],
-                     "population": population, "empty_gib": 0.7}]}
+                     "population": population, "empty_gib": 0.7,
+                     "failed": [("populated", "no recovery within 300 s")]}]}
 
     def test_medians_over_trials_and_ratio_per_round(self):
         rows = {r["name"]: r for r in gcs_ft_bench.recovery_rows(self.results(),
@@ -223,6 +225,7 @@ class GcsFtTest(unittest.TestCase):
         # Per round, the round medians: 4/2 and 10/2.
         self.assertEqual(row["ratio_ray_over_troupe"], [3.5, 2.0, 5.0, 2])
         self.assertEqual(row["ratios"], {"ray_python": [3.5, 2.0, 5.0, 2]})
+        self.assertEqual(row["failed_kills"], {"troupe": 0, "ray": 1})
         self.assertFalse(row["higher_is_better"])
         self.assertNotIn("empty.gcs_kill_to_new_actor_answers",
                          {r["name"] for r in gcs_ft_bench.recovery_rows(self.results(),

@@ -182,7 +182,10 @@ def submit_jobs(head, ids, batch=10):
             time.sleep(0.1)
 
 
-RAY_ENV = {"RAY_gcs_rpc_server_reconnect_timeout_s": "120", "RAY_USAGE_STATS_ENABLED": "0"}
+# Ray's processes (raylet, workers, drivers) exit once the GCS has been away this long; 300 s,
+# as Troupe's driver waits (its gcs_reconnect_timeout_s), so that a slow recovery is measured
+# rather than ended.
+RAY_ENV = {"RAY_gcs_rpc_server_reconnect_timeout_s": "300", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def ray_auth_token():

@@ -286,6 +286,11 @@ class TroupeHead:
                "--http-port=%d" % free_port(), "--temp-dir=" + self.temp_root]
         if redis:
             cmd.append("--redis-address=" + redis.address)
+        if not os.access(args.troupe, os.X_OK) or not os.access(args.bench, os.X_OK):
+            shutil.rmtree(self.temp_root, ignore_errors=True)
+            raise RuntimeError("%s or %s is missing: build them with `bazel build -c opt "
+                               "//src/cli:troupe //bench:gcs_ft_bench` (bench/gcs_ft_bench.sh "
+                               "does)" % (args.troupe, args.bench))
         result = run(cmd)
         if result.returncode != 0:
             self.stop()

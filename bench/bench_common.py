@@ -23,6 +23,52 @@ def load_average():
     return os.getloadavg()[0]
 
 
+def use_ray_token_auth(environ=os.environ):
+    """Turns Ray's token authentication on, with a token made for this run, for every Ray
+    cluster, CLI call and driver this process starts (RAY_AUTH_MODE=token, RAY_AUTH_TOKEN; a
+    token already set is kept). ray.init() turns it on for a new local cluster anyway, but
+    `ray start` turns it on only when ~/.ray/auth_token exists, and then `ray status` and the
+    drivers fail with "Unauthenticated: InvalidAuthToken" unless the mode is set: one mode for
+    every Ray process, whatever files the machine has."""
+    import secrets
+    environ["RAY_AUTH_MODE"] = "token"
+    environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+
+
+def stop_processes(patterns, proc="/proc"):
+    """SIGKILLs every process whose command line (its arguments joined by spaces) matches one of
+    the regular expressions `patterns`, and all their descendants; returns the pids signalled.
+    For stopping one Ray cluster by what its processes name (its --temp-dir, its GCS port):
+    `ray stop --force` kills every Ray process on the machine, other users' clusters too."""
+    import re
+    import signal
+    regexes = [re.compile(p) for p in patterns]
+    parent, matched = {}, set()
+    for entry in os.listdir(proc):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(os.path.join(proc, entry, "cmdline"), "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(os.path.join(proc, entry, "stat")) as f:
+                parent[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if any(r.search(cmdline) for r in regexes):
+            matched.add(int(entry))
+    doomed, grew = set(matched), True
+    while grew:  # add the descendants
+        more = {pid for pid, ppid in parent.items() if ppid in doomed} - doomed
+        doomed |= more
+        grew = bool(more)
+    for pid in sorted(doomed):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return sorted(doomed)
+
+
 def alternate(sides, rounds, log=sys.stderr):
     """Runs each side once per round, in order, for `rounds` rounds (A B A B ...). `sides` is a
     list of (name, run) where run() returns {metric: value}. Returns ({name: [one dict per
@@ -63,3 +109,71 @@ def ratio_range(a_rounds, b_rounds, metric, b_metric=None, invert=False):
     if not ratios:
         return None
     return statistics.median(ratios), min(ratios), max(ratios), len(ratios)
+
+
+# --- Results files (bench/run_all.sh collects them; bench/summarize.py turns them into tables) ---
+#
+# Every bench program's --json FILE writes one object:
+#   {"bench": "microbenchmark", "started": ISO-8601 UTC, "finished": ..., "command": argv,
+#    "load_before": 1-minute load average, "loaded": bool, "quick": bool, "rounds": N,
+#    "rows": [row, ...], "raw": anything the program wants to keep}
+# and each row, made by summary_row():
+#   {"metric": name, "unit": unit, "higher_is_better": bool, "troupe": median or None,
+#    "peers": {peer: median}, "ratios": {peer: [median, min, max, rounds]}, "note": text}
+# Peers are named: "ray_python" (Ray's Python API), "ray_cpp" (Ray's C++ API), "gloo" (PyTorch's
+# gloo), "torch_ddp", "libtorch" (a plain LibTorch loop), "raw_tcp" (iperf3), "tls_off" ...
+# A ratio is always Troupe's advantage: above 1 means Troupe is better (faster, more per second),
+# whatever the unit; it is the median of the per-round ratios with their min and max.
+PEER_NAMES = {"ray_python": "Ray (Python API)", "ray_cpp": "Ray (C++ API)",
+              "gloo": "PyTorch gloo", "torch_ddp": "PyTorch DDP (gloo)",
+              "libtorch": "plain LibTorch", "raw_tcp": "raw TCP (iperf3)",
+              "tls_off": "Troupe, TLS off", "memcpy": "memcpy (one thread)"}
+
+
+def per_round_ratios(troupe_values, peer_values, higher_is_better=True):
+    """Troupe's advantage per round (pairs of figures from the same round): a/b when higher is
+    better, b/a otherwise. Returns [median, min, max, rounds], or None without a usable pair."""
+    ratios = []
+    for t, p in zip(troupe_values, peer_values):
+        if not t or not p:
+            continue
+        ratios.append(t / p if higher_is_better else p / t)
+    if not ratios:
+        return None
+    return [statistics.median(ratios), min(ratios), max(ratios), len(ratios)]
+
+
+def summary_row(metric, unit, troupe_values, peer_values=None, higher_is_better=True, note=""):
+    """One row of a results file. troupe_values: Troupe's figure per round (a list; a single
+    figure is a list of one); peer_values: {peer: [figure per round, in the same rounds]}. The row
+    carries each side's median and, per peer, the median per-round ratio with its range."""
+    peer_values = peer_values or {}
+    clean = lambda values: [v for v in values if v is not None]
+    row = {"metric": metric, "unit": unit, "higher_is_better": bool(higher_is_better),
+           "troupe": statistics.median(clean(troupe_values)) if clean(troupe_values) else None,
+           "peers": {}, "ratios": {}, "note": note}
+    for peer, values in peer_values.items():
+        if clean(values):
+            row["peers"][peer] = statistics.median(clean(values))
+        ratio = per_round_ratios(troupe_values, values, higher_is_better)
+        if ratio:
+            row["ratios"][peer] = ratio
+    return row
+
+
+def write_results(path, bench, rows, started, load_before, rounds, quick=False, loaded=None,
+                  raw=None, loaded_threshold=None):
+    """Writes a results file (the format above). `started`: time.time() at the start. A run is
+    marked loaded when the load average before it was above half the cores (or
+    loaded_threshold)."""
+    import datetime
+    import time
+    threshold = loaded_threshold if loaded_threshold is not None else 0.5 * (os.cpu_count() or 1)
+    iso = lambda t: datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+    doc = {"bench": bench, "started": iso(started), "finished": iso(time.time()),
+           "command": sys.argv, "load_before": load_before,
+           "loaded": bool(loaded if loaded is not None else load_before > threshold),
+           "quick": bool(quick), "rounds": rounds, "rows": rows, "raw": raw}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)

@@ -1,10 +1,15 @@
-"""Tests of the benchmark harness (bench_common.py, microbenchmark.py, gcs_ft_bench.py) on fake
-sides: the order of the alternation, the ratio's median and range, how microbenchmark.py builds
-each column (Troupe's store and inline runs, Ray's figures from Ray's own program, the replica only
-for the rest), and gcs_ft_bench.py's summary rows and kill pacing. Run by bench_harness_test.sh
+"""Tests of the benchmark harness (bench_common.py, microbenchmark.py) on fake sides: the order of
+the alternation, the ratio's median and range, and how microbenchmark.py builds each column
+(Troupe's store and inline runs, Ray's figures from Ray's own program, the replica only for the
+rest); the results-file format (summary_row, per_round_ratios, write_results); how each
+bench/*.py runner with --json alternates its sides and turns its rounds into rows; and
+gcs_ft_bench.py's rows and kill pacing. Run by bench_harness_test.sh
 (bazel test //bench:bench_harness_test)."""
 import argparse
+import contextlib
+import datetime
 import io
+import json
 import os
 import stat
 import sys
@@ -15,8 +20,14 @@ from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common  # noqa: E402
+import cluster_start  # noqa: E402
+import collective_bench  # noqa: E402
 import gcs_ft_bench  # noqa: E402
 import microbenchmark  # noqa: E402
+import reconstruction_bench  # noqa: E402
+import tls_bench  # noqa: E402
+import train_bench  # noqa: E402
+import transfer_bench  # noqa: E402
 
 
 class AlternateTest(unittest.TestCase):
@@ -294,6 +305,405 @@ class GcsFtTest(unittest.TestCase):
         # The next kill waits until the first of the last minute is a minute old.
         self.assertEqual(len(slept), 1)
         self.assertAlmostEqual(slept[0], 1000.0 + 60.5 - now[0])
+class RayTokenAuthTest(unittest.TestCase):
+    def test_token_mode_with_a_fresh_token_or_the_one_set(self):
+        environ = {}
+        bench_common.use_ray_token_auth(environ)
+        self.assertEqual(environ["RAY_AUTH_MODE"], "token")
+        self.assertRegex(environ["RAY_AUTH_TOKEN"], "^[0-9a-f]{64}$")
+        environ = {"RAY_AUTH_MODE": "disabled", "RAY_AUTH_TOKEN": "mine"}
+        bench_common.use_ray_token_auth(environ)
+        self.assertEqual(environ, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "mine"})
+
+
+def gone(pid, timeout=10.0):
+    """Whether process `pid` ended (or is a zombie) within `timeout` seconds."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+class StopProcessesTest(unittest.TestCase):
+    def test_the_matching_processes_and_their_children_only(self):
+        import subprocess
+        marker = "bench-harness-%d" % os.getpid()
+        # A "cluster" process naming the marker, with a child that does not name it (as Ray's
+        # agents under a raylet), and a bystander that names another marker.
+        script = ("import subprocess, sys, time\n"
+                  "child = subprocess.Popen([sys.executable, '-c',\n"
+                  "                          'import time; time.sleep(60)'])\n"
+                  "print(child.pid, flush=True)\n"
+                  "time.sleep(60)\n")
+        cluster = subprocess.Popen([sys.executable, "-c", script, "--temp-dir=/tmp/" + marker],
+                                   stdout=subprocess.PIPE, text=True)
+        bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                                      "--temp-dir=/tmp/other-" + marker])
+        try:
+            child = int(cluster.stdout.readline())
+            pids = bench_common.stop_processes([r"--temp-dir=/tmp/%s\b" % marker])
+            self.assertEqual(sorted(pids), sorted([cluster.pid, child]))
+            self.assertEqual(cluster.wait(timeout=10), -9)
+            self.assertTrue(gone(child))
+            self.assertIsNone(bystander.poll())
+        finally:
+            for p in (cluster, bystander):
+                p.kill()
+                p.wait()
+            cluster.stdout.close()
+
+
+class PerRoundRatiosTest(unittest.TestCase):
+    def test_troupe_over_peer_when_higher_is_better(self):
+        self.assertEqual(bench_common.per_round_ratios([10, 20, 30], [5, 40, 10]),
+                         [2.0, 0.5, 3.0, 3])
+
+    def test_peer_over_troupe_when_lower_is_better(self):
+        # Troupe took 1 s and 2 s where the peer took 4 s and 3 s: 4x and 1.5x Troupe's advantage.
+        self.assertEqual(bench_common.per_round_ratios([1.0, 2.0], [4.0, 3.0],
+                                                       higher_is_better=False),
+                         [2.75, 1.5, 4.0, 2])
+
+    def test_rounds_without_both_figures_are_skipped(self):
+        self.assertEqual(
+            bench_common.per_round_ratios([1.0, None, 2.0, 0.0], [2.0, 5.0, None, 1.0]),
+            [0.5, 0.5, 0.5, 1])
+        self.assertIsNone(bench_common.per_round_ratios([None, 1.0], [1.0, None]))
+        self.assertIsNone(bench_common.per_round_ratios([], []))
+
+
+class SummaryRowTest(unittest.TestCase):
+    def test_medians_and_ratio_per_peer(self):
+        row = bench_common.summary_row("m", "per_second", [10, 30, 20], {"ray_python": [5, 10, 2]},
+                                       note="n")
+        self.assertEqual(row, {"metric": "m", "unit": "per_second", "higher_is_better": True,
+                               "troupe": 20, "peers": {"ray_python": 5},
+                               "ratios": {"ray_python": [3.0, 2.0, 10.0, 3]}, "note": "n"})
+
+    def test_lower_is_better_is_inverted_so_above_one_is_troupe_faster(self):
+        row = bench_common.summary_row("start_head", "s", [0.1, 0.2], {"ray_python": [3.0, 2.0]},
+                                       higher_is_better=False)
+        self.assertFalse(row["higher_is_better"])
+        self.assertAlmostEqual(row["troupe"], 0.15)
+        self.assertEqual(row["peers"], {"ray_python": 2.5})
+        median, low, high, rounds = row["ratios"]["ray_python"]
+        self.assertAlmostEqual(median, 20.0)
+        self.assertAlmostEqual(low, 10.0)
+        self.assertAlmostEqual(high, 30.0)
+        self.assertEqual(rounds, 2)
+
+    def test_a_none_figure_is_skipped_in_the_medians_and_the_ratios(self):
+        row = bench_common.summary_row("m", "GB_per_second", [1.0, None, 3.0],
+                                       {"gloo": [2.0, 4.0, None]})
+        self.assertEqual(row["troupe"], 2.0)  # of 1 and 3
+        self.assertEqual(row["peers"], {"gloo": 3.0})  # of 2 and 4
+        self.assertEqual(row["ratios"], {"gloo": [0.5, 0.5, 0.5, 1]})  # round 1 only
+
+    def test_no_figures_at_all(self):
+        row = bench_common.summary_row("m", "s", [None], {"ray_python": [None], "gloo": []})
+        self.assertIsNone(row["troupe"])
+        self.assertEqual(row["peers"], {})
+        self.assertEqual(row["ratios"], {})
+        self.assertEqual(bench_common.summary_row("m", "s", [1.0])["peers"], {})
+
+
+class WriteResultsTest(unittest.TestCase):
+    def setUp(self):
+        self.path = os.path.join(tempfile.mkdtemp(), "r.json")
+
+    def read(self):
+        with open(self.path) as f:
+            return json.load(f)
+
+    def test_the_document(self):
+        rows = [bench_common.summary_row("m", "s", [1.0], {"ray_python": [2.0]},
+                                         higher_is_better=False)]
+        started = datetime.datetime(2026, 11, 27, 17, 0, 5,
+                                    tzinfo=datetime.timezone.utc).timestamp()
+        with mock.patch.object(sys, "argv", ["bench/x.py", "--quick"]):
+            bench_common.write_results(self.path, "x", rows, started, 0.25, 3, quick=True,
+                                       raw={"a": [1, 2]}, loaded_threshold=1.0)
+        doc = self.read()
+        self.assertEqual(doc["bench"], "x")
+        self.assertEqual(doc["started"], "2026-11-27T17:00:05Z")
+        self.assertRegex(doc["finished"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        self.assertGreaterEqual(doc["finished"], doc["started"])
+        self.assertEqual(doc["command"], ["bench/x.py", "--quick"])
+        self.assertEqual(doc["load_before"], 0.25)
+        self.assertFalse(doc["loaded"])
+        self.assertTrue(doc["quick"])
+        self.assertEqual(doc["rounds"], 3)
+        self.assertEqual(doc["rows"], json.loads(json.dumps(rows)))
+        self.assertEqual(doc["raw"], {"a": [1, 2]})
+
+    def test_a_run_on_a_loaded_machine_is_marked(self):
+        # Default threshold: half the cores.
+        with mock.patch.object(bench_common.os, "cpu_count", return_value=4):
+            bench_common.write_results(self.path, "x", [], 0, 2.5, 1)
+            self.assertTrue(self.read()["loaded"])
+            bench_common.write_results(self.path, "x", [], 0, 1.5, 1)
+            self.assertFalse(self.read()["loaded"])
+        bench_common.write_results(self.path, "x", [], 0, 1.5, 1, loaded_threshold=1.0)
+        self.assertTrue(self.read()["loaded"])
+        # The caller's own verdict wins over the load average.
+        bench_common.write_results(self.path, "x", [], 0, 0.0, 1, loaded=True)
+        self.assertTrue(self.read()["loaded"])
+        self.assertFalse(self.read()["quick"])
+
+
+@contextlib.contextmanager
+def quiet_loads():
+    """Patches every load-average read of the runners to 0.5 (they import it by name), swallows
+    the progress lines they write to stderr and keeps their Ray settings out of os.environ."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.dict(os.environ))
+        for module, name in ((bench_common, "load_average"), (cluster_start, "load_average"),
+                             (collective_bench, "load_average"),
+                             (reconstruction_bench, "load_average"), (tls_bench, "load_average"),
+                             (transfer_bench, "load_average"), (train_bench, "load_1min")):
+            stack.enter_context(mock.patch.object(module, name, return_value=0.5))
+        stack.enter_context(mock.patch("sys.stderr", io.StringIO()))
+        yield
+
+
+class ClusterStartTest(unittest.TestCase):
+    def test_iterations_alternate_and_the_json_has_one_row_per_step(self):
+        calls = []
+
+        def fake(name, seconds):
+            def once(binary, temp_root):
+                calls.append(name)
+                return seconds
+            return once
+
+        path = os.path.join(tempfile.mkdtemp(), "r.json")
+        argv = ["cluster_start.py", "--troupe=/x/troupe", "--ray=/x/ray", "--quick",
+                "--json=" + path]
+        with mock.patch.object(cluster_start, "troupe_once", fake("troupe", (0.1, 0.2, 0.1))), \
+                mock.patch.object(cluster_start, "ray_once", fake("ray", (3.0, 6.0, 5.0))), \
+                mock.patch.object(sys, "argv", argv), \
+                quiet_loads(), mock.patch("sys.stdout", io.StringIO()):
+            cluster_start.main()
+        self.assertEqual(calls, ["troupe", "ray", "troupe", "ray"])  # --quick: 2 iterations
+        with open(path) as f:
+            doc = json.load(f)
+        self.assertEqual(doc["bench"], "cluster_start")
+        self.assertTrue(doc["quick"])
+        self.assertEqual(doc["rounds"], 2)
+        self.assertEqual([r["metric"] for r in doc["rows"]],
+                         ["start_head", "head_ready", "worker_join"])
+        for row, ratio in zip(doc["rows"], (30.0, 30.0, 50.0)):
+            self.assertFalse(row["higher_is_better"])
+            self.assertAlmostEqual(row["ratios"]["ray_python"][0], ratio)
+            self.assertEqual(row["ratios"]["ray_python"][3], 2)
+        self.assertEqual(len(doc["raw"]["loads"]), 4)
+
+    def test_without_ray_there_is_no_peer(self):
+        table = cluster_start.rows({"troupe": [{"start_head": 1.0, "head_ready": 2.0,
+                                                "worker_join": 3.0}]})
+        self.assertEqual([r["troupe"] for r in table], [1.0, 2.0, 3.0])
+        self.assertEqual([r["peers"] for r in table], [{}, {}, {}])
+
+
+class ReconstructionTest(unittest.TestCase):
+    def test_sides_alternate_and_the_row_is_lower_is_better(self):
+        calls = []
+        args = argparse.Namespace(troupe="t", bench="b", bytes=1, ray="r", python="p",
+                                  no_ray=False, iterations=3)
+        troupe = iter([3.0, 3.2, 2.9])
+        ray = iter([15.0, 16.0, 14.5])
+        with mock.patch.object(reconstruction_bench, "troupe_once",
+                               lambda *a: calls.append("troupe") or next(troupe)), \
+                mock.patch.object(reconstruction_bench, "ray_once",
+                                  lambda *a: calls.append("ray") or next(ray)), \
+                quiet_loads():
+            results, loads = reconstruction_bench.measure(args)
+        self.assertEqual(calls, ["troupe", "ray"] * 3)
+        self.assertEqual(len(loads), 6)
+        row = reconstruction_bench.rows(results)[0]
+        self.assertEqual(row["metric"], "node_death_to_reconstructed_get")
+        self.assertFalse(row["higher_is_better"])
+        self.assertEqual((row["troupe"], row["peers"]["ray_python"]), (3.0, 15.0))
+        self.assertAlmostEqual(row["ratios"]["ray_python"][0], 5.0)  # 15/3, 16/3.2, 14.5/2.9
+
+    def test_no_ray_no_peer(self):
+        self.assertEqual(reconstruction_bench.rows({"troupe": [3.0]})[0]["peers"], {})
+
+
+class TlsTest(unittest.TestCase):
+    def test_rounds_alternate_and_the_ratio_is_on_over_off(self):
+        calls = []
+
+        def run_cluster(troupe, bench, tls, seconds, transfer_mb):
+            calls.append((tls, seconds, transfer_mb))
+            value = {"off": 100.0, "on": 80.0}[tls]
+            figures = {"tasks_async": {"metric": "tasks_async", "value": value,
+                                       "unit": "per_second"}}
+            if tls == "off" or len(calls) > 2:  # the first TLS-on round lacks the transfer
+                figures["node_to_node_transfer"] = {"metric": "node_to_node_transfer",
+                                                    "value": value / 100, "unit": "GB_per_second"}
+            return figures
+
+        path = os.path.join(tempfile.mkdtemp(), "r.json")
+        with mock.patch.object(tls_bench, "run_cluster", run_cluster), \
+                mock.patch.object(sys, "argv", ["tls_bench.py", "--quick", "--json", path]), \
+                quiet_loads(), mock.patch("sys.stdout", io.StringIO()), \
+                mock.patch("sys.stderr", io.StringIO()):
+            tls_bench.main()
+        self.assertEqual(calls, [("off", 1.0, 20), ("on", 1.0, 20)] * 2)
+        with open(path) as f:
+            rows = {r["metric"]: r for r in json.load(f)["rows"]}
+        self.assertEqual(rows["tasks_async"]["troupe"], 80.0)
+        self.assertEqual(rows["tasks_async"]["peers"], {"tls_off": 100.0})
+        self.assertEqual(rows["tasks_async"]["ratios"]["tls_off"], [0.8, 0.8, 0.8, 2])
+        self.assertIn("TLS's cost", rows["tasks_async"]["note"])
+        # A round without the figure is left out of the ratio, not counted as zero.
+        self.assertEqual(rows["node_to_node_transfer"]["ratios"]["tls_off"], [0.8, 0.8, 0.8, 1])
+        self.assertEqual(rows["node_to_node_transfer"]["unit"], "GB_per_second")
+
+
+def record(impl, op, ranks, nbytes, busbw, **extra):
+    return dict({"impl": impl, "op": op, "ranks": ranks, "bytes": nbytes, "time_us": 10.0,
+                 "busbw_gbps": busbw, "cpu_us_per_member": 5.0}, **extra)
+
+
+class CollectiveTest(unittest.TestCase):
+    def test_rows_for_the_summary_sizes_only_pairing_the_rounds(self):
+        samples = {}
+        for round_index, (troupe, gloo) in enumerate(((4.0, 2.0), (3.0, 3.0))):
+            for nbytes in (1024, 4096, 1 << 20, 64 << 20):
+                samples.setdefault(("troupe", "allreduce", 2, nbytes), {})[round_index] = \
+                    record("troupe", "allreduce", 2, nbytes, troupe)
+                samples.setdefault(("gloo", "allreduce", 2, nbytes), {})[round_index] = \
+                    record("gloo", "allreduce", 2, nbytes, gloo)
+        samples[("troupe", "reduce_scatter", 4, 4096)] = {
+            1: record("troupe", "reduce_scatter", 4, 4096, 1.0)}
+        samples[("gloo", "reduce_scatter", 4, 4096)] = {
+            0: record("gloo", "reduce_scatter", 4, 4096, 1.0, note="emulated")}
+        rows = {r["metric"]: r for r in collective_bench.busbw_rows(
+            samples, 2, collective_bench.SUMMARY_BYTES)}
+        # The summary sizes only, all-reduce first, by size.
+        self.assertEqual(list(rows), ["allreduce_busbw_2ranks_4KB", "allreduce_busbw_2ranks_1MB",
+                                      "allreduce_busbw_2ranks_64MB",
+                                      "reduce_scatter_busbw_4ranks_4KB"])
+        row = rows["allreduce_busbw_2ranks_4KB"]
+        self.assertEqual(row["unit"], "GB_per_second")
+        self.assertTrue(row["higher_is_better"])
+        self.assertEqual(row["ratios"]["gloo"], [1.5, 1.0, 2.0, 2])
+        # Troupe's only figure is from round 2, gloo's from round 1: no pair, no ratio.
+        scatter = rows["reduce_scatter_busbw_4ranks_4KB"]
+        self.assertEqual(scatter["ratios"], {})
+        self.assertIn("emulated", scatter["note"])
+
+    def test_single_host_json_and_quick_sizes(self):
+        commands = []
+
+        def json_lines(command):
+            commands.append(command)
+            world = int(command[-1].split("=")[-1])
+            impl = "gloo" if "gloo_bench.py" in command[1] else "troupe"
+            return [record(impl, "allreduce", world, n, 2.0 if impl == "troupe" else 1.0)
+                    for n in (4096, 1 << 20, 64 << 20)]
+
+        path = os.path.join(tempfile.mkdtemp(), "r.json")
+        argv = ["collective_bench.py", "--troupe=/x/collective_bench", "--python=/x/python",
+                "--quick", "--json", path]
+        with mock.patch.object(collective_bench, "json_lines", json_lines), \
+                mock.patch.object(sys, "argv", argv), \
+                quiet_loads(), mock.patch("sys.stdout", io.StringIO()):
+            collective_bench.main()
+        # Troupe then gloo per rank count, each with the summary sizes only.
+        self.assertEqual([c[0] for c in commands],
+                         ["/x/collective_bench", "/x/python", "/x/collective_bench", "/x/python"])
+        self.assertIn("--extra-bytes=67108864", commands[0])
+        self.assertIn("--factor=256", commands[0])
+        self.assertEqual(commands[1][commands[1].index("--extra-bytes") + 1], "67108864")
+        self.assertEqual(commands[1][commands[1].index("--seconds") + 1], "0.2")
+        with open(path) as f:
+            doc = json.load(f)
+        self.assertEqual(len(doc["rows"]), 6)  # 2 rank counts x 3 sizes
+        self.assertTrue(all(r["ratios"]["gloo"][0] == 2.0 for r in doc["rows"]))
+        self.assertEqual(len(doc["raw"]["records"]), 12)
+
+
+class TrainTest(unittest.TestCase):
+    def test_rounds_rotate_and_rows_pair_the_rounds(self):
+        calls = []
+        configs = [(name, lambda name=name: calls.append(name) or len(calls))
+                   for name in ("a", "b", "c")]
+        with quiet_loads():
+            samples, loads = train_bench.rotated_rounds(configs, 3)
+        self.assertEqual(calls, ["a", "b", "c", "b", "c", "a", "c", "a", "b"])
+        self.assertEqual(samples, {"a": [1, 6, 8], "b": [2, 4, 9], "c": [3, 5, 7]})
+        self.assertEqual(loads[3], (1, "b", 0.5))
+
+        rows = train_bench.throughput_rows({
+            "troupe, 1 worker": [600.0, 660.0], "libtorch plain, 1 process": [600.0, 600.0],
+            "troupe, 2 workers": [1100.0, 1200.0], "torch DDP gloo, 2 processes": [1000.0, 1000.0]})
+        self.assertEqual([r["metric"] for r in rows], ["train_1_worker_images_per_s",
+                                                        "train_2_workers_images_per_s"])
+        self.assertAlmostEqual(rows[0]["ratios"]["libtorch"][0], 1.05)
+        self.assertAlmostEqual(rows[1]["ratios"]["torch_ddp"][0], 1.15)
+
+    def test_scaling_row(self):
+        rate = lambda *values: [{"images_per_s": v} for v in values]
+        row = train_bench.scaling_row({
+            "troupe, 1 worker": rate(100.0, 100.0), "troupe, 2 workers": rate(180.0, 160.0),
+            "plain, 1 process": rate(100.0, 0.0), "plain, 2 processes at once": rate(190.0, 150.0)})
+        self.assertEqual(row["metric"], "scaling_efficiency_2_workers")
+        self.assertAlmostEqual(row["troupe"], 0.85)  # of 0.9 and 0.8
+        # The second round's ceiling has no figure (a zero rate): only the first pairs.
+        self.assertAlmostEqual(row["ratios"]["libtorch"][0], 0.9 / 0.95)
+        self.assertEqual(row["ratios"]["libtorch"][3], 1)
+
+
+class TransferTest(unittest.TestCase):
+    def test_one_row_per_size_with_both_peers(self):
+        rows = {1 << 20: {"troupe": [1.0, 2.0], "ray": [0.5, 0.5], "tcp": [4.0, 4.0]},
+                1 << 30: {"troupe": [3.0], "ray": [], "tcp": [6.0]}}
+        out = transfer_bench.rows_of([1 << 20, 1 << 30], rows)
+        self.assertEqual([r["metric"] for r in out], ["node_to_node_transfer_1MB",
+                                                       "node_to_node_transfer_1GB"])
+        self.assertEqual(out[0]["ratios"]["ray_python"], [3.0, 2.0, 4.0, 2])
+        self.assertEqual(out[0]["ratios"]["raw_tcp"], [0.375, 0.25, 0.5, 2])
+        self.assertEqual(sorted(out[1]["peers"]), ["raw_tcp"])  # --no-ray
+
+
+class MicrobenchmarkRowsTest(unittest.TestCase):
+    def test_rows_carry_both_ray_peers_and_floors_carry_none(self):
+        troupe = [{"single_client_tasks_async": 20000.0, "grpc_unary_async_calls": 14000.0,
+                   "1_1_actor_call_sync_latency_us": 300.0,
+                   "single_client_get_calls_inline": 1e6}] * 3
+        ray = [{"single_client_tasks_async": 5000.0, "1_1_actor_call_sync_latency_us": 900.0}] * 3
+        ray_cpp = [{"single_client_tasks_async": 10000.0}] * 3
+        metrics = ["single_client_tasks_async", "grpc_unary_async_calls",
+                   "1_1_actor_call_sync_latency_us", "single_client_get_calls_inline",
+                   "single_client_get_object_containing_10k_refs"]
+        units = {"1_1_actor_call_sync_latency_us": "microseconds"}
+        rows = {r["metric"]: r for r in microbenchmark.summary_rows(
+            metrics, units, {"single_client_tasks_async": "ray_perf"}, troupe, ray, ray_cpp,
+            {"single_client_get_object_containing_10k_refs": ("no borrowing", "per_second")})}
+        tasks = rows["single_client_tasks_async"]
+        self.assertEqual(tasks["ratios"]["ray_python"], [4.0, 4.0, 4.0, 3])
+        self.assertEqual(tasks["ratios"]["ray_cpp"], [2.0, 2.0, 2.0, 3])
+        self.assertIn("ray_perf", tasks["note"])
+        # A time: Troupe's advantage is Ray's time over Troupe's.
+        latency = rows["1_1_actor_call_sync_latency_us"]
+        self.assertFalse(latency["higher_is_better"])
+        self.assertEqual(latency["ratios"]["ray_python"][0], 3.0)
+        # Floors and the inline path have no peer, and say why.
+        self.assertEqual(rows["grpc_unary_async_calls"]["peers"], {})
+        self.assertIn("physical floor", rows["grpc_unary_async_calls"]["note"])
+        self.assertEqual(rows["single_client_get_calls_inline"]["peers"], {})
+        self.assertIn("not in Ray's C++ API: no borrowing",
+                      rows["single_client_get_object_containing_10k_refs"]["note"])
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import time
 import urllib.request
 import uuid
 
-from bench_common import json_lines
+from bench_common import json_lines, use_ray_token_auth
 
 REDIS_SERVER = "/usr/bin/redis-server"
 RAY_DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gcs_ft_ray_driver.py")
@@ -188,26 +188,12 @@ def submit_jobs(head, ids, batch=10):
 RAY_ENV = {"RAY_gcs_rpc_server_reconnect_timeout_s": "300", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
-def ray_auth_token():
-    """Ray's token, if this machine has one (~/.ray/auth_token, or $RAY_AUTH_TOKEN). `ray start`
-    then turns token authentication on by itself (when RAY_AUTH_MODE is unset), and a driver or
-    HTTP client must present the token: drivers get RAY_AUTH_MODE=token (what Ray's docs ask of
-    them), HTTP requests the header JobSubmissionClient sends. Without a token, Ray runs without
-    authentication (its default then)."""
-    token = os.environ.get("RAY_AUTH_TOKEN")
-    path = os.path.expanduser("~/.ray/auth_token")
-    if not token and os.path.exists(path):
-        with open(path) as f:
-            token = f.read().strip()
-    return token or None
-
-
 class RayHead:
     """A one-node Ray head as `ray start --head` makes it with its defaults (the dashboard and its
-    jobs API on, CPUs detected, token authentication as Ray decides: see ray_auth_token), on
-    127.0.0.1, in its own temp dir, GCS FT on `redis` if given. Its fixed default ports (GCS 6379, dashboard 8265, client
-    server 10001, dashboard agent 52365) are replaced by free ones so that another cluster on
-    the machine cannot collide with it. `ray start` runs under setsid: stop() SIGKILLs that
+    jobs API on, CPUs detected, token authentication on: bench_common.use_ray_token_auth), on
+    127.0.0.1, in its own temp dir, GCS FT on `redis` if given. Its fixed default ports (GCS
+    6379, dashboard 8265, client server 10001, dashboard agent 52365) are replaced by free ones
+    so that another cluster on the machine cannot collide with it. `ray start` runs under setsid: stop() SIGKILLs that
     session's processes, their children and the GCS processes the driver relaunched (note_gcs)."""
     name = "ray"
 
@@ -215,9 +201,7 @@ class RayHead:
         self.args = args
         self.temp_dir = tempfile.mkdtemp(prefix="rayft-")
         self.env = dict(os.environ, **RAY_ENV)
-        token = ray_auth_token()
-        if token and "RAY_AUTH_MODE" not in self.env:
-            self.env["RAY_AUTH_MODE"] = "token"
+        use_ray_token_auth(self.env)  # one mode for every Ray process (bench_common.py)
         if redis:
             self.env["RAY_REDIS_ADDRESS"] = redis.address
             self.env["RAY_external_storage_namespace"] = uuid.uuid4().hex
@@ -226,7 +210,8 @@ class RayHead:
         self.gcs_port = free_port()
         dashboard_port = free_port()
         self.http = "http://127.0.0.1:%d" % dashboard_port
-        self.headers = {"Authorization": "Bearer " + token} if token else {}
+        # What JobSubmissionClient sends with token authentication on.
+        self.headers = {"Authorization": "Bearer " + self.env["RAY_AUTH_TOKEN"]}
         start = subprocess.Popen(
             [args.ray, "start", "--head", "--node-ip-address=127.0.0.1",
              "--port=%d" % self.gcs_port, "--dashboard-port=%d" % dashboard_port,

@@ -30,8 +30,12 @@ Troupe's side also measures the physical floor of pipelined task pushes (grpc_un
 bare gRPC unary calls to a worker process with 8 in flight) and prints single_client_tasks_async's
 ratio to it; Ray's column is n/a for such floors.
 
---ray-cpp: also runs Ray's C++ API (bench/ray_cpp_bench.sh, against a `ray start` head) and
-prints a second table with a Ray C++ column beside Ray Python's.
+--ray-cpp: Ray's C++ API (bench/ray_cpp_bench.sh, against a `ray start` head of its own) runs as
+a third side of every round (Troupe, Ray Python, Ray C++), and a second table shows the Ray C++
+column beside Ray Python's.
+
+--json FILE writes the results file bench/run_all.sh collects (format: bench/bench_common.py):
+one row per metric with each side's median and the per-round ratios, and every round's figures.
 
 --tls=on|off: Troupe's side runs against a head started through the CLI (2 CPUs, on loopback)
 with that --tls, instead of an embedded cluster, so the Ray ratios can be read with TLS on.
@@ -45,8 +49,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 
-from bench_common import alternate, json_lines, load_average, median_of, ratio_range
+from bench_common import (alternate, json_lines, load_average, median_of, ratio_range,
+                          summary_row, write_results)
 from ray_cpp_bench import print_beside, ray_cpp_metrics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -220,7 +226,9 @@ def main():
                         help="run Troupe's side against a CLI-started head with this --tls")
     parser.add_argument("--troupe-cli", default="bazel-bin/src/cli/troupe")
     parser.add_argument("--ray-cpp", action="store_true",
-                        help="add Ray's C++ API (bench/ray_cpp_bench.sh) beside Ray Python")
+                        help="add Ray's C++ API (bench/ray_cpp_bench.sh) as a third side")
+    parser.add_argument("--quick", action="store_true",
+                        help="mark the results file as a quick run (not for quoting)")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
@@ -240,12 +248,26 @@ def main():
         sources.update(s)
         return values
 
+    cpp_units, cpp_unsupported = {}, {}
+
+    def ray_cpp_run():
+        venv = os.path.dirname(os.path.dirname(os.path.abspath(args.python)))
+        measured, unsupported = ray_cpp_metrics(args.seconds,
+                                                only=sorted(only) if only else None, venv=venv)
+        cpp_unsupported.update(unsupported)
+        cpp_units.update({m: unit for m, (_, unit) in measured.items()})
+        return {m: value for m, (value, _) in measured.items()}
+
+    started = time.time()
     load_before = load_average()
+    sides = [("troupe", lambda: troupe_run(env)), ("ray", ray_run)]
+    if args.ray_cpp:  # Ray's C++ API is a third side of every round
+        sides.append(("ray_cpp", ray_cpp_run))
     with (cli_cluster(args.troupe_cli, args.tls) if args.tls else contextlib.nullcontext(None)) \
             as env:
-        results, loads = alternate([("troupe", lambda: troupe_run(env)), ("ray", ray_run)],
-                                   args.rounds)
+        results, loads = alternate(sides, args.rounds)
     troupe, ray = results["troupe"], results["ray"]
+    ray_cpp = results.get("ray_cpp", [])
     loaded = load_before > args.loaded_threshold
     mark = "*" if loaded else ""
 
@@ -288,20 +310,51 @@ def main():
                 print("%s / %s (one thread): troupe %.2f, ray %s" %
                       (put, floor, p / f, "%.2f" % (q / f) if q else "-"))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"rounds": {"troupe": troupe, "ray": ray}, "units": units,
-                       "ray_sources": sources, "load_before": load_before,
-                       "loads": loads, "loaded": loaded, "ray_sleep": args.ray_sleep,
-                       "seconds": args.seconds}, f, indent=1)
+        write_results(args.json, "microbenchmark",
+                      summary_rows(metrics, units, sources, troupe, ray, ray_cpp,
+                                   cpp_unsupported),
+                      started, load_before, args.rounds, quick=args.quick, loaded=loaded,
+                      raw={"rounds": {"troupe": troupe, "ray": ray, "ray_cpp": ray_cpp},
+                           "units": units, "ray_sources": sources, "loads": loads,
+                           "ray_sleep": args.ray_sleep, "seconds": args.seconds,
+                           "ray_cpp_unsupported": cpp_unsupported})
     if args.ray_cpp:
-        # Ray's C++ API beside the medians of the rounds above (one run of it, not alternated).
-        venv = os.path.dirname(os.path.dirname(os.path.abspath(args.python)))
-        ray_cpp, unsupported = ray_cpp_metrics(args.seconds, only=sorted(only) if only else None,
-                                               venv=venv)
-        medians = [{m: (median_of(rounds, m), units.get(m, "")) for m in metrics
-                    if median_of(rounds, m) is not None} for rounds in (troupe, ray)]
-        print_beside(medians[0], medians[1], ray_cpp, unsupported)
+        # Ray's C++ API beside the medians of the rounds above.
+        cpp_metrics = [m for r in ray_cpp for m in r]
+        medians = [{m: (median_of(rounds, m), units.get(m) or cpp_units.get(m, ""))
+                    for m in dict.fromkeys(metrics + cpp_metrics)
+                    if median_of(rounds, m) is not None} for rounds in (troupe, ray, ray_cpp)]
+        print_beside(medians[0], medians[1], medians[2], cpp_unsupported)
+        print("Ray's C++ API ran as a third side of every round (%d rounds); its figures are "
+              "medians" % args.rounds)
 
+
+def summary_rows(metrics, units, sources, troupe, ray, ray_cpp, cpp_unsupported):
+    """The results-file rows (bench_common.summary_row): every metric with Troupe's median and,
+    where a peer has the metric, Ray Python's (its source in the note) and Ray C++'s, each with
+    its per-round ratio. Physical floors and *_inline rows carry no peer."""
+    rows = []
+    for metric in metrics:
+        unit = units.get(metric, "")
+        per_round = lambda rounds: [r.get(metric) for r in rounds]
+        peers = {}
+        notes = []
+        if metric not in PHYSICAL_FLOORS and metric not in INLINE:
+            if any(v is not None for v in per_round(ray)):
+                peers["ray_python"] = per_round(ray)
+                notes.append("Ray Python: " + sources.get(metric, ""))
+            if any(v is not None for v in per_round(ray_cpp)):
+                peers["ray_cpp"] = per_round(ray_cpp)
+            elif metric in cpp_unsupported:
+                notes.append("not in Ray's C++ API: " + cpp_unsupported[metric][0])
+        if metric in PHYSICAL_FLOORS:
+            notes.append("a physical floor measured on Troupe's side")
+        if metric in INLINE:
+            notes.append("Troupe's default in-process small-object path; Ray has none")
+        rows.append(summary_row(metric, unit, per_round(troupe), peers,
+                                higher_is_better=(unit != "microseconds"),
+                                note="; ".join(n for n in notes if n)))
+    return rows
 
 if __name__ == "__main__":
     main()

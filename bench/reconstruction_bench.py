@@ -5,24 +5,31 @@ Each iteration starts a fresh two-node cluster (head with 1 CPU + one worker nod
 real CLI, runs a task pinned softly to the worker node that returns a 10 MB object, waits until
 the object exists, SIGKILLs the worker node's raylet and times `get` of the object: death
 detection, the owner finding every copy gone, the task re-run on the head node, the read. Both
-systems run with their default health-check settings. Prints the medians and the Ray/Troupe
-ratio.
+systems run with their default health-check settings. The iterations alternate (Troupe, Ray,
+Troupe, Ray, ...); prints each side's figures, the medians and the median of the per-iteration
+Ray/Troupe ratios with their range, and the 1-minute load average at each side's start.
 
   bazel build -c opt //src/cli:troupe //bench:reconstruction_bench
   bash bench/setup_peers.sh
   python3 bench/reconstruction_bench.py --iterations 3
+  python3 bench/reconstruction_bench.py --quick --json results.json   # 1 iteration
+
+--json FILE writes the results file of bench/bench_common.py (bench/run_all.sh collects them):
+the row node_death_to_reconstructed_get in seconds (lower is better), peer ray_python; each
+iteration's figures and load averages in "raw".
 """
 import argparse
 import json
 import os
+import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from bench_common import json_lines
+from bench_common import (alternate, json_lines, load_average, stop_processes, summary_row,
+                          use_ray_token_auth, write_results)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -99,9 +106,11 @@ def troupe_once(troupe, bench, size):
 
 def ray_once(ray, python, size):
     port = free_port()
+    temp_root = tempfile.mkdtemp(prefix="ray-reconstruction-")
     try:
         result = run([ray, "start", "--head", "--port=%d" % port, "--num-cpus=1",
-                      "--node-ip-address=127.0.0.1", "--include-dashboard=false"])
+                      "--node-ip-address=127.0.0.1", "--include-dashboard=false",
+                      "--temp-dir=" + temp_root])
         if result.returncode != 0:
             raise RuntimeError(result.stdout + result.stderr)
         result = run([ray, "start", "--address=127.0.0.1:%d" % port, "--num-cpus=2",
@@ -111,7 +120,26 @@ def ray_once(ray, python, size):
         lines = json_lines([python, "-c", RAY_DRIVER, "127.0.0.1:%d" % port, str(size)])
         return lines[0]["value"]
     finally:
-        run([ray, "stop", "--force"])
+        # This cluster's processes only (not `ray stop --force`: other clusters on the machine).
+        stop_processes([re.escape(temp_root), r":%d\b" % port])
+        shutil.rmtree(temp_root, ignore_errors=True)
+
+
+def measure(args):
+    """Alternates Troupe and Ray (unless --no-ray) for --iterations rounds. Returns
+    ({"troupe": [seconds], "ray": [seconds]}, [(round, side, load average)])."""
+    sides = [("troupe", lambda: troupe_once(args.troupe, args.bench, args.bytes))]
+    if not args.no_ray:
+        sides.append(("ray", lambda: ray_once(args.ray, args.python, args.bytes)))
+    return alternate(sides, args.iterations)
+
+
+def rows(results):
+    """The results file's row: seconds from the kill to the value, lower is better."""
+    ray = results.get("ray")
+    return [summary_row("node_death_to_reconstructed_get", "s", results["troupe"],
+                        {"ray_python": ray} if ray else None, higher_is_better=False,
+                        note="10 MB object, default health checks, fresh 2-node cluster each")]
 
 
 def main():
@@ -123,20 +151,38 @@ def main():
     parser.add_argument("--ray", default=os.path.join(venv, "ray"))
     parser.add_argument("--python", default=os.path.join(venv, "python"))
     parser.add_argument("--bytes", type=int, default=10 << 20)
-    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--iterations", type=int, default=None, help="default 3 (--quick: 1)")
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="1 iteration unless --iterations")
+    parser.add_argument("--json", metavar="FILE", help="also write a results file (see above)")
     args = parser.parse_args()
+    if args.iterations is None:
+        args.iterations = 1 if args.quick else 3
 
-    troupe = [troupe_once(args.troupe, args.bench, args.bytes) for _ in range(args.iterations)]
+    use_ray_token_auth()  # see bench_common
+    started, load_before = time.time(), load_average()
+    results, loads = measure(args)
+    troupe = results["troupe"]
     print("troupe node_death_to_reconstructed_get: %s s" % ", ".join("%.2f" % t for t in troupe))
+    row = rows(results)[0]
     if args.no_ray:
-        print("median troupe %.2f s" % statistics.median(troupe))
-        return
-    ray = [ray_once(args.ray, args.python, args.bytes) for _ in range(args.iterations)]
-    print("ray    node_death_to_reconstructed_get: %s s" % ", ".join("%.2f" % t for t in ray))
-    t, r = statistics.median(troupe), statistics.median(ray)
-    print("%-36s %10s %10s %8s" % ("metric (median, lower is better)", "troupe", "ray", "ray/troupe"))
-    print("%-36s %9.2fs %9.2fs %7.1fx" % ("node_death_to_reconstructed_get", t, r, r / t))
+        print("median troupe %.2f s" % row["troupe"])
+    else:
+        print("ray    node_death_to_reconstructed_get: %s s" % ", ".join(
+            "%.2f" % t for t in results["ray"]))
+        ratio = row["ratios"].get("ray_python")
+        print("%-36s %10s %10s %8s" % ("metric (median, lower is better)", "troupe", "ray",
+                                       "ray/troupe"))
+        print("%-36s %9.2fs %9.2fs %7.1fx  [%.1f-%.1f]" % (
+            "node_death_to_reconstructed_get", row["troupe"], row["peers"]["ray_python"],
+            ratio[0], ratio[1], ratio[2]))
+        print("ray/troupe: median of the per-iteration ratios [min-max]")
+    print("load average (1 min) before: %.2f, at each side's start: %s" % (
+        load_before, ", ".join("%s%d %.2f" % (name, i + 1, load) for i, name, load in loads)))
+    if args.json:
+        write_results(args.json, "reconstruction_bench", rows(results), started, load_before,
+                      args.iterations, quick=args.quick, raw={"iterations": results,
+                                                              "loads": loads})
 
 
 if __name__ == "__main__":

@@ -12,6 +12,13 @@
 //   --mode=many_pgs --n=N       N placement groups of one {CPU: 0.001} bundle created at once,
 //                               awaited, asked once more (one round trip each, a floor), then
 //                               removed: create, round-trip and remove rates
+//   --mode=sim_tasks --n=S      for S seconds, waves of --wave=W (default 1000) tasks needing
+//                               {sim: 1}, a resource only simulated nodes have
+//                               (troupe_simulated_nodes --resources=sim:...): the head's raylet
+//                               spills their leases back to simulated nodes, whose pretend
+//                               workers answer them. Prints "begin" once the first wave is
+//                               done, then tasks completed per second from there and how many
+//                               failed (a failed task is counted, not retried)
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -28,13 +35,17 @@ namespace {
 
 int Small() { return 1; }
 
+// Runs on simulated nodes only: a void task's Get reads no value (their pretend workers compute
+// none).
+void SimTask() {}
+
 class Tiny {
  public:
   static Tiny* Create() { return new Tiny(); }
   int Ping() { return 1; }
 };
 
-TROUPE_REMOTE(Small, Tiny::Create, &Tiny::Ping);
+TROUPE_REMOTE(Small, SimTask, Tiny::Create, &Tiny::Ping);
 
 using Clock = std::chrono::steady_clock;
 
@@ -139,6 +150,40 @@ void ManyPgs(int n) {
   Event("end", n, "removal");
 }
 
+// One wave of `wave` tasks on simulated nodes, awaited: how many failed.
+int64_t SimWave(int wave) {
+  std::vector<troupe::ObjectRef<void>> refs;
+  refs.reserve(wave);
+  for (int i = 0; i < wave; ++i) {
+    refs.push_back(troupe::Task(SimTask).SetResources({{"sim", 1}}).Remote());
+  }
+  int64_t failed = 0;
+  for (const auto& ref : refs) {
+    try {
+      troupe::Get(ref, std::chrono::seconds(120));
+    } catch (const troupe::TroupeError& error) {
+      if (failed++ == 0)
+        std::fprintf(stderr, "a task on a simulated node failed: %s\n", error.what());
+    }
+  }
+  return failed;
+}
+
+void SimTasks(double seconds, int wave) {
+  int64_t failed = SimWave(wave);  // leases and connections to the nodes warm up
+  Event("begin", wave, "sim_tasks");
+  auto start = Clock::now();
+  int64_t done = 0;
+  while (Seconds(start) < seconds) {
+    failed += SimWave(wave);
+    done += wave;
+  }
+  const double elapsed = Seconds(start);
+  Event("end", static_cast<int>(done), "sim_tasks");
+  Print("sim_tasks_per_second", done / elapsed, "per_second");
+  Print("sim_tasks_failed", static_cast<double>(failed), "tasks");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -156,10 +201,13 @@ int main(int argc, char** argv) {
     ManyActors(n, std::stod(Flag(argc, argv, "hold", "6")));
   } else if (mode == "many_pgs") {
     ManyPgs(n);
+  } else if (mode == "sim_tasks") {
+    SimTasks(n, std::stoi(Flag(argc, argv, "wave", "1000")));
   } else {
     std::fprintf(
         stderr,
-        "usage: scale_bench --mode=latency|many_tasks|many_actors|many_pgs --n=N [--hold=S]\n");
+        "usage: scale_bench --mode=latency|many_tasks|many_actors|many_pgs|sim_tasks --n=N "
+        "[--hold=S] [--wave=W]\n");
     rc = 2;
   }
   troupe::Shutdown();

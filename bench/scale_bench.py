@@ -1,9 +1,15 @@
 """The scale envelope (issue 18), Troupe and Ray side by side on this machine.
 
   many_nodes   N simulated nodes (bazel-bin/src/raylet/troupe_simulated_nodes) joined to one
-               Troupe head: GCS CPU share (from /proc/<pid>/stat over a window) and RSS, time
-               until a node's death reaches a subscriber, a task's scheduling latency under that
-               load, `troupe status` wall time. Ray has no simulated-node mode: "n/a".
+               Troupe head, in two cases per N: churn (the default first row: every node's
+               available resources change on every report, and a driver keeps tasks needing
+               the nodes' "sim" resource running there, their leases spilled back by the head's
+               raylet to the nodes' pretend workers) and best (resources unchanged, no tasks:
+               every report's reply is empty). GCS CPU share (from /proc/<pid>/stat over a
+               window) and RSS, the report rate, the resource changes the GCS applied and the
+               view entries it handed out per second, tasks run on the nodes per second, time
+               until a node's death reaches a subscriber, a task's scheduling latency on the
+               head, `troupe status` wall time. Ray has no simulated-node mode: "n/a".
   many_tasks   N tiny 1-CPU tasks submitted at once on a 2-CPU head: submission and completion
                rates, driver peak RSS and raylet peak RSS.
   many_actors  N actors (holding no resources) alive at once: creation rate, RSS/PSS/anonymous
@@ -21,9 +27,9 @@ Build first (optimised):
   bazel build -c opt //src/cli:troupe //src/raylet:troupe_simulated_nodes //bench:scale_bench
 Ray comes from ~/.cache/troupe-bench-venv (bash bench/setup_peers.sh).
 Usage:
-  python3 bench/scale_bench.py [--nodes 500,1000] [--tasks 100000] [--actors 200]
-      [--pgs 1000] [--ray-tasks 10000] [--ray-actors 50] [--ray-pgs 1000] [--only many_nodes,...]
-      [--no-ray]
+  python3 bench/scale_bench.py [--nodes 250,1000] [--node-cases churn,best] [--tasks 100000]
+      [--actors 200] [--pgs 1000] [--ray-tasks 10000] [--ray-actors 50] [--ray-pgs 1000]
+      [--only many_nodes,...] [--no-ray] [--json FILE] [--quick]
 """
 import argparse
 import json
@@ -36,6 +42,9 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_common import summary_row, write_results  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # Seconds a daemon is left alone before a "settled" or idle memory figure is read (both systems).
@@ -217,12 +226,27 @@ def per_entity_kib(rss, idle, n):
     return (rss - idle) * 1024.0 / n
 
 
-def troupe_many_nodes(args, n):
+def stats_rates(before, after, seconds):
+    """Per-second rates of the simulator's counters between two "stats" answers."""
+    return {key: (after[key] - before[key]) / seconds for key in after if key in before}
+
+
+def troupe_many_nodes(args, n, churn):
+    """N simulated nodes on a fresh head. churn: every node's available resources change on
+    every report (the simulator's --churn) and a driver keeps tasks running on the nodes (their
+    leases spilled back from the head's raylet) while the GCS's CPU is sampled; otherwise the
+    best case: resources unchanged, every report's reply empty, no tasks."""
     with TroupeHead(args) as head:
-        sim = subprocess.Popen([args.simulator, "--nodes=%d" % n, "--resources=sim:1",
-                                "--commands", "--report-threads=%d" % args.report_threads],
-                               env=head.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               text=True)
+        command = [args.simulator, "--nodes=%d" % n, "--commands",
+                   "--report-threads=%d" % args.report_threads]
+        if churn:
+            command += ["--resources=sim:%d" % args.sim_slots, "--churn",
+                        "--task-ms=%d" % args.task_ms]
+        else:
+            command += ["--resources=sim:1"]
+        sim = subprocess.Popen(command, env=head.env, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+        driver = None
         try:
             def ask(command):
                 sim.stdin.write(command + "\n")
@@ -232,9 +256,38 @@ def troupe_many_nodes(args, n):
             time.sleep(args.settle)
             result = {"register_s": ready["register_seconds"], "load": load(),
                       "gcs_idle_rss": head.gcs_idle_rss}
-            before, start = ask("stats")["reports_ok"], time.monotonic()
+            if churn:
+                # Tasks on the simulated nodes all through the window (it starts once the
+                # driver's first wave is done and its leases are warm).
+                driver = subprocess.Popen([args.bench, "--mode=sim_tasks",
+                                           "--n=%d" % (args.window + 2)], env=head.env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True)
+                for line in driver.stdout:
+                    if line.startswith("{") and json.loads(line).get("event") == "begin":
+                        break
+            before, sim_cpu, start = ask("stats"), cpu_seconds(sim.pid), time.monotonic()
             result["gcs_cpu"] = cpu_share(head.gcs_pid, args.window)
-            result["report_rate"] = (ask("stats")["reports_ok"] - before) / (time.monotonic() - start)
+            after, elapsed = ask("stats"), time.monotonic() - start
+            result["sim_cpu"] = (cpu_seconds(sim.pid) - sim_cpu) / elapsed
+            rates = stats_rates(before, after, elapsed)
+            result["report_rate"] = rates["reports_ok"]
+            result["changes_rate"] = rates["reports_changed"]
+            result["entries_rate"] = rates["view_entries_received"]
+            result["entries_per_report"] = (rates["view_entries_received"] / rates["reports_ok"]
+                                            if rates["reports_ok"] else None)
+            result["gcs_us_per_report"] = (result["gcs_cpu"] * 1e6 / rates["reports_ok"]
+                                           if rates["reports_ok"] else None)
+            result["leases_rate"] = rates["leases_granted"]
+            result["sim_tasks_rate"] = rates["tasks_run"]
+            if driver is not None:
+                out, err = driver.communicate(timeout=600)
+                metrics = {m["metric"]: m["value"] for m in json_lines(out) if "metric" in m}
+                result["driver_tasks_rate"] = metrics.get("sim_tasks_per_second")
+                result["driver_tasks_failed"] = metrics.get("sim_tasks_failed")
+                if driver.returncode != 0:
+                    result["broke"] = (err.strip().splitlines() or
+                                       ["exit %d" % driver.returncode])[-1][:200]
             result["gcs_rss"] = rss_mib(head.gcs_pid)
             result["gcs_kib_per_node"] = per_entity_kib(result["gcs_rss"], head.gcs_idle_rss, n)
             result["raylet_cpu"] = cpu_share(head.raylet_pid, 3)
@@ -245,8 +298,36 @@ def troupe_many_nodes(args, n):
             result["load_end"] = load()
             return result  # the simulator is SIGKILLed below: its nodes die with the head
         finally:
+            if driver is not None and driver.poll() is None:
+                driver.kill()
             if sim.poll() is None:
                 sim.kill()
+
+
+# (label, key, unit, higher_better, format) of the many_nodes rows; churn_only rows are left
+# out of the best case (no tasks, no changes).
+MANY_NODES_ROWS = [
+    ("all nodes registered", "register_s", "s", False, "%.2f", False),
+    ("GCS CPU (share of one core)", "gcs_cpu", "cores", False, "%.3f", False),
+    ("resource reports answered (goal 2N)", "report_rate", "per_second", True, "%.0f", False),
+    ("GCS CPU per report (all work / reports)", "gcs_us_per_report", "us", False, "%.0f", False),
+    ("resource changes the GCS applied", "changes_rate", "per_second", True, "%.0f", False),
+    ("view entries the GCS handed to the nodes", "entries_rate", "per_second", True, "%.0f",
+     False),
+    ("  per report (the reply's delta)", "entries_per_report", "entries", False, "%.1f", False),
+    ("simulator CPU (same window)", "sim_cpu", "cores", False, "%.3f", False),
+    ("tasks run on simulated nodes (driver)", "driver_tasks_rate", "per_second", True, "%.0f",
+     True),
+    ("tasks answered by simulated nodes", "sim_tasks_rate", "per_second", True, "%.0f", True),
+    ("leases granted by simulated nodes", "leases_rate", "per_second", True, "%.0f", True),
+    ("tasks that failed", "driver_tasks_failed", "tasks", False, "%.0f", True),
+    ("GCS RSS idle", "gcs_idle_rss", "MiB", False, "%.1f", False),
+    ("GCS RSS", "gcs_rss", "MiB", False, "%.1f", False),
+    ("GCS growth per node", "gcs_kib_per_node", "KiB", False, "%.1f", False),
+    ("head raylet CPU", "raylet_cpu", "cores", False, "%.3f", False),
+    ("node death published to a subscriber", "death_s", "s", False, "%.2f", False),
+    ("task latency on the head (median of 50)", "latency_ms", "ms", False, "%.2f", False),
+    ("`troupe status` wall time", "status_s", "s", False, "%.3f", False)]
 
 
 def troupe_run(args, mode, n, on_event=None, sample_pid=None):
@@ -420,6 +501,46 @@ def ray_run(args, mode, n):
 
 # -------------------------------------------------------------------------------------- Table
 
+# Every figure printed, for --json: one object per metric and side.
+RECORDS = []
+
+
+def record(workload, case, side, n, metric, value, unit, load_average, higher_better=True):
+    if isinstance(value, (int, float)):
+        RECORDS.append({"benchmark": "scale_bench", "workload": workload, "case": case,
+                        "side": side, "n": n,
+                        "name": ".".join(part for part in (workload, case, metric) if part),
+                        "value": value, "unit": unit, "load": load_average,
+                        "higher_is_better": higher_better})
+
+
+def results_rows(records):
+    """The results-file rows (bench_common.summary_row) from RECORDS: one per workload, case and
+    metric, Troupe's figure and Ray's (Python API) where it ran, each side one run (a ratio of
+    one round). Where the sides ran at different N the note says so."""
+    rows, order = {}, []
+    for r in records:
+        key = r["name"] + ("" if r["workload"] != "many_nodes" else ".N=%d" % r["n"])
+        if key not in rows:
+            rows[key] = {"unit": r["unit"], "higher": r["higher_is_better"], "sides": {}}
+            order.append(key)
+        rows[key]["sides"][r["side"]] = (r["value"], r["n"])
+    out = []
+    for key in order:
+        sides = rows[key]["sides"]
+        troupe = sides.get("troupe", (None, None))
+        peers, note = {}, ""
+        if "ray" in sides:
+            peers["ray_python"] = [sides["ray"][0]]
+            if sides["ray"][1] != troupe[1]:
+                note = "Troupe at N=%s, Ray at N=%s" % (troupe[1], sides["ray"][1])
+        elif key.startswith("many_nodes"):
+            note = "Ray has no simulated nodes"
+        out.append(summary_row(key, rows[key]["unit"], [troupe[0]], peers,
+                               higher_is_better=rows[key]["higher"], note=note))
+    return out
+
+
 def fmt(value, spec="%.1f"):
     return "n/a" if value is None else (spec % value if isinstance(value, (int, float)) else str(value))
 
@@ -432,8 +553,13 @@ def row(name, troupe, ray, unit, higher_better=True, spec="%.1f"):
 
 
 def compare(workload, n, ray_n, troupe, ray, rows):
-    """Prints one workload's Troupe and Ray figures side by side; rows: (label, key, unit,
-    higher_better, format)."""
+    """Prints one workload's Troupe and Ray figures side by side (and records them for --json);
+    rows: (label, key, unit, higher_better, format)."""
+    for label, key, unit, higher_better, _ in rows:
+        record(workload, "", "troupe", n, key, troupe.get(key), unit, troupe.get("load"),
+               higher_better)
+        record(workload, "", "ray", ray_n, key, ray.get(key), unit, ray.get("load"),
+               higher_better)
     ray_part = ("Ray N=%d (load %s)" % (ray_n, fmt(ray.get("load"), "%.2f"))
                 if ray.get("load") is not None else "Ray not run")
     print("%s Troupe N=%d (load %s), %s" % (workload, n, fmt(troupe.get("load"), "%.2f"), ray_part),
@@ -452,7 +578,16 @@ def main():
     parser.add_argument("--bench", default="bazel-bin/bench/scale_bench")
     parser.add_argument("--ray-python",
                         default=os.path.expanduser("~/.cache/troupe-bench-venv/bin/python"))
-    parser.add_argument("--nodes", default="500,1000")
+    parser.add_argument("--nodes", default="250,1000")
+    parser.add_argument("--node-cases", default="churn,best",
+                        help="many_nodes cases: churn (resources change every report, tasks "
+                        "run on the nodes) and/or best (resources unchanged)")
+    parser.add_argument("--sim-slots", type=int, default=8,
+                        help="churn: each simulated node's amount of the 'sim' resource")
+    parser.add_argument("--task-ms", type=int, default=10,
+                        help="churn: how long a simulated node's pretend worker takes per task")
+    parser.add_argument("--json", help="also write the results file (bench/bench_common.py's "
+                        "format; every figure as recorded in its 'raw')")
     parser.add_argument("--tasks", type=int, default=100000)
     parser.add_argument("--actors", default="200")
     parser.add_argument("--pgs", type=int, default=1000)
@@ -465,29 +600,39 @@ def main():
     parser.add_argument("--settle", type=float, default=5, help="wait after the nodes joined, s")
     parser.add_argument("--only", default="many_nodes,many_tasks,many_actors,many_pgs")
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes for a check that everything runs (250 nodes, churn "
+                        "only, 10,000 tasks, 50 actors, 200 PGs; Ray 2,000 / 20 / 200)")
     args = parser.parse_args()
+    if args.quick:
+        args.nodes, args.node_cases, args.tasks, args.actors, args.pgs = "250", "churn", 10000, \
+            "50", 200
+        args.ray_tasks, args.ray_actors, args.ray_pgs, args.window, args.settle = 2000, 20, \
+            200, 5, 2
+    started, load_before = time.time(), os.getloadavg()[0]
     only = args.only.split(",")
     ray = not args.no_ray and os.path.exists(args.ray_python)
 
     if "many_nodes" in only:
+        cases = [c for c in args.node_cases.split(",") if c]
         for n in [int(x) for x in args.nodes.split(",") if x]:
-            r = troupe_many_nodes(args, n)
-            print("many_nodes N=%d (load %.2f -> %.2f; Ray: n/a, it has no simulated nodes)"
-                  % (n, r["load"], r["load_end"]), flush=True)
-            for label, key, unit, higher_better, spec in [
-                    ("all nodes registered", "register_s", "s", False, "%.2f"),
-                    ("GCS CPU (share of one core)", "gcs_cpu", "cores", False, "%.3f"),
-                    ("resource reports answered (goal 2N)", "report_rate", "/s", True, "%.0f"),
-                    ("GCS RSS idle", "gcs_idle_rss", "MiB", False, "%.1f"),
-                    ("GCS RSS", "gcs_rss", "MiB", False, "%.1f"),
-                    ("GCS growth per node", "gcs_kib_per_node", "KiB", False, "%.1f"),
-                    ("head raylet CPU", "raylet_cpu", "cores", False, "%.3f"),
-                    ("node death published to a subscriber", "death_s", "s", False, "%.2f"),
-                    ("task latency (median of 50)", "latency_ms", "ms", False, "%.2f"),
-                    ("`troupe status` wall time", "status_s", "s", False, "%.3f")]:
-                row(label, r[key], None, unit, higher_better, spec)
-            print("  (simulator: %(reports_ok)d reports answered, %(reports_failed)d failed)"
-                  % r["reports"], flush=True)
+            for case in cases:
+                churn = case == "churn"
+                r = troupe_many_nodes(args, n, churn)
+                what = ("churn: resources change every report, tasks run on the nodes" if churn
+                        else "best case: resources unchanged, no tasks")
+                print("many_nodes N=%d, %s (load %.2f -> %.2f; Ray: n/a, it has no simulated "
+                      "nodes)" % (n, what, r["load"], r["load_end"]), flush=True)
+                for label, key, unit, higher_better, spec, churn_only in MANY_NODES_ROWS:
+                    if churn_only and not churn:
+                        continue
+                    row(label, r.get(key), None, unit, higher_better, spec)
+                    record("many_nodes", case, "troupe", n, key, r.get(key), unit, r["load"],
+                           higher_better)
+                print("  (simulator: %(reports_ok)d reports answered, %(reports_failed)d failed, "
+                      "%(reports_changed)d changed)" % r["reports"], flush=True)
+                if "broke" in r:
+                    print("  Troupe broke: %s" % r["broke"], flush=True)
     if "many_tasks" in only:
         t = troupe_run(args, "many_tasks", args.tasks, sample_pid=lambda head: head.raylet_pid)
         t["raylet_peak_rss"] = t.get("sampled_peak_rss")
@@ -546,6 +691,9 @@ def main():
             ("GCS anonymous idle", "gcs_idle_anon", "MiB", False, "%.1f"),
             ("GCS peak RSS", "gcs_peak_rss", "MiB", False, "%.1f"),
             ("GCS growth per PG (peak - idle)", "gcs_kib_per_pg", "KiB", False, "%.1f")])
+    if args.json:
+        write_results(args.json, "scale_bench", results_rows(RECORDS), started, load_before, 1,
+                      quick=args.quick, raw={"records": RECORDS, "args": vars(args)})
 
 
 if __name__ == "__main__":

@@ -2,12 +2,20 @@
 """TLS cost: the same two-node cluster (a head and one worker node on this machine, started
 through the CLI) with --tls=off and --tls=on, the same driver (bench/tls_bench.cc) against each,
 and the on/off ratio per metric: small tasks, small actor calls, node-to-node object transfer.
+Rounds alternate (off, on, off, on, ...); the table prints each side's median and the median of
+the per-round on/off ratios with their range (below 1: what TLS costs), and the 1-minute load
+average at each side's start.
 
   bazel build -c opt //src/cli:troupe //bench:tls_bench
   python3 bench/tls_bench.py [--seconds 3] [--transfer-mb 100] [--rounds 2]
+  python3 bench/tls_bench.py --quick --json results.json   # 1 s per metric, 20 MB transfers
 
 Both clusters bind 127.0.0.1 (TLS is forced on with --tls=on); the cost measured is TLS's own
 (handshakes, encryption, framing), not the network's.
+
+--json FILE writes the results file of bench/bench_common.py (bench/run_all.sh collects them):
+one row per metric with Troupe's TLS-on figure and the peer tls_off (Troupe with TLS off), so the
+ratio is on/off: below 1 is TLS's cost; each round's figures and load averages in "raw".
 """
 import argparse
 import json
@@ -16,6 +24,11 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
+
+from bench_common import alternate, load_average, summary_row, write_results
+
+NOTE = "Troupe with TLS on vs off (peer tls_off): the ratio is on/off, below 1 is TLS's cost"
 
 
 def free_port():
@@ -48,29 +61,58 @@ def run_cluster(troupe, bench, tls, seconds, transfer_mb):
         shutil.rmtree(root, ignore_errors=True)
 
 
+def rows(results):
+    """One row per metric the TLS-off rounds reported: TLS on against the peer tls_off."""
+    on = results["on"]
+    metrics = {m: r["unit"] for round_ in results["off"] for m, r in round_.items()}
+    return [summary_row(metric, unit, [r[metric]["value"] if metric in r else None for r in on],
+                        {"tls_off": [r[metric]["value"] if metric in r else None
+                                     for r in results["off"]]},
+                        higher_is_better=True, note=NOTE)
+            for metric, unit in metrics.items()]
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--troupe", default="bazel-bin/src/cli/troupe")
     parser.add_argument("--bench", default="bazel-bin/bench/tls_bench")
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--transfer-mb", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=None, help="default 3 (--quick: 1)")
+    parser.add_argument("--transfer-mb", type=int, default=None, help="default 100 (--quick: 20)")
     parser.add_argument("--rounds", type=int, default=2,
-                        help="alternate off/on this many times; the best of each is kept")
+                        help="alternate off/on this many times; medians and per-round ratios")
+    parser.add_argument("--quick", action="store_true",
+                        help="1 s per metric and 20 MB transfers unless given")
+    parser.add_argument("--json", metavar="FILE", help="also write a results file (see above)")
     args = parser.parse_args()
-    best = {"off": {}, "on": {}}
-    for _ in range(args.rounds):
-        for tls in ("off", "on"):
-            for metric, m in run_cluster(args.troupe, args.bench, tls, args.seconds,
-                                         args.transfer_mb).items():
-                if metric not in best[tls] or m["value"] > best[tls][metric]["value"]:
-                    best[tls][metric] = m
+    if args.seconds is None:
+        args.seconds = 1.0 if args.quick else 3.0
+    if args.transfer_mb is None:
+        args.transfer_mb = 20 if args.quick else 100
+
+    started, load_before = time.time(), load_average()
+    results, loads = alternate(
+        [(tls, lambda tls=tls: run_cluster(args.troupe, args.bench, tls, args.seconds,
+                                           args.transfer_mb)) for tls in ("off", "on")],
+        args.rounds)
+    table = rows(results)
     print("%-24s %14s %14s %8s  %s" % ("metric", "TLS off", "TLS on", "on/off", "unit"))
-    for metric, off in best["off"].items():
-        on = best["on"].get(metric)
-        if on is None:
+    for row in table:
+        ratio = row["ratios"].get("tls_off")
+        if row["troupe"] is None or ratio is None:
             continue
-        print("%-24s %14.2f %14.2f %7.2fx  %s" % (metric, off["value"], on["value"],
-                                                   on["value"] / off["value"], off["unit"]))
+        print("%-24s %14.2f %14.2f %7.2fx  %s  [%.2f-%.2f]" % (
+            row["metric"], row["peers"]["tls_off"], row["troupe"], ratio[0], row["unit"],
+            ratio[1], ratio[2]))
+    print("medians of %d rounds; on/off: median of the per-round ratios [min-max]; load average "
+          "(1 min) before: %.2f, at each side's start: %s" % (
+              args.rounds, load_before,
+              ", ".join("%s%d %.2f" % (name, i + 1, load) for i, name, load in loads)))
+    if args.json:
+        write_results(args.json, "tls_bench", table, started, load_before, args.rounds,
+                      quick=args.quick, raw={"rounds": results, "loads": loads,
+                                             "seconds": args.seconds,
+                                             "transfer_mb": args.transfer_mb})
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@
   bazel build -c opt --config=nocuda //bench:train_bench
   python3 bench/train_bench.py            # /usr/bin/python3 with Debian's python3-torch
 
-Each configuration runs --repeats times, alternating, and the median is reported.
+Each configuration runs --repeats times, alternating (the order rotates each round), and the
+median is reported with each ratio as the median of the per-round ratios [min-max].
+--quick: 2 rounds of 5 timed steps (--steps and --repeats still override it).
 
 Scaling against the hardware ceiling (--scaling): each round runs one plain LibTorch process
 alone, two plain processes at the same time (no communication at all: their summed throughput
@@ -30,6 +32,14 @@ the gradients cross the link. PyTorch: DDP gloo with rank 0 on node 1 and rank 1
 
   bazel build -c opt --config=nocuda //bench:train_bench //src/cli:troupe
   python3 bench/train_bench.py --netns
+
+--json FILE writes the results file of bench/bench_common.py (bench/run_all.sh collects them), in
+images/s (higher is better): rows train_1_worker_images_per_s (peer libtorch) and
+train_2_workers_images_per_s (peer torch_ddp); with --scaling the row scaling_efficiency_2_workers
+(Troupe's 2 workers / twice its 1 worker, against the same for two plain LibTorch processes at
+once, the ceiling: the ratio is the share of the ceiling reached) and every figure in "raw"; with
+--netns the row train_2_workers_images_per_s_across_hosts (peer torch_ddp). Each round's figures
+and the load averages are in "raw".
 """
 import argparse
 import json
@@ -37,8 +47,10 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
-from bench_common import json_lines
+from bench_common import alternate, json_lines, summary_row, write_results
+from bench_common import load_average as load_1min
 from netns_cluster import NetnsCluster
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -67,6 +79,44 @@ def load_average():
         return " ".join(f.read().split()[:3])
 
 
+def rotated_rounds(configs, repeats):
+    """Runs each (name, run) of `configs` once per round for `repeats` rounds, rotating the order
+    each round so no configuration always follows the same one. Returns ({name: [result per
+    round]}, [(round, name, 1-minute load average at its start)])."""
+    samples = {name: [] for name, _ in configs}
+    loads = []
+    for round_index in range(repeats):
+        shift = round_index % len(configs)
+        for name, run in configs[shift:] + configs[:shift]:
+            loads.append((round_index, name, load_1min()))
+            samples[name].append(run())
+    return samples, loads
+
+
+def throughput_rows(samples):
+    """The default mode's rows from {configuration: [images/s per round]}."""
+    note = "ResNet18, batch 128 per worker, CPU, one thread per worker"
+    return [summary_row("train_1_worker_images_per_s", "images_per_second",
+                        samples["troupe, 1 worker"],
+                        {"libtorch": samples["libtorch plain, 1 process"]}, note=note),
+            summary_row("train_2_workers_images_per_s", "images_per_second",
+                        samples["troupe, 2 workers"],
+                        {"torch_ddp": samples["torch DDP gloo, 2 processes"]}, note=note)]
+
+
+def scaling_row(samples):
+    """--scaling's row from {configuration: [record per round]}: per round, Troupe's 2 workers
+    over twice its 1 worker, against 2 plain processes at once over twice 1 alone (the ceiling)."""
+    def per_round(pair, single):
+        return [p["images_per_s"] / (2 * s["images_per_s"]) if s["images_per_s"] else None
+                for p, s in zip(samples[pair], samples[single])]
+    return summary_row("scaling_efficiency_2_workers", "ratio",
+                       per_round("troupe, 2 workers", "troupe, 1 worker"),
+                       {"libtorch": per_round("plain, 2 processes at once", "plain, 1 process")},
+                       note="2 workers / twice 1 worker; peer: 2 plain LibTorch processes at once "
+                            "/ twice 1 alone (no communication: the machine's ceiling)")
+
+
 def scaling_main(args):
     common = ["--steps=%d" % args.steps]
     plain = [args.troupe, "--mode=plain"] + common
@@ -85,12 +135,14 @@ def scaling_main(args):
         ("troupe, 2 workers",
          lambda: json_lines([args.troupe, "--mode=troupe", "--workers=2"] + common)[-1]),
     ]
+    started, load_before = time.time(), load_1min()
     samples = {name: [] for name, _ in configs}
-    loads = [load_average()]
+    loads, round_loads = [load_average()], []
     for round_index in range(args.repeats):
         # Rotate the order each round, so no configuration always follows the same one.
         shift = round_index % len(configs)
         for name, run in configs[shift:] + configs[:shift]:
+            round_loads.append((round_index, name, load_1min()))
             samples[name].append(run())
         loads.append(load_average())
 
@@ -116,6 +168,10 @@ def scaling_main(args):
     print("scaling (troupe 2 workers / 2 x troupe 1 worker): %.3f" % (t2 / (2 * t1)))
     print("troupe 2 workers / 2 plain at once:               %.3f" % (t2 / pair))
     print("troupe 1 worker / plain alone:                    %.3f" % (t1 / one))
+    if args.json:
+        write_results(args.json, "train_bench_scaling", [scaling_row(samples)], started,
+                      load_before, args.repeats, quick=args.quick,
+                      raw={"rounds": samples, "loads": round_loads, "steps": args.steps})
 
 
 def netns_troupe(cluster, args):
@@ -144,20 +200,30 @@ def netns_ddp(cluster, args):
 
 
 def netns_main(args):
-    samples = {"troupe": [], "ddp": []}
+    started, load_before = time.time(), load_1min()
     with NetnsCluster(args.netns_prefix, 2, args.troupe_cli,
                       private_shm=not args.shared_shm) as cluster:
         cluster.start_troupe()
-        for _ in range(args.repeats):  # alternating, so both see the same machine
-            samples["troupe"].append(netns_troupe(cluster, args))
-            samples["ddp"].append(netns_ddp(cluster, args))
+        # alternating, so both see the same machine
+        samples, loads = alternate([("troupe", lambda: netns_troupe(cluster, args)),
+                                    ("ddp", lambda: netns_ddp(cluster, args))], args.repeats)
     median = {name: statistics.median(values) for name, values in samples.items()}
     print("ResNet18, 2 workers on 2 network namespaces (one per namespace, TCP over veth), "
           "%d steps of batch 128 per worker, median of %d rounds" % (args.steps, args.repeats))
     for name, label in (("troupe", "troupe DataParallelTrainer"), ("ddp", "torch DDP gloo")):
         print("%-30s %8.1f img/s  (runs: %s)" % (label, median[name],
                                                  ", ".join("%.1f" % v for v in samples[name])))
-    print("troupe / torch DDP gloo: %.3fx" % (median["troupe"] / median["ddp"]))
+    row = summary_row("train_2_workers_images_per_s_across_hosts", "images_per_second",
+                      samples["troupe"], {"torch_ddp": samples["ddp"]},
+                      note="ResNet18, batch 128 per worker, one worker per network namespace, " +
+                      ("shared /dev/shm" if args.shared_shm else "TCP over veth"))
+    ratio = row["ratios"]["torch_ddp"]
+    print("troupe / torch DDP gloo: %.3fx [%.3f-%.3f] (median of the per-round ratios)" % tuple(
+        ratio[:3]))
+    if args.json:
+        write_results(args.json, "train_bench_netns", [row], started, load_before, args.repeats,
+                      quick=args.quick, raw={"rounds": samples, "loads": loads,
+                                             "steps": args.steps})
 
 
 def main():
@@ -165,8 +231,11 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--troupe", default="bazel-bin/bench/train_bench")
     parser.add_argument("--python", default="/usr/bin/python3")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=None, help="default 20 (--quick: 5)")
+    parser.add_argument("--repeats", type=int, default=None, help="default 3 (--quick: 2)")
+    parser.add_argument("--quick", action="store_true",
+                        help="2 rounds of 5 timed steps unless --repeats / --steps say")
+    parser.add_argument("--json", metavar="FILE", help="also write a results file (see above)")
     parser.add_argument("--scaling", action="store_true",
                         help="scaling against the hardware ceiling (see above)")
     parser.add_argument("--netns", action="store_true",
@@ -177,6 +246,10 @@ def main():
                              "shared memory between them; DDP still uses TCP)")
     parser.add_argument("--troupe-cli", default="bazel-bin/src/cli/troupe")
     args = parser.parse_args()
+    if args.steps is None:
+        args.steps = 5 if args.quick else 20
+    if args.repeats is None:
+        args.repeats = 2 if args.quick else 3
     if args.netns:
         return netns_main(args)
     if args.scaling:
@@ -189,21 +262,25 @@ def main():
                                         "--workers", "2", "--steps", str(args.steps)],
         "troupe, 2 workers": [args.troupe, "--mode=troupe", "--workers=2"] + common,
     }
-    samples = {name: [] for name in configs}
-    order = list(configs)
-    for round_index in range(args.repeats):
-        # Rotate the order each round, so no configuration always follows the same one.
-        shift = round_index % len(order)
-        for name in order[shift:] + order[:shift]:
-            samples[name].append(rate(configs[name]))
+    started, load_before = time.time(), load_1min()
+    samples, loads = rotated_rounds([(name, lambda command=command: rate(command))
+                                     for name, command in configs.items()], args.repeats)
     median = {name: statistics.median(values) for name, values in samples.items()}
     for name, values in samples.items():
         print("%-30s %8.1f img/s  (runs: %s)" % (name, median[name],
                                                  ", ".join("%.1f" % v for v in values)))
-    print("(a) troupe 1 worker / plain libtorch: %.3fx" % (
-        median["troupe, 1 worker"] / median["libtorch plain, 1 process"]))
-    print("(b) troupe 2 workers / torch DDP gloo: %.3fx" % (
-        median["troupe, 2 workers"] / median["torch DDP gloo, 2 processes"]))
+    rows = throughput_rows(samples)
+    for label, row, peer in (("(a) troupe 1 worker / plain libtorch", rows[0], "libtorch"),
+                             ("(b) troupe 2 workers / torch DDP gloo", rows[1], "torch_ddp")):
+        ratio = row["ratios"][peer]
+        print("%s: %.3fx [%.3f-%.3f]" % (label, ratio[0], ratio[1], ratio[2]))
+    print("ratios: median of the per-round ratios [min-max]; load average (1 min) before: %.2f, "
+          "at each configuration's start: %s" % (load_before, ", ".join(
+              "%s %d %.2f" % (name, i + 1, load) for i, name, load in loads)))
+    if args.json:
+        write_results(args.json, "train_bench", rows, started, load_before, args.repeats,
+                      quick=args.quick, raw={"rounds": samples, "loads": loads,
+                                             "steps": args.steps})
 
 
 if __name__ == "__main__":

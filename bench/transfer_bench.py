@@ -16,8 +16,14 @@ columns are the CPU seconds (user + system) the two raylets (Troupe, Ray) or the
 processes spent per GB moved, a figure that load on the machine disturbs less than wall time.
 Needs root (namespaces). Every process it starts lives in its namespaces and is killed with them
 (netns.sh down) at the end.
+The 1-minute load average at the start of each round is printed and kept.
 Usage: python3 bench/transfer_bench.py [--sizes 1048576,104857600,1073741824] [--rounds 5]
+       python3 bench/transfer_bench.py --quick   # 1 MB and 100 MB, 3 rounds, 1 s of iperf3
        (bench/transfer_bench.sh builds Troupe first and runs this)
+--json FILE writes the results file of bench/bench_common.py (bench/run_all.sh collects them):
+one row per size, node_to_node_transfer_<size> in GB/s (higher is better), peers ray_python and
+raw_tcp (iperf3: the link's ceiling, so that ratio stays below 1); every round's figures (GB/s,
+CPU seconds per GB) and load averages in "raw".
 """
 import argparse
 import json
@@ -29,6 +35,7 @@ import sys
 import tempfile
 import time
 
+from bench_common import load_average, summary_row, use_ray_token_auth, write_results
 from netns_cluster import NetnsCluster
 
 NETNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "netns.sh")
@@ -196,6 +203,24 @@ def label(size):
     return "%d KB" % (size >> 10)
 
 
+def rows_of(sizes, rows, tls="auto"):
+    """One results row per size from rows {size: {"troupe": [GB/s per round], "ray": [...],
+    "tcp": [...]}} (the rounds in the same order for each side); `tls`: the Troupe head's
+    --tls."""
+    out = []
+    for size in sizes:
+        r = rows[size]
+        peers = {"raw_tcp": r["tcp"]}
+        if r["ray"]:
+            peers["ray_python"] = r["ray"]
+        out.append(summary_row("node_to_node_transfer_%s" % label(size).replace(" ", ""),
+                               "GB_per_second", r["troupe"], peers,
+                               note="2 network namespaces (veth, one host); Troupe --tls=%s "
+                                    "(auto: on), Ray's side has no TLS; raw_tcp is iperf3, the "
+                                    "link's ceiling" % tls))
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -205,15 +230,30 @@ def main():
     venv = os.path.expanduser("~/.cache/troupe-bench-venv/bin")
     parser.add_argument("--ray", default=os.path.join(venv, "ray"))
     parser.add_argument("--python", default=os.path.join(venv, "python"))
-    parser.add_argument("--sizes", default="1048576,104857600,1073741824")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--iperf-seconds", type=int, default=2)
+    parser.add_argument("--sizes", default=None,
+                        help="default 1048576,104857600,1073741824 (--quick: 1048576,104857600)")
+    parser.add_argument("--rounds", type=int, default=None, help="default 5 (--quick: 3)")
+    parser.add_argument("--iperf-seconds", type=int, default=None,
+                        help="default 2 (--quick: 1)")
     parser.add_argument("--iperf-parallel", type=int, default=4)
     parser.add_argument("--no-ray", action="store_true")
     parser.add_argument("--tls", choices=["auto", "on", "off"], default="auto",
                         help="the Troupe head's --tls (auto: on, as the head binds 10.99.0.1)")
+    parser.add_argument("--quick", action="store_true",
+                        help="1 MB and 100 MB, 3 rounds (the first transfer of a run can be "
+                             "a cold outlier), 1 s of iperf3, unless given")
+    parser.add_argument("--json", metavar="FILE", help="also write a results file (see above)")
     args = parser.parse_args()
+    if args.sizes is None:
+        args.sizes = "1048576,104857600" if args.quick else "1048576,104857600,1073741824"
+    if args.rounds is None:
+        args.rounds = 3 if args.quick else 5
+    if args.iperf_seconds is None:
+        args.iperf_seconds = 1 if args.quick else 2
     sizes = [int(s) for s in args.sizes.split(",")]
+    use_ray_token_auth()  # see bench_common
+    started, load_before = time.time(), load_average()
+    loads = []
     troupe, bench = os.path.abspath(args.troupe), os.path.abspath(args.bench)
 
     rows = {size: {"tcp": [], "troupe": [], "ray": [], "troupe_cpu": [], "ray_cpu": [],
@@ -238,8 +278,9 @@ def main():
         ray_raylets = pids_in(args.prefix, "/raylet ")
         seed = 0
         for size in sizes:
-            for _ in range(args.rounds):
+            for round_index in range(args.rounds):
                 seed += 1
+                loads.append((label(size), round_index, load_average()))
                 gbps, cpu = iperf(args.prefix, args.iperf_parallel, args.iperf_seconds)
                 rows[size]["tcp"].append(gbps)
                 rows[size]["tcp_cpu"].append(cpu / (gbps * args.iperf_seconds))
@@ -284,6 +325,14 @@ def main():
             "%.2f" % med(r["ray_cpu"]) if r["ray_cpu"] else "-"))
     print("(%d rounds; raw TCP: iperf3 -P %d for %d s per round; ratios: medians of per-round "
           "ratios)" % (args.rounds, args.iperf_parallel, args.iperf_seconds))
+    print("load average (1 min) before: %.2f, at each round's start: %s" % (
+        load_before, ", ".join("%s/%d %.2f" % (name, i + 1, load) for name, i, load in loads)))
+    if args.json:
+        write_results(args.json, "transfer_bench", rows_of(sizes, rows, args.tls), started,
+                      load_before, args.rounds, quick=args.quick,
+                      raw={"rounds": {str(size): rows[size] for size in sizes}, "loads": loads,
+                           "iperf_seconds": args.iperf_seconds,
+                           "iperf_parallel": args.iperf_parallel, "tls": args.tls})
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 // resources, IDs of the wrong size, oversized strings and out-of-range fields over real gRPC
 // (raw stubs with the cluster token). Each must be answered INVALID_ARGUMENT naming the field,
 // and both daemons must keep running and answering afterwards.
+#include <grpcpp/generic/generic_stub.h>
 #include <signal.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "proto/gcs.grpc.pb.h"
@@ -299,6 +301,33 @@ TEST_F(MalformedRequestsTest, GcsRefusesMalformedRequestsAndKeepsServing) {
       cluster_->gcs().WaitPlacementGroupUntilReady(id.Binary(), absl::Now() + absl::Seconds(30));
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_FALSE(*removed);
+}
+
+// ReportResourceUsage is served raw (bytes in, bytes out): bytes that are no request at all
+// are refused naming the message, and the GCS keeps serving.
+TEST_F(MalformedRequestsTest, GcsRefusesAResourceReportThatDoesNotParse) {
+  grpc::TemplatedGenericStub<grpc::ByteBuffer, grpc::ByteBuffer> stub(
+      MakeChannel(cluster_->gcs_address()));
+  const std::string garbage = "\x0a\xff\xff\xff\xff\x0f";  // field 1, 4 GiB long, then nothing
+  grpc::Slice slice(garbage);
+  grpc::ByteBuffer request(&slice, 1), reply;
+  grpc::ClientContext context;
+  AttachToken(&context, cluster_->token());
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(
+      &context,
+      absl::StrCat("/", rpc::NodeInfoService::service_full_name(), "/ReportResourceUsage"),
+      grpc::StubOptions(), &request, &reply, [&](grpc::Status result) {
+        status = std::move(result);
+        done.Notify();
+      });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "ReportResourceUsageRequest"))
+      << status.error_message();
+  ExpectDaemonsAlive();
 }
 
 TEST_F(MalformedRequestsTest, RayletRefusesMalformedRequestsAndKeepsServing) {

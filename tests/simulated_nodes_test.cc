@@ -1,8 +1,11 @@
 // Simulated nodes against a real head: `troupe status` lists them, and SIGKILLing the simulator
 // gets every one of them declared dead by the GCS's health checks and published on the NODE
-// channel. Multi-process: the head through the real CLI, the simulator as its own process.
-#include <signal.h>
+// channel; with --churn the GCS's view of their resources follows their changing reports; a
+// lease the head's raylet spills back to one is granted, its pretend worker answers a task, and
+// returning the lease frees its resources in the GCS's view. Multi-process: the head through the
+// real CLI, the simulator as its own process.
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,9 +15,13 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
+#include "src/common/ids.h"
 #include "src/common/status_testing.h"
 #include "src/common/wait_until.h"
+#include "src/rpc/core_worker_client.h"
+#include "src/rpc/raylet_client.h"
 #include "tests/test_cluster.h"
 
 extern char** environ;
@@ -41,11 +48,12 @@ std::string ReadFile(const std::string& path) {
 }
 
 // Starts the simulator with its stdout in `out_path`; returns its pid.
-pid_t StartSimulator(const TestCluster& cluster, const std::string& out_path) {
+pid_t StartSimulator(const TestCluster& cluster, const std::string& out_path, int nodes = kNodes,
+                     const std::vector<std::string>& flags = {"--resources=sim:1"}) {
   std::vector<std::string> args = {SimulatorBinary(), "--address=" + cluster.gcs_address(),
-                                   "--token=" + cluster.token(),
-                                   absl::StrCat("--nodes=", kNodes), "--resources=sim:1",
+                                   "--token=" + cluster.token(), absl::StrCat("--nodes=", nodes),
                                    "--report-period-ms=200"};
+  args.insert(args.end(), flags.begin(), flags.end());
   std::vector<char*> argv;
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -57,6 +65,58 @@ pid_t StartSimulator(const TestCluster& cluster, const std::string& out_path) {
   EXPECT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
   posix_spawn_file_actions_destroy(&actions);
   return pid;
+}
+
+// Starts the simulator and waits until it says every node registered (or fails the test).
+pid_t StartReadySimulator(const TestCluster& cluster, int nodes,
+                          const std::vector<std::string>& flags) {
+  const std::string out_path = absl::StrCat(std::getenv("TEST_TMPDIR"), "/simulator.out");
+  pid_t simulator = StartSimulator(cluster, out_path, nodes, flags);
+  EXPECT_GT(simulator, 0);
+  RegisterCleanupCommand({"/bin/kill", "-9", std::to_string(simulator)});
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(out_path).find("\"ready\"") != std::string::npos; },
+                        absl::Seconds(30)))
+      << "the simulator did not report ready";
+  return simulator;
+}
+
+// The GCS's view of a node's available amount of `resource` (-1 when the node is not in it).
+double ViewedAvailable(TestCluster& cluster, const std::string& node_id,
+                       const std::string& resource) {
+  auto usage = cluster.gcs().GetAllResourceUsage();
+  if (!usage.ok()) return -1;
+  for (const auto& entry : *usage) {
+    if (entry.node_id() != node_id) continue;
+    auto it = entry.available().find(resource);
+    return it == entry.available().end() ? 0 : it->second;
+  }
+  return -1;
+}
+
+std::vector<rpc::NodeInfo> SimulatedNodeInfos(TestCluster& cluster) {
+  std::vector<rpc::NodeInfo> simulated;
+  auto nodes = cluster.gcs().GetAllNodeInfo();
+  if (!nodes.ok()) return simulated;
+  for (const auto& node : *nodes) {
+    if (node.labels().count("troupe.simulated") > 0) simulated.push_back(node);
+  }
+  return simulated;
+}
+
+absl::StatusOr<rpc::RequestWorkerLeaseReply> RequestLease(
+    const std::string& raylet_address, const std::string& token,
+    const rpc::RequestWorkerLeaseRequest& request) {
+  auto raylet = std::make_shared<RayletClient>(raylet_address, token);
+  absl::Notification done;
+  absl::StatusOr<rpc::RequestWorkerLeaseReply> result;
+  raylet->RequestWorkerLeaseAsync(request, [&](absl::StatusOr<rpc::RequestWorkerLeaseReply> reply) {
+    result = std::move(reply);
+    done.Notify();
+  });
+  if (!done.WaitForNotificationWithTimeout(absl::Seconds(30))) {
+    return absl::DeadlineExceededError("no answer to the lease request in 30 s");
+  }
+  return result;
 }
 
 int CountNodes(const nlohmann::json& status, const std::string& state) {
@@ -130,6 +190,112 @@ TEST(SimulatedNodesTest, StatusListsThemAndKillingTheSimulatorPublishesTheirDeat
   status = cluster.Status();
   EXPECT_EQ(CountNodes(status, "DEAD"), kNodes) << status.dump();
   EXPECT_EQ(CountNodes(status, "ALIVE"), 1);
+}
+
+TEST(SimulatedNodesTest, WithChurnTheGcsViewFollowsChangingResources) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  pid_t simulator = StartReadySimulator(cluster, 3, {"--resources=sim:4", "--churn"});
+  std::vector<rpc::NodeInfo> simulated = SimulatedNodeInfos(cluster);
+  ASSERT_EQ(simulated.size(), 3u);
+  const std::string node = simulated[0].node_id();
+  // Each report draws a new background load: the GCS's view of the node takes several values,
+  // always within the node's total.
+  std::set<double> seen;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        double available = ViewedAvailable(cluster, node, "sim");
+        EXPECT_LE(available, 4);
+        if (available >= 0) seen.insert(available);
+        return seen.size() >= 3;
+      },
+      absl::Seconds(30)))
+      << "the GCS saw only " << seen.size() << " distinct amounts";
+  EXPECT_GE(*seen.begin(), 0);
+  // The nodes leave (SIGTERM: they unregister), so the cluster's resource-leak check at the end
+  // sees only the head.
+  ASSERT_EQ(kill(simulator, SIGTERM), 0);
+  int wait_status = 0;
+  ASSERT_EQ(waitpid(simulator, &wait_status, 0), simulator);
+  EXPECT_TRUE(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) << wait_status;
+}
+
+TEST(SimulatedNodesTest, ALeaseSpilledBackToASimulatedNodeIsGrantedServedAndReturned) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  StartReadySimulator(cluster, 2, {"--resources=sim:1", "--task-ms=5"});
+  std::vector<rpc::NodeInfo> simulated = SimulatedNodeInfos(cluster);
+  ASSERT_EQ(simulated.size(), 2u);
+  std::string head_raylet;
+  ASSERT_OK_AND_ASSIGN(std::vector<rpc::NodeInfo> nodes, cluster.gcs().GetAllNodeInfo());
+  for (const auto& node : nodes) {
+    if (node.is_head()) head_raylet = absl::StrCat(node.node_ip(), ":", node.raylet_port());
+  }
+  ASSERT_FALSE(head_raylet.empty());
+
+  // The head has no "sim": its raylet spills the request back to a simulated node once its
+  // cluster view (from the GCS) shows them.
+  rpc::RequestWorkerLeaseRequest request;
+  const TaskId task_id = TaskId::FromRandom();
+  request.mutable_resource_spec()->set_task_id(task_id.Binary());
+  request.mutable_resource_spec()->set_function_name("simulated_task");
+  (*request.mutable_resource_spec()->mutable_required_resources())["sim"] = 1;
+  std::string spilled_to;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto reply = RequestLease(head_raylet, cluster.token(), request);
+        if (reply.ok()) spilled_to = reply->retry_at_raylet_address();
+        return !spilled_to.empty();
+      },
+      absl::Seconds(30)))
+      << "the head's raylet never spilled the lease back";
+  std::string node_id;
+  for (const auto& node : simulated) {
+    if (absl::StrCat(node.node_ip(), ":", node.raylet_port()) == spilled_to) {
+      node_id = node.node_id();
+    }
+  }
+  ASSERT_FALSE(node_id.empty()) << "spilled back to " << spilled_to << ", not a simulated node";
+
+  request.set_grant_or_reject(true);
+  ASSERT_OK_AND_ASSIGN(rpc::RequestWorkerLeaseReply grant,
+                       RequestLease(spilled_to, cluster.token(), request));
+  ASSERT_FALSE(grant.rejected()) << grant.failure_message();
+  ASSERT_FALSE(grant.lease_id().empty());
+  EXPECT_EQ(grant.node_id(), node_id);
+  EXPECT_EQ(grant.worker_address(), spilled_to);
+  // The node is full now: a second request is refused with no message (start over elsewhere).
+  ASSERT_OK_AND_ASSIGN(rpc::RequestWorkerLeaseReply full,
+                       RequestLease(spilled_to, cluster.token(), request));
+  EXPECT_TRUE(full.rejected());
+  EXPECT_EQ(full.failure_message(), "");
+  // Its next report takes the leased unit out of the GCS's view.
+  EXPECT_TRUE(
+      WaitUntil([&] { return ViewedAvailable(cluster, node_id, "sim") == 0; }, absl::Seconds(10)));
+
+  // The pretend worker answers a pushed task with its one return value.
+  auto worker = std::make_shared<CoreWorkerClient>(grant.worker_address(), cluster.token());
+  rpc::PushTaskRequest push;
+  *push.mutable_task() = request.resource_spec();
+  push.set_lease_id(grant.lease_id());
+  absl::Notification pushed;
+  absl::StatusOr<rpc::PushTaskReply> answer;
+  worker->PushTaskAsync(push, [&](absl::StatusOr<rpc::PushTaskReply> reply) {
+    answer = std::move(reply);
+    pushed.Notify();
+  });
+  ASSERT_TRUE(pushed.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_OK(answer.status());
+  ASSERT_EQ(answer->returns_size(), 1);
+  EXPECT_EQ(answer->returns(0).object_id(), ObjectId::FromIndex(task_id, 1).Binary());
+  EXPECT_EQ(answer->returns(0).node_id(), node_id);
+  EXPECT_FALSE(answer->returns(0).is_application_error());
+
+  // Returning the lease frees the unit, in the node and in the GCS's view.
+  RayletClient raylet(spilled_to, cluster.token());
+  ASSERT_OK(raylet.ReturnWorker(grant.lease_id(), /*disconnect=*/false));
+  EXPECT_EQ(raylet.ReturnWorker(grant.lease_id(), /*disconnect=*/false).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(
+      WaitUntil([&] { return ViewedAvailable(cluster, node_id, "sim") == 1; }, absl::Seconds(10)));
 }
 
 }  // namespace

@@ -105,7 +105,7 @@ int RayletCommand(const std::vector<std::string>& args) {
       absl::Milliseconds(env_int("TROUPE_TESTING_OBJECT_SERVE_DELAY_MS"));
   // Object transfers receive megabytes per message into buffers gRPC mallocs and frees: glibc
   // would hand each one back to the kernel (munmap or trim) and fault fresh zeroed pages in for
-  // the next, a third of a transfer's CPU (docs/benchmarks.md). Keep up to 128 MiB of freed
+  // the next, a third of a transfer's CPU (docs/benchmarks_history.md). Keep up to 128 MiB of freed
   // heap for reuse instead.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 128 << 20);

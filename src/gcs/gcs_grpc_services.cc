@@ -91,12 +91,21 @@ ServerUnaryReactor* NodeInfoGrpcService::GetAllNodeInfo(CallbackServerContext* c
   });
 }
 
-ServerUnaryReactor* NodeInfoGrpcService::ReportResourceUsage(
-    CallbackServerContext* context, const rpc::ReportResourceUsageRequest* request,
-    rpc::ReportResourceUsageReply* reply) {
-  return RespondChecked(context, *auth_, *request, [&]() -> absl::Status {
-    TROUPE_RETURN_IF_ERROR(nodes_->ReportResourceUsage(request->usage()));
-    nodes_->ResourceViewSince(request->known_view_version(), reply);
+ServerUnaryReactor* NodeInfoGrpcService::ReportResourceUsage(CallbackServerContext* context,
+                                                             const grpc::ByteBuffer* request,
+                                                             grpc::ByteBuffer* reply) {
+  return Respond(context, *auth_, [&]() -> absl::Status {
+    rpc::ReportResourceUsageRequest parsed;
+    grpc::ByteBuffer bytes(*request);  // Deserialize consumes its buffer; this shares the slices
+    if (!grpc::SerializationTraits<rpc::ReportResourceUsageRequest>::Deserialize(&bytes, &parsed)
+             .ok()) {
+      return absl::InvalidArgumentError(
+          "the ReportResourceUsage request does not parse as a ReportResourceUsageRequest");
+    }
+    TROUPE_RETURN_IF_ERROR(ValidateRequest(parsed));
+    TROUPE_RETURN_IF_ERROR(nodes_->ReportResourceUsage(parsed.usage()));
+    grpc::Slice wire(nodes_->ResourceViewSinceWire(parsed.known_view_version()));
+    *reply = grpc::ByteBuffer(&wire, 1);
     return absl::OkStatus();
   });
 }
@@ -151,8 +160,8 @@ ServerUnaryReactor* TaskInfoGrpcService::AddTaskEventData(
 }
 
 ServerUnaryReactor* TaskInfoGrpcService::GetTaskEvents(CallbackServerContext* context,
-                                                      const rpc::GetTaskEventsRequest* request,
-                                                      rpc::GetTaskEventsReply* reply) {
+                                                       const rpc::GetTaskEventsRequest* request,
+                                                       rpc::GetTaskEventsReply* reply) {
   return RespondChecked(context, *auth_, *request, [&]() -> absl::Status {
     auto found = tasks_->GetTaskEvents(*request);
     if (!found.ok()) return found.status();

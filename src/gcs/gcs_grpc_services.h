@@ -37,7 +37,11 @@ class ClusterInfoGrpcService : public rpc::ClusterInfoService::CallbackService {
   const CertificateAuthority* ca_;
 };
 
-class NodeInfoGrpcService : public rpc::NodeInfoService::CallbackService {
+// ReportResourceUsage is served raw (bytes in, bytes out): its reply is assembled from view
+// entries serialized once per change (NodeManager::ResourceViewSinceWire), the same bytes a
+// ReportResourceUsageReply would serialize to.
+class NodeInfoGrpcService : public rpc::NodeInfoService::WithRawCallbackMethod_ReportResourceUsage<
+                                rpc::NodeInfoService::CallbackService> {
  public:
   NodeInfoGrpcService(const TokenAuthenticator* auth, NodeManager* nodes,
                       int64_t health_check_period_ms)
@@ -52,8 +56,8 @@ class NodeInfoGrpcService : public rpc::NodeInfoService::CallbackService {
                                            const rpc::GetAllNodeInfoRequest* request,
                                            rpc::GetAllNodeInfoReply* reply) override;
   grpc::ServerUnaryReactor* ReportResourceUsage(grpc::CallbackServerContext* context,
-                                                const rpc::ReportResourceUsageRequest* request,
-                                                rpc::ReportResourceUsageReply* reply) override;
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* reply) override;
   grpc::ServerUnaryReactor* GetAllResourceUsage(grpc::CallbackServerContext* context,
                                                 const rpc::GetAllResourceUsageRequest* request,
                                                 rpc::GetAllResourceUsageReply* reply) override;

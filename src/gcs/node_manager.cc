@@ -11,6 +11,24 @@ namespace {
 constexpr char kTable[] = "NODE";
 
 int64_t ToMillis(absl::Time t) { return absl::ToUnixMillis(t); }
+
+// Protobuf wire encoding, for replies assembled from serialized entries.
+void AppendVarint(uint64_t value, std::string* out) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>(value | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+void AppendBytesField(int field, absl::string_view bytes, std::string* out) {
+  AppendVarint((static_cast<uint64_t>(field) << 3) | 2, out);  // length-delimited
+  AppendVarint(bytes.size(), out);
+  out->append(bytes.data(), bytes.size());
+}
+void AppendVarintField(int field, uint64_t value, std::string* out) {
+  AppendVarint(static_cast<uint64_t>(field) << 3, out);  // varint
+  AppendVarint(value, out);
+}
 }  // namespace
 
 NodeManager::NodeManager(ClusterId cluster_id, StoreClient* store, Publisher* publisher,
@@ -196,6 +214,11 @@ void NodeManager::BumpViewLocked(const NodeId& node_id) {
   if (!inserted) view_changes_.erase(it->second);
   it->second = ++view_version_;
   view_changes_.emplace(it->second, node_id);
+  if (auto usage = usage_.find(node_id); usage != usage_.end()) {
+    view_wire_[node_id] = ViewEntryLocked(node_id, usage->second).SerializeAsString();
+  } else {
+    view_wire_.erase(node_id);
+  }
 }
 
 rpc::ResourceUsage NodeManager::ViewEntryLocked(const NodeId& node_id,
@@ -206,23 +229,33 @@ rpc::ResourceUsage NodeManager::ViewEntryLocked(const NodeId& node_id,
   return entry;
 }
 
-void NodeManager::ResourceViewSince(int64_t known_version,
-                                    rpc::ReportResourceUsageReply* reply) const {
+std::string NodeManager::ResourceViewSinceWire(int64_t known_version) const {
+  using Reply = rpc::ReportResourceUsageReply;
+  std::string wire;
   absl::MutexLock lock(&mu_);
-  reply->set_view_version(view_version_);
   if (known_version <= view_base_ || known_version > view_version_) {
-    reply->set_full_view(true);
-    for (const auto& [id, usage] : usage_) *reply->add_cluster() = ViewEntryLocked(id, usage);
-    return;
-  }
-  for (auto it = view_changes_.upper_bound(known_version); it != view_changes_.end(); ++it) {
-    auto usage = usage_.find(it->second);
-    if (usage == usage_.end()) {
-      reply->add_removed_node_ids(it->second.Binary());
-    } else {
-      *reply->add_cluster() = ViewEntryLocked(it->second, usage->second);
+    for (const auto& [id, entry] : view_wire_) {
+      AppendBytesField(Reply::kClusterFieldNumber, entry, &wire);
+    }
+    AppendVarintField(Reply::kFullViewFieldNumber, 1, &wire);
+  } else {
+    for (auto it = view_changes_.upper_bound(known_version); it != view_changes_.end(); ++it) {
+      auto entry = view_wire_.find(it->second);
+      if (entry == view_wire_.end()) {
+        AppendBytesField(Reply::kRemovedNodeIdsFieldNumber, it->second.Binary(), &wire);
+      } else {
+        AppendBytesField(Reply::kClusterFieldNumber, entry->second, &wire);
+      }
     }
   }
+  AppendVarintField(Reply::kViewVersionFieldNumber, static_cast<uint64_t>(view_version_), &wire);
+  return wire;
+}
+
+void NodeManager::ResourceViewSince(int64_t known_version,
+                                    rpc::ReportResourceUsageReply* reply) const {
+  TROUPE_CHECK(reply->ParseFromString(ResourceViewSinceWire(known_version)))
+      << "the view's wire form does not parse";
 }
 
 std::vector<rpc::NodeInfo> NodeManager::GetAllNodes() const {

@@ -176,6 +176,37 @@ TEST_F(NodeManagerTest, AReportRepliesWithWhatChangedSinceTheReportersVersion) {
   EXPECT_TRUE(ancient.full_view());
 }
 
+TEST_F(NodeManagerTest, EveryReplyCarriesEachNodesLatestEntry) {
+  NodeId a = NodeId::FromRandom(), b = NodeId::FromRandom();
+  for (const NodeId& id : {a, b}) ASSERT_TRUE(nodes_.RegisterNode(Request(id, 4)).ok());
+  rpc::ReportResourceUsageReply start;
+  nodes_.ResourceViewSince(0, &start);
+  // b changes twice, a once and then dies: a delta and a full view both show b's latest entry
+  // (once), and a only as removed (delta) or not at all (full view).
+  ASSERT_TRUE(nodes_.ReportResourceUsage(Usage(b, 1.5, 1)).ok());
+  ASSERT_TRUE(nodes_.ReportResourceUsage(Usage(a, 2, 1)).ok());
+  ASSERT_TRUE(nodes_.ReportResourceUsage(Usage(b, 3, 2)).ok());
+  nodes_.MarkNodeDead(a, "gone");
+  rpc::ReportResourceUsageReply delta, full;
+  nodes_.ResourceViewSince(start.view_version(), &delta);
+  nodes_.ResourceViewSince(0, &full);
+  for (const auto* reply : {&delta, &full}) {
+    ASSERT_EQ(reply->cluster_size(), 1) << reply->DebugString();
+    EXPECT_EQ(reply->cluster(0).node_id(), b.Binary());
+    EXPECT_EQ(reply->cluster(0).available().at("CPU"), 3);
+    EXPECT_EQ(reply->cluster(0).raylet_address(), "127.0.0.1:5000");
+    EXPECT_EQ(reply->view_version(), delta.view_version());
+  }
+  EXPECT_EQ(delta.removed_node_ids_size(), 1);
+  EXPECT_FALSE(delta.full_view());
+  EXPECT_TRUE(full.full_view());
+  EXPECT_EQ(full.removed_node_ids_size(), 0);
+  // The serialized form is what the GCS sends: it parses to the same message.
+  rpc::ReportResourceUsageReply parsed;
+  ASSERT_TRUE(parsed.ParseFromString(nodes_.ResourceViewSinceWire(start.view_version())));
+  EXPECT_EQ(parsed.SerializeAsString(), delta.SerializeAsString());
+}
+
 TEST_F(NodeManagerTest, AcceptedReportsReachTheReportListener) {
   std::vector<NodeId> heard;
   nodes_.set_report_listener([&](const NodeId& id) { heard.push_back(id); });

@@ -24,7 +24,7 @@
 namespace troupe {
 
 struct ObjectTransferOptions {
-  // Bytes per data message. Chosen by measurement (docs/benchmarks.md): 1 MiB moved 1 GB
+  // Bytes per data message. Chosen by measurement (docs/benchmarks_history.md): 1 MiB moved 1 GB
   // at 1.26 GB/s where 256 KiB gave 0.90, 512 KiB 1.16 and 4 MiB 0.76 (a serving stream
   // waits for each message's write to finish, so smaller messages overlap better, down to
   // where per-message costs take over).

@@ -10,72 +10,33 @@
 #include "src/common/logging.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/cluster_token.h"
+#include "src/raylet/simulated_node_reporter.h"
 #include "src/rpc/gcs_client.h"
 #include "src/rpc/server.h"
 
 namespace troupe {
-namespace {
-
-// A simulated node's NodeManagerService: the calls the GCS and other raylets make to a node.
-// It runs no workers, so every lease request is refused (the caller places the work elsewhere).
-// The methods it does not override answer UNIMPLEMENTED.
-class SimulatedNodeService : public rpc::NodeManagerService::CallbackService {
- public:
-  SimulatedNodeService(const TokenAuthenticator* auth, rpc::NodeInfo node)
-      : auth_(auth), node_(std::move(node)) {}
-  // Once the port is bound, before the node registers (no call can come before that).
-  void set_raylet_port(int port) { node_.set_raylet_port(port); }
-
-  grpc::ServerUnaryReactor* HealthCheck(grpc::CallbackServerContext* context,
-                                        const rpc::HealthCheckRequest*,
-                                        rpc::HealthCheckReply* reply) override {
-    return Respond(context, *auth_, [&] {
-      reply->set_node_id(node_.node_id());
-      return absl::OkStatus();
-    });
-  }
-  grpc::ServerUnaryReactor* GetNodeStats(grpc::CallbackServerContext* context,
-                                         const rpc::GetNodeStatsRequest*,
-                                         rpc::GetNodeStatsReply* reply) override {
-    return Respond(context, *auth_, [&] {
-      *reply->mutable_node() = node_;
-      reply->mutable_usage()->set_node_id(node_.node_id());
-      *reply->mutable_usage()->mutable_total() = node_.resources_total();
-      *reply->mutable_usage()->mutable_available() = node_.resources_total();
-      return absl::OkStatus();
-    });
-  }
-  grpc::ServerUnaryReactor* RequestWorkerLease(grpc::CallbackServerContext* context,
-                                               const rpc::RequestWorkerLeaseRequest*,
-                                               rpc::RequestWorkerLeaseReply* reply) override {
-    return Respond(context, *auth_, [&] {
-      reply->set_rejected(true);
-      reply->set_failure_message("a simulated node runs no workers");
-      return absl::OkStatus();
-    });
-  }
-
- private:
-  const TokenAuthenticator* auth_;
-  rpc::NodeInfo node_;  // set before the node registers, read-only once calls can come
-};
-
-}  // namespace
 
 struct SimulatedNodes::Node {
-  Node(const SimulatedNodesOptions& options, const ClusterToken& token)
+  Node(const SimulatedNodesOptions& options, const ClusterToken& token, const ResourceSet& total,
+       uint64_t seed)
       : id(NodeId::FromRandom()),
         gcs(options.gcs_address, options.token, absl::Seconds(10)),
-        auth(token) {}
+        reporter(options.gcs_address, options.token),
+        auth(token),
+        resources(total, seed) {}
 
   const NodeId id;
   GcsClient gcs;
+  SimulatedNodeReporter reporter;
   TokenAuthenticator auth;
+  SimulatedNodeResources resources;
   std::unique_ptr<SimulatedNodeService> service;
+  std::unique_ptr<SimulatedWorkerService> worker;
   std::unique_ptr<grpc::Server> server;
   rpc::NodeInfo info;
   int64_t report_seq = 0;        // the reporting thread's
   int64_t view_version = 0;      // the reporting thread's
+  ResourceSet last_reported;     // the reporting thread's; the total until the first report
   absl::Time next_report;        // the reporting thread's
   std::atomic<bool> gone{false};  // killed, stopped, or declared dead
   absl::Mutex poll_mu;
@@ -89,13 +50,20 @@ SimulatedNodes::~SimulatedNodes() { Shutdown(); }
 
 const NodeId& SimulatedNodes::node_id(int index) const { return nodes_.at(index)->id; }
 
+ResourceSet SimulatedNodes::available(int index) const {
+  return nodes_.at(index)->resources.Available();
+}
+
 absl::Status SimulatedNodes::Start() {
   auto token = ClusterToken::Parse(options_.token);
   if (!token.ok()) return token.status();
+  auto total = ResourceSet::FromMap(options_.resources);
+  if (!total.ok()) return total.status();
   char hostname[256] = {};
   gethostname(hostname, sizeof(hostname) - 1);
   for (int i = 0; i < options_.num_nodes; ++i) {
-    auto node = std::make_unique<Node>(options_, *token);
+    auto node = std::make_unique<Node>(options_, *token, *total, options_.seed + i);
+    node->last_reported = *total;  // what the GCS assumes of a node that just registered
     node->info.set_node_id(node->id.Binary());
     node->info.set_node_ip(options_.node_ip);
     node->info.set_hostname(hostname);
@@ -106,15 +74,20 @@ absl::Status SimulatedNodes::Start() {
     (*node->info.mutable_labels())["troupe.simulated"] = "true";
     int port = 0;
     // The node's info (with its port) is what the service answers with: made once bound.
-    auto service = std::make_unique<SimulatedNodeService>(&node->auth, node->info);
-    auto server = StartGrpcServer(options_.node_ip, 0, {service.get()}, &port);
+    auto service = std::make_unique<SimulatedNodeService>(&node->auth, node->info, &node->resources,
+                                                          &counters_);
+    auto worker = std::make_unique<SimulatedWorkerService>(
+        &node->auth, node->id.Binary(), options_.task_run_time, &runner_, &counters_);
+    auto server = StartGrpcServer(options_.node_ip, 0, {service.get(), worker.get()}, &port);
     if (!server.ok()) {
       Shutdown();
       return server.status();
     }
     node->info.set_raylet_port(port);
     service->set_raylet_port(port);
+    worker->set_address(absl::StrCat(options_.node_ip, ":", port));
     node->service = std::move(service);
+    node->worker = std::move(worker);
     node->server = std::move(*server);
     nodes_.push_back(std::move(node));
   }
@@ -161,17 +134,22 @@ void SimulatedNodes::ReportLoop(int thread_index) {
 }
 
 void SimulatedNodes::ReportOnce(Node* node) {
+  if (options_.churn) node->resources.RedrawBackground();
+  const ResourceSet available = node->resources.Available();
   rpc::ResourceUsage usage;
   usage.set_node_id(node->id.Binary());
   *usage.mutable_total() = node->info.resources_total();
-  *usage.mutable_available() = node->info.resources_total();
+  for (const auto& [name, amount] : available.ToMap()) (*usage.mutable_available())[name] = amount;
   usage.set_report_seq(++node->report_seq);
   // Like a raylet, it sends the view version it holds and gets only what changed since; it keeps
-  // no copy of the view itself (it schedules nothing).
-  auto reply = node->gcs.ReportResourceUsage(usage, node->view_version);
+  // no copy of the view itself (it schedules nothing), so it does not parse the entries.
+  auto reply = node->reporter.Report(usage, node->view_version);
   if (reply.ok()) {
-    node->view_version = reply->view_version();
+    node->view_version = reply->view_version;
     ++reports_ok_;
+    if (!(available == node->last_reported)) ++reports_changed_;
+    node->last_reported = available;
+    view_entries_received_ += reply->entries;
     return;
   }
   ++reports_failed_;
@@ -287,6 +265,7 @@ void SimulatedNodes::Shutdown() {
     if (node->server) node->server->Shutdown(absl::ToChronoTime(absl::Now()));
   }
   nodes_.clear();
+  runner_.Stop();  // after the servers: the answers they wait for still come
 }
 
 }  // namespace troupe

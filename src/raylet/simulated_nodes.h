@@ -1,17 +1,32 @@
 // SimulatedNodes: N lightweight stand-ins for raylets in one process, for scale tests and
 // bench/scale_bench.py. Each simulated node does against the real GCS, over gRPC, what a raylet
 // does to stay in the cluster: it serves NodeManagerService on a port of its own (health checks,
-// node stats; lease requests are refused, since it runs no workers), registers with the GCS
-// through GcsClient, reports its resources every `report_period` (staggered over the period),
-// and keeps a long poll open on the NODE, JOB and WORKER channels like a raylet's job follower.
-// Nothing of the GCS is mocked: its registration, report, health-check, scheduling and pubsub
-// paths all run as they do for real raylets.
+// node stats, worker leases), registers with the GCS through GcsClient, reports its resources
+// every `report_period` (staggered over the period), and keeps a long poll open on the NODE, JOB
+// and WORKER channels like a raylet's job follower. Nothing of the GCS is mocked: its
+// registration, report, health-check, scheduling and pubsub paths all run as they do for real
+// raylets, and the head's raylet places tasks on simulated nodes by spillback as on real ones.
+// What a simulated node does NOT do (simulated_node_services.h): it runs no workers and no
+// object store. A lease whose demand fits in its available resources is granted with a pretend
+// worker served on the node's own port, which answers each pushed task after `task_run_time`
+// with a nil return value, running nothing and sending no task events; the caller then returns
+// the lease as to any raylet. A lease that does not fit is refused (never queued).
+// Churn (`churn`): before every report each node redraws a background load standing for work
+// that comes and goes (SimulatedNodeResources), so its reported available resources differ from
+// its last report and the GCS applies a change, and hands it to every other reporter, on every
+// report — the condition of a busy cluster. Without churn a node's resources change only with
+// the leases it grants (an idle cluster: every report repeats the last, the GCS's best case).
+// Each node keeps only the view version the GCS gave it (it schedules nothing): it receives the
+// changed entries in every reply as a raylet does, but counts them on the wire instead of
+// parsing them (simulated_node_reporter.h), so the simulator does not spend the GCS's machine's
+// CPU on the parsing a thousand real raylets would do on their own machines.
 // Kill(i) makes node i vanish as a SIGKILLed raylet does (its server closes, its reports and
 // polls stop, it does not unregister); the other nodes' polls then time when its death reaches
 // them. Destroying the object (or killing the process) without Stop() leaves every node to be
 // found dead by the GCS's health checks.
 // Thread-safety: Start, Kill, Stop and the accessors from one controlling thread; reports run on
-// `report_threads` threads of this object, polls on gRPC's callback threads.
+// `report_threads` threads of this object, polls and lease/push calls on gRPC's callback
+// threads, delayed task answers on one thread of this object.
 #pragma once
 
 #include <atomic>
@@ -29,6 +44,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "src/common/ids.h"
+#include "src/raylet/simulated_node_services.h"
 
 namespace troupe {
 
@@ -42,6 +58,11 @@ struct SimulatedNodesOptions {
   int report_threads = 4;
   // How long a node's pubsub poll waits at the GCS (a raylet's job follower waits 1 s).
   absl::Duration poll_timeout = absl::Seconds(1);
+  // Redraw each node's background load before every report (see above).
+  bool churn = false;
+  // How long the pretend worker of a granted lease takes to answer a task.
+  absl::Duration task_run_time = absl::Milliseconds(10);
+  uint64_t seed = 1;  // of the background draws (node i draws from seed + i)
 };
 
 class SimulatedNodes {
@@ -68,6 +89,15 @@ class SimulatedNodes {
   // Reports the GCS answered, and reports it refused or failed, since Start.
   int64_t reports_ok() const { return reports_ok_.load(); }
   int64_t reports_failed() const { return reports_failed_.load(); }
+  // Answered reports whose available resources differed from the node's last report: each one
+  // a change the GCS applied to its view (a new view version).
+  int64_t reports_changed() const { return reports_changed_.load(); }
+  // Node entries the GCS's replies carried to the nodes (the changes it handed out; full views
+  // included), summed over every answered report.
+  int64_t view_entries_received() const { return view_entries_received_.load(); }
+  const SimulatedNodeCounters& counters() const { return counters_; }
+  // A node's available resources now (what its next report says, before any redraw).
+  ResourceSet available(int index) const;
 
  private:
   struct Node;
@@ -83,6 +113,11 @@ class SimulatedNodes {
   absl::Notification stop_;
   std::atomic<int64_t> reports_ok_{0};
   std::atomic<int64_t> reports_failed_{0};
+  std::atomic<int64_t> reports_changed_{0};
+  std::atomic<int64_t> view_entries_received_{0};
+  SimulatedNodeCounters counters_;
+  // Answers the pretend workers' tasks; outlives every server (stopped after they shut down).
+  DelayedRunner runner_;
 
   absl::Mutex mu_;
   absl::CondVar death_seen_cv_;

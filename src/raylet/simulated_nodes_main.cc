@@ -2,7 +2,11 @@
 // cluster, for scale tests and bench/scale_bench.py.
 //   troupe_simulated_nodes --address=HOST:PORT --token=TOKEN --nodes=N
 //       [--resources=CPU:1,custom:2] [--report-period-ms=500] [--report-threads=4]
-//       [--poll-timeout-ms=1000] [--commands]
+//       [--poll-timeout-ms=1000] [--churn] [--task-ms=10] [--seed=1] [--commands]
+// --churn: each node redraws a background load before every report, so its available
+// resources change on every report (a busy cluster); without it they change only with the
+// leases its pretend workers hold (an idle cluster). --task-ms: how long a pretend worker takes
+// to answer a task placed on a simulated node (simulated_nodes.h says what it does not do).
 // --address/--token default to $TROUPE_ADDRESS/$TROUPE_TOKEN. Prints one JSON line once every
 // node is registered: {"event": "ready", "nodes": N, "register_seconds": S}. Then runs until
 // SIGTERM or SIGINT (every node unregisters) or SIGKILL (every node is left for the GCS's health
@@ -10,7 +14,9 @@
 //   kill   a node vanishes (server closed, no unregistering); prints
 //          {"metric": "node_death_published", "value": S, "unit": "s"} once a live node's poll
 //          delivered its death (or "value": null after 120 s)
-//   stats  prints {"reports_ok": N, "reports_failed": N}
+//   stats  prints {"reports_ok": N, "reports_failed": N, "reports_changed": N,
+//          "view_entries_received": N, "leases_granted": N, "leases_refused": N,
+//          "leases_returned": N, "tasks_run": N} (totals since the start)
 //   stop   (or end of input) every node unregisters; the program exits
 #include <signal.h>
 
@@ -57,9 +63,19 @@ void RunCommands(troupe::SimulatedNodes* nodes) {
   for (std::string line; std::getline(std::cin, line);) {
     if (line == "stop") break;
     if (line == "stats") {
-      std::printf("{\"reports_ok\": %lld, \"reports_failed\": %lld}\n",
-                  static_cast<long long>(nodes->reports_ok()),
-                  static_cast<long long>(nodes->reports_failed()));
+      const troupe::SimulatedNodeCounters& counters = nodes->counters();
+      std::printf(
+          "{\"reports_ok\": %lld, \"reports_failed\": %lld, \"reports_changed\": %lld, "
+          "\"view_entries_received\": %lld, \"leases_granted\": %lld, \"leases_refused\": %lld, "
+          "\"leases_returned\": %lld, \"tasks_run\": %lld}\n",
+          static_cast<long long>(nodes->reports_ok()),
+          static_cast<long long>(nodes->reports_failed()),
+          static_cast<long long>(nodes->reports_changed()),
+          static_cast<long long>(nodes->view_entries_received()),
+          static_cast<long long>(counters.leases_granted.load()),
+          static_cast<long long>(counters.leases_refused.load()),
+          static_cast<long long>(counters.leases_returned.load()),
+          static_cast<long long>(counters.tasks_run.load()));
     } else if (line == "kill" && next_victim < nodes->num_nodes() - 1) {
       troupe::NodeId victim = nodes->Kill(next_victim++);
       auto took = nodes->WaitDeathPublished(victim, absl::Seconds(120));
@@ -85,13 +101,22 @@ int main(int argc, char** argv) {
   if (options.gcs_address.empty() || options.token.empty()) {
     return Fail("--address and --token (or $TROUPE_ADDRESS and $TROUPE_TOKEN) are required");
   }
-  int period_ms = 500, poll_ms = 1000;
+  int period_ms = 500, poll_ms = 1000, task_ms = 10;
   if (!absl::SimpleAtoi(Flag(argc, argv, "nodes", "20"), &options.num_nodes) ||
+      !absl::SimpleAtoi(Flag(argc, argv, "task-ms", "10"), &task_ms) ||
+      !absl::SimpleAtoi(Flag(argc, argv, "seed", "1"), &options.seed) ||
       !absl::SimpleAtoi(Flag(argc, argv, "report-period-ms", "500"), &period_ms) ||
       !absl::SimpleAtoi(Flag(argc, argv, "poll-timeout-ms", "1000"), &poll_ms) ||
       !absl::SimpleAtoi(Flag(argc, argv, "report-threads", "4"), &options.report_threads)) {
-    return Fail("--nodes, --report-period-ms, --poll-timeout-ms and --report-threads take integers");
+    return Fail(
+        "--nodes, --report-period-ms, --poll-timeout-ms, --report-threads, --task-ms and --seed "
+        "take integers");
   }
+  if (options.num_nodes < 1 || period_ms < 1 || task_ms < 0) {
+    return Fail("--nodes and --report-period-ms must be at least 1, --task-ms at least 0");
+  }
+  options.churn = HasFlag(argc, argv, "churn");
+  options.task_run_time = absl::Milliseconds(task_ms);
   options.report_period = absl::Milliseconds(period_ms);
   options.poll_timeout = absl::Milliseconds(poll_ms);
   if (std::string spec = Flag(argc, argv, "resources", ""); !spec.empty()) {

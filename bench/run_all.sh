@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Runs every benchmark, each beside its peers in the same run (Ray through its Python API and its
+# C++ API, PyTorch's gloo and DDP, plain LibTorch, raw TCP), and writes one results file per
+# benchmark to bench/results/<UTC date>/ (quick runs: bench/results/<UTC date>-quick/), with each
+# program's printed output (<name>.log) and machine.txt (the machine, the peers' versions, the
+# load). Then prints the summary tables (bench/summarize.py); a full run also rewrites the
+# generated parts of docs/benchmarks.md and README.md from them.
+#
+#   bash bench/setup_peers.sh             # once per machine: Ray, ray-cpp, torch, iperf3 ...
+#   bash bench/run_all.sh                 # everything (about 40 minutes on the 2-core VM)
+#   bash bench/run_all.sh --quick         # fewer rounds and sizes (about 10 minutes): a check
+#                                         # that every benchmark runs, not figures to quote
+#   bash bench/run_all.sh --only=microbenchmark,tls_bench [--out=DIR] [--no-docs]
+#
+# Needs root (network namespaces for the cross-host benchmarks). Run it on a quiet machine: every
+# results file records the load average, and figures from a loaded machine are marked as such.
+# A benchmark that fails is reported at the end (and the run exits 1); the others still run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+quick=false
+only=""
+out=""
+update_docs=true
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=true ;;
+    --only=*) only="${arg#--only=}" ;;
+    --out=*) out="${arg#--out=}" ;;
+    --no-docs) update_docs=false ;;
+    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run_all.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+venv="${TROUPE_BENCH_VENV:-$HOME/.cache/troupe-bench-venv}"
+python="$venv/bin/python"
+if ! "$python" -c "import ray" 2>/dev/null || [ ! -d "$("$python" -c 'import ray, os; print(os.path.dirname(ray.__file__))' 2>/dev/null)/cpp" ]; then
+  echo "run_all.sh: Ray and ray-cpp are not installed in $venv: run bash bench/setup_peers.sh first" >&2
+  exit 1
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "run_all.sh: needs root (the cross-host benchmarks make network namespaces)" >&2
+  exit 1
+fi
+
+if [ -z "$out" ]; then
+  out="bench/results/$(date -u +%F)"
+  $quick && out+="-quick"
+fi
+mkdir -p "$out"
+echo "== results go to $out"
+
+run_start=$SECONDS
+echo "== bazel build -c opt --config=nocuda (the benchmark binaries; this machine has no GPU)"
+bazel build -c opt --config=nocuda //src/cli:troupe //src/raylet:troupe_simulated_nodes \
+  //bench:all || { echo "run_all.sh: the build failed" >&2; exit 1; }
+build_seconds=$((SECONDS - run_start))
+
+{
+  echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
+  echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+  echo "OS: $(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r)"
+  echo "peers: Ray $("$python" -c 'import ray; print(ray.__version__)') (Python API and ray-cpp)," \
+    "torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)" \
+    "(Debian's, for gloo/DDP)"
+  echo "troupe: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench || echo ' (with local changes)'), built -c opt --config=nocuda"
+  echo "run: $($quick && echo quick || echo full), started $(date -u +%FT%TZ), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} > "$out/machine.txt"
+
+# name | full flags | quick flags. Each program writes $out/<name>.json (--json) and prints its
+# table into $out/<name>.log.
+steps=(
+  "microbenchmark|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=1 --ray-sleep=1|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=0.5 --ray-sleep=0 --quick --only=single_client_tasks_async,1_1_actor_calls_sync,1_1_actor_calls_async,single_client_put_calls"
+  "cluster_start|bench/cluster_start.py|bench/cluster_start.py --quick"
+  "collective_bench|bench/collective_bench.py|bench/collective_bench.py --quick"
+  "collective_bench_netns|bench/collective_bench.py --netns|bench/collective_bench.py --netns --quick"
+  "train_bench|bench/train_bench.py|bench/train_bench.py --quick"
+  "transfer_bench|bench/transfer_bench.py|bench/transfer_bench.py --quick"
+  "reconstruction_bench|bench/reconstruction_bench.py|bench/reconstruction_bench.py --quick"
+  "gcs_ft_bench|bench/gcs_ft_bench.py|bench/gcs_ft_bench.py --quick"
+  "scale_bench|bench/scale_bench.py|bench/scale_bench.py --quick"
+  "tls_bench|bench/tls_bench.py|bench/tls_bench.py --quick"
+)
+
+failed=()
+times=""
+for step in "${steps[@]}"; do
+  IFS='|' read -r name full quick_flags <<<"$step"
+  if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
+  flags="$full"
+  $quick && flags="$quick_flags"
+  step_start=$SECONDS
+  echo "== $name: /usr/bin/python3 $flags --json=$out/$name.json (load average $(cut -d' ' -f1 /proc/loadavg))"
+  # shellcheck disable=SC2086  # flags are words
+  if /usr/bin/python3 $flags --json="$out/$name.json" > "$out/$name.log" 2>&1; then
+    tail -n 40 "$out/$name.log"
+  else
+    echo "!! $name failed; the end of $out/$name.log:"
+    tail -n 30 "$out/$name.log"
+    failed+=("$name")
+    rm -f "$out/$name.json"
+  fi
+  times+="$name $((SECONDS - step_start)) s; "
+done
+echo "run: build $build_seconds s; ${times}whole run $((SECONDS - run_start)) s" | tee -a "$out/machine.txt"
+
+echo "== summary (python3 bench/summarize.py $out)"
+summarize=(python3 bench/summarize.py "$out")
+if ! $quick && $update_docs && [ -z "$only" ] && [ ${#failed[@]} -eq 0 ]; then
+  summarize+=(--write)  # a complete full run rewrites docs/benchmarks.md's summary and README's figures
+fi
+"${summarize[@]}" || failed+=("summarize")
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "run_all.sh: failed: ${failed[*]} (their logs are in $out); docs were not rewritten"
+  exit 1
+fi

@@ -1,9 +1,10 @@
 """Tests of the benchmark harness (bench_common.py, microbenchmark.py) on fake sides: the order of
 the alternation, the ratio's median and range, and how microbenchmark.py builds each column
 (Troupe's store and inline runs, Ray's figures from Ray's own program, the replica only for the
-rest); the results-file format (summary_row, per_round_ratios, write_results); and how each
-bench/*.py runner with --json alternates its sides and turns its rounds into rows. Run by
-bench_harness_test.sh (bazel test //bench:bench_harness_test)."""
+rest); the results-file format (summary_row, per_round_ratios, write_results); how each
+bench/*.py runner with --json alternates its sides and turns its rounds into rows; and
+gcs_ft_bench.py's rows and kill pacing. Run by bench_harness_test.sh
+(bazel test //bench:bench_harness_test)."""
 import argparse
 import contextlib
 import datetime
@@ -13,6 +14,7 @@ import os
 import stat
 import sys
 import tempfile
+import time
 import unittest
 from unittest import mock
 
@@ -20,6 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common  # noqa: E402
 import cluster_start  # noqa: E402
 import collective_bench  # noqa: E402
+import gcs_ft_bench  # noqa: E402
 import microbenchmark  # noqa: E402
 import reconstruction_bench  # noqa: E402
 import tls_bench  # noqa: E402
@@ -196,6 +199,112 @@ esac
         self.assertEqual(sorted(microbenchmark.RAY_PERF), sorted(names))
 
 
+def gcs_trial(new_actor, listening=0.1, actors=3, answering=3, kv=10, kv_read_back=10):
+    return {"listening_after": listening, "new_actor": new_actor, "old_actor": 0.01,
+            "jobs_list": 0.2, "kv_first": 0.3 if kv else -1, "restarted_after": 0.005,
+            "actors_answering": answering, "actors": actors, "pgs_ready": 2, "pgs": 2,
+            "jobs_listed": 4, "jobs": 4, "kv_read_back": kv_read_back, "kv": kv}
+
+
+class GcsFtTest(unittest.TestCase):
+    """gcs_ft_bench.py's summary: medians over every trial, Ray/Troupe per round, what each
+    restart lost."""
+
+    def results(self):
+        population = {"actors_s": 1.0, "pgs_s": 0.5, "kv_s": 2.0, "jobs_s": 3.0,
+                      "memory_gib": 2.0}
+        return {
+            "troupe": [{"populated": [gcs_trial(1.0), gcs_trial(3.0)], "empty": [],
+                        "population": population, "empty_gib": 0.1, "failed": []},
+                       {"populated": [gcs_trial(2.0), gcs_trial(2.0, answering=2)], "empty": [],
+                        "population": dict(population, actors_s=5.0), "empty_gib": 0.1,
+                        "failed": []}],
+            "ray": [{"populated": [gcs_trial(4.0), gcs_trial(4.0)], "empty": [],
+                     "population": population, "empty_gib": 0.7, "failed": []},
+                    {"populated": [gcs_trial(10.0), gcs_trial(-1)], "empty": [],
+                     "population": population, "empty_gib": 0.7,
+                     "failed": [("populated", "no recovery within 300 s")]}]}
+
+    def test_medians_over_trials_and_ratio_per_round(self):
+        rows = {r["name"]: r for r in gcs_ft_bench.recovery_rows(self.results(),
+                                                                 "populated")}
+        row = rows["populated.gcs_kill_to_new_actor_answers"]
+        self.assertEqual(row["troupe"], 2.0)  # median of 1, 3, 2, 2
+        self.assertEqual(row["ray"], 4.0)  # median of 4, 4, 10 (the trial without a figure out)
+        self.assertEqual(row["trials"], {"troupe": 4, "ray": 3})
+        self.assertEqual(row["spread"], {"troupe": [1.0, 3.0], "ray": [4.0, 10.0]})
+        # Per round, the round medians: 4/2 and 10/2.
+        self.assertEqual(row["ratio_ray_over_troupe"], [3.5, 2.0, 5.0, 2])
+        self.assertEqual(row["ratios"], {"ray_python": [3.5, 2.0, 5.0, 2]})
+        self.assertEqual(row["failed_kills"], {"troupe": 0, "ray": 1})
+        self.assertFalse(row["higher_is_better"])
+        self.assertNotIn("empty.gcs_kill_to_new_actor_answers",
+                         {r["name"] for r in gcs_ft_bench.recovery_rows(self.results(),
+                                                                        "empty")})
+
+    def test_after_restart_rows_report_the_worst_trial(self):
+        rows = {r["name"]: r for r in gcs_ft_bench.after_restart_rows(self.results(),
+                                                                      "populated")}
+        row = rows["populated.after_restart.actors_answering"]
+        self.assertEqual((row["troupe"], row["of"]["troupe"]), (2, 3))
+        self.assertEqual((row["ray"], row["of"]["ray"]), (3, 3))
+        self.assertEqual(row["spread"]["troupe"], [2, 3])
+
+    def test_population_rows(self):
+        rows = {r["name"]: r for r in gcs_ft_bench.population_rows(self.results())}
+        self.assertEqual(rows["populated.population_seconds"]["troupe"], 8.5)  # 6.5 and 10.5
+        self.assertEqual(rows["populated.population_seconds"]["spread"]["troupe"], [6.5, 10.5])
+        self.assertEqual(rows["populated.head_memory"]["ray"], 2.0)
+        self.assertEqual(rows["empty.head_memory"]["ray"], 0.7)
+
+    def test_listening_sockets_finds_a_listener_by_port(self):
+        import socket
+        with socket.socket() as server:
+            server.bind(("127.0.0.1", 0))
+            port = server.getsockname()[1]
+            self.assertEqual(gcs_ft_bench.listening_sockets(port), set())  # bound, not listening
+            server.listen()
+            inodes = gcs_ft_bench.listening_sockets(port)
+            self.assertEqual(len(inodes), 1)
+            # A new listener is told apart from the one before the kill.
+            out = {}
+            gcs_ft_bench.watch_port(port, inodes, time.monotonic(), out, timeout=0.05)
+            self.assertEqual(out["listening_after"], -1)
+            gcs_ft_bench.watch_port(port, set(), time.monotonic(), out, timeout=5)
+            self.assertGreaterEqual(out["listening_after"], 0)
+
+    def test_kills_are_paced_to_what_the_supervisor_tolerates(self):
+        class Head:
+            kills = []
+            gcs_port = 1
+
+        class Driver:
+            def __init__(self):
+                self.sent = []
+
+            def send(self, command):
+                self.sent.append(command)
+
+            def read_event(self, event):
+                return {"t0": 0.0} if event == "killed" else {"new_gcs_pid": 1}
+
+        head = Head()
+        head.note_gcs = lambda pid: None
+        now = [1000.0]
+        slept = []
+        with mock.patch.object(gcs_ft_bench.time, "monotonic", side_effect=lambda: now[0]), \
+                mock.patch.object(gcs_ft_bench.time, "sleep", side_effect=slept.append), \
+                mock.patch.object(gcs_ft_bench, "poll_jobs"), \
+                mock.patch.object(gcs_ft_bench, "watch_port"), \
+                mock.patch.object(gcs_ft_bench, "listening_sockets", return_value=set()):
+            for _ in range(gcs_ft_bench.KILLS_PER_MINUTE):
+                gcs_ft_bench.trial(head, Driver(), [])
+                now[0] += 1
+            self.assertEqual(slept, [])
+            gcs_ft_bench.trial(head, Driver(), [])
+        # The next kill waits until the first of the last minute is a minute old.
+        self.assertEqual(len(slept), 1)
+        self.assertAlmostEqual(slept[0], 1000.0 + 60.5 - now[0])
 class RayTokenAuthTest(unittest.TestCase):
     def test_token_mode_with_a_fresh_token_or_the_one_set(self):
         environ = {}

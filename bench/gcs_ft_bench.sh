@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# GCS fault tolerance on Redis (issue 13), Troupe and Ray side by side in one run: builds the
+# GCS fault tolerance on Redis (issues 13, 32), Troupe and Ray side by side in one run: builds the
 # Troupe CLI and driver (-c opt), makes sure the Ray virtualenv exists (bench/setup_peers.sh, only
-# when it is missing), runs bench/gcs_ft_bench.py and prints its table and ratios. Needs
-# /usr/bin/redis-server (Debian's redis-server); every cluster gets its own private one.
-#   bash bench/gcs_ft_bench.sh [gcs_ft_bench.py flags, e.g. --trials 5 --actors 200 --pgs 200]
+# when it is missing), runs bench/gcs_ft_bench.py and prints its tables and ratios. Needs
+# /usr/bin/redis-server (Debian's redis-server); every head gets its own private one.
+#   bash bench/gcs_ft_bench.sh [gcs_ft_bench.py flags, e.g. --quick, --json FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${TROUPE_BENCH_VENV:-$HOME/.cache/troupe-bench-venv}

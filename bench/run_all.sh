@@ -78,7 +78,7 @@ steps=(
   "train_bench|bench/train_bench.py|bench/train_bench.py --quick"
   "transfer_bench|bench/transfer_bench.py|bench/transfer_bench.py --quick"
   "reconstruction_bench|bench/reconstruction_bench.py|bench/reconstruction_bench.py --quick"
-  "gcs_ft_bench|bench/gcs_ft_bench.py|bench/gcs_ft_bench.py --quick"
+  "gcs_ft_bench|bench/gcs_ft_bench.py --no-throughput|bench/gcs_ft_bench.py --quick --no-throughput"
   "scale_bench|bench/scale_bench.py|bench/scale_bench.py --quick"
   "tls_bench|bench/tls_bench.py|bench/tls_bench.py --quick"
 )

@@ -68,18 +68,19 @@ build_seconds=$((SECONDS - run_start))
   echo "run: $($quick && echo quick || echo full), started $(date -u +%FT%TZ), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$out/machine.txt"
 
-# name | full flags | quick flags. Each program writes $out/<name>.json (--json) and prints its
+# name | full flags | quick flags, in the order they run (Ray's microbenchmark and the two
+# benchmarks of a user's conditions first). Each program writes $out/<name>.json (--json) and prints its
 # table into $out/<name>.log.
 steps=(
   "microbenchmark|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=1 --ray-sleep=1|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=0.5 --ray-sleep=0 --quick --only=single_client_tasks_async,1_1_actor_calls_sync"
+  "gcs_ft_bench|bench/gcs_ft_bench.py --no-throughput|bench/gcs_ft_bench.py --quick --no-throughput"
+  "scale_bench|bench/scale_bench.py|bench/scale_bench.py --quick"
   "cluster_start|bench/cluster_start.py|bench/cluster_start.py --quick"
   "collective_bench|bench/collective_bench.py|bench/collective_bench.py --quick"
   "collective_bench_netns|bench/collective_bench.py --netns|bench/collective_bench.py --netns --quick"
   "train_bench|bench/train_bench.py|bench/train_bench.py --quick"
   "transfer_bench|bench/transfer_bench.py|bench/transfer_bench.py --quick"
   "reconstruction_bench|bench/reconstruction_bench.py|bench/reconstruction_bench.py --quick"
-  "gcs_ft_bench|bench/gcs_ft_bench.py --no-throughput|bench/gcs_ft_bench.py --quick --no-throughput"
-  "scale_bench|bench/scale_bench.py|bench/scale_bench.py --quick"
   "tls_bench|bench/tls_bench.py|bench/tls_bench.py --quick"
 )
 

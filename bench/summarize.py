@@ -45,8 +45,7 @@ GAP_THRESHOLDS = {"ray_python": 3.0, "ray_cpp": 2.0}
 # README quotes these (Ray's Python and C++ APIs), as ranges over the full run's rounds.
 README_METRICS = ["single_client_tasks_sync", "single_client_tasks_async",
                   "1_1_actor_calls_sync", "1_1_actor_calls_async", "n_n_actor_calls_async",
-                  "single_client_put_calls", "single_client_get_calls",
-                  "placement_group_create_removal_per_second"]
+                  "single_client_put_calls", "single_client_get_calls"]
 
 
 def load(run_dir):

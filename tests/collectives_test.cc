@@ -349,10 +349,27 @@ class Member {
     coll::DestroyGroup(group);
     return !coll::IsGroupInitialized(group);
   }
+
+  // With `refresh`, first moves to the newest generation of declared group `group`
+  // (internal::RefreshGroup); then all-reduces rank + 1 once. "gen <g> sum <s>", "excluded: ..."
+  // for an ExcludedError, or the error.
+  std::string GenerationSum(std::string group, bool refresh) {
+    try {
+      if (refresh) coll::internal::RefreshGroup(group);
+      std::vector<float> data(1000, static_cast<float>(coll::GetRank(group) + 1));
+      coll::AllReduce(data, ReduceOp::kSum, group);
+      return absl::StrCat("gen ", coll::GetGeneration(group), " sum ", data[0]);
+    } catch (const coll::ExcludedError& e) {
+      return absl::StrCat("excluded(gen ", e.generation(), "): ", ErrorText(e));
+    } catch (const coll::CollectiveError& e) {
+      return ErrorText(e);
+    }
+  }
 };
 
 TROUPE_REMOTE(Member::Create, &Member::Pid, &Member::Join, &Member::Check, &Member::SumLoop,
-              &Member::AsyncSums, &Member::AllReduceCount, &Member::Destroy);
+              &Member::AsyncSums, &Member::AllReduceCount, &Member::Destroy,
+              &Member::GenerationSum);
 
 using troupe::testing::TestCluster;
 using Members = std::vector<troupe::ActorHandle<Member>>;
@@ -569,6 +586,59 @@ TEST(CollectivesTest, DriverDeclaredGroupIsJoinedAtFirstUseAndLeavesNothingBehin
   }
   // The job ended: its KV namespace is gone too.
   EXPECT_EQ(CountCollectiveKeys(cluster), 0);
+}
+
+// Issue 33: generations of an elastic declared group. The driver declares the group again
+// without a member (as after it was reported failed); the others move to the new generation and
+// sum without it; the excluded member, coming back with its old generation, cannot reach them and
+// its operations fail with ExcludedError (fencing), never mixing into the new generation.
+TEST(CollectivesTest, ElasticGenerationsFenceAnExcludedMember) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
+  Driver driver(cluster);
+  Members members = StartMembers(3);
+  std::vector<std::string> ids;
+  for (const auto& m : members) ids.push_back(m.binary_id());
+  const std::string group = "elastic";
+  EXPECT_EQ(coll::internal::DeclareGroup(ids, {0, 1, 2}, coll::Backend::kCpu, group, {}, 0, true),
+            1);
+  std::vector<troupe::ObjectRef<std::string>> sums;
+  for (const auto& m : members) sums.push_back(m.Task(&Member::GenerationSum).Remote(group, true));
+  for (auto& sum : sums) EXPECT_EQ(*troupe::Get(sum), "gen 1 sum 6");  // 1 + 2 + 3
+
+  // Generation 2 leaves member 2 out; the others move at their refresh (not on their own).
+  EXPECT_EQ(coll::internal::DeclaredGeneration(group), 1);
+  EXPECT_EQ(coll::internal::DeclareGroup({ids[0], ids[1]}, {0, 1}, coll::Backend::kCpu, group, {},
+                                         0, true),
+            2);
+  EXPECT_EQ(coll::internal::DeclaredGeneration(group), 2);
+  auto a = members[0].Task(&Member::GenerationSum).Remote(group, true);
+  auto b = members[1].Task(&Member::GenerationSum).Remote(group, true);
+  EXPECT_EQ(*troupe::Get(a), "gen 2 sum 3");  // 1 + 2: nothing of member 2's
+  EXPECT_EQ(*troupe::Get(b), "gen 2 sum 3");
+
+  // Member 2 resumes with generation 1: its peers there are gone, and it is told why.
+  const std::string stale = *troupe::Get(members[2].Task(&Member::GenerationSum).Remote(group, false));
+  EXPECT_TRUE(absl::StartsWith(stale, "excluded(gen 2): error[rank=-1,op=allreduce,group=elastic]"))
+      << stale;
+  EXPECT_TRUE(absl::StrContains(stale, "this member was excluded: generation 2")) << stale;
+  const std::string refreshed =
+      *troupe::Get(members[2].Task(&Member::GenerationSum).Remote(group, true));
+  EXPECT_TRUE(absl::StartsWith(refreshed, "excluded(gen 2): ")) << refreshed;
+  // The new generation is unharmed.
+  a = members[0].Task(&Member::GenerationSum).Remote(group, false);
+  b = members[1].Task(&Member::GenerationSum).Remote(group, false);
+  EXPECT_EQ(*troupe::Get(a), "gen 2 sum 3");
+  EXPECT_EQ(*troupe::Get(b), "gen 2 sum 3");
+
+  // Generations only grow.
+  try {
+    coll::internal::DeclareGroup({ids[0]}, {0}, coll::Backend::kCpu, group, {}, 2, true);
+    ADD_FAILURE() << "an old generation was declared again";
+  } catch (const coll::CollectiveError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), "generations only grow")) << e.what();
+  }
+  coll::DestroyGroup(group);
 }
 
 TEST(CollectivesTest, BadArgumentsGetClearErrors) {

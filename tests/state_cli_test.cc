@@ -28,6 +28,7 @@
 #include "nlohmann/json.hpp"
 #include "src/common/status_testing.h"
 #include "src/common/wait_until.h"
+#include "src/train/run_record.h"
 #include "tests/driver.h"
 #include "tests/test_cluster.h"
 #include "troupe/api.h"
@@ -454,6 +455,45 @@ TEST_F(StateCliTest, ObjectsWorkersSummaryAndMemory) {
   EXPECT_TRUE(absl::StrContains(memory.out, big_->ID())) << memory.out;
   EXPECT_TRUE(absl::StrContains(memory.out, "2.0 MiB")) << memory.out;
   EXPECT_TRUE(absl::StrContains(memory.out, "Total: ")) << memory.out;
+}
+
+// Issue 33: an elastic training run's membership changes, as its driver publishes them, in
+// `troupe list train-runs` and `troupe get train-run`.
+TEST_F(StateCliTest, TrainRunsShowTheirMembershipChanges) {
+  troupe::train::RunRecord record;
+  record.name = "elastic-cli";
+  record.start_time_ms = 1700000000000;
+  record.run_id = troupe::train::NewRunId(record.name, record.start_time_ms);
+  record.num_workers = 4;
+  record.min_workers = 2;
+  troupe::train::MembershipEvent left;
+  left.generation = 2;
+  left.change = "left";
+  left.why = "died";
+  left.ranks = {2};
+  left.world_size = 3;
+  left.step = 41;
+  left.recovery_s = 0.25;
+  left.detail = "rank 0 reported rank 2: rank 2 is gone";
+  record.membership = {left};
+  troupe::train::PublishRunRecord(record);
+
+  json runs = Json({"list", "train-runs"});
+  json found;
+  for (const auto& run : runs) {
+    if (run["run_id"] == record.run_id) found = run;
+  }
+  ASSERT_FALSE(found.is_null()) << runs;
+  EXPECT_EQ(found["min_workers"], 2);
+  EXPECT_EQ(found["changes"], "gen 2: rank 2 left (died) at step 41, next step 0.250 s later");
+  CommandResult table = Troupe({"list", "train-runs"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_TRUE(absl::StrContains(table.out, "CHANGES")) << table.out;
+  EXPECT_TRUE(absl::StrContains(table.out, "gen 2: rank 2 left (died)")) << table.out;
+  json one = Json({"get", "train-run", record.run_id.substr(0, record.run_id.size() - 2)});
+  ASSERT_EQ(one["membership"].size(), 1u) << one;
+  EXPECT_EQ(one["membership"][0]["why"], "died");
+  EXPECT_EQ(one["membership"][0]["ranks"], json::array({2}));
 }
 
 TEST_F(StateCliTest, LogsOfAnotherNodesWorker) {

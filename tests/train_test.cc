@@ -1,6 +1,7 @@
 // The train library on real multi-node clusters with a small MLP on a slice of FashionMNIST:
 // loss goes down, every rank holds identical parameters after every step, reports arrive in
-// order, a SIGKILLed worker makes the trainer resume from the latest checkpoint, and bucketed
+// order, a SIGKILLed worker makes the trainer resume from the latest checkpoint (or, in elastic
+// runs, the survivors go on without it, every sample still trained on exactly once), and bucketed
 // overlapping all-reduce gives the same parameters as one plain all-reduce of all gradients.
 // This binary is also the worker program.
 #include "troupe/train.h"
@@ -9,8 +10,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -184,6 +188,81 @@ void HostGroupLoop(const train::LoopConfig&) {
 }
 TROUPE_TRAIN_LOOP(HostGroupLoop);
 
+// Elastic: an MLP on the first `samples` images, batches from an ElasticSampler (16 per worker
+// per step). After each committed step every member appends "<epoch> <generation> <samples>"
+// (the step's committed samples, every member's) to <samples_dir>/<pid>; it writes its pid to
+// <pid_dir>/<rank at start>. While <pid_dir>/hold exists, each member stops after taking its
+// batch, before its forward pass, saying so in <pid_dir>/held-<rank at start> (so a kill lands
+// mid-step, before the member's gradients went anywhere). Each epoch reports whether every
+// member holds the same parameters, whether it resumed from a checkpoint, and the world size and
+// generation.
+void ElasticLoop(const train::LoopConfig& config) {
+  const auto& ctx = train::GetContext();
+  const int epochs = std::stoi(Get(config, "epochs"));
+  const int64_t samples = std::stoll(Get(config, "samples"));
+  const std::string pid_dir = Get(config, "pid_dir");
+  const int first_rank = ctx.world_rank;
+  std::ofstream(pid_dir + "/" + std::to_string(first_rank)) << getpid();
+  torch::manual_seed(ctx.world_rank);
+  auto data = fashion_mnist::Load(fashion_mnist::kDefaultDataDir, "train");
+  auto model = fashion_mnist::MakeMlp();
+  auto ddp = train::torch::PrepareModel(model);
+  torch::optim::SGD optimizer(model->parameters(), 0.05);
+  int start = 0;
+  const bool resumed = train::GetCheckpoint().has_value();
+  if (resumed) {
+    torch::serialize::InputArchive archive;
+    archive.load_from(*train::GetCheckpoint() + "/model.pt");
+    model->load(archive);
+    std::ifstream(*train::GetCheckpoint() + "/epoch.txt") >> start;
+  }
+  std::ofstream log(Get(config, "samples_dir") + "/" + std::to_string(getpid()), std::ios::app);
+  train::ElasticSampler sampler(samples, 16, true, 11);
+  for (int epoch = start; epoch < epochs; ++epoch) {
+    sampler.SetEpoch(epoch);
+    while (!sampler.Done()) {
+      const std::vector<int64_t> batch = sampler.Next();
+      if (std::filesystem::exists(pid_dir + "/hold")) {
+        std::ofstream(pid_dir + "/held-" + std::to_string(first_rank)) << "";
+        while (std::filesystem::exists(pid_dir + "/hold")) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+      }
+      optimizer.zero_grad();
+      if (!batch.empty()) {  // the epoch's last step may leave a rank nothing
+        torch::Tensor index = torch::tensor(batch, torch::kInt64);
+        torch::nn::functional::cross_entropy(
+            fashion_mnist::Forward(*model, data.images.index_select(0, index)),
+            data.labels.index_select(0, index))
+            .backward();
+      }
+      ddp->SynchronizeGradients();
+      optimizer.step();
+      sampler.Commit();
+      log << epoch << " " << ctx.generation;
+      for (int64_t sample : sampler.last_committed()) log << " " << sample;
+      log << std::endl;
+    }
+    const double mine = Checksum(*model);
+    const auto sums = train::torch::SumAcrossWorkers({mine, 1.0});
+    const bool agree = std::abs(sums[0] - sums[1] * mine) <= 1e-9 * std::abs(mine) * sums[1];
+    std::string dir;
+    if (ctx.world_rank == 0) {
+      dir = absl::StrCat(std::filesystem::temp_directory_path().string(), "/elastic-ckpt-",
+                         getpid());
+      SaveCheckpoint(*model, epoch + 1, dir);
+    }
+    train::Report({{"epoch", epoch + 1},
+                   {"world_size", static_cast<double>(ctx.world_size)},
+                   {"generation", static_cast<double>(ctx.generation)},
+                   {"agree", agree ? 1.0 : 0.0},
+                   {"resumed", resumed ? 1.0 : 0.0},
+                   {"committed", static_cast<double>(sampler.committed())}},
+                  dir);
+  }
+}
+TROUPE_TRAIN_LOOP(ElasticLoop);
+
 using troupe::testing::Driver;
 using troupe::testing::TestCluster;
 
@@ -270,6 +349,171 @@ TEST(TrainTest, KilledWorkerResumesFromTheLatestCheckpoint) {
   for (const auto& m : result.metrics_history) epochs.push_back(m.at("epoch"));
   EXPECT_EQ(epochs, (std::vector<double>{1, 2, 3, 4, 5}));
   for (const auto& m : result.metrics_history) EXPECT_EQ(m.at("mismatched_steps"), 0);
+}
+
+train::LoopConfig ElasticConfig(int epochs, const std::string& pids, const std::string& samples) {
+  return {{"epochs", std::to_string(epochs)},
+          {"samples", "512"},
+          {"pid_dir", pids},
+          {"samples_dir", samples}};
+}
+
+// How often each sample was committed, per epoch, by one member's log (ElasticLoop).
+std::map<int, std::map<int64_t, int>> CommittedSamples(const std::string& path) {
+  std::map<int, std::map<int64_t, int>> counts;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    int epoch;
+    int64_t generation, sample;
+    fields >> epoch >> generation;
+    while (fields >> sample) ++counts[epoch][sample];
+  }
+  return counts;
+}
+
+int ReadPid(const std::string& path) {
+  int pid = 0;
+  std::ifstream(path) >> pid;
+  return pid;
+}
+
+// Issue 33: a SIGKILLed worker of an elastic run (4 workers, min 2) is dropped and the other 3 go
+// on from the step it died in: no restart, no checkpoint read, every sample of the epoch trained
+// on exactly once, and the run's history says what happened.
+TEST(TrainTest, ElasticRunGoesOnWithoutAKilledWorker) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
+  Driver driver(cluster);
+  const std::string pids = TempDir("elastic-pids");
+  const std::string samples = TempDir("elastic-samples");
+  train::ScalingConfig scaling;
+  scaling.num_workers = 4;
+  scaling.min_workers = 2;
+  train::RunConfig run;
+  run.name = "elastic";
+  run.storage_path = TempDir("elastic");
+  run.failure_config.step_timeout = std::chrono::seconds(20);
+  train::Result result;
+  std::thread fit([&] {
+    result = train::DataParallelTrainer(ElasticLoop, ElasticConfig(3, pids, samples), scaling, run)
+                 .Fit();
+  });
+  // Once rank 0 has committed a step of the second epoch, hold every member before its next
+  // all-reduce, SIGKILL rank 2 there, and let the others go.
+  const ::testing::AssertionResult started = troupe::testing::WaitUntil(
+      [&] {
+        const int pid = ReadPid(pids + "/0");
+        return pid > 0 && CommittedSamples(absl::StrCat(samples, "/", pid)).count(1) > 0;
+      },
+      absl::Seconds(180), "a step of the second epoch");
+  std::ofstream(pids + "/hold") << "";
+  const ::testing::AssertionResult held = troupe::testing::WaitUntil(
+      [&] { return std::filesystem::exists(pids + "/held-2"); }, absl::Seconds(60),
+      "rank 2 held mid-step");
+  const int victim = ReadPid(pids + "/2");
+  EXPECT_TRUE(started);
+  EXPECT_TRUE(held);
+  EXPECT_GT(victim, 0);
+  if (started && held && victim > 0) EXPECT_EQ(kill(victim, SIGKILL), 0);
+  std::filesystem::remove(pids + "/hold");
+  fit.join();
+  ASSERT_EQ(result.error, "");
+  EXPECT_EQ(result.restarts, 0) << "the survivors went on: nothing restarted";
+  ASSERT_EQ(result.metrics_history.size(), 3u);
+  for (const auto& m : result.metrics_history) {
+    EXPECT_EQ(m.at("resumed"), 0) << "no checkpoint was read";
+    EXPECT_EQ(m.at("agree"), 1) << "the survivors hold the same parameters";
+    EXPECT_EQ(m.at("committed"), 512) << "epoch " << m.at("epoch");
+  }
+  EXPECT_EQ(result.metrics.at("world_size"), 3);
+  EXPECT_EQ(result.metrics.at("generation"), 2);
+  ASSERT_EQ(result.membership_events.size(), 1u);
+  const train::MembershipEvent& event = result.membership_events[0];
+  EXPECT_EQ(event.change, "left");
+  EXPECT_EQ(event.generation, 2);
+  EXPECT_EQ(event.ranks, std::vector<int>{2});
+  EXPECT_EQ(event.world_size, 3);
+  EXPECT_EQ(event.why, "died") << event.detail;
+  EXPECT_GE(event.step, 0);
+  EXPECT_GE(event.recovery_s, 0) << "the next committed step was timed";
+  // Every sample of every epoch exactly once, by a survivor's account (every survivor's agrees).
+  const auto counts = CommittedSamples(absl::StrCat(samples, "/", ReadPid(pids + "/0")));
+  EXPECT_EQ(counts, CommittedSamples(absl::StrCat(samples, "/", ReadPid(pids + "/3"))));
+  ASSERT_EQ(counts.size(), 3u);
+  for (const auto& [epoch, seen] : counts) {
+    EXPECT_EQ(seen.size(), 512u) << "epoch " << epoch << ": samples never trained on";
+    for (const auto& [sample, times] : seen) {
+      EXPECT_EQ(times, 1) << "epoch " << epoch << ": sample " << sample;
+    }
+  }
+}
+
+// Issue 33: when an elastic run falls below min_workers it restarts every worker from the latest
+// checkpoint, as a run without elasticity does, and its history says why.
+TEST(TrainTest, ElasticRunBelowMinWorkersRestartsFromTheCheckpoint) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=1"}));
+  Driver driver(cluster);
+  const std::string pids = TempDir("below-pids");
+  const std::string samples = TempDir("below-samples");
+  train::ScalingConfig scaling;
+  scaling.num_workers = 3;
+  scaling.min_workers = 2;
+  train::RunConfig run;
+  run.name = "below";
+  run.storage_path = TempDir("below");
+  run.failure_config.max_failures = 1;
+  run.failure_config.step_timeout = std::chrono::seconds(20);
+  train::Result result;
+  std::thread fit([&] {
+    result = train::DataParallelTrainer(ElasticLoop, ElasticConfig(3, pids, samples), scaling, run)
+                 .Fit();
+  });
+  // Once the first checkpoint exists, SIGKILL ranks 1 and 2: one survivor, below 2.
+  const ::testing::AssertionResult checkpointed = troupe::testing::WaitUntil(
+      [&] { return std::filesystem::exists(run.storage_path + "/below/checkpoint_000001"); },
+      absl::Seconds(180), "the first checkpoint");
+  const int one = ReadPid(pids + "/1"), two = ReadPid(pids + "/2");
+  EXPECT_TRUE(checkpointed);
+  if (checkpointed && one > 0 && two > 0) {
+    EXPECT_EQ(kill(one, SIGKILL), 0);
+    EXPECT_EQ(kill(two, SIGKILL), 0);
+  }
+  fit.join();
+  ASSERT_EQ(result.error, "");
+  EXPECT_EQ(result.restarts, 1);
+  EXPECT_EQ(result.metrics.at("epoch"), 3);
+  EXPECT_EQ(result.metrics.at("world_size"), 3) << "the restart placed every worker again";
+  EXPECT_EQ(result.metrics.at("resumed"), 1) << "it resumed from the checkpoint";
+  ASSERT_FALSE(result.membership_events.empty());
+  const train::MembershipEvent& restart = result.membership_events.back();
+  EXPECT_EQ(restart.change, "restart");
+  EXPECT_NE(restart.why.find("below min_workers 2"), std::string::npos) << restart.why;
+}
+
+TEST(TrainTest, ElasticConfigurationsAreChecked) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  Driver driver(cluster);
+  auto fit_error = [](train::ScalingConfig scaling) -> std::string {
+    try {
+      train::DataParallelTrainer(MlpLoop, MlpConfig(1), scaling, {}).Fit();
+    } catch (const troupe::TroupeError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  train::ScalingConfig scaling;
+  scaling.num_workers = 2;
+  scaling.min_workers = 3;
+  EXPECT_NE(fit_error(scaling).find("min_workers must be between 1 and num_workers (2)"),
+            std::string::npos)
+      << fit_error(scaling);
+  scaling.min_workers = 1;
+  scaling.max_workers = 4;
+  EXPECT_NE(fit_error(scaling).find("replacement workers"), std::string::npos)
+      << fit_error(scaling);
 }
 
 TEST(TrainTest, BucketedAllReduceMatchesOnePlainAllReduce) {

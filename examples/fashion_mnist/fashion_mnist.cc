@@ -210,6 +210,8 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
 
   troupe::train::DistributedSampler sampler(train.images.size(0), ctx.world_rank, ctx.world_size,
                                             /*shuffle=*/true, seed);
+  troupe::train::ElasticSampler elastic_sampler(train.images.size(0), batch_size,
+                                                /*shuffle=*/true, seed);
   std::mt19937 random(seed * 1000 + ctx.world_rank);
   for (int epoch = start_epoch; epoch < epochs; ++epoch) {
     const double epoch_lr = cosine ? lr * 0.5 * (1 + std::cos(M_PI * epoch / epochs)) : lr;
@@ -220,21 +222,36 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
     const auto start = std::chrono::steady_clock::now();
     double loss_sum = 0;
     int64_t seen = 0, batches = 0;
-    for (const auto& indices : troupe::train::Batches(sampler.Indices(epoch), batch_size)) {
-      if (limit_batches > 0 && batches >= limit_batches) break;
-      torch::Tensor index = torch::tensor(indices, torch::kInt64);
-      torch::Tensor x = train.images.index_select(0, index);
-      if (augment) x = Augment(x, random);
-      x = x.to(device);
-      torch::Tensor y = train.labels.index_select(0, index).to(device);
-      torch::Tensor loss = torch::nn::functional::cross_entropy(Forward(*model, x), y);
+    auto train_step = [&](const std::vector<int64_t>& indices) {
       optimizer.zero_grad();
-      loss.backward();
+      if (!indices.empty()) {  // an elastic epoch's last step may leave a rank nothing
+        torch::Tensor index = torch::tensor(indices, torch::kInt64);
+        torch::Tensor x = train.images.index_select(0, index);
+        if (augment) x = Augment(x, random);
+        x = x.to(device);
+        torch::Tensor y = train.labels.index_select(0, index).to(device);
+        torch::Tensor loss = torch::nn::functional::cross_entropy(Forward(*model, x), y);
+        loss.backward();
+        loss_sum += loss.item<double>() * indices.size();
+        seen += indices.size();
+      }
       ddp->SynchronizeGradients();
       optimizer.step();
-      loss_sum += loss.item<double>() * indices.size();
-      seen += indices.size();
       ++batches;
+    };
+    if (ctx.elastic) {
+      // Members may leave mid-epoch: every sample still once per epoch (docs/train.md).
+      elastic_sampler.SetEpoch(epoch);
+      while (!elastic_sampler.Done() && !(limit_batches > 0 && batches >= limit_batches)) {
+        train_step(elastic_sampler.Next());
+        elastic_sampler.Commit();
+      }
+    } else {
+      for (const auto& indices :
+           troupe::train::Batches(sampler.Indices(epoch), batch_size)) {
+        if (limit_batches > 0 && batches >= limit_batches) break;
+        train_step(indices);
+      }
     }
     const double train_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -272,14 +289,15 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
       optimizer_archive.save_to(checkpoint_dir + "/optimizer.pt");
       std::ofstream(checkpoint_dir + "/epoch.txt") << epoch + 1;
     }
-    troupe::train::Report({{"epoch", epoch + 1},
-                           {"train_loss", sums[0] / std::max(1.0, sums[1])},
-                           {"test_loss", sums[2] / std::max(1.0, sums[4])},
-                           {"accuracy", sums[3] / std::max(1.0, sums[4])},
-                           {"images_per_s", sums[1] / train_seconds},
-                           {"epoch_s", train_seconds},
-                           {"lr", epoch_lr}},
-                          checkpoint_dir);
+    troupe::train::Metrics metrics = {{"epoch", epoch + 1},
+                                      {"train_loss", sums[0] / std::max(1.0, sums[1])},
+                                      {"test_loss", sums[2] / std::max(1.0, sums[4])},
+                                      {"accuracy", sums[3] / std::max(1.0, sums[4])},
+                                      {"images_per_s", sums[1] / train_seconds},
+                                      {"epoch_s", train_seconds},
+                                      {"lr", epoch_lr}};
+    if (ctx.elastic) metrics["workers"] = ctx.world_size;
+    troupe::train::Report(metrics, checkpoint_dir);
   }
 }
 

@@ -34,7 +34,8 @@ torch::Tensor Forward(torch::nn::Module& model, const torch::Tensor& input);
 // moving each batch there from host memory. Config keys (strings): model
 // (resnet18|mlp), epochs, batch_size (per worker), lr, lr_schedule (constant|cosine), augment
 // (0|1: random 28x28 crop of the image padded by 2, random horizontal flip), limit_batches
-// (per epoch, 0: all), test_limit (test images, 0: all), data_dir, seed.
+// (per epoch, 0: all), test_limit (test images, 0: all), data_dir, seed. In elastic runs
+// (Context::elastic) batches come from an ElasticSampler and each report adds "workers".
 void TrainLoop(const troupe::train::LoopConfig& config);
 
 }  // namespace fashion_mnist

@@ -1,5 +1,6 @@
 #include "examples/fashion_mnist/run.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -19,6 +20,8 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
   std::string address, storage_path = "/tmp/troupe_results", data_dir = kDefaultDataDir;
   std::string lr_schedule = "constant", name = program;
   int64_t num_workers = 2, epochs = default_epochs, max_failures = 0, batch_size = 128;
+  int64_t min_workers = 0, max_workers = 0;
+  double step_timeout_s = 30;
   int64_t limit_batches = default_limit_batches, test_limit = 0, cpus_per_worker = 1, seed = 0;
   double lr = 1e-3, gpus_per_worker = 1;
   std::string collective_backend = "auto";
@@ -28,6 +31,12 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
   flags.AddString("address", &address,
                   "Cluster to run on (default: $TROUPE_ADDRESS, else an embedded cluster).");
   flags.AddInt("num-workers", &num_workers, "Worker actors (data-parallel ranks).");
+  flags.AddInt("min-workers", &min_workers,
+               "Elastic training: go on without failed workers down to this many (0: "
+               "--num-workers, no elasticity).");
+  flags.AddInt("max-workers", &max_workers, "Most workers (0 or --num-workers).");
+  flags.AddDouble("step-timeout-s", &step_timeout_s,
+                  "Elastic runs: a worker making no progress this long is dropped.");
   flags.AddInt("cpus-per-worker", &cpus_per_worker, "CPUs (and intra-op threads) per worker.");
   flags.AddBool("use-gpu", &use_gpu, "One GPU per worker, NCCL group (needs a CUDA build).");
   flags.AddDouble("gpus-per-worker", &gpus_per_worker,
@@ -73,6 +82,8 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
 
   troupe::train::ScalingConfig scaling;
   scaling.num_workers = static_cast<int>(num_workers);
+  scaling.min_workers = static_cast<int>(min_workers);
+  scaling.max_workers = static_cast<int>(max_workers);
   scaling.use_gpu = use_gpu;
   scaling.resources_per_worker = {{"CPU", static_cast<double>(cpus_per_worker)}};
   if (use_gpu) scaling.resources_per_worker["GPU"] = gpus_per_worker;
@@ -81,6 +92,8 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
   run.name = name;
   run.storage_path = storage_path;
   run.failure_config.max_failures = static_cast<int>(max_failures);
+  run.failure_config.step_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(step_timeout_s * 1000));
   run.checkpoint_config.num_to_keep = 2;
   run.checkpoint_config.score_attribute = "accuracy";
   troupe::train::DataParallelTrainer trainer(TrainLoop,
@@ -108,6 +121,13 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
   }
   std::printf("done: %zu epochs, test accuracy %.4f, restarts %d\n", result.metrics_history.size(),
               result.metrics["accuracy"], result.restarts);
+  for (const auto& event : result.membership_events) {
+    if (event.change != "left") continue;
+    std::printf("generation %lld: rank(s) left (%s) at step %lld, %d workers went on, next step "
+                "committed %.3f s after the failure\n",
+                static_cast<long long>(event.generation), event.why.c_str(),
+                static_cast<long long>(event.step), event.world_size, event.recovery_s);
+  }
   if (result.best_checkpoint) {
     std::printf("best checkpoint: %s (accuracy %.4f)\n", result.best_checkpoint->path.c_str(),
                 result.best_checkpoint->metrics["accuracy"]);

@@ -60,7 +60,12 @@ const std::map<std::string, Kind>& Kinds() {
       {"placement-groups",
        {"/api/v0/placement_groups",
         "placement_group_id",
-        {"placement_group_id", "name", "state", "strategy", "bundles", "is_detached"}}}};
+        {"placement_group_id", "name", "state", "strategy", "bundles", "is_detached"}}},
+      // DataParallelTrainer runs (src/train/run_record.h); "changes" is derived (RowsOf).
+      {"train-runs",
+       {"/api/v0/train_runs",
+        "run_id",
+        {"run_id", "name", "status", "num_workers", "min_workers", "restarts", "changes"}}}};
   return *kinds;
 }
 
@@ -123,6 +128,30 @@ json RowsOf(const std::string& command, const json& body) {
     if (row.is_object() && !row.contains("job_id") && row.contains("submission_id")) {
       row["job_id"] = row["submission_id"];
       if (!row.contains("type")) row["type"] = "SUBMISSION";
+    }
+    // A training run's membership changes, one line each way a table can show them:
+    // "gen 2: rank 2 left (died) at step 41, next step 0.25 s later; restart (...)".
+    if (row.is_object() && row.contains("run_id") && row.contains("membership") &&
+        row["membership"].is_array()) {
+      std::vector<std::string> changes;
+      for (const auto& change : row["membership"]) {
+        if (!change.is_object()) continue;
+        if (change.value("change", "") == "restart") {
+          changes.push_back("restart");
+          continue;
+        }
+        std::vector<std::string> ranks;
+        for (const auto& rank : change.value("ranks", json::array())) ranks.push_back(rank.dump());
+        std::string text = absl::StrCat("gen ", change.value("generation", int64_t{0}), ": rank ",
+                                        absl::StrJoin(ranks, ","), " left (",
+                                        change.value("why", std::string()), ")");
+        const int64_t step = change.value("step", int64_t{-1});
+        if (step >= 0) absl::StrAppend(&text, " at step ", step);
+        const double recovery = change.value("recovery_s", -1.0);
+        if (recovery >= 0) absl::StrAppend(&text, absl::StrFormat(", next step %.3f s later", recovery));
+        changes.push_back(text);
+      }
+      row["changes"] = absl::StrJoin(changes, "; ");
     }
   }
   return rows;
@@ -587,7 +616,7 @@ int ListCommand(const std::vector<std::string>& args) {
 int GetCommand(const std::vector<std::string>& args) {
   const std::string kind = args.empty() ? "" : KindOf(args[0]);
   if (kind.empty()) {
-    return KindUsage("get", "task|actor|object|worker|node|job|placement-group",
+    return KindUsage("get", "task|actor|object|worker|node|job|placement-group|train-run",
                      "Prints one record in full: troupe get actor ID [--format json] (the plural, "
                      "as in `troupe get actors ID`, works too).",
                      args);

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <random>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -57,7 +58,8 @@ void CheckName(const std::string& name, const char* op) {
 // Connects this process as `rank` and registers the group. `incarnation` tells declared groups
 // apart from an earlier declaration of the same name.
 std::shared_ptr<Group> Join(int world_size, int rank, Backend backend, const std::string& name,
-                            const GroupOptions& options, const std::string& incarnation) {
+                            const GroupOptions& options, const std::string& incarnation,
+                            int64_t generation = 0, bool elastic = false) {
   const char* op = "init";
   CheckName(name, op);
   if (world_size < 1) Fail(name, op, absl::StrCat("world size ", world_size, " must be >= 1"));
@@ -105,23 +107,27 @@ std::shared_ptr<Group> Join(int world_size, int rank, Backend backend, const std
     }
     comm = std::move(*made);
   }
-  return std::make_shared<Group>(name, rank, world_size, options, incarnation, std::move(comm));
+  return std::make_shared<Group>(name, rank, world_size, options, incarnation, std::move(comm),
+                                 generation, elastic);
 }
 
+// A declaration in the KV: lines "incarnation", backend, world size, timeout ms, rendezvous ms,
+// transport, then one "<actor id hex> <rank>" per member, then (since generations) one
+// "generation <n> <elastic 0|1>" line, last, which readers without generations skip as a
+// malformed member line.
 struct Declaration {
   std::string incarnation;
   Backend backend = Backend::kCpu;
   int world_size = 0;
   int rank = -1;  // of the actor that read it; -1 if it is not a member
   GroupOptions options;
+  int64_t generation = 0;  // 0: written before generations existed
+  bool elastic = false;
+  std::vector<std::pair<std::string, int>> members;  // actor id hex, rank
 };
 
-// The driver's declaration of group `name`, as seen by the actor `actor_id` (hex).
-std::optional<Declaration> ReadDeclaration(::troupe::internal::Runtime& runtime,
-                                           const std::string& name, const std::string& actor_id) {
-  auto value = runtime.KvGet(runtime.JobNamespace(), DeclarationKey(name));
-  if (!value) return std::nullopt;
-  std::vector<std::string> lines = absl::StrSplit(*value, '\n');
+std::optional<Declaration> ParseDeclaration(const std::string& value, const std::string& actor_id) {
+  std::vector<std::string> lines = absl::StrSplit(value, '\n');
   Declaration declaration;
   int backend = 0, transport = 0;
   int64_t timeout_ms = 0, rendezvous_ms = 0;
@@ -137,14 +143,71 @@ std::optional<Declaration> ReadDeclaration(::troupe::internal::Runtime& runtime,
   declaration.options.rendezvous_timeout = std::chrono::milliseconds(rendezvous_ms);
   declaration.options.transport = static_cast<Transport>(transport);
   for (size_t i = 6; i < lines.size(); ++i) {
-    std::vector<std::string> member = absl::StrSplit(lines[i], ' ');
-    if (member.size() == 2 && member[0] == actor_id) absl::SimpleAtoi(member[1], &declaration.rank);
+    std::vector<std::string> fields = absl::StrSplit(lines[i], ' ');
+    if (fields.size() == 3 && fields[0] == "generation") {
+      int elastic = 0;
+      absl::SimpleAtoi(fields[1], &declaration.generation);
+      absl::SimpleAtoi(fields[2], &elastic);
+      declaration.elastic = elastic == 1;
+      continue;
+    }
+    int rank = -1;
+    if (fields.size() != 2 || !absl::SimpleAtoi(fields[1], &rank)) continue;
+    declaration.members.emplace_back(fields[0], rank);
+    if (fields[0] == actor_id) declaration.rank = rank;
   }
   return declaration;
 }
 
+// The driver's declaration of group `name`, as seen by the actor `actor_id` (hex).
+std::optional<Declaration> ReadDeclaration(::troupe::internal::Runtime& runtime,
+                                           const std::string& name, const std::string& actor_id) {
+  auto value = runtime.KvGet(runtime.JobNamespace(), DeclarationKey(name));
+  if (!value) return std::nullopt;
+  return ParseDeclaration(*value, actor_id);
+}
+
+[[noreturn]] void ThrowExcluded(const std::string& name, const char* op, const Declaration& newest,
+                                int64_t held) {
+  throw ExcludedError(
+      absl::StrCat("collective group '", name, "' ", op, ": this member was excluded: generation ",
+                   newest.generation, " of the group (", newest.world_size,
+                   " members) leaves it out",
+                   held > 0 ? absl::StrCat(" (it held generation ", held, ")") : "",
+                   ". The group's creator declared it again without this member (it was reported "
+                   "failed, hung or cut off); it must not take part any more: stop, or join as a "
+                   "new member"),
+      name, op, newest.generation);
+}
+
+// The incarnation of each declared group this process last tried to join, by name (a failed
+// join is not retried: its peers gave up on it too).
+auto* tried_incarnations ABSL_GUARDED_BY(groups_mu) = new std::map<std::string, std::string>();
+
+// Leaves the held `name` (if any) and joins `declaration` in its place.
+std::shared_ptr<Group> Rejoin(const std::string& name, const Declaration& declaration) {
+  std::shared_ptr<Group> old;
+  {
+    absl::MutexLock lock(&groups_mu);
+    auto it = groups->find(name);
+    if (it != groups->end()) {
+      old = std::move(it->second);
+      groups->erase(it);
+    }
+    (*tried_incarnations)[name] = declaration.incarnation;
+  }
+  old.reset();  // outside the lock: leaving aborts the old connections and joins its thread
+  auto group = Join(declaration.world_size, declaration.rank, declaration.backend, name,
+                    declaration.options, declaration.incarnation, declaration.generation,
+                    declaration.elastic);
+  absl::MutexLock lock(&groups_mu);
+  (*groups)[name] = group;
+  return group;
+}
+
 // The group `name` of this process. Inside an actor, a group declared by the driver is joined
-// here on first use, and joined afresh when the driver declared it again after a failure.
+// here on first use, and — unless declared elastic — joined afresh when the driver declared it
+// again after a failure.
 std::shared_ptr<Group> FindGroup(const std::string& name, const char* op) {
   std::shared_ptr<Group> existing;
   {
@@ -153,6 +216,9 @@ std::shared_ptr<Group> FindGroup(const std::string& name, const char* op) {
     if (it != groups->end()) existing = it->second;
   }
   if (existing && (existing->incarnation().empty() || !existing->broken())) return existing;
+  // Elastic groups move on only through RefreshGroup: an operation started mid-step on a broken
+  // one must fail (and be redone by its caller), never land on the next generation.
+  if (existing && existing->elastic()) return existing;
   ::troupe::internal::Runtime& runtime = RuntimeFor(name, op);
   const std::string actor_id = runtime.CurrentActorId();
   std::optional<Declaration> declaration;
@@ -160,21 +226,41 @@ std::shared_ptr<Group> FindGroup(const std::string& name, const char* op) {
   if (existing && (!declaration || declaration->incarnation == existing->incarnation())) {
     return existing;  // broken, and not declared again: its operations report why
   }
+  if (existing && declaration->rank < 0) {
+    ThrowExcluded(name, op, *declaration, existing->generation());
+  }
   if (!declaration || declaration->rank < 0) {
     Fail(name, op,
          "this process is not a member: call InitGroup(world_size, rank, backend, \"" + name +
              "\") here first, or CreateGroup(...) on the driver with this actor in it");
   }
   existing.reset();
+  return Rejoin(name, *declaration);
+}
+
+// After an operation on `group` failed: if the group was declared and a newer generation leaves
+// this member out, the member was excluded — say so (ExcludedError) rather than name the peers
+// that left it. One KV read, on failures only.
+void CheckExcluded(const std::string& name, const char* op) {
+  std::shared_ptr<Group> held;
   {
     absl::MutexLock lock(&groups_mu);
-    groups->erase(name);  // the broken earlier incarnation leaves (its peers already failed)
+    auto it = groups->find(name);
+    if (it != groups->end()) held = it->second;
   }
-  auto group = Join(declaration->world_size, declaration->rank, declaration->backend, name,
-                    declaration->options, declaration->incarnation);
-  absl::MutexLock lock(&groups_mu);
-  (*groups)[name] = group;
-  return group;
+  if (!held || held->incarnation().empty()) return;
+  ::troupe::internal::Runtime* runtime = ::troupe::internal::CurrentRuntime();
+  if (runtime == nullptr || runtime->CurrentActorId().empty()) return;
+  std::optional<Declaration> newest;
+  try {
+    newest = ReadDeclaration(*runtime, name, HexOf(runtime->CurrentActorId()));
+  } catch (const TroupeError&) {
+    return;  // the KV cannot say: the operation's own error stands
+  }
+  if (newest && newest->incarnation != held->incarnation() &&
+      newest->generation > held->generation() && newest->rank < 0) {
+    ThrowExcluded(name, op, *newest, held->generation());
+  }
 }
 
 void CheckCount(const std::string& group, const char* op, const void* data, size_t count) {
@@ -206,7 +292,10 @@ void Work::Wait() {
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->done; });
   if (state_->failed) {
-    throw CollectiveError(state_->message, state_->group, state_->op, state_->rank);
+    CollectiveError error(state_->message, state_->group, state_->op, state_->rank);
+    lock.unlock();
+    if (error.rank() >= 0) CheckExcluded(error.group(), error.op().c_str());
+    throw error;
   }
 }
 
@@ -240,6 +329,7 @@ void DestroyGroup(const std::string& name) {
       group = std::move(it->second);
       groups->erase(it);
     }
+    tried_incarnations->erase(name);
   }
   group.reset();  // leaves: peers' pending operations fail
   ::troupe::internal::Runtime* runtime = ::troupe::internal::CurrentRuntime();
@@ -255,13 +345,17 @@ bool IsGroupInitialized(const std::string& name) {
 }
 
 int GetRank(const std::string& name) { return FindGroup(name, "get_rank")->rank(); }
+int64_t GetGeneration(const std::string& name) {
+  return FindGroup(name, "get_generation")->generation();
+}
 int GetWorldSize(const std::string& name) {
   return FindGroup(name, "get_world_size")->world_size();
 }
 
 namespace internal {
-void DeclareGroup(const std::vector<std::string>& actor_ids, const std::vector<int>& ranks,
-                  Backend backend, const std::string& name, const GroupOptions& options) {
+int64_t DeclareGroup(const std::vector<std::string>& actor_ids, const std::vector<int>& ranks,
+                     Backend backend, const std::string& name, const GroupOptions& options,
+                     int64_t generation, bool elastic) {
   const char* op = "create";
   CheckName(name, op);
   if (actor_ids.empty()) Fail(name, op, "no actors given");
@@ -283,18 +377,98 @@ void DeclareGroup(const std::vector<std::string>& actor_ids, const std::vector<i
     Fail(name, op, "this build of troupe has no NCCL backend; use Backend::kCpu");
   }
   ::troupe::internal::Runtime& runtime = RuntimeFor(name, op);
+  const std::string ns = runtime.JobNamespace();
+  std::optional<Declaration> previous;
+  if (auto value = runtime.KvGet(ns, DeclarationKey(name))) previous = ParseDeclaration(*value, "");
+  const int64_t current = previous ? previous->generation : 0;
+  if (generation == 0) generation = current + 1;
+  if (generation <= current) {
+    Fail(name, op,
+         absl::StrCat("generation ", generation, " is not newer than the current declaration's (",
+                      current, "): generations only grow"));
+  }
   std::random_device random;
   std::string value = absl::StrCat(
       absl::Hex(random(), absl::kZeroPad8), absl::Hex(random(), absl::kZeroPad8), "\n",
       static_cast<int>(backend), "\n", actor_ids.size(), "\n", options.timeout.count(), "\n",
       options.rendezvous_timeout.count(), "\n", static_cast<int>(options.transport));
+  std::set<std::string> members;
   for (size_t i = 0; i < actor_ids.size(); ++i) {
     if (actor_ids[i].empty()) Fail(name, op, "actor handle " + std::to_string(i) + " is empty");
+    members.insert(HexOf(actor_ids[i]));
     absl::StrAppend(&value, "\n", HexOf(actor_ids[i]), " ", ranks[i]);
   }
+  absl::StrAppend(&value, "\ngeneration ", generation, " ", elastic ? 1 : 0);
   // A new declaration replaces an old one; its members join afresh (new incarnation).
-  runtime.KvDelete(runtime.JobNamespace(), "collective/" + name + "/", /*by_prefix=*/true);
-  runtime.KvPut(runtime.JobNamespace(), DeclarationKey(name), value, /*overwrite=*/true);
+  runtime.KvDelete(ns, "collective/" + name + "/", /*by_prefix=*/true);
+  if (previous) {
+    // Members still joining the previous declaration would wait for members that never come
+    // (left out, or moved on to this one): mark every rank of it failed in its rendezvous (the
+    // mesh's failure-report format, mesh.h), so they fail at once instead of waiting out the
+    // rendezvous timeout. Members already joined do not read these keys.
+    for (const auto& [actor, rank] : previous->members) {
+      runtime.KvPut(
+          ns, absl::StrCat("collective/", name, "/", previous->incarnation, "/rank/", rank),
+          absl::StrCat("FAILED\n", rank, "\n",
+                       members.count(actor)
+                           ? absl::StrCat("generation ", generation, " replaced this one")
+                           : absl::StrCat("excluded by the group's creator: generation ",
+                                          generation, " leaves it out")),
+          /*overwrite=*/true);
+    }
+  }
+  runtime.KvPut(ns, DeclarationKey(name), value, /*overwrite=*/true);
+  return generation;
+}
+
+int64_t DeclaredGeneration(const std::string& name) {
+  ::troupe::internal::Runtime& runtime = RuntimeFor(name, "get_generation");
+  auto value = runtime.KvGet(runtime.JobNamespace(), DeclarationKey(name));
+  if (!value) return 0;
+  auto declaration = ParseDeclaration(*value, "");
+  return declaration ? declaration->generation : 0;
+}
+
+int64_t RefreshGroup(const std::string& name, int64_t* joining) {
+  const char* op = "refresh";
+  ::troupe::internal::Runtime& runtime = RuntimeFor(name, op);
+  const std::string actor_id = runtime.CurrentActorId();
+  if (actor_id.empty()) Fail(name, op, "only an actor member of a declared group can refresh it");
+  std::shared_ptr<Group> held;
+  std::string tried;
+  {
+    absl::MutexLock lock(&groups_mu);
+    auto it = groups->find(name);
+    if (it != groups->end()) held = it->second;
+    auto t = tried_incarnations->find(name);
+    if (t != tried_incarnations->end()) tried = t->second;
+  }
+  std::optional<Declaration> newest = ReadDeclaration(runtime, name, HexOf(actor_id));
+  if (!newest || (held && newest->incarnation == held->incarnation()) ||
+      newest->incarnation == tried) {
+    if (held) return held->generation();
+    if (!newest) Fail(name, op, "the group is not declared (CreateGroup on the driver)");
+    Fail(name, op,
+         absl::StrCat("joining generation ", newest->generation,
+                      " failed and no newer one is declared yet: refresh again once it is"));
+  }
+  if (newest->rank < 0) {
+    held.reset();
+    {
+      absl::MutexLock lock(&groups_mu);
+      auto it = groups->find(name);
+      if (it != groups->end()) {
+        held = std::move(it->second);
+        groups->erase(it);
+      }
+    }
+    const int64_t held_generation = held ? held->generation() : 0;
+    held.reset();  // leave the old generation too: it is over
+    ThrowExcluded(name, op, *newest, held_generation);
+  }
+  held.reset();
+  if (joining != nullptr) *joining = newest->generation;
+  return Rejoin(name, *newest)->generation();
 }
 }  // namespace internal
 
@@ -311,7 +485,12 @@ struct Prepared {
 };
 
 void RunNow(Prepared prepared, const CallOptions& call) {
-  prepared.group->Run(prepared.op, call, std::move(prepared.operation));
+  try {
+    prepared.group->Run(prepared.op, call, std::move(prepared.operation));
+  } catch (const CollectiveError& e) {
+    if (e.rank() >= 0) CheckExcluded(prepared.group->name(), OpName(prepared.op));
+    throw;
+  }
 }
 
 Work StartNow(Prepared prepared, const CallOptions& call) {

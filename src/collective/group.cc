@@ -9,13 +9,16 @@ void ThrowCollectiveError(const std::string& group, const char* op, const absl::
 }
 
 Group::Group(std::string name, int rank, int world_size, GroupOptions options,
-             std::string incarnation, std::unique_ptr<CommBackend> backend)
+             std::string incarnation, std::unique_ptr<CommBackend> backend, int64_t generation,
+             bool elastic)
     : name_(std::move(name)),
       rank_(rank),
       world_size_(world_size),
       options_(options),
       incarnation_(std::move(incarnation)),
       backend_(std::move(backend)),
+      generation_(generation),
+      elastic_(elastic),
       thread_([this] { Loop(); }) {}
 
 Group::~Group() {

@@ -24,8 +24,10 @@ class Group {
  public:
   using Operation = std::function<absl::Status(CommBackend& backend, const OpContext& ctx)>;
 
+  // `generation` and `elastic` describe a declared group's declaration (collective.h,
+  // internal::DeclareGroup); 0 and false for groups made by InitGroup.
   Group(std::string name, int rank, int world_size, GroupOptions options, std::string incarnation,
-        std::unique_ptr<CommBackend> backend);
+        std::unique_ptr<CommBackend> backend, int64_t generation = 0, bool elastic = false);
   // Leaves the group: queued operations fail; peers' pending operations fail.
   ~Group();
 
@@ -34,6 +36,9 @@ class Group {
   int world_size() const { return world_size_; }
   // "" for groups made by InitGroup; the declaration's incarnation for CreateGroup ones.
   const std::string& incarnation() const { return incarnation_; }
+  int64_t generation() const { return generation_; }
+  // Moves to a newer generation only through RefreshGroup (see internal::DeclareGroup).
+  bool elastic() const { return elastic_; }
   bool broken() const;
   // The backend's verdict on a buffer for `call` (CommBackend::CheckBuffer); any thread.
   absl::Status CheckBuffer(const void* data, const std::string& call) const {
@@ -60,6 +65,8 @@ class Group {
   const GroupOptions options_;
   const std::string incarnation_;
   std::unique_ptr<CommBackend> backend_;
+  const int64_t generation_;
+  const bool elastic_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

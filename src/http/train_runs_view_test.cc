@@ -54,6 +54,37 @@ TEST(TrainRunsViewTest, RecordsRoundTripNewestFirst) {
   EXPECT_EQ(done["checkpoints"][0]["metrics"]["epoch"], 2.0);
 }
 
+// Issue 33: an elastic run's membership changes reach the dashboard's record.
+TEST(TrainRunsViewTest, MembershipChangesAreInTheRecord) {
+  train::RunRecord record = Record("elastic", 1);
+  record.min_workers = 2;
+  train::MembershipEvent left;
+  left.generation = 2;
+  left.change = "left";
+  left.why = "died";
+  left.ranks = {2};
+  left.world_size = 3;
+  left.step = 41;
+  left.time_ms = 1234;
+  left.recovery_s = 0.25;
+  left.detail = "rank 0 reported rank 2: rank 2 is gone";
+  record.membership = {left};
+  json runs = TrainRunsJson({train::RunRecordJson(record)});
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0]["min_workers"], 2);
+  ASSERT_EQ(runs[0]["membership"].size(), 1u);
+  const json& change = runs[0]["membership"][0];
+  EXPECT_EQ(change["generation"], 2);
+  EXPECT_EQ(change["change"], "left");
+  EXPECT_EQ(change["why"], "died");
+  EXPECT_EQ(change["ranks"], json::array({2}));
+  EXPECT_EQ(change["world_size"], 3);
+  EXPECT_EQ(change["step"], 41);
+  EXPECT_EQ(change["time_ms"], 1234);
+  EXPECT_EQ(change["recovery_s"], 0.25);
+  EXPECT_EQ(change["detail"], left.detail);
+}
+
 TEST(TrainRunsViewTest, BadRecordsAreSkippedAndTheListIsCapped) {
   std::vector<std::string> records = {"not json", "[1,2]", R"({"name": "no id"})",
                                       R"({"run_id": 7})", R"({"run_id": "ok"})"};

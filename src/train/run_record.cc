@@ -39,6 +39,18 @@ std::string RunRecordJson(const RunRecord& record) {
   for (const auto& c : record.checkpoints) {
     checkpoints.push_back({{"path", c.path}, {"metrics", MetricsJson(c.metrics)}});
   }
+  json membership = json::array();
+  for (const auto& e : record.membership) {
+    membership.push_back({{"generation", e.generation},
+                          {"change", e.change},
+                          {"why", e.why},
+                          {"ranks", e.ranks},
+                          {"world_size", e.world_size},
+                          {"step", e.step},
+                          {"time_ms", e.time_ms},
+                          {"recovery_s", e.recovery_s},
+                          {"detail", e.detail}});
+  }
   json resources = json::object();
   for (const auto& [key, value] : record.resources_per_worker) resources[key] = value;
   return json{{"run_id", record.run_id},
@@ -49,6 +61,7 @@ std::string RunRecordJson(const RunRecord& record) {
               {"start_time_ms", record.start_time_ms},
               {"end_time_ms", record.end_time_ms},
               {"num_workers", record.num_workers},
+              {"min_workers", record.min_workers},
               {"use_gpu", record.use_gpu},
               {"strategy", record.strategy},
               {"resources_per_worker", resources},
@@ -57,7 +70,8 @@ std::string RunRecordJson(const RunRecord& record) {
               {"restarts", record.restarts},
               {"workers", workers},
               {"metrics", metrics},
-              {"checkpoints", checkpoints}}
+              {"checkpoints", checkpoints},
+              {"membership", membership}}
       .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

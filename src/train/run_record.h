@@ -5,11 +5,14 @@
 // when the run ends. The format (documented in docs/train.md):
 //
 //   {"run_id", "name", "status": "RUNNING" | "FINISHED" | "FAILED", "error", "job_id",
-//    "start_time_ms", "end_time_ms" (0 while running), "num_workers", "use_gpu", "strategy",
+//    "start_time_ms", "end_time_ms" (0 while running), "num_workers", "min_workers" (elastic
+//    runs: below num_workers), "use_gpu", "strategy",
 //    "resources_per_worker": {...}, "storage_path", "attempt", "restarts",
 //    "workers": [{"rank", "node_id", "gpu"}],   // the current attempt's placement
 //    "metrics": [{"epoch": 1, "accuracy": ...}, ...],   // rank 0's reports, in order (last 1000)
-//    "checkpoints": [{"path", "metrics": {...}}]}       // the kept ones, oldest first
+//    "checkpoints": [{"path", "metrics": {...}}],       // the kept ones, oldest first
+//    "membership": [{"generation", "change": "left" | "restart", "why", "ranks": [2],
+//                    "world_size", "step", "time_ms", "recovery_s", "detail"}]}  // in order
 //
 // Publishing never fails training: a KV error is ignored (the record is for display only).
 // Plain data; not thread-safe (the trainer's driver thread owns it).
@@ -41,6 +44,7 @@ struct RunRecord {
   int64_t start_time_ms = 0;
   int64_t end_time_ms = 0;
   int num_workers = 0;
+  int min_workers = 0;
   bool use_gpu = false;
   std::string strategy;
   std::map<std::string, double> resources_per_worker;
@@ -50,6 +54,7 @@ struct RunRecord {
   std::vector<Worker> workers;
   std::vector<Metrics> metrics;
   std::vector<Checkpoint> checkpoints;
+  std::vector<MembershipEvent> membership;  // elastic changes and restarts, in order
 };
 
 // The record as JSON text (the format above). Non-finite metric values become null.

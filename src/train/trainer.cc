@@ -1,8 +1,11 @@
 // DataParallelTrainer::Fit on the driver: place the workers, rank them, run the loop, collect
-// reports and checkpoints, and restart the whole worker group after a failure.
+// reports and checkpoints, and restart the whole worker group after a failure — or, in elastic
+// runs, drop the failed workers and let the others go on (src/train/elastic_coordinator.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -14,6 +17,8 @@
 #include "src/common/package.h"
 #include "src/train/checkpoints.h"
 #include "src/train/collective_choice.h"
+#include "src/train/elastic_coordinator.h"
+#include "src/train/elastic_protocol.h"
 #include "src/train/run_record.h"
 #include "src/train/worker.h"
 #include "troupe/api.h"
@@ -73,12 +78,18 @@ struct Gang {
   std::vector<std::vector<int64_t>> ranks;        // per worker: the Context numbers
   std::string collective_group;
   std::string host_group;  // its CPU side group (Context::host_group)
+  bool elastic = false;    // elastic runs keep records under internal::ElasticPrefix
 
   ~Gang() {
     try {
       for (auto& worker : placed) worker.Kill();
       if (!collective_group.empty()) collective::DestroyGroup(collective_group);
       if (!host_group.empty()) collective::DestroyGroup(host_group);
+      ::troupe::internal::Runtime* runtime = ::troupe::internal::CurrentRuntime();
+      if (elastic && runtime != nullptr) {
+        runtime->KvDelete(runtime->JobNamespace(), internal::ElasticPrefix(collective_group),
+                          /*by_prefix=*/true);
+      }
       if (!group.IsNil()) RemovePlacementGroup(group);
     } catch (const TroupeError&) {
       // The cluster is going away; nothing more to free.
@@ -100,6 +111,21 @@ Result DataParallelTrainer::Fit() {
         "namespace scope in a .cc file of this executable");
   }
   if (scaling_.num_workers < 1) throw TroupeError("ScalingConfig.num_workers must be >= 1");
+  if (scaling_.min_workers < 0 || scaling_.min_workers > scaling_.num_workers) {
+    throw TroupeError(absl::StrCat("ScalingConfig.min_workers must be between 1 and num_workers (",
+                                   scaling_.num_workers, "), or 0 for num_workers; got ",
+                                   scaling_.min_workers));
+  }
+  if (scaling_.max_workers != 0 && scaling_.max_workers != scaling_.num_workers) {
+    throw TroupeError(absl::StrCat(
+        "ScalingConfig.max_workers must be 0 or num_workers (", scaling_.num_workers, "), got ",
+        scaling_.max_workers,
+        ": replacement workers (growing a run back) are not implemented yet, and a run never "
+        "has more than num_workers"));
+  }
+  if (Elastic() && run_.failure_config.step_timeout.count() <= 0) {
+    throw TroupeError("FailureConfig.step_timeout must be positive in elastic runs");
+  }
   std::map<std::string, double> bundle = scaling_.resources_per_worker;
   if (!bundle.count("CPU")) bundle["CPU"] = 1;
   if (scaling_.use_gpu && !bundle.count("GPU")) bundle["GPU"] = 1;
@@ -120,6 +146,7 @@ Result DataParallelTrainer::Fit() {
   record.run_id = NewRunId(run_.name, record.start_time_ms);
   record.job_id = DriverJobId();
   record.num_workers = scaling_.num_workers;
+  record.min_workers = MinWorkers();
   record.use_gpu = scaling_.use_gpu;
   record.strategy = scaling_.placement_strategy;
   record.resources_per_worker = bundle;
@@ -155,6 +182,15 @@ Result DataParallelTrainer::Fit() {
       return finish(std::move(result));
     }
     ++result.restarts;
+    MembershipEvent restart;
+    restart.change = "restart";
+    restart.why = failure;
+    restart.world_size = scaling_.num_workers;
+    restart.time_ms = NowMs();
+    result.membership_events.push_back(restart);
+    record.membership = result.membership_events;
+    Log(absl::StrCat("restarting every worker from the latest checkpoint (restart ",
+                     result.restarts, ")"));
   }
 }
 
@@ -234,13 +270,56 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   }
   PublishRunRecord(record);
   const std::string group = gang.collective_group = run_.name + "-" + RandomSuffix();
-  std::vector<int> ranks(scaling_.num_workers);
-  for (int r = 0; r < scaling_.num_workers; ++r) ranks[r] = r;
-  collective::CreateGroup(gang.workers, ranks, *backend, group);
   // Host memory (metrics, Report's barrier) never goes through NCCL: a CPU group of the same
   // workers, declared whatever the main group's backend so both paths run the same code.
   gang.host_group = internal::HostGroupName(group);
-  collective::CreateGroup(gang.workers, ranks, collective::Backend::kCpu, gang.host_group);
+  gang.elastic = Elastic();
+  ::troupe::internal::Runtime& runtime = *::troupe::internal::CurrentRuntime();
+  const std::string ns = runtime.JobNamespace();
+  // Elastic runs: the coordinator declares each generation of both groups (worker w — rank w of
+  // generation 1 — by its handle), after recording which ranks left.
+  std::unique_ptr<internal::ElasticCoordinator> coordinator;
+  if (!gang.elastic) {
+    std::vector<int> ranks(scaling_.num_workers);
+    for (int r = 0; r < scaling_.num_workers; ++r) ranks[r] = r;
+    collective::CreateGroup(gang.workers, ranks, *backend, group);
+    collective::CreateGroup(gang.workers, ranks, collective::Backend::kCpu, gang.host_group);
+  } else {
+    const collective::Backend main_backend = *backend;
+    internal::ElasticCoordinator::Cluster cluster;
+    cluster.declare = [&, main_backend](int64_t generation, const std::vector<int>& members,
+                                        const std::vector<int>& left) {
+      std::vector<std::string> ids;
+      std::vector<int> ranks;
+      for (size_t r = 0; r < members.size(); ++r) {
+        ids.push_back(gang.workers[members[r]].binary_id());
+        ranks.push_back(static_cast<int>(r));
+      }
+      collective::GroupOptions options;
+      options.timeout = run_.failure_config.step_timeout;  // a member stuck this long failed
+      // Survivors regroup at once: a member that does not come is not waited for long.
+      if (generation > 1) options.rendezvous_timeout = run_.failure_config.step_timeout;
+      runtime.KvPut(ns, internal::GenerationKey(group, generation), internal::EncodeRanks(left),
+                    /*overwrite=*/true);
+      collective::internal::DeclareGroup(ids, ranks, main_backend, group, options, generation,
+                                         /*elastic=*/true);
+      collective::internal::DeclareGroup(ids, ranks, collective::Backend::kCpu, gang.host_group,
+                                         options, generation, /*elastic=*/true);
+    };
+    cluster.kill = [&](int worker) {
+      try {
+        gang.workers[worker].Kill();
+      } catch (const TroupeError&) {
+        // Gone already.
+      }
+    };
+    coordinator = std::make_unique<internal::ElasticCoordinator>(
+        scaling_.num_workers, MinWorkers(), std::move(cluster));
+    coordinator->Start();
+    for (auto& ranks : gang.ranks) {
+      ranks.insert(ranks.end(), {1, run_.failure_config.step_timeout.count(), 1});
+    }
+  }
 
   std::string resume;
   if (auto latest = checkpoints.Latest(); latest && attempt > 0) {
@@ -250,7 +329,9 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   }
   Log(absl::StrCat("attempt ", attempt + 1, ": ", scaling_.num_workers, " workers on ",
                    node_rank.size(), " node(s), collective backend ",
-                   internal::BackendName(*backend)));
+                   internal::BackendName(*backend),
+                   gang.elastic ? absl::StrCat(", elastic down to ", MinWorkers(), " workers")
+                                : ""));
   std::vector<ObjectRef<bool>> runs;
   for (int r = 0; r < scaling_.num_workers; ++r) {
     runs.push_back(gang.workers[r]
@@ -258,60 +339,173 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
                        .Remote(loop_name, config_, gang.ranks[r], group, run_.name, resume));
   }
 
-  // Collect rank 0's reports while the loop runs; stop at the first failure.
-  auto drain = [&] {
-    std::vector<WireReport> reports;
-    try {
-      reports = *Get(gang.workers[0].Task(&TrainWorker::PollReports).Remote());
-    } catch (const TroupeError&) {
-      return;  // rank 0 is gone; its unsent reports are lost with it
-    }
-    for (auto& [metrics, package] : reports) {
-      result.metrics = metrics;
-      result.metrics_history.push_back(metrics);
-      std::string line = FormatMetrics(metrics);
-      if (!package.empty()) {
-        auto path = checkpoints.Add(package, metrics);
-        if (path.ok()) {
-          absl::StrAppend(&line, " | checkpoint ", *path);
-        } else {
-          absl::StrAppend(&line, " | checkpoint NOT saved: ", path.status().message());
-        }
+  // The workers holding ranks now, by rank (worker w started as rank w).
+  auto members = [&] {
+    if (coordinator) return coordinator->members();
+    std::vector<int> all(scaling_.num_workers);
+    for (int w = 0; w < scaling_.num_workers; ++w) all[w] = w;
+    return all;
+  };
+  // Collect rank 0's reports while the loop runs, through one PollReports call at a time (so a
+  // stopped or dead rank 0 never blocks the driver); at the end, until a poll comes back empty.
+  std::optional<ObjectRef<std::vector<WireReport>>> poll;
+  auto drain = [&](bool final) {
+    while (true) {
+      if (!poll) poll = gang.workers[members()[0]].Task(&TrainWorker::PollReports).Remote();
+      if (!final && Wait(std::vector<ObjectRef<std::vector<WireReport>>>{*poll}, 1,
+                         std::chrono::milliseconds(0))
+                        .ready.empty()) {
+        return;
       }
-      Log(line);
-      record.metrics.push_back(metrics);
-    }
-    if (!reports.empty()) {
-      record.checkpoints = checkpoints.kept();
-      PublishRunRecord(record);
+      std::vector<WireReport> reports;
+      try {
+        reports = *Get(*poll, std::chrono::milliseconds(10000));
+      } catch (const TroupeError&) {
+        poll.reset();
+        return;  // rank 0 is gone (or stuck); its unsent reports are lost with it
+      }
+      poll.reset();
+      for (auto& [metrics, package] : reports) {
+        result.metrics = metrics;
+        result.metrics_history.push_back(metrics);
+        std::string line = FormatMetrics(metrics);
+        if (!package.empty()) {
+          auto path = checkpoints.Add(package, metrics);
+          if (path.ok()) {
+            absl::StrAppend(&line, " | checkpoint ", *path);
+          } else {
+            absl::StrAppend(&line, " | checkpoint NOT saved: ", path.status().message());
+          }
+        }
+        Log(line);
+        record.metrics.push_back(metrics);
+      }
+      if (!reports.empty()) {
+        record.checkpoints = checkpoints.kept();
+        PublishRunRecord(record);
+      }
+      if (!final || reports.empty()) return;
     }
   };
   std::string failure;
-  size_t finished = 0;
   std::vector<bool> done(runs.size(), false);
-  while (finished < runs.size() && failure.empty()) {
+  int64_t reported_generation = 0;           // the last generation whose failure report was read
+  std::vector<size_t> awaiting_recovery;     // events (in result) whose recovery is not timed yet
+  while (failure.empty()) {
+    const std::vector<int> current = members();
     std::vector<ObjectRef<bool>> pending;
-    for (size_t i = 0; i < runs.size(); ++i) {
-      if (!done[i]) pending.push_back(runs[i]);
+    for (int w : current) {
+      if (!done[w]) pending.push_back(runs[w]);
     }
+    if (pending.empty()) break;  // every member finished
     std::set<std::string> ready;  // until one finishes, or a while
-    for (const auto& ref : Wait(pending, 1, std::chrono::milliseconds(200)).ready) {
-      ready.insert(ref.ID());
-    }
-    for (size_t i = 0; i < runs.size(); ++i) {
-      if (done[i] || !ready.count(runs[i].ID())) continue;
-      done[i] = true;
-      ++finished;
+    const auto poll = std::chrono::milliseconds(coordinator ? 20 : 200);
+    for (const auto& ref : Wait(pending, 1, poll).ready) ready.insert(ref.ID());
+    std::vector<internal::ElasticCoordinator::Failure> failures;
+    for (int w : current) {
+      if (done[w] || !ready.count(runs[w].ID())) continue;
+      done[w] = true;
       try {
-        Get(runs[i]);
+        Get(runs[w]);
       } catch (const TroupeError& e) {
-        if (failure.empty()) failure = absl::StrCat("rank ", i, ": ", e.what());
+        const int rank = static_cast<int>(std::find(current.begin(), current.end(), w) -
+                                          current.begin());
+        if (coordinator && dynamic_cast<const ActorDiedError*>(&e) != nullptr) {
+          internal::ElasticCoordinator::Failure died;
+          died.worker = w;
+          died.why = "died";
+          died.detail = absl::StrCat("rank ", rank, ": ", e.what());
+          died.time_ms = internal::UnixMs();
+          failures.push_back(std::move(died));
+        } else if (failure.empty()) {
+          failure = absl::StrCat("rank ", rank, ": ", e.what());
+        }
       }
     }
-    drain();
+    if (coordinator && failure.empty()) {
+      const int64_t generation = coordinator->generation();
+      if (generation > reported_generation) {
+        if (auto text = runtime.KvGet(ns, internal::FailureKey(group, generation))) {
+          reported_generation = generation;
+          if (auto report = internal::DecodeFailureReport(*text)) {
+            internal::ElasticCoordinator::Failure reported;
+            reported.generation = generation;
+            reported.rank = report->failed_rank;
+            reported.why = internal::ClassifyFailure(report->reason);
+            reported.detail = absl::StrCat("rank ", report->reporter, " reported rank ",
+                                           report->failed_rank, ": ", report->reason);
+            reported.step = report->step;
+            reported.time_ms = report->time_ms;
+            failures.push_back(std::move(reported));
+          }
+        }
+      }
+      MembershipEvent event;
+      const std::vector<int> before = coordinator->members();
+      switch (failures.empty() ? internal::ElasticCoordinator::Verdict::kUnchanged
+                               : coordinator->OnFailures(failures, &event)) {
+        case internal::ElasticCoordinator::Verdict::kUnchanged:
+          break;
+        case internal::ElasticCoordinator::Verdict::kBelowMinimum:
+          failure = absl::StrCat("rank(s) ", absl::StrJoin(event.ranks, ","), " ", event.why,
+                                 " (", event.detail, "); ", event.world_size, " of ",
+                                 scaling_.num_workers, " workers left, below min_workers ",
+                                 MinWorkers(), ": restarting from the latest checkpoint");
+          break;
+        case internal::ElasticCoordinator::Verdict::kContinue: {
+          std::vector<std::string> who;
+          for (int rank : event.ranks) {
+            who.push_back(absl::StrCat("rank ", rank, " (node ",
+                                       slots[before[rank]].node.substr(0, 8), ")"));
+          }
+          Log(absl::StrCat("generation ", event.generation, ": ", absl::StrJoin(who, ", "),
+                           " left (", event.why, ": ", event.detail, "); ", event.world_size,
+                           " workers go on",
+                           event.step >= 0 ? absl::StrCat(" from step ", event.step + 1) : "",
+                           " without a restart"));
+          awaiting_recovery.push_back(result.membership_events.size());
+          result.membership_events.push_back(event);
+          record.membership = result.membership_events;
+          record.workers.clear();
+          const std::vector<int> now = coordinator->members();
+          for (size_t r = 0; r < now.size(); ++r) {
+            record.workers.push_back({static_cast<int>(r), slots[now[r]].node, slots[now[r]].gpu});
+          }
+          PublishRunRecord(record);
+          break;
+        }
+      }
+      // The first step each change's survivors committed: the recovery's end.
+      for (auto it = awaiting_recovery.begin(); it != awaiting_recovery.end();) {
+        MembershipEvent& change = result.membership_events[*it];
+        auto text = runtime.KvGet(ns, internal::RecoveredKey(group, change.generation));
+        auto recovered = text ? internal::DecodeRecovered(*text) : std::nullopt;
+        if (!recovered) {
+          ++it;
+          continue;
+        }
+        change.recovery_s = std::max<int64_t>(0, recovered->time_ms - change.time_ms) / 1000.0;
+        if (change.step < 0) change.step = recovered->step - 1;
+        Log(absl::StrFormat("generation %d: step %d committed on %d workers %.3f s after the "
+                            "failure",
+                            change.generation, recovered->step, change.world_size,
+                            change.recovery_s));
+        record.membership = result.membership_events;
+        PublishRunRecord(record);
+        it = awaiting_recovery.erase(it);
+      }
+    }
+    drain(/*final=*/false);
   }
+  drain(/*final=*/true);
   return failure;  // ~Gang tears the attempt down
 }
+
+int DataParallelTrainer::MinWorkers() const {
+  return scaling_.min_workers == 0 ? scaling_.num_workers : scaling_.min_workers;
+}
+
+bool DataParallelTrainer::Elastic() const { return MinWorkers() < scaling_.num_workers; }
 
 void DataParallelTrainer::Log(const std::string& line) const {
   if (run_.verbose) std::fprintf(stderr, "[train %s] %s\n", run_.name.c_str(), line.c_str());

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "troupe/collective.h"
 #include "troupe/train.h"
 
 namespace troupe::train::internal {
@@ -23,8 +24,9 @@ class TrainWorker {
   // {node id hex, leased GPU ids "a,b"}: where this worker runs, to order ranks.
   std::vector<std::string> Where();
   // Runs the loop to its end. `ranks`: world_rank, local_rank, world_size, local_world_size,
-  // node_rank, cpus, and 1 when the group is NCCL (0: CPU). `checkpoint`: a package to resume from
-  // ("" for a fresh start).
+  // node_rank, cpus, 1 when the group is NCCL (0: CPU), then for elastic runs 1, the step
+  // timeout in ms and the groups' generation. `checkpoint`: a package to resume from ("" for a
+  // fresh start).
   bool Run(std::string loop_name, LoopConfig config, std::vector<int64_t> ranks, std::string group,
            std::string experiment, std::string checkpoint);
   // Rank 0's reports since the last poll, in order.
@@ -39,5 +41,27 @@ void QueueReport(WireReport report);
 
 // The name `loop` was registered under with TROUPE_TRAIN_LOOP ("" if it was not).
 std::string TrainLoopName(TrainLoopFn loop);
+
+// Elastic runs, in the worker (Context::elastic; docs/train.md, "Elastic training"). The
+// operations that survive a member's failure — SynchronizeGradients, SumAcrossWorkers, Report —
+// call these around their collectives, on the loop's thread. Every member counts the
+// synchronisation points it completed, so that after a failure the survivors can check that
+// they all stand at the same one before redoing it.
+
+// SynchronizeGradients begins: the step's generation and world size are noted.
+void BeginStep();
+// The step committed (a synchronisation point): LastStepOutcome() describes it.
+void CommitStep();
+// Another synchronisation point completed (SumAcrossWorkers, Report).
+void CompleteSyncPoint();
+// After `error` from an operation on the workers' groups. Returns false when it cannot be
+// recovered here — not an elastic run, an error of this member's own (rank -1), or ExcludedError
+// — and the caller rethrows it. Otherwise: reports the failed member to the driver, waits (up to
+// FailureConfig::step_timeout) for the generation that leaves it out, joins it (both groups),
+// updates the Context, checks that every survivor stands at the same synchronisation point, and
+// returns true: the caller redoes its operation on the new generation. Throws ExcludedError when
+// this member was left out, TroupeError when recovery is impossible (the driver then restarts the
+// run from the checkpoint).
+bool RecoverFromPeerFailure(const collective::CollectiveError& error);
 
 }  // namespace troupe::train::internal

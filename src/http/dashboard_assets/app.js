@@ -435,6 +435,16 @@ pages.train = {
     if (run.error) details.push(['Error', h('span', {class: 'error'}, run.error)]);
     const workerRows = (run.workers || []).map((w) => h('tr', {}, h('td', {}, w.rank), h('td', {}, nodeName(w.node_id)),
       h('td', {}, w.gpu >= 0 ? w.gpu : '—')));
+    // Elastic runs' membership changes and restarts: generation, who left, why, recovery time.
+    const membershipRows = (run.membership || []).map((e) => h('tr', {},
+      h('td', {}, e.generation || '—'), h('td', {}, e.step >= 0 ? e.step : '—'), h('td', {}, e.change),
+      h('td', {}, (e.ranks || []).join(', ') || '—'), h('td', {}, e.why),
+      h('td', {}, e.recovery_s >= 0 ? `${formatNumber(e.recovery_s)} s` : '—'),
+      h('td', {}, e.world_size), h('td', {}, formatTime(e.time_ms)),
+      h('td', {class: 'ellipsis', title: e.detail}, e.detail)));
+    if (run.min_workers && run.min_workers < run.num_workers) {
+      details.push(['Elastic', `down to ${run.min_workers} workers`]);
+    }
     const checkpointRows = (run.checkpoints || []).map((c) => h('tr', {}, h('td', {class: 'mono'}, c.path),
       h('td', {}, Object.entries(c.metrics || {}).filter(([k]) => ['epoch', 'accuracy', 'train_loss', 'loss'].includes(k))
         .map(([k, v]) => h('span', {class: 'chip'}, `${k}=${formatNumber(v)}`)))));
@@ -443,7 +453,10 @@ pages.train = {
       h('div', {class: 'charts'}, charts.length ? charts : h('p', {class: 'muted'}, 'no reports yet')),
       h('div', {style: 'display:grid;grid-template-columns:1fr 2fr;gap:12px'},
         h('div', {}, h('h3', {}, 'Worker placement'), table(['Rank', 'Node', 'GPU'], workerRows)),
-        h('div', {}, h('h3', {}, 'Checkpoints'), table(['Path', 'Metrics'], checkpointRows, 'no checkpoints'))));
+        h('div', {}, h('h3', {}, 'Checkpoints'), table(['Path', 'Metrics'], checkpointRows, 'no checkpoints'))),
+      membershipRows.length ? h('div', {id: 'train-membership'}, h('h3', {}, 'Membership changes'),
+        table(['Generation', 'Step', 'Change', 'Ranks left', 'Why', 'Recovery', 'Workers after', 'When', 'Detail'],
+          membershipRows)) : null);
   },
 };
 

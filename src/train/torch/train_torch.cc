@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "src/train/worker.h"
 #include "troupe/actor.h"
 #include "troupe/errors.h"
 #include "troupe/train.h"
@@ -67,8 +68,10 @@ DistributedModel::DistributedModel(std::shared_ptr<::torch::nn::Module> module,
   const Context& ctx = GetContext();
   group_ = ctx.group;
   world_size_ = ctx.world_size;
+  elastic_ = ctx.elastic;
   ::torch::set_num_threads(std::max(1, ctx.cpus));
-  if (world_size_ == 1) return;  // nothing to average: no hooks, no overhead
+  distributed_ = world_size_ > 1;
+  if (!distributed_) return;  // nothing to average: no hooks, no overhead
   std::vector<::torch::Tensor> params, buffers;
   for (auto& p : module_->parameters()) {
     CheckFloat(p, "a parameter");
@@ -92,6 +95,7 @@ DistributedModel::DistributedModel(std::shared_ptr<::torch::nn::Module> module,
   for (Bucket& bucket : buckets_) {
     const auto& [last, offset] = bucket.params.back();
     bucket.flat = ::torch::zeros({offset + last.numel()}, last.options().requires_grad(false));
+    if (elastic_) bucket.saved = ::torch::empty_like(bucket.flat);
   }
 }
 
@@ -181,6 +185,10 @@ void DistributedModel::LaunchReadyBuckets(bool all) {
     Bucket& bucket = buckets_[next_launch_];
     if (!all && bucket.arrived < static_cast<int>(bucket.params.size())) return;
     if (all) AdoptGradients(bucket);
+    if (elastic_) {
+      ::torch::NoGradGuard no_grad;
+      bucket.saved.copy_(bucket.flat);  // what a redo over the survivors starts from
+    }
     const coll::CallOptions call = CallFor(bucket.flat);
     bucket.work =
         coll::AllReduceAsync(bucket.flat.data_ptr<float>(), bucket.flat.numel(),
@@ -198,11 +206,27 @@ void DistributedModel::AdoptGradients(Bucket& bucket) {
 }
 
 void DistributedModel::SynchronizeGradients() {
-  if (world_size_ == 1) return;
-  LaunchReadyBuckets(true);  // parameters without a gradient this step contribute zeros
+  internal::BeginStep();
+  if (!distributed_) {  // one worker: nothing to average
+    internal::CommitStep();
+    return;
+  }
   ::torch::NoGradGuard no_grad;
+  try {
+    LaunchReadyBuckets(true);  // parameters without a gradient this step contribute zeros
+    FinishBuckets();
+  } catch (const coll::CollectiveError& e) {
+    DrainBuckets();  // nothing may still write into the buckets
+    if (!internal::RecoverFromPeerFailure(e)) throw;
+    RedoOnNewGeneration();
+  }
+  internal::CommitStep();
+}
+
+void DistributedModel::FinishBuckets() {
   for (Bucket& bucket : buckets_) {
     bucket.work.Wait();
+    bucket.launched = false;
     // .grad becomes (or stays) the averaged slot itself: no copy now, and backward accumulates
     // straight into the bucket next step.
     for (size_t i = 0; i < bucket.params.size(); ++i) {
@@ -212,10 +236,44 @@ void DistributedModel::SynchronizeGradients() {
       }
     }
     bucket.arrived = 0;
-    bucket.launched = false;
   }
   next_launch_ = 0;
   if (options_.broadcast_buffers) BroadcastBuffers();
+}
+
+void DistributedModel::DrainBuckets() {
+  for (Bucket& bucket : buckets_) {
+    if (bucket.launched) {
+      try {
+        bucket.work.Wait();
+      } catch (const std::exception&) {
+        // Failed like the one being handled.
+      }
+    }
+    bucket.launched = false;
+    bucket.arrived = 0;
+  }
+  next_launch_ = 0;
+}
+
+void DistributedModel::RedoOnNewGeneration() {
+  while (true) {
+    world_size_ = GetContext().world_size;
+    try {
+      for (Bucket& bucket : buckets_) {
+        bucket.flat.copy_(bucket.saved);
+        bucket.work = coll::AllReduceAsync(bucket.flat.data_ptr<float>(), bucket.flat.numel(),
+                                           coll::DataType::kFloat32, coll::ReduceOp::kAvg, group_,
+                                           CallFor(bucket.flat));
+        bucket.launched = true;
+      }
+      FinishBuckets();
+      return;
+    } catch (const coll::CollectiveError& e) {
+      DrainBuckets();
+      if (!internal::RecoverFromPeerFailure(e)) throw;
+    }
+  }
 }
 
 void DistributedModel::BroadcastBuffers() {
@@ -273,11 +331,19 @@ std::shared_ptr<DistributedModel> PrepareModel(std::shared_ptr<::torch::nn::Modu
 
 std::vector<double> SumAcrossWorkers(std::vector<double> values) {
   const Context& ctx = GetContext();
-  if (ctx.world_size > 1 && !values.empty()) {
-    // Host memory: the CPU side group, never the main group (NCCL with GPUs).
-    coll::AllReduce(values.data(), values.size(), coll::DataType::kFloat64, coll::ReduceOp::kSum,
-                    ctx.host_group);
+  while (ctx.world_size > 1 && !values.empty()) {
+    std::vector<double> sums = values;  // a failed all-reduce leaves a mix behind
+    try {
+      // Host memory: the CPU side group, never the main group (NCCL with GPUs).
+      coll::AllReduce(sums.data(), sums.size(), coll::DataType::kFloat64, coll::ReduceOp::kSum,
+                      ctx.host_group);
+      values = std::move(sums);
+      break;
+    } catch (const coll::CollectiveError& e) {
+      if (!internal::RecoverFromPeerFailure(e)) throw;  // elastic: sum again over the survivors
+    }
   }
+  internal::CompleteSyncPoint();
   return values;
 }
 

@@ -75,6 +75,23 @@ class CollectiveError : public TroupeError {
   int rank_;
 };
 
+// Thrown to a member of a driver-declared group that a newer generation of the group leaves out
+// (the driver declared the group again without it: it was reported failed, hung or cut off).
+// Fencing: such a member must never contribute to the new generation, and it cannot — each
+// generation has its own connections, which only its members hold. Stop, or join the job again
+// as a new member. rank() is -1 (the fault is this member's).
+class ExcludedError : public CollectiveError {
+ public:
+  ExcludedError(const std::string& message, std::string group, std::string op,
+                int64_t generation)
+      : CollectiveError(message, std::move(group), std::move(op), -1), generation_(generation) {}
+  // The generation that leaves this member out.
+  int64_t generation() const { return generation_; }
+
+ private:
+  int64_t generation_;
+};
+
 namespace internal {
 struct WorkState {
   std::mutex mu;
@@ -110,10 +127,30 @@ void DestroyGroup(const std::string& name = "default");
 bool IsGroupInitialized(const std::string& name = "default");
 int GetRank(const std::string& name = "default");
 int GetWorldSize(const std::string& name = "default");
+// The generation of the group this member holds: 1 for a group's first declaration, one more each
+// time the driver declares it again; 0 for groups made by InitGroup. See docs/collectives.md,
+// "Generations".
+int64_t GetGeneration(const std::string& name = "default");
 
 namespace internal {
-void DeclareGroup(const std::vector<std::string>& actor_ids, const std::vector<int>& ranks,
-                  Backend backend, const std::string& name, const GroupOptions& options);
+// Declares generation `generation` of group `name` (0: the one after the current declaration;
+// otherwise it must be newer than the current one). `elastic`: members holding an earlier
+// generation move to this one only through RefreshGroup, never by themselves at their next
+// operation (CreateGroup's declarations: at their next operation once their group broke). The
+// previous declaration's ranks are marked failed in its rendezvous, so members still joining it
+// stop waiting at once. Returns the generation declared.
+int64_t DeclareGroup(const std::vector<std::string>& actor_ids, const std::vector<int>& ranks,
+                     Backend backend, const std::string& name, const GroupOptions& options,
+                     int64_t generation = 0, bool elastic = false);
+// The generation of the current declaration of `name` in the KV (0: none). One KV read.
+int64_t DeclaredGeneration(const std::string& name);
+// Inside an actor: if the KV declares a newer generation of `name` than this member holds (or
+// last tried to join), leaves the held one and joins the newest; returns the generation held
+// afterwards. Throws ExcludedError when the newest declaration leaves this member out, and
+// CollectiveError when the join fails (naming the member that did not join). One KV read when
+// nothing changed. `joining`, if given, is set to the generation it tries to join (to tell which
+// generation a failed join's rank belongs to).
+int64_t RefreshGroup(const std::string& name, int64_t* joining = nullptr);
 }  // namespace internal
 
 // From the driver: declares a group of actors, actors[i] being rank ranks[i]. Returns at once;

@@ -17,11 +17,15 @@
 // otherwise: ScalingConfig::collective_backend) plus a CPU side group for host memory, and runs
 // the loop on every worker. Reports come back in order; checkpoints are copied to the driver's
 // storage_path; when a worker or its node dies, every worker restarts from the latest checkpoint,
-// up to FailureConfig::max_failures times. The driver publishes each run's progress (placement,
-// reports, checkpoints) into the GCS KV for the dashboard (src/train/run_record.h). See
+// up to FailureConfig::max_failures times — or, with ScalingConfig::min_workers below
+// num_workers (elastic training), the survivors go on without it from the step it failed in, as
+// the next generation of the workers' groups, and restart from the checkpoint only below
+// min_workers. The driver publishes each run's progress (placement, reports, checkpoints,
+// membership changes) into the GCS KV for the dashboard (src/train/run_record.h). See
 // docs/train.md.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -48,6 +52,14 @@ struct ScalingConfig {
   // of its own, else the CPU backend), "cpu" (CUDA tensors are staged through pinned host
   // memory; e.g. across hosts without a network NCCL can use) or "nccl".
   std::string collective_backend = "auto";
+  // Elastic training (docs/train.md, "Elastic training"): with min_workers below num_workers, a
+  // worker that dies, hangs or is cut off is dropped and the others redo the step it failed in
+  // without it (no restart, no checkpoint read), down to min_workers; below that every worker
+  // restarts from the latest checkpoint as without it. 0: num_workers (no elastic path).
+  int min_workers = 0;
+  // The most workers a run may hold: 0 or num_workers (replacement workers, which would grow a
+  // run back, are not implemented yet: anything larger is refused).
+  int max_workers = 0;
 };
 
 struct CheckpointConfig {
@@ -58,6 +70,11 @@ struct CheckpointConfig {
 
 struct FailureConfig {
   int max_failures = 0;  // restarts allowed after a worker failure; -1: forever
+  // Elastic runs: the deadline of every collective operation of the workers (a member that
+  // makes no progress for this long is reported failed), and how long survivors wait for the
+  // next generation after reporting a failure before they give up (then the run restarts from
+  // the checkpoint).
+  std::chrono::milliseconds step_timeout = std::chrono::seconds(30);
 };
 
 struct RunConfig {
@@ -73,6 +90,20 @@ struct Checkpoint {
   Metrics metrics;   // reported with it
 };
 
+// A change of an elastic run's membership, or a restart (RunRecord and Result keep them all).
+struct MembershipEvent {
+  int64_t generation = 0;  // the generation the change made (0 for a restart)
+  std::string change;      // "left" (survivors went on), or "restart" (from the checkpoint)
+  std::string why;         // "died", "hung", "failed" (as its peers reported it), or the reason
+                           // of a restart
+  std::vector<int> ranks;  // the ranks, in the previous generation, that left
+  int world_size = 0;      // workers after the change
+  int64_t step = -1;       // the step it happened in (steps committed before it); -1: unknown
+  int64_t time_ms = 0;     // when the failure was first noticed (unix ms)
+  double recovery_s = -1;  // from then to the next committed step; -1: not (yet) known
+  std::string detail;      // the failure, as reported
+};
+
 struct Result {
   Metrics metrics;                       // the last report
   std::vector<Metrics> metrics_history;  // every report, in order
@@ -80,6 +111,7 @@ struct Result {
   std::optional<Checkpoint> latest_checkpoint;
   std::string error;  // empty when training finished
   int restarts = 0;   // worker-group restarts after failures
+  std::vector<MembershipEvent> membership_events;  // in order
 };
 
 class DataParallelTrainer {
@@ -97,6 +129,8 @@ class DataParallelTrainer {
                          int cpus, const std::string& loop_name, CheckpointStore& checkpoints,
                          RunRecord& record, Result& result);
   void Log(const std::string& line) const;
+  int MinWorkers() const;  // ScalingConfig::min_workers, 0 read as num_workers
+  bool Elastic() const;    // min_workers below num_workers
 
   TrainLoopFn loop_;
   LoopConfig config_;
@@ -119,8 +153,27 @@ struct Context {
   std::string experiment;  // RunConfig::name
   std::vector<int> gpu_ids;
   std::string collective_backend = "cpu";  // the group's backend: "cpu" or "nccl"
+  // Elastic runs (ScalingConfig::min_workers): whether this is one, and the generation of the
+  // workers' groups. world_rank, world_size and generation change when members leave (inside
+  // SynchronizeGradients, SumAcrossWorkers or Report); local_rank, local_world_size and
+  // node_rank keep describing the first placement.
+  bool elastic = false;
+  int64_t generation = 0;
 };
+// The worker's context; the reference stays valid and its fields follow membership changes.
 const Context& GetContext();
+
+// How the last step (DistributedModel::SynchronizeGradients) ended, for samplers that account
+// for every sample (ElasticSampler).
+struct StepOutcome {
+  int64_t step = 0;        // steps this worker has committed, the last one included
+  int64_t generation = 0;  // the generation the step started in
+  int world_size = 1;      // its world size then
+  // Ranks, of the generation the step started in, that left during it: their share of the
+  // step's batch was not trained on (the survivors redid the step without them).
+  std::vector<int> lost_ranks;
+};
+StepOutcome LastStepOutcome();
 
 // Reports metrics (and optionally a checkpoint directory) from every rank; a synchronisation
 // point like a collective. Rank 0's report is what the driver records; its checkpoint directory

@@ -23,6 +23,13 @@
 // the tensor's current stream. One backward per SynchronizeGradients (a bucket
 // launches once each of its gradients has been accumulated once: no accumulation across
 // backwards). Parameters must be float32. Not thread-safe.
+//
+// Elastic runs (ScalingConfig::min_workers): each bucket's local gradient is copied aside before
+// its all-reduce starts (the all-reduce works in place, and a failed one leaves a mix behind). When
+// a member fails mid-step, SynchronizeGradients regroups the survivors as the next generation
+// (Context::world_rank / world_size / generation change), restores the local gradients and
+// averages them again over the survivors: the step commits without the lost member's share, no
+// step is lost. LastStepOutcome() (troupe/train.h) says which ranks' shares were lost.
 #pragma once
 
 #include <torch/torch.h>
@@ -52,6 +59,7 @@ class DistributedModel : public std::enable_shared_from_this<DistributedModel> {
  private:
   struct Bucket {
     ::torch::Tensor flat;
+    ::torch::Tensor saved;  // elastic runs: the local gradient, as launched
     std::vector<std::pair<::torch::Tensor, int64_t>> params;  // parameter, offset in flat
     int arrived = 0;
     bool launched = false;
@@ -70,11 +78,20 @@ class DistributedModel : public std::enable_shared_from_this<DistributedModel> {
   // Copies into the bucket each parameter's .grad that is not already there (zeros for none).
   void AdoptGradients(Bucket& bucket);
   void BroadcastBuffers();
+  // Waits for the launched all-reduces and makes each .grad its bucket's slot.
+  void FinishBuckets();
+  // After a failure: waits out every launched all-reduce, whatever became of it.
+  void DrainBuckets();
+  // Elastic runs, after RecoverFromPeerFailure: the local gradients again, averaged over the
+  // survivors (regrouping again if another member fails meanwhile).
+  void RedoOnNewGeneration();
 
   std::shared_ptr<::torch::nn::Module> module_;
   DistributedOptions options_;
   std::string group_;
   int world_size_;
+  bool distributed_ = false;  // more than one worker at the start: buckets and hooks
+  bool elastic_ = false;
   std::vector<Bucket> buckets_;
   // The parameters' gradient accumulators (a parameter holds its own only weakly), which carry
   // the hooks.
@@ -104,7 +121,8 @@ std::shared_ptr<DistributedModel> PrepareModel(std::shared_ptr<::torch::nn::Modu
 bool LibTorchHasCuda();
 
 // All-reduces (sum) a few scalars across the workers, e.g. correct counts for accuracy. Host
-// memory: goes through the workers' CPU side group (Context::host_group), never NCCL.
+// memory: goes through the workers' CPU side group (Context::host_group), never NCCL. In elastic
+// runs a member's failure regroups the survivors and the sum is taken again over them.
 std::vector<double> SumAcrossWorkers(std::vector<double> values);
 
 }  // namespace troupe::train::torch

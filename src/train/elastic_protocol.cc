@@ -1,0 +1,94 @@
+#include "src/train/elastic_protocol.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace troupe::train::internal {
+
+std::string ElasticPrefix(const std::string& group) { return "train/" + group + "/"; }
+std::string FailureKey(const std::string& group, int64_t generation) {
+  return absl::StrCat(ElasticPrefix(group), "failure/", generation);
+}
+std::string GenerationKey(const std::string& group, int64_t generation) {
+  return absl::StrCat(ElasticPrefix(group), "generation/", generation);
+}
+std::string RecoveredKey(const std::string& group, int64_t generation) {
+  return absl::StrCat(ElasticPrefix(group), "recovered/", generation);
+}
+
+std::string EncodeFailureReport(const FailureReport& report) {
+  return absl::StrCat(report.reporter, "\n", report.failed_rank, "\n", report.step, "\n",
+                      report.time_ms, "\n", report.reason);
+}
+
+std::optional<FailureReport> DecodeFailureReport(const std::string& text) {
+  std::vector<std::string> fields = absl::StrSplit(text, absl::MaxSplits('\n', 4));
+  FailureReport report;
+  if (fields.size() != 5 || !absl::SimpleAtoi(fields[0], &report.reporter) ||
+      !absl::SimpleAtoi(fields[1], &report.failed_rank) ||
+      !absl::SimpleAtoi(fields[2], &report.step) || !absl::SimpleAtoi(fields[3], &report.time_ms)) {
+    return std::nullopt;
+  }
+  report.reason = fields[4];
+  return report;
+}
+
+std::string EncodeRanks(const std::vector<int>& ranks) { return absl::StrJoin(ranks, ","); }
+
+std::optional<std::vector<int>> DecodeRanks(const std::string& text) {
+  std::vector<int> ranks;
+  for (absl::string_view field : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int rank;
+    if (!absl::SimpleAtoi(field, &rank) || rank < 0) return std::nullopt;
+    ranks.push_back(rank);
+  }
+  return ranks;
+}
+
+std::string EncodeRecovered(const Recovered& recovered) {
+  return absl::StrCat(recovered.step, "\n", recovered.time_ms);
+}
+
+std::optional<Recovered> DecodeRecovered(const std::string& text) {
+  std::vector<std::string> fields = absl::StrSplit(text, '\n');
+  Recovered recovered;
+  if (fields.size() != 2 || !absl::SimpleAtoi(fields[0], &recovered.step) ||
+      !absl::SimpleAtoi(fields[1], &recovered.time_ms)) {
+    return std::nullopt;
+  }
+  return recovered;
+}
+
+std::vector<int> WithoutRanks(const std::vector<int>& members, const std::vector<int>& left) {
+  const std::set<int> gone(left.begin(), left.end());
+  std::vector<int> out;
+  for (size_t rank = 0; rank < members.size(); ++rank) {
+    if (!gone.count(static_cast<int>(rank))) out.push_back(members[rank]);
+  }
+  return out;
+}
+
+std::string ClassifyFailure(const std::string& reason) {
+  for (const char* died : {"is gone", "connection closed", "exited", "died"}) {
+    if (absl::StrContains(reason, died)) return "died";
+  }
+  for (const char* hung : {"timed out", "hang", "hung", "heartbeat", "no progress", "stopped"}) {
+    if (absl::StrContains(reason, hung)) return "hung";
+  }
+  return "failed";
+}
+
+int64_t UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace troupe::train::internal

@@ -1,0 +1,56 @@
+// What an elastic DataParallelTrainer run's workers and driver tell each other through the GCS
+// KV (the job's namespace, under "train/<group>/", group = the workers' collective group):
+//
+//   failure/<g>    a survivor's report that a member of generation g failed (first reporter wins)
+//   generation/<g> the driver's record of generation g: which ranks of generation g-1 left
+//                  (written before the groups' declaration of generation g, so it is there when
+//                  a worker sees the declaration)
+//   recovered/<g>  the first step committed in generation g: its number and when
+//
+// Plain functions on strings; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace troupe::train::internal {
+
+std::string ElasticPrefix(const std::string& group);  // "train/<group>/"
+std::string FailureKey(const std::string& group, int64_t generation);
+std::string GenerationKey(const std::string& group, int64_t generation);
+std::string RecoveredKey(const std::string& group, int64_t generation);
+
+struct FailureReport {
+  int reporter = -1;     // the reporting member's rank
+  int failed_rank = -1;  // the member it names (a rank of the report's generation)
+  int64_t step = -1;     // steps the reporter had committed
+  int64_t time_ms = 0;   // when the reporter noticed (unix ms)
+  std::string reason;    // the CollectiveError's message
+};
+std::string EncodeFailureReport(const FailureReport& report);
+std::optional<FailureReport> DecodeFailureReport(const std::string& text);
+
+// The ranks of the previous generation that left ("2,3"; "" for none).
+std::string EncodeRanks(const std::vector<int>& ranks);
+std::optional<std::vector<int>> DecodeRanks(const std::string& text);
+
+struct Recovered {
+  int64_t step = 0;     // the step committed
+  int64_t time_ms = 0;  // when (unix ms)
+};
+std::string EncodeRecovered(const Recovered& recovered);
+std::optional<Recovered> DecodeRecovered(const std::string& text);
+
+// `members` lists, by rank, who (any id) holds each rank of a generation; returns those of the
+// next generation once the ranks `left` leave: the others keep their order.
+std::vector<int> WithoutRanks(const std::vector<int>& members, const std::vector<int>& left);
+
+// What a failure's message says happened to the member: "died" (its connection closed: the
+// process exited), "hung" (it made no progress before a deadline), or "failed".
+std::string ClassifyFailure(const std::string& reason);
+
+int64_t UnixMs();
+
+}  // namespace troupe::train::internal

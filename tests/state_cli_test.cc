@@ -485,7 +485,7 @@ TEST_F(StateCliTest, TrainRunsShowTheirMembershipChanges) {
   }
   ASSERT_FALSE(found.is_null()) << runs;
   EXPECT_EQ(found["min_workers"], 2);
-  EXPECT_EQ(found["changes"], "gen 2: rank 2 left (died) at step 41, next step 0.250 s later");
+  EXPECT_EQ(found["changes"], "gen 2: rank 2 left (died) in step 42, next step 0.250 s later");
   CommandResult table = Troupe({"list", "train-runs"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_TRUE(absl::StrContains(table.out, "CHANGES")) << table.out;

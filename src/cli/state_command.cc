@@ -130,7 +130,7 @@ json RowsOf(const std::string& command, const json& body) {
       if (!row.contains("type")) row["type"] = "SUBMISSION";
     }
     // A training run's membership changes, one line each way a table can show them:
-    // "gen 2: rank 2 left (died) at step 41, next step 0.25 s later; restart (...)".
+    // "gen 2: rank 2 left (died) in step 42, next step 0.250 s later; restart".
     if (row.is_object() && row.contains("run_id") && row.contains("membership") &&
         row["membership"].is_array()) {
       std::vector<std::string> changes;
@@ -146,7 +146,7 @@ json RowsOf(const std::string& command, const json& body) {
                                         absl::StrJoin(ranks, ","), " left (",
                                         change.value("why", std::string()), ")");
         const int64_t step = change.value("step", int64_t{-1});
-        if (step >= 0) absl::StrAppend(&text, " at step ", step);
+        if (step >= 0) absl::StrAppend(&text, " in step ", step + 1);  // counted from 1
         const double recovery = change.value("recovery_s", -1.0);
         if (recovery >= 0) absl::StrAppend(&text, absl::StrFormat(", next step %.3f s later", recovery));
         changes.push_back(text);

@@ -98,7 +98,7 @@ struct MembershipEvent {
                            // of a restart
   std::vector<int> ranks;  // the ranks, in the previous generation, that left
   int world_size = 0;      // workers after the change
-  int64_t step = -1;       // the step it happened in (steps committed before it); -1: unknown
+  int64_t step = -1;       // steps committed before it (it hit step `step + 1`); -1: unknown
   int64_t time_ms = 0;     // when the failure was first noticed (unix ms)
   double recovery_s = -1;  // from then to the next committed step; -1: not (yet) known
   std::string detail;      // the failure, as reported

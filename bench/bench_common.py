@@ -6,6 +6,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 
 def json_lines(command, env=None):
@@ -85,7 +86,12 @@ def alternate(sides, rounds, log=sys.stderr):
                 log.write("round %d/%d: %s (load average %.2f)\n" %
                           (round_index + 1, rounds, name, load))
                 log.flush()
+            started = time.time()
             results[name].append(run())
+            if log:
+                log.write("round %d/%d: %s took %.0f s\n" %
+                          (round_index + 1, rounds, name, time.time() - started))
+                log.flush()
     return results, loads
 
 

@@ -72,7 +72,7 @@ build_seconds=$((SECONDS - run_start))
 # benchmarks of a user's conditions first). Each program writes $out/<name>.json (--json) and prints its
 # table into $out/<name>.log.
 steps=(
-  "microbenchmark|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=1 --ray-sleep=1|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=0.5 --ray-sleep=0 --quick --only=single_client_tasks_async,1_1_actor_calls_sync"
+  "microbenchmark|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=1 --ray-sleep=1 --compared-only|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=0.5 --ray-sleep=0 --quick --only=single_client_tasks_async,1_1_actor_calls_sync"
   "gcs_ft_bench|bench/gcs_ft_bench.py --no-throughput|bench/gcs_ft_bench.py --quick --no-throughput"
   "scale_bench|bench/scale_bench.py|bench/scale_bench.py --quick"
   "cluster_start|bench/cluster_start.py|bench/cluster_start.py --quick"

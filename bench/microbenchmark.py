@@ -51,8 +51,8 @@ import sys
 import tempfile
 import time
 
-from bench_common import (alternate, json_lines, load_average, median_of, ratio_range,
-                          summary_row, write_results)
+from bench_common import (alternate, busy_before, is_loaded, json_lines, load_average, median_of,
+                          ratio_range, summary_row, write_results)
 from ray_cpp_bench import print_beside, ray_cpp_metrics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -279,7 +279,7 @@ def main():
         results, loads = alternate(sides, args.rounds)
     troupe, ray = results["troupe"], results["ray"]
     ray_cpp = results.get("ray_cpp", [])
-    loaded = load_before > args.loaded_threshold
+    loaded = is_loaded(load_before, args.loaded_threshold)
     mark = "*" if loaded else ""
 
     metrics = []
@@ -306,8 +306,9 @@ def main():
     print("load average (1 min) before the first side: %.2f; at each side's start: %s" %
           (load_before, ", ".join("%s%d %.2f" % (name, i + 1, load) for i, name, load in loads)))
     if loaded:
-        print("* LOADED MACHINE: the load average before the run (%.2f) was above %.2f; do not "
-              "quote these figures" % (load_before, args.loaded_threshold))
+        print("* LOADED MACHINE: the machine was busy before the run (busy CPUs %s, load "
+              "average %.2f; threshold %.2f); do not quote these figures" %
+              (busy_before(), load_before, args.loaded_threshold))
     print("*_inline: Troupe's default small-object path (in the putting process's memory); "
           "Ray's ray.put always writes its shared-memory store, so there is no Ray figure")
     if "single_client_tasks_async_over_grpc_floor" in metrics:

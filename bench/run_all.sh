@@ -64,9 +64,30 @@ build_seconds=$((SECONDS - run_start))
   echo "peers: Ray $("$python" -c 'import ray; print(ray.__version__)') (Python API and ray-cpp)," \
     "torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)" \
     "(Debian's, for gloo/DDP)"
-  echo "troupe: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench || echo ' (with local changes)'), built -c opt --config=nocuda"
-  echo "run: $($quick && echo quick || echo full), started $(date -u +%FT%TZ), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-} > "$out/machine.txt"
+  echo "troupe: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench ':!bench/results' || echo ' (with local changes)'), built -c opt --config=nocuda"
+  echo "run: $($quick && echo quick || echo full)${only:+ --only=$only}, started $(date -u +%FT%TZ), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} > "$out/machine.txt.new"
+# A run limited with --only adds to the description of the run it completes.
+if [ -n "$only" ] && [ -f "$out/machine.txt" ]; then
+  cat "$out/machine.txt.new" >> "$out/machine.txt" && rm "$out/machine.txt.new"
+else
+  mv "$out/machine.txt.new" "$out/machine.txt"
+fi
+
+# Before each benchmark: wait (up to 2 minutes) until the machine is idle, i.e. fewer than 0.3
+# CPUs busy over 5 s (a step's own processes are gone within seconds of its end; the 1-minute
+# load average still reads 4-6 a minute later), and hand the figure to the program, which marks
+# its results loaded from it (bench_common.is_loaded) rather than from the lagging load average.
+wait_idle() {
+  local waited=0
+  while :; do
+    busy=$(python3 -c 'import sys; sys.path.insert(0, "bench"); import bench_common
+print("%.2f" % bench_common.busy_cpus(5))')
+    if awk -v b="$busy" 'BEGIN { exit !(b < 0.3) }' || [ "$waited" -ge 120 ]; then break; fi
+    waited=$((waited + 5))
+  done
+  export TROUPE_BENCH_BUSY_BEFORE="$busy"
+}
 
 # name | full flags | quick flags, in the order they run (Ray's microbenchmark and the two
 # benchmarks of a user's conditions first). Each program writes $out/<name>.json (--json) and prints its
@@ -91,8 +112,9 @@ for step in "${steps[@]}"; do
   if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
   flags="$full"
   $quick && flags="$quick_flags"
+  wait_idle
   step_start=$SECONDS
-  echo "== $name: /usr/bin/python3 $flags --json=$out/$name.json (load average $(cut -d' ' -f1 /proc/loadavg))"
+  echo "== $name: /usr/bin/python3 $flags --json=$out/$name.json (CPUs busy over the last 5 s: $busy; load average $(cut -d' ' -f1 /proc/loadavg))"
   # shellcheck disable=SC2086  # flags are words
   if /usr/bin/python3 $flags --json="$out/$name.json" > "$out/$name.log" 2>&1; then
     tail -n 40 "$out/$name.log"
@@ -102,7 +124,7 @@ for step in "${steps[@]}"; do
     failed+=("$name")
     rm -f "$out/$name.json"
   fi
-  times+="$name $((SECONDS - step_start)) s; "
+  times+="$name $((SECONDS - step_start)) s (CPUs busy before: $busy); "
 done
 echo "run: build $build_seconds s; ${times}whole run $((SECONDS - run_start)) s" | tee -a "$out/machine.txt"
 

@@ -40,8 +40,13 @@ constexpr absl::Duration kSlice = absl::Milliseconds(50);
 constexpr absl::Duration kReportCheckInterval = absl::Milliseconds(100);
 constexpr int kAcceptSliceMs = 100;
 constexpr char kClosedHow[] = "its connection closed (the process exited, or it left the group)";
+// Heartbeats (see mesh.h): "HEARTBEAT\n<generation>", every hang_timeout / 5, at least this far
+// apart.
+constexpr char kHeartbeat[] = "HEARTBEAT\n";
+constexpr absl::Duration kMinHeartbeatInterval = absl::Milliseconds(50);
 
 bool IsAbort(const std::string& message) { return message.rfind("ABORT\n", 0) == 0; }
+bool IsHeartbeat(const std::string& message) { return message.rfind(kHeartbeat, 0) == 0; }
 
 std::string RandomHex(int bytes) {
   std::random_device device;
@@ -282,6 +287,7 @@ Mesh::Mesh(MeshOptions options)
       links_(options_.world_size) {}
 
 Mesh::~Mesh() {
+  StopHeartbeats();
   for (Peer& peer : peers_) {
     if (peer.control_fd >= 0) close(peer.control_fd);
     if (peer.data_fd >= 0) close(peer.data_fd);
@@ -340,9 +346,8 @@ absl::Status Mesh::CheckConnectedPeers() {
     if (peer == options_.rank || p.control_fd < 0) continue;
     // Other messages (an early READY) stay queued for the READY round.
     const bool closed = ReadAvailable(p);
-    std::string scan = p.pending;
-    while (auto message = TakeFrame(&scan)) {
-      if (IsAbort(*message)) return AbortError(peer, *message);
+    for (const std::string& message : p.messages) {
+      if (IsAbort(message)) return AbortError(peer, message);
     }
     if (closed) return PeerGone(peer, kClosedHow);
   }
@@ -389,6 +394,9 @@ absl::Status Mesh::Rendezvous(const KvAccess& kv) {
     return absl::InternalError(Errno(("listen on " + options_.listen_ip).c_str()));
   }
   SetNonBlocking(listen_fd_);
+  // From the first connection on: a peer waiting in the READY round hears from this member while
+  // it still connects to others.
+  StartHeartbeats();
   if (options_.data_links && !options_.force_tcp && options_.world_size > 1) {
     if (auto status = CreateInbox(); !status.ok()) return status;
   } else {
@@ -500,7 +508,7 @@ absl::Status Mesh::TryConnect(int peer, const std::string& peer_nonce, const std
     UnmapPeerInbox(peer);
     return control.status();
   }
-  p.control_fd = *control;
+  SetControlFd(peer, *control);
   if (peer_wants_tcp) {  // it could not open our inbox
     UnmapPeerInbox(peer);
     shared_memory = false;
@@ -508,8 +516,9 @@ absl::Status Mesh::TryConnect(int peer, const std::string& peer_nonce, const std
   if (!options_.data_links || shared_memory) return absl::OkStatus();
   auto data = Hello(peer, address, peer_nonce, "data", false, deadline, nullptr);
   if (!data.ok()) {
-    close(p.control_fd);
-    p.control_fd = -1;
+    const int control_fd = p.control_fd;
+    SetControlFd(peer, -1);
+    close(control_fd);
     return data.status();
   }
   p.data_fd = *data;
@@ -577,7 +586,7 @@ absl::Status Mesh::AcceptFrom(const KvAccess& kv, absl::Time deadline) {
       continue;
     }
     if (control) {
-      peers_[peer].control_fd = fd;
+      SetControlFd(peer, fd);
       --missing_control;
       if (options_.data_links && peers_[peer].inbox == nullptr) ++missing_data;
     } else {
@@ -647,23 +656,92 @@ absl::Status Mesh::ReadyRound(absl::Time deadline) {
 }
 
 absl::Status Mesh::SendControl(int peer, const std::string& message) {
-  if (peers_[peer].control_fd < 0) return PeerGone(peer, "its connection is closed");
-  absl::Status status =
-      WriteAll(peers_[peer].control_fd, Frame(message), absl::Now() + absl::Seconds(30));
+  if (IsHeartbeat(message)) {
+    return absl::InvalidArgumentError("a control message may not start with HEARTBEAT");
+  }
+  Peer& p = peers_[peer];
+  absl::MutexLock lock(&p.write_mu);
+  if (p.write_fd < 0) return PeerGone(peer, "its connection is closed");
+  absl::Status status = WriteAll(p.write_fd, Frame(message), absl::Now() + absl::Seconds(30));
   if (!status.ok()) return PeerGone(peer, std::string(status.message()));
   return absl::OkStatus();
 }
 
+void Mesh::SetControlFd(int peer, int fd) {
+  Peer& p = peers_[peer];
+  absl::MutexLock lock(&p.write_mu);
+  p.control_fd = fd;
+  p.write_fd = fd;
+}
+
 bool Mesh::ReadAvailable(Peer& peer) {
   char chunk[4096];
+  bool got = false, closed = false;
   while (true) {
     ssize_t n = recv(peer.control_fd, chunk, sizeof(chunk), MSG_DONTWAIT);
     if (n > 0) {
       peer.pending.append(chunk, n);
+      got = true;
       continue;
     }
-    return n == 0 || (errno != EAGAIN && errno != EINTR);
+    closed = n == 0 || (errno != EAGAIN && errno != EINTR);
+    break;
   }
+  if (got) peer.heard = absl::Now();  // any bytes count, heartbeats or not
+  while (std::optional<std::string> message = TakeFrame(&peer.pending)) {
+    if (IsHeartbeat(*message)) {
+      peer.sends_heartbeats = true;
+    } else {
+      peer.messages.push_back(std::move(*message));
+    }
+  }
+  return closed;
+}
+
+absl::Status Mesh::CheckHeard(int peer, absl::Time now) const {
+  const Peer& p = peers_[peer];
+  if (!HangRuleOn() || !p.sends_heartbeats) return absl::OkStatus();
+  const absl::Duration silent = now - p.heard;
+  if (silent < options_.hang_timeout) return absl::OkStatus();
+  return PeerError(
+      absl::StatusCode::kDeadlineExceeded, peer,
+      absl::StrCat("rank ", peer, " sent nothing for ",
+                   absl::FormatDuration(absl::Trunc(silent, absl::Milliseconds(10))),
+                   " (stopped, hung, or its link is cut): declared hung after hang_timeout ",
+                   absl::FormatDuration(options_.hang_timeout)));
+}
+
+void Mesh::StartHeartbeats() {
+  if (!HangRuleOn() || options_.world_size < 2) return;
+  absl::MutexLock lock(&heartbeat_mu_);
+  if (heartbeat_thread_.joinable() || heartbeat_stop_.HasBeenNotified()) return;
+  heartbeat_thread_ = std::thread([this] { SendHeartbeats(); });
+}
+
+void Mesh::StopHeartbeats() {
+  absl::MutexLock lock(&heartbeat_mu_);
+  if (!heartbeat_thread_.joinable()) return;
+  heartbeat_stop_.Notify();
+  heartbeat_thread_.join();
+}
+
+void Mesh::SendHeartbeats() {
+  const std::string beat = Frame(absl::StrCat(kHeartbeat, options_.generation));
+  const absl::Duration interval = std::max(options_.hang_timeout / 5, kMinHeartbeatInterval);
+  do {
+    for (int peer = 0; peer < options_.world_size; ++peer) {
+      if (peer == options_.rank) continue;
+      Peer& p = peers_[peer];
+      absl::MutexLock lock(&p.write_mu);
+      if (p.write_fd < 0) continue;
+      // A socket without room means the peer has read nothing for a long while: skip it rather
+      // than block the others' heartbeats (or leave half a message). With room (POLLOUT: a third
+      // of the buffer free), the few bytes go in one send.
+      pollfd entry{p.write_fd, POLLOUT, 0};
+      if (poll(&entry, 1, 0) != 1 || (entry.revents & POLLOUT) == 0) continue;
+      (void)WriteAll(p.write_fd, beat, absl::Now() + kSlice);
+    }
+  } while (!heartbeat_stop_.WaitForNotificationWithTimeout(interval));
 }
 
 absl::Status Mesh::AbortError(int peer, const std::string& message) {
@@ -680,13 +758,15 @@ absl::StatusOr<std::optional<std::string>> Mesh::PollControl(int peer) {
   Peer& p = peers_[peer];
   if (p.control_fd < 0) return PeerGone(peer, "its connection is closed");
   const bool closed = ReadAvailable(p);
-  std::optional<std::string> message = TakeFrame(&p.pending);
-  if (message && IsAbort(*message)) {
-    p.pending = Frame(*message) + p.pending;  // stays: later calls report the same abort
-    return AbortError(peer, *message);
+  if (!p.messages.empty()) {
+    // An abort stays: later calls report the same one.
+    if (IsAbort(p.messages.front())) return AbortError(peer, p.messages.front());
+    std::string message = std::move(p.messages.front());
+    p.messages.pop_front();
+    return message;
   }
-  if (!message && closed) return PeerGone(peer, kClosedHow);
-  return message;
+  if (closed) return PeerGone(peer, kClosedHow);
+  return std::nullopt;
 }
 
 absl::StatusOr<std::string> Mesh::ReceiveControl(int peer, absl::Time deadline) {
@@ -694,8 +774,14 @@ absl::StatusOr<std::string> Mesh::ReceiveControl(int peer, absl::Time deadline) 
     auto message = PollControl(peer);
     if (!message.ok()) return message.status();
     if (message->has_value()) return **message;
+    if (auto silent = CheckHeard(peer, absl::Now()); !silent.ok()) return silent;
+    // With hang detection, look at the peer's silence at least every kSlice.
+    const int until_deadline = MillisUntil(deadline);
+    const int wait =
+        HangRuleOn() ? std::min<int>(until_deadline, absl::ToInt64Milliseconds(kSlice))
+                     : until_deadline;
     pollfd entry{peers_[peer].control_fd, POLLIN, 0};
-    if (poll(&entry, 1, MillisUntil(deadline)) == 0) {
+    if (poll(&entry, 1, wait) == 0 && wait == until_deadline) {
       return PeerError(absl::StatusCode::kDeadlineExceeded, peer,
                        absl::StrCat("timed out waiting for rank ", peer));
     }
@@ -710,11 +796,17 @@ absl::Status Mesh::CheckPeers() {
     if (p.control_fd < 0) return PeerGone(peer, "its connection is closed");
     // Only aborts and hang-ups matter here; other messages stay queued for ReceiveControl.
     const bool closed = ReadAvailable(p);
-    std::string scan = p.pending;
-    while (auto message = TakeFrame(&scan)) {
-      if (IsAbort(*message)) return AbortError(peer, *message);
+    for (const std::string& message : p.messages) {
+      if (IsAbort(message)) return AbortError(peer, message);
     }
     if (closed) return PeerGone(peer, kClosedHow);
+  }
+  // The hang rule, once every peer's bytes are read: time this member spent not reading (busy
+  // between operations) counts against no one. A death or an abort above is the surer cause.
+  const absl::Time now = absl::Now();
+  for (int peer = 0; peer < options_.world_size; ++peer) {
+    if (peer == options_.rank) continue;
+    if (auto silent = CheckHeard(peer, now); !silent.ok()) return silent;
   }
   return absl::OkStatus();
 }
@@ -751,15 +843,19 @@ absl::Status Mesh::WaitForProgress(uint32_t doorbell_seen, std::vector<pollfd>* 
 
 void Mesh::Abort(const absl::Status& status) {
   if (aborted_.exchange(true)) return;
+  StopHeartbeats();  // none after the abort message, none into a shut connection
   int cause = PeerOf(status);
   if (cause < 0) cause = options_.rank;
   const std::string message = Frame(absl::StrCat("ABORT\n", cause, "\n", status.message()));
   for (int peer = 0; peer < options_.world_size; ++peer) {
+    if (peer == options_.rank) continue;
     Peer& p = peers_[peer];
-    if (peer == options_.rank || p.control_fd < 0) continue;
-    (void)send(p.control_fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    absl::MutexLock lock(&p.write_mu);
+    if (p.write_fd < 0) continue;
+    (void)send(p.write_fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     // FIN after the message (not a reset): peers read the reason, then see the close.
-    shutdown(p.control_fd, SHUT_WR);
+    shutdown(p.write_fd, SHUT_WR);
+    p.write_fd = -1;
     if (p.data_fd >= 0) shutdown(p.data_fd, SHUT_RDWR);
   }
 }

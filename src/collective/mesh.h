@@ -33,6 +33,8 @@
 // ReceiveControl's callers. They carry the group's generation, for the record only: one from
 // another generation cannot arrive, since each generation is a separate Mesh whose connections
 // were made with its own nonces.
+// Implemented in mesh.cc (rendezvous, inboxes, links) and mesh_control.cc (control connections,
+// aborts, liveness, heartbeats).
 // Thread-compatible: one operation at a time (the group serialises them); Abort may come from
 // any thread. The heartbeat thread writes only whole messages, under the peer's write lock that
 // every control write takes; Abort and ~Mesh stop it before the connections are shut.
@@ -170,6 +172,9 @@ class Mesh {
     absl::Mutex write_mu;
     int write_fd ABSL_GUARDED_BY(write_mu) = -1;  // control_fd for writers; -1 after Abort
   };
+  // The longest a wait goes without looking at the peers (WaitForProgress, ReceiveControl).
+  static constexpr absl::Duration kSlice = absl::Milliseconds(50);
+
   explicit Mesh(MeshOptions options);
   absl::Status Rendezvous(const KvAccess& kv);
   absl::Status CreateInbox();

@@ -62,8 +62,8 @@ void CheckHangTimeout(const std::string& name, const char* op, const GroupOption
   const auto hang = options.hang_timeout;
   if (hang.count() != 0 && hang < kMinHangTimeout) {
     Fail(name, op,
-         absl::StrCat("GroupOptions::hang_timeout is ", hang.count(), " ms; use 0 (off) or at least ",
-                      kMinHangTimeout.count(), " ms"));
+         absl::StrCat("GroupOptions::hang_timeout is ", hang.count(),
+                      " ms; use 0 (off) or at least ", kMinHangTimeout.count(), " ms"));
   }
 }
 
@@ -155,7 +155,8 @@ std::optional<Declaration> ReadDeclaration(::troupe::internal::Runtime& runtime,
     std::vector<std::string> member = absl::StrSplit(lines[i], ' ');
     if (member.size() == 2 && member[0] == actor_id) absl::SimpleAtoi(member[1], &declaration.rank);
     int64_t hang_ms = 0;  // a trailing "hang_timeout_ms <n>" line (older readers skip it)
-    if (member.size() == 2 && member[0] == "hang_timeout_ms" && absl::SimpleAtoi(member[1], &hang_ms)) {
+    if (member.size() == 2 && member[0] == "hang_timeout_ms" &&
+        absl::SimpleAtoi(member[1], &hang_ms)) {
       declaration.options.hang_timeout = std::chrono::milliseconds(hang_ms);
     }
   }

@@ -343,8 +343,7 @@ std::string AllReduceWithVictimStopping(CpuBackend& backend, int rank, int victi
                                         absl::Duration timeout) {
   constexpr size_t kCount = 6 << 20;
   const size_t bytes = kCount * sizeof(float);
-  void* mapped =
-      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   float* data = static_cast<float*>(mapped);
   std::fill(data, data + kCount, 1.0f);
   const int world = 3;
@@ -378,7 +377,8 @@ TEST(CpuBackendTest, MemberStoppedMidAllReduceIsNamedByEveryOtherMemberAsHung) {
                  });
     EXPECT_EQ(results[kVictim], "killed");
     for (int rank : {0, 1}) {
-      EXPECT_TRUE(absl::StartsWith(results[rank], "ERR 2 DEADLINE_EXCEEDED rank 2 sent nothing for"))
+      EXPECT_TRUE(
+          absl::StartsWith(results[rank], "ERR 2 DEADLINE_EXCEEDED rank 2 sent nothing for"))
           << results[rank];
     }
   }
@@ -388,11 +388,10 @@ TEST(CpuBackendTest, MemberStoppedWithHangDetectionOffIsLeftToTheDeadline) {
   // hang_timeout 0 (the default): no heartbeats, nobody is taken for hung; the 2 s deadline of
   // the operation ends the wait.
   constexpr int kVictim = 2;
-  std::vector<std::string> results =
-      RunGroup({.world = 3, .force_tcp = true, .stopped = {kVictim}},
-               [](CpuBackend& backend, int rank) {
-                 return AllReduceWithVictimStopping(backend, rank, kVictim, absl::Seconds(2));
-               });
+  std::vector<std::string> results = RunGroup(
+      {.world = 3, .force_tcp = true, .stopped = {kVictim}}, [](CpuBackend& backend, int rank) {
+        return AllReduceWithVictimStopping(backend, rank, kVictim, absl::Seconds(2));
+      });
   for (int rank : {0, 1}) {
     EXPECT_TRUE(absl::StartsWith(results[rank], "ERR ")) << results[rank];
     EXPECT_TRUE(absl::StrContains(results[rank], "DEADLINE_EXCEEDED timed out after 2s"))
@@ -406,23 +405,22 @@ TEST(CpuBackendTest, MemberBusyBetweenOperationsIsNotTakenForHung) {
   // wait for it in operation 1 all that time, hearing only its heartbeats. Then ranks 0 and 2
   // are late for operation 2, so rank 1 waits there, after 3 s of reading nothing: what it did
   // not read meanwhile must not count against them.
-  std::vector<std::string> results =
-      RunGroup({.world = 3, .hang_timeout = absl::Seconds(1)},
-               [](CpuBackend& backend, int rank) -> std::string {
-                 for (uint32_t seq = 0; seq < 3; ++seq) {
-                   if (seq == 1 && rank == 1) absl::SleepFor(absl::Seconds(3));
-                   if (seq == 2 && rank != 1) absl::SleepFor(absl::Milliseconds(300));
-                   std::vector<float> data(1024, static_cast<float>(rank + 1));
-                   absl::Status status =
-                       backend.AllReduce(data.data(), data.size(), DataType::kFloat32,
-                                         ReduceOp::kSum, Context(OpCode::kAllReduce, seq));
-                   if (!status.ok()) return ErrWithCode(status);
-                   if (data[0] != 6 || data.back() != 6) {
-                     return absl::StrCat("ERR -1 allreduce #", seq, " gave ", data[0]);
-                   }
-                 }
-                 return "OK";
-               });
+  std::vector<std::string> results = RunGroup(
+      {.world = 3, .hang_timeout = absl::Seconds(1)},
+      [](CpuBackend& backend, int rank) -> std::string {
+        for (uint32_t seq = 0; seq < 3; ++seq) {
+          if (seq == 1 && rank == 1) absl::SleepFor(absl::Seconds(3));
+          if (seq == 2 && rank != 1) absl::SleepFor(absl::Milliseconds(300));
+          std::vector<float> data(1024, static_cast<float>(rank + 1));
+          absl::Status status = backend.AllReduce(data.data(), data.size(), DataType::kFloat32,
+                                                  ReduceOp::kSum, Context(OpCode::kAllReduce, seq));
+          if (!status.ok()) return ErrWithCode(status);
+          if (data[0] != 6 || data.back() != 6) {
+            return absl::StrCat("ERR -1 allreduce #", seq, " gave ", data[0]);
+          }
+        }
+        return "OK";
+      });
   ExpectAllOk(results);
 }
 

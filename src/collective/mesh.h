@@ -164,8 +164,8 @@ class Mesh {
     Inbox* inbox = nullptr;  // the peer's inbox, mapped here (same host only)
     size_t inbox_size = 0;
     // Reading, by the operation's thread only:
-    std::string pending;               // control bytes read but not yet a whole message
-    std::deque<std::string> messages;  // whole messages not yet taken (never heartbeats)
+    std::string pending;                      // control bytes read but not yet a whole message
+    std::deque<std::string> messages;         // whole messages not yet taken (never heartbeats)
     absl::Time heard = absl::InfinitePast();  // when bytes from it were last read
     bool sends_heartbeats = false;            // one has arrived: the hang rule applies to it
     // Writing: one whole message at a time, from operations, Abort and the heartbeat thread.
@@ -228,7 +228,7 @@ class Mesh {
   std::vector<Peer> peers_;
   std::vector<std::unique_ptr<Link>> links_;
   std::atomic<bool> aborted_{false};  // Abort may come from another thread
-  absl::Mutex heartbeat_mu_;           // starting and stopping the thread
+  absl::Mutex heartbeat_mu_;          // starting and stopping the thread
   std::thread heartbeat_thread_ ABSL_GUARDED_BY(heartbeat_mu_);
   absl::Notification heartbeat_stop_;
 };

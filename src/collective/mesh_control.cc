@@ -174,9 +174,8 @@ absl::StatusOr<std::string> Mesh::ReceiveControl(int peer, absl::Time deadline) 
     if (auto silent = CheckHeard(peer, absl::Now()); !silent.ok()) return silent;
     // With hang detection, look at the peer's silence at least every kSlice.
     const int until_deadline = MillisUntil(deadline);
-    const int wait =
-        HangRuleOn() ? std::min<int>(until_deadline, absl::ToInt64Milliseconds(kSlice))
-                     : until_deadline;
+    const int wait = HangRuleOn() ? std::min<int>(until_deadline, absl::ToInt64Milliseconds(kSlice))
+                                  : until_deadline;
     pollfd entry{peers_[peer].control_fd, POLLIN, 0};
     if (poll(&entry, 1, wait) == 0 && wait == until_deadline) {
       return PeerError(absl::StatusCode::kDeadlineExceeded, peer,

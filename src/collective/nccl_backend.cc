@@ -10,8 +10,8 @@
 // operation naming it, as a dead one does. The first failure (a timeout, an NCCL error, a dead,
 // aborting or hung peer) aborts the communicator at once (ncclCommAbort), which stops the NCCL
 // kernel still waiting on the GPU: nothing keeps spinning until DestroyGroup, and later CUDA work
-// on the device (cudaDeviceSynchronize, the default stream) goes on. From then on every operation fails
-// at once saying the group is broken; DestroyGroup and InitGroup/CreateGroup make a new one.
+// on the device (cudaDeviceSynchronize, the default stream) goes on. From then on every operation
+// fails at once saying the group is broken; DestroyGroup and InitGroup/CreateGroup make a new one.
 //
 // Buffers: every operation's pointers are checked (cudaPointerGetAttributes) before anything is
 // queued; host memory is refused with an error naming the call and the group (nccl_checks.h).

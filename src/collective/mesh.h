@@ -205,7 +205,8 @@ class Mesh {
   // Reads whatever the peer's control connection has (noting when, and dropping heartbeats);
   // true if the peer closed it.
   static bool ReadAvailable(Peer& peer);
-  // Records the peer's control connection (-1: none), for readers and writers.
+  // Records the peer's control connection (-1: none), for readers and writers; with hang
+  // detection, sends the first heartbeat on it.
   void SetControlFd(int peer, int fd);
   // The hang rule for one peer, as of `now` (after reading what it sent).
   absl::Status CheckHeard(int peer, absl::Time now) const;
@@ -213,6 +214,7 @@ class Mesh {
   void StartHeartbeats();
   void StopHeartbeats();
   void SendHeartbeats();  // the heartbeat thread
+  std::string Heartbeat() const;  // the framed message
   static absl::Status AbortError(int peer, const std::string& message);
   // Parses a whole control message from the peer if one has arrived; aborts become errors.
   absl::StatusOr<std::optional<std::string>> PollControl(int peer);

@@ -69,6 +69,13 @@ void Mesh::SetControlFd(int peer, int fd) {
   absl::MutexLock lock(&p.write_mu);
   p.control_fd = fd;
   p.write_fd = fd;
+  // The first heartbeat at once (the hello is done both ways, so it cannot be read as an answer):
+  // a member that stops before the heartbeat thread's next round is judged all the same.
+  if (fd >= 0 && HangRuleOn()) (void)WriteAll(fd, Heartbeat(), absl::Now() + kSlice);
+}
+
+std::string Mesh::Heartbeat() const {
+  return Frame(absl::StrCat(kHeartbeat, options_.generation));
 }
 
 bool Mesh::ReadAvailable(Peer& peer) {
@@ -123,7 +130,7 @@ void Mesh::StopHeartbeats() {
 }
 
 void Mesh::SendHeartbeats() {
-  const std::string beat = Frame(absl::StrCat(kHeartbeat, options_.generation));
+  const std::string beat = Heartbeat();
   const absl::Duration interval = std::max(options_.hang_timeout / 5, kMinHeartbeatInterval);
   do {
     for (int peer = 0; peer < options_.world_size; ++peer) {

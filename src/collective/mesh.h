@@ -213,7 +213,7 @@ class Mesh {
   bool HangRuleOn() const { return options_.hang_timeout > absl::ZeroDuration(); }
   void StartHeartbeats();
   void StopHeartbeats();
-  void SendHeartbeats();  // the heartbeat thread
+  void SendHeartbeats();          // the heartbeat thread
   std::string Heartbeat() const;  // the framed message
   static absl::Status AbortError(int peer, const std::string& message);
   // Parses a whole control message from the peer if one has arrived; aborts become errors.

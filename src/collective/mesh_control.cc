@@ -74,9 +74,7 @@ void Mesh::SetControlFd(int peer, int fd) {
   if (fd >= 0 && HangRuleOn()) (void)WriteAll(fd, Heartbeat(), absl::Now() + kSlice);
 }
 
-std::string Mesh::Heartbeat() const {
-  return Frame(absl::StrCat(kHeartbeat, options_.generation));
-}
+std::string Mesh::Heartbeat() const { return Frame(absl::StrCat(kHeartbeat, options_.generation)); }
 
 bool Mesh::ReadAvailable(Peer& peer) {
   char chunk[4096];

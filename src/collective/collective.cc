@@ -54,12 +54,26 @@ void CheckName(const std::string& name, const char* op) {
   }
 }
 
+// Heartbeats go every hang_timeout / 5, at least 50 ms apart: shorter timeouts would take a
+// member for hung after a heartbeat or two late.
+constexpr std::chrono::milliseconds kMinHangTimeout{200};
+
+void CheckHangTimeout(const std::string& name, const char* op, const GroupOptions& options) {
+  const auto hang = options.hang_timeout;
+  if (hang.count() != 0 && hang < kMinHangTimeout) {
+    Fail(name, op,
+         absl::StrCat("GroupOptions::hang_timeout is ", hang.count(),
+                      " ms; use 0 (off) or at least ", kMinHangTimeout.count(), " ms"));
+  }
+}
+
 // Connects this process as `rank` and registers the group. `incarnation` tells declared groups
 // apart from an earlier declaration of the same name.
 std::shared_ptr<Group> Join(int world_size, int rank, Backend backend, const std::string& name,
                             const GroupOptions& options, const std::string& incarnation) {
   const char* op = "init";
   CheckName(name, op);
+  CheckHangTimeout(name, op, options);
   if (world_size < 1) Fail(name, op, absl::StrCat("world size ", world_size, " must be >= 1"));
   if (rank < 0 || rank >= world_size) {
     Fail(name, op, absl::StrCat("rank ", rank, " is outside [0, ", world_size, ")"));
@@ -80,6 +94,7 @@ std::shared_ptr<Group> Join(int world_size, int rank, Backend backend, const std
   mesh_options.data_links = backend == Backend::kCpu;
   mesh_options.force_tcp = options.transport == Transport::kTcp;
   mesh_options.rendezvous_timeout = absl::Milliseconds(options.rendezvous_timeout.count());
+  mesh_options.hang_timeout = absl::Milliseconds(options.hang_timeout.count());
   const absl::Time deadline = absl::Now() + mesh_options.rendezvous_timeout;
   auto mesh = Mesh::Connect(mesh_options, KvOf(runtime));
   if (!mesh.ok()) {
@@ -139,6 +154,11 @@ std::optional<Declaration> ReadDeclaration(::troupe::internal::Runtime& runtime,
   for (size_t i = 6; i < lines.size(); ++i) {
     std::vector<std::string> member = absl::StrSplit(lines[i], ' ');
     if (member.size() == 2 && member[0] == actor_id) absl::SimpleAtoi(member[1], &declaration.rank);
+    int64_t hang_ms = 0;  // a trailing "hang_timeout_ms <n>" line (older readers skip it)
+    if (member.size() == 2 && member[0] == "hang_timeout_ms" &&
+        absl::SimpleAtoi(member[1], &hang_ms)) {
+      declaration.options.hang_timeout = std::chrono::milliseconds(hang_ms);
+    }
   }
   return declaration;
 }
@@ -264,6 +284,7 @@ void DeclareGroup(const std::vector<std::string>& actor_ids, const std::vector<i
                   Backend backend, const std::string& name, const GroupOptions& options) {
   const char* op = "create";
   CheckName(name, op);
+  CheckHangTimeout(name, op, options);
   if (actor_ids.empty()) Fail(name, op, "no actors given");
   if (actor_ids.size() != ranks.size()) {
     Fail(name, op,
@@ -292,6 +313,7 @@ void DeclareGroup(const std::vector<std::string>& actor_ids, const std::vector<i
     if (actor_ids[i].empty()) Fail(name, op, "actor handle " + std::to_string(i) + " is empty");
     absl::StrAppend(&value, "\n", HexOf(actor_ids[i]), " ", ranks[i]);
   }
+  absl::StrAppend(&value, "\nhang_timeout_ms ", options.hang_timeout.count());
   // A new declaration replaces an old one; its members join afresh (new incarnation).
   runtime.KvDelete(runtime.JobNamespace(), "collective/" + name + "/", /*by_prefix=*/true);
   runtime.KvPut(runtime.JobNamespace(), DeclarationKey(name), value, /*overwrite=*/true);

@@ -56,6 +56,10 @@ echo "== bazel build -c opt --config=nocuda (the benchmark binaries; this machin
 bazel build -c opt --config=nocuda //src/cli:troupe //src/raylet:troupe_simulated_nodes \
   //bench:all || { echo "run_all.sh: the build failed" >&2; exit 1; }
 build_seconds=$((SECONDS - run_start))
+# The programs run the binaries under bazel-bin: a build of another configuration in this
+# checkout while they run (e.g. `bazel test //...`) re-points it, and they would run other
+# binaries. Each step checks that it still points where this build left it.
+bin_dir="$(readlink -f bazel-bin)"
 
 {
   echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
@@ -116,9 +120,12 @@ for step in "${steps[@]}"; do
   step_start=$SECONDS
   echo "== $name: /usr/bin/python3 $flags --json=$out/$name.json (CPUs busy over the last 5 s: $busy; load average $(cut -d' ' -f1 /proc/loadavg))"
   # shellcheck disable=SC2086  # flags are words
-  if /usr/bin/python3 $flags --json="$out/$name.json" > "$out/$name.log" 2>&1; then
+  if /usr/bin/python3 $flags --json="$out/$name.json" > "$out/$name.log" 2>&1 &&
+    [ "$(readlink -f bazel-bin)" = "$bin_dir" ]; then
     tail -n 40 "$out/$name.log"
   else
+    [ "$(readlink -f bazel-bin)" = "$bin_dir" ] ||
+      echo "!! bazel-bin was re-pointed to $(readlink -f bazel-bin) while $name ran (a build in this checkout): its figures may come from other binaries; do not build here during run_all.sh" | tee -a "$out/$name.log"
     echo "!! $name failed; the end of $out/$name.log:"
     tail -n 30 "$out/$name.log"
     failed+=("$name")

@@ -135,7 +135,8 @@ void BucketLoop(const train::LoopConfig& config) {
     for (size_t i = 0; i < pa.size(); ++i) pb[i].copy_(pa[i]);
   }
   torch::optim::SGD opt_a(a->parameters(), 0.05), opt_b(b->parameters(), 0.05);
-  train::DistributedSampler sampler(4096, ctx.world_rank, ctx.world_size, true, 3);
+  // 1,024 samples: 8 steps of 64 per rank, every mode's accumulation carried across steps.
+  train::DistributedSampler sampler(1024, ctx.world_rank, ctx.world_size, true, 3);
   for (const auto& batch : train::Batches(sampler.Indices(0), 64)) {
     torch::Tensor index = torch::tensor(batch, torch::kInt64);
     torch::Tensor x = data.images.index_select(0, index), y = data.labels.index_select(0, index);

@@ -6,6 +6,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 
 def json_lines(command, env=None):
@@ -21,6 +22,44 @@ def json_lines(command, env=None):
 def load_average():
     """The machine's 1-minute load average."""
     return os.getloadavg()[0]
+
+
+def busy_cpus(seconds=3.0):
+    """How many CPUs' worth of work the whole machine did over the next `seconds` (non-idle time
+    in /proc/stat). Unlike the 1-minute load average, which still reads 4-6 a minute after a
+    benchmark's processes have all exited, it says whether something is running now."""
+    def sample():
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:9]]  # user .. steal
+        return sum(ticks) - ticks[3] - ticks[4], sum(ticks)  # busy (all but idle, iowait), all
+    busy0, all0 = sample()
+    time.sleep(seconds)
+    busy1, all1 = sample()
+    return (busy1 - busy0) / max(1, all1 - all0) * (os.cpu_count() or 1)
+
+
+# bench/run_all.sh waits before each benchmark until the machine is idle and passes what it
+# measured last (busy_cpus over 5 s) in this variable; a program run by hand has none.
+BUSY_BEFORE_ENV = "TROUPE_BENCH_BUSY_BEFORE"
+
+
+def busy_before():
+    """The machine's busy CPUs just before this program started (bench/run_all.sh measures it),
+    or None when not measured."""
+    value = os.environ.get(BUSY_BEFORE_ENV)
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def is_loaded(load_before, threshold=None):
+    """Whether this program's figures come from a loaded machine: something else kept more than
+    `threshold` CPUs (default half the cores) busy just before it started (bench/run_all.sh's
+    measurement), or, run by hand, the 1-minute load average was above it."""
+    threshold = threshold if threshold is not None else 0.5 * (os.cpu_count() or 1)
+    busy = busy_before()
+    return (busy if busy is not None else load_before) > threshold
 
 
 def use_ray_token_auth(environ=os.environ):
@@ -85,7 +124,12 @@ def alternate(sides, rounds, log=sys.stderr):
                 log.write("round %d/%d: %s (load average %.2f)\n" %
                           (round_index + 1, rounds, name, load))
                 log.flush()
+            started = time.time()
             results[name].append(run())
+            if log:
+                log.write("round %d/%d: %s took %.0f s\n" %
+                          (round_index + 1, rounds, name, time.time() - started))
+                log.flush()
     return results, loads
 
 
@@ -115,7 +159,8 @@ def ratio_range(a_rounds, b_rounds, metric, b_metric=None, invert=False):
 #
 # Every bench program's --json FILE writes one object:
 #   {"bench": "microbenchmark", "started": ISO-8601 UTC, "finished": ..., "command": argv,
-#    "load_before": 1-minute load average, "loaded": bool, "quick": bool, "rounds": N,
+#    "load_before": 1-minute load average, "busy_before": CPUs busy just before it started
+#    (bench/run_all.sh's measurement, or null), "loaded": bool, "quick": bool, "rounds": N,
 #    "rows": [row, ...], "raw": anything the program wants to keep}
 # and each row, made by summary_row():
 #   {"metric": name, "unit": unit, "higher_is_better": bool, "troupe": median or None,
@@ -164,16 +209,14 @@ def summary_row(metric, unit, troupe_values, peer_values=None, higher_is_better=
 def write_results(path, bench, rows, started, load_before, rounds, quick=False, loaded=None,
                   raw=None, loaded_threshold=None):
     """Writes a results file (the format above). `started`: time.time() at the start. A run is
-    marked loaded when the load average before it was above half the cores (or
-    loaded_threshold)."""
+    marked loaded as is_loaded() says (with loaded_threshold), unless `loaded` is given."""
     import datetime
-    import time
-    threshold = loaded_threshold if loaded_threshold is not None else 0.5 * (os.cpu_count() or 1)
     iso = lambda t: datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime(
         "%Y-%m-%dT%H:%M:%SZ")
     doc = {"bench": bench, "started": iso(started), "finished": iso(time.time()),
-           "command": sys.argv, "load_before": load_before,
-           "loaded": bool(loaded if loaded is not None else load_before > threshold),
+           "command": sys.argv, "load_before": load_before, "busy_before": busy_before(),
+           "loaded": bool(loaded if loaded is not None else is_loaded(load_before,
+                                                                      loaded_threshold)),
            "quick": bool(quick), "rounds": rounds, "rows": rows, "raw": raw}
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)

@@ -14,6 +14,7 @@ import os
 import stat
 import sys
 import tempfile
+import threading
 import time
 import unittest
 from unittest import mock
@@ -47,6 +48,42 @@ class AlternateTest(unittest.TestCase):
     def test_no_rounds_is_an_error(self):
         with self.assertRaisesRegex(ValueError, "rounds must be at least 1"):
             bench_common.alternate([("a", dict)], 0)
+
+
+class LoadedMarkTest(unittest.TestCase):
+    def test_run_alls_busy_cpus_decide_over_a_lagging_load_average(self):
+        with mock.patch.dict(os.environ, {bench_common.BUSY_BEFORE_ENV: "0.02"}):
+            self.assertEqual(bench_common.busy_before(), 0.02)
+            self.assertFalse(bench_common.is_loaded(5.7, threshold=1.0))
+        with mock.patch.dict(os.environ, {bench_common.BUSY_BEFORE_ENV: "1.6"}):
+            self.assertTrue(bench_common.is_loaded(0.1, threshold=1.0))
+
+    def test_by_hand_the_load_average_decides(self):
+        with mock.patch.dict(os.environ, {}, clear=True):
+            self.assertIsNone(bench_common.busy_before())
+            self.assertTrue(bench_common.is_loaded(5.7, threshold=1.0))
+            self.assertFalse(bench_common.is_loaded(0.5, threshold=1.0))
+
+    def test_results_file_records_the_busy_cpus(self):
+        with tempfile.TemporaryDirectory() as temp, \
+                mock.patch.dict(os.environ, {bench_common.BUSY_BEFORE_ENV: "1.5"}):
+            path = os.path.join(temp, "r.json")
+            bench_common.write_results(path, "b", [], time.time(), 0.2, 3)
+            doc = json.load(open(path))
+        self.assertEqual(doc["busy_before"], 1.5)
+        self.assertTrue(doc["loaded"])
+
+    def test_busy_cpus_counts_this_process_spinning(self):
+        stop = time.time() + 0.5
+
+        def spin():
+            while time.time() < stop:
+                pass
+        spinner = threading.Thread(target=spin)
+        spinner.start()
+        busy = bench_common.busy_cpus(0.4)
+        spinner.join()
+        self.assertGreater(busy, 0.5)
 
 
 class RatioTest(unittest.TestCase):
@@ -89,7 +126,8 @@ class ColumnsTest(unittest.TestCase):
         self.dir = tempfile.mkdtemp()
 
     def args(self, **kw):
-        defaults = dict(troupe=None, python=None, seconds=0.1, ray_sleep=None)
+        defaults = dict(troupe=None, python=None, seconds=0.1, ray_sleep=None,
+                        compared_only=False)
         defaults.update(kw)
         return argparse.Namespace(**defaults)
 
@@ -182,6 +220,20 @@ esac
         # The replica runs only what Ray's program lacks.
         self.assertIn("--only=single_client_put_gigabytes_touched,actor_creation_per_second",
                       calls[1])
+
+    def test_compared_only_leaves_out_rays_metrics_without_a_troupe_figure(self):
+        python = os.path.join(self.dir, "python")
+        with open(python, "w") as f:
+            f.write("#!/bin/sh\necho \"$@\" >> %s.args\n" % python)
+        os.chmod(python, 0o755)
+        microbenchmark.ray_side(self.args(python=python, compared_only=True), None)
+        with open(python + ".args") as f:
+            ray_call = f.read().splitlines()[0]
+        self.assertIn("--only=", ray_call)
+        self.assertIn("1:1 actor calls sync", ray_call)
+        self.assertIn("placement group create/removal", ray_call)
+        self.assertNotIn("async-actor", ray_call)
+        self.assertNotIn("multi client put calls", ray_call)
 
     def test_every_ray_perf_metric_is_mapped(self):
         # The names Ray's program reports (ray_perf.py, 2.60.0) all have a row.

@@ -279,17 +279,26 @@ int Run(int argc, char** argv) {
                   for (auto& actor : actors) actor.Kill();
                 }),
            "per_second");
-  // PlacementGroup::Wait is a GCS call (WaitPlacementGroupReady), like Python's pg.wait().
+  // ray_perf.py's placement group create/removal: 100 groups of one {"custom": 0.001} bundle
+  // created together, each waited for (PlacementGroup::Wait is a GCS call,
+  // WaitPlacementGroupReady, like Python's pg.wait()), then all removed; the head has
+  // {"custom": 100} (bench/ray_cpp_bench.sh), as ray_perf.py's ray.init(resources=...).
   if (wanted({"placement_group_create_removal_per_second"}))
     Report("placement_group_create_removal_per_second",
-           Rate(1, seconds,
+           Rate(100, seconds,
                 [] {
-                  auto group =
-                      ray::CreatePlacementGroup({"", {{{"CPU", 1}}}, ray::PlacementStrategy::PACK});
-                  if (!group.Wait(30)) {
-                    throw std::runtime_error("placement group not ready within 30 s");
+                  std::vector<ray::PlacementGroup> groups;
+                  groups.reserve(100);
+                  for (int i = 0; i < 100; ++i) {
+                    groups.push_back(ray::CreatePlacementGroup(
+                        {"", {{{"custom", 0.001}}}, ray::PlacementStrategy::PACK}));
                   }
-                  ray::RemovePlacementGroup(group.GetID());
+                  for (auto& group : groups) {
+                    if (!group.Wait(30)) {
+                      throw std::runtime_error("placement group not ready within 30 s");
+                    }
+                  }
+                  for (auto& group : groups) ray::RemovePlacementGroup(group.GetID());
                 }),
            "per_second");
   ray::Shutdown();

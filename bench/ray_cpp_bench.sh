@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ray's C++ API as a peer: builds bench/ray_cpp_bench.cc with g++ against the `ray-cpp` wheel in
 # the benchmarks' virtualenv (bench/setup_peers.sh installs it; no Bazel, unlike Ray's template)
-# and runs it against a `ray start --head --num-cpus=2` cluster of its own.
+# and runs it against a `ray start --head --num-cpus=2` cluster of its own (with {"custom": 100}
+# for the placement groups, as ray_perf.py's ray.init(resources=...)).
 #
 #   bash bench/ray_cpp_bench.sh build             # the driver and ray_cpp_bench.so (its workers' code)
 #   bash bench/ray_cpp_bench.sh run [flags]       # builds if stale, starts a head, runs, stops it
@@ -82,7 +83,8 @@ run() {
   export RAY_AUTH_MODE=token
   RAY_AUTH_TOKEN=$("$VENV/bin/python" -c 'import secrets; print(secrets.token_hex(32))')
   export RAY_AUTH_TOKEN
-  "$VENV/bin/ray" start --head --block --port="$port" --num-cpus=2 --include-dashboard=false \
+  "$VENV/bin/ray" start --head --block --port="$port" --num-cpus=2 --resources='{"custom": 100}' \
+    --include-dashboard=false \
     --disable-usage-stats --temp-dir="$temp" > "$temp/ray_start.log" 2>&1 &
   head=$!
   # shellcheck disable=SC2064  # expand now: the trap must stop this head and remove this dir

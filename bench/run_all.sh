@@ -56,6 +56,10 @@ echo "== bazel build -c opt --config=nocuda (the benchmark binaries; this machin
 bazel build -c opt --config=nocuda //src/cli:troupe //src/raylet:troupe_simulated_nodes \
   //bench:all || { echo "run_all.sh: the build failed" >&2; exit 1; }
 build_seconds=$((SECONDS - run_start))
+# The programs run the binaries under bazel-bin: a build of another configuration in this
+# checkout while they run (e.g. `bazel test //...`) re-points it, and they would run other
+# binaries. Each step checks that it still points where this build left it.
+bin_dir="$(readlink -f bazel-bin)"
 
 {
   echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
@@ -64,15 +68,36 @@ build_seconds=$((SECONDS - run_start))
   echo "peers: Ray $("$python" -c 'import ray; print(ray.__version__)') (Python API and ray-cpp)," \
     "torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)" \
     "(Debian's, for gloo/DDP)"
-  echo "troupe: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench || echo ' (with local changes)'), built -c opt --config=nocuda"
-  echo "run: $($quick && echo quick || echo full), started $(date -u +%FT%TZ), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-} > "$out/machine.txt"
+  echo "troupe: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench ':!bench/results' || echo ' (with local changes)'), built -c opt --config=nocuda"
+  echo "run: $($quick && echo quick || echo full)${only:+ --only=$only}, started $(date -u +%FT%TZ), load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} > "$out/machine.txt.new"
+# A run limited with --only adds to the description of the run it completes.
+if [ -n "$only" ] && [ -f "$out/machine.txt" ]; then
+  cat "$out/machine.txt.new" >> "$out/machine.txt" && rm "$out/machine.txt.new"
+else
+  mv "$out/machine.txt.new" "$out/machine.txt"
+fi
+
+# Before each benchmark: wait (up to 2 minutes) until the machine is idle, i.e. fewer than 0.3
+# CPUs busy over 5 s (a step's own processes are gone within seconds of its end; the 1-minute
+# load average still reads 4-6 a minute later), and hand the figure to the program, which marks
+# its results loaded from it (bench_common.is_loaded) rather than from the lagging load average.
+wait_idle() {
+  local waited=0
+  while :; do
+    busy=$(python3 -c 'import sys; sys.path.insert(0, "bench"); import bench_common
+print("%.2f" % bench_common.busy_cpus(5))')
+    if awk -v b="$busy" 'BEGIN { exit !(b < 0.3) }' || [ "$waited" -ge 120 ]; then break; fi
+    waited=$((waited + 5))
+  done
+  export TROUPE_BENCH_BUSY_BEFORE="$busy"
+}
 
 # name | full flags | quick flags, in the order they run (Ray's microbenchmark and the two
 # benchmarks of a user's conditions first). Each program writes $out/<name>.json (--json) and prints its
 # table into $out/<name>.log.
 steps=(
-  "microbenchmark|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=1 --ray-sleep=1|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=0.5 --ray-sleep=0 --quick --only=single_client_tasks_async,1_1_actor_calls_sync"
+  "microbenchmark|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=1 --ray-sleep=1 --compared-only|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=0.5 --ray-sleep=0 --quick --only=single_client_tasks_async,1_1_actor_calls_sync"
   "gcs_ft_bench|bench/gcs_ft_bench.py --no-throughput|bench/gcs_ft_bench.py --quick --no-throughput"
   "scale_bench|bench/scale_bench.py|bench/scale_bench.py --quick"
   "cluster_start|bench/cluster_start.py|bench/cluster_start.py --quick"
@@ -91,18 +116,22 @@ for step in "${steps[@]}"; do
   if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
   flags="$full"
   $quick && flags="$quick_flags"
+  wait_idle
   step_start=$SECONDS
-  echo "== $name: /usr/bin/python3 $flags --json=$out/$name.json (load average $(cut -d' ' -f1 /proc/loadavg))"
+  echo "== $name: /usr/bin/python3 $flags --json=$out/$name.json (CPUs busy over the last 5 s: $busy; load average $(cut -d' ' -f1 /proc/loadavg))"
   # shellcheck disable=SC2086  # flags are words
-  if /usr/bin/python3 $flags --json="$out/$name.json" > "$out/$name.log" 2>&1; then
+  if /usr/bin/python3 $flags --json="$out/$name.json" > "$out/$name.log" 2>&1 &&
+    [ "$(readlink -f bazel-bin)" = "$bin_dir" ]; then
     tail -n 40 "$out/$name.log"
   else
+    [ "$(readlink -f bazel-bin)" = "$bin_dir" ] ||
+      echo "!! bazel-bin was re-pointed to $(readlink -f bazel-bin) while $name ran (a build in this checkout): its figures may come from other binaries; do not build here during run_all.sh" | tee -a "$out/$name.log"
     echo "!! $name failed; the end of $out/$name.log:"
     tail -n 30 "$out/$name.log"
     failed+=("$name")
     rm -f "$out/$name.json"
   fi
-  times+="$name $((SECONDS - step_start)) s; "
+  times+="$name $((SECONDS - step_start)) s (CPUs busy before: $busy); "
 done
 echo "run: build $build_seconds s; ${times}whole run $((SECONDS - run_start)) s" | tee -a "$out/machine.txt"
 

@@ -110,13 +110,15 @@ def bench_table(doc):
 
 def heading(doc):
     flags = []
+    busy = doc.get("busy_before")
+    busy_text = ("CPUs busy just before: %.2f, " % busy) if busy is not None else ""
     if doc.get("quick"):
         flags.append("QUICK RUN, not for quoting")
     if doc.get("loaded"):
-        flags.append("LOADED MACHINE (load average %.2f before it started), not for quoting" %
-                     doc.get("load_before", 0))
-    return "%s to %s, %s round(s), load average before: %.2f%s" % (
-        doc.get("started", "?"), doc.get("finished", "?"), doc.get("rounds", "?"),
+        flags.append("LOADED MACHINE (%sload average %.2f before it started), not for quoting" %
+                     (busy_text, doc.get("load_before", 0)))
+    return "%s to %s, %s round(s), %sload average before: %.2f%s" % (
+        doc.get("started", "?"), doc.get("finished", "?"), doc.get("rounds", "?"), busy_text,
         doc.get("load_before", 0), (" — " + "; ".join(flags)) if flags else "")
 
 

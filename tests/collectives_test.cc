@@ -1,7 +1,8 @@
 // Collective groups of actors on real clusters (CPU backend): every operation x every type x
 // sizes from 1 element to 64 MB against a reference each member computes itself; members joining
-// late and in random order; a member SIGKILLed mid all-reduce; re-creating a group; mismatched
-// calls; rendezvous timeouts; driver-declared groups; nothing left behind in the KV or /dev/shm.
+// late and in random order; a member SIGKILLed mid all-reduce; a member SIGSTOPped in a group
+// declared with hang detection; re-creating a group; mismatched calls; rendezvous timeouts;
+// driver-declared groups; nothing left behind in the KV or /dev/shm.
 // Like the other cluster tests, this binary is also the worker program.
 #include <dirent.h>
 #include <signal.h>
@@ -530,6 +531,39 @@ TEST(CollectivesTest, KilledMemberFailsTheOthersWithinTheTimeoutAndTheGroupCanBe
   CheckAllMembers(members, "doomed", {1, 4097, 100003}, 5);
 }
 
+TEST(CollectivesTest, StoppedMemberOfAGroupWithHangDetectionIsNamedByTheOthers) {
+  // Declared by the driver with hang_timeout 1 s (the declaration carries it to every member) and
+  // a 60 s operation deadline: a member SIGSTOPped amid the all-reduces keeps its connections
+  // open, and the others must name it for its silence, not time out.
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
+  Driver driver(cluster);
+  Members members = StartMembers(3);
+  coll::GroupOptions options;
+  options.hang_timeout = std::chrono::seconds(1);
+  options.timeout = std::chrono::seconds(60);
+  coll::CreateGroup(members, {0, 1, 2}, coll::Backend::kCpu, "frozen", options);
+  const int victim = 2;
+  const int victim_pid = *troupe::Get(members[victim].Task(&Member::Pid).Remote());
+  std::vector<troupe::ObjectRef<std::string>> results;
+  for (const auto& m : members) {
+    results.push_back(
+        m.Task(&Member::SumLoop).Remote(std::string("frozen"), int64_t{1 << 20}, 1000000));
+  }
+  // Joined and looping by now (a million 4 MB all-reduces take far longer); stopped inside an
+  // all-reduce or between two, the others wait for it in one.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_EQ(kill(victim_pid, SIGSTOP), 0);
+  for (int rank = 0; rank < 3; ++rank) {
+    if (rank == victim) continue;
+    const std::string result = *troupe::Get(results[rank]);
+    std::cout << "rank " << rank << ": " << result << "\n";
+    EXPECT_TRUE(absl::StartsWith(result, "error[rank=2,op=allreduce,group=frozen]")) << result;
+    EXPECT_TRUE(absl::StrContains(result, "rank 2 sent nothing for")) << result;
+  }
+  kill(victim_pid, SIGKILL);
+}
+
 TEST(CollectivesTest, MismatchedCallsAreReportedNotCorrupted) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
   Driver driver(cluster);
@@ -657,6 +691,13 @@ TEST(CollectivesTest, BadArgumentsGetClearErrors) {
   expect_error([] { coll::InitGroup(0, 0, coll::Backend::kCpu, "x"); },
                "world size 0 must be >= 1");
   expect_error([] { coll::InitGroup(1, 0, coll::Backend::kCpu, "a/b"); }, "without '/'");
+  expect_error(
+      [] {
+        coll::GroupOptions options;
+        options.hang_timeout = std::chrono::milliseconds(50);
+        coll::InitGroup(1, 0, coll::Backend::kCpu, "x", options);
+      },
+      "hang_timeout is 50 ms; use 0 (off) or at least 200 ms");
   expect_error([] { coll::Barrier("nobody"); }, "this process is not a member");
   // A world of one works without peers, and rejects a second init under the same name.
   coll::InitGroup(1, 0, coll::Backend::kCpu, "solo");

@@ -139,7 +139,8 @@ void BucketLoop(const train::LoopConfig& config) {
     for (size_t i = 0; i < pa.size(); ++i) pb[i].copy_(pa[i]);
   }
   torch::optim::SGD opt_a(a->parameters(), 0.05), opt_b(b->parameters(), 0.05);
-  train::DistributedSampler sampler(4096, ctx.world_rank, ctx.world_size, true, 3);
+  // 1,024 samples: 8 steps of 64 per rank, every mode's accumulation carried across steps.
+  train::DistributedSampler sampler(1024, ctx.world_rank, ctx.world_size, true, 3);
   for (const auto& batch : train::Batches(sampler.Indices(0), 64)) {
     torch::Tensor index = torch::tensor(batch, torch::kInt64);
     torch::Tensor x = data.images.index_select(0, index), y = data.labels.index_select(0, index);
@@ -493,6 +494,65 @@ TEST(TrainTest, ElasticRunBelowMinWorkersRestartsFromTheCheckpoint) {
   EXPECT_NE(restart.why.find("below min_workers 2"), std::string::npos) << restart.why;
 }
 
+// Issue 33: a SIGSTOPped worker of an elastic run is declared hung (FailureConfig::hang_timeout),
+// excluded and killed (fencing: it never comes back, SIGCONT or not); the others go on from the
+// step it stopped in, without a restart, every sample still trained on exactly once.
+TEST(TrainTest, ElasticRunDropsAStoppedWorker) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=1"}));
+  Driver driver(cluster);
+  const std::string pids = TempDir("stop-pids");
+  const std::string samples = TempDir("stop-samples");
+  train::ScalingConfig scaling;
+  scaling.num_workers = 3;
+  scaling.min_workers = 2;
+  train::RunConfig run;
+  run.name = "stopped";
+  run.storage_path = TempDir("stopped");
+  run.failure_config.step_timeout = std::chrono::seconds(60);  // the hang rule must act first
+  train::Result result;
+  std::thread fit([&] {
+    result = train::DataParallelTrainer(ElasticLoop, ElasticConfig(3, pids, samples), scaling, run)
+                 .Fit();
+  });
+  const ::testing::AssertionResult started = troupe::testing::WaitUntil(
+      [&] {
+        const int pid = ReadPid(pids + "/0");
+        return pid > 0 && CommittedSamples(absl::StrCat(samples, "/", pid)).count(1) > 0;
+      },
+      absl::Seconds(180), "a step of the second epoch");
+  std::ofstream(pids + "/hold") << "";
+  const ::testing::AssertionResult held = troupe::testing::WaitUntil(
+      [&] { return std::filesystem::exists(pids + "/held-1"); }, absl::Seconds(60),
+      "rank 1 held mid-step");
+  const int stopped = ReadPid(pids + "/1");
+  EXPECT_TRUE(started);
+  EXPECT_TRUE(held);
+  EXPECT_GT(stopped, 0);
+  if (started && held && stopped > 0) EXPECT_EQ(kill(stopped, SIGSTOP), 0);
+  std::filesystem::remove(pids + "/hold");
+  // The driver kills the stopped worker once its peers report it hung.
+  const ::testing::AssertionResult killed = troupe::testing::WaitUntil(
+      [&] { return stopped > 0 && kill(stopped, 0) != 0; }, absl::Seconds(60),
+      "the stopped worker killed");
+  EXPECT_TRUE(killed);
+  if (stopped > 0) kill(stopped, SIGCONT);  // were it still there, it must not come back
+  fit.join();
+  ASSERT_EQ(result.error, "");
+  EXPECT_EQ(result.restarts, 0);
+  ASSERT_EQ(result.membership_events.size(), 1u);
+  const train::MembershipEvent& event = result.membership_events[0];
+  EXPECT_EQ(event.ranks, std::vector<int>{1});
+  EXPECT_EQ(event.why, "hung") << event.detail;
+  EXPECT_EQ(event.world_size, 2);
+  EXPECT_GE(event.recovery_s, 0);
+  for (const auto& m : result.metrics_history) {
+    EXPECT_EQ(m.at("agree"), 1);
+    EXPECT_EQ(m.at("committed"), 512);
+  }
+  EXPECT_EQ(result.metrics.at("world_size"), 2);
+}
+
 TEST(TrainTest, ElasticConfigurationsAreChecked) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
@@ -514,6 +574,15 @@ TEST(TrainTest, ElasticConfigurationsAreChecked) {
   scaling.max_workers = 4;
   EXPECT_NE(fit_error(scaling).find("replacement workers"), std::string::npos)
       << fit_error(scaling);
+  scaling.max_workers = 0;
+  train::RunConfig run;
+  run.failure_config.hang_timeout = std::chrono::milliseconds(50);
+  try {
+    train::DataParallelTrainer(MlpLoop, MlpConfig(1), scaling, run).Fit();
+    ADD_FAILURE() << "a 50 ms hang_timeout was accepted";
+  } catch (const troupe::TroupeError& e) {
+    EXPECT_NE(std::string(e.what()).find("hang_timeout is 50 ms"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TrainTest, BucketedAllReduceMatchesOnePlainAllReduce) {

@@ -55,6 +55,19 @@ void CheckName(const std::string& name, const char* op) {
   }
 }
 
+// Heartbeats go every hang_timeout / 5, at least 50 ms apart: shorter timeouts would take a
+// member for hung after a heartbeat or two late.
+constexpr std::chrono::milliseconds kMinHangTimeout{200};
+
+void CheckHangTimeout(const std::string& name, const char* op, const GroupOptions& options) {
+  const auto hang = options.hang_timeout;
+  if (hang.count() != 0 && hang < kMinHangTimeout) {
+    Fail(name, op,
+         absl::StrCat("GroupOptions::hang_timeout is ", hang.count(),
+                      " ms; use 0 (off) or at least ", kMinHangTimeout.count(), " ms"));
+  }
+}
+
 // Connects this process as `rank` and registers the group. `incarnation` tells declared groups
 // apart from an earlier declaration of the same name.
 std::shared_ptr<Group> Join(int world_size, int rank, Backend backend, const std::string& name,
@@ -62,6 +75,7 @@ std::shared_ptr<Group> Join(int world_size, int rank, Backend backend, const std
                             int64_t generation = 0, bool elastic = false) {
   const char* op = "init";
   CheckName(name, op);
+  CheckHangTimeout(name, op, options);
   if (world_size < 1) Fail(name, op, absl::StrCat("world size ", world_size, " must be >= 1"));
   if (rank < 0 || rank >= world_size) {
     Fail(name, op, absl::StrCat("rank ", rank, " is outside [0, ", world_size, ")"));
@@ -82,6 +96,7 @@ std::shared_ptr<Group> Join(int world_size, int rank, Backend backend, const std
   mesh_options.data_links = backend == Backend::kCpu;
   mesh_options.force_tcp = options.transport == Transport::kTcp;
   mesh_options.rendezvous_timeout = absl::Milliseconds(options.rendezvous_timeout.count());
+  mesh_options.hang_timeout = absl::Milliseconds(options.hang_timeout.count());
   const absl::Time deadline = absl::Now() + mesh_options.rendezvous_timeout;
   auto mesh = Mesh::Connect(mesh_options, KvOf(runtime));
   if (!mesh.ok()) {
@@ -112,9 +127,8 @@ std::shared_ptr<Group> Join(int world_size, int rank, Backend backend, const std
 }
 
 // A declaration in the KV: lines "incarnation", backend, world size, timeout ms, rendezvous ms,
-// transport, then one "<actor id hex> <rank>" per member, then (since generations) one
-// "generation <n> <elastic 0|1>" line, last, which readers without generations skip as a
-// malformed member line.
+// transport, then one "<actor id hex> <rank>" per member, then "hang_timeout_ms <n>" and
+// "generation <n> <elastic 0|1>" lines, which older readers skip as members no actor is.
 struct Declaration {
   std::string incarnation;
   Backend backend = Backend::kCpu;
@@ -149,6 +163,13 @@ std::optional<Declaration> ParseDeclaration(const std::string& value, const std:
       absl::SimpleAtoi(fields[1], &declaration.generation);
       absl::SimpleAtoi(fields[2], &elastic);
       declaration.elastic = elastic == 1;
+      continue;
+    }
+    int64_t hang_ms = 0;  // a trailing "hang_timeout_ms <n>" line (older readers skip it)
+    if (fields.size() == 2 && fields[0] == "hang_timeout_ms") {
+      if (absl::SimpleAtoi(fields[1], &hang_ms)) {
+        declaration.options.hang_timeout = std::chrono::milliseconds(hang_ms);
+      }
       continue;
     }
     int rank = -1;
@@ -358,6 +379,7 @@ int64_t DeclareGroup(const std::vector<std::string>& actor_ids, const std::vecto
                      int64_t generation, bool elastic) {
   const char* op = "create";
   CheckName(name, op);
+  CheckHangTimeout(name, op, options);
   if (actor_ids.empty()) Fail(name, op, "no actors given");
   if (actor_ids.size() != ranks.size()) {
     Fail(name, op,
@@ -398,6 +420,7 @@ int64_t DeclareGroup(const std::vector<std::string>& actor_ids, const std::vecto
     members.insert(HexOf(actor_ids[i]));
     absl::StrAppend(&value, "\n", HexOf(actor_ids[i]), " ", ranks[i]);
   }
+  absl::StrAppend(&value, "\nhang_timeout_ms ", options.hang_timeout.count());
   absl::StrAppend(&value, "\ngeneration ", generation, " ", elastic ? 1 : 0);
   // A new declaration replaces an old one; its members join afresh (new incarnation).
   runtime.KvDelete(ns, "collective/" + name + "/", /*by_prefix=*/true);

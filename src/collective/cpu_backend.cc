@@ -275,7 +275,8 @@ absl::Status CpuBackend::Exchange(const OpContext& ctx, Step& step) {
     }
     PollEntries(step, &fds);
     absl::Status status = mesh_->WaitForProgress(doorbell, &fds, ctx.deadline);
-    if (absl::IsDeadlineExceeded(status)) {
+    // The operation's own deadline (a hung peer's kDeadlineExceeded names it already).
+    if (absl::IsDeadlineExceeded(status) && PeerOf(status) < 0) {
       int waiting_for = -1;
       for (const Transfer& t : step.recvs) {
         if (t.stage != 3 && waiting_for < 0) waiting_for = t.peer;

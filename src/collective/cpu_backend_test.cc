@@ -4,7 +4,10 @@
 //    sizes that do not divide by the member count, for 1-, 2-, 4- and 8-byte elements, with kAvg
 //    (averaged while it is forwarded) — every member's result against a reference;
 //  - a member that dies in the middle of the all-gather half of a pipelined all-reduce makes the
-//    others fail naming it, instead of hanging until their timeout.
+//    others fail naming it, instead of hanging until their timeout;
+//  - hang detection (MeshOptions::hang_timeout): a member stopped (SIGSTOP) mid-all-reduce is
+//    named by every other member, a member busy between operations is not, and with detection
+//    off a stopped member is left to the operation's deadline.
 #include "src/collective/cpu_backend.h"
 
 #include <signal.h>
@@ -12,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -33,13 +37,26 @@ OpContext Context(OpCode op, uint32_t seq) {
   return {op, seq, absl::Now() + kTimeout, kTimeout};
 }
 
+struct GroupSpec {
+  int world = 3;
+  bool force_tcp = false;
+  absl::Duration hang_timeout = absl::ZeroDuration();
+  // Members that stop themselves (SIGSTOP) and so never write a result. The others then stay,
+  // failed or not, until all of them have theirs (leaving closes connections, which a member
+  // still deciding could take for the cause); the stopped ones are SIGKILLed at the end.
+  std::vector<int> stopped;
+};
+
 // Runs `body(backend, rank)` in one forked process per member and returns each one's result
 // ("OK ..." or "ERR <cause rank> <message>"; "killed" if it exited without one).
 std::vector<std::string> RunGroup(
-    int world, bool force_tcp,
-    const std::function<std::string(CpuBackend& backend, int rank)>& body) {
+    const GroupSpec& spec, const std::function<std::string(CpuBackend& backend, int rank)>& body) {
   char dir_template[] = "/tmp/cpu_backend_test.XXXXXX";
   const std::string dir = mkdtemp(dir_template);
+  const int world = spec.world;
+  auto is_stopped = [&spec](int rank) {
+    return std::find(spec.stopped.begin(), spec.stopped.end(), rank) != spec.stopped.end();
+  };
   std::vector<pid_t> pids;
   for (int rank = 0; rank < world; ++rank) {
     pid_t pid = fork();
@@ -50,8 +67,9 @@ std::vector<std::string> RunGroup(
       options.rank = rank;
       options.key_prefix = "collective/g/";
       options.listen_ip = "127.0.0.1";
-      options.force_tcp = force_tcp;
+      options.force_tcp = spec.force_tcp;
       options.rendezvous_timeout = kTimeout;
+      options.hang_timeout = spec.hang_timeout;
       auto mesh = Mesh::Connect(options, FileKv(dir));
       std::string result;
       // Lives until this member leaves (below), not just until its operations returned.
@@ -67,9 +85,10 @@ std::vector<std::string> RunGroup(
       // peers still finishing the same operation take for a death (DestroyGroup's documented
       // semantics): wait until all have a result (a failed member does not: the group is broken
       // already, and a dead peer never writes one).
-      const absl::Time until =
-          absl::Now() + (absl::StartsWith(result, "OK") ? absl::Seconds(60) : absl::ZeroDuration());
+      const bool stay = absl::StartsWith(result, "OK") || !spec.stopped.empty();
+      const absl::Time until = absl::Now() + (stay ? absl::Seconds(60) : absl::ZeroDuration());
       for (int peer = 0; peer < world && absl::Now() < until; ++peer) {
+        if (is_stopped(peer)) continue;
         while (access(absl::StrCat(dir, "/result.", peer).c_str(), F_OK) != 0 &&
                absl::Now() < until) {
           absl::SleepFor(absl::Milliseconds(5));
@@ -80,7 +99,9 @@ std::vector<std::string> RunGroup(
     pids.push_back(pid);
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(150);  // a hung member fails the test
-  for (pid_t pid : pids) {
+  for (int rank = 0; rank < world; ++rank) {
+    if (is_stopped(rank)) continue;
+    const pid_t pid = pids[rank];
     int status;
     while (waitpid(pid, &status, WNOHANG) == 0) {
       if (absl::Now() > deadline) {
@@ -91,6 +112,11 @@ std::vector<std::string> RunGroup(
       absl::SleepFor(absl::Milliseconds(10));
     }
   }
+  for (int rank : spec.stopped) {  // the others are done
+    int status;
+    kill(pids[rank], SIGKILL);
+    waitpid(pids[rank], &status, 0);
+  }
   std::vector<std::string> results;
   for (int rank = 0; rank < world; ++rank) {
     const std::string path = absl::StrCat(dir, "/result.", rank);
@@ -100,8 +126,20 @@ std::vector<std::string> RunGroup(
   return results;
 }
 
+std::vector<std::string> RunGroup(
+    int world, bool force_tcp,
+    const std::function<std::string(CpuBackend& backend, int rank)>& body) {
+  return RunGroup(GroupSpec{.world = world, .force_tcp = force_tcp}, body);
+}
+
 std::string Err(const absl::Status& status) {
   return absl::StrCat("ERR ", PeerOf(status), " ", status.message());
+}
+
+// "ERR <cause rank> <code> <message>".
+std::string ErrWithCode(const absl::Status& status) {
+  return absl::StrCat("ERR ", PeerOf(status), " ", absl::StatusCodeToString(status.code()), " ",
+                      status.message());
 }
 
 // Small integers, exact in every type (sums of up to 8 members stay exact in f16/u8).
@@ -294,6 +332,96 @@ TEST(CpuBackendTest, MemberDyingMidPipelineFailsTheOthersNamingIt) {
       EXPECT_FALSE(absl::StrContains(results[rank], "timed out")) << results[rank];
     }
   }
+}
+
+// A 24 MB all-reduce in which rank `victim` stops (SIGSTOP, as a frozen process or host would)
+// mid-operation, its sockets left open: the read-only page of the test above, but the fault it
+// causes (shared memory: SIGSEGV) or the receive it fails (TCP: EFAULT) stops it instead of
+// ending it. It never returns; the others return their all-reduce's outcome ("ERR <cause rank>
+// <code> <message>"), without aborting (each must name the victim on its own).
+std::string AllReduceWithVictimStopping(CpuBackend& backend, int rank, int victim,
+                                        absl::Duration timeout) {
+  constexpr size_t kCount = 6 << 20;
+  const size_t bytes = kCount * sizeof(float);
+  void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  float* data = static_cast<float*>(mapped);
+  std::fill(data, data + kCount, 1.0f);
+  const int world = 3;
+  if (rank == victim) {
+    signal(SIGSEGV, [](int) { raise(SIGSTOP); });
+    const size_t middle = (kCount / world * rank + kCount / world / 2) * sizeof(float);
+    mprotect(static_cast<char*>(mapped) + middle / 4096 * 4096, 4096, PROT_READ);
+  }
+  absl::Status status =
+      backend.AllReduce(data, kCount, DataType::kFloat32, ReduceOp::kSum,
+                        OpContext{OpCode::kAllReduce, 0, absl::Now() + timeout, timeout});
+  if (rank == victim) {
+    raise(SIGSTOP);
+    _exit(1);  // not reached: the test kills it
+  }
+  return status.ok() ? "OK" : ErrWithCode(status);
+}
+
+TEST(CpuBackendTest, MemberStoppedMidAllReduceIsNamedByEveryOtherMemberAsHung) {
+  // hang_timeout 1 s; the operation's deadline (30 s) would say "timed out", not "sent nothing".
+  constexpr int kVictim = 2;
+  for (bool force_tcp : {true, false}) {
+    SCOPED_TRACE(force_tcp ? "tcp" : "shared memory");
+    std::vector<std::string> results =
+        RunGroup({.world = 3,
+                  .force_tcp = force_tcp,
+                  .hang_timeout = absl::Seconds(1),
+                  .stopped = {kVictim}},
+                 [](CpuBackend& backend, int rank) {
+                   return AllReduceWithVictimStopping(backend, rank, kVictim, absl::Seconds(30));
+                 });
+    EXPECT_EQ(results[kVictim], "killed");
+    for (int rank : {0, 1}) {
+      EXPECT_TRUE(
+          absl::StartsWith(results[rank], "ERR 2 DEADLINE_EXCEEDED rank 2 sent nothing for"))
+          << results[rank];
+    }
+  }
+}
+
+TEST(CpuBackendTest, MemberStoppedWithHangDetectionOffIsLeftToTheDeadline) {
+  // hang_timeout 0 (the default): no heartbeats, nobody is taken for hung; the 2 s deadline of
+  // the operation ends the wait.
+  constexpr int kVictim = 2;
+  std::vector<std::string> results = RunGroup(
+      {.world = 3, .force_tcp = true, .stopped = {kVictim}}, [](CpuBackend& backend, int rank) {
+        return AllReduceWithVictimStopping(backend, rank, kVictim, absl::Seconds(2));
+      });
+  for (int rank : {0, 1}) {
+    EXPECT_TRUE(absl::StartsWith(results[rank], "ERR ")) << results[rank];
+    EXPECT_TRUE(absl::StrContains(results[rank], "DEADLINE_EXCEEDED timed out after 2s"))
+        << results[rank];
+    EXPECT_FALSE(absl::StrContains(results[rank], "sent nothing")) << results[rank];
+  }
+}
+
+TEST(CpuBackendTest, MemberBusyBetweenOperationsIsNotTakenForHung) {
+  // hang_timeout 1 s. Rank 1 computes (sleeps) 3 s between operations 0 and 1: ranks 0 and 2
+  // wait for it in operation 1 all that time, hearing only its heartbeats. Then ranks 0 and 2
+  // are late for operation 2, so rank 1 waits there, after 3 s of reading nothing: what it did
+  // not read meanwhile must not count against them.
+  std::vector<std::string> results = RunGroup(
+      {.world = 3, .hang_timeout = absl::Seconds(1)},
+      [](CpuBackend& backend, int rank) -> std::string {
+        for (uint32_t seq = 0; seq < 3; ++seq) {
+          if (seq == 1 && rank == 1) absl::SleepFor(absl::Seconds(3));
+          if (seq == 2 && rank != 1) absl::SleepFor(absl::Milliseconds(300));
+          std::vector<float> data(1024, static_cast<float>(rank + 1));
+          absl::Status status = backend.AllReduce(data.data(), data.size(), DataType::kFloat32,
+                                                  ReduceOp::kSum, Context(OpCode::kAllReduce, seq));
+          if (!status.ok()) return ErrWithCode(status);
+          if (data[0] != 6 || data.back() != 6) {
+            return absl::StrCat("ERR -1 allreduce #", seq, " gave ", data[0]);
+          }
+        }
+        return "OK";
+      });
+  ExpectAllOk(results);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <fstream>
@@ -32,16 +33,11 @@ using mesh_socket::MillisUntil;
 using mesh_socket::ReadFrame;
 using mesh_socket::SetNoDelay;
 using mesh_socket::SetNonBlocking;
-using mesh_socket::TakeFrame;
 using mesh_socket::WriteAll;
 
 constexpr char kPeerPayload[] = "troupe.collective/peer";
-constexpr absl::Duration kSlice = absl::Milliseconds(50);
 constexpr absl::Duration kReportCheckInterval = absl::Milliseconds(100);
 constexpr int kAcceptSliceMs = 100;
-constexpr char kClosedHow[] = "its connection closed (the process exited, or it left the group)";
-
-bool IsAbort(const std::string& message) { return message.rfind("ABORT\n", 0) == 0; }
 
 std::string RandomHex(int bytes) {
   std::random_device device;
@@ -282,6 +278,7 @@ Mesh::Mesh(MeshOptions options)
       links_(options_.world_size) {}
 
 Mesh::~Mesh() {
+  StopHeartbeats();
   for (Peer& peer : peers_) {
     if (peer.control_fd >= 0) close(peer.control_fd);
     if (peer.data_fd >= 0) close(peer.data_fd);
@@ -334,21 +331,6 @@ absl::Status Mesh::CheckFailureReports(const KvAccess& kv) {
   return absl::OkStatus();
 }
 
-absl::Status Mesh::CheckConnectedPeers() {
-  for (int peer = 0; peer < options_.world_size; ++peer) {
-    Peer& p = peers_[peer];
-    if (peer == options_.rank || p.control_fd < 0) continue;
-    // Other messages (an early READY) stay queued for the READY round.
-    const bool closed = ReadAvailable(p);
-    std::string scan = p.pending;
-    while (auto message = TakeFrame(&scan)) {
-      if (IsAbort(*message)) return AbortError(peer, *message);
-    }
-    if (closed) return PeerGone(peer, kClosedHow);
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Mesh::CreateInbox() {
   inbox_path_ = absl::StrCat(kShmDir, "/troupe-coll-", nonce_);
   inbox_size_ = InboxLayout{options_.rank, options_.world_size, options_.ring_bytes}.Size();
@@ -389,6 +371,9 @@ absl::Status Mesh::Rendezvous(const KvAccess& kv) {
     return absl::InternalError(Errno(("listen on " + options_.listen_ip).c_str()));
   }
   SetNonBlocking(listen_fd_);
+  // From the first connection on: a peer waiting in the READY round hears from this member while
+  // it still connects to others.
+  StartHeartbeats();
   if (options_.data_links && !options_.force_tcp && options_.world_size > 1) {
     if (auto status = CreateInbox(); !status.ok()) return status;
   } else {
@@ -500,7 +485,7 @@ absl::Status Mesh::TryConnect(int peer, const std::string& peer_nonce, const std
     UnmapPeerInbox(peer);
     return control.status();
   }
-  p.control_fd = *control;
+  SetControlFd(peer, *control);
   if (peer_wants_tcp) {  // it could not open our inbox
     UnmapPeerInbox(peer);
     shared_memory = false;
@@ -508,8 +493,9 @@ absl::Status Mesh::TryConnect(int peer, const std::string& peer_nonce, const std
   if (!options_.data_links || shared_memory) return absl::OkStatus();
   auto data = Hello(peer, address, peer_nonce, "data", false, deadline, nullptr);
   if (!data.ok()) {
-    close(p.control_fd);
-    p.control_fd = -1;
+    const int control_fd = p.control_fd;
+    SetControlFd(peer, -1);
+    close(control_fd);
     return data.status();
   }
   p.data_fd = *data;
@@ -577,7 +563,7 @@ absl::Status Mesh::AcceptFrom(const KvAccess& kv, absl::Time deadline) {
       continue;
     }
     if (control) {
-      peers_[peer].control_fd = fd;
+      SetControlFd(peer, fd);
       --missing_control;
       if (options_.data_links && peers_[peer].inbox == nullptr) ++missing_data;
     } else {
@@ -646,84 +632,6 @@ absl::Status Mesh::ReadyRound(absl::Time deadline) {
   return absl::OkStatus();
 }
 
-absl::Status Mesh::SendControl(int peer, const std::string& message) {
-  if (peers_[peer].control_fd < 0) return PeerGone(peer, "its connection is closed");
-  absl::Status status =
-      WriteAll(peers_[peer].control_fd, Frame(message), absl::Now() + absl::Seconds(30));
-  if (!status.ok()) return PeerGone(peer, std::string(status.message()));
-  return absl::OkStatus();
-}
-
-bool Mesh::ReadAvailable(Peer& peer) {
-  char chunk[4096];
-  while (true) {
-    ssize_t n = recv(peer.control_fd, chunk, sizeof(chunk), MSG_DONTWAIT);
-    if (n > 0) {
-      peer.pending.append(chunk, n);
-      continue;
-    }
-    return n == 0 || (errno != EAGAIN && errno != EINTR);
-  }
-}
-
-absl::Status Mesh::AbortError(int peer, const std::string& message) {
-  std::vector<std::string> fields = absl::StrSplit(message, absl::MaxSplits('\n', 2));
-  int parsed = -1;
-  const int cause =
-      fields.size() == 3 && absl::SimpleAtoi(fields[1], &parsed) && parsed >= 0 ? parsed : peer;
-  return PeerError(absl::StatusCode::kAborted, cause,
-                   absl::StrCat("rank ", peer, " aborted the group: ",
-                                fields.size() == 3 ? fields[2] : "no reason given"));
-}
-
-absl::StatusOr<std::optional<std::string>> Mesh::PollControl(int peer) {
-  Peer& p = peers_[peer];
-  if (p.control_fd < 0) return PeerGone(peer, "its connection is closed");
-  const bool closed = ReadAvailable(p);
-  std::optional<std::string> message = TakeFrame(&p.pending);
-  if (message && IsAbort(*message)) {
-    p.pending = Frame(*message) + p.pending;  // stays: later calls report the same abort
-    return AbortError(peer, *message);
-  }
-  if (!message && closed) return PeerGone(peer, kClosedHow);
-  return message;
-}
-
-absl::StatusOr<std::string> Mesh::ReceiveControl(int peer, absl::Time deadline) {
-  while (true) {
-    auto message = PollControl(peer);
-    if (!message.ok()) return message.status();
-    if (message->has_value()) return **message;
-    pollfd entry{peers_[peer].control_fd, POLLIN, 0};
-    if (poll(&entry, 1, MillisUntil(deadline)) == 0) {
-      return PeerError(absl::StatusCode::kDeadlineExceeded, peer,
-                       absl::StrCat("timed out waiting for rank ", peer));
-    }
-  }
-}
-
-absl::Status Mesh::CheckPeers() {
-  if (aborted_) return absl::CancelledError("this member left the group");
-  for (int peer = 0; peer < options_.world_size; ++peer) {
-    if (peer == options_.rank) continue;
-    Peer& p = peers_[peer];
-    if (p.control_fd < 0) return PeerGone(peer, "its connection is closed");
-    // Only aborts and hang-ups matter here; other messages stay queued for ReceiveControl.
-    const bool closed = ReadAvailable(p);
-    std::string scan = p.pending;
-    while (auto message = TakeFrame(&scan)) {
-      if (IsAbort(*message)) return AbortError(peer, *message);
-    }
-    if (closed) return PeerGone(peer, kClosedHow);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Mesh::PeerGone(int peer, const std::string& how) {
-  return PeerError(absl::StatusCode::kUnavailable, peer,
-                   absl::StrCat("rank ", peer, " is gone: ", how));
-}
-
 uint32_t Mesh::doorbell() const { return inbox_ ? inbox_->seq.load() : 0; }
 
 absl::Status Mesh::WaitForProgress(uint32_t doorbell_seen, std::vector<pollfd>* fds,
@@ -747,21 +655,6 @@ absl::Status Mesh::WaitForProgress(uint32_t doorbell_seen, std::vector<pollfd>* 
     absl::SleepFor(std::min(absl::Milliseconds(1), until - now));
   }
   return CheckPeers();
-}
-
-void Mesh::Abort(const absl::Status& status) {
-  if (aborted_.exchange(true)) return;
-  int cause = PeerOf(status);
-  if (cause < 0) cause = options_.rank;
-  const std::string message = Frame(absl::StrCat("ABORT\n", cause, "\n", status.message()));
-  for (int peer = 0; peer < options_.world_size; ++peer) {
-    Peer& p = peers_[peer];
-    if (peer == options_.rank || p.control_fd < 0) continue;
-    (void)send(p.control_fd, message.data(), message.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    // FIN after the message (not a reset): peers read the reason, then see the close.
-    shutdown(p.control_fd, SHUT_WR);
-    if (p.data_fd >= 0) shutdown(p.data_fd, SHUT_RDWR);
-  }
 }
 
 }  // namespace troupe::collective

@@ -19,21 +19,44 @@
 // and /dev/shm's device, see DetectShmDomain in mesh.cc), then proven by opening the peer's inbox
 // and finding its nonce there; if either side cannot, the pair uses TCP. A member waits on its
 // own futex doorbell, which peers ring when they put data in or take it out of a ring it uses.
+//
+// Hangs (MeshOptions::hang_timeout > 0): a member that stops (SIGSTOP, a frozen host, a link cut
+// silently) keeps its sockets open, so nothing closes. Each member therefore sends every peer a
+// small heartbeat over the control connection every hang_timeout / 5 (at least 50 ms apart),
+// from a background thread: a member busy between operations keeps sending, a stopped one does
+// not. Whatever arrives from a peer (heartbeat or not) counts as hearing from it. A member
+// waiting in an operation (WaitForProgress, CheckPeers, ReceiveControl, so also the rendezvous'
+// READY round) first reads what its peers sent — time it spent not reading counts against no one
+// — and fails with PeerError(kDeadlineExceeded, r) when peer r has sent nothing for
+// hang_timeout, exactly as if r had died. Only peers that have sent a heartbeat are judged (a
+// member with hang detection off is never taken for hung). Heartbeats never reach
+// ReceiveControl's callers. They carry the group's generation, for the record only: one from
+// another generation cannot arrive, since each generation is a separate Mesh whose connections
+// were made with its own nonces.
+// Implemented in mesh.cc (rendezvous, inboxes, links) and mesh_control.cc (control connections,
+// aborts, liveness, heartbeats).
 // Thread-compatible: one operation at a time (the group serialises them); Abort may come from
-// any thread.
+// any thread. The heartbeat thread writes only whole messages, under the peer's write lock that
+// every control write takes; Abort and ~Mesh stop it before the connections are shut.
 #pragma once
 
 #include <poll.h>
 
 #include <atomic>
+#include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
 namespace troupe::collective {
@@ -69,6 +92,11 @@ struct MeshOptions {
   // /dev/shm when it does not).
   std::string shm_domain;
   absl::Duration rendezvous_timeout = absl::Minutes(5);
+  // Hang detection (see the file comment): a peer silent this long while this member waits in an
+  // operation fails it, naming the peer. 0: off (no heartbeats, no thread).
+  absl::Duration hang_timeout = absl::ZeroDuration();
+  // The group's generation (elastic groups; 0 otherwise), carried by heartbeats.
+  uint64_t generation = 0;
 };
 
 // A byte stream to one peer. Writes and reads never block. Shared-memory links keep positions
@@ -104,33 +132,49 @@ class Mesh {
   bool shares_memory_with(int peer) const { return peers_[peer].inbox != nullptr; }
 
   // Control messages: a small message to one peer (rendezvous of backends, e.g. the NCCL id),
-  // and receiving one before `deadline`.
+  // and receiving one before `deadline` (failing early if the peer dies, aborts or, with hang
+  // detection, falls silent). Heartbeats are never returned; messages may not start with
+  // "HEARTBEAT\n".
   absl::Status SendControl(int peer, const std::string& message);
   absl::StatusOr<std::string> ReceiveControl(int peer, absl::Time deadline);
 
   // Blocks until a doorbell ring, activity on `fds` (poll entries), 50 ms, or `deadline`. Checks
-  // every peer's control connection: an error names the peer that died or aborted.
+  // every peer's control connection: an error names the peer that died, aborted or hung.
   absl::Status WaitForProgress(uint32_t doorbell_seen, std::vector<pollfd>* fds,
                                absl::Time deadline);
   uint32_t doorbell() const;
-  // Non-blocking liveness check of every peer (what WaitForProgress does between sleeps).
+  // Non-blocking liveness check of every peer (what WaitForProgress does between sleeps): a
+  // closed connection or an abort names that peer (kUnavailable / kAborted); with hang
+  // detection, so does a peer silent for hang_timeout (kDeadlineExceeded).
   absl::Status CheckPeers();
 
   // Tells every peer why this member gives up (they fail with `status`, naming its rank as the
-  // cause unless it names another) and closes all connections. Idempotent; may be called while
-  // another thread runs an operation, which then fails within 50 ms.
+  // cause unless it names another), stops the heartbeats and closes all connections.
+  // Idempotent; may be called while another thread runs an operation, which then fails within
+  // 50 ms.
   void Abort(const absl::Status& status);
 
   struct Inbox;  // a member's shared-memory segment: doorbell + one ring per sender
 
  private:
   struct Peer {
+    // Set by the rendezvous (SetControlFd), fixed from then on; read by the operation's thread.
     int control_fd = -1;
     int data_fd = -1;
     Inbox* inbox = nullptr;  // the peer's inbox, mapped here (same host only)
     size_t inbox_size = 0;
-    std::string pending;  // control bytes read but not yet a whole message
+    // Reading, by the operation's thread only:
+    std::string pending;                      // control bytes read but not yet a whole message
+    std::deque<std::string> messages;         // whole messages not yet taken (never heartbeats)
+    absl::Time heard = absl::InfinitePast();  // when bytes from it were last read
+    bool sends_heartbeats = false;            // one has arrived: the hang rule applies to it
+    // Writing: one whole message at a time, from operations, Abort and the heartbeat thread.
+    absl::Mutex write_mu;
+    int write_fd ABSL_GUARDED_BY(write_mu) = -1;  // control_fd for writers; -1 after Abort
   };
+  // The longest a wait goes without looking at the peers (WaitForProgress, ReceiveControl).
+  static constexpr absl::Duration kSlice = absl::Milliseconds(50);
+
   explicit Mesh(MeshOptions options);
   absl::Status Rendezvous(const KvAccess& kv);
   absl::Status CreateInbox();
@@ -158,8 +202,19 @@ class Mesh {
   absl::Status CheckConnectedPeers();
   absl::Status ReadyRound(absl::Time deadline);
   absl::Status PeerGone(int peer, const std::string& how);
-  // Reads whatever the peer's control connection has; true if the peer closed it.
+  // Reads whatever the peer's control connection has (noting when, and dropping heartbeats);
+  // true if the peer closed it.
   static bool ReadAvailable(Peer& peer);
+  // Records the peer's control connection (-1: none), for readers and writers; with hang
+  // detection, sends the first heartbeat on it.
+  void SetControlFd(int peer, int fd);
+  // The hang rule for one peer, as of `now` (after reading what it sent).
+  absl::Status CheckHeard(int peer, absl::Time now) const;
+  bool HangRuleOn() const { return options_.hang_timeout > absl::ZeroDuration(); }
+  void StartHeartbeats();
+  void StopHeartbeats();
+  void SendHeartbeats();          // the heartbeat thread
+  std::string Heartbeat() const;  // the framed message
   static absl::Status AbortError(int peer, const std::string& message);
   // Parses a whole control message from the peer if one has arrived; aborts become errors.
   absl::StatusOr<std::optional<std::string>> PollControl(int peer);
@@ -175,6 +230,9 @@ class Mesh {
   std::vector<Peer> peers_;
   std::vector<std::unique_ptr<Link>> links_;
   std::atomic<bool> aborted_{false};  // Abort may come from another thread
+  absl::Mutex heartbeat_mu_;          // starting and stopping the thread
+  std::thread heartbeat_thread_ ABSL_GUARDED_BY(heartbeat_mu_);
+  absl::Notification heartbeat_stop_;
 };
 
 }  // namespace troupe::collective

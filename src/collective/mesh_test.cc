@@ -6,6 +6,8 @@
 //    opened (the TCP fallback).
 //  - A member that cannot join makes every other member fail at once with its reason, instead of
 //    waiting out the rendezvous timeout with "did not join".
+//  - With hang detection on, heartbeats share the control connections with backends' messages
+//    (the NCCL id exchange) but never reach ReceiveControl's callers.
 // The private-/dev/shm cases need root (unshare + mount): they skip, saying why, without it.
 #include "src/collective/mesh.h"
 
@@ -19,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -58,6 +61,9 @@ struct MemberSpec {
   std::string shm_domain;  // "" detects
   absl::Duration rendezvous_timeout = absl::Seconds(60);
   bool absent = false;  // never started
+  absl::Duration hang_timeout = absl::ZeroDuration();
+  // Run instead of the all-reduces, once connected; returns the member's result line.
+  std::function<std::string(Mesh& mesh, int rank)> body;
 };
 
 float Input(int rank, size_t i) { return static_cast<float>(rank + 1 + i % 7); }
@@ -76,10 +82,12 @@ std::string RunMember(const std::string& dir, int world, int rank, const MemberS
   options.listen_ip = spec.listen_ip;
   options.shm_domain = spec.shm_domain;
   options.rendezvous_timeout = spec.rendezvous_timeout;
+  options.hang_timeout = spec.hang_timeout;
   auto mesh = Mesh::Connect(options, FileKv(dir));
   if (!mesh.ok()) {
     return absl::StrCat("ERR ", PeerOf(mesh.status()), " ", mesh.status().message());
   }
+  if (spec.body) return spec.body(**mesh, rank);
   std::string shares = "shm";
   for (int peer = 0; peer < world; ++peer) {
     if (peer != rank && (*mesh)->shares_memory_with(peer)) absl::StrAppend(&shares, " ", peer);
@@ -201,6 +209,49 @@ TEST(MeshTest, MemberWhoseDevShmIsFullFailsTheOthersAtOnceWithItsReason) {
     EXPECT_TRUE(absl::StrContains(results[rank], "rank 2 could not join: cannot allocate"))
         << results[rank];
   }
+}
+
+TEST(MeshTest, HeartbeatsNeverSurfaceThroughReceiveControl) {
+  // hang_timeout 200 ms: a heartbeat every 50 ms each way. Rank 1 sends two messages (as the
+  // NCCL backend sends its GPU and id) after 0.5 s of heartbeats; rank 0 reads only after 1 s,
+  // with heartbeats queued before, between and after them, and must get exactly the two.
+  auto body = [](Mesh& mesh, int rank) -> std::string {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    auto err = [](const absl::Status& status) {
+      return absl::StrCat("ERR ", PeerOf(status), " ", status.message());
+    };
+    const int peer = 1 - rank;
+    std::string got;
+    if (rank == 1) {
+      absl::SleepFor(absl::Milliseconds(500));
+      for (const char* message : {"GPUID\nfirst", "NCCLID\nsecond"}) {
+        if (auto status = mesh.SendControl(peer, message); !status.ok()) return err(status);
+        absl::SleepFor(absl::Milliseconds(200));
+      }
+      auto reply = mesh.ReceiveControl(peer, deadline);
+      if (!reply.ok()) return err(reply.status());
+      got = *reply;
+      if (auto status = mesh.CheckPeers(); !status.ok()) return err(status);
+      if (auto status = mesh.SendControl(peer, "bye"); !status.ok()) return err(status);
+    } else {
+      absl::SleepFor(absl::Seconds(1));
+      for (int i = 0; i < 2; ++i) {
+        auto message = mesh.ReceiveControl(peer, deadline);
+        if (!message.ok()) return err(message.status());
+        absl::StrAppend(&got, i == 0 ? "" : "|", *message);
+      }
+      if (auto status = mesh.CheckPeers(); !status.ok()) return err(status);
+      if (auto status = mesh.SendControl(peer, "done"); !status.ok()) return err(status);
+      // Stays until rank 1 is through (leaving would close the connection it still checks).
+      auto bye = mesh.ReceiveControl(peer, deadline);
+      if (!bye.ok() || *bye != "bye") return "ERR -1 no bye";
+    }
+    return "OK " + got;
+  };
+  const MemberSpec member{.hang_timeout = absl::Milliseconds(200), .body = body};
+  std::vector<std::string> results = RunGroup({member, member});
+  EXPECT_EQ(results[0], "OK GPUID\nfirst|NCCLID\nsecond");
+  EXPECT_EQ(results[1], "OK done");
 }
 
 }  // namespace

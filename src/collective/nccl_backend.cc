@@ -5,11 +5,13 @@
 //
 // NCCL runs non-blocking (ncclConfig_t.blocking = 0): every call and every launched operation is
 // watched until done — CUDA event, ncclCommGetAsyncError, and the peers' control connections —
-// and given up at the deadline. The first failure (a timeout, an NCCL error, a dead or aborting
-// peer) aborts the communicator at once (ncclCommAbort), which stops the NCCL kernel still
-// waiting on the GPU: nothing keeps spinning until DestroyGroup, and later CUDA work on the
-// device (cudaDeviceSynchronize, the default stream) goes on. From then on every operation fails
-// at once saying the group is broken; DestroyGroup and InitGroup/CreateGroup make a new one.
+// and given up at the deadline. Watching the peers is Mesh::CheckPeers, so with
+// GroupOptions::hang_timeout a peer that fell silent (SIGSTOPped, frozen, its link cut) fails the
+// operation naming it, as a dead one does. The first failure (a timeout, an NCCL error, a dead,
+// aborting or hung peer) aborts the communicator at once (ncclCommAbort), which stops the NCCL
+// kernel still waiting on the GPU: nothing keeps spinning until DestroyGroup, and later CUDA work
+// on the device (cudaDeviceSynchronize, the default stream) goes on. From then on every operation
+// fails at once saying the group is broken; DestroyGroup and InitGroup/CreateGroup make a new one.
 //
 // Buffers: every operation's pointers are checked (cudaPointerGetAttributes) before anything is
 // queued; host memory is refused with an error naming the call and the group (nccl_checks.h).

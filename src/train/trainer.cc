@@ -126,6 +126,11 @@ Result DataParallelTrainer::Fit() {
   if (Elastic() && run_.failure_config.step_timeout.count() <= 0) {
     throw TroupeError("FailureConfig.step_timeout must be positive in elastic runs");
   }
+  const auto hang = run_.failure_config.hang_timeout;
+  if (Elastic() && hang.count() != 0 && hang < std::chrono::milliseconds(200)) {
+    throw TroupeError(absl::StrCat("FailureConfig.hang_timeout is ", hang.count(),
+                                   " ms: use 0 (off) or at least 200 ms"));
+  }
   std::map<std::string, double> bundle = scaling_.resources_per_worker;
   if (!bundle.count("CPU")) bundle["CPU"] = 1;
   if (scaling_.use_gpu && !bundle.count("GPU")) bundle["GPU"] = 1;
@@ -297,6 +302,7 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
       }
       collective::GroupOptions options;
       options.timeout = run_.failure_config.step_timeout;  // a member stuck this long failed
+      options.hang_timeout = run_.failure_config.hang_timeout;  // a stopped one, sooner
       // Survivors regroup at once: a member that does not come is not waited for long.
       if (generation > 1) options.rendezvous_timeout = run_.failure_config.step_timeout;
       runtime.KvPut(ns, internal::GenerationKey(group, generation), internal::EncodeRanks(left),

@@ -11,8 +11,9 @@
 // Every member must call the same operations in the same order with matching sizes; a mismatch is
 // reported (not silently corrupted). Every operation has a deadline: when a member dies, leaves or
 // stalls, the others' pending and later operations throw CollectiveError naming the group, the
-// operation and the missing rank. The group then stays broken; DestroyGroup and create it again.
-// See docs/collectives.md.
+// operation and the missing rank — a dead member within ~50 ms, a stopped one (SIGSTOP, a silent
+// link) within GroupOptions::hang_timeout when that is set, any other at the deadline. The group
+// then stays broken; DestroyGroup and create it again. See docs/collectives.md.
 #pragma once
 
 #include <chrono>
@@ -51,6 +52,14 @@ struct GroupOptions {
   // How long members wait for each other to join.
   std::chrono::milliseconds rendezvous_timeout = std::chrono::minutes(5);
   Transport transport = Transport::kAuto;
+  // Hang detection; 0 (the default): off. Members send each other a small heartbeat every
+  // hang_timeout / 5 (at least 50 ms apart) from a background thread. A member waiting in an
+  // operation for a peer that has sent nothing for hang_timeout (SIGSTOPped, frozen, its link cut
+  // silently) fails at once, its CollectiveError::rank() naming that peer, as if it had died,
+  // instead of waiting out `timeout`. A member busy between operations keeps sending: only a
+  // stopped process falls silent. Give every member the same value (CreateGroup does); 0 or at
+  // least 200 ms. See docs/collectives.md, "Hangs".
+  std::chrono::milliseconds hang_timeout{0};
 };
 
 struct CallOptions {

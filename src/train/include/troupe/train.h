@@ -75,6 +75,11 @@ struct FailureConfig {
   // next generation after reporting a failure before they give up (then the run restarts from
   // the checkpoint).
   std::chrono::milliseconds step_timeout = std::chrono::seconds(30);
+  // Elastic runs: a worker whose process sends nothing for this long (SIGSTOPped, frozen, its
+  // link cut) while its peers wait for it is reported hung and dropped like a dead one
+  // (collective::GroupOptions::hang_timeout of the workers' groups). 0: off (only step_timeout
+  // catches it); otherwise at least 200 ms.
+  std::chrono::milliseconds hang_timeout = std::chrono::milliseconds(1500);
 };
 
 struct RunConfig {

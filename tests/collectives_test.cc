@@ -652,7 +652,8 @@ TEST(CollectivesTest, ElasticGenerationsFenceAnExcludedMember) {
   EXPECT_EQ(*troupe::Get(b), "gen 2 sum 3");
 
   // Member 2 resumes with generation 1: its peers there are gone, and it is told why.
-  const std::string stale = *troupe::Get(members[2].Task(&Member::GenerationSum).Remote(group, false));
+  const std::string stale =
+      *troupe::Get(members[2].Task(&Member::GenerationSum).Remote(group, false));
   EXPECT_TRUE(absl::StartsWith(stale, "excluded(gen 2): error[rank=-1,op=allreduce,group=elastic]"))
       << stale;
   EXPECT_TRUE(absl::StrContains(stale, "this member was excluded: generation 2")) << stale;

@@ -249,8 +249,8 @@ void ElasticLoop(const train::LoopConfig& config) {
     const bool agree = std::abs(sums[0] - sums[1] * mine) <= 1e-9 * std::abs(mine) * sums[1];
     std::string dir;
     if (ctx.world_rank == 0) {
-      dir = absl::StrCat(std::filesystem::temp_directory_path().string(), "/elastic-ckpt-",
-                         getpid());
+      dir =
+          absl::StrCat(std::filesystem::temp_directory_path().string(), "/elastic-ckpt-", getpid());
       SaveCheckpoint(*model, epoch + 1, dir);
     }
     train::Report({{"epoch", epoch + 1},
@@ -410,9 +410,9 @@ TEST(TrainTest, ElasticRunGoesOnWithoutAKilledWorker) {
       },
       absl::Seconds(180), "a step of the second epoch");
   std::ofstream(pids + "/hold") << "";
-  const ::testing::AssertionResult held = troupe::testing::WaitUntil(
-      [&] { return std::filesystem::exists(pids + "/held-2"); }, absl::Seconds(60),
-      "rank 2 held mid-step");
+  const ::testing::AssertionResult held =
+      troupe::testing::WaitUntil([&] { return std::filesystem::exists(pids + "/held-2"); },
+                                 absl::Seconds(60), "rank 2 held mid-step");
   const int victim = ReadPid(pids + "/2");
   EXPECT_TRUE(started);
   EXPECT_TRUE(held);
@@ -522,9 +522,9 @@ TEST(TrainTest, ElasticRunDropsAStoppedWorker) {
       },
       absl::Seconds(180), "a step of the second epoch");
   std::ofstream(pids + "/hold") << "";
-  const ::testing::AssertionResult held = troupe::testing::WaitUntil(
-      [&] { return std::filesystem::exists(pids + "/held-1"); }, absl::Seconds(60),
-      "rank 1 held mid-step");
+  const ::testing::AssertionResult held =
+      troupe::testing::WaitUntil([&] { return std::filesystem::exists(pids + "/held-1"); },
+                                 absl::Seconds(60), "rank 1 held mid-step");
   const int stopped = ReadPid(pids + "/1");
   EXPECT_TRUE(started);
   EXPECT_TRUE(held);
@@ -532,9 +532,9 @@ TEST(TrainTest, ElasticRunDropsAStoppedWorker) {
   if (started && held && stopped > 0) EXPECT_EQ(kill(stopped, SIGSTOP), 0);
   std::filesystem::remove(pids + "/hold");
   // The driver kills the stopped worker once its peers report it hung.
-  const ::testing::AssertionResult killed = troupe::testing::WaitUntil(
-      [&] { return stopped > 0 && kill(stopped, 0) != 0; }, absl::Seconds(120),
-      "the stopped worker killed");
+  const ::testing::AssertionResult killed =
+      troupe::testing::WaitUntil([&] { return stopped > 0 && kill(stopped, 0) != 0; },
+                                 absl::Seconds(120), "the stopped worker killed");
   EXPECT_TRUE(killed);
   if (stopped > 0) kill(stopped, SIGCONT);  // were it still there, it must not come back
   fit.join();

@@ -247,8 +247,7 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
         elastic_sampler.Commit();
       }
     } else {
-      for (const auto& indices :
-           troupe::train::Batches(sampler.Indices(epoch), batch_size)) {
+      for (const auto& indices : troupe::train::Batches(sampler.Indices(epoch), batch_size)) {
         if (limit_batches > 0 && batches >= limit_batches) break;
         train_step(indices);
       }

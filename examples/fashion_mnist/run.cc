@@ -123,10 +123,11 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
               result.metrics["accuracy"], result.restarts);
   for (const auto& event : result.membership_events) {
     if (event.change != "left") continue;
-    std::printf("generation %lld: rank(s) left (%s) in step %lld, %d workers went on, next step "
-                "committed %.3f s after the failure\n",
-                static_cast<long long>(event.generation), event.why.c_str(),
-                static_cast<long long>(event.step + 1), event.world_size, event.recovery_s);
+    std::printf(
+        "generation %lld: rank(s) left (%s) in step %lld, %d workers went on, next step "
+        "committed %.3f s after the failure\n",
+        static_cast<long long>(event.generation), event.why.c_str(),
+        static_cast<long long>(event.step + 1), event.world_size, event.recovery_s);
   }
   if (result.best_checkpoint) {
     std::printf("best checkpoint: %s (accuracy %.4f)\n", result.best_checkpoint->path.c_str(),

@@ -148,7 +148,8 @@ json RowsOf(const std::string& command, const json& body) {
         const int64_t step = change.value("step", int64_t{-1});
         if (step >= 0) absl::StrAppend(&text, " in step ", step + 1);  // counted from 1
         const double recovery = change.value("recovery_s", -1.0);
-        if (recovery >= 0) absl::StrAppend(&text, absl::StrFormat(", next step %.3f s later", recovery));
+        if (recovery >= 0)
+          absl::StrAppend(&text, absl::StrFormat(", next step %.3f s later", recovery));
         changes.push_back(text);
       }
       row["changes"] = absl::StrJoin(changes, "; ");

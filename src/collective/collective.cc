@@ -218,9 +218,9 @@ std::shared_ptr<Group> Rejoin(const std::string& name, const Declaration& declar
     (*tried_incarnations)[name] = declaration.incarnation;
   }
   old.reset();  // outside the lock: leaving aborts the old connections and joins its thread
-  auto group = Join(declaration.world_size, declaration.rank, declaration.backend, name,
-                    declaration.options, declaration.incarnation, declaration.generation,
-                    declaration.elastic);
+  auto group =
+      Join(declaration.world_size, declaration.rank, declaration.backend, name, declaration.options,
+           declaration.incarnation, declaration.generation, declaration.elastic);
   absl::MutexLock lock(&groups_mu);
   (*groups)[name] = group;
   return group;
@@ -430,14 +430,14 @@ int64_t DeclareGroup(const std::vector<std::string>& actor_ids, const std::vecto
     // mesh's failure-report format, mesh.h), so they fail at once instead of waiting out the
     // rendezvous timeout. Members already joined do not read these keys.
     for (const auto& [actor, rank] : previous->members) {
-      runtime.KvPut(
-          ns, absl::StrCat("collective/", name, "/", previous->incarnation, "/rank/", rank),
-          absl::StrCat("FAILED\n", rank, "\n",
-                       members.count(actor)
-                           ? absl::StrCat("generation ", generation, " replaced this one")
-                           : absl::StrCat("excluded by the group's creator: generation ",
-                                          generation, " leaves it out")),
-          /*overwrite=*/true);
+      runtime.KvPut(ns,
+                    absl::StrCat("collective/", name, "/", previous->incarnation, "/rank/", rank),
+                    absl::StrCat("FAILED\n", rank, "\n",
+                                 members.count(actor)
+                                     ? absl::StrCat("generation ", generation, " replaced this one")
+                                     : absl::StrCat("excluded by the group's creator: generation ",
+                                                    generation, " leaves it out")),
+                    /*overwrite=*/true);
     }
   }
   runtime.KvPut(ns, DeclarationKey(name), value, /*overwrite=*/true);

@@ -27,20 +27,20 @@ class ElasticCoordinator {
     // 0..num_workers-1 as placed) is rank r; `left`: the ranks of the previous generation that
     // left (empty for generation 1).
     std::function<void(int64_t generation, const std::vector<int>& members,
-                        const std::vector<int>& left)>
+                       const std::vector<int>& left)>
         declare;
     std::function<void(int worker)> kill;
   };
 
   // One observation of the driver's.
   struct Failure {
-    int worker = -1;          // a worker whose loop ended by its death; or -1, and then:
-    int64_t generation = 0;   // a survivor's report that rank `rank` of `generation` failed
+    int worker = -1;         // a worker whose loop ended by its death; or -1, and then:
+    int64_t generation = 0;  // a survivor's report that rank `rank` of `generation` failed
     int rank = -1;
-    std::string why;          // "died", "hung", "failed"
-    std::string detail;       // the error, as observed
-    int64_t step = -1;        // the step it happened in, -1 if unknown
-    int64_t time_ms = 0;      // when it was noticed (unix ms)
+    std::string why;      // "died", "hung", "failed"
+    std::string detail;   // the error, as observed
+    int64_t step = -1;    // the step it happened in, -1 if unknown
+    int64_t time_ms = 0;  // when it was noticed (unix ms)
   };
 
   enum class Verdict {

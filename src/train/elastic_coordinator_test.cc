@@ -21,11 +21,11 @@ struct FakeCluster {
   std::vector<int> killed;
 
   ElasticCoordinator::Cluster Calls() {
-    return {[this](int64_t generation, const std::vector<int>& members,
-                   const std::vector<int>& left) {
-              declared.push_back({generation, members, left});
-            },
-            [this](int worker) { killed.push_back(worker); }};
+    return {
+        [this](int64_t generation, const std::vector<int>& members, const std::vector<int>& left) {
+          declared.push_back({generation, members, left});
+        },
+        [this](int worker) { killed.push_back(worker); }};
   }
 };
 

@@ -301,7 +301,7 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
         ranks.push_back(static_cast<int>(r));
       }
       collective::GroupOptions options;
-      options.timeout = run_.failure_config.step_timeout;  // a member stuck this long failed
+      options.timeout = run_.failure_config.step_timeout;       // a member stuck this long failed
       options.hang_timeout = run_.failure_config.hang_timeout;  // a stopped one, sooner
       // Survivors regroup at once: a member that does not come is not waited for long.
       if (generation > 1) options.rendezvous_timeout = run_.failure_config.step_timeout;
@@ -319,8 +319,8 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
         // Gone already.
       }
     };
-    coordinator = std::make_unique<internal::ElasticCoordinator>(
-        scaling_.num_workers, MinWorkers(), std::move(cluster));
+    coordinator = std::make_unique<internal::ElasticCoordinator>(scaling_.num_workers, MinWorkers(),
+                                                                 std::move(cluster));
     coordinator->Start();
     for (auto& ranks : gang.ranks) {
       ranks.insert(ranks.end(), {1, run_.failure_config.step_timeout.count(), 1});
@@ -333,11 +333,10 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
     if (packed.ok()) resume = std::move(*packed);
     Log("restarting from " + latest->path);
   }
-  Log(absl::StrCat("attempt ", attempt + 1, ": ", scaling_.num_workers, " workers on ",
-                   node_rank.size(), " node(s), collective backend ",
-                   internal::BackendName(*backend),
-                   gang.elastic ? absl::StrCat(", elastic down to ", MinWorkers(), " workers")
-                                : ""));
+  Log(absl::StrCat(
+      "attempt ", attempt + 1, ": ", scaling_.num_workers, " workers on ", node_rank.size(),
+      " node(s), collective backend ", internal::BackendName(*backend),
+      gang.elastic ? absl::StrCat(", elastic down to ", MinWorkers(), " workers") : ""));
   std::vector<ObjectRef<bool>> runs;
   for (int r = 0; r < scaling_.num_workers; ++r) {
     runs.push_back(gang.workers[r]
@@ -395,15 +394,15 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   };
   std::string failure;
   std::vector<bool> done(runs.size(), false);
-  int64_t reported_generation = 0;           // the last generation whose failure report was read
-  std::vector<size_t> awaiting_recovery;     // events (in result) whose recovery is not timed yet
+  int64_t reported_generation = 0;        // the last generation whose failure report was read
+  std::vector<size_t> awaiting_recovery;  // events (in result) whose recovery is not timed yet
   while (failure.empty()) {
     const std::vector<int> current = members();
     std::vector<ObjectRef<bool>> pending;
     for (int w : current) {
       if (!done[w]) pending.push_back(runs[w]);
     }
-    if (pending.empty()) break;  // every member finished
+    if (pending.empty()) break;   // every member finished
     std::set<std::string> ready;  // until one finishes, or a while
     const auto poll = std::chrono::milliseconds(coordinator ? 20 : 200);
     for (const auto& ref : Wait(pending, 1, poll).ready) ready.insert(ref.ID());
@@ -414,8 +413,8 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
       try {
         Get(runs[w]);
       } catch (const TroupeError& e) {
-        const int rank = static_cast<int>(std::find(current.begin(), current.end(), w) -
-                                          current.begin());
+        const int rank =
+            static_cast<int>(std::find(current.begin(), current.end(), w) - current.begin());
         if (coordinator && dynamic_cast<const ActorDiedError*>(&e) != nullptr) {
           internal::ElasticCoordinator::Failure died;
           died.worker = w;
@@ -453,16 +452,16 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
         case internal::ElasticCoordinator::Verdict::kUnchanged:
           break;
         case internal::ElasticCoordinator::Verdict::kBelowMinimum:
-          failure = absl::StrCat("rank(s) ", absl::StrJoin(event.ranks, ","), " ", event.why,
-                                 " (", event.detail, "); ", event.world_size, " of ",
+          failure = absl::StrCat("rank(s) ", absl::StrJoin(event.ranks, ","), " ", event.why, " (",
+                                 event.detail, "); ", event.world_size, " of ",
                                  scaling_.num_workers, " workers left, below min_workers ",
                                  MinWorkers(), ": restarting from the latest checkpoint");
           break;
         case internal::ElasticCoordinator::Verdict::kContinue: {
           std::vector<std::string> who;
           for (int rank : event.ranks) {
-            who.push_back(absl::StrCat("rank ", rank, " (node ",
-                                       slots[before[rank]].node.substr(0, 8), ")"));
+            who.push_back(
+                absl::StrCat("rank ", rank, " (node ", slots[before[rank]].node.substr(0, 8), ")"));
           }
           Log(absl::StrCat("generation ", event.generation, ": ", absl::StrJoin(who, ", "),
                            " left (", event.why, ": ", event.detail, "); ", event.world_size,
@@ -492,10 +491,10 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
         }
         change.recovery_s = std::max<int64_t>(0, recovered->time_ms - change.time_ms) / 1000.0;
         if (change.step < 0) change.step = recovered->step - 1;
-        Log(absl::StrFormat("generation %d: step %d committed on %d workers %.3f s after the "
-                            "failure",
-                            change.generation, recovered->step, change.world_size,
-                            change.recovery_s));
+        Log(absl::StrFormat(
+            "generation %d: step %d committed on %d workers %.3f s after the "
+            "failure",
+            change.generation, recovered->step, change.world_size, change.recovery_s));
         record.membership = result.membership_events;
         PublishRunRecord(record);
         it = awaiting_recovery.erase(it);

@@ -192,9 +192,10 @@ int64_t JoinNextGeneration(const Context& ctx, std::chrono::steady_clock::time_p
   int64_t host = coll::internal::RefreshGroup(ctx.host_group, joining);
   while (main != host) {
     if (std::chrono::steady_clock::now() > deadline) {
-      throw TroupeError(absl::StrCat("elastic training: the workers' groups stayed at different "
-                                     "generations (",
-                                     main, " and ", host, ") past the step timeout"));
+      throw TroupeError(
+          absl::StrCat("elastic training: the workers' groups stayed at different "
+                       "generations (",
+                       main, " and ", host, ") past the step timeout"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     main = coll::internal::RefreshGroup(ctx.group, joining);

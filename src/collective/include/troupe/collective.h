@@ -91,8 +91,7 @@ class CollectiveError : public TroupeError {
 // as a new member. rank() is -1 (the fault is this member's).
 class ExcludedError : public CollectiveError {
  public:
-  ExcludedError(const std::string& message, std::string group, std::string op,
-                int64_t generation)
+  ExcludedError(const std::string& message, std::string group, std::string op, int64_t generation)
       : CollectiveError(message, std::move(group), std::move(op), -1), generation_(generation) {}
   // The generation that leaves this member out.
   int64_t generation() const { return generation_; }

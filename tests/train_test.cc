@@ -192,9 +192,10 @@ TROUPE_TRAIN_LOOP(HostGroupLoop);
 // Elastic: an MLP on the first `samples` images, batches from an ElasticSampler (16 per worker
 // per step). After each committed step every member appends "<epoch> <generation> <samples>"
 // (the step's committed samples, every member's) to <samples_dir>/<pid>; it writes its pid to
-// <pid_dir>/<rank at start>. While <pid_dir>/hold exists, each member stops after taking its
-// batch, before its forward pass, saying so in <pid_dir>/held-<rank at start> (so a kill lands
-// mid-step, before the member's gradients went anywhere). Each epoch reports whether every
+// <pid_dir>/<rank at start>. While <pid_dir>/hold-<rank at start> exists, that member stops after
+// taking its batch, before its forward pass, saying so in <pid_dir>/held-<rank at start> (so a
+// kill lands mid-step, before its gradients went anywhere; the others wait for it in the
+// step's all-reduce). Each epoch reports whether every
 // member holds the same parameters, whether it resumed from a checkpoint, and the world size and
 // generation.
 void ElasticLoop(const train::LoopConfig& config) {
@@ -223,9 +224,10 @@ void ElasticLoop(const train::LoopConfig& config) {
     sampler.SetEpoch(epoch);
     while (!sampler.Done()) {
       const std::vector<int64_t> batch = sampler.Next();
-      if (std::filesystem::exists(pid_dir + "/hold")) {
+      const std::string hold = pid_dir + "/hold-" + std::to_string(first_rank);
+      if (std::filesystem::exists(hold)) {
         std::ofstream(pid_dir + "/held-" + std::to_string(first_rank)) << "";
-        while (std::filesystem::exists(pid_dir + "/hold")) {
+        while (std::filesystem::exists(hold)) {
           std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
       }
@@ -401,15 +403,15 @@ TEST(TrainTest, ElasticRunGoesOnWithoutAKilledWorker) {
     result = train::DataParallelTrainer(ElasticLoop, ElasticConfig(3, pids, samples), scaling, run)
                  .Fit();
   });
-  // Once rank 0 has committed a step of the second epoch, hold every member before its next
-  // all-reduce, SIGKILL rank 2 there, and let the others go.
+  // Once rank 0 has committed a step of the second epoch, hold rank 2 before its next forward
+  // pass and SIGKILL it there: the others are in that step's all-reduce.
   const ::testing::AssertionResult started = troupe::testing::WaitUntil(
       [&] {
         const int pid = ReadPid(pids + "/0");
         return pid > 0 && CommittedSamples(absl::StrCat(samples, "/", pid)).count(1) > 0;
       },
       absl::Seconds(180), "a step of the second epoch");
-  std::ofstream(pids + "/hold") << "";
+  std::ofstream(pids + "/hold-2") << "";
   const ::testing::AssertionResult held =
       troupe::testing::WaitUntil([&] { return std::filesystem::exists(pids + "/held-2"); },
                                  absl::Seconds(60), "rank 2 held mid-step");
@@ -418,7 +420,7 @@ TEST(TrainTest, ElasticRunGoesOnWithoutAKilledWorker) {
   EXPECT_TRUE(held);
   EXPECT_GT(victim, 0);
   if (started && held && victim > 0) EXPECT_EQ(kill(victim, SIGKILL), 0);
-  std::filesystem::remove(pids + "/hold");
+  std::filesystem::remove(pids + "/hold-2");
   fit.join();
   ASSERT_EQ(result.error, "");
   EXPECT_EQ(result.restarts, 0) << "the survivors went on: nothing restarted";
@@ -521,7 +523,7 @@ TEST(TrainTest, ElasticRunDropsAStoppedWorker) {
         return pid > 0 && CommittedSamples(absl::StrCat(samples, "/", pid)).count(1) > 0;
       },
       absl::Seconds(180), "a step of the second epoch");
-  std::ofstream(pids + "/hold") << "";
+  std::ofstream(pids + "/hold-1") << "";
   const ::testing::AssertionResult held =
       troupe::testing::WaitUntil([&] { return std::filesystem::exists(pids + "/held-1"); },
                                  absl::Seconds(60), "rank 1 held mid-step");
@@ -530,7 +532,7 @@ TEST(TrainTest, ElasticRunDropsAStoppedWorker) {
   EXPECT_TRUE(held);
   EXPECT_GT(stopped, 0);
   if (started && held && stopped > 0) EXPECT_EQ(kill(stopped, SIGSTOP), 0);
-  std::filesystem::remove(pids + "/hold");
+  std::filesystem::remove(pids + "/hold-1");
   // The driver kills the stopped worker once its peers report it hung.
   const ::testing::AssertionResult killed =
       troupe::testing::WaitUntil([&] { return stopped > 0 && kill(stopped, 0) != 0; },

@@ -86,8 +86,8 @@ def parse_event(line):
     event = {"kind": parts[0]}
     try:
         for part in parts[1:]:
-            key, _, value = part.partition("=")
-            if not key or not _:
+            key, sep, value = part.partition("=")
+            if not key or not sep:
                 return None
             event[key] = (int(value) if key in _INT_FIELDS else
                           float(value) if key in _FLOAT_FIELDS else value)

@@ -824,7 +824,7 @@ class ElasticEventsTest(unittest.TestCase):
     def test_rows_are_lower_is_better_for_times_and_carry_no_figure_for_none(self):
         args = argparse.Namespace(workers=4, batch_size=16, checkpoint_every=20, kill_step=30,
                                   recovery_bound=180, hang_seconds=30, steps=60,
-                                  chaos_interval=10, chaos_seconds=60,
+                                  chaos_interval=10, chaos_seconds=60, troupe_elastic=None,
                                   scenarios=["clean", "recovery", "hang", "chaos"])
         results = {
             "troupe": [{"recovery_seconds": 2.0, "recovery_steps_lost": 10, "hang_seconds": None,
@@ -850,6 +850,10 @@ class ElasticEventsTest(unittest.TestCase):
         self.assertEqual(rows["goodput_under_chaos_ratio"]["ratios"]["torchrun"][:2],
                          [4.25, 3.5])
         self.assertNotIn("ray_train", recovery["peers"])
+        self.assertIn("the whole group restarts", recovery["note"])
+        args.troupe_elastic = (3, 4)
+        self.assertIn("elastic group, 3 to 4 workers",
+                      elastic_bench.result_rows(results, args)[0]["note"])
         args.scenarios = ["recovery"]
         self.assertEqual([r["metric"] for r in elastic_bench.result_rows(results, args)],
                          ["recovery_seconds", "recovery_steps_lost", "final_accuracy_after_kill"])

@@ -29,8 +29,11 @@ kill is the pid its own line names, checked to be a descendant of the side's pro
 Sides (run as each is documented to be run, defaults otherwise):
   troupe     bazel-bin/examples/resnet18_fashion_mnist/resnet18_fashion_mnist on an embedded
              cluster of 4 CPUs; today a worker's death restarts the whole group from the latest
-             checkpoint (--max-failures). --troupe-flag=F passes F on (e.g. the elastic
-             --min-workers=3 --max-workers=4 once the example has them).
+             checkpoint (--max-failures). --troupe-elastic=MIN:MAX runs it with the elastic
+             worker group instead (--min-workers=MIN --max-workers=MAX, issue 33: the example
+             must have those flags, and its loop must write a "worker" line for each worker
+             that (re)joins and put the group's generation in "gen"); --troupe-flag=F passes any
+             other flag F on.
   torchrun   torchrun --nnodes=1 --nproc_per_node=4 --max_restarts=N --rdzv_backend=c10d
              --rdzv_endpoint=localhost:PORT (torch 1.13's agent restarts every local worker when
              one fails; --torchrun-nnodes=1:4 runs the elastic form, whose rendezvous waits its
@@ -341,6 +344,23 @@ class Side:
         """Files a run leaves outside its workdir."""
 
 
+def troupe_mode_flags(args):
+    """The flags that choose how Troupe's side survives a failure: none today (the whole group
+    restarts from the latest checkpoint), the elastic group's with --troupe-elastic, and any
+    --troupe-flag."""
+    flags = []
+    if args.troupe_elastic:
+        low, high = args.troupe_elastic
+        flags += ["--min-workers=%d" % low, "--max-workers=%d" % high]
+    return flags + list(args.troupe_flag)
+
+
+def troupe_mode(args):
+    if args.troupe_elastic:
+        return "Troupe: elastic group, %d to %d workers" % tuple(args.troupe_elastic)
+    return "Troupe: the whole group restarts from the latest checkpoint"
+
+
 class TroupeSide(Side):
     def command(self, workdir, events, steps, epochs, max_failures):
         a = self.args
@@ -351,7 +371,7 @@ class TroupeSide(Side):
                    "--num-workers=%d" % a.workers, "--cpus-per-worker=1",
                    "--max-failures=%d" % max_failures, "--events-file=" + events,
                    "--storage-path=" + os.path.join(workdir, "results"), "--name=" + name
-                   ] + self.common(events, steps, epochs) + list(a.troupe_flag)
+                   ] + self.common(events, steps, epochs) + troupe_mode_flags(a)
         return command, env, []
 
     def cleanup(self, run):
@@ -523,7 +543,8 @@ def result_rows(results, args):
         return summary_row(metric, unit, values("troupe", key), peers, higher, note)
 
     work = ("ResNet18, FashionMNIST, %d workers on the CPU, batch %d per worker, checkpoint every "
-            "%d steps" % (args.workers, args.batch_size, args.checkpoint_every))
+            "%d steps; %s" % (args.workers, args.batch_size, args.checkpoint_every,
+                              troupe_mode(args)))
     rows = []
     chosen = set(args.scenarios)
     if "recovery" in chosen:
@@ -611,9 +632,11 @@ def main():
     parser.add_argument("--run-timeout", type=int, default=600, help="seconds per run")
     parser.add_argument("--troupe",
                         default="bazel-bin/examples/resnet18_fashion_mnist/resnet18_fashion_mnist")
+    parser.add_argument("--troupe-elastic", metavar="MIN:MAX",
+                        help="Troupe's elastic worker group (see above); default: today's "
+                             "whole-group restart")
     parser.add_argument("--troupe-flag", action="append", default=[],
-                        help="a flag for Troupe's example (repeat), e.g. --troupe-flag="
-                             "--min-workers=3")
+                        help="another flag for Troupe's example (repeat)")
     parser.add_argument("--torchrun", default="/usr/bin/python3 -m torch.distributed.run",
                         help="the torchrun command (Debian's torch 1.13)")
     parser.add_argument("--torchrun-nnodes", default="1",
@@ -633,6 +656,12 @@ def main():
     args.kill_step = args.kill_step or (args.checkpoint_every * 3 // 2)
     args.hang_seconds = args.hang_seconds or (20 if q else 30)
     args.chaos_seconds = args.chaos_seconds or (30 if q else 60)
+    if args.troupe_elastic:
+        match = re.fullmatch(r"(\d+):(\d+)", args.troupe_elastic)
+        if not match or not 0 < int(match.group(1)) <= args.workers <= int(match.group(2)):
+            parser.error("--troupe-elastic must be MIN:MAX with 0 < MIN <= --workers (%d) <= "
+                         "MAX, got '%s'" % (args.workers, args.troupe_elastic))
+        args.troupe_elastic = (int(match.group(1)), int(match.group(2)))
     args.sides = [s for s in args.sides.split(",") if s]
     args.scenarios = [s for s in args.scenarios.split(",") if s]
     for side in args.sides:
@@ -656,9 +685,10 @@ def main():
     sides = [(name, kinds[name](name, args, scratch)) for name in args.sides]
     started, load_before = time.time(), load_average()
     print("ResNet18 on FashionMNIST, %d workers, batch %d per worker, %d steps per run, "
-          "checkpoint every %d, fault after step %d; %s; %d round(s); load average before %.2f" %
-          (args.workers, args.batch_size, args.steps, args.checkpoint_every, args.kill_step,
-           ", ".join(args.scenarios), args.rounds, load_before), flush=True)
+          "checkpoint every %d, fault after step %d; %s; %s; %d round(s); load average before "
+          "%.2f" % (args.workers, args.batch_size, args.steps, args.checkpoint_every,
+                    args.kill_step, ", ".join(args.scenarios), troupe_mode(args), args.rounds,
+                    load_before), flush=True)
     try:
         results, loads = alternate([(name, lambda side=side: run_side(side, args))
                                     for name, side in sides], args.rounds)
@@ -681,7 +711,8 @@ def main():
                            "settings": {k: getattr(args, k) for k in (
                                "workers", "batch_size", "lr", "steps", "checkpoint_every",
                                "kill_step", "recovery_bound", "hang_seconds", "chaos_seconds",
-                               "chaos_interval", "torchrun_nnodes", "troupe_flag")}})
+                               "chaos_interval", "torchrun_nnodes", "troupe_elastic",
+                               "troupe_flag")}})
     if errors:
         print("errors: %s" % errors)
         return 1

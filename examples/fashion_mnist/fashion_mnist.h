@@ -39,7 +39,8 @@ torch::Tensor Forward(torch::nn::Module& model, const torch::Tensor& input);
 // resumes at the step after it), events_file ("" : none; else every rank appends
 // "worker t=<unix s> rank= world= pid= gen=" when it starts, rank 0 "step t= step= samples=
 // world= gen=" per committed step and "eval t= step= accuracy= gen=" per evaluation, where gen
-// names this run of the loop: bench/elastic_bench.py reads them).
+// names this run of the loop (it must change whenever the group that commits steps changes):
+// bench/elastic_bench.py reads them).
 void TrainLoop(const troupe::train::LoopConfig& config);
 
 }  // namespace fashion_mnist

@@ -332,7 +332,7 @@ class Side:
         a = self.args
         return ["--batch-size=%d" % a.batch_size, "--lr=%g" % a.lr, "--epochs=%d" % epochs,
                 "--limit-batches=%d" % steps, "--checkpoint-every=%d" % a.checkpoint_every,
-                "--seed=0", "--data-dir=" + a.data_dir]
+                "--seed=0", "--data-dir=" + a.data_dir, "--test-limit=%d" % a.test_limit]
 
     def start(self, tag, steps, epochs, max_failures):
         workdir = self.workdir(tag)
@@ -388,11 +388,16 @@ class TroupeSide(Side):
 class TorchrunSide(Side):
     def command(self, workdir, events, steps, epochs, max_failures):
         a = self.args
+        # Torch 1.13 on Python 3.11: the default --redirects/--tee ("0", nothing redirected)
+        # parse to None (3.11's enum.Flag no longer iterates the zero member) and torchrun stops
+        # at start with "'NoneType' object has no attribute 'get'". The same setting in the
+        # mapping form (a local rank that does not exist: nothing redirected) parses.
+        unused_rank = "%d:3" % a.workers
         command = shlex.split(a.torchrun) + [
             "--nnodes=" + a.torchrun_nnodes, "--nproc_per_node=%d" % a.workers,
             "--max_restarts=%d" % max_failures, "--rdzv_backend=c10d",
             "--rdzv_endpoint=localhost:%d" % free_port(), "--rdzv_id=" + os.path.basename(workdir),
-            PEER_SCRIPT, "torchrun", "--events=" + events,
+            "--redirects=" + unused_rank, "--tee=" + unused_rank, PEER_SCRIPT, "torchrun", "--events=" + events,
             "--checkpoint-dir=" + os.path.join(workdir, "checkpoint")
         ] + self.common(events, steps, epochs)
         return command, dict(os.environ), []
@@ -605,8 +610,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
-                        help="1 round of 30 steps, checkpoints every 10, stop bound 20 s, chaos "
-                             "30 s (flags below still override)")
+                        help="1 round of 20 steps, stop bound 20 s, chaos 30 s (the flags "
+                             "below still override)")
     parser.add_argument("--rounds", type=int, help="default 3 (--quick: 1)")
     parser.add_argument("--sides", default=",".join(SIDES), help="of " + ",".join(SIDES))
     parser.add_argument("--scenarios", default=",".join(SCENARIOS),
@@ -614,9 +619,9 @@ def main():
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=16, help="per worker")
     parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--steps", type=int, help="steps of a clean or kill run (default 60; "
-                                                  "--quick 30)")
-    parser.add_argument("--checkpoint-every", type=int, help="default 20 (--quick: 10)")
+    parser.add_argument("--steps", type=int, help="steps of a clean or kill run (default 40; "
+                                                  "--quick 20)")
+    parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--kill-step", type=int,
                         help="fault once this step is committed (default 1.5 checkpoint "
                              "intervals: half an interval after a checkpoint)")
@@ -637,22 +642,23 @@ def main():
                              "whole-group restart")
     parser.add_argument("--troupe-flag", action="append", default=[],
                         help="another flag for Troupe's example (repeat)")
-    parser.add_argument("--torchrun", default="/usr/bin/python3 -m torch.distributed.run",
-                        help="the torchrun command (Debian's torch 1.13)")
+    parser.add_argument("--torchrun", default="torchrun",
+                        help="the torchrun command (Debian's torch 1.13: /usr/bin/torchrun)")
     parser.add_argument("--torchrun-nnodes", default="1",
                         help="torchrun's --nnodes (1:4: the elastic form, see above)")
     parser.add_argument("--ray-python",
                         default=os.path.expanduser("~/.cache/troupe-bench-venv/bin/python"),
                         help="the bench virtualenv's python (bash bench/setup_peers.sh)")
     parser.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--test-limit", type=int, default=2000,
+                        help="test images each evaluation uses (0: all 10,000)")
     parser.add_argument("--keep", action="store_true",
                         help="keep each run's directory (events, logs) under the scratch dir")
     parser.add_argument("--json", metavar="FILE", help="also write a results file (see above)")
     args = parser.parse_args()
     q = args.quick
     args.rounds = args.rounds or (1 if q else 3)
-    args.steps = args.steps or (30 if q else 60)
-    args.checkpoint_every = args.checkpoint_every or (10 if q else 20)
+    args.steps = args.steps or (20 if q else 40)
     args.kill_step = args.kill_step or (args.checkpoint_every * 3 // 2)
     args.hang_seconds = args.hang_seconds or (20 if q else 30)
     args.chaos_seconds = args.chaos_seconds or (30 if q else 60)
@@ -670,6 +676,8 @@ def main():
     for scenario in args.scenarios:
         if scenario not in SCENARIOS:
             parser.error("--scenarios: unknown '%s' (of %s)" % (scenario, ", ".join(SCENARIOS)))
+    if args.checkpoint_every < 1:
+        parser.error("--checkpoint-every must be 1 or more")
     if not 0 < args.kill_step < args.steps:
         parser.error("--kill-step must be within the run's --steps (1..%d)" % (args.steps - 1))
     if "troupe" in args.sides and not os.access(args.troupe, os.X_OK):
@@ -711,6 +719,7 @@ def main():
                            "settings": {k: getattr(args, k) for k in (
                                "workers", "batch_size", "lr", "steps", "checkpoint_every",
                                "kill_step", "recovery_bound", "hang_seconds", "chaos_seconds",
+                               "test_limit",
                                "chaos_interval", "torchrun_nnodes", "troupe_elastic",
                                "troupe_flag")}})
     if errors:

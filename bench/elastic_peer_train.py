@@ -7,9 +7,10 @@ thread per worker), run by torchrun or by Ray Train, each the way its documentat
 tolerant job:
 
   torchrun (a worker script; torchrun restarts every worker after a failure, and the script
-  resumes from its own checkpoint, written every --checkpoint-every steps):
+  resumes from its own checkpoint, written every --checkpoint-every steps; --redirects and --tee
+  as bench/elastic_bench.py explains):
     torchrun --nnodes=1 --nproc_per_node=4 --max_restarts=100 --rdzv_backend=c10d \\
-        --rdzv_endpoint=localhost:29400 --rdzv_id=run1 \\
+        --rdzv_endpoint=localhost:29400 --rdzv_id=run1 --redirects=4:3 --tee=4:3 \\
         bench/elastic_peer_train.py torchrun --checkpoint-dir=/tmp/ckpt --events=/tmp/ev [...]
 
   Ray Train (this process is the driver: ray.init, then TorchTrainer with a FailureConfig; the
@@ -151,6 +152,8 @@ def train(cfg, rank, world, wrap, load_state, save_state):
     torch.manual_seed(cfg["seed"])
     x, y = load_split(cfg["data_dir"], "train")
     test_x, test_y = load_split(cfg["data_dir"], "t10k")
+    if cfg["test_limit"] > 0:
+        test_x, test_y = test_x[:cfg["test_limit"]], test_y[:cfg["test_limit"]]
     module = make_model()
     model = wrap(module)
     optimizer = torch.optim.Adam(module.parameters(), lr=cfg["lr"])
@@ -286,6 +289,8 @@ def main():
     parser.add_argument("--checkpoint-every", type=int, default=20,
                         help="steps between checkpoints within an epoch (0: at its end only)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--test-limit", type=int, default=0,
+                        help="test images to evaluate on (0: all 10,000)")
     parser.add_argument("--checkpoint-dir", help="torchrun: where the checkpoint file goes")
     parser.add_argument("--workers", type=int, default=4, help="ray: TorchTrainer's num_workers")
     parser.add_argument("--max-failures", type=int, default=100,
@@ -299,7 +304,8 @@ def main():
     cfg = {"events": os.path.abspath(args.events) if args.events else "",
            "data_dir": args.data_dir, "batch_size": args.batch_size, "lr": args.lr,
            "epochs": args.epochs, "limit_batches": args.limit_batches,
-           "checkpoint_every": args.checkpoint_every, "seed": args.seed}
+           "checkpoint_every": args.checkpoint_every, "seed": args.seed,
+           "test_limit": args.test_limit}
     if args.launcher == "torchrun":
         if not args.checkpoint_dir:
             parser.error("torchrun needs --checkpoint-dir")

@@ -10,14 +10,15 @@ killed again and again:
              checkpoints every --checkpoint-every steps (torchrun's and Ray Train's documented way
              to survive a restart) and at the epoch's end
   recovery   SIGKILL one worker (the highest rank other than 0, which writes the step lines) once
-             step --kill-step is committed; then train to --steps and evaluate on the test set:
+             step --kill-step is committed; then train to --steps and evaluate on the first
+             --test-limit test images:
              seconds from the kill to the next committed step, steps lost (redone or skipped),
              final accuracy against the failure-free run's
   hang       SIGSTOP that worker instead: the same figures, or "none within --hang-seconds"
   chaos      a worker SIGKILLed every --chaos-interval seconds for --chaos-seconds (restarts and
              replacements allowed): committed samples per second over the window, and its ratio
              to the failure-free run's (the issue's 10 minutes shortened to keep the whole bench
-             near half an hour; --chaos-seconds=600 runs the issue's)
+             affordable; --chaos-seconds=600 runs the issue's)
   clean      the failure-free run: committed samples per second, final accuracy
 
 Each side writes an events file (examples/fashion_mnist/fashion_mnist.h says the lines: a
@@ -35,9 +36,10 @@ Sides (run as each is documented to be run, defaults otherwise):
              that (re)joins and put the group's generation in "gen"); --troupe-flag=F passes any
              other flag F on.
   torchrun   torchrun --nnodes=1 --nproc_per_node=4 --max_restarts=N --rdzv_backend=c10d
-             --rdzv_endpoint=localhost:PORT (torch 1.13's agent restarts every local worker when
-             one fails; --torchrun-nnodes=1:4 runs the elastic form, whose rendezvous waits its
-             30 s last call for the nodes that never come on one machine)
+             --rdzv_endpoint=localhost:PORT --redirects=4:3 --tee=4:3 (torch 1.13's agent
+             restarts every local worker when one fails; --torchrun-nnodes=1:4 runs the elastic
+             form, whose rendezvous waits its 30 s last call for the nodes that never come on one
+             machine; --redirects/--tee: see TorchrunSide)
   ray_train  Ray Train in the bench virtualenv (bash bench/setup_peers.sh): TorchTrainer,
              ScalingConfig(num_workers=4), FailureConfig(max_failures=N), CheckpointConfig(
              num_to_keep=2) as Troupe's example keeps 2, ray.init(num_cpus=4)

@@ -310,14 +310,14 @@ TEST(TrainTest, ExampleLoopResumesMidEpochAtTheStepAfterItsCheckpoint) {
   run.storage_path = storage;
   run.failure_config.max_failures = 1;
   const train::LoopConfig config = {{"model", "mlp"},       {"epochs", "1"},
-                                    {"batch_size", "16"},   {"limit_batches", "1000"},
-                                    {"test_limit", "1000"}, {"checkpoint_every", "50"},
+                                    {"batch_size", "16"},   {"limit_batches", "300"},
+                                    {"test_limit", "1000"}, {"checkpoint_every", "20"},
                                     {"events_file", events}};
   train::Result result;
   std::thread fit([&] {
     result = train::DataParallelTrainer(fashion_mnist::TrainLoop, config, scaling, run).Fit();
   });
-  // Once the first checkpoint (step 50, mid-epoch) is on the driver, SIGKILL rank 1.
+  // Once the first checkpoint (step 20, mid-epoch) is on the driver, SIGKILL rank 1.
   const ::testing::AssertionResult checkpointed = troupe::testing::WaitUntil(
       [&] { return std::filesystem::exists(storage + "/midepoch/checkpoint_000001"); },
       absl::Seconds(120), "the first step checkpoint");
@@ -336,7 +336,7 @@ TEST(TrainTest, ExampleLoopResumesMidEpochAtTheStepAfterItsCheckpoint) {
   ASSERT_FALSE(steps.empty());
   const std::string first_gen = steps.front().at("gen"), last_gen = steps.back().at("gen");
   ASSERT_NE(first_gen, last_gen) << "no restart in the events";
-  // The restarted group's first step follows a checkpoint of step 50, 100, ... (a restart from
+  // The restarted group's first step follows a checkpoint of step 20, 40, ... (a restart from
   // the epoch's start would begin at step 1), and its steps run on to the last without a gap.
   std::vector<int> resumed;
   for (const auto& s : steps) {
@@ -344,13 +344,13 @@ TEST(TrainTest, ExampleLoopResumesMidEpochAtTheStepAfterItsCheckpoint) {
   }
   ASSERT_FALSE(resumed.empty());
   EXPECT_GT(resumed.front(), 1);
-  EXPECT_EQ((resumed.front() - 1) % 50, 0) << "resumed at step " << resumed.front();
+  EXPECT_EQ((resumed.front() - 1) % 20, 0) << "resumed at step " << resumed.front();
   for (size_t i = 1; i < resumed.size(); ++i) EXPECT_EQ(resumed[i], resumed[i - 1] + 1);
-  EXPECT_EQ(resumed.back(), 1000);
-  EXPECT_EQ(steps.back().at("samples"), std::to_string(1000 * 2 * 16));
+  EXPECT_EQ(resumed.back(), 300);
+  EXPECT_EQ(steps.back().at("samples"), std::to_string(300 * 2 * 16));
   const auto evals = EventLines(events, "eval");
   ASSERT_EQ(evals.size(), 1u);
-  EXPECT_EQ(evals[0].at("step"), "1000");
+  EXPECT_EQ(evals[0].at("step"), "300");
   EXPECT_EQ(result.metrics.at("epoch"), 1);
 }
 

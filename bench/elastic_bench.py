@@ -45,8 +45,9 @@ Sides (run as each is documented to be run, defaults otherwise):
              num_to_keep=2) as Troupe's example keeps 2, ray.init(num_cpus=4)
 
   bazel build -c opt --config=nocuda //examples/resnet18_fashion_mnist
-  python3 bench/elastic_bench.py            # 3 rounds, alternating sides (about 30 minutes)
+  python3 bench/elastic_bench.py            # 3 rounds, alternating sides
   python3 bench/elastic_bench.py --quick    # 1 round, fewer steps, shorter bounds: a check
+                                            # (12 minutes on the 2-core VM under load ~12)
   python3 bench/elastic_bench.py --sides=troupe,torchrun --scenarios=recovery,hang
 
 --json FILE writes the results file of bench/bench_common.py (peers "torchrun", "ray_train"):

@@ -8,8 +8,10 @@
 # README.md from them.
 #
 #   bash bench/setup_peers.sh             # once per machine: Ray, ray-cpp, Ray Train, torch ...
-#   bash bench/run_all.sh                 # everything (about 70 minutes on the 2-core VM)
-#   bash bench/run_all.sh --quick         # fewer rounds and sizes (about 15 minutes): a check
+#   bash bench/run_all.sh                 # everything (about 40 minutes on the 2-core VM, plus
+#                                         # elastic_bench's 3 rounds: not timed yet)
+#   bash bench/run_all.sh --quick         # fewer rounds and sizes (about 10 minutes, plus 12 for
+#                                         # elastic_bench's round): a check
 #                                         # that every benchmark runs, not figures to quote
 #   bash bench/run_all.sh --only=microbenchmark,tls_bench [--out=DIR] [--no-docs]
 #
@@ -29,7 +31,7 @@ for arg in "$@"; do
     --only=*) only="${arg#--only=}" ;;
     --out=*) out="${arg#--out=}" ;;
     --no-docs) update_docs=false ;;
-    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done

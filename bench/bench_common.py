@@ -166,13 +166,16 @@ def ratio_range(a_rounds, b_rounds, metric, b_metric=None, invert=False):
 #   {"metric": name, "unit": unit, "higher_is_better": bool, "troupe": median or None,
 #    "peers": {peer: median}, "ratios": {peer: [median, min, max, rounds]}, "note": text}
 # Peers are named: "ray_python" (Ray's Python API), "ray_cpp" (Ray's C++ API), "gloo" (PyTorch's
-# gloo), "torch_ddp", "libtorch" (a plain LibTorch loop), "raw_tcp" (iperf3), "tls_off" ...
+# gloo), "torch_ddp", "libtorch" (a plain LibTorch loop), "raw_tcp" (iperf3), "tls_off",
+# "torchrun" (torch.distributed.run's agent restarting its workers), "ray_train" ...
 # A ratio is always Troupe's advantage: above 1 means Troupe is better (faster, more per second),
 # whatever the unit; it is the median of the per-round ratios with their min and max.
 PEER_NAMES = {"ray_python": "Ray (Python API)", "ray_cpp": "Ray (C++ API)",
               "gloo": "PyTorch gloo", "torch_ddp": "PyTorch DDP (gloo)",
               "libtorch": "plain LibTorch", "raw_tcp": "raw TCP (iperf3)",
-              "tls_off": "Troupe, TLS off", "memcpy": "memcpy (one thread)"}
+              "tls_off": "Troupe, TLS off", "memcpy": "memcpy (one thread)",
+              "torchrun": "torchrun (elastic agent, gloo)",
+              "ray_train": "Ray Train (TorchTrainer)"}
 
 
 def per_round_ratios(troupe_values, peer_values, higher_is_better=True):

@@ -2,8 +2,10 @@
 the alternation, the ratio's median and range, and how microbenchmark.py builds each column
 (Troupe's store and inline runs, Ray's figures from Ray's own program, the replica only for the
 rest); the results-file format (summary_row, per_round_ratios, write_results); how each
-bench/*.py runner with --json alternates its sides and turns its rounds into rows; and
-gcs_ft_bench.py's rows and kill pacing. Run by bench_harness_test.sh
+bench/*.py runner with --json alternates its sides and turns its rounds into rows;
+gcs_ft_bench.py's rows and kill pacing; and elastic_bench.py's figures from events lines (time to
+the next committed step, steps lost, goodput) and its fault runs on a fake side that restarts
+its workers. Run by bench_harness_test.sh
 (bazel test //bench:bench_harness_test)."""
 import argparse
 import contextlib
@@ -11,6 +13,7 @@ import datetime
 import io
 import json
 import os
+import signal
 import stat
 import sys
 import tempfile
@@ -23,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common  # noqa: E402
 import cluster_start  # noqa: E402
 import collective_bench  # noqa: E402
+import elastic_bench  # noqa: E402
 import gcs_ft_bench  # noqa: E402
 import microbenchmark  # noqa: E402
 import reconstruction_bench  # noqa: E402
@@ -756,6 +760,243 @@ class MicrobenchmarkRowsTest(unittest.TestCase):
         self.assertEqual(rows["single_client_get_calls_inline"]["peers"], {})
         self.assertIn("not in Ray's C++ API: no borrowing",
                       rows["single_client_get_object_containing_10k_refs"]["note"])
+
+
+
+def step_line(t, step, gen, samples_per_step=64):
+    return "step t=%.3f step=%d samples=%d world=4 gen=%s" % (t, step, step * samples_per_step,
+                                                              gen)
+
+
+def elastic_events(*lines):
+    return elastic_bench.parse_events("\n".join(lines))
+
+
+class ElasticEventsTest(unittest.TestCase):
+    def test_lines_parse_and_foreign_or_torn_ones_are_skipped(self):
+        events = elastic_bench.parse_events(
+            "worker t=10.5 rank=3 world=4 pid=4242 gen=77-1\n"
+            "step t=11.25 step=1 samples=64 world=4 gen=77-1\n"
+            "eval t=30 step=60 accuracy=0.8125 gen=77-1\n"
+            "(pid=1, node=a) rank 3 trains on cpu\n"  # not an event
+            "step t=12.0 step=2 samp\n"  # torn: no value
+            "step step=3 samples=192\n"  # no time
+            "step t=x step=3\n")  # not a number
+        self.assertEqual(events, [
+            {"kind": "worker", "t": 10.5, "rank": 3, "world": 4, "pid": 4242, "gen": "77-1"},
+            {"kind": "step", "t": 11.25, "step": 1, "samples": 64, "world": 4, "gen": "77-1"},
+            {"kind": "eval", "t": 30.0, "step": 60, "accuracy": 0.8125, "gen": "77-1"}])
+
+    def test_a_restart_from_a_checkpoint_redoes_the_steps_since_it(self):
+        # Steps 1..7 at t=1..7; a kill at 7.5; the restarted group resumes from the checkpoint
+        # of step 4: its first step is 5, at t=20.
+        events = elastic_events(*[step_line(t, t, "a") for t in range(1, 8)] +
+                                [step_line(20 + i, 5 + i, "b") for i in range(4)])
+        figures = elastic_bench.fault_figures(events, 7.5, bound=60)
+        self.assertEqual(figures, {"recovered": True, "seconds": 12.5, "steps_redone": 3,
+                                   "steps_skipped": 0, "steps_lost": 3, "last_step_before": 7,
+                                   "first_step_after": 5})
+
+    def test_a_step_the_old_group_still_commits_is_not_the_recovery(self):
+        # The step in flight at the fault (6) still commits in the old generation; the next
+        # generation's first step (7) is the recovery, and nothing was lost.
+        events = elastic_events(*[step_line(t, t, "a") for t in range(1, 6)] +
+                                [step_line(5.6, 6, "a"), step_line(6.5, 7, "b"),
+                                 step_line(7.0, 8, "b")])
+        figures = elastic_bench.fault_figures(events, 5.5, bound=60)
+        self.assertTrue(figures["recovered"])
+        self.assertAlmostEqual(figures["seconds"], 1.0)
+        self.assertEqual((figures["last_step_before"], figures["first_step_after"],
+                          figures["steps_lost"]), (6, 7, 0))
+
+    def test_skipped_steps_count_as_lost(self):
+        events = elastic_events(step_line(1, 1, "a"), step_line(2, 2, "a"), step_line(3, 5, "b"))
+        figures = elastic_bench.fault_figures(events, 2.5, bound=60)
+        self.assertEqual((figures["steps_redone"], figures["steps_skipped"],
+                          figures["steps_lost"]), (0, 2, 2))
+
+    def test_no_step_within_the_bound_is_no_figure(self):
+        late = elastic_events(step_line(1, 1, "a"), step_line(2, 2, "a"),
+                              step_line(200, 3, "b"))
+        never = elastic_events(step_line(1, 1, "a"), step_line(2, 2, "a"))
+        # A stopped worker's peers stay in their generation: steps of it are no recovery.
+        same_group = elastic_events(step_line(1, 1, "a"), step_line(2, 2, "a"),
+                                    step_line(2.6, 3, "a"))
+        for events in (late, never, same_group):
+            figures = elastic_bench.fault_figures(events, 2.5, bound=30)
+            self.assertFalse(figures["recovered"])
+            self.assertIsNone(figures["seconds"])
+            self.assertIsNone(figures["steps_lost"])
+
+    def test_a_fault_before_any_step_is_an_error(self):
+        with self.assertRaisesRegex(ValueError, "no step was committed before the fault"):
+            elastic_bench.fault_figures(elastic_events(step_line(5, 1, "a")), 2.0, bound=30)
+
+    def test_committed_rate_and_goodput_count_what_was_redone_once(self):
+        clean = elastic_events(*[step_line(t, t + 1, "a") for t in range(0, 11)])
+        self.assertAlmostEqual(elastic_bench.committed_rate(clean), 64.0)
+        self.assertIsNone(elastic_bench.committed_rate(clean[:1]))
+        # Steps 1..5 at t=0..4, a kill, the restart resumes at step 3 (checkpoint 2) at t=10:
+        # at t=12 the run has committed 5 steps (320 samples), 1 of them (64) already at t=0.
+        chaos = elastic_events(*[step_line(t, t + 1, "a") for t in range(5)] +
+                               [step_line(10 + i, 3 + i, "b") for i in range(3)])
+        self.assertEqual(elastic_bench.progress_at(chaos, 4.5), 320)
+        self.assertEqual(elastic_bench.progress_at(chaos, 10.5), 192)  # back to the checkpoint
+        self.assertEqual(elastic_bench.progress_at(chaos, -1), 0)
+        self.assertAlmostEqual(elastic_bench.goodput(chaos, 0, 12), (320 - 64) / 12)
+        with self.assertRaisesRegex(ValueError, "window"):
+            elastic_bench.goodput(chaos, 3, 3)
+
+    def test_final_accuracy_is_the_last_evaluation(self):
+        self.assertIsNone(elastic_bench.final_accuracy(elastic_events(step_line(1, 1, "a"))))
+        self.assertEqual(elastic_bench.final_accuracy(elastic_events(
+            "eval t=1 step=5 accuracy=0.5 gen=a", "eval t=2 step=9 accuracy=0.75 gen=b")), 0.75)
+
+    def test_the_victim_is_the_highest_live_rank_but_never_rank_0(self):
+        events = elastic_events(
+            "worker t=1 rank=0 world=4 pid=100 gen=a", "worker t=1 rank=3 world=4 pid=103 gen=a",
+            "worker t=1 rank=2 world=4 pid=102 gen=a",
+            "worker t=9 rank=0 world=4 pid=200 gen=b", "worker t=9 rank=3 world=4 pid=203 gen=b")
+        self.assertEqual(elastic_bench.pick_victim(events, lambda pid: True), 203)
+        self.assertEqual(elastic_bench.pick_victim(events, lambda pid: pid != 203), 103)
+        self.assertEqual(elastic_bench.pick_victim(events, lambda pid: pid in (102, 200)), 102)
+        self.assertIsNone(elastic_bench.pick_victim(events, lambda pid: pid in (100, 200)))
+
+    def test_the_events_file_is_read_as_it_grows(self):
+        path = os.path.join(tempfile.mkdtemp(), "events.txt")
+        reader = elastic_bench.EventsReader(path)
+        self.assertEqual(reader.events(), [])  # not there yet
+        with open(path, "w") as f:
+            f.write("step t=1 step=1 samples=64 world=4 gen=a\nstep t=2 st")
+        self.assertEqual([e["step"] for e in reader.events()], [1])  # the torn line waits
+        with open(path, "a") as f:
+            f.write("ep=2 samples=128 world=4 gen=a\n")
+        self.assertEqual([e["step"] for e in reader.events()], [1, 2])
+
+    def test_rows_are_lower_is_better_for_times_and_carry_no_figure_for_none(self):
+        args = argparse.Namespace(workers=4, batch_size=16, checkpoint_every=20, kill_step=30,
+                                  recovery_bound=180, hang_seconds=30, steps=60,
+                                  chaos_interval=10, chaos_seconds=60, troupe_elastic=None,
+                                  scenarios=["clean", "recovery", "hang", "chaos"])
+        results = {
+            "troupe": [{"recovery_seconds": 2.0, "recovery_steps_lost": 10, "hang_seconds": None,
+                        "clean_samples_per_s": 100.0, "chaos_ratio": 0.5},
+                       {"recovery_seconds": 4.0, "recovery_steps_lost": 10, "hang_seconds": None,
+                        "clean_samples_per_s": 110.0, "chaos_ratio": 0.7}],
+            "torchrun": [{"recovery_seconds": 20.0, "recovery_steps_lost": 11,
+                          "hang_seconds": None, "clean_samples_per_s": 90.0, "chaos_ratio": 0.1},
+                         {"recovery_seconds": 20.0, "recovery_steps_lost": 11,
+                          "hang_seconds": None, "clean_samples_per_s": 100.0,
+                          "chaos_ratio": 0.2}]}
+        rows = {r["metric"]: r for r in elastic_bench.result_rows(results, args)}
+        self.assertEqual(sorted(rows), sorted([
+            "recovery_seconds", "recovery_steps_lost", "final_accuracy_after_kill",
+            "hang_recovery_seconds", "committed_samples_per_s", "final_accuracy_failure_free",
+            "goodput_under_chaos_samples_per_s", "goodput_under_chaos_ratio"]))
+        recovery = rows["recovery_seconds"]
+        self.assertFalse(recovery["higher_is_better"])
+        self.assertEqual((recovery["troupe"], recovery["peers"]["torchrun"]), (3.0, 20.0))
+        self.assertEqual(recovery["ratios"]["torchrun"], [7.5, 5.0, 10.0, 2])  # 20/2, 20/4
+        self.assertIsNone(rows["hang_recovery_seconds"]["troupe"])
+        self.assertEqual(rows["hang_recovery_seconds"]["ratios"], {})
+        ratio = rows["goodput_under_chaos_ratio"]["ratios"]["torchrun"]
+        self.assertAlmostEqual(ratio[0], 4.25)  # of 0.5 / 0.1 and 0.7 / 0.2
+        self.assertAlmostEqual(ratio[1], 3.5)
+        self.assertNotIn("ray_train", recovery["peers"])
+        self.assertIn("the whole group restarts", recovery["note"])
+        args.troupe_elastic = (3, 4)
+        self.assertIn("elastic group, 3 to 4 workers",
+                      elastic_bench.result_rows(results, args)[0]["note"])
+        args.scenarios = ["recovery"]
+        self.assertEqual([r["metric"] for r in elastic_bench.result_rows(results, args)],
+                         ["recovery_seconds", "recovery_steps_lost", "final_accuracy_after_kill"])
+
+
+# A side whose "workers" are two processes under a supervisor that restarts both when one dies,
+# resuming after the last multiple of 5 steps (a checkpoint every 5), as torchrun's agent does:
+# rank 0 commits a step every 50 ms whatever rank 1 does, and evaluates after the last.
+FAKE_WORKER = """
+import os, sys, time
+events, rank, gen, start, steps = sys.argv[1:6]
+rank, start, steps = int(rank), int(start), int(steps)
+def event(kind, fields):
+    fd = os.open(events, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    os.write(fd, ("%s t=%.6f %s\\n" % (kind, time.time(), fields)).encode())
+    os.close(fd)
+event("worker", "rank=%d world=2 pid=%d gen=%s" % (rank, os.getpid(), gen))
+if rank == 0:
+    for step in range(start + 1, steps + 1):
+        time.sleep(0.05)
+        event("step", "step=%d samples=%d world=2 gen=%s" % (step, 32 * step, gen))
+    event("eval", "step=%d accuracy=0.5 gen=%s" % (steps, gen))
+else:
+    time.sleep(3600)
+"""
+FAKE_SUPERVISOR = """
+import os, subprocess, sys, time
+events, steps, worker = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def last_step():
+    try:
+        with open(events) as f:
+            done = [int(w[5:]) for line in f for w in line.split() if w.startswith("step=")]
+    except FileNotFoundError:
+        return 0
+    return max(done) if done else 0
+for restart in range(10):
+    start = last_step() // 5 * 5
+    procs = [subprocess.Popen([sys.executable, "-c", worker, events, str(rank), "g%d" % restart,
+                               str(start), str(steps)]) for rank in (0, 1)]
+    while procs[0].poll() is None and procs[1].poll() is None:
+        time.sleep(0.02)
+    if procs[0].poll() == 0:
+        procs[1].kill()
+        sys.exit(0)
+    for p in procs:
+        p.kill()
+        p.wait()
+sys.exit(1)
+"""
+
+
+class FakeSide(elastic_bench.Side):
+    def command(self, workdir, events, steps, epochs, max_failures):
+        return ([sys.executable, "-c", FAKE_SUPERVISOR, events, str(steps or 10000),
+                 FAKE_WORKER], None, [])
+
+
+class ElasticFaultRunTest(unittest.TestCase):
+    def setUp(self):
+        self.scratch = tempfile.mkdtemp()
+        self.args = argparse.Namespace(steps=30, kill_step=7, run_timeout=60, max_failures=3,
+                                       chaos_max_failures=10, keep=False, chaos_seconds=1.5,
+                                       chaos_interval=0.5)
+        self.side = FakeSide("fake", self.args, self.scratch)
+
+    def test_a_killed_worker_is_restarted_and_the_figures_come_from_its_events(self):
+        figures = elastic_bench.fault_run(self.side, self.args, signal.SIGKILL, 30, "recovery")
+        self.assertTrue(figures["recovered"])
+        self.assertGreaterEqual(figures["last_step_before"], 7)
+        # The supervisor resumed after the last multiple of 5: the steps since were redone.
+        self.assertEqual(figures["first_step_after"], figures["last_step_before"] // 5 * 5 + 1)
+        self.assertEqual(figures["steps_lost"], figures["last_step_before"] % 5)
+        self.assertGreater(figures["seconds"], 0)
+        self.assertEqual(figures["accuracy"], 0.5)  # trained to the end
+        self.assertEqual(os.listdir(self.scratch), [])  # the run's directory is gone
+        self.assertTrue(elastic_bench.gone(figures["pid"]))  # the victim (rank 1)
+
+    def test_a_stopped_worker_that_nobody_replaces_gives_no_figure(self):
+        started = time.time()
+        figures = elastic_bench.fault_run(self.side, self.args, signal.SIGSTOP, 1, "hang")
+        self.assertFalse(figures["recovered"])
+        self.assertIsNone(figures["seconds"])
+        self.assertLess(time.time() - started, 30)  # stopped at the bound, not at the run's end
+        self.assertTrue(elastic_bench.gone(figures["pid"]))  # killed with the run
+
+    def test_chaos_kills_every_interval_and_measures_the_progress(self):
+        figures = elastic_bench.chaos_run(self.side, self.args)
+        self.assertGreaterEqual(figures["chaos_kills"], 2)
+        self.assertGreater(figures["chaos_samples_per_s"], 0)
+        self.assertLess(figures["chaos_samples_per_s"], 32 / 0.05)  # below one step per 50 ms
 
 
 if __name__ == "__main__":

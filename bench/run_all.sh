@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Runs every benchmark, each beside its peers in the same run (Ray through its Python API and its
-# C++ API, PyTorch's gloo and DDP, plain LibTorch, raw TCP), and writes one results file per
-# benchmark to bench/results/<UTC date>/ (quick runs: bench/results/<UTC date>-quick/), with each
-# program's printed output (<name>.log) and machine.txt (the machine, the peers' versions, the
-# load). Then prints the summary tables (bench/summarize.py); a full run also rewrites the
-# generated parts of docs/benchmarks.md and README.md from them.
+# C++ API, PyTorch's gloo and DDP, plain LibTorch, raw TCP, torchrun and Ray Train through worker
+# failures), and writes one results file per benchmark to bench/results/<UTC date>/ (quick runs:
+# bench/results/<UTC date>-quick/), with each program's printed output (<name>.log) and
+# machine.txt (the machine, the peers' versions, the load). Then prints the summary tables
+# (bench/summarize.py); a full run also rewrites the generated parts of docs/benchmarks.md and
+# README.md from them.
 #
-#   bash bench/setup_peers.sh             # once per machine: Ray, ray-cpp, torch, iperf3 ...
-#   bash bench/run_all.sh                 # everything (about 40 minutes on the 2-core VM)
-#   bash bench/run_all.sh --quick         # fewer rounds and sizes (about 10 minutes): a check
+#   bash bench/setup_peers.sh             # once per machine: Ray, ray-cpp, Ray Train, torch ...
+#   bash bench/run_all.sh                 # everything (about 40 minutes on the 2-core VM, plus
+#                                         # elastic_bench's 3 rounds: not timed yet)
+#   bash bench/run_all.sh --quick         # fewer rounds and sizes (about 10 minutes, plus 12 for
+#                                         # elastic_bench's round): a check
 #                                         # that every benchmark runs, not figures to quote
 #   bash bench/run_all.sh --only=microbenchmark,tls_bench [--out=DIR] [--no-docs]
 #
@@ -28,7 +31,7 @@ for arg in "$@"; do
     --only=*) only="${arg#--only=}" ;;
     --out=*) out="${arg#--out=}" ;;
     --no-docs) update_docs=false ;;
-    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -54,7 +57,7 @@ echo "== results go to $out"
 run_start=$SECONDS
 echo "== bazel build -c opt --config=nocuda (the benchmark binaries; this machine has no GPU)"
 bazel build -c opt --config=nocuda //src/cli:troupe //src/raylet:troupe_simulated_nodes \
-  //bench:all || { echo "run_all.sh: the build failed" >&2; exit 1; }
+  //bench:all //examples/resnet18_fashion_mnist || { echo "run_all.sh: the build failed" >&2; exit 1; }
 build_seconds=$((SECONDS - run_start))
 # The programs run the binaries under bazel-bin: a build of another configuration in this
 # checkout while they run (e.g. `bazel test //...`) re-points it, and they would run other
@@ -107,6 +110,7 @@ steps=(
   "transfer_bench|bench/transfer_bench.py|bench/transfer_bench.py --quick"
   "reconstruction_bench|bench/reconstruction_bench.py|bench/reconstruction_bench.py --quick"
   "tls_bench|bench/tls_bench.py|bench/tls_bench.py --quick"
+  "elastic_bench|bench/elastic_bench.py|bench/elastic_bench.py --quick"
 )
 
 failed=()

@@ -14,6 +14,12 @@
 #     numpy                bench/ray_microbench.py
 #     ray-cpp (same version as ray)  Ray's C++ API (headers, libray_api.so, `ray cpp`, the C++
 #                          workers' default_worker) for bench/ray_cpp_bench.sh
+#     ray[train] (same version as ray)  Ray Train's own dependencies (pandas, pyarrow, fsspec ...)
+#                          for bench/elastic_peer_train.py (run by elastic_bench.py)
+#   Debian's torch, exposed to the virtualenv (Ray Train's workers import it): a .pth file adds
+#   VENV/debian-torch, which holds only a link to Debian's torch package, so nothing else of
+#   /usr/lib/python3/dist-packages (Debian's numpy, ...) shadows the virtualenv's packages.
+#   (PyPI's torch wheels would pull gigabytes of CUDA libraries.)
 # Usage: bash bench/setup_peers.sh [venv dir]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,4 +47,25 @@ sys.exit(0 if importlib.metadata.version("ray-cpp") == ray.__version__ and os.pa
 PY
   "$VENV/bin/pip" install -q --disable-pip-version-check \
     "ray-cpp==$("$VENV/bin/python" -c 'import ray; print(ray.__version__)')"
+
+# Ray Train's dependencies, at the installed Ray's version.
+"$VENV/bin/python" -c 'import ray.train' 2>/dev/null ||
+  "$VENV/bin/pip" install -q --disable-pip-version-check \
+    "ray[train]==$("$VENV/bin/python" -c 'import ray; print(ray.__version__)')"
+# Debian's torch for the virtualenv: built for Debian's python3, so the versions must match.
+venv_version=$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+debian_version=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+if [ "$venv_version" != "$debian_version" ]; then
+  echo "setup_peers.sh: $VENV runs Python $venv_version, Debian's torch is built for" \
+    "$debian_version: remove $VENV and run this again" >&2
+  exit 1
+fi
+mkdir -p "$VENV/debian-torch"
+ln -sfn /usr/lib/python3/dist-packages/torch "$VENV/debian-torch/torch"
+site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$VENV/debian-torch" > "$site/debian-torch.pth"
+"$VENV/bin/python" -c 'import torch, ray.train.torch' || {
+  echo "setup_peers.sh: Debian's torch does not import in $VENV (see above)" >&2
+  exit 1
+}
 echo "$VENV/bin/python"

@@ -34,6 +34,7 @@ BENCHES = [
     ("collective_bench", "Collectives on one host"),
     ("collective_bench_netns", "Collectives across hosts (network namespaces)"),
     ("train_bench", "Training throughput (ResNet18, CPU)"),
+    ("elastic_bench", "Training through worker failures (ResNet18, CPU, 4 workers)"),
     ("transfer_bench", "Cross-node object transfer (network namespaces)"),
     ("reconstruction_bench", "Node death to a reconstructed object"),
     ("gcs_ft_bench", "GCS fault tolerance on Redis"),

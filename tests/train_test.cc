@@ -2,8 +2,8 @@
 // loss goes down, every rank holds identical parameters after every step, reports arrive in
 // order, a SIGKILLed worker makes the trainer resume from the latest checkpoint (or, in elastic
 // runs, the survivors go on without it, every sample still trained on exactly once), and bucketed
-// overlapping all-reduce gives the same parameters as one plain all-reduce of all gradients.
-// This binary is also the worker program.
+// overlapping all-reduce gives the same parameters as one plain all-reduce of all gradients; the
+// example's loop resumes mid-epoch from a step checkpoint. This binary is also the worker program.
 #include "troupe/train.h"
 
 #include <signal.h>
@@ -15,7 +15,9 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "examples/fashion_mnist/fashion_mnist.h"
@@ -588,6 +590,84 @@ TEST(TrainTest, ElasticConfigurationsAreChecked) {
   } catch (const troupe::TroupeError& e) {
     EXPECT_NE(std::string(e.what()).find("hang_timeout is 50 ms"), std::string::npos) << e.what();
   }
+}
+
+// The lines of an events file (examples/fashion_mnist/fashion_mnist.h) of one kind, as key=value.
+std::vector<std::map<std::string, std::string>> EventLines(const std::string& path,
+                                                           const std::string& kind) {
+  std::vector<std::map<std::string, std::string>> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::string word;
+    if (!(words >> word) || word != kind) continue;
+    std::map<std::string, std::string> fields;
+    while (words >> word) {
+      const size_t eq = word.find('=');
+      if (eq != std::string::npos) fields[word.substr(0, eq)] = word.substr(eq + 1);
+    }
+    out.push_back(std::move(fields));
+  }
+  return out;
+}
+
+// The example's loop with checkpoint_every: a worker SIGKILLed mid-epoch makes the group restart
+// at the step after the latest step checkpoint, not at the epoch's start, and the events file
+// (what bench/elastic_bench.py reads) shows each committed step with the samples so far.
+TEST(TrainTest, ExampleLoopResumesMidEpochAtTheStepAfterItsCheckpoint) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  Driver driver(cluster);
+  const std::string storage = TempDir("midepoch");
+  const std::string events = storage + "/events.txt";
+  train::ScalingConfig scaling;
+  scaling.num_workers = 2;
+  train::RunConfig run;
+  run.name = "midepoch";
+  run.storage_path = storage;
+  run.failure_config.max_failures = 1;
+  const train::LoopConfig config = {{"model", "mlp"},       {"epochs", "1"},
+                                    {"batch_size", "16"},   {"limit_batches", "300"},
+                                    {"test_limit", "1000"}, {"checkpoint_every", "20"},
+                                    {"events_file", events}};
+  train::Result result;
+  std::thread fit([&] {
+    result = train::DataParallelTrainer(fashion_mnist::TrainLoop, config, scaling, run).Fit();
+  });
+  // Once the first checkpoint (step 20, mid-epoch) is on the driver, SIGKILL rank 1.
+  const ::testing::AssertionResult checkpointed = troupe::testing::WaitUntil(
+      [&] { return std::filesystem::exists(storage + "/midepoch/checkpoint_000001"); },
+      absl::Seconds(120), "the first step checkpoint");
+  int pid = 0;
+  for (const auto& worker : EventLines(events, "worker")) {
+    if (worker.at("rank") == "1") pid = std::stoi(worker.at("pid"));
+  }
+  // (No ASSERT before the join: `fit` must be joined whatever happens.)
+  EXPECT_TRUE(checkpointed);
+  EXPECT_GT(pid, 0);
+  if (pid > 0) EXPECT_EQ(kill(pid, SIGKILL), 0);
+  fit.join();
+  ASSERT_EQ(result.error, "");
+  ASSERT_EQ(result.restarts, 1) << "the kill came after the run's end?";
+  const auto steps = EventLines(events, "step");
+  ASSERT_FALSE(steps.empty());
+  const std::string first_gen = steps.front().at("gen"), last_gen = steps.back().at("gen");
+  ASSERT_NE(first_gen, last_gen) << "no restart in the events";
+  // The restarted group's first step follows a checkpoint of step 20, 40, ... (a restart from
+  // the epoch's start would begin at step 1), and its steps run on to the last without a gap.
+  std::vector<int> resumed;
+  for (const auto& s : steps) {
+    if (s.at("gen") == last_gen) resumed.push_back(std::stoi(s.at("step")));
+  }
+  ASSERT_FALSE(resumed.empty());
+  EXPECT_GT(resumed.front(), 1);
+  EXPECT_EQ((resumed.front() - 1) % 20, 0) << "resumed at step " << resumed.front();
+  for (size_t i = 1; i < resumed.size(); ++i) EXPECT_EQ(resumed[i], resumed[i - 1] + 1);
+  EXPECT_EQ(resumed.back(), 300);
+  EXPECT_EQ(steps.back().at("samples"), std::to_string(300 * 2 * 16));
+  const auto evals = EventLines(events, "eval");
+  ASSERT_EQ(evals.size(), 1u);
+  EXPECT_EQ(evals[0].at("step"), "300");
+  EXPECT_EQ(result.metrics.at("epoch"), 1);
 }
 
 TEST(TrainTest, BucketedAllReduceMatchesOnePlainAllReduce) {

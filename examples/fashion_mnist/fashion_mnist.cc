@@ -1,5 +1,7 @@
 #include "examples/fashion_mnist/fashion_mnist.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <chrono>
@@ -131,6 +133,24 @@ torch::Tensor Augment(const torch::Tensor& batch, std::mt19937& random) {
   return out;
 }
 
+// Appends one line to the events file (bench/elastic_bench.py reads it): "<kind> t=<unix time>
+// <fields>", in one write with O_APPEND, so lines of several processes never interleave. Best
+// effort: training never fails for it.
+void AppendEvent(const std::string& path, const std::string& kind, const std::string& fields) {
+  if (path.empty()) return;
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  char head[64];
+  std::snprintf(head, sizeof(head), " t=%.6f ", now);
+  const std::string line = kind + head + fields + "\n";
+  const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  if (write(fd, line.data(), line.size()) < 0) {
+    // Nothing to do: the bench then misses one line and says so.
+  }
+  close(fd);
+}
+
 }  // namespace
 
 Split Load(const std::string& dir, const std::string& prefix) {
@@ -181,6 +201,8 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
   const int64_t test_limit = std::stoll(Get(config, "test_limit", "0"));
   const uint64_t seed = std::stoull(Get(config, "seed", "0"));
   const std::string data_dir = Get(config, "data_dir", kDefaultDataDir);
+  const std::string events_file = Get(config, "events_file", "");
+  const int64_t checkpoint_every = std::stoll(Get(config, "checkpoint_every", "0"));
 
   torch::manual_seed(seed);
   Split train = Load(data_dir, "train"), test = Load(data_dir, "t10k");
@@ -197,7 +219,10 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
   auto ddp = troupe::train::torch::PrepareModel(model);  // rank 0's weights everywhere
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(lr));
 
+  // Where training resumes: the epoch, the batches of it already done (a checkpoint taken
+  // mid-epoch with checkpoint_every), and the steps and samples committed so far.
   int start_epoch = 0;
+  int64_t start_batch = 0, step = 0, samples = 0;
   if (auto checkpoint = troupe::train::GetCheckpoint()) {
     torch::serialize::InputArchive archive;
     archive.load_from(*checkpoint + "/model.pt", device);
@@ -206,12 +231,48 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
     optimizer_archive.load_from(*checkpoint + "/optimizer.pt", device);
     optimizer.load(optimizer_archive);
     std::ifstream(*checkpoint + "/epoch.txt") >> start_epoch;
+    std::ifstream(*checkpoint + "/batch.txt") >> start_batch;  // absent: the epoch's start
+    std::ifstream(*checkpoint + "/progress.txt") >> step >> samples;
   }
+  // This run of the loop (a restart runs it again): the events' "gen".
+  const std::string gen = std::to_string(getpid()) + "-" +
+                          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count());
+  AppendEvent(events_file, "worker",
+              "rank=" + std::to_string(ctx.world_rank) +
+                  " world=" + std::to_string(ctx.world_size) + " pid=" + std::to_string(getpid()) +
+                  " gen=" + gen);
+  // Rank 0 writes the model, the optimizer and where training is into a directory (the others:
+  // ""), for Report.
+  auto write_checkpoint = [&](int epoch_done, int64_t batch_done) -> std::string {
+    if (ctx.world_rank != 0) return "";
+    const std::string dir = (std::filesystem::temp_directory_path() /
+                             ("troupe-ckpt-" + ctx.experiment + "-" + std::to_string(getpid())))
+                                .string();
+    std::filesystem::create_directories(dir);
+    torch::serialize::OutputArchive archive;
+    model->save(archive);
+    archive.save_to(dir + "/model.pt");
+    torch::serialize::OutputArchive optimizer_archive;
+    optimizer.save(optimizer_archive);
+    optimizer_archive.save_to(dir + "/optimizer.pt");
+    std::ofstream(dir + "/epoch.txt") << epoch_done;
+    std::ofstream(dir + "/batch.txt") << batch_done;
+    std::ofstream(dir + "/progress.txt") << step << " " << samples;
+    return dir;
+  };
 
   troupe::train::DistributedSampler sampler(train.images.size(0), ctx.world_rank, ctx.world_size,
                                             /*shuffle=*/true, seed);
+  // Elastic runs (--min-workers): members may leave mid-epoch; every sample still once per epoch
+  // (docs/train.md, "Elastic training").
   troupe::train::ElasticSampler elastic_sampler(train.images.size(0), batch_size,
                                                 /*shuffle=*/true, seed);
+  // The events' "gen": this run of the loop, and in elastic runs the workers' generation.
+  auto run_gen = [&] {
+    return ctx.elastic ? gen + "-g" + std::to_string(ctx.generation) : gen;
+  };
   std::mt19937 random(seed * 1000 + ctx.world_rank);
   for (int epoch = start_epoch; epoch < epochs; ++epoch) {
     const double epoch_lr = cosine ? lr * 0.5 * (1 + std::cos(M_PI * epoch / epochs)) : lr;
@@ -222,6 +283,18 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
     const auto start = std::chrono::steady_clock::now();
     double loss_sum = 0;
     int64_t seen = 0, batches = 0;
+    const auto epoch_batches = ctx.elastic
+                                   ? std::vector<std::vector<int64_t>>()
+                                   : troupe::train::Batches(sampler.Indices(epoch), batch_size);
+    const int64_t batches_in_epoch = limit_batches > 0
+                                         ? std::min<int64_t>(limit_batches, epoch_batches.size())
+                                         : static_cast<int64_t>(epoch_batches.size());
+    if (ctx.elastic) elastic_sampler.SetEpoch(epoch);
+    // Whether this epoch has steps left after the current one.
+    auto more_in_epoch = [&] {
+      if (limit_batches > 0 && batches >= limit_batches) return false;
+      return ctx.elastic ? !elastic_sampler.Done() : batches < batches_in_epoch;
+    };
     auto train_step = [&](const std::vector<int64_t>& indices) {
       optimizer.zero_grad();
       if (!indices.empty()) {  // an elastic epoch's last step may leave a rank nothing
@@ -239,17 +312,41 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
       optimizer.step();
       ++batches;
     };
+    // Committed: every rank has the averaged gradients and has stepped.
+    auto committed = [&](int64_t step_samples) {
+      ++step;
+      samples += step_samples;
+      if (ctx.world_rank == 0) {
+        AppendEvent(events_file, "step",
+                    "step=" + std::to_string(step) + " samples=" + std::to_string(samples) +
+                        " world=" + std::to_string(ctx.world_size) + " gen=" + run_gen());
+      }
+      if (checkpoint_every > 0 && step % checkpoint_every == 0 && more_in_epoch()) {
+        troupe::train::Report({{"epoch", epoch}, {"step", static_cast<double>(step)}},
+                              write_checkpoint(epoch, batches));
+      }
+    };
     if (ctx.elastic) {
-      // Members may leave mid-epoch: every sample still once per epoch (docs/train.md).
-      elastic_sampler.SetEpoch(epoch);
       while (!elastic_sampler.Done() && !(limit_batches > 0 && batches >= limit_batches)) {
+        if (epoch == start_epoch && batches < start_batch) {  // done before the checkpoint (at
+          elastic_sampler.Next(ctx.world_rank, ctx.world_size);  // this world size, as likely)
+          elastic_sampler.Commit(std::vector<int>());
+          ++batches;
+          continue;
+        }
         train_step(elastic_sampler.Next());
         elastic_sampler.Commit();
+        committed(static_cast<int64_t>(elastic_sampler.last_committed().size()));
       }
     } else {
-      for (const auto& indices : troupe::train::Batches(sampler.Indices(epoch), batch_size)) {
+      for (const auto& indices : epoch_batches) {
         if (limit_batches > 0 && batches >= limit_batches) break;
+        if (epoch == start_epoch && batches < start_batch) {  // done before the checkpoint
+          ++batches;
+          continue;
+        }
         train_step(indices);
+        committed(static_cast<int64_t>(indices.size()) * ctx.world_size);
       }
     }
     const double train_seconds =
@@ -273,21 +370,15 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
     }
     auto sums = troupe::train::torch::SumAcrossWorkers(
         {loss_sum, static_cast<double>(seen), test_loss, correct, tested});
-
-    std::string checkpoint_dir;
     if (ctx.world_rank == 0) {
-      checkpoint_dir = (std::filesystem::temp_directory_path() /
-                        ("troupe-ckpt-" + ctx.experiment + "-" + std::to_string(getpid())))
-                           .string();
-      std::filesystem::create_directories(checkpoint_dir);
-      torch::serialize::OutputArchive archive;
-      model->save(archive);
-      archive.save_to(checkpoint_dir + "/model.pt");
-      torch::serialize::OutputArchive optimizer_archive;
-      optimizer.save(optimizer_archive);
-      optimizer_archive.save_to(checkpoint_dir + "/optimizer.pt");
-      std::ofstream(checkpoint_dir + "/epoch.txt") << epoch + 1;
+      char fields[64];
+      std::snprintf(fields, sizeof(fields),
+                    "step=%lld accuracy=%.6f gen=", static_cast<long long>(step),
+                    sums[3] / std::max(1.0, sums[4]));
+      AppendEvent(events_file, "eval", fields + run_gen());
     }
+
+    const std::string checkpoint_dir = write_checkpoint(epoch + 1, 0);
     troupe::train::Metrics metrics = {{"epoch", epoch + 1},
                                       {"train_loss", sums[0] / std::max(1.0, sums[1])},
                                       {"test_loss", sums[2] / std::max(1.0, sums[4])},

@@ -34,8 +34,14 @@ torch::Tensor Forward(torch::nn::Module& model, const torch::Tensor& input);
 // moving each batch there from host memory. Config keys (strings): model
 // (resnet18|mlp), epochs, batch_size (per worker), lr, lr_schedule (constant|cosine), augment
 // (0|1: random 28x28 crop of the image padded by 2, random horizontal flip), limit_batches
-// (per epoch, 0: all), test_limit (test images, 0: all), data_dir, seed. In elastic runs
-// (Context::elastic) batches come from an ElasticSampler and each report adds "workers".
+// (per epoch, 0: all), test_limit (test images, 0: all), data_dir, seed, checkpoint_every
+// (0: a checkpoint at each epoch's end only; N: also every N steps within an epoch, and a restart
+// resumes at the step after it), events_file ("" : none; else every rank appends
+// "worker t=<unix s> rank= world= pid= gen=" when it starts, rank 0 "step t= step= samples=
+// world= gen=" per committed step and "eval t= step= accuracy= gen=" per evaluation, where gen
+// names this run of the loop (it must change whenever the group that commits steps changes):
+// bench/elastic_bench.py reads them). In elastic runs (Context::elastic) batches come from an
+// ElasticSampler and each report adds "workers".
 void TrainLoop(const troupe::train::LoopConfig& config);
 
 }  // namespace fashion_mnist

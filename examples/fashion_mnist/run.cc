@@ -18,18 +18,23 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
   // Started by a raylet as a worker: run the train loop's actors here, never return.
   if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);
   std::string address, storage_path = "/tmp/troupe_results", data_dir = kDefaultDataDir;
-  std::string lr_schedule = "constant", name = program;
+  std::string lr_schedule = "constant", name = program, events_file;
   int64_t num_workers = 2, epochs = default_epochs, max_failures = 0, batch_size = 128;
   int64_t min_workers = 0, max_workers = 0;
   double step_timeout_s = 30;
   int64_t limit_batches = default_limit_batches, test_limit = 0, cpus_per_worker = 1, seed = 0;
-  double lr = 1e-3, gpus_per_worker = 1;
+  int64_t ckpt_every = 0;
+  double lr = 1e-3, gpus_per_worker = 1, num_cpus = -1;
   std::string collective_backend = "auto";
   bool use_gpu = false, augment = false;
   troupe::FlagParser flags(program, "Data-parallel training of a " + model +
                                         " on FashionMNIST over Troupe worker actors.");
   flags.AddString("address", &address,
                   "Cluster to run on (default: $TROUPE_ADDRESS, else an embedded cluster).");
+  flags.AddDouble("num-cpus", &num_cpus,
+                  "Without --address or $TROUPE_ADDRESS: start an embedded cluster of this many "
+                  "CPUs, even if a cluster runs on this machine (-1: use that cluster, else "
+                  "embed one with the machine's CPUs).");
   flags.AddInt("num-workers", &num_workers, "Worker actors (data-parallel ranks).");
   flags.AddInt("min-workers", &min_workers,
                "Elastic training: go on without failed workers down to this many (0: "
@@ -55,6 +60,11 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
   flags.AddString("name", &name, "Run name (checkpoints under <storage-path>/<name>).");
   flags.AddInt("max-failures", &max_failures, "Restarts after worker failures (-1: forever).");
   flags.AddInt("seed", &seed, "Shuffling and initialisation seed.");
+  flags.AddInt("checkpoint-every", &ckpt_every,
+               "Also checkpoint every N steps within an epoch (0: at each epoch's end only).");
+  flags.AddString("events-file", &events_file,
+                  "Append a line per worker start, committed step and evaluation, with its "
+                  "time, to this file (for bench/elastic_bench.py).");
   auto status = flags.Parse(std::vector<std::string>(argv + 1, argv + argc));
   if (flags.help_requested()) {
     std::printf("%s", flags.Usage().c_str());
@@ -76,8 +86,19 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
                  program.c_str());
     return 2;
   }
+  if (num_cpus >= 0 && !address.empty()) {
+    std::fprintf(stderr, "%s: --num-cpus sizes an embedded cluster: leave out --address\n",
+                 program.c_str());
+    return 2;
+  }
+  if (ckpt_every < 0) {
+    std::fprintf(stderr, "%s: --checkpoint-every must be 0 or more, got %lld\n", program.c_str(),
+                 static_cast<long long>(ckpt_every));
+    return 2;
+  }
   troupe::Config config;
   config.address = address;
+  config.num_cpus = num_cpus;
   troupe::Init(config);
 
   troupe::train::ScalingConfig scaling;
@@ -106,6 +127,8 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
                                               {"limit_batches", std::to_string(limit_batches)},
                                               {"test_limit", std::to_string(test_limit)},
                                               {"data_dir", data_dir},
+                                              {"checkpoint_every", std::to_string(ckpt_every)},
+                                              {"events_file", events_file},
                                               {"seed", std::to_string(seed)}},
                                              scaling, run);
   troupe::train::Result result;
@@ -119,8 +142,11 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
     std::fprintf(stderr, "%s: training failed: %s\n", program.c_str(), result.error.c_str());
     return 1;
   }
-  std::printf("done: %zu epochs, test accuracy %.4f, restarts %d\n", result.metrics_history.size(),
-              result.metrics["accuracy"], result.restarts);
+  // The last report is the last epoch's (reports within an epoch, with --checkpoint-every, and
+  // repeated ones after a restart make metrics_history longer than the epochs).
+  std::printf("done: %d epochs, test accuracy %.4f, restarts %d\n",
+              static_cast<int>(result.metrics["epoch"]), result.metrics["accuracy"],
+              result.restarts);
   for (const auto& event : result.membership_events) {
     if (event.change != "left") continue;
     std::printf(

@@ -270,9 +270,7 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
   troupe::train::ElasticSampler elastic_sampler(train.images.size(0), batch_size,
                                                 /*shuffle=*/true, seed);
   // The events' "gen": this run of the loop, and in elastic runs the workers' generation.
-  auto run_gen = [&] {
-    return ctx.elastic ? gen + "-g" + std::to_string(ctx.generation) : gen;
-  };
+  auto run_gen = [&] { return ctx.elastic ? gen + "-g" + std::to_string(ctx.generation) : gen; };
   std::mt19937 random(seed * 1000 + ctx.world_rank);
   for (int epoch = start_epoch; epoch < epochs; ++epoch) {
     const double epoch_lr = cosine ? lr * 0.5 * (1 + std::cos(M_PI * epoch / epochs)) : lr;
@@ -328,7 +326,7 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
     };
     if (ctx.elastic) {
       while (!elastic_sampler.Done() && !(limit_batches > 0 && batches >= limit_batches)) {
-        if (epoch == start_epoch && batches < start_batch) {  // done before the checkpoint (at
+        if (epoch == start_epoch && batches < start_batch) {     // done before the checkpoint (at
           elastic_sampler.Next(ctx.world_rank, ctx.world_size);  // this world size, as likely)
           elastic_sampler.Commit(std::vector<int>());
           ++batches;

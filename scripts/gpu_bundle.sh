@@ -98,7 +98,8 @@ done
 for dir in src/api/include src/collective/include src/train/include; do cp -r "$dir/troupe" "$root/include/"; done
 cp -r /usr/include/absl /usr/include/msgpack /usr/include/msgpack.hpp /usr/include/zlib.h \
   /usr/include/zconf.h "$root/include/"
-for file in src/train/torch/train_torch.cc src/common/flag_parser.h src/common/flag_parser.cc \
+for file in src/train/torch/train_torch.cc src/train/worker.h src/common/flag_parser.h \
+    src/common/flag_parser.cc \
     examples/fashion_mnist/fashion_mnist.cc examples/fashion_mnist/fashion_mnist.h \
     examples/fashion_mnist/run.cc examples/fashion_mnist/run.h \
     examples/resnet18_fashion_mnist/main.cc bench/train_bench.cc gpu/crash_trace.cc; do

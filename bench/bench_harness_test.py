@@ -30,6 +30,7 @@ import elastic_bench  # noqa: E402
 import gcs_ft_bench  # noqa: E402
 import microbenchmark  # noqa: E402
 import reconstruction_bench  # noqa: E402
+import scale_bench  # noqa: E402
 import tls_bench  # noqa: E402
 import train_bench  # noqa: E402
 import transfer_bench  # noqa: E402
@@ -591,6 +592,41 @@ class ReconstructionTest(unittest.TestCase):
 
     def test_no_ray_no_peer(self):
         self.assertEqual(reconstruction_bench.rows({"troupe": [3.0]})[0]["peers"], {})
+
+
+class ScaleTest(unittest.TestCase):
+    def test_rounds_alternate_and_only_equal_n_is_compared(self):
+        calls = []
+        args = argparse.Namespace(actors="200", ray_actors=50, tasks=1000, ray_tasks=100)
+        troupe_created = iter([100.0, 90.0, 110.0, 80.0, 120.0, 70.0])  # N=50, N=200 per round
+        ray_created = iter([5.0, 4.0, 6.0])
+
+        def troupe_run(args, mode, n, **kwargs):
+            calls.append(("troupe", n))
+            return {"actors_created_per_second": next(troupe_created), "load": 0.1,
+                    "gcs_rss": 20.0, "gcs_idle_rss": 19.0, "gcs_rss_after": 19.0,
+                    "gcs_anon_after": 2.0}
+
+        def ray_run(args, mode, n):
+            calls.append(("ray", n))
+            return {"actors_created_per_second": next(ray_created), "load": 0.1,
+                    "gcs_rss": 40.0, "gcs_idle_rss": 30.0}
+
+        del scale_bench.RECORDS[:]
+        with mock.patch.object(scale_bench, "troupe_run", troupe_run), \
+                mock.patch.object(scale_bench, "ray_run", ray_run), \
+                contextlib.redirect_stdout(io.StringIO()):
+            for scale_bench.ROUND[0] in range(3):
+                scale_bench.many_actors(args, True)
+        self.assertEqual(calls, [("troupe", 50), ("troupe", 200), ("ray", 50)] * 3)
+        rows = {r["metric"]: r for r in scale_bench.results_rows(scale_bench.RECORDS)}
+        at_50 = rows["many_actors.actors_created_per_second.N=50"]
+        self.assertEqual((at_50["troupe"], at_50["peers"]["ray_python"]), (110.0, 5.0))
+        self.assertAlmostEqual(at_50["ratios"]["ray_python"][0], 20.0)  # 100/5, 110/4, 120/6
+        at_200 = rows["many_actors.actors_created_per_second.N=200"]
+        self.assertEqual(at_200["troupe"], 80.0)
+        self.assertEqual(at_200["peers"], {})  # Ray never ran 200: nothing to compare with
+        del scale_bench.RECORDS[:]
 
 
 class TlsTest(unittest.TestCase):

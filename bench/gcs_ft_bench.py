@@ -353,7 +353,7 @@ def throughput(args, head_class):
 # same on both sides, is the largest count Ray's head recovers from in seconds here; --live-actors
 # changes it.
 FULL = {"live_actors": 100, "placement_groups": 200, "jobs": 100, "kv_entries": 10000,
-        "trials": 3, "rounds": 2, "actors": 40, "pgs": 100, "rounds_throughput": 3}
+        "trials": 3, "rounds": 3, "actors": 40, "pgs": 100, "rounds_throughput": 3}
 QUICK = {"live_actors": 50, "placement_groups": 200, "jobs": 20, "kv_entries": 10000,
          "trials": 2, "rounds": 1, "actors": 16, "pgs": 20, "rounds_throughput": 1}
 

@@ -22,6 +22,10 @@ Memory figures come as RSS and its anonymous part (the process's own heap and st
 of RSS is file pages (executable and shared-library code, shared between processes).
   many_pgs     N placement groups of one small bundle created, then removed: rates, GCS RSS.
 
+The comparisons with Ray (many_tasks, many_actors, many_pgs) run --rounds rounds (default 3),
+Troupe then Ray in each; the results file has each side's median and the median per-round ratio
+with its range. Where Troupe's N differs from Ray's, Troupe also runs at Ray's N and only that
+figure is compared. many_nodes (Troupe only) runs once.
 Every figure comes with the 1-minute load average when it was taken (the machine may be shared).
 Build first (optimised):
   bazel build -c opt //src/cli:troupe //src/raylet:troupe_simulated_nodes //bench:scale_bench
@@ -29,7 +33,7 @@ Ray comes from ~/.cache/troupe-bench-venv (bash bench/setup_peers.sh).
 Usage:
   python3 bench/scale_bench.py [--nodes 250,1000] [--node-cases churn,best] [--tasks 100000]
       [--actors 200] [--pgs 1000] [--ray-tasks 10000] [--ray-actors 50] [--ray-pgs 1000]
-      [--only many_nodes,...] [--no-ray] [--json FILE] [--quick]
+      [--only many_nodes,...] [--no-ray] [--rounds 3] [--json FILE] [--quick]
 """
 import argparse
 import json
@@ -503,12 +507,14 @@ def ray_run(args, mode, n):
 
 # Every figure printed, for --json: one object per metric and side.
 RECORDS = []
+N_IN_NAME = ("many_nodes", "many_tasks", "many_actors")  # workloads run at more than one N
+ROUND = [0]  # the comparison round being recorded (many_tasks, many_actors, many_pgs)
 
 
 def record(workload, case, side, n, metric, value, unit, load_average, higher_better=True):
     if isinstance(value, (int, float)):
         RECORDS.append({"benchmark": "scale_bench", "workload": workload, "case": case,
-                        "side": side, "n": n,
+                        "side": side, "n": n, "round": ROUND[0],
                         "name": ".".join(part for part in (workload, case, metric) if part),
                         "value": value, "unit": unit, "load": load_average,
                         "higher_is_better": higher_better})
@@ -516,19 +522,22 @@ def record(workload, case, side, n, metric, value, unit, load_average, higher_be
 
 def results_rows(records):
     """The results-file rows (bench_common.summary_row) from RECORDS: one per workload, case and
-    metric, Troupe's figure and Ray's (Python API) where it ran, each side one run (a ratio of
-    one round). Where the sides ran at different N the note says so."""
+    metric, Troupe's figures and Ray's (Python API) where it ran, one per round (each side's
+    median, and the median per-round ratio with its range). Where the sides ran at different N
+    the note says so."""
     rows, order = {}, []
     for r in records:
-        key = r["name"] + ("" if r["workload"] != "many_nodes" else ".N=%d" % r["n"])
+        # Troupe also runs at Ray's N where its own N differs: those figures are compared.
+        key = r["name"] + ".N=%d" % r["n"] if r["workload"] in N_IN_NAME else r["name"]
         if key not in rows:
             rows[key] = {"unit": r["unit"], "higher": r["higher_is_better"], "sides": {}}
             order.append(key)
-        rows[key]["sides"][r["side"]] = (r["value"], r["n"])
+        values, _ = rows[key]["sides"].setdefault(r["side"], ([], r["n"]))
+        values.append(r["value"])
     out = []
     for key in order:
         sides = rows[key]["sides"]
-        troupe = sides.get("troupe", (None, None))
+        troupe = sides.get("troupe", ([None], None))
         peers, note = {}, ""
         if "ray" in sides:
             if sides["ray"][1] != troupe[1]:
@@ -537,13 +546,13 @@ def results_rows(records):
             elif rows[key]["unit"] in ("", "tasks"):
                 note = "a count, not compared"  # e.g. actor processes seen: a check of the run
             else:
-                peers["ray_python"] = [sides["ray"][0]]
+                peers["ray_python"] = sides["ray"][0]
         elif key.startswith("many_nodes"):
             note = "Ray has no simulated nodes"
-        row = summary_row(key, rows[key]["unit"], [troupe[0]], peers,
+        row = summary_row(key, rows[key]["unit"], troupe[0], peers,
                           higher_is_better=rows[key]["higher"], note=note)
         if "ray" in sides and not peers:
-            row["peers"]["ray_python"] = sides["ray"][0]  # shown, not compared
+            row["peers"]["ray_python"] = statistics.median(sides["ray"][0])  # shown only
         out.append(row)
     return out
 
@@ -565,10 +574,13 @@ def compare(workload, n, ray_n, troupe, ray, rows):
     for label, key, unit, higher_better, _ in rows:
         record(workload, "", "troupe", n, key, troupe.get(key), unit, troupe.get("load"),
                higher_better)
-        record(workload, "", "ray", ray_n, key, ray.get(key), unit, ray.get("load"),
-               higher_better)
+        if n == ray_n:  # once per round: Troupe's run at Ray's N is the one compared
+            record(workload, "", "ray", ray_n, key, ray.get(key), unit, ray.get("load"),
+                   higher_better)
     ray_part = ("Ray N=%d (load %s)" % (ray_n, fmt(ray.get("load"), "%.2f"))
                 if ray.get("load") is not None else "Ray not run")
+    if n != ray_n:
+        ray, ray_part = {}, "Ray at N=%d only (above)" % ray_n
     print("%s Troupe N=%d (load %s), %s" % (workload, n, fmt(troupe.get("load"), "%.2f"), ray_part),
           flush=True)
     for label, key, unit, higher_better, spec in rows:
@@ -576,6 +588,79 @@ def compare(workload, n, ray_n, troupe, ray, rows):
     for side, result in (("Troupe", troupe), ("Ray", ray)):
         if "broke" in result:
             print("  %s broke: %s" % (side, result["broke"]))
+
+
+def troupe_ns(ns, ray, ray_n):
+    """Troupe's N for a workload: its own, and Ray's first where Ray runs at another N."""
+    return ([ray_n] if ray and ray_n not in ns else []) + ns
+
+
+def many_tasks(args, ray):
+    runs = []
+    for n in troupe_ns([args.tasks], ray, args.ray_tasks):
+        t = troupe_run(args, "many_tasks", n, sample_pid=lambda head: head.raylet_pid)
+        t["raylet_peak_rss"] = t.get("sampled_peak_rss")
+        t["raylet_peak_anon"] = t.get("sampled_peak_anon")
+        runs.append((n, t))
+    r = ray_run(args, "many_tasks", args.ray_tasks) if ray else {}
+    for n, t in runs:
+        compare("many_tasks", n, args.ray_tasks, t, r, [
+            ("tasks submitted", "tasks_submitted_per_second", "/s", True, "%.0f"),
+            ("tasks completed", "tasks_completed_per_second", "/s", True, "%.0f"),
+            ("queued when the last was submitted", "tasks_queued_at_end_of_submission", "tasks",
+             True, "%.0f"),
+            ("driver peak RSS", "driver_peak_rss", "MiB", False, "%.1f"),
+            ("raylet peak RSS", "raylet_peak_rss", "MiB", False, "%.1f"),
+            ("raylet peak anonymous (own memory)", "raylet_peak_anon", "MiB", False, "%.1f")])
+
+
+def many_actors(args, ray):
+    runs = []
+    for n in troupe_ns([int(x) for x in args.actors.split(",") if x], ray, args.ray_actors):
+        t = troupe_run(args, "many_actors", n, on_event=actor_processes)
+        t["gcs_kib_per_actor"] = per_entity_kib(t.get("gcs_rss"), t.get("gcs_idle_rss"), n)
+        t["gcs_after"] = "%.1f / %.1f" % (t["gcs_rss_after"], t["gcs_anon_after"])
+        runs.append((n, t))
+    r = ray_run(args, "many_actors", args.ray_actors) if ray else {}
+    r["gcs_kib_per_actor"] = per_entity_kib(r.get("gcs_rss"), r.get("gcs_idle_rss"),
+                                            args.ray_actors)
+    for n, t in runs:
+        compare("many_actors", n, args.ray_actors, t, r, [
+            ("actors created", "actors_created_per_second", "/s", True, "%.1f"),
+            ("RSS per actor process", "rss_per_actor", "MiB", False, "%.1f"),
+            ("PSS per actor process", "pss_per_actor", "MiB", False, "%.1f"),
+            ("anonymous per actor process", "anon_per_actor", "MiB", False, "%.1f"),
+            ("actor processes seen", "actor_processes", "", True, "%d"),
+            ("GCS RSS idle", "gcs_idle_rss", "MiB", False, "%.1f"),
+            ("GCS anonymous idle", "gcs_idle_anon", "MiB", False, "%.1f"),
+            ("GCS RSS (actors alive)", "gcs_rss", "MiB", False, "%.1f"),
+            ("GCS RSS (alive, %.0f s later)" % SETTLE_S, "gcs_rss_settled", "MiB", False,
+             "%.1f"),
+            ("GCS anonymous (alive, settled)", "gcs_anon_settled", "MiB", False, "%.1f"),
+            ("GCS growth per actor", "gcs_kib_per_actor", "KiB", False, "%.1f"),
+            ("GCS RSS / anonymous after the driver",
+             "gcs_after", "MiB", False, "%s")])
+
+
+def many_pgs(args, ray):
+    t = troupe_run(args, "many_pgs", args.pgs, on_event=phase_cpu)
+    r = ray_run(args, "many_pgs", args.ray_pgs) if ray else {}
+    for side, n in ((t, args.pgs), (r, args.ray_pgs)):
+        side["gcs_kib_per_pg"] = per_entity_kib(side.get("gcs_peak_rss"),
+                                                side.get("gcs_idle_rss"), n)
+    compare("many_pgs", args.pgs, args.ray_pgs, t, r, [
+        ("PGs created", "pgs_created_per_second", "/s", True, "%.1f"),
+        ("round trips (Wait on a created PG)", "pg_round_trips_per_second", "/s", True,
+         "%.1f"),
+        ("GCS CPU per round trip", "gcs_us_per_round_trip", "us", False, "%.0f"),
+        ("PGs removed", "pgs_removed_per_second", "/s", True, "%.1f"),
+        ("GCS CPU per removal (with its returns)", "gcs_us_per_removal", "us", False,
+         "%.0f"),
+        ("raylet CPU per removal (the returns)", "raylet_us_per_removal", "us", False, "%.0f"),
+        ("GCS RSS idle", "gcs_idle_rss", "MiB", False, "%.1f"),
+        ("GCS anonymous idle", "gcs_idle_anon", "MiB", False, "%.1f"),
+        ("GCS peak RSS", "gcs_peak_rss", "MiB", False, "%.1f"),
+        ("GCS growth per PG (peak - idle)", "gcs_kib_per_pg", "KiB", False, "%.1f")])
 
 
 def main():
@@ -607,6 +692,9 @@ def main():
     parser.add_argument("--settle", type=float, default=5, help="wait after the nodes joined, s")
     parser.add_argument("--only", default="many_nodes,many_tasks,many_actors,many_pgs")
     parser.add_argument("--no-ray", action="store_true")
+    parser.add_argument("--rounds", type=int,
+                        help="rounds of the comparisons with Ray (many_tasks, many_actors, "
+                        "many_pgs), Troupe then Ray in each (--quick: 1)")
     parser.add_argument("--quick", action="store_true",
                         help="small sizes for a check that everything runs (250 nodes, churn "
                         "only, 10,000 tasks, 50 actors, 200 PGs; Ray 2,000 / 20 / 200)")
@@ -616,6 +704,9 @@ def main():
             "50", 200
         args.ray_tasks, args.ray_actors, args.ray_pgs, args.window, args.settle = 2000, 20, \
             200, 5, 2
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     started, load_before = time.time(), os.getloadavg()[0]
     only = args.only.split(",")
     ray = not args.no_ray and os.path.exists(args.ray_python)
@@ -640,66 +731,19 @@ def main():
                       "%(reports_changed)d changed)" % r["reports"], flush=True)
                 if "broke" in r:
                     print("  Troupe broke: %s" % r["broke"], flush=True)
-    if "many_tasks" in only:
-        t = troupe_run(args, "many_tasks", args.tasks, sample_pid=lambda head: head.raylet_pid)
-        t["raylet_peak_rss"] = t.get("sampled_peak_rss")
-        t["raylet_peak_anon"] = t.get("sampled_peak_anon")
-        r = ray_run(args, "many_tasks", args.ray_tasks) if ray else {}
-        compare("many_tasks", args.tasks, args.ray_tasks, t, r, [
-            ("tasks submitted", "tasks_submitted_per_second", "/s", True, "%.0f"),
-            ("tasks completed", "tasks_completed_per_second", "/s", True, "%.0f"),
-            ("queued when the last was submitted", "tasks_queued_at_end_of_submission", "tasks",
-             True, "%.0f"),
-            ("driver peak RSS", "driver_peak_rss", "MiB", False, "%.1f"),
-            ("raylet peak RSS", "raylet_peak_rss", "MiB", False, "%.1f"),
-            ("raylet peak anonymous (own memory)", "raylet_peak_anon", "MiB", False, "%.1f")])
-    if "many_actors" in only:
-        r = ray_run(args, "many_actors", args.ray_actors) if ray else {}
-        r["gcs_kib_per_actor"] = per_entity_kib(r.get("gcs_rss"), r.get("gcs_idle_rss"),
-                                                args.ray_actors)
-        troupe_ns = [int(x) for x in args.actors.split(",") if x]
-        if ray and args.ray_actors not in troupe_ns:
-            troupe_ns.insert(0, args.ray_actors)  # a like-for-like GCS figure at Ray's N
-        for n in troupe_ns:
-            t = troupe_run(args, "many_actors", n, on_event=actor_processes)
-            t["gcs_kib_per_actor"] = per_entity_kib(t.get("gcs_rss"), t.get("gcs_idle_rss"), n)
-            t["gcs_after"] = "%.1f / %.1f" % (t["gcs_rss_after"], t["gcs_anon_after"])
-            compare("many_actors", n, args.ray_actors, t, r, [
-                ("actors created", "actors_created_per_second", "/s", True, "%.1f"),
-                ("RSS per actor process", "rss_per_actor", "MiB", False, "%.1f"),
-                ("PSS per actor process", "pss_per_actor", "MiB", False, "%.1f"),
-                ("anonymous per actor process", "anon_per_actor", "MiB", False, "%.1f"),
-                ("actor processes seen", "actor_processes", "", True, "%d"),
-                ("GCS RSS idle", "gcs_idle_rss", "MiB", False, "%.1f"),
-                ("GCS anonymous idle", "gcs_idle_anon", "MiB", False, "%.1f"),
-                ("GCS RSS (actors alive)", "gcs_rss", "MiB", False, "%.1f"),
-                ("GCS RSS (alive, %.0f s later)" % SETTLE_S, "gcs_rss_settled", "MiB", False,
-                 "%.1f"),
-                ("GCS anonymous (alive, settled)", "gcs_anon_settled", "MiB", False, "%.1f"),
-                ("GCS growth per actor", "gcs_kib_per_actor", "KiB", False, "%.1f"),
-                ("GCS RSS / anonymous after the driver",
-                 "gcs_after", "MiB", False, "%s")])
-    if "many_pgs" in only:
-        t = troupe_run(args, "many_pgs", args.pgs, on_event=phase_cpu)
-        r = ray_run(args, "many_pgs", args.ray_pgs) if ray else {}
-        for side, n in ((t, args.pgs), (r, args.ray_pgs)):
-            side["gcs_kib_per_pg"] = per_entity_kib(side.get("gcs_peak_rss"),
-                                                    side.get("gcs_idle_rss"), n)
-        compare("many_pgs", args.pgs, args.ray_pgs, t, r, [
-            ("PGs created", "pgs_created_per_second", "/s", True, "%.1f"),
-            ("round trips (Wait on a created PG)", "pg_round_trips_per_second", "/s", True,
-             "%.1f"),
-            ("GCS CPU per round trip", "gcs_us_per_round_trip", "us", False, "%.0f"),
-            ("PGs removed", "pgs_removed_per_second", "/s", True, "%.1f"),
-            ("GCS CPU per removal (with its returns)", "gcs_us_per_removal", "us", False,
-             "%.0f"),
-            ("raylet CPU per removal (the returns)", "raylet_us_per_removal", "us", False, "%.0f"),
-            ("GCS RSS idle", "gcs_idle_rss", "MiB", False, "%.1f"),
-            ("GCS anonymous idle", "gcs_idle_anon", "MiB", False, "%.1f"),
-            ("GCS peak RSS", "gcs_peak_rss", "MiB", False, "%.1f"),
-            ("GCS growth per PG (peak - idle)", "gcs_kib_per_pg", "KiB", False, "%.1f")])
+    # The comparisons: --rounds rounds, Troupe then Ray in each (A B A B ...). Troupe also runs
+    # at Ray's N where its own differs, so that like is compared with like.
+    for ROUND[0] in range(args.rounds):
+        if args.rounds > 1:
+            print("round %d/%d" % (ROUND[0] + 1, args.rounds), flush=True)
+        if "many_tasks" in only:
+            many_tasks(args, ray)
+        if "many_actors" in only:
+            many_actors(args, ray)
+        if "many_pgs" in only:
+            many_pgs(args, ray)
     if args.json:
-        write_results(args.json, "scale_bench", results_rows(RECORDS), started, load_before, 1,
+        write_results(args.json, "scale_bench", results_rows(RECORDS), started, load_before, args.rounds,
                       quick=args.quick, raw={"records": RECORDS, "args": vars(args)})
 
 

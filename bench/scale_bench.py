@@ -743,7 +743,8 @@ def main():
         if "many_pgs" in only:
             many_pgs(args, ray)
     if args.json:
-        write_results(args.json, "scale_bench", results_rows(RECORDS), started, load_before, args.rounds,
+        write_results(args.json, "scale_bench", results_rows(RECORDS), started, load_before,
+                      args.rounds,
                       quick=args.quick, raw={"records": RECORDS, "args": vars(args)})
 
 

@@ -25,10 +25,12 @@
 #include "gtest/gtest.h"
 #include "src/common/status_testing.h"
 #include "src/common/wait_until.h"
+#include "src/train/elastic_protocol.h"
 #include "tests/driver.h"
 #include "tests/test_cluster.h"
 #include "troupe/api.h"
 #include "troupe/collective.h"
+#include "troupe/runtime.h"
 #include "troupe/train_data.h"
 #include "troupe/train_torch.h"
 
@@ -197,21 +199,49 @@ TROUPE_TRAIN_LOOP(HostGroupLoop);
 // <pid_dir>/<rank at start>. While <pid_dir>/hold-<rank at start> exists, that member stops after
 // taking its batch, before its forward pass, saying so in <pid_dir>/held-<rank at start> (so a
 // kill lands mid-step, before its gradients went anywhere; the others wait for it in the
-// step's all-reduce). Each epoch reports whether every
-// member holds the same parameters, whether it resumed from a checkpoint, and the world size and
-// generation.
+// step's all-reduce); while <pid_dir>/pause-<rank at start> exists, it waits before its next
+// step boundary (saying so in paused-<rank>). Rank 0 writes the group's name to <pid_dir>/group
+// and "<steps> <parameter checksum> <momentum checksum>" after each committed step to
+// <pid_dir>/states; a replacement writes its pid to <pid_dir>/replacement and the same line, as
+// received from its peers, to <pid_dir>/received. Each epoch reports whether every member holds
+// the same parameters, whether it resumed from a checkpoint, and the world size and generation.
 void ElasticLoop(const train::LoopConfig& config) {
   const auto& ctx = train::GetContext();
   const int epochs = std::stoi(Get(config, "epochs"));
   const int64_t samples = std::stoll(Get(config, "samples"));
   const std::string pid_dir = Get(config, "pid_dir");
-  const int first_rank = ctx.world_rank;
-  std::ofstream(pid_dir + "/" + std::to_string(first_rank)) << getpid();
+  const int first_rank = ctx.world_rank;  // -1 on a replacement, until it joined
+  std::ofstream(pid_dir + "/" + (ctx.replacement ? "replacement" : std::to_string(first_rank)))
+      << getpid();
+  if (first_rank == 0) std::ofstream(pid_dir + "/group") << ctx.group;
   torch::manual_seed(ctx.world_rank);
   auto data = fashion_mnist::Load(fashion_mnist::kDefaultDataDir, "train");
   auto model = fashion_mnist::MakeMlp();
-  auto ddp = train::torch::PrepareModel(model);
-  torch::optim::SGD optimizer(model->parameters(), 0.05);
+  auto ddp = train::torch::PrepareModel(model);  // a replacement joins here
+  const double momentum = Get(config, "momentum").empty() ? 0 : std::stod(Get(config, "momentum"));
+  torch::optim::SGD optimizer(model->parameters(),
+                              torch::optim::SGDOptions(0.05).momentum(momentum));
+  train::ElasticSampler sampler(samples, 16, true, 11);
+  // Runs that take replacements: a replacement receives the optimizer and sampler state here.
+  ddp->EnableReplacements(optimizer, sampler);
+  // The parameters' and the optimizer's state as "<steps> <checksum> <momentum checksum>".
+  auto state_line = [&] {
+    double moments = 0;
+    for (const auto& p : model->parameters()) {
+      auto it = optimizer.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      if (it == optimizer.state().end()) continue;
+      moments += static_cast<torch::optim::SGDParamState&>(*it->second)
+                     .momentum_buffer()
+                     .to(torch::kFloat64)
+                     .sum()
+                     .item<double>();
+    }
+    std::ostringstream line;
+    line.precision(17);
+    line << train::LastStepOutcome().step << " " << Checksum(*model) << " " << moments;
+    return line.str();
+  };
+  if (ctx.replacement) std::ofstream(pid_dir + "/received") << state_line();
   int start = 0;
   const bool resumed = train::GetCheckpoint().has_value();
   if (resumed) {
@@ -221,10 +251,19 @@ void ElasticLoop(const train::LoopConfig& config) {
     std::ifstream(*train::GetCheckpoint() + "/epoch.txt") >> start;
   }
   std::ofstream log(Get(config, "samples_dir") + "/" + std::to_string(getpid()), std::ios::app);
-  train::ElasticSampler sampler(samples, 16, true, 11);
-  for (int epoch = start; epoch < epochs; ++epoch) {
-    sampler.SetEpoch(epoch);
+  std::ofstream states;  // rank 0: state_line() after each committed step
+  if (first_rank == 0) states.open(pid_dir + "/states", std::ios::app);
+  for (int epoch = std::max<int>(start, sampler.epoch()); epoch < epochs; ++epoch) {
+    sampler.SetEpoch(epoch);  // a replacement: keeps the position it received
     while (!sampler.Done()) {
+      // While <pid_dir>/pause-<rank at start> exists, wait before the step boundary.
+      const std::string pause = pid_dir + "/pause-" + std::to_string(first_rank);
+      if (std::filesystem::exists(pause)) {
+        std::ofstream(pid_dir + "/paused-" + std::to_string(first_rank)) << "";
+        while (std::filesystem::exists(pause)) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+      }
       const std::vector<int64_t> batch = sampler.Next();
       const std::string hold = pid_dir + "/hold-" + std::to_string(first_rank);
       if (std::filesystem::exists(hold)) {
@@ -247,6 +286,7 @@ void ElasticLoop(const train::LoopConfig& config) {
       log << epoch << " " << ctx.generation;
       for (int64_t sample : sampler.last_committed()) log << " " << sample;
       log << std::endl;
+      if (states.is_open()) states << state_line() << std::endl;
     }
     const double mine = Checksum(*model);
     const auto sums = train::torch::SumAcrossWorkers({mine, 1.0});
@@ -560,6 +600,110 @@ TEST(TrainTest, ElasticRunDropsAStoppedWorker) {
   EXPECT_EQ(result.metrics.at("world_size"), 2);
 }
 
+// Issue 33: with max_workers == num_workers a SIGKILLed worker of an elastic run is replaced: the
+// survivors go on at once, a replacement worker starts in the freed bundle and joins at their
+// next step boundary as the last rank, receiving rank 0's parameters and optimizer state (the
+// SGD momentum) by broadcast, not from a checkpoint; then all three train in step, and every
+// sample of every epoch is committed exactly once.
+TEST(TrainTest, ElasticRunReplacesAKilledWorker) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK(cluster.AddWorker({"--num-cpus=1"}));
+  Driver driver(cluster);
+  const std::string pids = TempDir("replace-pids");
+  const std::string samples = TempDir("replace-samples");
+  train::ScalingConfig scaling;
+  scaling.num_workers = 3;
+  scaling.min_workers = 2;
+  scaling.max_workers = 3;
+  train::RunConfig run;
+  run.name = "replace";
+  run.storage_path = TempDir("replace");
+  run.failure_config.step_timeout = std::chrono::seconds(60);
+  train::LoopConfig config = ElasticConfig(3, pids, samples);
+  config["momentum"] = "0.9";
+  train::Result result;
+  std::thread fit([&] {
+    result = train::DataParallelTrainer(ElasticLoop, config, scaling, run).Fit();
+  });
+  // Once rank 0 committed a step of the second epoch: rank 2 is held mid-step and killed, and
+  // rank 0 pauses before its next step boundary until the driver proposed the join (so the
+  // replacement joins while the epoch has steps left, whatever its start-up takes).
+  const ::testing::AssertionResult started = troupe::testing::WaitUntil(
+      [&] {
+        const int pid = ReadPid(pids + "/0");
+        return pid > 0 && CommittedSamples(absl::StrCat(samples, "/", pid)).count(1) > 0;
+      },
+      absl::Seconds(180), "a step of the second epoch");
+  std::ofstream(pids + "/hold-2") << "";
+  const ::testing::AssertionResult held =
+      troupe::testing::WaitUntil([&] { return std::filesystem::exists(pids + "/held-2"); },
+                                 absl::Seconds(60), "rank 2 held mid-step");
+  std::ofstream(pids + "/pause-0") << "";
+  const int victim = ReadPid(pids + "/2");
+  EXPECT_TRUE(started);
+  EXPECT_TRUE(held);
+  if (started && held && victim > 0) EXPECT_EQ(kill(victim, SIGKILL), 0);
+  std::filesystem::remove(pids + "/hold-2");
+  std::string group;
+  std::ifstream(pids + "/group") >> group;
+  troupe::internal::Runtime* runtime = troupe::internal::CurrentRuntime();
+  const ::testing::AssertionResult proposed = troupe::testing::WaitUntil(
+      [&] {
+        return runtime->KvGet(runtime->JobNamespace(), train::internal::JoinKey(group, 2))
+            .has_value();
+      },
+      absl::Seconds(90), "the join proposed to generation 2");
+  EXPECT_TRUE(proposed);
+  std::filesystem::remove(pids + "/pause-0");
+  fit.join();
+  ASSERT_EQ(result.error, "");
+  EXPECT_EQ(result.restarts, 0);
+  ASSERT_EQ(result.membership_events.size(), 2u);
+  const train::MembershipEvent& left = result.membership_events[0];
+  EXPECT_EQ(left.change, "left");
+  EXPECT_EQ(left.ranks, std::vector<int>{2});
+  const train::MembershipEvent& joined = result.membership_events[1];
+  EXPECT_EQ(joined.change, "joined");
+  EXPECT_EQ(joined.why, "replacement");
+  EXPECT_EQ(joined.generation, 3);
+  EXPECT_EQ(joined.ranks, std::vector<int>{2}) << "ranks stay dense: the newcomer is last";
+  EXPECT_EQ(joined.world_size, 3);
+  EXPECT_GE(joined.step, 0);
+  EXPECT_GE(joined.recovery_s, 0) << "timed to the first step of the new generation";
+  EXPECT_EQ(result.metrics.at("world_size"), 3);
+  EXPECT_EQ(result.metrics.at("generation"), 3);
+  for (const auto& m : result.metrics_history) {
+    EXPECT_EQ(m.at("resumed"), 0) << "no checkpoint was read";
+    EXPECT_EQ(m.at("agree"), 1) << "every member, the replacement too, holds the same model";
+    EXPECT_EQ(m.at("committed"), 512) << "epoch " << m.at("epoch");
+  }
+  // What the replacement received is rank 0's state after the step the join came after.
+  std::ifstream received_file(pids + "/received");
+  std::string received;
+  std::getline(received_file, received);
+  std::vector<std::string> states;
+  std::ifstream states_file(pids + "/states");
+  for (std::string line; std::getline(states_file, line);) states.push_back(line);
+  ASSERT_FALSE(received.empty()) << "the replacement never received the state";
+  ASSERT_GT(joined.step, 0);
+  ASSERT_GE(states.size(), static_cast<size_t>(joined.step));
+  EXPECT_EQ(received, states[joined.step - 1]) << "parameters and momentum equal rank 0's";
+  EXPECT_NE(received.substr(received.rfind(' ') + 1), "0") << "momentum travelled";
+  // Every sample of every epoch exactly once, by rank 0's account and the replacement's.
+  const auto counts = CommittedSamples(absl::StrCat(samples, "/", ReadPid(pids + "/0")));
+  ASSERT_EQ(counts.size(), 3u);
+  for (const auto& [epoch, seen] : counts) {
+    EXPECT_EQ(seen.size(), 512u) << "epoch " << epoch << ": samples never trained on";
+    for (const auto& [sample, times] : seen) {
+      EXPECT_EQ(times, 1) << "epoch " << epoch << ": sample " << sample;
+    }
+  }
+  const auto newcomer =
+      CommittedSamples(absl::StrCat(samples, "/", ReadPid(pids + "/replacement")));
+  ASSERT_FALSE(newcomer.empty()) << "the replacement committed steps";
+  EXPECT_EQ(newcomer.rbegin()->second, counts.rbegin()->second) << "the last epoch alike";
+}
+
 TEST(TrainTest, ElasticConfigurationsAreChecked) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
@@ -578,8 +722,10 @@ TEST(TrainTest, ElasticConfigurationsAreChecked) {
             std::string::npos)
       << fit_error(scaling);
   scaling.min_workers = 1;
-  scaling.max_workers = 4;
-  EXPECT_NE(fit_error(scaling).find("replacement workers"), std::string::npos)
+  scaling.max_workers = 1;
+  EXPECT_NE(fit_error(scaling).find("max_workers must be 0 (no replacement workers) or at least "
+                                    "num_workers (2), got 1"),
+            std::string::npos)
       << fit_error(scaling);
   scaling.max_workers = 0;
   train::RunConfig run;

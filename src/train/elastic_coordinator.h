@@ -101,9 +101,9 @@ class ElasticCoordinator {
   int64_t generation_ = 0;
   std::vector<int> members_;
   std::set<int> excluded_;
-  std::vector<int> waiting_;             // replacements started, not yet members
-  std::map<int, int64_t> ready_;         // of those, the ready ones: when they asked
-  int64_t proposed_ = 0;                 // the generation a join is proposed to (0: none)
+  std::vector<int> waiting_;      // replacements started, not yet members
+  std::map<int, int64_t> ready_;  // of those, the ready ones: when they asked
+  int64_t proposed_ = 0;          // the generation a join is proposed to (0: none)
 };
 
 }  // namespace troupe::train::internal

@@ -151,6 +151,7 @@ Result DataParallelTrainer::Fit() {
   record.job_id = DriverJobId();
   record.num_workers = scaling_.num_workers;
   record.min_workers = MinWorkers();
+  record.max_workers = scaling_.max_workers;
   record.use_gpu = scaling_.use_gpu;
   record.strategy = scaling_.placement_strategy;
   record.resources_per_worker = bundle;
@@ -413,7 +414,7 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   std::vector<int> bundle_of;
   for (int w = 0; w < scaling_.num_workers; ++w) bundle_of.push_back(slots[w].bundle);
   std::map<int, ObjectRef<std::vector<std::string>>> starting;  // started, not answered yet
-  std::set<int> announced;                                       // said they were ready
+  std::set<int> announced;                                      // said they were ready
   auto start_replacement = [&] {
     const int w = static_cast<int>(gang.workers.size());
     // The bundle of a worker gone, if any (its resources come back once it is); else anywhere
@@ -462,12 +463,13 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
         slots[w].gpu = where[1].empty() ? -1 : std::stoi(where[1]);
       }
       node_rank.emplace(slots[w].node, static_cast<int>(node_rank.size()));
-      std::vector<int64_t> ranks = {-1, 0, 0, 1, node_rank[slots[w].node], cpus,
-                                    *backend == collective::Backend::kNccl};
-      ranks.insert(ranks.end(), {1, run_.failure_config.step_timeout.count(), 0, 1, w,
-                                 scaling_.max_workers});
-      runs[w] = gang.workers[w].Task(&TrainWorker::Run).Remote(loop_name, config_, ranks, group,
-                                                               run_.name, std::string());
+      std::vector<int64_t> ranks = {
+          -1, 0, 0, 1, node_rank[slots[w].node], cpus, *backend == collective::Backend::kNccl};
+      ranks.insert(ranks.end(),
+                   {1, run_.failure_config.step_timeout.count(), 0, 1, w, scaling_.max_workers});
+      runs[w] = gang.workers[w]
+                    .Task(&TrainWorker::Run)
+                    .Remote(loop_name, config_, ranks, group, run_.name, std::string());
       it = starting.erase(it);
     }
     for (int w : coordinator->waiting()) {
@@ -488,7 +490,7 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
     for (int w : current) {
       if (!done[w]) pending.push_back(runs[w]);
     }
-    if (pending.empty()) break;  // every member finished
+    if (pending.empty()) break;          // every member finished
     std::vector<int> watched = current;  // members, and replacements whose loop runs
     if (coordinator) {
       for (int w : coordinator->waiting()) {
@@ -504,8 +506,7 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
     for (int w : watched) {
       if (done[w] || !ready.count(runs[w].ID())) continue;
       done[w] = true;
-      const bool member =
-          std::find(current.begin(), current.end(), w) != current.end();
+      const bool member = std::find(current.begin(), current.end(), w) != current.end();
       try {
         Get(runs[w]);
       } catch (const TroupeError& e) {
@@ -557,6 +558,7 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
       switch (failures.empty() ? internal::ElasticCoordinator::Verdict::kUnchanged
                                : coordinator->OnFailures(failures, &event)) {
         case internal::ElasticCoordinator::Verdict::kUnchanged:
+        case internal::ElasticCoordinator::Verdict::kJoined:  // only OnBoundary's
           break;
         case internal::ElasticCoordinator::Verdict::kBelowMinimum:
           failure = absl::StrCat("rank(s) ", absl::StrJoin(event.ranks, ","), " ", event.why, " (",

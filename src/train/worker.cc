@@ -42,10 +42,10 @@ struct ElasticState {
   StepOutcome last;
   int64_t failure_ms = 0;  // the first failure noticed since the last commit (0: none)
   // Replacements (ScalingConfig::max_workers).
-  int worker = -1;            // this worker's number on the driver
-  int max_workers = 0;        // 0: no replacements
-  bool joining = false;       // a replacement that has not joined yet
-  bool progress_known = true;  // false on a replacement until it received steps/sync points
+  int worker = -1;                   // this worker's number on the driver
+  int max_workers = 0;               // 0: no replacements
+  bool joining = false;              // a replacement that has not joined yet
+  bool progress_known = true;        // false on a replacement until it received steps/sync points
   bool awaiting_loop_state = false;  // joined; EnableReplacements has not received yet
   bool skip_boundary = false;        // its first step boundary is the one it joined at
 };
@@ -265,11 +265,10 @@ void Regroup(::troupe::internal::Runtime& runtime, int64_t after, int failed_ran
       if (std::chrono::steady_clock::now() > deadline) {
         throw TroupeError(absl::StrCat(
             "elastic training: rank ", ctx.world_rank,
-            failed_rank >= 0
-                ? absl::StrCat(" reported rank ", failed_rank, " of generation ",
-                               failed_generation, " failed (", reason, ")")
-                : absl::StrCat(" waited at a step boundary for the generation after ",
-                               failed_generation, " (replacements joining)"),
+            failed_rank >= 0 ? absl::StrCat(" reported rank ", failed_rank, " of generation ",
+                                            failed_generation, " failed (", reason, ")")
+                             : absl::StrCat(" waited at a step boundary for the generation after ",
+                                            failed_generation, " (replacements joining)"),
             ", but the driver declared no next generation within the step timeout (",
             elastic.step_timeout.count(), " ms): the run restarts from its checkpoint"));
       }
@@ -428,8 +427,7 @@ void AtStepBoundary() {
     proposed = ctx.world_rank == 0 && runtime->KvGet(ns, JoinKey(ctx.group, ctx.generation));
     try {
       if (ctx.world_size > 1) {
-        coll::AllReduce(&proposed, 1, coll::DataType::kInt64, coll::ReduceOp::kMax,
-                        ctx.host_group);
+        coll::AllReduce(&proposed, 1, coll::DataType::kInt64, coll::ReduceOp::kMax, ctx.host_group);
       }
       break;
     } catch (const coll::CollectiveError& e) {

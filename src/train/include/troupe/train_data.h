@@ -193,8 +193,7 @@ class ElasticSampler {
   // Where the epoch stands, between steps: what a replacement receives from a live peer.
   std::vector<int64_t> State() const {
     if (in_step_) throw std::logic_error("ElasticSampler::State: a step is in progress");
-    std::vector<int64_t> state = {size_, epoch_, static_cast<int64_t>(cursor_), committed_,
-                                  steps_};
+    std::vector<int64_t> state = {size_, epoch_, static_cast<int64_t>(cursor_), committed_, steps_};
     state.insert(state.end(), returned_.begin(), returned_.end());
     return state;
   }

@@ -212,7 +212,11 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
   }
   // The worker's GPU with use_gpu, else the CPU. The data stays in host memory; each batch moves.
   const torch::Device device = troupe::train::torch::WorkerDevice();
-  std::printf("rank %d trains on %s\n", ctx.world_rank, device.str().c_str());
+  if (ctx.replacement) {  // its rank comes when it joins (PrepareModel)
+    std::printf("a replacement worker trains on %s\n", device.str().c_str());
+  } else {
+    std::printf("rank %d trains on %s\n", ctx.world_rank, device.str().c_str());
+  }
   std::fflush(stdout);
   auto model = model_name == "mlp" ? MakeMlp() : MakeResNet18();
   model->to(device);  // before PrepareModel: its buckets live where the gradients do

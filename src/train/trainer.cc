@@ -32,6 +32,9 @@ using internal::TrainWorker;
 using internal::WireReport;
 
 constexpr auto kPlacementTimeout = std::chrono::seconds(60);
+// Replacements that may end before they join (a loop that fails on them, say) in one attempt
+// before the driver stops starting more: a broken replacement is never restarted forever.
+constexpr int kMaxLostReplacements = 3;
 
 int StrategyIndex(const std::string& name) {
   static const char* kNames[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
@@ -441,8 +444,11 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
     Log(absl::StrCat("starting replacement worker ", w, " (", coordinator->members().size(), " of ",
                      scaling_.max_workers, " workers now)"));
   };
+  int lost_replacements = 0;  // replacements that ended before they joined
   auto poll_replacements = [&] {
-    while (coordinator->Vacancies() > 0) start_replacement();
+    while (coordinator->Vacancies() > 0 && lost_replacements < kMaxLostReplacements) {
+      start_replacement();
+    }
     for (auto it = starting.begin(); it != starting.end();) {
       const int w = it->first;
       if (Wait(std::vector<ObjectRef<std::vector<std::string>>>{it->second}, 1,
@@ -507,22 +513,33 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
       if (done[w] || !ready.count(runs[w].ID())) continue;
       done[w] = true;
       const bool member = std::find(current.begin(), current.end(), w) != current.end();
+      // A replacement whose loop ended before it joined (it died, or failed starting): withdrawn
+      // (killed, its vacancy open again); after kMaxLostReplacements no more are started.
+      auto withdraw = [&](const std::string& why) {
+        Log(absl::StrCat("replacement worker ", w, " ended before it joined: ", why));
+        internal::ElasticCoordinator::Failure lost;
+        lost.worker = w;
+        lost.why = "failed";
+        lost.detail = why;
+        failures.push_back(std::move(lost));
+        try {
+          gang.workers[w].Kill();
+        } catch (const TroupeError&) {
+        }
+        if (++lost_replacements == kMaxLostReplacements) {
+          Log(absl::StrCat(lost_replacements,
+                           " replacement workers ended before they joined: no more are started "
+                           "in this attempt (the run goes on with the workers it has)"));
+        }
+      };
       try {
         Get(runs[w]);
+        if (!member) withdraw("its loop returned");
       } catch (const TroupeError& e) {
         const int rank =
             static_cast<int>(std::find(current.begin(), current.end(), w) - current.begin());
-        if (!member) {  // a replacement lost before it joined: withdrawn, another may start
-          Log(absl::StrCat("replacement worker ", w, " failed before it joined: ", e.what()));
-          internal::ElasticCoordinator::Failure lost;
-          lost.worker = w;
-          lost.why = "failed";
-          lost.detail = e.what();
-          failures.push_back(std::move(lost));
-          try {
-            gang.workers[w].Kill();
-          } catch (const TroupeError&) {
-          }
+        if (!member) {
+          withdraw(e.what());
         } else if (coordinator && dynamic_cast<const ActorDiedError*>(&e) != nullptr) {
           internal::ElasticCoordinator::Failure died;
           died.worker = w;

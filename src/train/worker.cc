@@ -313,9 +313,12 @@ void Regroup(::troupe::internal::Runtime& runtime, int64_t after, int failed_ran
       coll::AllReduce(points, 2, coll::DataType::kInt64, coll::ReduceOp::kMax, ctx.host_group);
       if (elastic.progress_known && points[0] != -points[1]) {
         throw TroupeError(absl::StrCat(
-            "elastic training: after rank ", failed_rank, " of generation ", failed_generation,
-            " failed, the survivors stand at different synchronisation points (", -points[1],
-            " to ", points[0],
+            "elastic training: after ",
+            failed_rank >= 0 ? absl::StrCat("rank ", failed_rank, " of generation ",
+                                            failed_generation, " failed")
+                             : absl::StrCat("generation ", failed_generation, " changed"),
+            ", the survivors stand at different synchronisation points (", -points[1], " to ",
+            points[0],
             "): some completed the step before the failure reached them, so it cannot be "
             "redone alike everywhere; the run restarts from its checkpoint"));
       }

@@ -447,7 +447,13 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   int lost_replacements = 0;  // replacements that ended before they joined
   auto poll_replacements = [&] {
     while (coordinator->Vacancies() > 0 && lost_replacements < kMaxLostReplacements) {
-      start_replacement();
+      try {
+        start_replacement();
+      } catch (const TroupeError& e) {  // never a reason to stop the members
+        Log(absl::StrCat("cannot start a replacement worker: ", e.what()));
+        ++lost_replacements;
+        break;
+      }
     }
     for (auto it = starting.begin(); it != starting.end();) {
       const int w = it->first;

@@ -433,9 +433,10 @@ TEST(TrainTest, ElasticRunReplacesAKilledWorker) {
 }
 
 // Issue 33: with max_workers above num_workers an elastic run grows from the start: the driver
-// starts a third worker beside the first two, which joins at their step boundary once it is
-// ready (rank 0 pauses before its first boundary until the join is proposed), and the run ends
-// on three workers, every sample of every epoch committed exactly once.
+// starts workers beside the first two; the third joins at their step boundary once it is ready
+// (rank 0 pauses before its first boundary until the join is proposed), a fourth never finds
+// room and never holds anyone up, and the run ends on three workers, every sample of every
+// epoch committed exactly once.
 TEST(TrainTest, ElasticRunGrowsToMaxWorkers) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=3"}));
   Driver driver(cluster);
@@ -443,7 +444,9 @@ TEST(TrainTest, ElasticRunGrowsToMaxWorkers) {
   const std::string samples = TempDir("grow-samples");
   train::ScalingConfig scaling;
   scaling.num_workers = 2;
-  scaling.max_workers = 3;  // min_workers 0: num_workers (a loss would restart)
+  // min_workers 0: num_workers (a loss would restart). Room for one more worker only: the
+  // fourth cannot be placed and stays pending, and nobody waits for it.
+  scaling.max_workers = 4;
   train::RunConfig run;
   run.name = "grow";
   run.storage_path = TempDir("grow");

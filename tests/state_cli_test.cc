@@ -475,7 +475,15 @@ TEST_F(StateCliTest, TrainRunsShowTheirMembershipChanges) {
   left.step = 41;
   left.recovery_s = 0.25;
   left.detail = "rank 0 reported rank 2: rank 2 is gone";
-  record.membership = {left};
+  troupe::train::MembershipEvent joined;  // a replacement, after step 50
+  joined.generation = 3;
+  joined.change = "joined";
+  joined.why = "replacement";
+  joined.ranks = {2};
+  joined.world_size = 3;
+  joined.step = 50;
+  joined.recovery_s = 0.5;
+  record.membership = {left, joined};
   troupe::train::PublishRunRecord(record);
 
   json runs = Json({"list", "train-runs"});
@@ -485,13 +493,15 @@ TEST_F(StateCliTest, TrainRunsShowTheirMembershipChanges) {
   }
   ASSERT_FALSE(found.is_null()) << runs;
   EXPECT_EQ(found["min_workers"], 2);
-  EXPECT_EQ(found["changes"], "gen 2: rank 2 left (died) in step 42, next step 0.250 s later");
+  EXPECT_EQ(found["changes"],
+            "gen 2: rank 2 left (died) in step 42, next step 0.250 s later; gen 3: rank 2 joined "
+            "(replacement) after step 50, next step 0.500 s later");
   CommandResult table = Troupe({"list", "train-runs"});
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_TRUE(absl::StrContains(table.out, "CHANGES")) << table.out;
   EXPECT_TRUE(absl::StrContains(table.out, "gen 2: rank 2 left (died)")) << table.out;
   json one = Json({"get", "train-run", record.run_id.substr(0, record.run_id.size() - 2)});
-  ASSERT_EQ(one["membership"].size(), 1u) << one;
+  ASSERT_EQ(one["membership"].size(), 2u) << one;
   EXPECT_EQ(one["membership"][0]["why"], "died");
   EXPECT_EQ(one["membership"][0]["ranks"], json::array({2}));
 }

@@ -1,9 +1,9 @@
 // The train library on real multi-node clusters with a small MLP on a slice of FashionMNIST:
 // loss goes down, every rank holds identical parameters after every step, reports arrive in
-// order, a SIGKILLed worker makes the trainer resume from the latest checkpoint (or, in elastic
-// runs, the survivors go on without it, every sample still trained on exactly once), and bucketed
+// order, a SIGKILLed worker makes the trainer resume from the latest checkpoint, and bucketed
 // overlapping all-reduce gives the same parameters as one plain all-reduce of all gradients; the
-// example's loop resumes mid-epoch from a step checkpoint. This binary is also the worker program.
+// example's loop resumes mid-epoch from a step checkpoint. Elastic runs (members leave and join):
+// train_elastic_test.cc, in the same binary. This binary is also the worker program.
 #include "troupe/train.h"
 
 #include <signal.h>
@@ -27,6 +27,7 @@
 #include "src/common/wait_until.h"
 #include "tests/driver.h"
 #include "tests/test_cluster.h"
+#include "tests/train_test_util.h"
 #include "troupe/api.h"
 #include "troupe/collective.h"
 #include "troupe/train_data.h"
@@ -36,27 +37,7 @@ namespace {
 
 namespace coll = troupe::collective;
 namespace train = troupe::train;
-
-std::string Get(const train::LoopConfig& config, const std::string& key) {
-  auto it = config.find(key);
-  return it == config.end() ? "" : it->second;
-}
-
-// Sum of every parameter: equal on all ranks iff they hold the same model (practically).
-double Checksum(torch::nn::Module& model) {
-  double sum = 0;
-  for (const auto& p : model.parameters())
-    sum += p.detach().to(torch::kFloat64).sum().item<double>();
-  return sum;
-}
-
-void SaveCheckpoint(torch::nn::Module& model, int epoch, const std::string& dir) {
-  std::filesystem::create_directories(dir);
-  torch::serialize::OutputArchive archive;
-  model.save(archive);
-  archive.save_to(dir + "/model.pt");
-  std::ofstream(dir + "/epoch.txt") << epoch;
-}
+using namespace train_test;  // NOLINT: the shared helpers
 
 // An MLP on the first `samples` training images. Each step checks that all ranks' parameter
 // checksums agree; each epoch reports train loss and the count of disagreeing steps. Writes its
@@ -191,83 +172,6 @@ void HostGroupLoop(const train::LoopConfig&) {
 }
 TROUPE_TRAIN_LOOP(HostGroupLoop);
 
-// Elastic: an MLP on the first `samples` images, batches from an ElasticSampler (16 per worker
-// per step). After each committed step every member appends "<epoch> <generation> <samples>"
-// (the step's committed samples, every member's) to <samples_dir>/<pid>; it writes its pid to
-// <pid_dir>/<rank at start>. While <pid_dir>/hold-<rank at start> exists, that member stops after
-// taking its batch, before its forward pass, saying so in <pid_dir>/held-<rank at start> (so a
-// kill lands mid-step, before its gradients went anywhere; the others wait for it in the
-// step's all-reduce). Each epoch reports whether every
-// member holds the same parameters, whether it resumed from a checkpoint, and the world size and
-// generation.
-void ElasticLoop(const train::LoopConfig& config) {
-  const auto& ctx = train::GetContext();
-  const int epochs = std::stoi(Get(config, "epochs"));
-  const int64_t samples = std::stoll(Get(config, "samples"));
-  const std::string pid_dir = Get(config, "pid_dir");
-  const int first_rank = ctx.world_rank;
-  std::ofstream(pid_dir + "/" + std::to_string(first_rank)) << getpid();
-  torch::manual_seed(ctx.world_rank);
-  auto data = fashion_mnist::Load(fashion_mnist::kDefaultDataDir, "train");
-  auto model = fashion_mnist::MakeMlp();
-  auto ddp = train::torch::PrepareModel(model);
-  torch::optim::SGD optimizer(model->parameters(), 0.05);
-  int start = 0;
-  const bool resumed = train::GetCheckpoint().has_value();
-  if (resumed) {
-    torch::serialize::InputArchive archive;
-    archive.load_from(*train::GetCheckpoint() + "/model.pt");
-    model->load(archive);
-    std::ifstream(*train::GetCheckpoint() + "/epoch.txt") >> start;
-  }
-  std::ofstream log(Get(config, "samples_dir") + "/" + std::to_string(getpid()), std::ios::app);
-  train::ElasticSampler sampler(samples, 16, true, 11);
-  for (int epoch = start; epoch < epochs; ++epoch) {
-    sampler.SetEpoch(epoch);
-    while (!sampler.Done()) {
-      const std::vector<int64_t> batch = sampler.Next();
-      const std::string hold = pid_dir + "/hold-" + std::to_string(first_rank);
-      if (std::filesystem::exists(hold)) {
-        std::ofstream(pid_dir + "/held-" + std::to_string(first_rank)) << "";
-        while (std::filesystem::exists(hold)) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-      }
-      optimizer.zero_grad();
-      if (!batch.empty()) {  // the epoch's last step may leave a rank nothing
-        torch::Tensor index = torch::tensor(batch, torch::kInt64);
-        torch::nn::functional::cross_entropy(
-            fashion_mnist::Forward(*model, data.images.index_select(0, index)),
-            data.labels.index_select(0, index))
-            .backward();
-      }
-      ddp->SynchronizeGradients();
-      optimizer.step();
-      sampler.Commit();
-      log << epoch << " " << ctx.generation;
-      for (int64_t sample : sampler.last_committed()) log << " " << sample;
-      log << std::endl;
-    }
-    const double mine = Checksum(*model);
-    const auto sums = train::torch::SumAcrossWorkers({mine, 1.0});
-    const bool agree = std::abs(sums[0] - sums[1] * mine) <= 1e-9 * std::abs(mine) * sums[1];
-    std::string dir;
-    if (ctx.world_rank == 0) {
-      dir =
-          absl::StrCat(std::filesystem::temp_directory_path().string(), "/elastic-ckpt-", getpid());
-      SaveCheckpoint(*model, epoch + 1, dir);
-    }
-    train::Report({{"epoch", epoch + 1},
-                   {"world_size", static_cast<double>(ctx.world_size)},
-                   {"generation", static_cast<double>(ctx.generation)},
-                   {"agree", agree ? 1.0 : 0.0},
-                   {"resumed", resumed ? 1.0 : 0.0},
-                   {"committed", static_cast<double>(sampler.committed())}},
-                  dir);
-  }
-}
-TROUPE_TRAIN_LOOP(ElasticLoop);
-
 using troupe::testing::Driver;
 using troupe::testing::TestCluster;
 
@@ -276,13 +180,6 @@ train::LoopConfig MlpConfig(int epochs, const std::string& pid_dir = "", int sle
           {"samples", "3000"},
           {"pid_dir", pid_dir},
           {"epoch_sleep_ms", std::to_string(sleep_ms)}};
-}
-
-std::string TempDir(const std::string& name) {
-  std::string dir = absl::StrCat(testing::TempDir(), "/", name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
 }
 
 TEST(TrainTest, TwoAndThreeWorkersOnThreeNodesTrainInLockstep) {
@@ -356,210 +253,6 @@ TEST(TrainTest, KilledWorkerResumesFromTheLatestCheckpoint) {
   for (const auto& m : result.metrics_history) EXPECT_EQ(m.at("mismatched_steps"), 0);
 }
 
-train::LoopConfig ElasticConfig(int epochs, const std::string& pids, const std::string& samples) {
-  return {{"epochs", std::to_string(epochs)},
-          {"samples", "512"},
-          {"pid_dir", pids},
-          {"samples_dir", samples}};
-}
-
-// How often each sample was committed, per epoch, by one member's log (ElasticLoop).
-std::map<int, std::map<int64_t, int>> CommittedSamples(const std::string& path) {
-  std::map<int, std::map<int64_t, int>> counts;
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    int epoch;
-    int64_t generation, sample;
-    fields >> epoch >> generation;
-    while (fields >> sample) ++counts[epoch][sample];
-  }
-  return counts;
-}
-
-int ReadPid(const std::string& path) {
-  int pid = 0;
-  std::ifstream(path) >> pid;
-  return pid;
-}
-
-// Issue 33: a SIGKILLed worker of an elastic run (4 workers, min 2) is dropped and the other 3 go
-// on from the step it died in: no restart, no checkpoint read, every sample of the epoch trained
-// on exactly once, and the run's history says what happened.
-TEST(TrainTest, ElasticRunGoesOnWithoutAKilledWorker) {
-  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
-  ASSERT_OK(cluster.AddWorker({"--num-cpus=2"}));
-  Driver driver(cluster);
-  const std::string pids = TempDir("elastic-pids");
-  const std::string samples = TempDir("elastic-samples");
-  train::ScalingConfig scaling;
-  scaling.num_workers = 4;
-  scaling.min_workers = 2;
-  train::RunConfig run;
-  run.name = "elastic";
-  run.storage_path = TempDir("elastic");
-  run.failure_config.step_timeout = std::chrono::seconds(20);
-  train::Result result;
-  std::thread fit([&] {
-    result = train::DataParallelTrainer(ElasticLoop, ElasticConfig(3, pids, samples), scaling, run)
-                 .Fit();
-  });
-  // Once rank 0 has committed a step of the second epoch, hold rank 2 before its next forward
-  // pass and SIGKILL it there: the others are in that step's all-reduce.
-  const ::testing::AssertionResult started = troupe::testing::WaitUntil(
-      [&] {
-        const int pid = ReadPid(pids + "/0");
-        return pid > 0 && CommittedSamples(absl::StrCat(samples, "/", pid)).count(1) > 0;
-      },
-      absl::Seconds(180), "a step of the second epoch");
-  std::ofstream(pids + "/hold-2") << "";
-  const ::testing::AssertionResult held =
-      troupe::testing::WaitUntil([&] { return std::filesystem::exists(pids + "/held-2"); },
-                                 absl::Seconds(60), "rank 2 held mid-step");
-  const int victim = ReadPid(pids + "/2");
-  EXPECT_TRUE(started);
-  EXPECT_TRUE(held);
-  EXPECT_GT(victim, 0);
-  if (started && held && victim > 0) EXPECT_EQ(kill(victim, SIGKILL), 0);
-  std::filesystem::remove(pids + "/hold-2");
-  fit.join();
-  ASSERT_EQ(result.error, "");
-  EXPECT_EQ(result.restarts, 0) << "the survivors went on: nothing restarted";
-  ASSERT_EQ(result.metrics_history.size(), 3u);
-  for (const auto& m : result.metrics_history) {
-    EXPECT_EQ(m.at("resumed"), 0) << "no checkpoint was read";
-    EXPECT_EQ(m.at("agree"), 1) << "the survivors hold the same parameters";
-    EXPECT_EQ(m.at("committed"), 512) << "epoch " << m.at("epoch");
-  }
-  EXPECT_EQ(result.metrics.at("world_size"), 3);
-  EXPECT_EQ(result.metrics.at("generation"), 2);
-  ASSERT_EQ(result.membership_events.size(), 1u);
-  const train::MembershipEvent& event = result.membership_events[0];
-  EXPECT_EQ(event.change, "left");
-  EXPECT_EQ(event.generation, 2);
-  EXPECT_EQ(event.ranks, std::vector<int>{2});
-  EXPECT_EQ(event.world_size, 3);
-  EXPECT_EQ(event.why, "died") << event.detail;
-  EXPECT_GE(event.step, 0);
-  EXPECT_GE(event.recovery_s, 0) << "the next committed step was timed";
-  // Every sample of every epoch exactly once, by a survivor's account (every survivor's agrees).
-  const auto counts = CommittedSamples(absl::StrCat(samples, "/", ReadPid(pids + "/0")));
-  EXPECT_EQ(counts, CommittedSamples(absl::StrCat(samples, "/", ReadPid(pids + "/3"))));
-  ASSERT_EQ(counts.size(), 3u);
-  for (const auto& [epoch, seen] : counts) {
-    EXPECT_EQ(seen.size(), 512u) << "epoch " << epoch << ": samples never trained on";
-    for (const auto& [sample, times] : seen) {
-      EXPECT_EQ(times, 1) << "epoch " << epoch << ": sample " << sample;
-    }
-  }
-}
-
-// Issue 33: when an elastic run falls below min_workers it restarts every worker from the latest
-// checkpoint, as a run without elasticity does, and its history says why.
-TEST(TrainTest, ElasticRunBelowMinWorkersRestartsFromTheCheckpoint) {
-  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
-  ASSERT_OK(cluster.AddWorker({"--num-cpus=1"}));
-  Driver driver(cluster);
-  const std::string pids = TempDir("below-pids");
-  const std::string samples = TempDir("below-samples");
-  train::ScalingConfig scaling;
-  scaling.num_workers = 3;
-  scaling.min_workers = 2;
-  train::RunConfig run;
-  run.name = "below";
-  run.storage_path = TempDir("below");
-  run.failure_config.max_failures = 1;
-  run.failure_config.step_timeout = std::chrono::seconds(20);
-  train::Result result;
-  std::thread fit([&] {
-    result = train::DataParallelTrainer(ElasticLoop, ElasticConfig(3, pids, samples), scaling, run)
-                 .Fit();
-  });
-  // Once the first checkpoint exists, SIGKILL ranks 1 and 2: one survivor, below 2.
-  const ::testing::AssertionResult checkpointed = troupe::testing::WaitUntil(
-      [&] { return std::filesystem::exists(run.storage_path + "/below/checkpoint_000001"); },
-      absl::Seconds(180), "the first checkpoint");
-  const int one = ReadPid(pids + "/1"), two = ReadPid(pids + "/2");
-  EXPECT_TRUE(checkpointed);
-  if (checkpointed && one > 0 && two > 0) {
-    EXPECT_EQ(kill(one, SIGKILL), 0);
-    EXPECT_EQ(kill(two, SIGKILL), 0);
-  }
-  fit.join();
-  ASSERT_EQ(result.error, "");
-  EXPECT_EQ(result.restarts, 1);
-  EXPECT_EQ(result.metrics.at("epoch"), 3);
-  EXPECT_EQ(result.metrics.at("world_size"), 3) << "the restart placed every worker again";
-  EXPECT_EQ(result.metrics.at("resumed"), 1) << "it resumed from the checkpoint";
-  ASSERT_FALSE(result.membership_events.empty());
-  const train::MembershipEvent& restart = result.membership_events.back();
-  EXPECT_EQ(restart.change, "restart");
-  EXPECT_NE(restart.why.find("below min_workers 2"), std::string::npos) << restart.why;
-}
-
-// Issue 33: a SIGSTOPped worker of an elastic run is declared hung (FailureConfig::hang_timeout),
-// excluded and killed (fencing: it never comes back, SIGCONT or not); the others go on from the
-// step it stopped in, without a restart, every sample still trained on exactly once.
-TEST(TrainTest, ElasticRunDropsAStoppedWorker) {
-  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
-  ASSERT_OK(cluster.AddWorker({"--num-cpus=1"}));
-  Driver driver(cluster);
-  const std::string pids = TempDir("stop-pids");
-  const std::string samples = TempDir("stop-samples");
-  train::ScalingConfig scaling;
-  scaling.num_workers = 3;
-  scaling.min_workers = 2;
-  train::RunConfig run;
-  run.name = "stopped";
-  run.storage_path = TempDir("stopped");
-  run.failure_config.step_timeout = std::chrono::seconds(60);  // the hang rule must act first
-  train::Result result;
-  std::thread fit([&] {
-    result = train::DataParallelTrainer(ElasticLoop, ElasticConfig(3, pids, samples), scaling, run)
-                 .Fit();
-  });
-  const ::testing::AssertionResult started = troupe::testing::WaitUntil(
-      [&] {
-        const int pid = ReadPid(pids + "/0");
-        return pid > 0 && CommittedSamples(absl::StrCat(samples, "/", pid)).count(1) > 0;
-      },
-      absl::Seconds(180), "a step of the second epoch");
-  std::ofstream(pids + "/hold-1") << "";
-  const ::testing::AssertionResult held =
-      troupe::testing::WaitUntil([&] { return std::filesystem::exists(pids + "/held-1"); },
-                                 absl::Seconds(60), "rank 1 held mid-step");
-  const int stopped = ReadPid(pids + "/1");
-  EXPECT_TRUE(started);
-  EXPECT_TRUE(held);
-  EXPECT_GT(stopped, 0);
-  if (started && held && stopped > 0) EXPECT_EQ(kill(stopped, SIGSTOP), 0);
-  std::filesystem::remove(pids + "/hold-1");
-  // The driver kills the stopped worker once its peers report it hung.
-  const ::testing::AssertionResult killed =
-      troupe::testing::WaitUntil([&] { return stopped > 0 && kill(stopped, 0) != 0; },
-                                 absl::Seconds(120), "the stopped worker killed");
-  EXPECT_TRUE(killed);
-  if (stopped > 0) kill(stopped, SIGCONT);  // were it still there, it must not come back
-  fit.join();
-  ASSERT_EQ(result.error, "");
-  EXPECT_EQ(result.restarts, 0);
-  ASSERT_EQ(result.membership_events.size(), 1u);
-  const train::MembershipEvent& event = result.membership_events[0];
-  EXPECT_EQ(event.ranks, std::vector<int>{1});
-  EXPECT_EQ(event.why, "hung") << event.detail;
-  // By the hang rule (FailureConfig::hang_timeout), not by the operation's deadline.
-  EXPECT_NE(event.detail.find("declared hung after hang_timeout"), std::string::npos)
-      << event.detail;
-  EXPECT_EQ(event.world_size, 2);
-  EXPECT_GE(event.recovery_s, 0);
-  for (const auto& m : result.metrics_history) {
-    EXPECT_EQ(m.at("agree"), 1);
-    EXPECT_EQ(m.at("committed"), 512);
-  }
-  EXPECT_EQ(result.metrics.at("world_size"), 2);
-}
-
 TEST(TrainTest, ElasticConfigurationsAreChecked) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
@@ -578,8 +271,10 @@ TEST(TrainTest, ElasticConfigurationsAreChecked) {
             std::string::npos)
       << fit_error(scaling);
   scaling.min_workers = 1;
-  scaling.max_workers = 4;
-  EXPECT_NE(fit_error(scaling).find("replacement workers"), std::string::npos)
+  scaling.max_workers = 1;
+  EXPECT_NE(fit_error(scaling).find("max_workers must be 0 (no replacement workers) or at least "
+                                    "num_workers (2), got 1"),
+            std::string::npos)
       << fit_error(scaling);
   scaling.max_workers = 0;
   train::RunConfig run;

@@ -212,7 +212,11 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
   }
   // The worker's GPU with use_gpu, else the CPU. The data stays in host memory; each batch moves.
   const torch::Device device = troupe::train::torch::WorkerDevice();
-  std::printf("rank %d trains on %s\n", ctx.world_rank, device.str().c_str());
+  if (ctx.replacement) {  // its rank comes when it joins (PrepareModel)
+    std::printf("a replacement worker trains on %s\n", device.str().c_str());
+  } else {
+    std::printf("rank %d trains on %s\n", ctx.world_rank, device.str().c_str());
+  }
   std::fflush(stdout);
   auto model = model_name == "mlp" ? MakeMlp() : MakeResNet18();
   model->to(device);  // before PrepareModel: its buckets live where the gradients do
@@ -269,6 +273,10 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
   // (docs/train.md, "Elastic training").
   troupe::train::ElasticSampler elastic_sampler(train.images.size(0), batch_size,
                                                 /*shuffle=*/true, seed);
+  // Runs with --max-workers: replacement workers join at a step boundary; one receives the
+  // optimizer's state and the sampler's position here (its model came in PrepareModel).
+  ddp->EnableReplacements(optimizer, elastic_sampler);
+  if (ctx.replacement) start_epoch = static_cast<int>(elastic_sampler.epoch());
   // The events' "gen": this run of the loop, and in elastic runs the workers' generation.
   auto run_gen = [&] { return ctx.elastic ? gen + "-g" + std::to_string(ctx.generation) : gen; };
   std::mt19937 random(seed * 1000 + ctx.world_rank);
@@ -287,10 +295,13 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
     const int64_t batches_in_epoch = limit_batches > 0
                                          ? std::min<int64_t>(limit_batches, epoch_batches.size())
                                          : static_cast<int64_t>(epoch_batches.size());
-    if (ctx.elastic) elastic_sampler.SetEpoch(epoch);
+    if (ctx.elastic) elastic_sampler.SetEpoch(epoch);  // a replacement keeps what it received
     // Whether this epoch has steps left after the current one.
+    // (Elastic runs count by the sampler, whose position a replacement receives: every member
+    // must agree on when to Report.)
     auto more_in_epoch = [&] {
-      if (limit_batches > 0 && batches >= limit_batches) return false;
+      const int64_t done = ctx.elastic ? elastic_sampler.steps() : batches;
+      if (limit_batches > 0 && done >= limit_batches) return false;
       return ctx.elastic ? !elastic_sampler.Done() : batches < batches_in_epoch;
     };
     auto train_step = [&](const std::vector<int64_t>& indices) {
@@ -319,13 +330,16 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
                     "step=" + std::to_string(step) + " samples=" + std::to_string(samples) +
                         " world=" + std::to_string(ctx.world_size) + " gen=" + run_gen());
       }
-      if (checkpoint_every > 0 && step % checkpoint_every == 0 && more_in_epoch()) {
+      const int64_t at = ctx.elastic ? elastic_sampler.steps() : step;
+      if (checkpoint_every > 0 && at % checkpoint_every == 0 && more_in_epoch()) {
         troupe::train::Report({{"epoch", epoch}, {"step", static_cast<double>(step)}},
                               write_checkpoint(epoch, batches));
       }
     };
     if (ctx.elastic) {
-      while (!elastic_sampler.Done() && !(limit_batches > 0 && batches >= limit_batches)) {
+      // The epoch's steps so far come from the sampler (a replacement joins mid-epoch).
+      while (!elastic_sampler.Done() &&
+             !(limit_batches > 0 && elastic_sampler.steps() >= limit_batches)) {
         if (epoch == start_epoch && batches < start_batch) {     // done before the checkpoint (at
           elastic_sampler.Next(ctx.world_rank, ctx.world_size);  // this world size, as likely)
           elastic_sampler.Commit(std::vector<int>());

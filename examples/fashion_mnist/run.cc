@@ -39,7 +39,9 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
   flags.AddInt("min-workers", &min_workers,
                "Elastic training: go on without failed workers down to this many (0: "
                "--num-workers, no elasticity).");
-  flags.AddInt("max-workers", &max_workers, "Most workers (0 or --num-workers).");
+  flags.AddInt("max-workers", &max_workers,
+               "Elastic training: start replacement workers up to this many (0: none; at least "
+               "--num-workers).");
   flags.AddDouble("step-timeout-s", &step_timeout_s,
                   "Elastic runs: a worker making no progress this long is dropped.");
   flags.AddInt("cpus-per-worker", &cpus_per_worker, "CPUs (and intra-op threads) per worker.");
@@ -148,6 +150,14 @@ int RunExample(int argc, char** argv, const std::string& program, const std::str
               static_cast<int>(result.metrics["epoch"]), result.metrics["accuracy"],
               result.restarts);
   for (const auto& event : result.membership_events) {
+    if (event.change == "joined") {
+      std::printf(
+          "generation %lld: a replacement joined after step %lld, %d workers went on, next step "
+          "committed %.3f s after it asked to join\n",
+          static_cast<long long>(event.generation), static_cast<long long>(event.step),
+          event.world_size, event.recovery_s);
+      continue;
+    }
     if (event.change != "left") continue;
     std::printf(
         "generation %lld: rank(s) left (%s) in step %lld, %d workers went on, next step "

@@ -142,11 +142,14 @@ json RowsOf(const std::string& command, const json& body) {
         }
         std::vector<std::string> ranks;
         for (const auto& rank : change.value("ranks", json::array())) ranks.push_back(rank.dump());
+        // "left" (in the step it failed in), or "joined" (a replacement, after a step).
+        const bool joined = change.value("change", "") == "joined";
         std::string text = absl::StrCat("gen ", change.value("generation", int64_t{0}), ": rank ",
-                                        absl::StrJoin(ranks, ","), " left (",
+                                        absl::StrJoin(ranks, ","), joined ? " joined (" : " left (",
                                         change.value("why", std::string()), ")");
         const int64_t step = change.value("step", int64_t{-1});
-        if (step >= 0) absl::StrAppend(&text, " in step ", step + 1);  // counted from 1
+        if (step >= 0 && joined) absl::StrAppend(&text, " after step ", step);
+        if (step >= 0 && !joined) absl::StrAppend(&text, " in step ", step + 1);  // from 1
         const double recovery = change.value("recovery_s", -1.0);
         if (recovery >= 0)
           absl::StrAppend(&text, absl::StrFormat(", next step %.3f s later", recovery));

@@ -58,6 +58,7 @@ TEST(TrainRunsViewTest, RecordsRoundTripNewestFirst) {
 TEST(TrainRunsViewTest, MembershipChangesAreInTheRecord) {
   train::RunRecord record = Record("elastic", 1);
   record.min_workers = 2;
+  record.max_workers = 4;
   train::MembershipEvent left;
   left.generation = 2;
   left.change = "left";
@@ -72,6 +73,7 @@ TEST(TrainRunsViewTest, MembershipChangesAreInTheRecord) {
   json runs = TrainRunsJson({train::RunRecordJson(record)});
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0]["min_workers"], 2);
+  EXPECT_EQ(runs[0]["max_workers"], 4);
   ASSERT_EQ(runs[0]["membership"].size(), 1u);
   const json& change = runs[0]["membership"][0];
   EXPECT_EQ(change["generation"], 2);

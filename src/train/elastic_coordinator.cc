@@ -8,14 +8,15 @@
 
 namespace troupe::train::internal {
 
-ElasticCoordinator::ElasticCoordinator(int num_workers, int min_workers, Cluster cluster)
-    : min_workers_(min_workers), cluster_(std::move(cluster)) {
+ElasticCoordinator::ElasticCoordinator(int num_workers, int min_workers, int max_workers,
+                                       Cluster cluster)
+    : min_workers_(min_workers), max_workers_(max_workers), cluster_(std::move(cluster)) {
   for (int w = 0; w < num_workers; ++w) members_.push_back(w);
 }
 
 void ElasticCoordinator::Start() {
   generation_ = 1;
-  cluster_.declare(generation_, members_, {});
+  cluster_.declare(generation_, members_, {}, {});
 }
 
 bool ElasticCoordinator::IsMember(int worker) const {
@@ -33,7 +34,14 @@ ElasticCoordinator::Verdict ElasticCoordinator::OnFailures(const std::vector<Fai
       if (failure.rank < 0 || failure.rank >= static_cast<int>(members_.size())) continue;
       worker = members_[failure.rank];
     }
-    if (!IsMember(worker)) continue;  // excluded already
+    if (!IsMember(worker)) {
+      // A replacement that died before it joined: withdrawn (it was never a member).
+      if (failure.worker >= 0) {
+        waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), worker), waiting_.end());
+        ready_.erase(worker);
+      }
+      continue;  // else excluded already
+    }
     auto [it, inserted] = leaving.emplace(worker, &failure);
     if (!inserted && failure.worker >= 0) it->second = &failure;
   }
@@ -70,8 +78,61 @@ ElasticCoordinator::Verdict ElasticCoordinator::OnFailures(const std::vector<Fai
     return Verdict::kBelowMinimum;
   }
   event->generation = ++generation_;
-  cluster_.declare(generation_, members_, left_ranks);
+  cluster_.declare(generation_, members_, left_ranks, {});
+  ProposeIfReady();  // a proposal to the previous generation is void: make it to this one
   return Verdict::kContinue;
+}
+
+int ElasticCoordinator::Vacancies() const {
+  if (max_workers_ <= 0) return 0;
+  return std::max(0, max_workers_ - static_cast<int>(members_.size() + waiting_.size()));
+}
+
+void ElasticCoordinator::OnReplacementStarted(int worker) { waiting_.push_back(worker); }
+
+void ElasticCoordinator::OnReady(int worker, int64_t time_ms) {
+  if (std::find(waiting_.begin(), waiting_.end(), worker) == waiting_.end()) return;
+  ready_.emplace(worker, time_ms);
+  ProposeIfReady();
+}
+
+void ElasticCoordinator::ProposeIfReady() {
+  if (ready_.empty() || proposed_ == generation_ || generation_ == 0) return;
+  proposed_ = generation_;
+  cluster_.propose(generation_);
+}
+
+ElasticCoordinator::Verdict ElasticCoordinator::OnBoundary(int64_t generation, int64_t step,
+                                                           MembershipEvent* event) {
+  if (generation != generation_ || proposed_ != generation_) return Verdict::kUnchanged;
+  proposed_ = 0;
+  std::vector<int> joined;
+  int64_t asked_ms = 0;
+  for (int worker : waiting_) {  // in the order started
+    auto it = ready_.find(worker);
+    if (it == ready_.end()) continue;
+    joined.push_back(worker);
+    if (asked_ms == 0 || it->second < asked_ms) asked_ms = it->second;
+  }
+  std::vector<int> ranks;
+  for (int worker : joined) {
+    ranks.push_back(static_cast<int>(members_.size()));
+    members_.push_back(worker);
+    ready_.erase(worker);
+    waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), worker), waiting_.end());
+  }
+  ++generation_;
+  cluster_.declare(generation_, members_, {}, joined);
+  if (joined.empty()) return Verdict::kUnchanged;  // they withdrew: the members just go on
+  *event = MembershipEvent();
+  event->generation = generation_;
+  event->change = "joined";
+  event->why = "replacement";
+  event->ranks = ranks;
+  event->world_size = static_cast<int>(members_.size());
+  event->step = step;
+  event->time_ms = asked_ms;
+  return Verdict::kJoined;
 }
 
 }  // namespace troupe::train::internal

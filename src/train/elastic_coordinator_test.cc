@@ -15,17 +15,19 @@ using Verdict = ElasticCoordinator::Verdict;
 struct FakeCluster {
   struct Declared {
     int64_t generation;
-    std::vector<int> members, left;
+    std::vector<int> members, left, joined;
   };
   std::vector<Declared> declared;
   std::vector<int> killed;
+  std::vector<int64_t> proposed;  // generations a join was proposed to
 
   ElasticCoordinator::Cluster Calls() {
-    return {
-        [this](int64_t generation, const std::vector<int>& members, const std::vector<int>& left) {
-          declared.push_back({generation, members, left});
-        },
-        [this](int worker) { killed.push_back(worker); }};
+    return {[this](int64_t generation, const std::vector<int>& members,
+                   const std::vector<int>& left, const std::vector<int>& joined) {
+              declared.push_back({generation, members, left, joined});
+            },
+            [this](int worker) { killed.push_back(worker); },
+            [this](int64_t generation) { proposed.push_back(generation); }};
   }
 };
 
@@ -51,7 +53,7 @@ Failure Reported(int64_t generation, int rank, int64_t step = 7, int64_t time_ms
 
 TEST(ElasticCoordinatorTest, StartDeclaresGenerationOneWithEveryWorker) {
   FakeCluster cluster;
-  ElasticCoordinator coordinator(4, 2, cluster.Calls());
+  ElasticCoordinator coordinator(4, 2, 0, cluster.Calls());
   coordinator.Start();
   ASSERT_EQ(cluster.declared.size(), 1u);
   EXPECT_EQ(cluster.declared[0].generation, 1);
@@ -62,7 +64,7 @@ TEST(ElasticCoordinatorTest, StartDeclaresGenerationOneWithEveryWorker) {
 
 TEST(ElasticCoordinatorTest, AMemberLeavingMidStepMakesTheNextGenerationOfTheSurvivors) {
   FakeCluster cluster;
-  ElasticCoordinator coordinator(4, 2, cluster.Calls());
+  ElasticCoordinator coordinator(4, 2, 0, cluster.Calls());
   coordinator.Start();
   MembershipEvent event;
   EXPECT_EQ(coordinator.OnFailures({Reported(1, 2)}, &event), Verdict::kContinue);
@@ -87,7 +89,7 @@ TEST(ElasticCoordinatorTest, AMemberLeavingMidStepMakesTheNextGenerationOfTheSur
 
 TEST(ElasticCoordinatorTest, TwoLeavingAtOnceMakeOneGeneration) {
   FakeCluster cluster;
-  ElasticCoordinator coordinator(4, 2, cluster.Calls());
+  ElasticCoordinator coordinator(4, 2, 0, cluster.Calls());
   coordinator.Start();
   MembershipEvent event;
   // A peer's report about rank 1 and the death of worker 3, seen in one poll; the death of
@@ -105,7 +107,7 @@ TEST(ElasticCoordinatorTest, TwoLeavingAtOnceMakeOneGeneration) {
 
 TEST(ElasticCoordinatorTest, StaleObservationsAreRefused) {
   FakeCluster cluster;
-  ElasticCoordinator coordinator(3, 1, cluster.Calls());
+  ElasticCoordinator coordinator(3, 1, 0, cluster.Calls());
   coordinator.Start();
   MembershipEvent event;
   ASSERT_EQ(coordinator.OnFailures({Reported(1, 0)}, &event), Verdict::kContinue);
@@ -120,7 +122,7 @@ TEST(ElasticCoordinatorTest, StaleObservationsAreRefused) {
 
 TEST(ElasticCoordinatorTest, BelowMinWorkersDeclaresNothingAndSaysRestart) {
   FakeCluster cluster;
-  ElasticCoordinator coordinator(3, 2, cluster.Calls());
+  ElasticCoordinator coordinator(3, 2, 0, cluster.Calls());
   coordinator.Start();
   MembershipEvent event;
   ASSERT_EQ(coordinator.OnFailures({Died(1)}, &event), Verdict::kContinue);
@@ -129,6 +131,126 @@ TEST(ElasticCoordinatorTest, BelowMinWorkersDeclaresNothingAndSaysRestart) {
   EXPECT_EQ(event.change, "restart");
   EXPECT_EQ(event.world_size, 1);
   EXPECT_EQ(cluster.killed, (std::vector<int>{1, 0}));
+}
+
+// Replacements (issue 33): a worker lost with max_workers == num_workers leaves a vacancy; the
+// replacement started for it joins only once the members answer from a step boundary.
+TEST(ElasticCoordinatorTest, AReplacementJoinsOnlyAtTheStepBoundary) {
+  FakeCluster cluster;
+  ElasticCoordinator coordinator(3, 2, 3, cluster.Calls());
+  coordinator.Start();
+  EXPECT_EQ(coordinator.Vacancies(), 0) << "full: nothing to replace";
+  MembershipEvent event;
+  ASSERT_EQ(coordinator.OnFailures({Died(1)}, &event), Verdict::kContinue);
+  ASSERT_EQ(coordinator.Vacancies(), 1);
+  coordinator.OnReplacementStarted(3);
+  EXPECT_EQ(coordinator.Vacancies(), 0) << "one is on its way";
+  EXPECT_TRUE(cluster.proposed.empty()) << "not ready yet: nothing to propose";
+  // Ready while the members are in a step: a proposal, but no generation yet.
+  coordinator.OnReady(3, 500);
+  EXPECT_EQ(cluster.proposed, (std::vector<int64_t>{2}));
+  EXPECT_EQ(cluster.declared.size(), 2u) << "no generation before the boundary";
+  EXPECT_EQ(coordinator.members(), (std::vector<int>{0, 2}));
+  coordinator.OnReady(3, 600);  // said twice: one proposal
+  EXPECT_EQ(cluster.proposed.size(), 1u);
+  // The members answer from the boundary after step 9.
+  ASSERT_EQ(coordinator.OnBoundary(2, 9, &event), Verdict::kJoined);
+  ASSERT_EQ(cluster.declared.size(), 3u);
+  EXPECT_EQ(cluster.declared[2].generation, 3);
+  EXPECT_EQ(cluster.declared[2].members, (std::vector<int>{0, 2, 3})) << "the newcomer is last";
+  EXPECT_TRUE(cluster.declared[2].left.empty());
+  EXPECT_EQ(cluster.declared[2].joined, (std::vector<int>{3}));
+  EXPECT_EQ(event.change, "joined");
+  EXPECT_EQ(event.why, "replacement");
+  EXPECT_EQ(event.generation, 3);
+  EXPECT_EQ(event.ranks, (std::vector<int>{2}));
+  EXPECT_EQ(event.world_size, 3);
+  EXPECT_EQ(event.step, 9);
+  EXPECT_EQ(event.time_ms, 500) << "timed from the join request";
+  EXPECT_EQ(coordinator.Vacancies(), 0);
+  EXPECT_TRUE(coordinator.waiting().empty());
+  // The replacement is a member like the others: its failure makes the next generation.
+  ASSERT_EQ(coordinator.OnFailures({Reported(3, 2)}, &event), Verdict::kContinue);
+  EXPECT_EQ(cluster.declared.back().members, (std::vector<int>{0, 2}));
+}
+
+TEST(ElasticCoordinatorTest, StaleBoundaryAnswersAreRefused) {
+  FakeCluster cluster;
+  ElasticCoordinator coordinator(2, 1, 3, cluster.Calls());
+  coordinator.Start();
+  MembershipEvent event;
+  EXPECT_EQ(coordinator.Vacancies(), 1) << "max_workers above num_workers: one from the start";
+  EXPECT_EQ(coordinator.OnBoundary(1, 3, &event), Verdict::kUnchanged) << "nothing proposed";
+  coordinator.OnReplacementStarted(2);
+  coordinator.OnReady(2, 100);
+  ASSERT_EQ(cluster.proposed, (std::vector<int64_t>{1}));
+  EXPECT_EQ(coordinator.OnBoundary(0, 3, &event), Verdict::kUnchanged) << "an older generation";
+  EXPECT_EQ(cluster.declared.size(), 1u);
+  ASSERT_EQ(coordinator.OnBoundary(1, 3, &event), Verdict::kJoined);
+  EXPECT_EQ(coordinator.OnBoundary(1, 3, &event), Verdict::kUnchanged) << "answered already";
+  EXPECT_EQ(cluster.declared.size(), 2u);
+  EXPECT_EQ(coordinator.members(), (std::vector<int>{0, 1, 2}));
+}
+
+// A member leaves while a join is proposed: the leave makes a generation of its own, the
+// proposal to the old generation is void (its boundary answer is stale) and is made again to the
+// new one, whose boundary then adds the replacement.
+TEST(ElasticCoordinatorTest, AJoinDuringALeaveIsProposedAgainToTheNewGeneration) {
+  FakeCluster cluster;
+  ElasticCoordinator coordinator(3, 1, 3, cluster.Calls());
+  coordinator.Start();
+  MembershipEvent event;
+  ASSERT_EQ(coordinator.OnFailures({Died(2)}, &event), Verdict::kContinue);  // generation 2
+  coordinator.OnReplacementStarted(3);
+  coordinator.OnReady(3, 10);
+  ASSERT_EQ(cluster.proposed, (std::vector<int64_t>{2}));
+  ASSERT_EQ(coordinator.OnFailures({Reported(2, 0)}, &event), Verdict::kContinue);
+  EXPECT_EQ(cluster.declared.back().generation, 3);
+  EXPECT_EQ(cluster.declared.back().members, (std::vector<int>{1})) << "the leave alone";
+  EXPECT_EQ(cluster.proposed, (std::vector<int64_t>{2, 3})) << "proposed again";
+  EXPECT_EQ(coordinator.OnBoundary(2, 5, &event), Verdict::kUnchanged) << "stale";
+  ASSERT_EQ(coordinator.OnBoundary(3, 5, &event), Verdict::kJoined);
+  EXPECT_EQ(cluster.declared.back().members, (std::vector<int>{1, 3}));
+  EXPECT_EQ(event.ranks, (std::vector<int>{1}));
+}
+
+TEST(ElasticCoordinatorTest, TwoReplacementsReadyAtOnceJoinInOneGeneration) {
+  FakeCluster cluster;
+  ElasticCoordinator coordinator(4, 2, 4, cluster.Calls());
+  coordinator.Start();
+  MembershipEvent event;
+  ASSERT_EQ(coordinator.OnFailures({Died(0), Died(2)}, &event), Verdict::kContinue);
+  ASSERT_EQ(coordinator.Vacancies(), 2);
+  coordinator.OnReplacementStarted(4);
+  coordinator.OnReplacementStarted(5);
+  coordinator.OnReady(5, 70);
+  coordinator.OnReady(4, 80);
+  EXPECT_EQ(cluster.proposed.size(), 1u);
+  ASSERT_EQ(coordinator.OnBoundary(2, 4, &event), Verdict::kJoined);
+  EXPECT_EQ(cluster.declared.back().members, (std::vector<int>{1, 3, 4, 5}));
+  EXPECT_EQ(cluster.declared.back().joined, (std::vector<int>{4, 5}));
+  EXPECT_EQ(event.ranks, (std::vector<int>{2, 3}));
+  EXPECT_EQ(event.time_ms, 70);
+}
+
+// A replacement that dies before it joins is withdrawn: its vacancy opens again, and a boundary
+// answer with no replacement left releases the members with a generation of the same members.
+TEST(ElasticCoordinatorTest, AReplacementLostBeforeItJoinsIsWithdrawn) {
+  FakeCluster cluster;
+  ElasticCoordinator coordinator(2, 1, 2, cluster.Calls());
+  coordinator.Start();
+  MembershipEvent event;
+  ASSERT_EQ(coordinator.OnFailures({Died(1)}, &event), Verdict::kContinue);
+  coordinator.OnReplacementStarted(2);
+  coordinator.OnReady(2, 10);
+  EXPECT_EQ(coordinator.OnFailures({Died(2)}, &event), Verdict::kUnchanged);
+  EXPECT_EQ(coordinator.Vacancies(), 1);
+  EXPECT_TRUE(cluster.killed == std::vector<int>{1}) << "a non-member is not fenced";
+  EXPECT_EQ(coordinator.OnBoundary(2, 3, &event), Verdict::kUnchanged);
+  EXPECT_EQ(cluster.declared.back().generation, 3) << "the waiting members are released";
+  EXPECT_EQ(cluster.declared.back().members, (std::vector<int>{0}));
+  coordinator.OnReady(2, 20);  // withdrawn: ignored
+  EXPECT_EQ(cluster.proposed.size(), 1u);
 }
 
 }  // namespace

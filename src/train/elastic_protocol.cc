@@ -23,6 +23,19 @@ std::string RecoveredKey(const std::string& group, int64_t generation) {
   return absl::StrCat(ElasticPrefix(group), "recovered/", generation);
 }
 
+std::string ReadyKey(const std::string& group, int worker) {
+  return absl::StrCat(ElasticPrefix(group), "ready/", worker);
+}
+std::string JoinKey(const std::string& group, int64_t generation) {
+  return absl::StrCat(ElasticPrefix(group), "join/", generation);
+}
+std::string BoundaryKey(const std::string& group, int64_t generation) {
+  return absl::StrCat(ElasticPrefix(group), "boundary/", generation);
+}
+std::string JoinedKey(const std::string& group, int worker) {
+  return absl::StrCat(ElasticPrefix(group), "joined/", worker);
+}
+
 std::string EncodeFailureReport(const FailureReport& report) {
   return absl::StrCat(report.reporter, "\n", report.failed_rank, "\n", report.step, "\n",
                       report.time_ms, "\n", report.reason);

@@ -6,6 +6,16 @@
 //                  (written before the groups' declaration of generation g, so it is there when
 //                  a worker sees the declaration)
 //   recovered/<g>  the first step committed in generation g: its number and when
+//   ready/<w>      a replacement worker w (numbered after the first placement's workers) is
+//                  started and waits to join (it writes when, unix ms)
+//   join/<g>       the driver's proposal: replacements wait to join the survivors of
+//                  generation g at their next step boundary
+//   boundary/<g>   rank 0's answer: the members of generation g all stand at a step boundary
+//                  (after the step it names) and wait for the generation that adds them
+//   joined/<w>     the generation that adds replacement w (written before it is declared)
+//
+// Every key names the generation it is about, so a message about an earlier one is never
+// mistaken for the current one's.
 //
 // Plain functions on strings; thread-safe.
 #pragma once
@@ -21,6 +31,10 @@ std::string ElasticPrefix(const std::string& group);  // "train/<group>/"
 std::string FailureKey(const std::string& group, int64_t generation);
 std::string GenerationKey(const std::string& group, int64_t generation);
 std::string RecoveredKey(const std::string& group, int64_t generation);
+std::string ReadyKey(const std::string& group, int worker);
+std::string JoinKey(const std::string& group, int64_t generation);
+std::string BoundaryKey(const std::string& group, int64_t generation);
+std::string JoinedKey(const std::string& group, int worker);
 
 struct FailureReport {
   int reporter = -1;     // the reporting member's rank

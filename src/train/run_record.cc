@@ -62,6 +62,7 @@ std::string RunRecordJson(const RunRecord& record) {
               {"end_time_ms", record.end_time_ms},
               {"num_workers", record.num_workers},
               {"min_workers", record.min_workers},
+              {"max_workers", record.max_workers},
               {"use_gpu", record.use_gpu},
               {"strategy", record.strategy},
               {"resources_per_worker", resources},

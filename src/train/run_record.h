@@ -6,12 +6,12 @@
 //
 //   {"run_id", "name", "status": "RUNNING" | "FINISHED" | "FAILED", "error", "job_id",
 //    "start_time_ms", "end_time_ms" (0 while running), "num_workers", "min_workers" (elastic
-//    runs: below num_workers), "use_gpu", "strategy",
-//    "resources_per_worker": {...}, "storage_path", "attempt", "restarts",
-//    "workers": [{"rank", "node_id", "gpu"}],   // the current attempt's placement
-//    "metrics": [{"epoch": 1, "accuracy": ...}, ...],   // rank 0's reports, in order (last 1000)
-//    "checkpoints": [{"path", "metrics": {...}}],       // the kept ones, oldest first
-//    "membership": [{"generation", "change": "left" | "restart", "why", "ranks": [2],
+//    runs: below num_workers), "max_workers" (replacements up to it; 0: none), "use_gpu",
+//    "strategy", "resources_per_worker": {...}, "storage_path", "attempt", "restarts", "workers":
+//    [{"rank", "node_id", "gpu"}],   // the current attempt's placement "metrics": [{"epoch": 1,
+//    "accuracy": ...}, ...],   // rank 0's reports, in order (last 1000) "checkpoints": [{"path",
+//    "metrics": {...}}],       // the kept ones, oldest first "membership": [{"generation",
+//    "change": "left" | "restart", "why", "ranks": [2],
 //                    "world_size", "step", "time_ms", "recovery_s", "detail"}]}  // in order
 //
 // Publishing never fails training: a KV error is ignored (the record is for display only).
@@ -45,6 +45,7 @@ struct RunRecord {
   int64_t end_time_ms = 0;
   int num_workers = 0;
   int min_workers = 0;
+  int max_workers = 0;
   bool use_gpu = false;
   std::string strategy;
   std::map<std::string, double> resources_per_worker;

@@ -89,6 +89,42 @@ TEST(ElasticSamplerTest, LostSlicesAreTrainedOnLaterNotDropped) {
   EXPECT_EQ(a.committed(), 10);
 }
 
+// Replacements: a newcomer's sampler takes a member's State() between steps (after a loss put a
+// slice back) and the group, one larger, finishes the epoch: every sample exactly once, on the
+// newcomer's account too, and the first SetEpoch naming that epoch keeps the received position.
+TEST(ElasticSamplerTest, ANewcomerRestoredMidEpochEverySampleOnce) {
+  const int64_t size = 203;
+  std::vector<ElasticSampler> members(2, ElasticSampler(size, 5, true, 3));
+  std::map<int64_t, int> seen;
+  auto commit_all = [&](std::vector<ElasticSampler>& group, const std::vector<int>& lost) {
+    for (auto& sampler : group) sampler.Commit(lost);
+    for (int64_t sample : group[0].last_committed()) ++seen[sample];
+  };
+  for (int step = 0; step < 4; ++step) {  // a few steps, the last losing rank 1's slice
+    for (int r = 0; r < 2; ++r) members[r].Next(r, 2);
+    commit_all(members, step == 3 ? std::vector<int>{1} : std::vector<int>{});
+  }
+  members.pop_back();  // rank 1 is gone; one survivor
+  ElasticSampler newcomer(size, 5, true, 3);
+  newcomer.Restore(members[0].State());
+  newcomer.SetEpoch(0);  // the loop's SetEpoch: keeps the position
+  EXPECT_EQ(newcomer.committed(), members[0].committed());
+  EXPECT_EQ(newcomer.steps(), 4);
+  EXPECT_EQ(newcomer.State(), members[0].State());
+  members.push_back(newcomer);
+  while (!members[0].Done()) {
+    for (int r = 0; r < 2; ++r) members[r].Next(r, 2);
+    commit_all(members, {});
+    EXPECT_EQ(members[1].last_committed(), members[0].last_committed());
+    EXPECT_EQ(members[1].Done(), members[0].Done());
+  }
+  ExpectEachSampleOnce(seen, size);
+  EXPECT_EQ(members[1].committed(), size);
+  members[1].SetEpoch(1);  // a later epoch starts afresh
+  EXPECT_EQ(members[1].committed(), 0);
+  EXPECT_THROW(newcomer.Restore({1, 2}), std::invalid_argument);
+}
+
 TEST(ElasticSamplerTest, MisuseIsAClearError) {
   ElasticSampler sampler(10, 2);
   EXPECT_THROW(sampler.Commit(), std::logic_error);  // no step

@@ -32,6 +32,9 @@ using internal::TrainWorker;
 using internal::WireReport;
 
 constexpr auto kPlacementTimeout = std::chrono::seconds(60);
+// Replacements that may end before they join (a loop that fails on them, say) in one attempt
+// before the driver stops starting more: a broken replacement is never restarted forever.
+constexpr int kMaxLostReplacements = 3;
 
 int StrategyIndex(const std::string& name) {
   static const char* kNames[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
@@ -116,12 +119,11 @@ Result DataParallelTrainer::Fit() {
                                    scaling_.num_workers, "), or 0 for num_workers; got ",
                                    scaling_.min_workers));
   }
-  if (scaling_.max_workers != 0 && scaling_.max_workers != scaling_.num_workers) {
+  if (scaling_.max_workers != 0 && scaling_.max_workers < scaling_.num_workers) {
     throw TroupeError(absl::StrCat(
-        "ScalingConfig.max_workers must be 0 or num_workers (", scaling_.num_workers, "), got ",
-        scaling_.max_workers,
-        ": replacement workers (growing a run back) are not implemented yet, and a run never "
-        "has more than num_workers"));
+        "ScalingConfig.max_workers must be 0 (no replacement workers) or at least num_workers (",
+        scaling_.num_workers, "), got ", scaling_.max_workers,
+        ": it is the most workers replacements may bring the run to"));
   }
   if (Elastic() && run_.failure_config.step_timeout.count() <= 0) {
     throw TroupeError("FailureConfig.step_timeout must be positive in elastic runs");
@@ -152,6 +154,7 @@ Result DataParallelTrainer::Fit() {
   record.job_id = DriverJobId();
   record.num_workers = scaling_.num_workers;
   record.min_workers = MinWorkers();
+  record.max_workers = scaling_.max_workers;
   record.use_gpu = scaling_.use_gpu;
   record.strategy = scaling_.placement_strategy;
   record.resources_per_worker = bundle;
@@ -293,7 +296,8 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
     const collective::Backend main_backend = *backend;
     internal::ElasticCoordinator::Cluster cluster;
     cluster.declare = [&, main_backend](int64_t generation, const std::vector<int>& members,
-                                        const std::vector<int>& left) {
+                                        const std::vector<int>& left,
+                                        const std::vector<int>& joined) {
       std::vector<std::string> ids;
       std::vector<int> ranks;
       for (size_t r = 0; r < members.size(); ++r) {
@@ -307,6 +311,10 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
       if (generation > 1) options.rendezvous_timeout = run_.failure_config.step_timeout;
       runtime.KvPut(ns, internal::GenerationKey(group, generation), internal::EncodeRanks(left),
                     /*overwrite=*/true);
+      for (int worker : joined) {  // a replacement waits for this before it joins
+        runtime.KvPut(ns, internal::JoinedKey(group, worker), std::to_string(generation),
+                      /*overwrite=*/true);
+      }
       collective::internal::DeclareGroup(ids, ranks, main_backend, group, options, generation,
                                          /*elastic=*/true);
       collective::internal::DeclareGroup(ids, ranks, collective::Backend::kCpu, gang.host_group,
@@ -319,11 +327,15 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
         // Gone already.
       }
     };
-    coordinator = std::make_unique<internal::ElasticCoordinator>(scaling_.num_workers, MinWorkers(),
-                                                                 std::move(cluster));
+    cluster.propose = [&](int64_t generation) {
+      runtime.KvPut(ns, internal::JoinKey(group, generation), "1", /*overwrite=*/true);
+    };
+    coordinator = std::make_unique<internal::ElasticCoordinator>(
+        scaling_.num_workers, MinWorkers(), scaling_.max_workers, std::move(cluster));
     coordinator->Start();
-    for (auto& ranks : gang.ranks) {
-      ranks.insert(ranks.end(), {1, run_.failure_config.step_timeout.count(), 1});
+    for (size_t w = 0; w < gang.ranks.size(); ++w) {
+      gang.ranks[w].insert(gang.ranks[w].end(), {1, run_.failure_config.step_timeout.count(), 1, 0,
+                                                 static_cast<int64_t>(w), scaling_.max_workers});
     }
   }
 
@@ -336,7 +348,11 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   Log(absl::StrCat(
       "attempt ", attempt + 1, ": ", scaling_.num_workers, " workers on ", node_rank.size(),
       " node(s), collective backend ", internal::BackendName(*backend),
-      gang.elastic ? absl::StrCat(", elastic down to ", MinWorkers(), " workers") : ""));
+      gang.elastic ? absl::StrCat(", elastic down to ", MinWorkers(), " workers",
+                                  scaling_.max_workers > 0
+                                      ? absl::StrCat(", replacements up to ", scaling_.max_workers)
+                                      : "")
+                   : ""));
   std::vector<ObjectRef<bool>> runs;
   for (int r = 0; r < scaling_.num_workers; ++r) {
     runs.push_back(gang.workers[r]
@@ -396,26 +412,141 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   std::vector<bool> done(runs.size(), false);
   int64_t reported_generation = 0;        // the last generation whose failure report was read
   std::vector<size_t> awaiting_recovery;  // events (in result) whose recovery is not timed yet
+  // Replacements, by worker number (num_workers on): where each was placed once it answered,
+  // and whether its loop runs (then it says when it is ready: internal::ReadyKey).
+  std::vector<int> bundle_of;
+  for (int w = 0; w < scaling_.num_workers; ++w) bundle_of.push_back(slots[w].bundle);
+  std::map<int, ObjectRef<std::vector<std::string>>> starting;  // started, not answered yet
+  std::set<int> announced;                                      // said they were ready
+  auto start_replacement = [&] {
+    const int w = static_cast<int>(gang.workers.size());
+    // The bundle of a worker gone, if any (its resources come back once it is); else anywhere
+    // the worker's resources fit. Placed whenever the cluster has room: nobody waits for it.
+    std::set<int> used;
+    for (int m : coordinator->members()) used.insert(bundle_of[m]);
+    for (int m : coordinator->waiting()) used.insert(bundle_of[m]);
+    int free = -1;
+    for (int b = 0; b < scaling_.num_workers && free < 0; ++b) {
+      if (!used.count(b)) free = b;
+    }
+    auto creator = Actor(TrainWorker::Create);
+    creator.SetResources(bundle).SetMaxConcurrency(2);
+    if (free >= 0) creator.SetPlacementGroup(gang.group, free);
+    ActorHandle<TrainWorker> handle = creator.Remote();
+    gang.placed.push_back(handle);
+    gang.workers.push_back(handle);
+    bundle_of.push_back(free);
+    slots.push_back({free, "", -1, ""});
+    runs.emplace_back();
+    done.push_back(false);
+    starting.emplace(w, handle.Task(&TrainWorker::Where).Remote());
+    coordinator->OnReplacementStarted(w);
+    Log(absl::StrCat("starting replacement worker ", w, " (", coordinator->members().size(), " of ",
+                     scaling_.max_workers, " workers now)"));
+  };
+  int lost_replacements = 0;  // replacements that ended before they joined
+  auto poll_replacements = [&] {
+    while (coordinator->Vacancies() > 0 && lost_replacements < kMaxLostReplacements) {
+      try {
+        start_replacement();
+      } catch (const TroupeError& e) {  // never a reason to stop the members
+        Log(absl::StrCat("cannot start a replacement worker: ", e.what()));
+        ++lost_replacements;
+        break;
+      }
+    }
+    for (auto it = starting.begin(); it != starting.end();) {
+      const int w = it->first;
+      if (Wait(std::vector<ObjectRef<std::vector<std::string>>>{it->second}, 1,
+               std::chrono::milliseconds(0))
+              .ready.empty()) {
+        ++it;
+        continue;
+      }
+      std::vector<std::string> where;
+      try {
+        where = *Get(it->second);
+      } catch (const TroupeError&) {
+        // It died starting: its Run below fails the same way, which withdraws it.
+      }
+      if (!where.empty()) {
+        slots[w].node = where[0];
+        slots[w].gpus = where[1];
+        slots[w].gpu = where[1].empty() ? -1 : std::stoi(where[1]);
+      }
+      node_rank.emplace(slots[w].node, static_cast<int>(node_rank.size()));
+      std::vector<int64_t> ranks = {
+          -1, 0, 0, 1, node_rank[slots[w].node], cpus, *backend == collective::Backend::kNccl};
+      ranks.insert(ranks.end(),
+                   {1, run_.failure_config.step_timeout.count(), 0, 1, w, scaling_.max_workers});
+      runs[w] = gang.workers[w]
+                    .Task(&TrainWorker::Run)
+                    .Remote(loop_name, config_, ranks, group, run_.name, std::string());
+      it = starting.erase(it);
+    }
+    for (int w : coordinator->waiting()) {
+      if (starting.count(w) || announced.count(w)) continue;
+      auto text = runtime.KvGet(ns, internal::ReadyKey(group, w));
+      int64_t asked_ms = 0;
+      if (text && absl::SimpleAtoi(*text, &asked_ms)) {
+        announced.insert(w);
+        Log(absl::StrCat("replacement worker ", w, " (node ", slots[w].node.substr(0, 8),
+                         ") is ready: it joins at the next step boundary"));
+        coordinator->OnReady(w, asked_ms);
+      }
+    }
+  };
   while (failure.empty()) {
     const std::vector<int> current = members();
     std::vector<ObjectRef<bool>> pending;
     for (int w : current) {
       if (!done[w]) pending.push_back(runs[w]);
     }
-    if (pending.empty()) break;   // every member finished
+    if (pending.empty()) break;          // every member finished
+    std::vector<int> watched = current;  // members, and replacements whose loop runs
+    if (coordinator) {
+      for (int w : coordinator->waiting()) {
+        if (starting.count(w) || done[w]) continue;
+        pending.push_back(runs[w]);
+        watched.push_back(w);
+      }
+    }
     std::set<std::string> ready;  // until one finishes, or a while
     const auto poll = std::chrono::milliseconds(coordinator ? 20 : 200);
     for (const auto& ref : Wait(pending, 1, poll).ready) ready.insert(ref.ID());
     std::vector<internal::ElasticCoordinator::Failure> failures;
-    for (int w : current) {
+    for (int w : watched) {
       if (done[w] || !ready.count(runs[w].ID())) continue;
       done[w] = true;
+      const bool member = std::find(current.begin(), current.end(), w) != current.end();
+      // A replacement whose loop ended before it joined (it died, or failed starting): withdrawn
+      // (killed, its vacancy open again); after kMaxLostReplacements no more are started.
+      auto withdraw = [&](const std::string& why) {
+        Log(absl::StrCat("replacement worker ", w, " ended before it joined: ", why));
+        internal::ElasticCoordinator::Failure lost;
+        lost.worker = w;
+        lost.why = "failed";
+        lost.detail = why;
+        failures.push_back(std::move(lost));
+        try {
+          gang.workers[w].Kill();
+        } catch (const TroupeError&) {
+        }
+        if (++lost_replacements == kMaxLostReplacements) {
+          Log(absl::StrCat(lost_replacements,
+                           " replacement workers ended before they joined: no more are started "
+                           "in this attempt (the run goes on with the workers it has)"));
+        }
+      };
       try {
         Get(runs[w]);
+        if (!member) withdraw("its loop returned");
       } catch (const TroupeError& e) {
         const int rank =
             static_cast<int>(std::find(current.begin(), current.end(), w) - current.begin());
-        if (coordinator && dynamic_cast<const ActorDiedError*>(&e) != nullptr) {
+        if (!member) {
+          withdraw(e.what());
+        } else if (coordinator && dynamic_cast<const ActorDiedError*>(&e) != nullptr) {
           internal::ElasticCoordinator::Failure died;
           died.worker = w;
           died.why = "died";
@@ -450,6 +581,7 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
       switch (failures.empty() ? internal::ElasticCoordinator::Verdict::kUnchanged
                                : coordinator->OnFailures(failures, &event)) {
         case internal::ElasticCoordinator::Verdict::kUnchanged:
+        case internal::ElasticCoordinator::Verdict::kJoined:  // only OnBoundary's
           break;
         case internal::ElasticCoordinator::Verdict::kBelowMinimum:
           failure = absl::StrCat("rank(s) ", absl::StrJoin(event.ranks, ","), " ", event.why, " (",
@@ -480,6 +612,38 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
           break;
         }
       }
+      // Replacements: start them, hear when they are ready, and add them at the boundary the
+      // members answer from.
+      if (failure.empty()) poll_replacements();
+      if (const int64_t proposed = coordinator->proposed(); failure.empty() && proposed > 0) {
+        int64_t step = -1;
+        auto text = runtime.KvGet(ns, internal::BoundaryKey(group, proposed));
+        if (text && absl::SimpleAtoi(*text, &step)) {
+          MembershipEvent joined;
+          if (coordinator->OnBoundary(proposed, step, &joined) ==
+              internal::ElasticCoordinator::Verdict::kJoined) {
+            const std::vector<int> now = coordinator->members();
+            std::vector<std::string> who;
+            for (int rank : joined.ranks) {
+              who.push_back(absl::StrCat("worker ", now[rank], " as rank ", rank, " (node ",
+                                         slots[now[rank]].node.substr(0, 8), ")"));
+            }
+            joined.detail = absl::StrJoin(who, ", ");
+            Log(absl::StrCat("generation ", joined.generation, ": ", joined.detail,
+                             " joined (replacement) after step ", step, "; ", joined.world_size,
+                             " workers go on, the newcomers with rank 0's model and optimizer"));
+            awaiting_recovery.push_back(result.membership_events.size());
+            result.membership_events.push_back(joined);
+            record.membership = result.membership_events;
+            record.workers.clear();
+            for (size_t r = 0; r < now.size(); ++r) {
+              record.workers.push_back(
+                  {static_cast<int>(r), slots[now[r]].node, slots[now[r]].gpu});
+            }
+            PublishRunRecord(record);
+          }
+        }
+      }
       // The first step each change's survivors committed: the recovery's end.
       for (auto it = awaiting_recovery.begin(); it != awaiting_recovery.end();) {
         MembershipEvent& change = result.membership_events[*it];
@@ -491,10 +655,10 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
         }
         change.recovery_s = std::max<int64_t>(0, recovered->time_ms - change.time_ms) / 1000.0;
         if (change.step < 0) change.step = recovered->step - 1;
-        Log(absl::StrFormat(
-            "generation %d: step %d committed on %d workers %.3f s after the "
-            "failure",
-            change.generation, recovered->step, change.world_size, change.recovery_s));
+        Log(absl::StrFormat("generation %d: step %d committed on %d workers %.3f s after the %s",
+                            change.generation, recovered->step, change.world_size,
+                            change.recovery_s,
+                            change.change == "joined" ? "join request" : "failure"));
         record.membership = result.membership_events;
         PublishRunRecord(record);
         it = awaiting_recovery.erase(it);
@@ -510,7 +674,9 @@ int DataParallelTrainer::MinWorkers() const {
   return scaling_.min_workers == 0 ? scaling_.num_workers : scaling_.min_workers;
 }
 
-bool DataParallelTrainer::Elastic() const { return MinWorkers() < scaling_.num_workers; }
+bool DataParallelTrainer::Elastic() const {
+  return MinWorkers() < scaling_.num_workers || scaling_.max_workers > 0;
+}
 
 void DataParallelTrainer::Log(const std::string& line) const {
   if (run_.verbose) std::fprintf(stderr, "[train %s] %s\n", run_.name.c_str(), line.c_str());

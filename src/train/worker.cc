@@ -4,12 +4,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "src/common/package.h"
 #include "src/train/elastic_protocol.h"
@@ -38,8 +42,18 @@ struct ElasticState {
   std::vector<int> step_members;
   StepOutcome last;
   int64_t failure_ms = 0;  // the first failure noticed since the last commit (0: none)
+  // Replacements (ScalingConfig::max_workers).
+  int worker = -1;                   // this worker's number on the driver
+  int max_workers = 0;               // 0: no replacements
+  bool joining = false;              // a replacement that has not joined yet
+  bool progress_known = true;        // false on a replacement until it received steps/sync points
+  bool awaiting_loop_state = false;  // joined; EnableReplacements has not received yet
+  bool skip_boundary = false;        // its first step boundary is the one it joined at
 };
 ElasticState elastic;
+// What travels to a replacement, registered by the loop's objects (worker.h); loop thread only.
+std::function<void(bool receiving)> model_share;
+std::function<void(bool receiving)> loop_share;
 
 std::map<std::string, TrainLoopFn>& Loops() {
   static auto* loops = new std::map<std::string, TrainLoopFn>();
@@ -98,6 +112,14 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
     context.generation = context.elastic ? ranks[9] : 0;
     elastic = ElasticState();
     if (context.elastic) elastic.step_timeout = std::chrono::milliseconds(ranks[8]);
+    if (context.elastic && ranks.size() > 12) {
+      context.replacement = elastic.joining = ranks[10] == 1;
+      elastic.worker = static_cast<int>(ranks[11]);
+      elastic.max_workers = static_cast<int>(ranks[12]);
+      elastic.progress_known = !elastic.joining;
+    }
+    model_share = nullptr;
+    loop_share = nullptr;
     resume_dir.reset();
     if (!checkpoint.empty()) {
       const std::string dir = absl::StrCat(std::filesystem::temp_directory_path().string(),
@@ -115,7 +137,22 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
   // Intra-op threads match the CPUs reserved for this worker (as torchrun's OMP_NUM_THREADS),
   // so N workers on N cores do not fight. Libraries read this when they start their pools.
   setenv("OMP_NUM_THREADS", std::to_string(context.cpus).c_str(), 1);
-  loop->second(config);
+  struct ClearShares {
+    ~ClearShares() {
+      model_share = nullptr;  // they point into the loop's frame
+      loop_share = nullptr;
+    }
+  } clear;
+  try {
+    loop->second(config);
+  } catch (const collective::ExcludedError& e) {
+    // Fenced: the group went on without this member (it was reported failed, hung or cut off).
+    // It contributed nothing after that; it ends here, cleanly, and the driver does not count
+    // it (it may start a replacement instead).
+    std::fprintf(stderr, "[train] this worker was excluded from the group and stops: %s\n",
+                 e.what());
+    return false;
+  }
   return true;
 }
 
@@ -204,37 +241,36 @@ int64_t JoinNextGeneration(const Context& ctx, std::chrono::steady_clock::time_p
   return main;
 }
 
-}  // namespace
-
-bool RecoverFromPeerFailure(const coll::CollectiveError& error) {
-  if (dynamic_cast<const coll::ExcludedError*>(&error) != nullptr) return false;
+// Waits (up to the step timeout) for a generation newer than `after`, joins it (both groups),
+// updates the Context and checks that every member stands at the same synchronisation point.
+// `failed_rank` >= 0: a rank of generation `after` failed (`reason`), reported to the driver
+// first; -1: nothing to report (the members wait at a step boundary for the generation that
+// adds replacements, or a replacement waits for its first). Throws as RecoverFromPeerFailure.
+void Regroup(::troupe::internal::Runtime& runtime, int64_t after, int failed_rank,
+             std::string reason) {
   Context& ctx = context;  // written by this thread only (see ElasticState)
-  if (!ctx.elastic || error.rank() < 0) return false;
-  ::troupe::internal::Runtime* runtime = ::troupe::internal::CurrentRuntime();
-  if (runtime == nullptr) return false;
-  const std::string ns = runtime->JobNamespace();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (elastic.failure_ms == 0) elastic.failure_ms = UnixMs();
-  }
-  int64_t failed_generation = ctx.generation;
-  int failed_rank = error.rank();
-  std::string reason = error.what();
+  const std::string ns = runtime.JobNamespace();
+  int64_t failed_generation = after;
   const auto deadline = std::chrono::steady_clock::now() + elastic.step_timeout;
   while (true) {
     // Tell the driver (the first report of a generation is the one it reads).
-    FailureReport report{ctx.world_rank, failed_rank, elastic.steps, UnixMs(), reason};
-    runtime->KvPut(ns, FailureKey(ctx.group, failed_generation), EncodeFailureReport(report),
-                   /*overwrite=*/false);
+    if (failed_rank >= 0) {
+      FailureReport report{ctx.world_rank, failed_rank, elastic.steps, UnixMs(), reason};
+      runtime.KvPut(ns, FailureKey(ctx.group, failed_generation), EncodeFailureReport(report),
+                    /*overwrite=*/false);
+    }
     int64_t target = 0, joining = 0;
     while ((target = std::min(coll::internal::DeclaredGeneration(ctx.group),
                               coll::internal::DeclaredGeneration(ctx.host_group))) <=
            failed_generation) {
       if (std::chrono::steady_clock::now() > deadline) {
         throw TroupeError(absl::StrCat(
-            "elastic training: rank ", ctx.world_rank, " reported rank ", failed_rank,
-            " of generation ", failed_generation, " failed (", reason,
-            "), but the driver declared no next generation within the step timeout (",
+            "elastic training: rank ", ctx.world_rank,
+            failed_rank >= 0 ? absl::StrCat(" reported rank ", failed_rank, " of generation ",
+                                            failed_generation, " failed (", reason, ")")
+                             : absl::StrCat(" waited at a step boundary for the generation after ",
+                                            failed_generation, " (replacements joining)"),
+            ", but the driver declared no next generation within the step timeout (",
             elastic.step_timeout.count(), " ms): the run restarts from its checkpoint"));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -249,8 +285,8 @@ bool RecoverFromPeerFailure(const coll::CollectiveError& error) {
         std::lock_guard<std::mutex> lock(mu);
         members = elastic.step_members;
       }
-      for (int64_t g = previous + 1; g <= joined; ++g) {
-        auto record = runtime->KvGet(ns, GenerationKey(ctx.group, g));
+      for (int64_t g = std::max<int64_t>(previous + 1, 2); g <= joined && previous > 0; ++g) {
+        auto record = runtime.KvGet(ns, GenerationKey(ctx.group, g));
         auto left = record ? DecodeRanks(*record) : std::nullopt;
         if (!left) {
           throw TroupeError(absl::StrCat("elastic training: generation ", g, " of group '",
@@ -264,21 +300,29 @@ bool RecoverFromPeerFailure(const coll::CollectiveError& error) {
         ctx.world_rank = coll::GetRank(ctx.group);
         ctx.world_size = coll::GetWorldSize(ctx.group);
         ctx.generation = joined;
+        elastic.joining = false;
       }
       // Every survivor must redo the same operation: the same count of synchronisation points
       // behind it. A member that completed the failed one before the failure reached it has
       // moved on (its optimizer stepped with the lost member's gradients): no redo can match it.
+      // A replacement that has not received the count yet takes no side.
       int64_t points[2] = {elastic.sync_points, -elastic.sync_points};
+      if (!elastic.progress_known) {
+        points[0] = points[1] = std::numeric_limits<int64_t>::min();
+      }
       coll::AllReduce(points, 2, coll::DataType::kInt64, coll::ReduceOp::kMax, ctx.host_group);
-      if (points[0] != -points[1]) {
+      if (elastic.progress_known && points[0] != -points[1]) {
         throw TroupeError(absl::StrCat(
-            "elastic training: after rank ", failed_rank, " of generation ", failed_generation,
-            " failed, the survivors stand at different synchronisation points (", -points[1],
-            " to ", points[0],
+            "elastic training: after ",
+            failed_rank >= 0 ? absl::StrCat("rank ", failed_rank, " of generation ",
+                                            failed_generation, " failed")
+                             : absl::StrCat("generation ", failed_generation, " changed"),
+            ", the survivors stand at different synchronisation points (", -points[1], " to ",
+            points[0],
             "): some completed the step before the failure reached them, so it cannot be "
             "redone alike everywhere; the run restarts from its checkpoint"));
       }
-      return true;
+      return;
     } catch (const coll::ExcludedError&) {
       throw;
     } catch (const coll::CollectiveError& again) {
@@ -288,6 +332,132 @@ bool RecoverFromPeerFailure(const coll::CollectiveError& error) {
       failed_generation = joining > 0 ? joining : ctx.generation;
       failed_rank = again.rank();
       reason = again.what();
+    }
+  }
+}
+
+// Rank 0's step count and synchronisation points, to a replacement (every member takes part).
+void ShareProgress() {
+  const Context& ctx = context;
+  int64_t progress[2] = {elastic.steps, elastic.sync_points};
+  coll::Broadcast(progress, 2, coll::DataType::kInt64, 0, ctx.host_group);
+  if (elastic.progress_known) return;
+  std::lock_guard<std::mutex> lock(mu);
+  elastic.steps = progress[0];
+  elastic.sync_points = progress[1];
+  elastic.last = StepOutcome();
+  elastic.last.step = elastic.steps;
+  elastic.last.generation = context.generation;
+  elastic.last.world_size = context.world_size;
+  elastic.progress_known = true;
+}
+
+}  // namespace
+
+bool RecoverFromPeerFailure(const coll::CollectiveError& error) {
+  if (dynamic_cast<const coll::ExcludedError*>(&error) != nullptr) return false;
+  Context& ctx = context;  // written by this thread only (see ElasticState)
+  if (!ctx.elastic || error.rank() < 0) return false;
+  ::troupe::internal::Runtime* runtime = ::troupe::internal::CurrentRuntime();
+  if (runtime == nullptr) return false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (elastic.failure_ms == 0) elastic.failure_ms = UnixMs();
+  }
+  Regroup(*runtime, ctx.generation, error.rank(), error.what());
+  return true;
+}
+
+bool ReplacementsAllowed() { return context.elastic && elastic.max_workers > 0; }
+bool IsJoining() { return elastic.joining; }
+
+void SetModelShare(std::function<void(bool receiving)> share) { model_share = std::move(share); }
+
+bool SetLoopShare(std::function<void(bool receiving)> share) {
+  loop_share = std::move(share);
+  const bool receive = elastic.awaiting_loop_state;
+  elastic.awaiting_loop_state = false;
+  return receive;
+}
+
+void JoinAsReplacement() {
+  Context& ctx = context;
+  ::troupe::internal::Runtime* runtime = ::troupe::internal::CurrentRuntime();
+  if (!elastic.joining || runtime == nullptr) return;
+  const std::string ns = runtime->JobNamespace();
+  // Announce, then wait (as long as it takes: the members join it at a step boundary of theirs;
+  // the driver ends this worker with the run) for the generation that adds this worker.
+  runtime->KvPut(ns, ReadyKey(ctx.group, elastic.worker), std::to_string(UnixMs()),
+                 /*overwrite=*/true);
+  int64_t target = 0;
+  while (true) {
+    if (auto text = runtime->KvGet(ns, JoinedKey(ctx.group, elastic.worker))) {
+      if (absl::SimpleAtoi(*text, &target) && target > 0) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Regroup(*runtime, target - 1, -1, "");
+  while (true) {
+    try {
+      ShareProgress();
+      break;
+    } catch (const coll::ExcludedError&) {
+      throw;
+    } catch (const coll::CollectiveError& e) {
+      if (e.rank() < 0) throw;
+      Regroup(*runtime, ctx.generation, e.rank(), e.what());  // a member failed meanwhile
+    }
+  }
+  elastic.awaiting_loop_state = true;
+  elastic.skip_boundary = true;
+}
+
+// The members' side of a join, between two steps (ElasticSampler::Next): whether replacements
+// wait (rank 0 reads the driver's proposal; one all-reduce makes every member agree), and if so
+// the next generation, with them, and the state they need.
+void AtStepBoundary() {
+  Context& ctx = context;
+  if (!ctx.elastic || elastic.max_workers <= 0 || !loop_share) return;
+  if (elastic.skip_boundary) {  // a replacement, at the boundary it joined at
+    elastic.skip_boundary = false;
+    return;
+  }
+  ::troupe::internal::Runtime* runtime = ::troupe::internal::CurrentRuntime();
+  if (runtime == nullptr) return;
+  const std::string ns = runtime->JobNamespace();
+  int64_t proposed = 0;
+  while (true) {
+    if (ctx.world_size >= elastic.max_workers) return;
+    proposed = ctx.world_rank == 0 && runtime->KvGet(ns, JoinKey(ctx.group, ctx.generation));
+    try {
+      if (ctx.world_size > 1) {
+        coll::AllReduce(&proposed, 1, coll::DataType::kInt64, coll::ReduceOp::kMax, ctx.host_group);
+      }
+      break;
+    } catch (const coll::CollectiveError& e) {
+      if (!RecoverFromPeerFailure(e)) throw;  // then ask again, in the new generation
+    }
+  }
+  CompleteSyncPoint();
+  if (!proposed) return;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (elastic.failure_ms == 0) elastic.failure_ms = UnixMs();  // the join is timed too
+  }
+  const int64_t at = ctx.generation;
+  if (ctx.world_rank == 0) {
+    runtime->KvPut(ns, BoundaryKey(ctx.group, at), std::to_string(elastic.steps),
+                   /*overwrite=*/false);
+  }
+  Regroup(*runtime, at, -1, "");
+  while (true) {
+    try {
+      ShareProgress();
+      if (model_share) model_share(false);
+      if (loop_share) loop_share(false);
+      return;
+    } catch (const coll::CollectiveError& e) {
+      if (!RecoverFromPeerFailure(e)) throw;
     }
   }
 }

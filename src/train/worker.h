@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -25,8 +26,11 @@ class TrainWorker {
   std::vector<std::string> Where();
   // Runs the loop to its end. `ranks`: world_rank, local_rank, world_size, local_world_size,
   // node_rank, cpus, 1 when the group is NCCL (0: CPU), then for elastic runs 1, the step
-  // timeout in ms and the groups' generation. `checkpoint`: a package to resume from ("" for a
-  // fresh start).
+  // timeout in ms, the groups' generation, 1 for a replacement (it joins a running group: its
+  // rank and world size come with the generation that adds it), this worker's number on the
+  // driver, and max_workers (0: no replacements). `checkpoint`: a package to resume from (""
+  // for a fresh start). Returns false when the worker was excluded from the group (fenced) and
+  // stopped: it contributed nothing after that.
   bool Run(std::string loop_name, LoopConfig config, std::vector<int64_t> ranks, std::string group,
            std::string experiment, std::string checkpoint);
   // Rank 0's reports since the last poll, in order.
@@ -63,5 +67,24 @@ void CompleteSyncPoint();
 // this member was left out, TroupeError when recovery is impossible (the driver then restarts the
 // run from the checkpoint).
 bool RecoverFromPeerFailure(const collective::CollectiveError& error);
+
+// Replacements (ScalingConfig::max_workers; docs/train.md, "Replacements"), on the loop's thread.
+// A replacement joins at the members' step boundary (AtStepBoundary, in troupe/train.h) and then
+// receives, in this order, from rank 0 by broadcast: the step count, the model (whatever
+// SetModelShare registered: PrepareModel) and the loop's state (SetLoopShare:
+// DistributedModel::EnableReplacements). Every member runs the same calls, sending or receiving.
+
+// Whether this elastic run may take replacements (the group can grow).
+bool ReplacementsAllowed();
+// Whether this worker is a replacement that has not joined yet.
+bool IsJoining();
+// A replacement: announces itself, waits for the generation that adds it, joins it and receives
+// the step count (then the caller receives the model). Throws like RecoverFromPeerFailure.
+void JoinAsReplacement();
+// Registers what each side runs to send (rank 0) or receive (receiving: a replacement) state;
+// nullptr unregisters. Cleared when the loop ends. SetLoopShare returns true once on a
+// replacement that joined and must receive the loop's state now.
+void SetModelShare(std::function<void(bool receiving)> share);
+bool SetLoopShare(std::function<void(bool receiving)> share);
 
 }  // namespace troupe::train::internal

@@ -445,6 +445,7 @@ pages.train = {
     if (run.min_workers && run.min_workers < run.num_workers) {
       details.push(['Elastic', `down to ${run.min_workers} workers`]);
     }
+    if (run.max_workers) details.push(['Replacements', `up to ${run.max_workers} workers`]);
     const checkpointRows = (run.checkpoints || []).map((c) => h('tr', {}, h('td', {class: 'mono'}, c.path),
       h('td', {}, Object.entries(c.metrics || {}).filter(([k]) => ['epoch', 'accuracy', 'train_loss', 'loss'].includes(k))
         .map(([k, v]) => h('span', {class: 'chip'}, `${k}=${formatNumber(v)}`)))));
@@ -455,7 +456,7 @@ pages.train = {
         h('div', {}, h('h3', {}, 'Worker placement'), table(['Rank', 'Node', 'GPU'], workerRows)),
         h('div', {}, h('h3', {}, 'Checkpoints'), table(['Path', 'Metrics'], checkpointRows, 'no checkpoints'))),
       membershipRows.length ? h('div', {id: 'train-membership'}, h('h3', {}, 'Membership changes'),
-        table(['Generation', 'Step', 'Change', 'Ranks left', 'Why', 'Recovery', 'Workers after', 'When', 'Detail'],
+        table(['Generation', 'Step', 'Change', 'Ranks (left or joined)', 'Why', 'Recovery', 'Workers after', 'When', 'Detail'],
           membershipRows)) : null);
   },
 };

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -9,6 +10,7 @@
 #include "troupe/actor.h"
 #include "troupe/errors.h"
 #include "troupe/train.h"
+#include "troupe/train_data.h"
 
 namespace troupe::train::torch {
 namespace {
@@ -66,20 +68,28 @@ DistributedModel::DistributedModel(std::shared_ptr<::torch::nn::Module> module,
                                    DistributedOptions options)
     : module_(std::move(module)), options_(options) {
   const Context& ctx = GetContext();
+  for (auto& p : module_->parameters()) CheckFloat(p, "a parameter");
+  // A replacement joins the running group first (at the others' step boundary): then it knows
+  // its rank and world size, and receives the model below like any member at the start.
+  internal::JoinAsReplacement();
   group_ = ctx.group;
   world_size_ = ctx.world_size;
   elastic_ = ctx.elastic;
   ::torch::set_num_threads(std::max(1, ctx.cpus));
-  distributed_ = world_size_ > 1;
+  // A run that takes replacements may grow from one member: buckets and hooks all the same.
+  distributed_ = world_size_ > 1 || internal::ReplacementsAllowed();
   if (!distributed_) return;  // nothing to average: no hooks, no overhead
-  std::vector<::torch::Tensor> params, buffers;
-  for (auto& p : module_->parameters()) {
-    CheckFloat(p, "a parameter");
-    params.push_back(p);
+  std::vector<::torch::Tensor> params;
+  for (auto& p : module_->parameters()) params.push_back(p);
+  while (true) {
+    try {
+      BroadcastModel();
+      break;
+    } catch (const coll::CollectiveError& e) {
+      // A replacement whose first generation lost a member meanwhile receives it again.
+      if (!ctx.replacement || !internal::RecoverFromPeerFailure(e)) throw;
+    }
   }
-  for (auto& b : module_->buffers()) buffers.push_back(b);
-  BroadcastTensors(params, group_);
-  BroadcastTensors(buffers, group_);
   // Buckets in reverse parameter order: the order in which backward produces gradients.
   int64_t filled = 0;
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
@@ -148,6 +158,7 @@ void DistributedModel::RegisterHooks() {
 }
 
 DistributedModel::~DistributedModel() {
+  internal::SetModelShare(nullptr);
   // Outstanding all-reduces reference our buffers: let them finish.
   for (Bucket& bucket : buckets_) {
     if (bucket.launched) {
@@ -271,6 +282,62 @@ void DistributedModel::RedoOnNewGeneration() {
       return;
     } catch (const coll::CollectiveError& e) {
       DrainBuckets();
+      if (!internal::RecoverFromPeerFailure(e)) throw;
+    }
+  }
+}
+
+void DistributedModel::BroadcastModel() {
+  std::vector<::torch::Tensor> params, buffers;
+  for (auto& p : module_->parameters()) params.push_back(p);
+  for (auto& b : module_->buffers()) buffers.push_back(b);
+  BroadcastTensors(params, group_);
+  BroadcastTensors(buffers, group_);
+}
+
+void DistributedModel::EnableReplacements(::torch::optim::Optimizer& optimizer,
+                                          ElasticSampler& sampler) {
+  if (!internal::ReplacementsAllowed()) return;
+  const std::string host_group = GetContext().host_group;
+  ::torch::Device device(::torch::kCPU);
+  if (!module_->parameters().empty()) device = module_->parameters()[0].device();
+  // Rank 0's optimizer state (its archive's bytes) and sampler position, to every member; a
+  // replacement loads them. Host memory: the CPU side group.
+  auto share = [&optimizer, &sampler, host_group, device](bool receiving) {
+    std::string bytes;
+    if (GetContext().world_rank == 0) {
+      ::torch::serialize::OutputArchive archive;
+      optimizer.save(archive);
+      std::ostringstream out;
+      archive.save_to(out);
+      bytes = out.str();
+    }
+    int64_t size = static_cast<int64_t>(bytes.size());
+    coll::Broadcast(&size, 1, coll::DataType::kInt64, 0, host_group);
+    bytes.resize(size);
+    coll::Broadcast(bytes.data(), bytes.size(), coll::DataType::kUInt8, 0, host_group);
+    std::vector<int64_t> state = sampler.State();
+    int64_t count = static_cast<int64_t>(state.size());
+    coll::Broadcast(&count, 1, coll::DataType::kInt64, 0, host_group);
+    state.resize(count);
+    coll::Broadcast(state.data(), state.size(), coll::DataType::kInt64, 0, host_group);
+    if (!receiving) return;
+    std::istringstream in(bytes);
+    ::torch::serialize::InputArchive archive;
+    archive.load_from(in, device);
+    optimizer.load(archive);
+    sampler.Restore(state);
+  };
+  std::weak_ptr<DistributedModel> self = weak_from_this();
+  internal::SetModelShare([self](bool) {
+    if (auto model = self.lock()) model->BroadcastModel();
+  });
+  if (!internal::SetLoopShare(share)) return;
+  while (true) {  // a replacement that just joined: receive now
+    try {
+      share(true);
+      return;
+    } catch (const coll::CollectiveError& e) {
       if (!internal::RecoverFromPeerFailure(e)) throw;
     }
   }

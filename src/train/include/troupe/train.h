@@ -57,8 +57,12 @@ struct ScalingConfig {
   // without it (no restart, no checkpoint read), down to min_workers; below that every worker
   // restarts from the latest checkpoint as without it. 0: num_workers (no elastic path).
   int min_workers = 0;
-  // The most workers a run may hold: 0 or num_workers (replacement workers, which would grow a
-  // run back, are not implemented yet: anything larger is refused).
+  // Replacements (docs/train.md, "Replacements"): the most workers an elastic run may hold. While
+  // it has fewer (after a loss, or above num_workers from the start) the driver starts a
+  // replacement worker whenever the cluster has room for one; it joins at the others' next step
+  // boundary and receives the model, optimizer and sampler state from a live peer (the loop
+  // calls DistributedModel::EnableReplacements). 0: no replacements (a run only shrinks);
+  // otherwise at least num_workers. Setting it makes the run elastic even with min_workers 0.
   int max_workers = 0;
 };
 
@@ -164,6 +168,9 @@ struct Context {
   // node_rank keep describing the first placement.
   bool elastic = false;
   int64_t generation = 0;
+  // A replacement worker, started after the others to join the running group (see
+  // ScalingConfig::max_workers): its world_rank and world_size are known once it joined.
+  bool replacement = false;
 };
 // The worker's context; the reference stays valid and its fields follow membership changes.
 const Context& GetContext();
@@ -191,6 +198,9 @@ std::optional<std::string> GetCheckpoint();
 
 namespace internal {
 bool RegisterTrainLoop(const char* name, TrainLoopFn loop);
+// Between two steps (ElasticSampler::Next calls it): where replacements join an elastic run.
+// Nothing unless the run takes replacements and the loop called EnableReplacements.
+void AtStepBoundary();
 }  // namespace internal
 
 }  // namespace troupe::train

@@ -90,8 +90,18 @@ class ElasticSampler {
     SetEpoch(0);
   }
 
-  // Starts epoch `epoch` afresh: its permutation, nothing taken yet.
+  // Starts epoch `epoch` afresh: its permutation, nothing taken yet. On a sampler that received
+  // its peers' state mid-epoch (a replacement: Restore), the first call naming that epoch keeps
+  // the state instead, so a loop written `for (epoch = sampler.epoch(); ...) SetEpoch(epoch)`
+  // goes on where its peers are.
   void SetEpoch(int64_t epoch) {
+    if (restored_ && epoch == epoch_) {
+      restored_ = false;
+      return;
+    }
+    restored_ = false;
+    epoch_ = epoch;
+    steps_ = 0;
     order_.resize(size_);
     std::iota(order_.begin(), order_.end(), 0);
     if (shuffle_) {
@@ -110,6 +120,7 @@ class ElasticSampler {
   bool Done() const { return !in_step_ && returned_.empty() && cursor_ == order_.size(); }
 
   // Rank `rank`'s slice of the next step's global batch, for a membership of `world_size`.
+  // (Replacements join only through Next().)
   std::vector<int64_t> Next(int rank, int world_size) {
     if (in_step_) {
       throw std::logic_error("ElasticSampler::Next: the previous step was not committed");
@@ -151,11 +162,14 @@ class ElasticSampler {
     returned_.insert(returned_.begin(), back.begin(), back.end());
     step_.clear();
     in_step_ = false;
+    ++steps_;
   }
 
   // In the train loop: Next for this worker's rank and world size (GetContext()), and Commit with
-  // the ranks the last SynchronizeGradients lost (LastStepOutcome()).
+  // the ranks the last SynchronizeGradients lost (LastStepOutcome()). In runs that take
+  // replacements, Next() is the step boundary where they join (the world size grows there).
   std::vector<int64_t> Next() {
+    internal::AtStepBoundary();
     const Context& ctx = GetContext();
     step_generation_ = ctx.generation;
     step_number_ = LastStepOutcome().step;
@@ -173,6 +187,30 @@ class ElasticSampler {
   }
 
   int64_t committed() const { return committed_; }  // samples committed this epoch
+  int64_t epoch() const { return epoch_; }          // the epoch SetEpoch (or Restore) set
+  int64_t steps() const { return steps_; }          // steps committed this epoch
+
+  // Where the epoch stands, between steps: what a replacement receives from a live peer.
+  std::vector<int64_t> State() const {
+    if (in_step_) throw std::logic_error("ElasticSampler::State: a step is in progress");
+    std::vector<int64_t> state = {size_, epoch_, static_cast<int64_t>(cursor_), committed_, steps_};
+    state.insert(state.end(), returned_.begin(), returned_.end());
+    return state;
+  }
+  // Takes a peer's State() (same size, batch size, shuffle and seed); the next SetEpoch naming
+  // its epoch keeps it.
+  void Restore(const std::vector<int64_t>& state) {
+    if (state.size() < 5 || state[0] != size_ || state[2] < 0 || state[2] > size_) {
+      throw std::invalid_argument(
+          "ElasticSampler::Restore: the state is not from a sampler over the same dataset size");
+    }
+    SetEpoch(state[1]);
+    cursor_ = static_cast<size_t>(state[2]);
+    committed_ = state[3];
+    steps_ = state[4];
+    returned_.assign(state.begin() + 5, state.end());
+    restored_ = true;
+  }
   // The samples the last Commit committed, every member's (the same on every survivor).
   const std::vector<int64_t>& last_committed() const { return last_committed_; }
   // Samples of the epoch not yet taken by a step.
@@ -199,6 +237,8 @@ class ElasticSampler {
   bool in_step_ = false;
   int64_t committed_ = 0;
   int64_t step_generation_ = 0, step_number_ = 0;
+  int64_t epoch_ = 0, steps_ = 0;
+  bool restored_ = false;  // Restore()d: the next SetEpoch(epoch_) keeps the state
 };
 
 // Splits `indices` into consecutive batches of `batch_size` (the last may be smaller, or dropped).

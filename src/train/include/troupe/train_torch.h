@@ -30,6 +30,20 @@
 // (Context::world_rank / world_size / generation change), restores the local gradients and
 // averages them again over the survivors: the step commits without the lost member's share, no
 // step is lost. LastStepOutcome() (troupe/train.h) says which ranks' shares were lost.
+//
+// Replacements (ScalingConfig::max_workers): a replacement worker runs the same loop. Its
+// PrepareModel waits until the others reach a step boundary (ElasticSampler::Next), joins the
+// group with them and receives rank 0's parameters and buffers; EnableReplacements then receives
+// the optimizer's state and the sampler's position, so the loop goes on in step with the others:
+//
+//   auto ddp = PrepareModel(model);
+//   torch::optim::Adam optimizer(model->parameters());
+//   troupe::train::ElasticSampler sampler(dataset_size, batch_size);
+//   ddp->EnableReplacements(optimizer, sampler);   // a replacement receives their state here
+//   for (int64_t epoch = sampler.epoch(); epoch < epochs; ++epoch) {
+//     sampler.SetEpoch(epoch);                     // a replacement: keeps the received position
+//     while (!sampler.Done()) { ... sampler.Next() ... SynchronizeGradients ... Commit() }
+//   }
 #pragma once
 
 #include <torch/torch.h>
@@ -38,6 +52,10 @@
 #include <vector>
 
 #include "troupe/collective.h"
+
+namespace troupe::train {
+class ElasticSampler;  // troupe/train_data.h
+}  // namespace troupe::train
 
 namespace troupe::train::torch {
 
@@ -55,6 +73,13 @@ class DistributedModel : public std::enable_shared_from_this<DistributedModel> {
   void SynchronizeGradients();
   ::torch::nn::Module& module() { return *module_; }
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
+
+  // Elastic runs that take replacements (ScalingConfig::max_workers): call once, on every
+  // worker, before the first step. Replacements then join at the others' step boundaries
+  // (ElasticSampler::Next) and receive `optimizer`'s state (through its save/load archives) and
+  // `sampler`'s position from rank 0; on a replacement this call receives them. Both must
+  // outlive the loop. Without this call no replacement joins (they wait). Elsewhere: nothing.
+  void EnableReplacements(::torch::optim::Optimizer& optimizer, ElasticSampler& sampler);
 
  private:
   struct Bucket {
@@ -78,6 +103,8 @@ class DistributedModel : public std::enable_shared_from_this<DistributedModel> {
   // Copies into the bucket each parameter's .grad that is not already there (zeros for none).
   void AdoptGradients(Bucket& bucket);
   void BroadcastBuffers();
+  // Rank 0's parameters and every buffer, to every member (a replacement's start).
+  void BroadcastModel();
   // Waits for the launched all-reduces and makes each .grad its bucket's slot.
   void FinishBuckets();
   // After a failure: waits out every launched all-reduce, whatever became of it.

@@ -11,8 +11,9 @@
 #   bash bench/run_all.sh                 # every benchmark but elastic_bench (about 48 minutes on
 #                                         # the 2-core VM)
 #   bash bench/run_all.sh --only=elastic_bench  # training through failures beside torchrun and
-#                                         # Ray Train: its own command (3 rounds of 3 sides x 4
-#                                         # scenarios, each training ResNet18: over half an hour)
+#                                         # Ray Train, Troupe's elastic group (3 to 4 workers):
+#                                         # its own command (3 rounds of 3 sides x 4 scenarios,
+#                                         # each training ResNet18: over half an hour)
 #   bash bench/run_all.sh --quick         # fewer rounds and sizes, elastic_bench's recovery
 #                                         # scenario included: a check that every benchmark
 #                                         # runs, not figures to quote
@@ -101,9 +102,9 @@ print("%.2f" % bench_common.busy_cpus(5))')
 
 # name | full flags | quick flags, in the order they run (Ray's microbenchmark and the two
 # benchmarks of a user's conditions first). Each program writes $out/<name>.json (--json) and prints its
-# table into $out/<name>.log. Full flags "-": not in a full run unless --only names it.
+# table into $out/<name>.log. Steps in own_command run in a full run only when --only names them.
 steps=(
-  "microbenchmark|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=1 --ray-sleep=1 --compared-only|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=0.5 --ray-sleep=0 --quick --only=single_client_tasks_async,1_1_actor_calls_sync"
+  "microbenchmark|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=1 --ray-sleep=1 --compared-only|bench/microbenchmark.py --ray-cpp --rounds=2 --seconds=0.5 --ray-sleep=0 --quick --only=single_client_tasks_async,1_1_actor_calls_sync"
   "gcs_ft_bench|bench/gcs_ft_bench.py --no-throughput|bench/gcs_ft_bench.py --quick --no-throughput"
   "scale_bench|bench/scale_bench.py|bench/scale_bench.py --quick"
   "cluster_start|bench/cluster_start.py|bench/cluster_start.py --quick"
@@ -113,8 +114,9 @@ steps=(
   "transfer_bench|bench/transfer_bench.py|bench/transfer_bench.py --quick"
   "reconstruction_bench|bench/reconstruction_bench.py|bench/reconstruction_bench.py --quick"
   "tls_bench|bench/tls_bench.py|bench/tls_bench.py --quick"
-  "elastic_bench|-|bench/elastic_bench.py --quick --scenarios=recovery"
+  "elastic_bench|bench/elastic_bench.py --troupe-elastic=3:4|bench/elastic_bench.py --troupe-elastic=3:4 --quick --scenarios=recovery"
 )
+own_command=" elastic_bench "
 
 failed=()
 times=""
@@ -123,10 +125,7 @@ for step in "${steps[@]}"; do
   if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
   flags="$full"
   $quick && flags="$quick_flags"
-  if [ "$flags" = "-" ]; then
-    [ -n "$only" ] || continue
-    flags="bench/${name}.py"
-  fi
+  if ! $quick && [ -z "$only" ] && [[ "$own_command" == *" $name "* ]]; then continue; fi
   wait_idle
   step_start=$SECONDS
   echo "== $name: /usr/bin/python3 $flags --json=$out/$name.json (CPUs busy over the last 5 s: $busy; load average $(cut -d' ' -f1 /proc/loadavg))"

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -153,6 +154,34 @@ void ElasticLoop(const train::LoopConfig& config) {
 }
 TROUPE_TRAIN_LOOP(ElasticLoop);
 
+// Once rank 0 has committed a step of the second epoch, holds rank `rank` (its rank at start)
+// before its next forward pass, so that the others wait for it in that step's all-reduce; runs
+// `before_signal` (if any), sends it `signal` and lets the hold go. Returns its pid, or 0 (the
+// test failed) when it never got there.
+int SignalMidStep(const std::string& pids, const std::string& samples, int rank, int signal,
+                  const std::function<void()>& before_signal = nullptr) {
+  const ::testing::AssertionResult started = troupe::testing::WaitUntil(
+      [&] {
+        const int pid = ReadPid(pids + "/0");
+        return pid > 0 && CommittedSamples(absl::StrCat(samples, "/", pid)).count(1) > 0;
+      },
+      absl::Seconds(180), "a step of the second epoch");
+  const std::string hold = absl::StrCat(pids, "/hold-", rank);
+  std::ofstream(hold) << "";
+  const ::testing::AssertionResult held = troupe::testing::WaitUntil(
+      [&] { return std::filesystem::exists(absl::StrCat(pids, "/held-", rank)); },
+      absl::Seconds(60), absl::StrCat("rank ", rank, " held mid-step"));
+  if (before_signal) before_signal();
+  const int pid = ReadPid(absl::StrCat(pids, "/", rank));
+  EXPECT_TRUE(started);
+  EXPECT_TRUE(held);
+  EXPECT_GT(pid, 0);
+  const bool there = started && held && pid > 0;
+  if (there) EXPECT_EQ(kill(pid, signal), 0);
+  std::filesystem::remove(hold);
+  return there ? pid : 0;
+}
+
 // Issue 33: a SIGKILLed worker of an elastic run (4 workers, min 2) is dropped and the other 3 go
 // on from the step it died in: no restart, no checkpoint read, every sample of the epoch trained
 // on exactly once, and the run's history says what happened.
@@ -174,24 +203,8 @@ TEST(TrainTest, ElasticRunGoesOnWithoutAKilledWorker) {
     result = train::DataParallelTrainer(ElasticLoop, ElasticConfig(3, pids, samples), scaling, run)
                  .Fit();
   });
-  // Once rank 0 has committed a step of the second epoch, hold rank 2 before its next forward
-  // pass and SIGKILL it there: the others are in that step's all-reduce.
-  const ::testing::AssertionResult started = troupe::testing::WaitUntil(
-      [&] {
-        const int pid = ReadPid(pids + "/0");
-        return pid > 0 && CommittedSamples(absl::StrCat(samples, "/", pid)).count(1) > 0;
-      },
-      absl::Seconds(180), "a step of the second epoch");
-  std::ofstream(pids + "/hold-2") << "";
-  const ::testing::AssertionResult held =
-      troupe::testing::WaitUntil([&] { return std::filesystem::exists(pids + "/held-2"); },
-                                 absl::Seconds(60), "rank 2 held mid-step");
-  const int victim = ReadPid(pids + "/2");
-  EXPECT_TRUE(started);
-  EXPECT_TRUE(held);
-  EXPECT_GT(victim, 0);
-  if (started && held && victim > 0) EXPECT_EQ(kill(victim, SIGKILL), 0);
-  std::filesystem::remove(pids + "/hold-2");
+  // Rank 2 is SIGKILLed mid-step, while the others are in that step's all-reduce.
+  SignalMidStep(pids, samples, 2, SIGKILL);
   fit.join();
   ASSERT_EQ(result.error, "");
   EXPECT_EQ(result.restarts, 0) << "the survivors went on: nothing restarted";
@@ -288,22 +301,7 @@ TEST(TrainTest, ElasticRunDropsAStoppedWorker) {
     result = train::DataParallelTrainer(ElasticLoop, ElasticConfig(3, pids, samples), scaling, run)
                  .Fit();
   });
-  const ::testing::AssertionResult started = troupe::testing::WaitUntil(
-      [&] {
-        const int pid = ReadPid(pids + "/0");
-        return pid > 0 && CommittedSamples(absl::StrCat(samples, "/", pid)).count(1) > 0;
-      },
-      absl::Seconds(180), "a step of the second epoch");
-  std::ofstream(pids + "/hold-1") << "";
-  const ::testing::AssertionResult held =
-      troupe::testing::WaitUntil([&] { return std::filesystem::exists(pids + "/held-1"); },
-                                 absl::Seconds(60), "rank 1 held mid-step");
-  const int stopped = ReadPid(pids + "/1");
-  EXPECT_TRUE(started);
-  EXPECT_TRUE(held);
-  EXPECT_GT(stopped, 0);
-  if (started && held && stopped > 0) EXPECT_EQ(kill(stopped, SIGSTOP), 0);
-  std::filesystem::remove(pids + "/hold-1");
+  const int stopped = SignalMidStep(pids, samples, 1, SIGSTOP);
   // The driver kills the stopped worker once its peers report it hung.
   const ::testing::AssertionResult killed =
       troupe::testing::WaitUntil([&] { return stopped > 0 && kill(stopped, 0) != 0; },
@@ -356,22 +354,7 @@ TEST(TrainTest, ElasticRunReplacesAKilledWorker) {
   // Once rank 0 committed a step of the second epoch: rank 2 is held mid-step and killed, and
   // rank 0 pauses before its next step boundary until the driver proposed the join (so the
   // replacement joins while the epoch has steps left, whatever its start-up takes).
-  const ::testing::AssertionResult started = troupe::testing::WaitUntil(
-      [&] {
-        const int pid = ReadPid(pids + "/0");
-        return pid > 0 && CommittedSamples(absl::StrCat(samples, "/", pid)).count(1) > 0;
-      },
-      absl::Seconds(180), "a step of the second epoch");
-  std::ofstream(pids + "/hold-2") << "";
-  const ::testing::AssertionResult held =
-      troupe::testing::WaitUntil([&] { return std::filesystem::exists(pids + "/held-2"); },
-                                 absl::Seconds(60), "rank 2 held mid-step");
-  std::ofstream(pids + "/pause-0") << "";
-  const int victim = ReadPid(pids + "/2");
-  EXPECT_TRUE(started);
-  EXPECT_TRUE(held);
-  if (started && held && victim > 0) EXPECT_EQ(kill(victim, SIGKILL), 0);
-  std::filesystem::remove(pids + "/hold-2");
+  SignalMidStep(pids, samples, 2, SIGKILL, [&] { std::ofstream(pids + "/pause-0") << ""; });
   std::string group;
   std::ifstream(pids + "/group") >> group;
   troupe::internal::Runtime* runtime = troupe::internal::CurrentRuntime();

@@ -36,7 +36,7 @@ for arg in "$@"; do
     --only=*) only="${arg#--only=}" ;;
     --out=*) out="${arg#--out=}" ;;
     --no-docs) update_docs=false ;;
-    -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -29,6 +29,7 @@
 #include "src/common/status_testing.h"
 #include "src/common/wait_until.h"
 #include "src/train/run_record.h"
+#include "src/train/run_record_testing.h"
 #include "tests/driver.h"
 #include "tests/test_cluster.h"
 #include "troupe/api.h"
@@ -460,21 +461,10 @@ TEST_F(StateCliTest, ObjectsWorkersSummaryAndMemory) {
 // Issue 33: an elastic training run's membership changes, as its driver publishes them, in
 // `troupe list train-runs` and `troupe get train-run`.
 TEST_F(StateCliTest, TrainRunsShowTheirMembershipChanges) {
-  troupe::train::RunRecord record;
-  record.name = "elastic-cli";
-  record.start_time_ms = 1700000000000;
-  record.run_id = troupe::train::NewRunId(record.name, record.start_time_ms);
-  record.num_workers = 4;
+  troupe::train::RunRecord record =
+      troupe::train::TestRunRecord("elastic-cli", 1700000000000, /*num_workers=*/4);
   record.min_workers = 2;
-  troupe::train::MembershipEvent left;
-  left.generation = 2;
-  left.change = "left";
-  left.why = "died";
-  left.ranks = {2};
-  left.world_size = 3;
-  left.step = 41;
-  left.recovery_s = 0.25;
-  left.detail = "rank 0 reported rank 2: rank 2 is gone";
+  const troupe::train::MembershipEvent left = troupe::train::TestRankLeftEvent();
   troupe::train::MembershipEvent joined;  // a replacement, after step 50
   joined.generation = 3;
   joined.change = "joined";

@@ -7,6 +7,7 @@
 #include "troupe/train.h"
 
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "examples/fashion_mnist/fashion_mnist.h"
 #include "examples/fashion_mnist/run.h"
 #include "gtest/gtest.h"
@@ -324,6 +326,15 @@ TEST(TrainTest, ExampleLoopResumesMidEpochAtTheStepAfterItsCheckpoint) {
                                     {"batch_size", "16"},   {"limit_batches", "300"},
                                     {"test_limit", "1000"}, {"checkpoint_every", "20"},
                                     {"events_file", events}};
+  // What a rank 0 SIGKILLed between writing a checkpoint and reporting it leaves behind (a
+  // process gone): the loop removes it when it starts.
+  const pid_t gone = fork();
+  ASSERT_GE(gone, 0);
+  if (gone == 0) _exit(0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
+  const std::filesystem::path leftover =
+      std::filesystem::temp_directory_path() / ("troupe-ckpt-midepoch-" + std::to_string(gone));
+  std::filesystem::create_directories(leftover / "model");
   train::Result result;
   std::thread fit([&] {
     result = train::DataParallelTrainer(fashion_mnist::TrainLoop, config, scaling, run).Fit();
@@ -363,6 +374,24 @@ TEST(TrainTest, ExampleLoopResumesMidEpochAtTheStepAfterItsCheckpoint) {
   ASSERT_EQ(evals.size(), 1u);
   EXPECT_EQ(evals[0].at("step"), "300");
   EXPECT_EQ(result.metrics.at("epoch"), 1);
+  // Nothing is left in the workers' temporary directory (they inherit this process's $TMPDIR):
+  // neither the loop's checkpoint directories nor the checkpoint the restart resumed from.
+  const auto workers = EventLines(events, "worker");
+  ASSERT_GE(workers.size(), 4u) << "two attempts of two workers";
+  std::vector<std::string> left;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::filesystem::temp_directory_path())) {
+    const std::string name = entry.path().filename().string();
+    for (const auto& worker : workers) {
+      const std::string pid = worker.at("pid");
+      if (name == "troupe-ckpt-midepoch-" + pid ||
+          name.rfind("troupe-resume-" + pid + "-", 0) == 0) {
+        left.push_back(name);
+      }
+    }
+  }
+  EXPECT_TRUE(left.empty()) << "left behind: " << absl::StrJoin(left, ", ");
+  EXPECT_FALSE(std::filesystem::exists(leftover)) << "a dead process's checkpoint directory";
 }
 
 TEST(TrainTest, BucketedAllReduceMatchesOnePlainAllReduce) {

@@ -1,9 +1,11 @@
 #include "examples/fashion_mnist/fashion_mnist.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -151,6 +153,35 @@ void AppendEvent(const std::string& path, const std::string& kind, const std::st
   close(fd);
 }
 
+// Rank 0's checkpoint directories are <temp>/troupe-ckpt-<experiment>-<pid>: one per process,
+// written before each Report (which packs it) and removed right after it, or when the loop ends.
+std::string CheckpointDirPrefix(const std::string& experiment) {
+  return (std::filesystem::temp_directory_path() / ("troupe-ckpt-" + experiment + "-")).string();
+}
+
+// A rank 0 SIGKILLed between writing and reporting (the driver kills an attempt's workers when
+// the attempt fails) leaves its directory behind: the next run of the loop removes those of
+// processes that no longer exist.
+void RemoveCheckpointDirsOfDeadProcesses(const std::string& prefix) {
+  std::error_code error;
+  const std::filesystem::path temp = std::filesystem::path(prefix).parent_path();
+  const std::string name_prefix = std::filesystem::path(prefix).filename().string();
+  std::filesystem::directory_iterator entries(temp, error);
+  for (; !error && entries != std::filesystem::directory_iterator(); entries.increment(error)) {
+    const std::string name = entries->path().filename().string();
+    if (name.rfind(name_prefix, 0) != 0) continue;
+    const std::string pid_text = name.substr(name_prefix.size());
+    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos ||
+        pid_text.size() > 9) {
+      continue;
+    }
+    const int pid = std::stoi(pid_text);
+    if (pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (EPERM: another user's)
+    std::error_code ignored;
+    std::filesystem::remove_all(entries->path(), ignored);
+  }
+}
+
 }  // namespace
 
 Split Load(const std::string& dir, const std::string& prefix) {
@@ -248,12 +279,26 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
                   " world=" + std::to_string(ctx.world_size) + " pid=" + std::to_string(getpid()) +
                   " gen=" + gen);
   // Rank 0 writes the model, the optimizer and where training is into a directory (the others:
-  // ""), for Report.
+  // ""), for Report; `report` removes it once Report packed it, `remove_checkpoint_dir` however
+  // the loop ends.
+  const std::string checkpoint_prefix = CheckpointDirPrefix(ctx.experiment);
+  RemoveCheckpointDirsOfDeadProcesses(checkpoint_prefix);
+  const std::string checkpoint_dir = checkpoint_prefix + std::to_string(getpid());
+  struct RemoveOnExit {
+    const std::string& dir;
+    ~RemoveOnExit() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  } remove_checkpoint_dir{checkpoint_dir};
+  auto report = [&](const troupe::train::Metrics& metrics, const std::string& dir) {
+    troupe::train::Report(metrics, dir);
+    std::error_code ignored;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
+  };
   auto write_checkpoint = [&](int epoch_done, int64_t batch_done) -> std::string {
     if (ctx.world_rank != 0) return "";
-    const std::string dir = (std::filesystem::temp_directory_path() /
-                             ("troupe-ckpt-" + ctx.experiment + "-" + std::to_string(getpid())))
-                                .string();
+    const std::string& dir = checkpoint_dir;
     std::filesystem::create_directories(dir);
     torch::serialize::OutputArchive archive;
     model->save(archive);
@@ -332,8 +377,8 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
       }
       const int64_t at = ctx.elastic ? elastic_sampler.steps() : step;
       if (checkpoint_every > 0 && at % checkpoint_every == 0 && more_in_epoch()) {
-        troupe::train::Report({{"epoch", epoch}, {"step", static_cast<double>(step)}},
-                              write_checkpoint(epoch, batches));
+        report({{"epoch", epoch}, {"step", static_cast<double>(step)}},
+               write_checkpoint(epoch, batches));
       }
     };
     if (ctx.elastic) {
@@ -390,7 +435,7 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
       AppendEvent(events_file, "eval", fields + run_gen());
     }
 
-    const std::string checkpoint_dir = write_checkpoint(epoch + 1, 0);
+    const std::string epoch_checkpoint = write_checkpoint(epoch + 1, 0);
     troupe::train::Metrics metrics = {{"epoch", epoch + 1},
                                       {"train_loss", sums[0] / std::max(1.0, sums[1])},
                                       {"test_loss", sums[2] / std::max(1.0, sums[4])},
@@ -399,7 +444,7 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
                                       {"epoch_s", train_seconds},
                                       {"lr", epoch_lr}};
     if (ctx.elastic) metrics["workers"] = ctx.world_size;
-    troupe::train::Report(metrics, checkpoint_dir);
+    report(metrics, epoch_checkpoint);
   }
 }
 

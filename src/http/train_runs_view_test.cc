@@ -5,32 +5,21 @@
 
 #include "gtest/gtest.h"
 #include "src/train/run_record.h"
+#include "src/train/run_record_testing.h"
 
 namespace troupe::http {
 namespace {
 
 using nlohmann::json;
 
-train::RunRecord Record(const std::string& name, int64_t start_ms) {
-  train::RunRecord record;
-  record.name = name;
-  record.start_time_ms = start_ms;
-  record.run_id = train::NewRunId(name, start_ms);
-  record.num_workers = 2;
-  record.strategy = "SPREAD";
-  record.resources_per_worker = {{"CPU", 1}};
-  record.workers = {{0, "aa01", -1}, {1, "bb02", -1}};
-  return record;
-}
-
 TEST(TrainRunsViewTest, RecordsRoundTripNewestFirst) {
-  train::RunRecord old_run = Record("mnist", 1000);
+  train::RunRecord old_run = train::TestRunRecord("mnist", 1000);
   old_run.status = "FINISHED";
   old_run.end_time_ms = 5000;
   old_run.metrics = {{{"epoch", 1}, {"accuracy", 0.5}, {"images_per_s", 900}},
                      {{"epoch", 2}, {"accuracy", 0.75}, {"loss", std::nan("")}}};
   old_run.checkpoints = {{"/tmp/r/checkpoint_2", {{"epoch", 2}, {"accuracy", 0.75}}}};
-  train::RunRecord new_run = Record("mnist", 2000);
+  train::RunRecord new_run = train::TestRunRecord("mnist", 2000);
 
   json runs = TrainRunsJson({train::RunRecordJson(old_run), train::RunRecordJson(new_run)});
   ASSERT_EQ(runs.size(), 2u);
@@ -56,19 +45,10 @@ TEST(TrainRunsViewTest, RecordsRoundTripNewestFirst) {
 
 // Issue 33: an elastic run's membership changes reach the dashboard's record.
 TEST(TrainRunsViewTest, MembershipChangesAreInTheRecord) {
-  train::RunRecord record = Record("elastic", 1);
+  train::RunRecord record = train::TestRunRecord("elastic", 1);
   record.min_workers = 2;
   record.max_workers = 4;
-  train::MembershipEvent left;
-  left.generation = 2;
-  left.change = "left";
-  left.why = "died";
-  left.ranks = {2};
-  left.world_size = 3;
-  left.step = 41;
-  left.time_ms = 1234;
-  left.recovery_s = 0.25;
-  left.detail = "rank 0 reported rank 2: rank 2 is gone";
+  const train::MembershipEvent left = train::TestRankLeftEvent();
   record.membership = {left};
   json runs = TrainRunsJson({train::RunRecordJson(record)});
   ASSERT_EQ(runs.size(), 1u);
@@ -95,14 +75,16 @@ TEST(TrainRunsViewTest, BadRecordsAreSkippedAndTheListIsCapped) {
   EXPECT_EQ(runs[0]["run_id"], "ok");
 
   records.clear();
-  for (int i = 0; i < 150; ++i) records.push_back(train::RunRecordJson(Record("r", i)));
+  for (int i = 0; i < 150; ++i) {
+    records.push_back(train::RunRecordJson(train::TestRunRecord("r", i)));
+  }
   runs = TrainRunsJson(records);
   ASSERT_EQ(runs.size(), kMaxTrainRuns);
   EXPECT_EQ(runs[0]["start_time_ms"], 149);
 }
 
 TEST(TrainRunsViewTest, ARecordKeepsTheLastReportsOnly) {
-  train::RunRecord record = Record("long", 1);
+  train::RunRecord record = train::TestRunRecord("long", 1);
   for (size_t i = 0; i < train::kMaxRecordedReports + 5; ++i) {
     record.metrics.push_back({{"epoch", static_cast<double>(i + 1)}});
   }

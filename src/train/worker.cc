@@ -1,8 +1,10 @@
 #include "src/train/worker.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -63,6 +65,39 @@ std::map<std::string, TrainLoopFn>& Loops() {
 // Checkpoints may hold a whole model: allow far more than a working directory.
 constexpr int64_t kMaxCheckpointBytes = kMaxCheckpointPackageBytes;
 
+// Where a worker unpacks the checkpoint it resumes from: <temp>/<prefix><pid>-<group>.
+constexpr char kResumePrefix[] = "troupe-resume-";
+
+// Removes the resume directories of worker processes that no longer exist. A worker removes its
+// own when Run ends, but one SIGKILLed (the driver kills an attempt's workers when it fails, or
+// restarts an elastic run from its checkpoint) cannot: the next Run on the machine does.
+void RemoveResumeDirsOfDeadWorkers() {
+  std::error_code error;
+  std::filesystem::directory_iterator entries(std::filesystem::temp_directory_path(error), error);
+  for (; !error && entries != std::filesystem::directory_iterator(); entries.increment(error)) {
+    const std::string name = entries->path().filename().string();
+    if (name.rfind(kResumePrefix, 0) != 0) continue;
+    const size_t start = sizeof(kResumePrefix) - 1, dash = name.find('-', start);
+    int pid = 0;
+    if (dash == std::string::npos || !absl::SimpleAtoi(name.substr(start, dash - start), &pid) ||
+        pid <= 0 || pid == getpid()) {
+      continue;
+    }
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (EPERM: another user's)
+    std::error_code ignored;
+    std::filesystem::remove_all(entries->path(), ignored);
+  }
+}
+
+// Removes this worker's resume directory, if any (the loop is over: nothing reads it again).
+void RemoveResumeDir() {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!resume_dir) return;
+  std::error_code ignored;
+  std::filesystem::remove_all(*resume_dir, ignored);
+  resume_dir.reset();
+}
+
 }  // namespace
 
 namespace internal {
@@ -95,6 +130,7 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
   if (loop == Loops().end()) {
     throw TroupeError("train loop '" + loop_name + "' is not registered in this executable");
   }
+  RemoveResumeDirsOfDeadWorkers();
   {
     std::lock_guard<std::mutex> lock(mu);
     context = Context{static_cast<int>(ranks.at(0)),
@@ -122,12 +158,13 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
     loop_share = nullptr;
     resume_dir.reset();
     if (!checkpoint.empty()) {
-      const std::string dir = absl::StrCat(std::filesystem::temp_directory_path().string(),
-                                           "/troupe-resume-", getpid(), "-", group);
+      const std::string dir = absl::StrCat(std::filesystem::temp_directory_path().string(), "/",
+                                           kResumePrefix, getpid(), "-", group);
       std::error_code error;
       std::filesystem::remove_all(dir, error);
       if (auto status = UnpackDirectory(checkpoint, dir, PackageLimits::Checkpoint());
           !status.ok()) {
+        std::filesystem::remove_all(dir, error);  // what was unpacked before the failure
         throw TroupeError("cannot unpack the checkpoint to resume from: " +
                           std::string(status.message()));
       }
@@ -137,10 +174,12 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
   // Intra-op threads match the CPUs reserved for this worker (as torchrun's OMP_NUM_THREADS),
   // so N workers on N cores do not fight. Libraries read this when they start their pools.
   setenv("OMP_NUM_THREADS", std::to_string(context.cpus).c_str(), 1);
-  struct ClearShares {
-    ~ClearShares() {
+  // However the loop ends (returns, throws, is excluded): its state goes.
+  struct ClearLoopState {
+    ~ClearLoopState() {
       model_share = nullptr;  // they point into the loop's frame
       loop_share = nullptr;
+      RemoveResumeDir();
     }
   } clear;
   try {

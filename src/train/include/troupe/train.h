@@ -189,11 +189,13 @@ StepOutcome LastStepOutcome();
 
 // Reports metrics (and optionally a checkpoint directory) from every rank; a synchronisation
 // point like a collective. Rank 0's report is what the driver records; its checkpoint directory
-// is copied to the driver's storage_path.
+// is copied to the driver's storage_path. The directory is the loop's: it is packed before Report
+// returns, so the loop may then remove or reuse it (Troupe never removes it).
 void Report(const Metrics& metrics, const std::string& checkpoint_dir = "");
 
 // The checkpoint to resume from (a local directory), if training restarted after a failure or
-// resumed; nullopt on a fresh start.
+// resumed; nullopt on a fresh start. The directory (under the worker's temporary directory,
+// $TMPDIR or /tmp) is Troupe's: it is removed when the loop ends, however it ends.
 std::optional<std::string> GetCheckpoint();
 
 namespace internal {

@@ -10,6 +10,11 @@ cannot draw a warning. So a .cc is listed when it, or a project header it includ
 through other project headers, followed by the same include paths the build uses), mentions a
 lock annotation or absl::Mutex. Generated sources (protobuf) are not in git and never listed.
 
+scripts/test.sh writes the list to a fixed path beside the clang output base, so that the
+compile actions' keys stay the same from run to run. A file's place on the list changes only with
+its inputs (its own text or a header it includes), which re-runs its action anyway; a change to
+the pattern below does not re-run cached actions until their inputs change.
+
   python3 scripts/clang_check_files.py [REPO]      # REPO defaults to the current directory
 """
 import os

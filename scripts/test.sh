@@ -91,7 +91,9 @@ if [ ${#outside[@]} -gt 0 ]; then
     "kind(rule, rdeps(//tests/... + //bench/... + //examples/... + //gpu/... + //sdk/..., set(${outside[*]}), 1))")
 fi
 clang_log="$(mktemp "${TMPDIR:-/tmp}/troupe-clang-check.XXXXXX")"
-echo "== bazel build --config=clang --config=nocuda (${#packages[@]} packages and targets, $(wc -l < "$check_files") sources analysed; clang -Wthread-safety, -fsyntax-only; in the background at nice 19, output in $clang_log)"
+echo "== bazel build --config=clang --config=nocuda (${#packages[@]} packages and targets," \
+  "$(wc -l < "$check_files") sources analysed; clang -Wthread-safety, -fsyntax-only; in the" \
+  "background at nice 19, output in $clang_log)"
 clang_start=$SECONDS
 nice -n 19 bazel --output_base="$clang_output_base" --max_idle_secs=900 build --config=clang \
   --config=nocuda --repo_env=CC="$clang_cc" --action_env=TROUPE_CLANG_CHECK_FILES="$check_files" \

@@ -704,7 +704,8 @@ def main():
             "50", 200
         args.ray_tasks, args.ray_actors, args.ray_pgs, args.window, args.settle = 2000, 20, \
             200, 5, 2
-    args.rounds = args.rounds or (1 if args.quick else 3)
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     started, load_before = time.time(), os.getloadavg()[0]

@@ -255,29 +255,31 @@ TEST(TrainTest, KilledWorkerResumesFromTheLatestCheckpoint) {
   for (const auto& m : result.metrics_history) EXPECT_EQ(m.at("mismatched_steps"), 0);
 }
 
+// The error a one-epoch MLP run with `scaling` fails with, or "accepted".
+std::string FitError(const train::ScalingConfig& scaling) {
+  try {
+    train::DataParallelTrainer(MlpLoop, MlpConfig(1), scaling, {}).Fit();
+  } catch (const troupe::TroupeError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
 TEST(TrainTest, ElasticConfigurationsAreChecked) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
-  auto fit_error = [](train::ScalingConfig scaling) -> std::string {
-    try {
-      train::DataParallelTrainer(MlpLoop, MlpConfig(1), scaling, {}).Fit();
-    } catch (const troupe::TroupeError& e) {
-      return e.what();
-    }
-    return "accepted";
-  };
   train::ScalingConfig scaling;
   scaling.num_workers = 2;
   scaling.min_workers = 3;
-  EXPECT_NE(fit_error(scaling).find("min_workers must be between 1 and num_workers (2)"),
+  EXPECT_NE(FitError(scaling).find("min_workers must be between 1 and num_workers (2)"),
             std::string::npos)
-      << fit_error(scaling);
+      << FitError(scaling);
   scaling.min_workers = 1;
   scaling.max_workers = 1;
-  EXPECT_NE(fit_error(scaling).find("max_workers must be 0 (no replacement workers) or at least "
-                                    "num_workers (2), got 1"),
+  EXPECT_NE(FitError(scaling).find("max_workers must be 0 (no replacement workers) or at least "
+                                   "num_workers (2), got 1"),
             std::string::npos)
-      << fit_error(scaling);
+      << FitError(scaling);
   scaling.max_workers = 0;
   train::RunConfig run;
   run.failure_config.hang_timeout = std::chrono::milliseconds(50);
@@ -483,24 +485,16 @@ TEST(TrainTest, HalfGpuWorkersShareOneCardOverTheCpuBackend) {
 TEST(TrainTest, CollectiveBackendsNcclCannotRunAreClearErrors) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);
-  auto fit_error = [](train::ScalingConfig scaling) -> std::string {
-    try {
-      train::DataParallelTrainer(MlpLoop, MlpConfig(1), scaling, {}).Fit();
-    } catch (const troupe::TroupeError& e) {
-      return e.what();
-    }
-    return "accepted";
-  };
   train::ScalingConfig scaling;
   scaling.collective_backend = "gloo";
-  EXPECT_NE(fit_error(scaling).find("must be auto, cpu or nccl, got 'gloo'"), std::string::npos)
-      << fit_error(scaling);
+  EXPECT_NE(FitError(scaling).find("must be auto, cpu or nccl, got 'gloo'"), std::string::npos)
+      << FitError(scaling);
   scaling.collective_backend = "nccl";
-  EXPECT_NE(fit_error(scaling).find("needs use_gpu"), std::string::npos) << fit_error(scaling);
+  EXPECT_NE(FitError(scaling).find("needs use_gpu"), std::string::npos) << FitError(scaling);
   // Two workers sharing a card cannot be NCCL ranks: refused before anything is placed.
   scaling.use_gpu = true;
   scaling.resources_per_worker = {{"CPU", 1}, {"GPU", 0.5}};
-  const std::string shared = fit_error(scaling);
+  const std::string shared = FitError(scaling);
   EXPECT_NE(shared.find("needs whole GPUs per worker"), std::string::npos) << shared;
   EXPECT_NE(shared.find("collective_backend \"cpu\""), std::string::npos) << shared;
 }

@@ -408,18 +408,28 @@ TEST_F(StateCliTest, TasksOfAProgramThatEndedShowTheirFinalStateThroughEveryComm
   ASSERT_EQ(actors.exit_code, 0) << actors.err;
   EXPECT_EQ(json::parse(actors.out, nullptr, false).size(), 1u) << actors.out;
 
-  // A normal job end is no crash in the raylets' logs: workers are stopped, not killed.
-  int stopped = 0;
+  // A normal job end is no crash in the raylets' logs: workers are stopped, not killed. The
+  // raylet stops them once it hears the job ended, which may come after the commands above.
+  auto stopped_lines = [&] {
+    int stopped = 0;
+    for (const std::string& path : cluster_->RayletLogs()) {
+      std::ifstream in(path);
+      for (std::string line; std::getline(in, line);) {
+        if (absl::StrContains(line, "was stopped (")) ++stopped;
+      }
+    }
+    return stopped;
+  };
+  EXPECT_TRUE(troupe::testing::WaitUntil([&] { return stopped_lines() >= 1; }, absl::Seconds(30),
+                                         "a worker stopped at the job's end in a raylet log"));
   for (const std::string& path : cluster_->RayletLogs()) {
     std::ifstream in(path);
     for (std::string line; std::getline(in, line);) {
-      if (absl::StrContains(line, "was stopped (")) ++stopped;
       if (absl::StrContains(line, "killed by signal")) {
         EXPECT_TRUE(absl::StrContains(line, "was stopped (")) << path << ": " << line;
       }
     }
   }
-  EXPECT_GE(stopped, 1);
 }
 
 TEST_F(StateCliTest, ObjectsWorkersSummaryAndMemory) {

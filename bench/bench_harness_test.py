@@ -912,7 +912,8 @@ class ElasticEventsTest(unittest.TestCase):
     def test_rows_are_lower_is_better_for_times_and_carry_no_figure_for_none(self):
         args = argparse.Namespace(workers=4, batch_size=16, checkpoint_every=20, kill_step=30,
                                   recovery_bound=180, hang_seconds=30, steps=60,
-                                  chaos_interval=10, chaos_seconds=60, troupe_elastic=None,
+                                  chaos_interval=10, chaos_seconds=60, chaos_epochs=0,
+                                  troupe_elastic=None,
                                   scenarios=["clean", "recovery", "hang", "chaos"])
         results = {
             "troupe": [{"recovery_seconds": 2.0, "recovery_steps_lost": 10, "hang_seconds": None,
@@ -943,6 +944,12 @@ class ElasticEventsTest(unittest.TestCase):
         args.troupe_elastic = (3, 4)
         self.assertIn("elastic group, 3 to 4 workers",
                       elastic_bench.result_rows(results, args)[0]["note"])
+        args.chaos_epochs = 2  # the long chaos run: whole epochs, and the accuracy under chaos
+        rows = {r["metric"]: r for r in elastic_bench.result_rows(results, args)}
+        self.assertIn("final_accuracy_under_chaos", rows)
+        self.assertIn("for 2 whole epochs", rows["goodput_under_chaos_samples_per_s"]["note"])
+        self.assertIn("2 whole epochs", rows["committed_samples_per_s"]["note"])
+        args.chaos_epochs = 0
         args.scenarios = ["recovery"]
         self.assertEqual([r["metric"] for r in elastic_bench.result_rows(results, args)],
                          ["recovery_seconds", "recovery_steps_lost", "final_accuracy_after_kill"])
@@ -950,7 +957,8 @@ class ElasticEventsTest(unittest.TestCase):
 
 # A side whose "workers" are two processes under a supervisor that restarts both when one dies,
 # resuming after the last multiple of 5 steps (a checkpoint every 5), as torchrun's agent does:
-# rank 0 commits a step every 50 ms whatever rank 1 does, and evaluates after the last.
+# rank 0 commits a step every 50 ms whatever rank 1 does, and evaluates after the last. An epoch
+# is 10 steps.
 FAKE_WORKER = """
 import os, sys, time
 events, rank, gen, start, steps = sys.argv[1:6]
@@ -978,7 +986,7 @@ def last_step():
     except FileNotFoundError:
         return 0
     return max(done) if done else 0
-for restart in range(10):
+for restart in range(20):
     start = last_step() // 5 * 5
     procs = [subprocess.Popen([sys.executable, "-c", worker, events, str(rank), "g%d" % restart,
                                str(start), str(steps)]) for rank in (0, 1)]
@@ -996,7 +1004,7 @@ sys.exit(1)
 
 class FakeSide(elastic_bench.Side):
     def command(self, workdir, events, steps, epochs, max_failures):
-        return ([sys.executable, "-c", FAKE_SUPERVISOR, events, str(steps or 10000),
+        return ([sys.executable, "-c", FAKE_SUPERVISOR, events, str(steps or 10 * epochs),
                  FAKE_WORKER], None, [])
 
 
@@ -1005,7 +1013,7 @@ class ElasticFaultRunTest(unittest.TestCase):
         self.scratch = tempfile.mkdtemp()
         self.args = argparse.Namespace(steps=30, kill_step=7, run_timeout=60, max_failures=3,
                                        chaos_max_failures=10, keep=False, chaos_seconds=1.5,
-                                       chaos_interval=0.5)
+                                       chaos_interval=0.5, chaos_epochs=0)
         self.side = FakeSide("fake", self.args, self.scratch)
 
     def test_a_killed_worker_is_restarted_and_the_figures_come_from_its_events(self):
@@ -1033,6 +1041,18 @@ class ElasticFaultRunTest(unittest.TestCase):
         self.assertGreaterEqual(figures["chaos_kills"], 2)
         self.assertGreater(figures["chaos_samples_per_s"], 0)
         self.assertLess(figures["chaos_samples_per_s"], 32 / 0.05)  # below one step per 50 ms
+        self.assertNotIn("chaos_accuracy", figures)  # a window: no evaluation
+
+    def test_chaos_over_whole_epochs_kills_until_the_evaluation(self):
+        self.args.chaos_epochs = 3  # 30 steps of 50 ms, restarted after each kill
+        self.args.chaos_interval = 0.6
+        figures = elastic_bench.chaos_run(self.side, self.args)
+        self.assertEqual(figures["chaos_accuracy"], 0.5)
+        self.assertEqual(figures["chaos_steps"], 30)
+        self.assertGreaterEqual(figures["chaos_kills"], 2)
+        self.assertGreater(figures["chaos_seconds"], 1.5)  # 30 steps of 50 ms, and what was redone
+        self.assertLess(figures["chaos_samples_per_s"], 32 / 0.05)
+        self.assertEqual(os.listdir(self.scratch), [])
 
 
 if __name__ == "__main__":

@@ -24,6 +24,15 @@ killed again and again:
              accuracy against the failure-free run's (the issue's long chaos run, 2 epochs are
              about 11 minutes of chaos, its own command below)
   clean      the failure-free run: committed samples per second, final accuracy
+  node       (--netns only) a whole node dies: its link is cut (no reset reaches anyone: as when
+             a machine loses power) and every process on it SIGKILLed once step --kill-step is
+             committed; the node killed is the one holding the highest rank other than 0. The
+             figures of "recovery", plus the seconds until the GCS declared the node dead
+             (`troupe status`, polled every 0.1 s) and from then to the next committed step
+
+Across hosts (--netns, Troupe only, needs root): 3 network namespaces (bench/netns_cluster.py),
+each a node of 1 CPU with its own /dev/shm: the head on node 1, where the driver runs, one worker
+per node (--workers=3). A fresh cluster for every run. The peers' multi-node forms are not run.
 
 Each side writes an events file (examples/fashion_mnist/fashion_mnist.h says the lines: a
 "worker" line per rank with its pid, a "step" line per committed optimizer step with its wall
@@ -62,6 +71,7 @@ when a side made no step within the bound), committed_samples_per_s, goodput_und
 final_accuracy_*; every run's figures and the load averages are in "raw".
 """
 import argparse
+import json
 import os
 import re
 import shlex
@@ -78,10 +88,11 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from bench_common import (alternate, load_average, stop_processes, summary_row,  # noqa: E402
                           write_results)
+from netns_cluster import NETNS, NetnsCluster  # noqa: E402
 
 PEER_SCRIPT = os.path.join(HERE, "elastic_peer_train.py")
 SIDES = ("troupe", "torchrun", "ray_train")
-SCENARIOS = ("clean", "recovery", "hang", "chaos")
+SCENARIOS = ("clean", "recovery", "hang", "chaos", "node")
 
 # --- The events and what they show (pure functions, tested by bench_harness_test.py) ---
 
@@ -394,6 +405,35 @@ class TroupeSide(Side):
                 shutil.rmtree(os.path.join(tmp, entry), ignore_errors=True)
 
 
+class TroupeNetnsSide(TroupeSide):
+    """Troupe's side on a fresh 3-node namespace cluster per run (see --netns above): the driver
+    runs on node 1 and attaches to the cluster; run.cluster is the cluster, closed by cleanup."""
+
+    def start(self, tag, steps, epochs, max_failures):
+        a = self.args
+        cluster = NetnsCluster(a.netns_prefix, a.workers, a.troupe_cli, num_cpus=1)
+        try:
+            cluster.start_troupe()
+            workdir = self.workdir(tag)
+            events = os.path.join(workdir, "events.txt")
+            name = os.path.basename(workdir)
+            command = cluster.exec_args(1, cluster.driver_env()) + [
+                os.path.abspath(a.troupe), "--num-workers=%d" % a.workers,
+                "--cpus-per-worker=1", "--max-failures=%d" % max_failures,
+                "--events-file=" + events, "--storage-path=" + os.path.join(workdir, "results"),
+                "--name=" + name] + self.common(events, steps, epochs) + troupe_mode_flags(a)
+            run = SideRun(command, dict(os.environ), workdir, events)
+        except BaseException:
+            cluster.close()
+            raise
+        run.cluster = cluster
+        return run
+
+    def cleanup(self, run):
+        run.cluster.close()
+        TroupeSide.cleanup(self, run)
+
+
 class TorchrunSide(Side):
     def command(self, workdir, events, steps, epochs, max_failures):
         a = self.args
@@ -488,6 +528,65 @@ def fault_run(side, args, sig, bound, tag):
         finish(side, run, args.keep)
 
 
+def node_of(cluster, pid):
+    """The node (1..n) whose namespace runs `pid`, or None."""
+    for node in range(1, cluster.n + 1):
+        out = subprocess.run([NETNS, "pids", cluster.prefix, str(node)], capture_output=True,
+                             text=True)
+        if str(pid) in out.stdout.split():
+            return node
+    return None
+
+
+def node_dead_at(cluster, node, t0, timeout):
+    """Polls `troupe status` on node 1 every 0.1 s from `t0` until node `node` (by its address)
+    is DEAD: the time the GCS recorded its death (its end_time_ms; the same machine's clock),
+    else when it was first seen so; None if not within `timeout`."""
+    status = cluster.exec_args(1) + [cluster.troupe, "status", "--format=json",
+                                     "--address=" + cluster.address(), "--token=" + cluster.token]
+    deadline = t0 + timeout
+    while time.time() < deadline:
+        out = subprocess.run(status, capture_output=True, text=True)
+        if out.returncode == 0:
+            for n in json.loads(out.stdout)["nodes"]:
+                if n.get("node_ip") == cluster.ip(node) and n["state"] == "DEAD":
+                    return n["end_time_ms"] / 1000.0 if n.get("end_time_ms") else time.time()
+        time.sleep(0.1)
+    return None
+
+
+def node_run(side, args):
+    """A whole node dies (see "node" above)."""
+    run = side.start("node", args.steps, 1, args.max_failures)
+    try:
+        if not run.wait(has_step(args.kill_step), args.run_timeout):
+            raise failed(run, "step %d not reached within %d s" % (args.kill_step,
+                                                                    args.run_timeout))
+        cluster = run.cluster
+        workers = [e for e in run.events() if e["kind"] == "worker" and e.get("rank") != 0]
+        node = None
+        for e in sorted(workers, key=lambda e: (e["rank"], e["t"]), reverse=True):
+            node = node_of(cluster, e["pid"])
+            if node not in (None, 1):
+                break
+        if node in (None, 1):
+            raise failed(run, "no worker other than rank 0 on a node other than the head's")
+        when = time.time()
+        subprocess.run([NETNS, "link", cluster.prefix, str(node), "down"], check=True)
+        subprocess.run([NETNS, "kill", cluster.prefix, str(node)], check=True)
+        dead = node_dead_at(cluster, node, when, args.recovery_bound)
+        run.wait(has_eval, args.recovery_bound + args.run_timeout)
+        events = run.events()
+        figures = fault_figures(events, when, args.recovery_bound)
+        figures.update(node=node, accuracy=final_accuracy(events),
+                       declared_dead_seconds=None if dead is None else dead - when)
+        if dead is not None and figures["seconds"] is not None:
+            figures["after_declared_dead_seconds"] = figures["seconds"] - (dead - when)
+        return figures
+    finally:
+        finish(side, run, args.keep)
+
+
 def chaos_run(side, args):
     """A worker SIGKILLed every --chaos-interval seconds: for --chaos-seconds of an endless run,
     or (--chaos-epochs) until a run of that many epochs evaluates."""
@@ -550,6 +649,12 @@ def run_side(side, args):
                 r = fault_run(side, args, signal.SIGSTOP, args.hang_seconds, "hang")
                 figures.update(hang_seconds=r["seconds"], hang_steps_lost=r["steps_lost"],
                                hang_detail=r)
+            elif scenario == "node":
+                r = node_run(side, args)
+                figures.update(node_seconds=r["seconds"], node_steps_lost=r["steps_lost"],
+                               node_declared_dead_seconds=r["declared_dead_seconds"],
+                               node_after_dead_seconds=r.get("after_declared_dead_seconds"),
+                               node_accuracy=r["accuracy"], node_detail=r)
             elif scenario == "chaos":
                 figures.update(chaos_run(side, args))
                 if figures.get("clean_samples_per_s") and figures.get("chaos_samples_per_s")\
@@ -592,6 +697,21 @@ def result_rows(results, args):
                      "committed steps redone or skipped after that kill"),
                  row("final_accuracy_after_kill", "fraction", "recovery_accuracy", True,
                      "test accuracy after %d steps with that kill" % args.steps)]
+    if "node" in chosen:
+        where = "a node of 3 (network namespaces, one worker each)"
+        rows += [row("node_recovery_seconds", "seconds", "node_seconds", False,
+                     "%s dies (link cut, every process SIGKILLed) after step %d, to the next "
+                     "committed step; %s" % (where, args.kill_step, work)),
+                 row("node_declared_dead_seconds", "seconds", "node_declared_dead_seconds", False,
+                     "that node's death to the GCS declaring it dead (troupe status)"),
+                 row("node_recovery_after_declared_dead_seconds", "seconds",
+                     "node_after_dead_seconds", False,
+                     "the node declared dead to the next committed step (negative: the workers "
+                     "went on before the GCS declared it)"),
+                 row("node_steps_lost", "steps", "node_steps_lost", False,
+                     "committed steps redone or skipped after the node's death"),
+                 row("final_accuracy_after_node_death", "fraction", "node_accuracy", True,
+                     "test accuracy after %d steps with that node's death" % args.steps)]
     if "hang" in chosen:
         rows.append(row("hang_recovery_seconds", "seconds", "hang_seconds", False,
                         "SIGSTOP of one worker after step %d to the next step committed without "
@@ -630,6 +750,11 @@ def print_table(results, args, out=sys.stdout):
             ("recovery_steps_lost", "kill: steps lost", "%d"),
             ("recovery_accuracy", "kill: accuracy", "%.4f"),
             ("hang_seconds", "stop: s to next step", "%.2f"),
+            ("node_seconds", "node: s to next step", "%.2f"),
+            ("node_declared_dead_seconds", "node: s to DEAD", "%.2f"),
+            ("node_after_dead_seconds", "node: DEAD to step", "%.2f"),
+            ("node_steps_lost", "node: steps lost", "%d"),
+            ("node_accuracy", "node: accuracy", "%.4f"),
             ("chaos_samples_per_s", "chaos samples/s", "%.1f"),
             ("chaos_ratio", "chaos / clean", "%.2f"),
             ("chaos_kills", "chaos kills", "%d"),
@@ -656,8 +781,9 @@ def main():
                              "below still override)")
     parser.add_argument("--rounds", type=int, help="default 3 (--quick: 1)")
     parser.add_argument("--sides", default=",".join(SIDES), help="of " + ",".join(SIDES))
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
-                        help="of %s, run in this order per side" % ",".join(SCENARIOS))
+    parser.add_argument("--scenarios",
+                        help="of %s, run in this order per side (default: all but node; "
+                             "--netns: node)" % ",".join(SCENARIOS))
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=16, help="per worker")
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -698,6 +824,11 @@ def main():
     parser.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     parser.add_argument("--test-limit", type=int, default=2000,
                         help="test images each evaluation uses (0: all 10,000)")
+    parser.add_argument("--netns", action="store_true",
+                        help="Troupe across 3 network namespaces (see above; needs root)")
+    parser.add_argument("--netns-prefix", default="elb", help="scripts/netns.sh PREFIX")
+    parser.add_argument("--troupe-cli", default="bazel-bin/src/cli/troupe",
+                        help="--netns: the troupe CLI that starts the nodes")
     parser.add_argument("--keep", action="store_true",
                         help="keep each run's directory (events, logs) under the scratch dir")
     parser.add_argument("--json", metavar="FILE", help="also write a results file (see above)")
@@ -716,7 +847,8 @@ def main():
                          "MAX, got '%s'" % (args.workers, args.troupe_elastic))
         args.troupe_elastic = (int(match.group(1)), int(match.group(2)))
     args.sides = [s for s in args.sides.split(",") if s]
-    args.scenarios = [s for s in args.scenarios.split(",") if s]
+    args.scenarios = ([s for s in args.scenarios.split(",") if s] if args.scenarios else
+                      ["node"] if args.netns else [s for s in SCENARIOS if s != "node"])
     for side in args.sides:
         if side not in SIDES:
             parser.error("--sides: unknown side '%s' (of %s)" % (side, ", ".join(SIDES)))
@@ -725,6 +857,17 @@ def main():
             parser.error("--scenarios: unknown '%s' (of %s)" % (scenario, ", ".join(SCENARIOS)))
     if args.checkpoint_every < 1:
         parser.error("--checkpoint-every must be 1 or more")
+    if args.netns:
+        if args.sides != ["troupe"]:
+            parser.error("--netns runs Troupe only (the peers' multi-node forms are not built): "
+                         "add --sides=troupe")
+        if args.workers != 3:
+            parser.error("--netns has 3 nodes of one worker each: add --workers=3")
+        if not os.access(args.troupe_cli, os.X_OK):
+            parser.error("%s is not built: bazel build -c opt --config=nocuda //src/cli:troupe" %
+                         args.troupe_cli)
+    elif "node" in args.scenarios:
+        parser.error("--scenarios: 'node' kills a whole node: it needs --netns")
     if args.chaos_epochs < 0:
         parser.error("--chaos-epochs must be 0 (a --chaos-seconds window) or more")
     if not 0 < args.kill_step < args.steps:
@@ -738,7 +881,8 @@ def main():
                      "--sides)" % args.ray_python)
 
     scratch = tempfile.mkdtemp(prefix="elastic-bench-")
-    kinds = {"troupe": TroupeSide, "torchrun": TorchrunSide, "ray_train": RaySide}
+    kinds = {"troupe": TroupeNetnsSide if args.netns else TroupeSide,
+             "torchrun": TorchrunSide, "ray_train": RaySide}
     sides = [(name, kinds[name](name, args, scratch)) for name in args.sides]
     started, load_before = time.time(), load_average()
     print("ResNet18 on FashionMNIST, %d workers, batch %d per worker, %d steps per run, "

@@ -2,7 +2,8 @@
 // each node with its own address on 10.99.0.0/24, its own temp dir and (in one test) its own
 // /dev/shm. Covers joining, tasks and actors placed on every node, objects crossing nodes, a job
 // submitted from another node, a collective group spanning nodes, training across hosts (the
-// train library and `troupe train launch`), and a node dying by SIGKILL or by a partition.
+// train library and `troupe train launch`), a node dying by SIGKILL or by a partition, and an
+// elastic training run that loses a whole node and goes on without it.
 //
 // The test process stays in the host's namespace, where 10.99.0.0/24 does not exist; drivers run
 // on a node: this binary started there with MULTIHOST_SCENARIO=<name>, printing key=value lines
@@ -599,6 +600,76 @@ TEST_F(MultiHostOwnClusterTest, PartitionedNodeIsDeclaredDeadAndDoesNotRejoin) {
       *cluster, [&] { EXPECT_OK(cluster->SetLink(3, false)); },
       [&] { EXPECT_OK(cluster->SetLink(3, true)); });
   EXPECT_EQ(cluster->NodeState(3), "DEAD");
+}
+
+// The "step" lines of an events file (examples/fashion_mnist/fashion_mnist.h): step, world, gen.
+struct StepLine {
+  int step = 0;
+  int world = 0;
+  std::string gen;
+};
+std::vector<StepLine> StepLines(const std::string& events_file) {
+  std::vector<StepLine> steps;
+  std::ifstream in(events_file);
+  for (std::string line; std::getline(in, line);) {
+    if (!absl::StartsWith(line, "step ")) continue;
+    StepLine step;
+    for (absl::string_view field : absl::StrSplit(line, ' ')) {
+      if (absl::ConsumePrefix(&field, "step=")) (void)absl::SimpleAtoi(field, &step.step);
+      if (absl::ConsumePrefix(&field, "world=")) (void)absl::SimpleAtoi(field, &step.world);
+      if (absl::ConsumePrefix(&field, "gen=")) step.gen = std::string(field);
+    }
+    steps.push_back(step);
+  }
+  return steps;
+}
+
+// An elastic run of the ResNet18 example, one worker on each 1-CPU node and down to two, loses
+// node 3 whole: its link cut (no reset reaches anyone, as when a machine loses power) and every
+// process on it killed. The workers on nodes 1 and 2 go on as the next generation: no restart,
+// every step committed once, none lost or redone, and node 3 declared dead.
+TEST_F(MultiHostOwnClusterTest, ElasticRunGoesOnWhenAWholeNodeDies) {
+  NetnsCluster::Options options;
+  options.node_flags = {"--num-cpus=1"};
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<NetnsCluster> cluster, NetnsCluster::Start(options));
+  const std::string dir = NewTempDir("elastic");
+  const std::string events = dir + "/events.txt";
+  std::optional<CommandResult> result;
+  std::thread driver([&] {
+    result = cluster->RunOn(
+        1,
+        {Runfile("examples/resnet18_fashion_mnist/resnet18_fashion_mnist"), "--num-workers=3",
+         "--min-workers=2", "--cpus-per-worker=1", "--epochs=1", "--limit-batches=30",
+         "--batch-size=8", "--checkpoint-every=10", "--test-limit=200", "--max-failures=0",
+         "--events-file=" + events, "--storage-path=" + dir + "/results", "--name=elastic"},
+        {"TROUPE_ADDRESS=" + cluster->GcsAddress(), "TROUPE_TOKEN=" + cluster->token()}, 300);
+  });
+  const bool stepped = WaitUntil(
+      [&] {
+        const auto steps = StepLines(events);
+        return !steps.empty() && steps.back().step >= 8;
+      },
+      absl::Seconds(200), "step 8 of the elastic run");
+  std::string gen_before;
+  if (stepped) {
+    gen_before = StepLines(events).back().gen;
+    EXPECT_OK(cluster->SetLink(3, false));
+    EXPECT_OK(cluster->KillNode(3));
+  }
+  driver.join();
+  ASSERT_TRUE(stepped) << result->out << result->err;
+  EXPECT_EQ(result->exit_code, 0) << result->out << result->err;
+  EXPECT_TRUE(WaitUntil([&] { return cluster->NodeState(3) == "DEAD"; }, absl::Seconds(30),
+                        "node 3 to be declared dead"));
+  const auto steps = StepLines(events);
+  ASSERT_FALSE(steps.empty());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].step, static_cast<int>(i) + 1) << "a step lost or redone: " << i;
+  }
+  EXPECT_EQ(steps.back().step, 30) << result->out;
+  EXPECT_EQ(steps.back().world, 2) << "the last steps not on the two survivors";
+  EXPECT_NE(steps.back().gen, gen_before) << "no new generation after the node died";
+  EXPECT_TRUE(absl::StrContains(result->out, "restarts 0")) << result->out << result->err;
 }
 
 }  // namespace

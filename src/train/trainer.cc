@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <memory>
 #include <optional>
 #include <random>
@@ -286,6 +287,11 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   const std::string ns = runtime.JobNamespace();
   // Elastic runs: the coordinator declares each generation of both groups (worker w — rank w of
   // generation 1 — by its handle), after recording which ranks left.
+  // Kills of excluded workers, in flight: a kill waits for the worker's raylet, which may be cut
+  // off (up to the GCS's 10 s deadline), and the survivors must not wait for it: the generation
+  // already fences the excluded worker out. Declared before the coordinator, so the attempt's end
+  // waits for them after the coordinator is gone.
+  std::vector<std::future<void>> kills;
   std::unique_ptr<internal::ElasticCoordinator> coordinator;
   if (!gang.elastic) {
     std::vector<int> ranks(scaling_.num_workers);
@@ -321,11 +327,13 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
                                          options, generation, /*elastic=*/true);
     };
     cluster.kill = [&](int worker) {
-      try {
-        gang.workers[worker].Kill();
-      } catch (const TroupeError&) {
-        // Gone already.
-      }
+      kills.push_back(std::async(std::launch::async, [handle = gang.workers[worker]] {
+        try {
+          handle.Kill();
+        } catch (const TroupeError&) {
+          // Gone already.
+        }
+      }));
     };
     cluster.propose = [&](int64_t generation) {
       runtime.KvPut(ns, internal::JoinKey(group, generation), "1", /*overwrite=*/true);

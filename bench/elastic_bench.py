@@ -382,17 +382,20 @@ def troupe_mode(args):
 
 
 class TroupeSide(Side):
-    def command(self, workdir, events, steps, epochs, max_failures):
+    def program(self, workdir, events, steps, epochs, max_failures):
+        """The example's command line, whatever cluster it runs on."""
         a = self.args
-        name = os.path.basename(workdir)
+        return [os.path.abspath(a.troupe), "--num-workers=%d" % a.workers, "--cpus-per-worker=1",
+                "--max-failures=%d" % max_failures, "--events-file=" + events,
+                "--storage-path=" + os.path.join(workdir, "results"),
+                "--name=" + os.path.basename(workdir)
+                ] + self.common(events, steps, epochs) + troupe_mode_flags(a)
+
+    def command(self, workdir, events, steps, epochs, max_failures):
         env = dict(os.environ, TROUPE_TEMP_DIR=os.path.join(workdir, "t"))
         env.pop("TROUPE_ADDRESS", None)  # an embedded cluster of --num-cpus, whatever runs here
-        command = [os.path.abspath(a.troupe), "--num-cpus=%d" % a.workers,
-                   "--num-workers=%d" % a.workers, "--cpus-per-worker=1",
-                   "--max-failures=%d" % max_failures, "--events-file=" + events,
-                   "--storage-path=" + os.path.join(workdir, "results"), "--name=" + name
-                   ] + self.common(events, steps, epochs) + troupe_mode_flags(a)
-        return command, env, []
+        command = self.program(workdir, events, steps, epochs, max_failures)
+        return command[:1] + ["--num-cpus=%d" % self.args.workers] + command[1:], env, []
 
     def cleanup(self, run):
         name = os.path.basename(run.workdir)
@@ -416,12 +419,8 @@ class TroupeNetnsSide(TroupeSide):
             cluster.start_troupe()
             workdir = self.workdir(tag)
             events = os.path.join(workdir, "events.txt")
-            name = os.path.basename(workdir)
-            command = cluster.exec_args(1, cluster.driver_env()) + [
-                os.path.abspath(a.troupe), "--num-workers=%d" % a.workers,
-                "--cpus-per-worker=1", "--max-failures=%d" % max_failures,
-                "--events-file=" + events, "--storage-path=" + os.path.join(workdir, "results"),
-                "--name=" + name] + self.common(events, steps, epochs) + troupe_mode_flags(a)
+            command = cluster.exec_args(1, cluster.driver_env()) + self.program(
+                workdir, events, steps, epochs, max_failures)
             run = SideRun(command, dict(os.environ), workdir, events)
         except BaseException:
             cluster.close()

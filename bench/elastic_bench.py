@@ -905,7 +905,10 @@ def main():
               for name, rounds in results.items()}
     errors = {name: e for name, e in errors.items() if e}
     if args.json:
-        write_results(args.json, "elastic_bench", result_rows(results, args), started,
+        # The node run and the long chaos run are benchmarks of their own (own results files).
+        name = ("elastic_bench_netns" if args.netns else
+                "elastic_bench_chaos" if args.chaos_epochs else "elastic_bench")
+        write_results(args.json, name, result_rows(results, args), started,
                       load_before, args.rounds, quick=args.quick,
                       raw={"rounds": results, "loads": loads, "errors": errors,
                            "settings": {k: getattr(args, k) for k in (

@@ -84,6 +84,10 @@ def poll_jobs(head, ids, t0, out, timeout=300):
 # Troupe's head supervisor gives up on a GCS that died more than 10 times within a minute (a
 # crash loop); kills are paced, on both sides alike, to at most this many a minute.
 KILLS_PER_MINUTE = 8
+# Seconds after a kill within which the driver must report its trial, or the kill counts as not
+# recovered: the drivers themselves wait for the GCS up to 300 s (Troupe's default, and Ray's
+# processes are given as long: RAY_ENV), which made one slow recovery cost five minutes.
+KILL_BOUND_S = 120
 
 
 def listening_sockets(port):
@@ -122,13 +126,16 @@ def trial(head, driver, job_ids):
     driver.send("kill")
     t0 = driver.read_event("killed")["t0"]
     seen = {}
-    watchers = [threading.Thread(target=poll_jobs, args=(head, job_ids, t0, seen)),
-                threading.Thread(target=watch_port, args=(head.gcs_port, before, t0, seen))]
+    watchers = [threading.Thread(target=poll_jobs, args=(head, job_ids, t0, seen, KILL_BOUND_S)),
+                threading.Thread(target=watch_port,
+                                 args=(head.gcs_port, before, t0, seen, KILL_BOUND_S))]
     for watcher in watchers:
         watcher.start()
-    line = driver.read_event("trial")
-    for watcher in watchers:
-        watcher.join()
+    try:
+        line = driver.read_event("trial", KILL_BOUND_S - (time.monotonic() - t0))
+    finally:
+        for watcher in watchers:
+            watcher.join()
     head.note_gcs(line["new_gcs_pid"])
     line.update(seen, jobs=len(job_ids))
     return line
@@ -182,7 +189,8 @@ def recovery_round(args, head_class):
                     message = str(error)
                 if t is None or t["new_actor"] < 0 or t["old_actor"] < 0:
                     out["failed"].append(
-                        (case, message if t is None else "no recovery within 300 s"))
+                        (case, message if t is None else
+                         "no recovery within %d s" % KILL_BOUND_S))
                     print("  %s %s: FAILED, %s" % (head.name, case, out["failed"][-1][1]),
                           flush=True)
                     return out

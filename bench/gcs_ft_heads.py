@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -333,15 +334,27 @@ class Driver:
         self.proc.stdin.write(command + "\n")
         self.proc.stdin.flush()
 
-    def read_event(self, event):
-        for line in self.proc.stdout:
-            if line.startswith("{"):
-                record = json.loads(line)
-                if record.get("event") == event:
-                    return record
+    def read_event(self, event, timeout=None):
+        """The driver's next JSON line for `event`. With `timeout` (seconds), a driver that has
+        not printed it by then is killed and the RuntimeError says so."""
+        timer = threading.Timer(timeout, self.proc.kill) if timeout else None
+        if timer:
+            timer.start()
+        try:
+            for line in self.proc.stdout:
+                if line.startswith("{"):
+                    record = json.loads(line)
+                    if record.get("event") == event:
+                        return record
+        finally:
+            if timer:
+                timer.cancel()
         self.proc.wait()
         with open(self.stderr_path) as f:
             sys.stderr.write(f.read()[-3000:])
+        if timer and self.proc.returncode == -signal.SIGKILL:
+            raise RuntimeError("no %r within %d s (the bench's bound per kill): the recovery "
+                               "driver was stopped" % (event, timeout))
         raise RuntimeError("the recovery driver exited with %s before printing %r"
                            % (self.proc.returncode, event))
 

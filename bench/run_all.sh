@@ -15,6 +15,11 @@
 #                                         # Ray Train, Troupe's elastic group (3 to 4 workers):
 #                                         # its own command (3 rounds of 3 sides x 4 scenarios,
 #                                         # each training ResNet18: 24 minutes)
+#   bash bench/run_all.sh --only=elastic_bench_netns  # a whole node dies under Troupe's elastic
+#                                         # group (3 namespaced nodes; 3 rounds, 2 minutes)
+#   bash bench/run_all.sh --only=elastic_bench_chaos  # the long chaos run: a worker killed every
+#                                         # 10 s through 2 epochs, beside 2 failure-free epochs
+#                                         # (Troupe only; about 23 minutes)
 #   bash bench/run_all.sh --quick         # fewer rounds and sizes, elastic_bench's recovery
 #                                         # scenario included: a check that every benchmark
 #                                         # runs, not figures to quote
@@ -101,7 +106,7 @@ print("%.2f" % bench_common.busy_cpus(5))')
   export TROUPE_BENCH_BUSY_BEFORE="$busy"
 }
 
-# name | full flags | quick flags, in the order they run (Ray's microbenchmark and the two
+# name | full flags | quick flags (none: left out of quick runs), in the order they run (Ray's microbenchmark and the two
 # benchmarks of a user's conditions first). Each program writes $out/<name>.json (--json) and prints its
 # table into $out/<name>.log. Steps in own_command run in a full run only when --only names them.
 steps=(
@@ -116,8 +121,10 @@ steps=(
   "reconstruction_bench|bench/reconstruction_bench.py|bench/reconstruction_bench.py --quick"
   "tls_bench|bench/tls_bench.py|bench/tls_bench.py --quick"
   "elastic_bench|bench/elastic_bench.py --troupe-elastic=3:4|bench/elastic_bench.py --troupe-elastic=3:4 --quick --scenarios=recovery"
+  "elastic_bench_netns|bench/elastic_bench.py --netns --sides=troupe --workers=3 --troupe-elastic=2:3|bench/elastic_bench.py --netns --sides=troupe --workers=3 --troupe-elastic=2:3 --quick"
+  "elastic_bench_chaos|bench/elastic_bench.py --sides=troupe --troupe-elastic=3:4 --rounds=1 --scenarios=clean,chaos --chaos-epochs=2|"
 )
-own_command=" elastic_bench "
+own_command=" elastic_bench elastic_bench_netns elastic_bench_chaos "
 
 failed=()
 times=""
@@ -126,6 +133,7 @@ for step in "${steps[@]}"; do
   if [ -n "$only" ] && [[ ",$only," != *",$name,"* ]]; then continue; fi
   flags="$full"
   $quick && flags="$quick_flags"
+  [ -n "$flags" ] || continue  # no quick form (the long chaos run)
   if ! $quick && [ -z "$only" ] && [[ "$own_command" == *" $name "* ]]; then continue; fi
   wait_idle
   step_start=$SECONDS

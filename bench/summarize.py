@@ -35,6 +35,9 @@ BENCHES = [
     ("collective_bench_netns", "Collectives across hosts (network namespaces)"),
     ("train_bench", "Training throughput (ResNet18, CPU)"),
     ("elastic_bench", "Training through worker failures (ResNet18, CPU, 4 workers)"),
+    ("elastic_bench_netns", "Training through a node's death (ResNet18, CPU, 3 nodes in network "
+                            "namespaces)"),
+    ("elastic_bench_chaos", "Training under long chaos (ResNet18, CPU, 4 workers, 2 epochs)"),
     ("transfer_bench", "Cross-node object transfer (network namespaces)"),
     ("reconstruction_bench", "Node death to a reconstructed object"),
     ("gcs_ft_bench", "GCS fault tolerance on Redis"),

@@ -264,6 +264,17 @@ def gcs_trial(new_actor, listening=0.1, actors=3, answering=3, kv=10, kv_read_ba
 
 
 class GcsFtTest(unittest.TestCase):
+    def test_a_driver_that_prints_nothing_within_the_bound_is_stopped_and_named(self):
+        import gcs_ft_heads
+        with tempfile.TemporaryDirectory() as scratch:
+            driver = gcs_ft_heads.Driver([sys.executable, "-c", "import time; time.sleep(60)"],
+                                         None, os.path.join(scratch, "err"))
+            started = time.time()
+            with self.assertRaisesRegex(RuntimeError, "no 'trial' within 1 s"):
+                driver.read_event("trial", 1)
+            self.assertLess(time.time() - started, 30)  # not the driver's own 60 s
+            driver.close()
+
     """gcs_ft_bench.py's summary: medians over every trial, Ray/Troupe per round, what each
     restart lost."""
 
@@ -342,7 +353,7 @@ class GcsFtTest(unittest.TestCase):
             def send(self, command):
                 self.sent.append(command)
 
-            def read_event(self, event):
+            def read_event(self, event, timeout=None):
                 return {"t0": 0.0} if event == "killed" else {"new_gcs_pid": 1}
 
         head = Head()
@@ -972,7 +983,8 @@ if rank == 0:
     for step in range(start + 1, steps + 1):
         time.sleep(0.05)
         event("step", "step=%d samples=%d world=2 gen=%s" % (step, 32 * step, gen))
-    event("eval", "step=%d accuracy=0.5 gen=%s" % (steps, gen))
+        if step % 10 == 0 or step == steps:  # the end of an epoch
+            event("eval", "step=%d accuracy=0.5 gen=%s" % (step, gen))
 else:
     time.sleep(3600)
 """
@@ -1048,7 +1060,7 @@ class ElasticFaultRunTest(unittest.TestCase):
         self.args.chaos_interval = 0.6
         figures = elastic_bench.chaos_run(self.side, self.args)
         self.assertEqual(figures["chaos_accuracy"], 0.5)
-        self.assertEqual(figures["chaos_steps"], 30)
+        self.assertEqual(figures["chaos_steps"], 30)  # all 3 epochs, not the first
         self.assertGreaterEqual(figures["chaos_kills"], 2)
         self.assertGreater(figures["chaos_seconds"], 1.5)  # 30 steps of 50 ms, and what was redone
         self.assertLess(figures["chaos_samples_per_s"], 32 / 0.05)

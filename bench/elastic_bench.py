@@ -486,17 +486,24 @@ def has_eval(events):
     return any(e["kind"] == "eval" for e in events)
 
 
+def has_evals(count):
+    """The run has evaluated `count` times: the example evaluates after every epoch, so a run of
+    E epochs has ended once it has E "eval" lines."""
+    return lambda events: sum(e["kind"] == "eval" for e in events) >= count
+
+
 def failed(run, what):
     return RuntimeError("%s (log %s):\n%s" % (what, run.log_path, run.log_tail()))
 
 
 def clean_run(side, args):
-    if args.chaos_epochs:  # the long chaos run's reference: the same whole epochs
-        run = side.start("clean", 0, args.chaos_epochs, args.max_failures)
+    epochs = args.chaos_epochs or 1  # the long chaos run's reference: the same whole epochs
+    if args.chaos_epochs:
+        run = side.start("clean", 0, epochs, args.max_failures)
     else:
         run = side.start("clean", args.steps, 1, args.max_failures)
     try:
-        if not run.wait(has_eval, args.run_timeout):
+        if not run.wait(has_evals(epochs), args.run_timeout):
             raise failed(run, "no evaluation within %d s" % args.run_timeout)
         events = run.events()
         return {"clean_samples_per_s": committed_rate(events),
@@ -600,8 +607,9 @@ def chaos_run(side, args):
         kills, next_kill = [], start + args.chaos_interval
         while time.time() < end:
             time.sleep(max(0.0, min(next_kill, end) - time.time()))
-            if time.time() >= end or (to_the_end and (has_eval(run.events()) or
-                                                      run.proc.poll() is not None)):
+            ended = to_the_end and (has_evals(args.chaos_epochs)(run.events()) or
+                                    run.proc.poll() is not None)
+            if time.time() >= end or ended:
                 break
             pid = pick_victim(run.events(), run.ours)
             if pid is None:  # restarting: the next worker that shows up
@@ -611,7 +619,7 @@ def chaos_run(side, args):
             os.kill(pid, signal.SIGKILL)
             next_kill = kills[-1] + args.chaos_interval
         if to_the_end:
-            if not run.wait(has_eval, 60):
+            if not run.wait(has_evals(args.chaos_epochs), 60):
                 raise failed(run, "no evaluation within %d s of the first step" %
                              (args.run_timeout + 60))
             events = run.events()

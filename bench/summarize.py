@@ -107,9 +107,23 @@ def bench_table(doc):
                                                "better)"), number(row["troupe"])]
         for peer in peers:
             cells += [number(row["peers"].get(peer)), ratio_text(row["ratios"].get(peer))]
-        cells.append(row.get("note", "").replace("|", "/"))
+        cells.append(note_with_failures(row).replace("|", "/"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def note_with_failures(row):
+    """The row's note, and, where some side's trials failed (a row's "failed_kills"), how many
+    trials each side's figure comes from and how many failed: a median of the trials that worked
+    must not hide those that did not."""
+    note = row.get("note", "")
+    failed = row.get("failed_kills") or {}
+    if not any(failed.values()):
+        return note
+    trials = row.get("trials") or {}
+    parts = ["%s %d of %d" % (side, trials.get(side, 0), trials.get(side, 0) + failed.get(side, 0))
+             for side in sorted(set(trials) | set(failed))]
+    return "%s; figures from the trials that recovered (%s)" % (note, ", ".join(parts))
 
 
 def heading(doc):

@@ -73,6 +73,14 @@ class SummarizeTest(unittest.TestCase):
         self.assertNotIn("latency", gaps)
         self.assertIn("Machine: CPU: test, 2 cores; memory: 24 GiB", text)
 
+    def test_failed_trials_are_named_beside_the_figures_of_those_that_worked(self):
+        row = {"note": "seconds to X", "trials": {"troupe": 9, "ray": 4},
+               "failed_kills": {"troupe": 0, "ray": 2}}
+        self.assertEqual(summarize.note_with_failures(row), "seconds to X; figures from the "
+                         "trials that recovered (ray 4 of 6, troupe 9 of 9)")
+        row["failed_kills"]["ray"] = 0
+        self.assertEqual(summarize.note_with_failures(row), "seconds to X")
+
     def test_write_rewrites_only_the_generated_blocks(self):
         write_run(self.run_dir)
         run_main(self.run_dir, "--write", "--root", self.root, "--causes", self.causes)

@@ -196,12 +196,16 @@ void ActorTaskSubmitter::OnReplyLocked(const ActorId& actor_id, ActorState& acto
       // The call may or may not have run. Ask the GCS what became of the actor: still there,
       // the call is resent (the actor answers a duplicate from its reply cache); restarted, it
       // is resent or failed per max_task_retries; dead, it fails.
-      TROUPE_LOG(Warning) << "call " << seq << " to actor " << actor_id.Hex().substr(0, 8)
-                          << " at " << actor.address << " failed (" << reply.status().message()
-                          << "); asking the GCS about the actor";
       StartResolvingLocked(actor);
       const absl::Time now = clock_->Now();
       if (actor.unreachable_since == absl::InfiniteFuture()) {
+        // Logged once per unreachable stretch: the resends that follow every kResendDelay
+        // until the GCS decides would otherwise log a line each.
+        TROUPE_LOG(Warning) << "call " << seq << " to actor " << actor_id.Hex().substr(0, 8)
+                            << " at " << actor.address << " failed ("
+                            << reply.status().message()
+                            << "); asking the GCS about the actor (further failures are not "
+                               "logged until it answers)";
         actor.unreachable_since = now;
         actor.next_lookup = absl::InfinitePast();  // the first failure: look at once
       } else {

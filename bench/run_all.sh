@@ -106,7 +106,8 @@ print("%.2f" % bench_common.busy_cpus(5))')
   export TROUPE_BENCH_BUSY_BEFORE="$busy"
 }
 
-# name | full flags | quick flags (none: left out of quick runs), in the order they run (Ray's microbenchmark and the two
+# name | full flags | quick flags (none: left out of quick runs, whose budget is 10 minutes),
+# in the order they run (Ray's microbenchmark and the two
 # benchmarks of a user's conditions first). Each program writes $out/<name>.json (--json) and prints its
 # table into $out/<name>.log. Steps in own_command run in a full run only when --only names them.
 steps=(
@@ -121,7 +122,7 @@ steps=(
   "reconstruction_bench|bench/reconstruction_bench.py|bench/reconstruction_bench.py --quick"
   "tls_bench|bench/tls_bench.py|bench/tls_bench.py --quick"
   "elastic_bench|bench/elastic_bench.py --troupe-elastic=3:4|bench/elastic_bench.py --troupe-elastic=3:4 --quick --scenarios=recovery"
-  "elastic_bench_netns|bench/elastic_bench.py --netns --sides=troupe --workers=3 --troupe-elastic=2:3|bench/elastic_bench.py --netns --sides=troupe --workers=3 --troupe-elastic=2:3 --quick"
+  "elastic_bench_netns|bench/elastic_bench.py --netns --sides=troupe --workers=3 --troupe-elastic=2:3|"
   "elastic_bench_chaos|bench/elastic_bench.py --sides=troupe --troupe-elastic=3:4 --rounds=1 --scenarios=clean,chaos --chaos-epochs=2|"
 )
 own_command=" elastic_bench elastic_bench_netns elastic_bench_chaos "

@@ -133,7 +133,8 @@ echo "== bazel test ${args[*]}"
 # sockets and timers much of the time. --local_test_jobs makes a test take one of four test slots
 # instead of one of the machine's CPUs: without it Bazel books a CPU per test, so on this 2-core
 # VM only two ran at once, whatever --jobs said.
-bazel test --jobs=4 --local_test_jobs=4 --nocache_test_results --build_event_json_file="$events" "${args[@]}"
+bazel test --jobs=4 --local_test_jobs=4 --nocache_test_results \
+  --build_event_json_file="$events" "${args[@]}"
 bazel_status=$?
 end_phase "bazel test"
 echo "== waiting for the clang thread-safety check"

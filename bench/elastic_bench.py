@@ -548,8 +548,7 @@ def node_dead_at(cluster, node, t0, timeout):
     """Polls `troupe status` on node 1 every 0.1 s from `t0` until node `node` (by its address)
     is DEAD: the time the GCS recorded its death (its end_time_ms; the same machine's clock),
     else when it was first seen so; None if not within `timeout`."""
-    status = cluster.exec_args(1) + [cluster.troupe, "status", "--format=json",
-                                     "--address=" + cluster.address(), "--token=" + cluster.token]
+    status = cluster.exec_args(1) + cluster.status_command()
     deadline = t0 + timeout
     while time.time() < deadline:
         out = subprocess.run(status, capture_output=True, text=True)

@@ -107,9 +107,13 @@ class NetnsCluster:
                 pin = re.search(r"--ca-cert-hash=(\S+)", f.read())
             self.ca_cert_hash = pin.group(1) if pin else ""
 
+    def status_command(self):
+        """`troupe status --format=json` against the head, to run on a node (exec_args)."""
+        return [self.troupe, "status", "--format=json", "--address=" + self.address(),
+                "--token=" + self.token]
+
     def _wait_all_alive(self, timeout_s):
-        status = [self.troupe, "status", "--format=json", "--address=" + self.address(),
-                  "--token=" + self.token]
+        status = self.status_command()
         deadline = time.monotonic() + timeout_s
         out = None
         while time.monotonic() < deadline:

@@ -8,9 +8,9 @@
 # README.md from them.
 #
 #   bash bench/setup_peers.sh             # once per machine: Ray, ray-cpp, Ray Train, torch ...
-#   bash bench/run_all.sh                 # every benchmark but the elastic_bench ones (53
-#                                         # minutes on the 2-core VM, 2026-11-28: Ray's side
-#                                         # about 32 of them; docs/benchmarks.md says where)
+#   bash bench/run_all.sh                 # every benchmark but the elastic_bench ones (about
+#                                         # 47.5 minutes on the 2-core VM, 2026-11-28, most of
+#                                         # them Ray's side; docs/benchmarks.md says where)
 #   bash bench/run_all.sh --only=elastic_bench  # training through failures beside torchrun and
 #                                         # Ray Train, Troupe's elastic group (3 to 4 workers):
 #                                         # its own command (3 rounds of 3 sides x 4 scenarios,

@@ -50,7 +50,9 @@ using troupe::testing::TestCluster;
 // and "<steps> <parameter checksum> <momentum checksum>" after each committed step to
 // <pid_dir>/states; a replacement writes its pid to <pid_dir>/replacement and the same line, as
 // received from its peers, to <pid_dir>/received. Each epoch reports whether every member holds
-// the same parameters, whether it resumed from a checkpoint, and the world size and generation.
+// the same parameters, whether it resumed from a checkpoint, and the world size and generation;
+// before each epoch's report every member writes where it stands (world_rank, local_rank,
+// local_world_size, node_rank) to <pid_dir>/layout-<rank at start> (layout-replacement).
 void ElasticLoop(const train::LoopConfig& config) {
   const auto& ctx = train::GetContext();
   const int epochs = std::stoi(Get(config, "epochs"));
@@ -134,6 +136,11 @@ void ElasticLoop(const train::LoopConfig& config) {
       log << std::endl;
       if (states.is_open()) states << state_line() << std::endl;
     }
+    // Where this member stands now: "<world_rank> <local_rank> <local_world_size> <node_rank>".
+    std::ofstream(pid_dir + "/layout-" +
+                  (ctx.replacement ? "replacement" : std::to_string(first_rank)))
+        << ctx.world_rank << " " << ctx.local_rank << " " << ctx.local_world_size << " "
+        << ctx.node_rank;
     const double mine = Checksum(*model);
     const auto sums = train::torch::SumAcrossWorkers({mine, 1.0});
     const bool agree = std::abs(sums[0] - sums[1] * mine) <= 1e-9 * std::abs(mine) * sums[1];
@@ -225,6 +232,10 @@ TEST(TrainTest, ElasticRunGoesOnWithoutAKilledWorker) {
   EXPECT_EQ(event.why, "died") << event.detail;
   EXPECT_GE(event.step, 0);
   EXPECT_GE(event.recovery_s, 0) << "the next committed step was timed";
+  // Two nodes, ranks 0,1 on the first and 2,3 on the second: with rank 2 gone, the former rank 3
+  // is rank 2 and alone on its node; the first node's members are as they were.
+  EXPECT_EQ(ReadText(pids + "/layout-3"), "2 0 1 1") << "world, local rank, local size, node";
+  EXPECT_EQ(ReadText(pids + "/layout-1"), "1 1 2 0");
   // Every sample of every epoch exactly once, by a survivor's account (every survivor's agrees).
   const auto counts = CommittedSamples(absl::StrCat(samples, "/", ReadPid(pids + "/0")));
   EXPECT_EQ(counts, CommittedSamples(absl::StrCat(samples, "/", ReadPid(pids + "/3"))));
@@ -467,6 +478,10 @@ TEST(TrainTest, ElasticRunGrowsToMaxWorkers) {
   EXPECT_EQ(joined.ranks, std::vector<int>{2});
   EXPECT_EQ(joined.step, 0) << "before the first step";
   EXPECT_EQ(result.metrics.at("world_size"), 3);
+  // One node: the newcomer is its third worker, and the others count it.
+  EXPECT_EQ(ReadText(pids + "/layout-replacement"), "2 2 3 0")
+      << "world, local rank, local size, node";
+  EXPECT_EQ(ReadText(pids + "/layout-0"), "0 0 3 0");
   for (const auto& m : result.metrics_history) {
     EXPECT_EQ(m.at("agree"), 1);
     EXPECT_EQ(m.at("committed"), 512) << "epoch " << m.at("epoch");

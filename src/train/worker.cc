@@ -280,6 +280,18 @@ int64_t JoinNextGeneration(const Context& ctx, std::chrono::steady_clock::time_p
   return main;
 }
 
+// The driver's record of generation `generation` (who left, where each rank stands).
+GenerationRecord ReadGenerationRecord(::troupe::internal::Runtime& runtime,
+                                      const std::string& group, int64_t generation) {
+  auto text = runtime.KvGet(runtime.JobNamespace(), GenerationKey(group, generation));
+  auto record = text ? DecodeGenerationRecord(*text) : std::nullopt;
+  if (!record) {
+    throw TroupeError(absl::StrCat("elastic training: generation ", generation, " of group '",
+                                   group, "' has no readable record of its members"));
+  }
+  return *std::move(record);
+}
+
 // Waits (up to the step timeout) for a generation newer than `after`, joins it (both groups),
 // updates the Context and checks that every member stands at the same synchronisation point.
 // `failed_rank` >= 0: a rank of generation `after` failed (`reason`), reported to the driver
@@ -325,19 +337,24 @@ void Regroup(::troupe::internal::Runtime& runtime, int64_t after, int failed_ran
         members = elastic.step_members;
       }
       for (int64_t g = std::max<int64_t>(previous + 1, 2); g <= joined && previous > 0; ++g) {
-        auto record = runtime.KvGet(ns, GenerationKey(ctx.group, g));
-        auto left = record ? DecodeRanks(*record) : std::nullopt;
-        if (!left) {
-          throw TroupeError(absl::StrCat("elastic training: generation ", g, " of group '",
-                                         ctx.group, "' has no readable record of who left"));
-        }
-        members = WithoutRanks(members, *left);
+        members = WithoutRanks(members, ReadGenerationRecord(runtime, ctx.group, g).left);
+      }
+      // Where this member now stands among the nodes: the joined generation's record.
+      const int rank = coll::GetRank(ctx.group), world_size = coll::GetWorldSize(ctx.group);
+      const std::vector<NodePlace> places = ReadGenerationRecord(runtime, ctx.group, joined).places;
+      if (static_cast<int>(places.size()) != world_size || rank < 0 || rank >= world_size) {
+        throw TroupeError(absl::StrCat("elastic training: generation ", joined, " of group '",
+                                       ctx.group, "' places ", places.size(),
+                                       " members, but the group has ", world_size));
       }
       {
         std::lock_guard<std::mutex> lock(mu);
         elastic.step_members = members;
-        ctx.world_rank = coll::GetRank(ctx.group);
-        ctx.world_size = coll::GetWorldSize(ctx.group);
+        ctx.world_rank = rank;
+        ctx.world_size = world_size;
+        ctx.node_rank = places[rank].node_rank;
+        ctx.local_rank = places[rank].local_rank;
+        ctx.local_world_size = places[rank].local_world_size;
         ctx.generation = joined;
         elastic.joining = false;
       }

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/common/package.h"
 #include "src/train/elastic_protocol.h"
+#include "src/train/state_transfer.h"
 #include "troupe/api.h"
 #include "troupe/collective.h"
 #include "troupe/runtime.h"
@@ -360,8 +361,9 @@ void Regroup(::troupe::internal::Runtime& runtime, int64_t after, int failed_ran
       }
       // Every survivor must redo the same operation: the same count of synchronisation points
       // behind it. A member that completed the failed one before the failure reached it has
-      // moved on (its optimizer stepped with the lost member's gradients): no redo can match it.
-      // A replacement that has not received the count yet takes no side.
+      // moved on (its optimizer stepped with the lost member's gradients, or it left a state
+      // transfer to a replacement for its next step): no redo can match it. A replacement that
+      // has not received the count yet takes no side.
       int64_t points[2] = {elastic.sync_points, -elastic.sync_points};
       if (!elastic.progress_known) {
         points[0] = points[1] = std::numeric_limits<int64_t>::min();
@@ -375,8 +377,9 @@ void Regroup(::troupe::internal::Runtime& runtime, int64_t after, int failed_ran
                              : absl::StrCat("generation ", failed_generation, " changed"),
             ", the survivors stand at different synchronisation points (", -points[1], " to ",
             points[0],
-            "): some completed the step before the failure reached them, so it cannot be "
-            "redone alike everywhere; the run restarts from its checkpoint"));
+            "): some completed the operation (a step, or the state transfer to a replacement) "
+            "before the failure reached them, so it cannot be redone alike everywhere; the run "
+            "restarts from its checkpoint"));
       }
       return;
     } catch (const coll::ExcludedError&) {
@@ -408,6 +411,33 @@ void ShareProgress() {
   elastic.progress_known = true;
 }
 
+// The state transfer's calls (state_transfer.h) on this worker: `receiving` on a replacement.
+// `receive_model`: the replacement's model receiver before EnableReplacements registered
+// model_share (nullptr: model_share).
+TransferCalls TransferCallsOf(bool receiving, std::function<void()> receive_model = nullptr) {
+  TransferCalls calls;
+  calls.run = [receiving, receive_model](TransferPart part) {
+    switch (part) {
+      case TransferPart::kProgress:
+        ShareProgress();
+        break;
+      case TransferPart::kModel:
+        if (receive_model) {
+          receive_model();
+        } else if (model_share) {
+          model_share(receiving);
+        }
+        break;
+      case TransferPart::kLoopState:
+        if (loop_share) loop_share(receiving);
+        break;
+    }
+  };
+  calls.recover = [](const coll::CollectiveError& e) { return RecoverFromPeerFailure(e); };
+  calls.complete = [] { CompleteSyncPoint(); };
+  return calls;
+}
+
 }  // namespace
 
 bool RecoverFromPeerFailure(const coll::CollectiveError& error) {
@@ -436,7 +466,7 @@ bool SetLoopShare(std::function<void(bool receiving)> share) {
   return receive;
 }
 
-void JoinAsReplacement() {
+void JoinAsReplacement(const std::function<void()>& receive_model) {
   Context& ctx = context;
   ::troupe::internal::Runtime* runtime = ::troupe::internal::CurrentRuntime();
   if (!elastic.joining || runtime == nullptr) return;
@@ -453,17 +483,9 @@ void JoinAsReplacement() {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   Regroup(*runtime, target - 1, -1, "");
-  while (true) {
-    try {
-      ShareProgress();
-      break;
-    } catch (const coll::ExcludedError&) {
-      throw;
-    } catch (const coll::CollectiveError& e) {
-      if (e.rank() < 0) throw;
-      Regroup(*runtime, ctx.generation, e.rank(), e.what());  // a member failed meanwhile
-    }
-  }
+  // The step count and the model; a member failing meanwhile: both again, as the members redo
+  // the whole transfer (state_transfer.h).
+  ReceiveFirstPartsAsReplacement(TransferCallsOf(/*receiving=*/true, receive_model));
   elastic.awaiting_loop_state = true;
   elastic.skip_boundary = true;
 }
@@ -506,16 +528,11 @@ void AtStepBoundary() {
                    /*overwrite=*/false);
   }
   Regroup(*runtime, at, -1, "");
-  while (true) {
-    try {
-      ShareProgress();
-      if (model_share) model_share(false);
-      if (loop_share) loop_share(false);
-      return;
-    } catch (const coll::CollectiveError& e) {
-      if (!RecoverFromPeerFailure(e)) throw;
-    }
-  }
+  TransferAsMember(TransferCallsOf(/*receiving=*/false));
+}
+
+void ReceiveLoopState() {
+  ReceiveLoopStateAsReplacement(TransferCallsOf(/*receiving=*/true));
 }
 
 }  // namespace internal

@@ -72,15 +72,21 @@ bool RecoverFromPeerFailure(const collective::CollectiveError& error);
 // A replacement joins at the members' step boundary (AtStepBoundary, in troupe/train.h) and then
 // receives, in this order, from rank 0 by broadcast: the step count, the model (whatever
 // SetModelShare registered: PrepareModel) and the loop's state (SetLoopShare:
-// DistributedModel::EnableReplacements). Every member runs the same calls, sending or receiving.
+// DistributedModel::EnableReplacements). Every member runs the same calls, sending or receiving;
+// after a member's failure during it, every side runs the whole transfer again, and once over it
+// is a synchronisation point (src/train/state_transfer.h).
 
 // Whether this elastic run may take replacements (the group can grow).
 bool ReplacementsAllowed();
 // Whether this worker is a replacement that has not joined yet.
 bool IsJoining();
 // A replacement: announces itself, waits for the generation that adds it, joins it and receives
-// the step count (then the caller receives the model). Throws like RecoverFromPeerFailure.
-void JoinAsReplacement();
+// the step count, then the model (`receive_model`: PrepareModel's broadcast). Throws like
+// RecoverFromPeerFailure.
+void JoinAsReplacement(const std::function<void()>& receive_model);
+// A replacement that joined, once SetLoopShare returned true: receives the loop's state, which
+// ends the transfer (after a member's failure: the whole transfer again, model_share's part too).
+void ReceiveLoopState();
 // Registers what each side runs to send (rank 0) or receive (receiving: a replacement) state;
 // nullptr unregisters. Cleared when the loop ends. SetLoopShare returns true once on a
 // replacement that joined and must receive the loop's state now.

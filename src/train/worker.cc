@@ -192,8 +192,26 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
     std::fprintf(stderr, "[train] this worker was excluded from the group and stops: %s\n",
                  e.what());
     return false;
+  } catch (const collective::CollectiveError& e) {
+    // Elastic runs: the operations that regroup never let a peer's failure out (they recover,
+    // or fail with a TroupeError saying why). One that got here came from a collective that does
+    // not regroup — the loop's own, most likely: say so, and what to use instead.
+    if (!context.elastic || e.rank() < 0) throw;
+    throw collective::CollectiveError(ElasticCollectiveFailure(e), e.group(), e.op(), e.rank());
   }
   return true;
+}
+
+std::string ElasticCollectiveFailure(const collective::CollectiveError& error) {
+  return absl::StrCat(
+      error.what(),
+      " -- elastic training: rank ", error.rank(), " failed or left, so the workers' membership "
+      "changes, but this collective (", error.op(), " on group '", error.group(),
+      "') does not regroup: only SynchronizeGradients, SumAcrossWorkers, Report and the "
+      "sampler's step boundary carry on without a lost member. A collective of the loop's own "
+      "on GetContext().group or host_group (or PrepareModel's first broadcast) ends the loop, "
+      "and the run restarts from its checkpoint. Sum host values with "
+      "troupe::train::torch::SumAcrossWorkers and wait for every worker with Report instead.");
 }
 
 std::vector<WireReport> TrainWorker::PollReports() {

@@ -30,12 +30,18 @@ class TrainWorker {
   // rank and world size come with the generation that adds it), this worker's number on the
   // driver, and max_workers (0: no replacements). `checkpoint`: a package to resume from (""
   // for a fresh start). Returns false when the worker was excluded from the group (fenced) and
-  // stopped: it contributed nothing after that.
+  // stopped: it contributed nothing after that. In elastic runs a CollectiveError naming a
+  // failed peer that ends the loop is rethrown with ElasticCollectiveFailure's message.
   bool Run(std::string loop_name, LoopConfig config, std::vector<int64_t> ranks, std::string group,
            std::string experiment, std::string checkpoint);
   // Rank 0's reports since the last poll, in order.
   std::vector<WireReport> PollReports();
 };
+
+// The message of a CollectiveError naming a failed peer (rank() >= 0) that ended an elastic
+// run's loop: `error`'s, then that a collective which does not regroup (the loop's own on the
+// workers' groups) ended the loop, that the run restarts from its checkpoint, and what to use.
+std::string ElasticCollectiveFailure(const collective::CollectiveError& error);
 
 // The CPU-backend side group of the workers of collective group `group` (Context::host_group).
 inline std::string HostGroupName(const std::string& group) { return group + ".cpu"; }

@@ -32,8 +32,8 @@ struct FakeSide {
       ran[generation].push_back(part);
       auto it = fails.find(generation);
       if (it != fails.end() && it->second == part) {
-        throw collective::CollectiveError("rank 3 is gone: its connection closed", "g",
-                                          "broadcast", 3);
+        throw collective::CollectiveError("rank 3 is gone: its connection closed", "g", "broadcast",
+                                          3);
       }
     };
     calls.recover = [this](const collective::CollectiveError& e) {

@@ -271,8 +271,8 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   for (int rank = 0; rank < scaling_.num_workers; ++rank) {
     const internal::NodePlace& p = places[rank];
     gang.workers.push_back(placed[slots[rank].bundle]);
-    gang.ranks.push_back({rank, p.local_rank, scaling_.num_workers, p.local_world_size,
-                          p.node_rank, cpus, *backend == collective::Backend::kNccl});
+    gang.ranks.push_back({rank, p.local_rank, scaling_.num_workers, p.local_world_size, p.node_rank,
+                          cpus, *backend == collective::Backend::kNccl});
   }
   record.workers.clear();
   for (int rank = 0; rank < scaling_.num_workers; ++rank) {

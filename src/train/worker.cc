@@ -204,9 +204,9 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
 
 std::string ElasticCollectiveFailure(const collective::CollectiveError& error) {
   return absl::StrCat(
-      error.what(),
-      " -- elastic training: rank ", error.rank(), " failed or left, so the workers' membership "
-      "changes, but this collective (", error.op(), " on group '", error.group(),
+      error.what(), " -- elastic training: rank ", error.rank(),
+      " failed or left, so the workers' membership changes, but this collective (", error.op(),
+      " on group '", error.group(),
       "') does not regroup: only SynchronizeGradients, SumAcrossWorkers, Report and the "
       "sampler's step boundary carry on without a lost member. A collective of the loop's own "
       "on GetContext().group or host_group (or PrepareModel's first broadcast) ends the loop, "
@@ -549,9 +549,7 @@ void AtStepBoundary() {
   TransferAsMember(TransferCallsOf(/*receiving=*/false));
 }
 
-void ReceiveLoopState() {
-  ReceiveLoopStateAsReplacement(TransferCallsOf(/*receiving=*/true));
-}
+void ReceiveLoopState() { ReceiveLoopStateAsReplacement(TransferCallsOf(/*receiving=*/true)); }
 
 }  // namespace internal
 

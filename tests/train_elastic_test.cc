@@ -291,6 +291,47 @@ TEST(TrainTest, ElasticRunBelowMinWorkersRestartsFromTheCheckpoint) {
   EXPECT_NE(restart.why.find("below min_workers 2"), std::string::npos) << restart.why;
 }
 
+// When every worker of an elastic run dies at once (their node, say), the driver restarts the
+// run from the checkpoint: it used to crash (SIGSEGV) collecting reports from a rank 0 that no
+// longer existed. min_workers 1: however the deaths are seen, the last one leaves nobody.
+TEST(TrainTest, ElasticRunWhoseEveryWorkerDiesRestartsFromTheCheckpoint) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  Driver driver(cluster);
+  const std::string pids = TempDir("all-pids");
+  const std::string samples = TempDir("all-samples");
+  train::ScalingConfig scaling;
+  scaling.num_workers = 2;
+  scaling.min_workers = 1;
+  train::RunConfig run;
+  run.name = "all";
+  run.storage_path = TempDir("all");
+  run.failure_config.max_failures = 1;
+  run.failure_config.step_timeout = std::chrono::seconds(20);
+  train::Result result;
+  std::thread fit([&] {
+    result = train::DataParallelTrainer(ElasticLoop, ElasticConfig(2, pids, samples), scaling, run)
+                 .Fit();
+  });
+  const ::testing::AssertionResult checkpointed = troupe::testing::WaitUntil(
+      [&] { return std::filesystem::exists(run.storage_path + "/all/checkpoint_000001"); },
+      absl::Seconds(180), "the first checkpoint");
+  const int zero = ReadPid(pids + "/0"), one = ReadPid(pids + "/1");
+  EXPECT_TRUE(checkpointed);
+  if (checkpointed && zero > 0 && one > 0) {
+    EXPECT_EQ(kill(zero, SIGKILL), 0);
+    EXPECT_EQ(kill(one, SIGKILL), 0);
+  }
+  fit.join();
+  ASSERT_EQ(result.error, "");
+  EXPECT_EQ(result.restarts, 1);
+  EXPECT_EQ(result.metrics.at("epoch"), 2);
+  EXPECT_EQ(result.metrics.at("resumed"), 1) << "it resumed from the checkpoint";
+  ASSERT_FALSE(result.membership_events.empty());
+  EXPECT_EQ(result.membership_events.back().change, "restart");
+  EXPECT_NE(result.membership_events.back().why.find("below min_workers 1"), std::string::npos)
+      << result.membership_events.back().why;
+}
+
 // Issue 33: a SIGSTOPped worker of an elastic run is declared hung (FailureConfig::hang_timeout),
 // excluded and killed (fencing: it never comes back, SIGCONT or not); the others go on from the
 // step it stopped in, without a restart, every sample still trained on exactly once.

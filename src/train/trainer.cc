@@ -385,7 +385,11 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   std::optional<ObjectRef<std::vector<WireReport>>> poll;
   auto drain = [&](bool final) {
     while (true) {
-      if (!poll) poll = gang.workers[members()[0]].Task(&TrainWorker::PollReports).Remote();
+      if (!poll) {
+        const std::vector<int> now = members();
+        if (now.empty()) return;  // every member died (elastic runs): their reports with them
+        poll = gang.workers[now[0]].Task(&TrainWorker::PollReports).Remote();
+      }
       if (!final && Wait(std::vector<ObjectRef<std::vector<WireReport>>>{*poll}, 1,
                          std::chrono::milliseconds(0))
                         .ready.empty()) {

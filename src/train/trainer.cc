@@ -288,10 +288,10 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   const std::string ns = runtime.JobNamespace();
   // Elastic runs: the coordinator declares each generation of both groups (worker w — rank w of
   // generation 1 — by its handle), after recording which ranks left.
-  // Kills of excluded workers, in flight: a kill waits for the worker's raylet, which may be cut
-  // off (up to the GCS's 10 s deadline), and the survivors must not wait for it: the generation
-  // already fences the excluded worker out. Declared before the coordinator, so the attempt's end
-  // waits for them after the coordinator is gone.
+  // Kills of excluded workers, in flight: the survivors must not wait for one (the generation
+  // already fences the excluded worker out; the GCS answers a kill once recorded, but a GCS
+  // that is slow or restarting would hold the loop). Declared before the coordinator, so the
+  // attempt's end waits for them after the coordinator is gone.
   std::vector<std::future<void>> kills;
   std::unique_ptr<internal::ElasticCoordinator> coordinator;
   if (!gang.elastic) {

@@ -82,10 +82,11 @@ DistributedModel::DistributedModel(std::shared_ptr<::torch::nn::Module> module,
     : module_(std::move(module)), options_(options) {
   const Context& ctx = GetContext();
   for (auto& p : module_->parameters()) CheckFloat(p, "a parameter");
-  // A replacement joins the running group first (at the others' step boundary): then it knows
-  // its rank and world size, and receives the model below like any member at the start.
-  internal::JoinAsReplacement();
   group_ = ctx.group;
+  // A replacement joins the running group first (at the others' step boundary): then it knows
+  // its rank and world size, and receives the step count and the model from rank 0.
+  const bool replacement = internal::IsJoining();
+  if (replacement) internal::JoinAsReplacement([this] { BroadcastModel(); });
   world_size_ = ctx.world_size;
   elastic_ = ctx.elastic;
   ::torch::set_num_threads(std::max(1, ctx.cpus));
@@ -94,15 +95,7 @@ DistributedModel::DistributedModel(std::shared_ptr<::torch::nn::Module> module,
   if (!distributed_) return;  // nothing to average: no hooks, no overhead
   std::vector<::torch::Tensor> params;
   for (auto& p : module_->parameters()) params.push_back(p);
-  while (true) {
-    try {
-      BroadcastModel();
-      break;
-    } catch (const coll::CollectiveError& e) {
-      // A replacement whose first generation lost a member meanwhile receives it again.
-      if (!ctx.replacement || !internal::RecoverFromPeerFailure(e)) throw;
-    }
-  }
+  if (!replacement) BroadcastModel();  // a replacement received it as it joined
   // Buckets in reverse parameter order: the order in which backward produces gradients.
   int64_t filled = 0;
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
@@ -353,15 +346,9 @@ void DistributedModel::EnableReplacements(::torch::optim::Optimizer& optimizer,
   internal::SetModelShare([self](bool) {
     if (auto model = self.lock()) model->BroadcastModel();
   });
-  if (!internal::SetLoopShare(share)) return;
-  while (true) {  // a replacement that just joined: receive now
-    try {
-      share(true);
-      return;
-    } catch (const coll::CollectiveError& e) {
-      if (!internal::RecoverFromPeerFailure(e)) throw;
-    }
-  }
+  // A replacement that just joined: receive now (after a member's failure meanwhile, the whole
+  // transfer again, as the members redo it).
+  if (internal::SetLoopShare(share)) internal::ReceiveLoopState();
 }
 
 void DistributedModel::BroadcastBuffers() {

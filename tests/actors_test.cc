@@ -194,16 +194,16 @@ TEST(ActorsTest, CancelDropsAQueuedCallAndFlagsTheRunningOne) {
   auto later = counter.Task(&Counter::Add).Remote(10);
   troupe::Cancel(queued);
   EXPECT_THROW(troupe::Get(queued, std::chrono::seconds(60)), troupe::TaskCancelledError);
-  EXPECT_FALSE(troupe::Wait(std::vector<troupe::ObjectRef<int>>{running}, 1,
-                            std::chrono::milliseconds(0))
-                   .unready.empty())
+  EXPECT_FALSE(
+      troupe::Wait(std::vector<troupe::ObjectRef<int>>{running}, 1, std::chrono::milliseconds(0))
+          .unready.empty())
       << "the long call ended before it was cancelled";
   troupe::Cancel(running);
   EXPECT_THROW(troupe::Get(running, std::chrono::seconds(60)), troupe::TaskCancelledError);
   EXPECT_EQ(*troupe::Get(later), 10);  // Add(1) never ran
   EXPECT_TRUE(*troupe::Get(counter.Task(&Counter::SawCancel).Remote()));
   EXPECT_EQ(*troupe::Get(counter.Task(&Counter::Pid).Remote()), pid);  // the same process
-  troupe::Cancel(later);  // finished: nothing happens
+  troupe::Cancel(later);                                               // finished: nothing happens
   EXPECT_EQ(*troupe::Get(later), 10);
 }
 

@@ -162,8 +162,7 @@ absl::Status CoreWorker::Start() {
                                 [this](const PlacementGroupId& id, absl::Time deadline) {
                                   return WaitPlacementGroup(id, deadline);
                                 },
-                                task_events_.get(),
-                                [] { return TaskExecutor::CurrentTaskId(); }},
+                                task_events_.get(), [] { return TaskExecutor::CurrentTaskId(); }},
       objects_.get(), submitter_.get(), actor_submitter_.get(), gcs_.get(), clock_);
   submission_->SetIdentity(address_, node_id_);
   if (options_.is_driver && options_.cluster_reconnect_timeout > absl::ZeroDuration()) {

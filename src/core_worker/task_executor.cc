@@ -205,8 +205,7 @@ void TaskExecutor::AdmitLocked(CallerOrder& order, Push push, Answers* answers) 
   order.admitted.try_emplace(push.seq);
   push.caller = &order;
   const rpc::TaskSpec& spec = push.request->task();
-  if (spec.cancelled() ||
-      (!early_cancels_.empty() && early_cancels_.erase(spec.task_id()) > 0)) {
+  if (spec.cancelled() || (!early_cancels_.empty() && early_cancels_.erase(spec.task_id()) > 0)) {
     // Cancelled before it came (by its caller, or a CancelTask that overtook the push): it
     // takes its turn without running, and its answer goes out now.
     std::vector<Done> duplicates;  // none yet: it was just admitted
@@ -300,9 +299,8 @@ bool TaskExecutor::RunOne(Push push) {
   }
   // Read what is needed before answering: the request is gone after `done`.
   const rpc::TaskSpec& spec = push.request->task();
-  const bool created = spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK &&
-                       !reply.cancelled() && reply.returns_size() > 0 &&
-                       !reply.returns(0).is_application_error();
+  const bool created = spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK && !reply.cancelled() &&
+                       reply.returns_size() > 0 && !reply.returns(0).is_application_error();
   // An actor call's reply is kept (copied outside the lock) until its caller acknowledges it.
   std::optional<rpc::PushTaskReply> cached;
   if (push.caller != nullptr) cached = reply;

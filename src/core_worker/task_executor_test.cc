@@ -420,12 +420,12 @@ class TaskExecutorCancelTest : public ::testing::Test {
     spec->set_caller_worker_id("caller");
     spec->set_sequence_number(seq);
     spec->set_cancelled(cancelled_by_caller);
-    executor_.Enqueue(&request, [this, name = spec->function_name()](
-                                    absl::StatusOr<rpc::PushTaskReply> reply) {
-      answers_.push_back(name + (!reply.ok()         ? ":error"
-                                 : reply->cancelled() ? ":cancelled"
-                                                      : ":ok"));
-    });
+    executor_.Enqueue(
+        &request, [this, name = spec->function_name()](absl::StatusOr<rpc::PushTaskReply> reply) {
+          answers_.push_back(name + (!reply.ok()          ? ":error"
+                                     : reply->cancelled() ? ":cancelled"
+                                                          : ":ok"));
+        });
     return spec->task_id();
   }
   void RunAll() {

@@ -85,8 +85,7 @@ class CancelAnsweringPushes : public TaskPushClient {
       fake_->Reply(index, absl::CancelledError("cancelled"));
     };
   }
-  void CancelTask(const std::string& worker, const std::string& task_id,
-                  bool recursive) override {
+  void CancelTask(const std::string& worker, const std::string& task_id, bool recursive) override {
     fake_->CancelTask(worker, task_id, recursive);
   }
   CallCanceller PushTasks(const std::string& worker, rpc::PushTasksRequest request,

@@ -107,8 +107,8 @@ CallCanceller GrpcTaskPushClient::PushTasks(const std::string& worker_address,
   return workers_->Get(worker_address)->PushTasksAsync(std::move(request), std::move(done));
 }
 
-void GrpcTaskPushClient::CancelTask(const std::string& worker_address,
-                                    const std::string& task_id, bool recursive) {
+void GrpcTaskPushClient::CancelTask(const std::string& worker_address, const std::string& task_id,
+                                    bool recursive) {
   workers_->Get(worker_address)->CancelTaskAsync(task_id, recursive);
 }
 

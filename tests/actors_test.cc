@@ -218,11 +218,13 @@ TEST(ActorsTest, ForceCancelKillsAndRestartsTheActor) {
   troupe::Cancel(blocked, /*force=*/true);
   EXPECT_THROW(troupe::Get(blocked, std::chrono::seconds(60)), troupe::TaskCancelledError);
   bool restarted = false;
-  EXPECT_TRUE(WaitUntil(
+  ASSERT_TRUE(WaitUntil(
       [&] {
         try {
-          restarted = *troupe::Get(counter.Task(&Counter::Restarted).Remote());
+          restarted = *troupe::Get(counter.Task(&Counter::Restarted).Remote(),
+                                   std::chrono::seconds(10));
         } catch (const troupe::ActorDiedError&) {
+        } catch (const troupe::GetTimeoutError&) {  // still blocked: not killed
         }
         return restarted;
       },

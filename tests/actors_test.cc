@@ -43,9 +43,24 @@ class Counter {
   }
   // Submits `n` tasks and waits for them: this actor becomes the owner of their leases.
   int SubmitAndWait(int n);
+  // Polls troupe::IsCancelled for at most 120 s; remembers whether it saw it.
+  int PollUntilCancelled() {
+    for (int i = 0; i < 12000 && !troupe::IsCancelled(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    saw_cancel_ = troupe::IsCancelled();
+    return value_;
+  }
+  bool SawCancel() { return saw_cancel_; }
+  // Ignores cancellation: only a kill ends it early.
+  int Block() {
+    std::this_thread::sleep_for(std::chrono::minutes(10));
+    return value_;
+  }
 
  private:
   int value_;
+  bool saw_cancel_ = false;
 };
 
 // A task that uses an actor through a handle it was given.
@@ -72,7 +87,8 @@ int Counter::SubmitAndWait(int n) {
 
 TROUPE_REMOTE(Plus, &Counter::SubmitAndWait, Counter::Create, Counter::Broken, &Counter::Add,
               &Counter::Get, &Counter::Echo, &Counter::Pid, &Counter::Restarted, &Counter::Devices,
-              &Counter::Node, &Counter::Leave, AddThroughHandle, AddByName);
+              &Counter::Node, &Counter::Leave, AddThroughHandle, AddByName,
+              &Counter::PollUntilCancelled, &Counter::SawCancel, &Counter::Block);
 
 using troupe::testing::TestCluster;
 
@@ -163,6 +179,58 @@ TEST(ActorsTest, KillWithAndWithoutRestart) {
   const std::string killed = DeathOf(counter);
   EXPECT_TRUE(absl::StrContains(killed, "killed by troupe::Kill"))
       << (killed.empty() ? "calls to a killed actor must fail" : killed);
+}
+
+// A call queued behind a long one is dropped (TaskCancelledError at once, while the long one
+// still runs); the long one sees IsCancelled and returns early (else Get would wait 120 s);
+// later calls run, in order, on the same instance.
+TEST(ActorsTest, CancelDropsAQueuedCallAndFlagsTheRunningOne) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  Driver driver(cluster);
+  auto counter = troupe::Actor(Counter::Create).Remote(0);
+  const int pid = *troupe::Get(counter.Task(&Counter::Pid).Remote());
+  auto running = counter.Task(&Counter::PollUntilCancelled).Remote();
+  auto queued = counter.Task(&Counter::Add).Remote(1);
+  auto later = counter.Task(&Counter::Add).Remote(10);
+  troupe::Cancel(queued);
+  EXPECT_THROW(troupe::Get(queued, std::chrono::seconds(60)), troupe::TaskCancelledError);
+  EXPECT_FALSE(
+      troupe::Wait(std::vector<troupe::ObjectRef<int>>{running}, 1, std::chrono::milliseconds(0))
+          .unready.empty())
+      << "the long call ended before it was cancelled";
+  troupe::Cancel(running);
+  EXPECT_THROW(troupe::Get(running, std::chrono::seconds(60)), troupe::TaskCancelledError);
+  EXPECT_EQ(*troupe::Get(later), 10);  // Add(1) never ran
+  EXPECT_TRUE(*troupe::Get(counter.Task(&Counter::SawCancel).Remote()));
+  EXPECT_EQ(*troupe::Get(counter.Task(&Counter::Pid).Remote()), pid);  // the same process
+  troupe::Cancel(later);                                               // finished: nothing happens
+  EXPECT_EQ(*troupe::Get(later), 10);
+}
+
+// force on an actor call kills the actor as Kill does: the call fails as cancelled and the
+// actor restarts (max_restarts 1), from its constructor.
+TEST(ActorsTest, ForceCancelKillsAndRestartsTheActor) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  Driver driver(cluster);
+  auto counter = troupe::Actor(Counter::Create).SetMaxRestarts(1).Remote(7);
+  const int first_pid = *troupe::Get(counter.Task(&Counter::Pid).Remote());
+  auto blocked = counter.Task(&Counter::Block).Remote();
+  troupe::Cancel(blocked, /*force=*/true);
+  EXPECT_THROW(troupe::Get(blocked, std::chrono::seconds(60)), troupe::TaskCancelledError);
+  bool restarted = false;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        try {
+          restarted = *troupe::Get(counter.Task(&Counter::Restarted).Remote(),
+                                   std::chrono::seconds(10));
+        } catch (const troupe::ActorDiedError&) {
+        } catch (const troupe::GetTimeoutError&) {  // still blocked: not killed
+        }
+        return restarted;
+      },
+      absl::Seconds(30), "the actor to restart"));
+  EXPECT_NE(*troupe::Get(counter.Task(&Counter::Pid).Remote()), first_pid);
+  EXPECT_EQ(*troupe::Get(counter.Task(&Counter::Get).Remote()), 7);
 }
 
 // An actor that submitted tasks is killed while idle: the CPUs its tasks' workers held come back,

@@ -106,6 +106,24 @@ int Sleep(int ms) {
   return ms;
 }
 
+// Creates `dir`/started, then polls troupe::IsCancelled (for at most 120 s); once it sees it,
+// creates `dir`/saw_cancel and returns early.
+int PollUntilCancelled(std::string dir) {
+  mkdir(dir.c_str(), 0755);
+  std::ofstream(dir + "/started") << getpid();
+  for (int i = 0; i < 12000 && !troupe::IsCancelled(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (troupe::IsCancelled()) std::ofstream(dir + "/saw_cancel") << "yes";
+  return 1;
+}
+
+// Submits PollUntilCancelled(`dir`) and waits for it: cancelling this one recursively
+// cancels the child, whose TaskCancelledError then ends this one.
+int ParentOfPoller(std::string dir) {
+  return *troupe::Get(troupe::Task(PollUntilCancelled).Remote(dir));
+}
+
 // Receives references inside a container (it borrows them) and reads them.
 int SumRefs(std::vector<troupe::ObjectRef<int>> refs) {
   int sum = 0;
@@ -186,7 +204,8 @@ std::vector<troupe::ObjectRef<std::vector<uint8_t>>> PassOnViaSubtask(
 
 TROUPE_REMOTE(Plus, SumOfSquares, Tree, MakeBytes, ChecksumOf, NodeOfTask, Fail, SlowOnce,
               VisibleDevices, Sleep, Say, SleepThenNode, SumRefs, ReadRelative, WaitInTask,
-              RunUntilMemoryIsFine, Reversed, PutInside, ChecksumOfEach, PassOn, PassOnViaSubtask);
+              RunUntilMemoryIsFine, Reversed, PutInside, ChecksumOfEach, PassOn, PassOnViaSubtask,
+              PollUntilCancelled, ParentOfPoller);
 
 using troupe::testing::TestCluster;
 
@@ -573,6 +592,40 @@ TEST(TasksTest, CancelAQueuedTask) {
   troupe::Cancel(queued);
   EXPECT_THROW(troupe::Get(queued), troupe::TaskCancelledError);
   EXPECT_EQ(*troupe::Get(busy), 1000);
+}
+
+bool FileExists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// A running task sees IsCancelled, returns early (else Get would wait 120 s), and its result is
+// TaskCancelledError; its worker lives on. Cancelling a finished or unknown ref does nothing.
+TEST(TasksTest, CancelledRunningTaskSeesIsCancelledAndReturnsEarly) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  Driver driver(cluster);
+  EXPECT_FALSE(troupe::IsCancelled());  // not inside a task
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/poll";
+  auto polling = troupe::Task(PollUntilCancelled).Remote(dir);
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(dir + "/started"); }, absl::Seconds(30),
+                        "the task to start"));
+  troupe::Cancel(polling);
+  EXPECT_THROW(troupe::Get(polling, std::chrono::seconds(60)), troupe::TaskCancelledError);
+  EXPECT_TRUE(FileExists(dir + "/saw_cancel"));
+  auto done = troupe::Task(Plus).Remote(1, 2);
+  EXPECT_EQ(*troupe::Get(done), 3);
+  troupe::Cancel(done);  // finished: nothing happens
+  EXPECT_EQ(*troupe::Get(done), 3);
+}
+
+// Cancel is recursive by default: the child the task submitted (and waits for) is cancelled too.
+TEST(TasksTest, CancelReachesTheChildrenOfTheTask) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  Driver driver(cluster);
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/child";
+  auto parent = troupe::Task(ParentOfPoller).Remote(dir);
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(dir + "/started"); }, absl::Seconds(30),
+                        "the child to start"));
+  troupe::Cancel(parent);
+  EXPECT_THROW(troupe::Get(parent, std::chrono::seconds(60)), troupe::TaskCancelledError);
+  EXPECT_TRUE(FileExists(dir + "/saw_cancel")) << "the child was not cancelled";
 }
 
 TEST(TasksTest, RefsInsideContainersAreBorrowedAcrossNodes) {

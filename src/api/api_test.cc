@@ -84,7 +84,8 @@ class FakeRuntime : public troupe::internal::Runtime {
   std::vector<bool> Wait(const std::vector<RefInfo>& refs, int, int64_t) override {
     return std::vector<bool>(refs.size(), true);
   }
-  void Cancel(const RefInfo&, bool) override {}
+  void Cancel(const RefInfo&, bool, bool) override {}
+  bool IsCancelled() override { return false; }
   std::string CreateActor(const std::string&, std::vector<troupe::internal::TaskArgument>,
                           const troupe::internal::ActorOptions&) override {
     throw troupe::TroupeError("actors need a real cluster (tests/actors_test.cc)");

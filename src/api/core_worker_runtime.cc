@@ -108,8 +108,10 @@ std::vector<bool> CoreWorkerRuntime::Wait(const std::vector<RefInfo>& refs, int 
   return core_->Wait(core_refs, num_ready, DeadlineOf(timeout_ms));
 }
 
-void CoreWorkerRuntime::Cancel(const RefInfo& ref, bool force) {
-  core_->Cancel(ToCore(ref), force);
+bool CoreWorkerRuntime::IsCancelled() { return CoreWorker::IsCurrentTaskCancelled(); }
+
+void CoreWorkerRuntime::Cancel(const RefInfo& ref, bool force, bool recursive) {
+  core_->Cancel(ToCore(ref), force, recursive);
 }
 
 std::string CoreWorkerRuntime::CreateActor(const std::string& factory_name,

@@ -104,8 +104,9 @@ std::vector<bool> RuntimeGateway::Wait(const std::vector<RefInfo>& refs, int num
                                        int64_t timeout_ms) {
   return Call(*this, true)->Wait(refs, num_ready, timeout_ms);
 }
-void RuntimeGateway::Cancel(const RefInfo& ref, bool force) {
-  Call(*this, true)->Cancel(ref, force);
+bool RuntimeGateway::IsCancelled() { return Call(*this, true)->IsCancelled(); }
+void RuntimeGateway::Cancel(const RefInfo& ref, bool force, bool recursive) {
+  Call(*this, true)->Cancel(ref, force, recursive);
 }
 
 std::string RuntimeGateway::CreateActor(const std::string& factory_name,

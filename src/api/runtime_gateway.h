@@ -51,7 +51,8 @@ class RuntimeGateway final : public Runtime {
   std::vector<Buffer> Get(const std::vector<RefInfo>& refs, int64_t timeout_ms) override;
   std::vector<bool> Wait(const std::vector<RefInfo>& refs, int num_ready,
                          int64_t timeout_ms) override;
-  void Cancel(const RefInfo& ref, bool force) override;
+  void Cancel(const RefInfo& ref, bool force, bool recursive) override;
+  bool IsCancelled() override;
 
   std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                           const ActorOptions& options) override;

@@ -83,7 +83,8 @@ class FakeSession : public Runtime {
   RefInfo SubmitTask(const std::string&, std::vector<TaskArgument>, const TaskOptions&) override {
     throw TroupeError("not in this fake");
   }
-  void Cancel(const RefInfo&, bool) override {}
+  void Cancel(const RefInfo&, bool, bool) override {}
+  bool IsCancelled() override { return false; }
   std::string CreateActor(const std::string&, std::vector<TaskArgument>,
                           const ActorOptions&) override {
     throw TroupeError("not in this fake");

@@ -70,6 +70,59 @@ void ActorTaskSubmitter::Submit(const ActorId& actor_id, rpc::TaskSpec spec) {
   Fail(spec, StoredObject::Error::kActorDied, absl::StrCat("the actor is dead: ", *dead_cause));
 }
 
+void ActorTaskSubmitter::AddFailure(
+    Call& call, StoredObject::Error error, const std::string& message,
+    std::vector<std::tuple<rpc::TaskSpec, StoredObject::Error, std::string>>* failures) {
+  if (call.cancel_reported) return;
+  if (call.force_cancelled) {
+    failures->emplace_back(std::move(call.spec), StoredObject::Error::kCancelled,
+                           absl::StrCat("actor call ", call.spec.function_name(),
+                                        " was cancelled with force (its actor was killed)"));
+    return;
+  }
+  failures->emplace_back(std::move(call.spec), error, message);
+}
+
+ActorTaskSubmitter::CancelOutcome ActorTaskSubmitter::Cancel(const TaskId& task_id, bool force,
+                                                             bool recursive, ActorId* actor_id) {
+  std::optional<rpc::TaskSpec> dropped;
+  std::string tell_address;
+  {
+    absl::MutexLock lock(&mu_);
+    const std::string id = task_id.Binary();
+    for (auto& [candidate, actor] : actors_) {
+      for (auto& [seq, call] : actor.unanswered) {
+        if (call.spec.task_id() != id) continue;
+        *actor_id = candidate;
+        if (call.cancel_reported || call.force_cancelled) return CancelOutcome::kNotFound;
+        if (!call.sent) {
+          // It keeps its place in this caller's order (the actor would wait for it forever
+          // otherwise), marked so the actor answers it without running it.
+          call.spec.set_cancelled(true);
+          call.cancel_reported = true;
+          dropped = call.spec;
+          break;
+        }
+        if (force) {
+          call.force_cancelled = true;
+          return CancelOutcome::kKillActor;
+        }
+        tell_address = actor.address;
+        break;
+      }
+      if (dropped || !tell_address.empty()) break;
+    }
+  }
+  if (dropped) {
+    Fail(*dropped, StoredObject::Error::kCancelled,
+         absl::StrCat("actor call ", dropped->function_name(), " was cancelled"));
+    return CancelOutcome::kDropped;
+  }
+  if (tell_address.empty()) return CancelOutcome::kNotFound;
+  pushes_->CancelTask(tell_address, task_id.Binary(), recursive);
+  return CancelOutcome::kSignalled;
+}
+
 void ActorTaskSubmitter::FlushLocked(const ActorId& actor_id, ActorState& actor,
                                      bool past_window) {
   if (shut_down_ || actor.resolving || actor.dead) return;
@@ -158,7 +211,14 @@ void ActorTaskSubmitter::OnResults(const std::shared_ptr<Push>& push,
     }
   }
   for (auto& [spec, message] : refused) Fail(spec, StoredObject::Error::kTaskFailed, message);
-  for (auto& [spec, reply] : answered) Reply(spec, std::move(*reply));
+  for (auto& [spec, reply] : answered) {
+    if (reply->cancelled()) {  // Cancel reached the actor's worker
+      Fail(spec, StoredObject::Error::kCancelled,
+           absl::StrCat("actor call ", spec.function_name(), " was cancelled"));
+    } else {
+      Reply(spec, std::move(*reply));
+    }
+  }
 }
 
 void ActorTaskSubmitter::OnReplyLocked(const ActorId& actor_id, ActorState& actor, int64_t seq,
@@ -177,12 +237,19 @@ void ActorTaskSubmitter::OnReplyLocked(const ActorId& actor_id, ActorState& acto
   auto it = actor.unanswered.find(seq);
   if (it == actor.unanswered.end()) return;  // already failed or answered
   Call& call = it->second;
-  if (reply.ok()) {
+  if (reply.ok() && call.cancel_reported) {
+    // Failed as cancelled when Cancel dropped it; the actor only acknowledged skipping it.
+    actor.unanswered.erase(it);
+    actor.to_push.erase(seq);
+  } else if (reply.ok()) {
     *answered = std::move(call.spec);
     actor.unanswered.erase(it);
     actor.to_push.erase(seq);  // an older push's late answer to a call waiting to be resent
   } else if (call.push_id != push_id) {
     // An older push of a call sent again since: the newer push decides.
+  } else if (!IsTransportError(reply.status()) && call.cancel_reported) {
+    actor.unanswered.erase(it);  // refused, but already failed as cancelled
+    actor.to_push.erase(seq);
   } else if (!IsTransportError(reply.status())) {
     // The worker answered, refusing the call: sending it again would not help.
     *refused = absl::StrCat("the actor's worker at ", actor.address,
@@ -228,8 +295,8 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
         actor.resolving = false;
         actor.death_cause = info.death_cause();
         for (auto& [seq, call] : actor.unanswered) {
-          failures.emplace_back(std::move(call.spec), StoredObject::Error::kActorDied,
-                                absl::StrCat("the actor is dead: ", info.death_cause()));
+          AddFailure(call, StoredObject::Error::kActorDied,
+                     absl::StrCat("the actor is dead: ", info.death_cause()), &failures);
         }
         actor.unanswered.clear();
         actor.to_push.clear();
@@ -255,11 +322,12 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
           }
           // Never wait forever on a worker the GCS believes alive but no push reaches.
           for (auto& [seq, call] : actor.unanswered) {
-            failures.emplace_back(
-                std::move(call.spec), StoredObject::Error::kActorDied,
+            AddFailure(
+                call, StoredObject::Error::kActorDied,
                 absl::StrCat("the actor's worker at ", actor.address, " has failed every call for ",
                              absl::FormatDuration(kUnreachableLimit),
-                             " while the GCS reports it alive (is it reachable from here?)"));
+                             " while the GCS reports it alive (is it reachable from here?)"),
+                &failures);
           }
           actor.unanswered.clear();
           actor.to_push.clear();
@@ -278,11 +346,12 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
           Call& call = it->second;
           const bool may_resend =
               actor.max_task_retries < 0 || call.attempts <= actor.max_task_retries;
-          if (call.sent && !may_resend) {
-            failures.emplace_back(
-                std::move(call.spec), StoredObject::Error::kActorDied,
+          if (call.sent && (!may_resend || call.force_cancelled)) {
+            AddFailure(
+                call, StoredObject::Error::kActorDied,
                 absl::StrCat("the actor died while running this call (", info.death_cause(),
-                             "); SetMaxTaskRetries lets calls be resent to the restarted actor"));
+                             "); SetMaxTaskRetries lets calls be resent to the restarted actor"),
+                &failures);
             it = actor.unanswered.erase(it);
           } else {
             ++it;

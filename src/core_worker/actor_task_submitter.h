@@ -43,6 +43,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -91,6 +92,18 @@ class ActorTaskSubmitter {
   const TaskCounters& counters() const { return counters_; }
 
   void Submit(const ActorId& actor_id, rpc::TaskSpec spec);
+  // What Cancel did with an actor call.
+  enum class CancelOutcome {
+    kNotFound,   // not a call waiting for its answer here (finished, or never made): nothing
+    kDropped,    // not sent yet: failed as cancelled now; the actor skips it (spec.cancelled)
+    kSignalled,  // sent: the actor's worker was told (CancelTask, with `recursive`); its answer
+                 // (skipped in its queue, or run with IsCancelled true) fails it as cancelled
+    kKillActor,  // sent and `force`: the caller must kill the actor (restart rules apply); the
+                 // call then fails as cancelled, and is never resent to a restarted actor
+  };
+  // Cancels the call that runs task `task_id`; `*actor_id` is set to its actor when found.
+  CancelOutcome Cancel(const TaskId& task_id, bool force, bool recursive, ActorId* actor_id)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The GCS declared node `node_id` dead: see the header comment. Idempotent.
   void OnNodeDead(const NodeId& node_id) ABSL_LOCKS_EXCLUDED(mu_);
   // Looks up actors whose address is unknown or stale, and resends or fails their calls.
@@ -109,7 +122,14 @@ class ActorTaskSubmitter {
     int64_t incarnation = -1;  // the latest of them
     int64_t push_id = 0;       // of its latest push: failures of older pushes are ignored
     CallCanceller cancel;      // of its latest push
+    bool cancel_reported = false;  // failed as cancelled already; its answer is ignored
+    bool force_cancelled = false;  // Cancel with force: fails as cancelled, never resent
   };
+  // A call that ends without an answer fails with `error` and `message`, or as cancelled if
+  // Cancel with force hit it; nothing if it was reported cancelled already.
+  static void AddFailure(
+      Call& call, StoredObject::Error error, const std::string& message,
+      std::vector<std::tuple<rpc::TaskSpec, StoredObject::Error, std::string>>* failures);
   struct ActorState {
     // The live worker: its address ("" while unknown) and worker ID. A new one is a new
     // incarnation (a restart), counted in `incarnation`.

@@ -502,6 +502,90 @@ TEST_F(ActorTaskSubmitterTest, HeldCallsNeverSentGoToTheRestartedActorEvenAtMost
   EXPECT_EQ(Pushed(2), (std::vector<std::string>{"b:2 m2#2"}));
 }
 
+// ---- Cancel ----
+
+TEST_F(ActorTaskSubmitterTest, CancelOfAHeldCallFailsItAtOnceAndTheActorSkipsItInOrder) {
+  directory_.Set(actor_, Alive("a:1"));
+  submitter_.Submit(actor_, Call("m0"));
+  submitter_.Tick();
+  submitter_.Submit(actor_, Call("m1"));  // the window's second push
+  const rpc::TaskSpec held = Call("m2");
+  submitter_.Submit(actor_, held);  // held: two pushes in flight
+  ASSERT_EQ(pushes_.num_pushes(), 2u);
+  ActorId found;
+  EXPECT_EQ(submitter_.Cancel(*TaskId::FromBinary(held.task_id()), /*force=*/false,
+                              /*recursive=*/true, &found),
+            ActorTaskSubmitter::CancelOutcome::kDropped);
+  EXPECT_EQ(found, actor_);
+  ASSERT_EQ(failures_.size(), 1u);  // at once, before the actor hears of it
+  EXPECT_EQ(failures_[0].method, "m2");
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kCancelled);
+  submitter_.Submit(actor_, Call("m3"));
+  pushes_.Reply(0, rpc::PushTaskReply());
+  // m2 still goes, in its place, marked: the actor skips it and runs m3 after it.
+  EXPECT_EQ(Pushed(2), (std::vector<std::string>{"a:1 m2#2", "a:1 m3#3"}));
+  EXPECT_TRUE(pushes_.push(2).request.task().cancelled());
+  EXPECT_FALSE(pushes_.push(3).request.task().cancelled());
+  rpc::PushTaskReply skipped;
+  skipped.set_cancelled(true);
+  pushes_.Reply(2, skipped);
+  pushes_.Reply(1, rpc::PushTaskReply());
+  pushes_.Reply(3, rpc::PushTaskReply());
+  EXPECT_EQ(replies_, (std::vector<std::string>{"m0", "m1", "m3"}));
+  EXPECT_EQ(failures_.size(), 1u);  // m2 is not reported twice
+  EXPECT_EQ(submitter_.Cancel(*TaskId::FromBinary(held.task_id()), false, true, &found),
+            ActorTaskSubmitter::CancelOutcome::kNotFound);
+  EXPECT_EQ(submitter_.Cancel(TaskId::FromRandom(), true, true, &found),
+            ActorTaskSubmitter::CancelOutcome::kNotFound);
+}
+
+TEST_F(ActorTaskSubmitterTest, CancelOfASentCallTellsTheActorAndItsAnswerFailsTheCall) {
+  directory_.Set(actor_, Alive("a:1"));
+  const rpc::TaskSpec sent = Call("m0");
+  submitter_.Submit(actor_, sent);
+  submitter_.Tick();
+  ActorId found;
+  EXPECT_EQ(submitter_.Cancel(*TaskId::FromBinary(sent.task_id()), /*force=*/false,
+                              /*recursive=*/false, &found),
+            ActorTaskSubmitter::CancelOutcome::kSignalled);
+  ASSERT_EQ(pushes_.cancels().size(), 1u);
+  EXPECT_EQ(pushes_.cancels()[0].worker_address, "a:1");
+  EXPECT_EQ(pushes_.cancels()[0].task_id, sent.task_id());
+  EXPECT_FALSE(pushes_.cancels()[0].recursive);
+  EXPECT_TRUE(failures_.empty());  // the actor's answer decides
+  rpc::PushTaskReply cancelled;
+  cancelled.set_cancelled(true);
+  cancelled.add_returns()->set_inline_value("returned after seeing IsCancelled");
+  pushes_.Reply(0, cancelled);
+  EXPECT_TRUE(replies_.empty());
+  ASSERT_EQ(failures_.size(), 1u);
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kCancelled);
+}
+
+TEST_F(ActorTaskSubmitterTest, ForceCancelAsksForTheKillAndTheCallIsNeverResent) {
+  directory_.Set(actor_, Alive("a:1", /*max_task_retries=*/-1));  // resend others forever
+  const rpc::TaskSpec doomed = Call("m0");
+  submitter_.Submit(actor_, doomed);
+  submitter_.Submit(actor_, Call("m1"));
+  submitter_.Tick();
+  ActorId found;
+  EXPECT_EQ(submitter_.Cancel(*TaskId::FromBinary(doomed.task_id()), /*force=*/true,
+                              /*recursive=*/true, &found),
+            ActorTaskSubmitter::CancelOutcome::kKillActor);
+  EXPECT_EQ(found, actor_);
+  pushes_.Reply(0, absl::UnavailableError("connection reset"));  // killed
+  rpc::ActorInfo restarted = Alive("b:2", -1);
+  restarted.set_death_cause("killed");
+  directory_.Set(actor_, restarted);
+  submitter_.Tick();
+  ASSERT_EQ(failures_.size(), 1u);
+  EXPECT_EQ(failures_[0].method, "m0");
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kCancelled);
+  EXPECT_EQ(Pushed(2), (std::vector<std::string>{"b:2 m1#1"}));  // only m1 goes to the new one
+  pushes_.Reply(2, rpc::PushTaskReply());
+  EXPECT_EQ(replies_, (std::vector<std::string>{"m1"}));
+}
+
 // The submitter and a real TaskExecutor (the actor's side) joined by the fake push client, with
 // replies lost after delivery: every call runs exactly once, in order, and every caller sees
 // the reply of its call's only run.

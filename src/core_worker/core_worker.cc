@@ -43,8 +43,11 @@ CoreWorker::CoreWorker(CoreWorkerOptions options)
                              options_.max_inline_bytes},
       &raylets_, &workers_, clock_);
   objects_->memory_store().SetTimedWaiterListener([this] { WakeTimer(); });
-  executor_ = std::make_unique<TaskExecutor>(
-      [this](const rpc::PushTaskRequest& request) { return ExecuteTask(request); });
+  executor_ = std::make_unique<TaskExecutor>([this](const rpc::PushTaskRequest& request) {
+    rpc::PushTaskReply reply = ExecuteTask(request);
+    submission_->ForgetChildren(request.task().task_id());  // for recursive Cancel
+    return reply;
+  });
 }
 
 CoreWorker::~CoreWorker() { Shutdown(); }
@@ -55,7 +58,8 @@ absl::Status CoreWorker::Start() {
   token_ = std::make_unique<ClusterToken>(*token);
   auth_ = std::make_unique<TokenAuthenticator>(*token);
   service_ = std::make_unique<CoreWorkerGrpcService>(
-      auth_.get(), options_.is_driver ? nullptr : executor_.get(), objects_.get());
+      auth_.get(), options_.is_driver ? nullptr : executor_.get(), objects_.get(),
+      [this](const rpc::CancelTaskRequest& request) { HandleCancelTask(request); });
   int port = 0;
   auto server = StartGrpcServer(options_.node_ip, 0, {service_.get()}, &port);
   if (!server.ok()) return server.status();
@@ -158,7 +162,7 @@ absl::Status CoreWorker::Start() {
                                 [this](const PlacementGroupId& id, absl::Time deadline) {
                                   return WaitPlacementGroup(id, deadline);
                                 },
-                                task_events_.get()},
+                                task_events_.get(), [] { return TaskExecutor::CurrentTaskId(); }},
       objects_.get(), submitter_.get(), actor_submitter_.get(), gcs_.get(), clock_);
   submission_->SetIdentity(address_, node_id_);
   if (options_.is_driver && options_.cluster_reconnect_timeout > absl::ZeroDuration()) {
@@ -339,7 +343,18 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectRefInfo>& refs, int n
   return objects_->Wait(refs, num_ready, deadline);
 }
 
-void CoreWorker::Cancel(const ObjectRefInfo& ref, bool force) { submission_->Cancel(ref, force); }
+void CoreWorker::Cancel(const ObjectRefInfo& ref, bool force, bool recursive) {
+  submission_->Cancel(ref, force, recursive);
+}
+
+void CoreWorker::HandleCancelTask(const rpc::CancelTaskRequest& request) {
+  if (options_.is_driver) return;  // a driver runs no pushed tasks
+  // Only a running task has children (and it runs only once Start is done: submission_ is set).
+  if (executor_->Cancel(request.task_id()) == TaskExecutor::CancelOutcome::kRunning &&
+      request.recursive()) {
+    submission_->CancelChildren(request.task_id());
+  }
+}
 
 absl::StatusOr<ActorId> CoreWorker::CreateActor(const std::string& factory_name,
                                                 std::vector<TaskArgSpec> args,

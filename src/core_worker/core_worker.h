@@ -142,7 +142,11 @@ class CoreWorker {
                                              absl::Time deadline);
   std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_ready,
                          absl::Time deadline);
-  void Cancel(const ObjectRefInfo& ref, bool force);
+  // See SubmissionFacade::Cancel and docs/api.md, "Cancellation".
+  void Cancel(const ObjectRefInfo& ref, bool force, bool recursive = true);
+  // Inside a task or actor call (on the thread running it): whether its owner cancelled it.
+  // False on any other thread.
+  static bool IsCurrentTaskCancelled() { return TaskExecutor::CurrentTaskCancelled(); }
   // Actors: registers the actor with the GCS (which places and creates it); returns its ID.
   // AlreadyExists when the name is taken.
   absl::StatusOr<ActorId> CreateActor(const std::string& factory_name,
@@ -193,6 +197,8 @@ class CoreWorker {
   // Worker mode: runs one pushed task (reads its arguments, calls options_.execute, stores the
   // result) on the executor's thread.
   rpc::PushTaskReply ExecuteTask(const rpc::PushTaskRequest& request);
+  // CancelTask from a task's owner (gRPC thread): the executor, then the task's children.
+  void HandleCancelTask(const rpc::CancelTaskRequest& request);
   // Worker mode: hands the references inside a task's result over to its caller (who will hold
   // them with the result): owners of the ones this worker does not own learn the caller
   // borrows them before this worker lets go. Adds them to `reply`.

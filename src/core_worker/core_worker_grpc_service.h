@@ -9,6 +9,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
+#include <utility>
+
 #include "proto/worker.grpc.pb.h"
 #include "src/common/status_macros.h"
 #include "src/core_worker/object_service.h"
@@ -125,10 +128,13 @@ class FailedPushTasks : public grpc::ServerWriteReactor<rpc::PushTaskResults> {
 
 class CoreWorkerGrpcService : public rpc::CoreWorkerService::CallbackService {
  public:
-  // `executor` is null in a driver (it executes no pushed tasks).
+  // `executor` is null in a driver (it executes no pushed tasks). `cancel_task` handles
+  // CancelTask (the core worker: the executor, and the task's children when recursive); null:
+  // CancelTask does nothing.
+  using CancelTaskHandler = std::function<void(const rpc::CancelTaskRequest&)>;
   CoreWorkerGrpcService(const TokenAuthenticator* auth, TaskExecutor* executor,
-                        ObjectService* objects)
-      : auth_(auth), executor_(executor), objects_(objects) {}
+                        ObjectService* objects, CancelTaskHandler cancel_task = nullptr)
+      : auth_(auth), executor_(executor), objects_(objects), cancel_task_(std::move(cancel_task)) {}
 
   grpc::ServerUnaryReactor* PushTask(grpc::CallbackServerContext* context,
                                      const rpc::PushTaskRequest* request,
@@ -206,6 +212,16 @@ class CoreWorkerGrpcService : public rpc::CoreWorkerService::CallbackService {
     });
   }
 
+  grpc::ServerUnaryReactor* CancelTask(grpc::CallbackServerContext* context,
+                                       const rpc::CancelTaskRequest* request,
+                                       rpc::CancelTaskReply*) override {
+    return Respond(context, *auth_, [&]() -> absl::Status {
+      TROUPE_RETURN_IF_ERROR(ValidateRequest(*request));
+      if (cancel_task_) cancel_task_(*request);
+      return absl::OkStatus();
+    });
+  }
+
   grpc::ServerUnaryReactor* Exit(grpc::CallbackServerContext* context, const rpc::ExitRequest*,
                                  rpc::ExitReply* reply) override {
     return Respond(context, *auth_, [&] {
@@ -219,6 +235,7 @@ class CoreWorkerGrpcService : public rpc::CoreWorkerService::CallbackService {
   const TokenAuthenticator* auth_;
   TaskExecutor* executor_;
   ObjectService* objects_;
+  CancelTaskHandler cancel_task_;
 };
 
 }  // namespace troupe

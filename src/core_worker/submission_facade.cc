@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "src/common/logging.h"
 #include "src/common/resources.h"
 #include "src/common/status_macros.h"
 #include "src/rpc/gcs_client.h"
@@ -95,6 +96,7 @@ absl::StatusOr<ObjectRefInfo> SubmissionFacade::SubmitTask(const std::string& fu
   spec.set_name(options.name);
   *spec.mutable_strategy() = options.strategy;
   if (!TrackPending(spec)) return result;
+  RecordChild(spec);
   const absl::Time submitted = clock_->Now();
   if (!options.placement_group_id.empty()) {
     // Into a bundle: lease where the bundle is; that raylet hands out its reserved resources.
@@ -143,9 +145,50 @@ absl::StatusOr<ObjectRefInfo> SubmissionFacade::SubmitTask(const std::string& fu
   return result;
 }
 
-void SubmissionFacade::Cancel(const ObjectRefInfo& ref, bool force) {
-  if (!objects_->references().OwnedByMe(ref) || objects_->memory_store().IsReady(ref.id)) return;
-  tasks_->Cancel(ref.id.CreatingTaskId(), force);
+void SubmissionFacade::Cancel(const ObjectRefInfo& ref, bool force, bool recursive) {
+  if (!objects_->references().OwnedByMe(ref)) return;
+  CancelOwned(ref.id, force, recursive);
+}
+
+void SubmissionFacade::CancelOwned(const ObjectId& id, bool force, bool recursive) {
+  if (objects_->memory_store().IsReady(id)) return;
+  const TaskId task_id = id.CreatingTaskId();
+  if (tasks_->Cancel(task_id, force, recursive)) return;
+  ActorId actor_id;
+  if (actor_calls_->Cancel(task_id, force, recursive, &actor_id) !=
+      ActorTaskSubmitter::CancelOutcome::kKillActor) {
+    return;
+  }
+  // As troupe::Kill does (restart rules apply); the call fails as cancelled once the actor's
+  // death is known.
+  if (absl::Status killed = KillActor(actor_id, /*no_restart=*/false); !killed.ok()) {
+    TROUPE_LOG(Warning) << "cancelling a call with force could not kill actor "
+                        << actor_id.Hex().substr(0, 8) << ": " << killed;
+  }
+}
+
+void SubmissionFacade::RecordChild(const rpc::TaskSpec& spec) {
+  if (!options_.current_task) return;
+  std::string parent = options_.current_task();
+  if (parent.empty()) return;
+  absl::MutexLock lock(&mu_);
+  children_[parent].push_back(ReturnIdOf(spec));
+}
+
+void SubmissionFacade::CancelChildren(const std::string& parent) {
+  std::vector<ObjectId> children;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = children_.find(parent);
+    if (it == children_.end()) return;
+    children = it->second;
+  }
+  for (const ObjectId& child : children) CancelOwned(child, /*force=*/false, /*recursive=*/true);
+}
+
+void SubmissionFacade::ForgetChildren(const std::string& parent) {
+  absl::MutexLock lock(&mu_);
+  children_.erase(parent);
 }
 
 bool SubmissionFacade::TrackPending(const rpc::TaskSpec& spec) {
@@ -387,6 +430,7 @@ ObjectRefInfo SubmissionFacade::SubmitActorTask(const ActorId& actor_id,
   spec.set_actor_id(actor_id.Binary());
   if (!TrackPending(spec)) return result;
   RecordEvent(spec, rpc::TaskEvent::SUBMITTED, /*describe=*/true);
+  RecordChild(spec);
   actor_calls_->Submit(actor_id, std::move(spec));
   return result;
 }

@@ -67,6 +67,9 @@ class SubmissionFacade : public ObjectReconstructor {
     // Where the owner's side of task events goes (submitted, pending, failures decided here,
     // retries); not owned, must outlive this. Null: not recorded.
     TaskEventSink* task_events = nullptr;
+    // The task running on the calling thread (binary TaskId; "" outside a task): the parent of
+    // what is submitted, cancelled with it when Cancel is recursive. Null: never a parent.
+    std::function<std::string()> current_task;
   };
   // None of the pointers is owned; all must outlive this.
   SubmissionFacade(Options options, ObjectService* objects, TaskSubmitter* tasks,
@@ -81,7 +84,16 @@ class SubmissionFacade : public ObjectReconstructor {
   absl::StatusOr<ObjectRefInfo> SubmitTask(const std::string& function_name,
                                            std::vector<TaskArgSpec> args,
                                            const TaskSubmitOptions& options);
-  void Cancel(const ObjectRefInfo& ref, bool force);
+  // Cancels the task or actor call behind `ref` (see docs/api.md, "Cancellation"): a no-op for
+  // a ref this process does not own, one whose value is ready, or one no submitter knows.
+  // `force` kills the worker (of a normal task) or the actor (of an actor call already sent).
+  // `recursive`: the worker running it also cancels what it submitted (CancelTask).
+  void Cancel(const ObjectRefInfo& ref, bool force, bool recursive = true);
+  // The CancelTask side, on the worker that ran task `parent` (binary TaskId): cancels every
+  // task and actor call `parent` submitted whose result is not ready (not forced, recursive).
+  void CancelChildren(const std::string& parent) ABSL_LOCKS_EXCLUDED(mu_);
+  // Task `parent` finished here: forgets what it submitted.
+  void ForgetChildren(const std::string& parent) ABSL_LOCKS_EXCLUDED(mu_);
   // Registers the actor with the GCS (which places and creates it). AlreadyExists when the name
   // is taken. `namespace_name` applies when actor_options has none.
   absl::StatusOr<ActorId> CreateActor(const std::string& factory_name,
@@ -154,6 +166,12 @@ class SubmissionFacade : public ObjectReconstructor {
   absl::flat_hash_map<TaskId, std::vector<ObjectRefInfo>> task_refs_ ABSL_GUARDED_BY(mu_);
   // Tasks and actor calls submitted and not yet answered: their return and function name.
   absl::flat_hash_map<ObjectId, std::string> pending_returns_ ABSL_GUARDED_BY(mu_);
+  // What each running task (binary TaskId) of this worker submitted, for recursive Cancel.
+  absl::flat_hash_map<std::string, std::vector<ObjectId>> children_ ABSL_GUARDED_BY(mu_);
+  // Records `spec` as a child of the task running on this thread, if any.
+  void RecordChild(const rpc::TaskSpec& spec) ABSL_LOCKS_EXCLUDED(mu_);
+  // Cancel without the ownership check (children are this process's own).
+  void CancelOwned(const ObjectId& id, bool force, bool recursive);
   // Set by FailAllAsUnreachable.
   std::optional<std::string> unreachable_ ABSL_GUARDED_BY(mu_);
   // Records a new task's return as pending; false (and fails it) once the cluster is gone.

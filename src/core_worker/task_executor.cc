@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,7 +46,70 @@ void MarkTaskStart(const rpc::TaskSpec& spec) {
   if (!same_file) (void)!write(2, marker.data(), marker.size());
 }
 
+// What an owner gets for a task cancelled before it ran.
+rpc::PushTaskReply CancelledReply() {
+  rpc::PushTaskReply reply;
+  reply.set_cancelled(true);
+  return reply;
+}
+
 }  // namespace
+
+struct TaskExecutor::RunningTask {
+  std::string task_id;
+  std::atomic<bool> cancelled{false};
+};
+
+thread_local const TaskExecutor::RunningTask* TaskExecutor::current_task_ = nullptr;
+
+std::string TaskExecutor::CurrentTaskId() {
+  return current_task_ != nullptr ? current_task_->task_id : std::string();
+}
+
+bool TaskExecutor::CurrentTaskCancelled() {
+  return current_task_ != nullptr && current_task_->cancelled.load(std::memory_order_relaxed);
+}
+
+TaskExecutor::CancelOutcome TaskExecutor::Cancel(const std::string& task_id) {
+  std::optional<Push> dropped;
+  std::vector<Done> duplicates;
+  const rpc::PushTaskReply reply = CancelledReply();
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto running = running_.find(task_id); running != running_.end()) {
+      running->second->cancelled.store(true, std::memory_order_relaxed);
+      return CancelOutcome::kRunning;
+    }
+    auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Push& push) {
+      return push.request != nullptr && push.request->task().task_id() == task_id;
+    });
+    if (it == queue_.end()) {
+      if (early_cancels_.insert(task_id).second) {
+        early_cancel_order_.push_back(task_id);
+        if (early_cancel_order_.size() > kMaxEarlyCancels) {
+          early_cancels_.erase(early_cancel_order_.front());
+          early_cancel_order_.pop_front();
+        }
+      }
+      return CancelOutcome::kNotHere;
+    }
+    dropped = std::move(*it);
+    queue_.erase(it);
+    RememberReplyLocked(*dropped, reply, &duplicates);
+  }
+  for (Done& waiting : duplicates) waiting(reply);
+  dropped->done(reply);
+  return CancelOutcome::kQueued;
+}
+
+void TaskExecutor::RememberReplyLocked(const Push& push, rpc::PushTaskReply reply,
+                                       std::vector<Done>* duplicates) {
+  if (push.caller == nullptr) return;
+  auto it = push.caller->admitted.find(push.seq);
+  if (it == push.caller->admitted.end()) return;  // acknowledged or given up on meanwhile
+  it->second.reply = std::move(reply);
+  duplicates->swap(it->second.duplicates);
+}
 
 TaskExecutor::TaskExecutor(RunTask run, absl::Duration lease_order_hold)
     : run_(std::move(run)), lease_order_hold_(lease_order_hold) {}
@@ -119,12 +183,12 @@ void TaskExecutor::EnqueueActorCallLocked(Push push, Answers* answers) {
   if (push.seq > order.next) {
     order.early.emplace(push.seq, std::move(push));  // waits for its turn
   } else {
-    AdmitLocked(order, std::move(push));
+    AdmitLocked(order, std::move(push), answers);
   }
   // Calls whose turn has come: after this one, or at the caller's new start.
   for (auto it = order.early.begin(); it != order.early.end() && it->first <= order.next;) {
     if (it->first == order.next) {
-      AdmitLocked(order, std::move(it->second));
+      AdmitLocked(order, std::move(it->second), answers);
     } else if (auto admitted = order.admitted.find(it->first); admitted != order.admitted.end()) {
       // A resend that waited beside the call just admitted.
       admitted->second.duplicates.push_back(std::move(it->second.done));
@@ -136,10 +200,19 @@ void TaskExecutor::EnqueueActorCallLocked(Push push, Answers* answers) {
   if (queue_.size() > queued_before) queued_.SignalAll();
 }
 
-void TaskExecutor::AdmitLocked(CallerOrder& order, Push push) {
+void TaskExecutor::AdmitLocked(CallerOrder& order, Push push, Answers* answers) {
   order.next = push.seq + 1;
   order.admitted.try_emplace(push.seq);
   push.caller = &order;
+  const rpc::TaskSpec& spec = push.request->task();
+  if (spec.cancelled() || (!early_cancels_.empty() && early_cancels_.erase(spec.task_id()) > 0)) {
+    // Cancelled before it came (by its caller, or a CancelTask that overtook the push): it
+    // takes its turn without running, and its answer goes out now.
+    std::vector<Done> duplicates;  // none yet: it was just admitted
+    RememberReplyLocked(push, CancelledReply(), &duplicates);
+    answers->emplace_back(std::move(push.done), CancelledReply());
+    return;
+  }
   queue_.push_back(std::move(push));
 }
 
@@ -190,19 +263,43 @@ bool TaskExecutor::Take(bool block, Push* push) {
   if (exit_requested_ || queue_.empty()) return false;
   *push = std::move(queue_.front());
   queue_.pop_front();
+  // Cancelled before it arrived (an actor call waiting for an earlier one, a push on its way).
+  if (push->request->task().cancelled() ||
+      (!early_cancels_.empty() && early_cancels_.erase(push->request->task().task_id()) > 0)) {
+    push->cancelled = true;
+  }
   return true;
 }
 
 bool TaskExecutor::RunOne(Push push) {
-  MarkTaskStart(push.request->task());
-  const auto started = std::chrono::steady_clock::now();
-  rpc::PushTaskReply reply = run_(*push.request);
-  reply.set_run_us(std::chrono::duration_cast<std::chrono::microseconds>(
-                       std::chrono::steady_clock::now() - started)
-                       .count());
+  rpc::PushTaskReply reply;
+  if (push.cancelled) {
+    reply = CancelledReply();
+  } else {
+    MarkTaskStart(push.request->task());
+    RunningTask running;
+    running.task_id = push.request->task().task_id();
+    {
+      absl::MutexLock lock(&mu_);
+      running_[running.task_id] = &running;
+    }
+    const auto started = std::chrono::steady_clock::now();
+    current_task_ = &running;
+    reply = run_(*push.request);
+    current_task_ = nullptr;
+    reply.set_run_us(std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::steady_clock::now() - started)
+                         .count());
+    {
+      absl::MutexLock lock(&mu_);
+      running_.erase(running.task_id);
+    }
+    // Cancelled while it ran: whatever it returned, its owner reports TaskCancelledError.
+    if (running.cancelled.load(std::memory_order_relaxed)) reply.set_cancelled(true);
+  }
   // Read what is needed before answering: the request is gone after `done`.
   const rpc::TaskSpec& spec = push.request->task();
-  const bool created = spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK &&
+  const bool created = spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK && !reply.cancelled() &&
                        reply.returns_size() > 0 && !reply.returns(0).is_application_error();
   // An actor call's reply is kept (copied outside the lock) until its caller acknowledges it.
   std::optional<rpc::PushTaskReply> cached;
@@ -211,13 +308,7 @@ bool TaskExecutor::RunOne(Push push) {
   bool keep_running = true;
   {
     absl::MutexLock lock(&mu_);
-    if (push.caller != nullptr) {
-      auto it = push.caller->admitted.find(push.seq);
-      if (it != push.caller->admitted.end()) {  // else acknowledged or given up on meanwhile
-        it->second.reply = std::move(cached);
-        duplicates.swap(it->second.duplicates);
-      }
-    }
+    if (cached) RememberReplyLocked(push, *std::move(cached), &duplicates);
     if (created) {
       current_actor_ = *ActorId::FromBinary(spec.actor_id());
       // More calls at once: extra threads take from the same queue.

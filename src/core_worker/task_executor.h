@@ -22,6 +22,10 @@
 // threads, RunLoop on the worker's main thread (and the extra executors); `done` callbacks run on
 // the executor thread that ran the task, or on the caller's thread when the task will not run
 // (or its reply is already known), never with the executor's lock held.
+// Cancellation (Cancel, from the owner's CancelTask): a queued task is answered as cancelled at
+// once and never runs (an actor call keeps its place in its caller's order: later calls still
+// run); a running one sees CurrentTaskCancelled() (troupe::IsCancelled) turn true, and whatever
+// it returns is answered as cancelled.
 #pragma once
 
 #include <deque>
@@ -34,6 +38,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -74,6 +80,21 @@ class TaskExecutor {
   // executors. The thread in RunLoop returns by itself.
   void Shutdown();
 
+  // What Cancel found of a task.
+  enum class CancelOutcome {
+    kQueued,   // it was waiting here: answered now as cancelled (reply.cancelled), never run
+    kRunning,  // it runs: its IsCancelled flag is set and its reply will be marked cancelled
+    kNotHere,  // not here (yet, or any more): if it arrives later it is answered as cancelled
+  };
+  // The task's owner cancelled task `task_id` (binary). Any thread; `done` callbacks of the
+  // answered task run on this thread. Remembers at most kMaxEarlyCancels tasks not here yet.
+  CancelOutcome Cancel(const std::string& task_id) ABSL_LOCKS_EXCLUDED(mu_);
+  static constexpr size_t kMaxEarlyCancels = 10000;
+  // On the thread running a task (an executor thread, inside run_): its task ID (binary) and
+  // whether it was cancelled. "" and false on any other thread.
+  static std::string CurrentTaskId();
+  static bool CurrentTaskCancelled();
+
   // Inside an actor: its ID once the creation task succeeded; nil elsewhere. Any thread.
   ActorId current_actor_id() const {
     absl::MutexLock lock(&mu_);
@@ -91,7 +112,12 @@ class TaskExecutor {
     Done done;
     CallerOrder* caller = nullptr;  // actor calls: whose reply to remember (node_hash_map: stable)
     int64_t seq = -1;
+    bool cancelled = false;  // set by Take: answer as cancelled, do not run
   };
+  // A task running on an executor thread (lives on that thread's stack while it runs).
+  struct RunningTask;
+  // The task the current thread runs (set by RunOne around run_).
+  static thread_local const RunningTask* current_task_;
   // An admitted actor call whose reply the caller has not acknowledged yet: running (no reply;
   // resends wait in `duplicates`) or finished (the reply, for resends).
   struct Admitted {
@@ -116,7 +142,9 @@ class TaskExecutor {
   using Answers = std::vector<std::pair<Done, absl::StatusOr<rpc::PushTaskReply>>>;
   // Routes one actor call: admits it (queues it), holds it, or answers it from the cache.
   void EnqueueActorCallLocked(Push push, Answers* answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AdmitLocked(CallerOrder& order, Push push) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Admits an actor call: queues it, or answers it (into `answers`) if it was cancelled.
+  void AdmitLocked(CallerOrder& order, Push push, Answers* answers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues a leased normal task in its lease's order, or holds it until its turn.
   void EnqueueLeaseTaskLocked(Push push) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Queues held lease tasks whose turn has come, and (`now` given) those held past the limit.
@@ -124,6 +152,9 @@ class TaskExecutor {
   // Takes the next task; blocks for one when `block`. False once exit is requested (or, not
   // blocking, when nothing is queued).
   bool Take(bool block, Push* push) ABSL_LOCKS_EXCLUDED(mu_);
+  // Keeps an actor call's reply for resends and hands over the resends waiting for it.
+  void RememberReplyLocked(const Push& push, rpc::PushTaskReply reply,
+                           std::vector<Done>* duplicates) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs and answers it; false when the loop must end (ExitAfterCurrentTask).
   bool RunOne(Push push) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -137,6 +168,10 @@ class TaskExecutor {
   absl::node_hash_map<std::string, CallerOrder> caller_order_ ABSL_GUARDED_BY(mu_);
   LeaseOrder lease_order_ ABSL_GUARDED_BY(mu_);
   ActorId current_actor_ ABSL_GUARDED_BY(mu_);
+  // Tasks running now, by task ID (binary), and cancelled tasks that had not arrived (FIFO).
+  absl::flat_hash_map<std::string, RunningTask*> running_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> early_cancels_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> early_cancel_order_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> extra_executors_ ABSL_GUARDED_BY(mu_);
 };
 

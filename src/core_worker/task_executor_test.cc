@@ -395,5 +395,102 @@ TEST(TaskExecutorConcurrencyTest, MaxConcurrencyRunsCallsAtOnce) {
   loop.join();
 }
 
+// ---- Cancellation (CancelTask from the owner) ----
+
+class TaskExecutorCancelTest : public ::testing::Test {
+ protected:
+  TaskExecutorCancelTest()
+      : executor_([this](const rpc::PushTaskRequest& request) {
+          ran_.push_back(request.task().function_name());
+          seen_task_id_ = TaskExecutor::CurrentTaskId();
+          if (while_running_) while_running_();
+          seen_cancelled_ = TaskExecutor::CurrentTaskCancelled();
+          rpc::PushTaskReply reply;
+          reply.add_returns()->set_inline_value("value");
+          return reply;
+        }) {}
+
+  // Actor call `seq` of one caller; returns its task ID (binary).
+  std::string PushCall(int64_t seq, bool cancelled_by_caller = false) {
+    rpc::PushTaskRequest& request = requests_.emplace_back();
+    rpc::TaskSpec* spec = request.mutable_task();
+    spec->set_task_id(TaskId::FromRandom().Binary());
+    spec->set_type(rpc::TaskSpec::ACTOR_TASK);
+    spec->set_function_name("m" + std::to_string(seq));
+    spec->set_caller_worker_id("caller");
+    spec->set_sequence_number(seq);
+    spec->set_cancelled(cancelled_by_caller);
+    executor_.Enqueue(
+        &request, [this, name = spec->function_name()](absl::StatusOr<rpc::PushTaskReply> reply) {
+          answers_.push_back(name + (!reply.ok()          ? ":error"
+                                     : reply->cancelled() ? ":cancelled"
+                                                          : ":ok"));
+        });
+    return spec->task_id();
+  }
+  void RunAll() {
+    while (executor_.RunNext()) {
+    }
+  }
+
+  std::deque<rpc::PushTaskRequest> requests_;
+  std::vector<std::string> ran_;
+  std::vector<std::string> answers_;
+  std::function<void()> while_running_;
+  std::string seen_task_id_;
+  bool seen_cancelled_ = false;
+  TaskExecutor executor_;
+};
+
+TEST_F(TaskExecutorCancelTest, AQueuedCallIsAnsweredAsCancelledAtOnceAndLaterCallsStillRun) {
+  PushCall(0);
+  const std::string queued = PushCall(1);
+  PushCall(2);
+  EXPECT_EQ(executor_.Cancel(queued), TaskExecutor::CancelOutcome::kQueued);
+  EXPECT_EQ(answers_, (std::vector<std::string>{"m1:cancelled"}));  // before anything ran
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"m0", "m2"}));
+  EXPECT_EQ(answers_, (std::vector<std::string>{"m1:cancelled", "m0:ok", "m2:ok"}));
+  // Answered: cancelling it again finds nothing here.
+  EXPECT_EQ(executor_.Cancel(queued), TaskExecutor::CancelOutcome::kNotHere);
+}
+
+TEST_F(TaskExecutorCancelTest, ARunningCallSeesTheFlagAndItsReplyIsMarkedCancelled) {
+  const std::string running = PushCall(0);
+  while_running_ = [&] {
+    EXPECT_FALSE(TaskExecutor::CurrentTaskCancelled());
+    EXPECT_EQ(executor_.Cancel(running), TaskExecutor::CancelOutcome::kRunning);
+    EXPECT_TRUE(TaskExecutor::CurrentTaskCancelled());
+  };
+  RunAll();
+  EXPECT_EQ(seen_task_id_, running);
+  EXPECT_TRUE(seen_cancelled_);
+  EXPECT_EQ(answers_, (std::vector<std::string>{"m0:cancelled"}));
+  // Off the executor's thread, and after the task: no task, never cancelled.
+  EXPECT_EQ(TaskExecutor::CurrentTaskId(), "");
+  EXPECT_FALSE(TaskExecutor::CurrentTaskCancelled());
+}
+
+TEST_F(TaskExecutorCancelTest, CallsCancelledBeforeTheyArriveOrByTheirCallerNeverRun) {
+  // Cancelled by its caller before it was sent: it keeps its place, so m1 is not held forever.
+  PushCall(0, /*cancelled_by_caller=*/true);
+  PushCall(1);
+  RunAll();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"m1"}));
+  EXPECT_EQ(answers_, (std::vector<std::string>{"m0:cancelled", "m1:ok"}));
+  // The CancelTask overtook the push: answered as cancelled when its turn comes.
+  rpc::PushTaskRequest& early = requests_.emplace_back();
+  early.mutable_task()->set_task_id(TaskId::FromRandom().Binary());
+  early.mutable_task()->set_function_name("task");
+  EXPECT_EQ(executor_.Cancel(early.task().task_id()), TaskExecutor::CancelOutcome::kNotHere);
+  bool cancelled = false;
+  executor_.Enqueue(&early, [&](absl::StatusOr<rpc::PushTaskReply> reply) {
+    cancelled = reply.ok() && reply->cancelled();
+  });
+  RunAll();
+  EXPECT_TRUE(cancelled);
+  EXPECT_EQ(ran_.size(), 1u);
+}
+
 }  // namespace
 }  // namespace troupe

@@ -375,6 +375,12 @@ void TaskSubmitter::FinishPush(const LeasedWorker& worker, rpc::TaskSpec spec,
     }
     return;
   }
+  if (reply->cancelled()) {  // Cancel reached the worker: never retried
+    ++counters_.failed;
+    callbacks_.on_failure(spec, StoredObject::Error::kCancelled,
+                          absl::StrCat("task ", spec.function_name(), " was cancelled"));
+    return;
+  }
   bool threw = false;
   for (const auto& ret : reply->returns()) threw |= ret.is_application_error();
   if (threw && spec.retry_exceptions() &&
@@ -404,9 +410,10 @@ void TaskSubmitter::RetryOrFail(rpc::TaskSpec spec, StoredObject::Error error,
   Submit(std::move(spec));
 }
 
-bool TaskSubmitter::Cancel(const TaskId& task_id, bool force) {
+bool TaskSubmitter::Cancel(const TaskId& task_id, bool force, bool recursive) {
   std::optional<rpc::TaskSpec> dropped;
   std::shared_ptr<LeasedWorker> kill;
+  std::shared_ptr<LeasedWorker> tell;
   {
     absl::MutexLock lock(&mu_);
     for (auto& [key, queue] : queues_) {
@@ -419,11 +426,15 @@ bool TaskSubmitter::Cancel(const TaskId& task_id, bool force) {
         break;
       }
     }
-    if (!dropped && force) {
+    if (!dropped) {
       auto running = running_.find(task_id);
       if (running == running_.end()) return false;
-      cancelled_.insert(task_id);
-      kill = running->second.worker;
+      if (force) {
+        cancelled_.insert(task_id);
+        kill = running->second.worker;
+      } else {
+        tell = running->second.worker;
+      }
     }
   }
   if (dropped) {
@@ -437,7 +448,9 @@ bool TaskSubmitter::Cancel(const TaskId& task_id, bool force) {
     leases_->KillLeasedWorker(kill->raylet_address, kill->lease_id, [](absl::Status) {});
     return true;
   }
-  return false;
+  // The worker's answer (reply.cancelled) fails the task as cancelled, in FinishPush.
+  pushes_->CancelTask(tell->worker_address, task_id.Binary(), recursive);
+  return true;
 }
 
 void TaskSubmitter::OnNodeDead(const NodeId& node_id, const std::string& raylet_address) {

@@ -86,9 +86,12 @@ class TaskSubmitter {
   const Counters& counters() const { return counters_; }
 
   void Submit(rpc::TaskSpec spec);
-  // Queued: dropped and failed as cancelled (true). Running and `force`: its worker is killed
-  // and the task fails as cancelled (true). Otherwise false.
-  bool Cancel(const TaskId& task_id, bool force);
+  // Queued here: dropped and failed as cancelled (true). Pushed to a worker and `force`: its
+  // worker is killed and the task fails as cancelled (true). Pushed and not `force`: the worker
+  // is told (CancelTask, with `recursive`): a task still in its queue is answered as cancelled,
+  // a running one sees troupe::IsCancelled(); either way it fails as cancelled (true). Not
+  // known here (finished, or never submitted): false, nothing happens.
+  bool Cancel(const TaskId& task_id, bool force, bool recursive = true);
   // The GCS declared node `node_id` (raylet at `raylet_address`) dead: its leases are void,
   // calls to it are cancelled and their tasks retried or failed as if its workers died, and
   // nothing it answers from now on is accepted. Idempotent.

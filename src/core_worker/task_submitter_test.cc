@@ -86,6 +86,9 @@ class CancelAnsweringPushes : public TaskPushClient {
       fake_->Reply(index, absl::CancelledError("cancelled"));
     };
   }
+  void CancelTask(const std::string& worker, const std::string& task_id, bool recursive) override {
+    fake_->CancelTask(worker, task_id, recursive);
+  }
   CallCanceller PushTasks(const std::string& worker, rpc::PushTasksRequest request,
                           PushResultsCallback done) override {
     const size_t first = fake_->num_pushes();
@@ -584,14 +587,40 @@ TEST_F(TaskSubmitterTest, ForceCancelKillsTheRunningTasksWorker) {
   rpc::TaskSpec spec = Task("f");
   submitter_.Submit(spec);
   Grant(0, "worker:1", "lease-1");
-  EXPECT_FALSE(submitter_.Cancel(*TaskId::FromBinary(spec.task_id()), /*force=*/false));
   EXPECT_TRUE(submitter_.Cancel(*TaskId::FromBinary(spec.task_id()), /*force=*/true));
+  EXPECT_TRUE(pushes_.cancels().empty());  // killed, not asked
   ASSERT_EQ(leases_.killed_workers().size(), 1u);
   EXPECT_EQ(leases_.killed_workers()[0].second, "lease-1");
   pushes_.Reply(0, absl::UnavailableError("worker killed"));
   ASSERT_EQ(failures_.size(), 1u);
   EXPECT_EQ(failures_[0].error, StoredObject::Error::kCancelled);
   EXPECT_EQ(leases_.num_lease_requests(), 1u);  // not retried
+}
+
+TEST_F(TaskSubmitterTest, CancelTellsTheRunningTasksWorkerAndFailsTheTaskAsCancelled) {
+  rpc::TaskSpec spec = Task("f");
+  spec.set_max_retries(3);
+  submitter_.Submit(spec);
+  Grant(0, "worker:1", "lease-1");
+  ASSERT_EQ(pushes_.num_pushes(), 1u);
+  EXPECT_TRUE(submitter_.Cancel(*TaskId::FromBinary(spec.task_id()), /*force=*/false,
+                                /*recursive=*/true));
+  EXPECT_TRUE(leases_.killed_workers().empty());  // not force: the worker lives
+  ASSERT_EQ(pushes_.cancels().size(), 1u);
+  EXPECT_EQ(pushes_.cancels()[0].worker_address, "worker:1");
+  EXPECT_EQ(pushes_.cancels()[0].task_id, spec.task_id());
+  EXPECT_TRUE(pushes_.cancels()[0].recursive);
+  // The worker answers: the task saw IsCancelled (or was skipped in its queue).
+  rpc::PushTaskReply reply;
+  reply.set_cancelled(true);
+  pushes_.Reply(0, reply);
+  EXPECT_TRUE(replies_.empty());
+  ASSERT_EQ(failures_.size(), 1u);
+  EXPECT_EQ(failures_[0].error, StoredObject::Error::kCancelled);
+  EXPECT_EQ(leases_.num_lease_requests(), 1u);  // never retried
+  // Finished: cancelling again does nothing.
+  EXPECT_FALSE(submitter_.Cancel(*TaskId::FromBinary(spec.task_id()), /*force=*/false));
+  EXPECT_EQ(pushes_.cancels().size(), 1u);
 }
 
 // ---- A node declared dead (a partition: its workers answer nothing) ----

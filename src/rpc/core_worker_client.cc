@@ -1,5 +1,7 @@
 #include "src/rpc/core_worker_client.h"
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 #include "src/rpc/async_call.h"
 #include "src/rpc/auth.h"
@@ -197,6 +199,16 @@ void CoreWorkerClient::RemoveBorrowersAsync(const std::vector<std::string>& ids,
   call->request.set_borrower_address(borrower);
   stub_->async()->RemoveBorrowers(&call->context, &call->request, &call->reply,
                                   [call, self = shared_from_this()](grpc::Status) {});
+}
+
+void CoreWorkerClient::CancelTaskAsync(const std::string& task_id, bool recursive) {
+  auto call = std::make_shared<AsyncCall<rpc::CancelTaskRequest, rpc::CancelTaskReply>>();
+  AttachToken(&call->context, token_);
+  call->request.set_task_id(task_id);
+  call->request.set_recursive(recursive);
+  call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  stub_->async()->CancelTask(&call->context, &call->request, &call->reply,
+                             [call, self = shared_from_this()](grpc::Status) {});
 }
 
 void CoreWorkerClient::ExitAsync() {

@@ -52,6 +52,8 @@ class CoreWorkerClient : public std::enable_shared_from_this<CoreWorkerClient> {
   absl::Status AddBorrowers(const std::vector<std::string>& ids, const std::string& borrower,
                             absl::Duration timeout);
   void RemoveBorrowersAsync(const std::vector<std::string>& ids, const std::string& borrower);
+  // CancelTask (proto/worker.proto); fire and forget.
+  void CancelTaskAsync(const std::string& task_id, bool recursive);
   void ExitAsync();
 
  private:

@@ -243,6 +243,21 @@ class FakeTaskPushClient : public TaskPushClient {
       for (size_t index : indices) pushes_[index].cancelled = true;
     };
   }
+  struct CancelCall {
+    std::string worker_address;
+    std::string task_id;  // binary
+    bool recursive = false;
+  };
+  void CancelTask(const std::string& worker_address, const std::string& task_id,
+                  bool recursive) override {
+    absl::MutexLock lock(&mu_);
+    cancels_.push_back({worker_address, task_id, recursive});
+  }
+  // CancelTask calls made, in order.
+  std::vector<CancelCall> cancels() const {
+    absl::MutexLock lock(&mu_);
+    return cancels_;
+  }
   // Answers push `index` (in the order they were made). Each push is answered once.
   void Reply(size_t index, absl::StatusOr<rpc::PushTaskReply> reply) {
     PushCallback done;
@@ -292,6 +307,7 @@ class FakeTaskPushClient : public TaskPushClient {
   mutable absl::Mutex mu_;
   std::deque<PushCall> pushes_ ABSL_GUARDED_BY(mu_);
   int num_batches_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<CancelCall> cancels_ ABSL_GUARDED_BY(mu_);
   // The results callback of the PushTasks call behind each push made by one.
   std::map<size_t, std::shared_ptr<PushResultsCallback>> callbacks_ ABSL_GUARDED_BY(mu_);
 };

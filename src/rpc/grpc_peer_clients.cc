@@ -107,6 +107,11 @@ CallCanceller GrpcTaskPushClient::PushTasks(const std::string& worker_address,
   return workers_->Get(worker_address)->PushTasksAsync(std::move(request), std::move(done));
 }
 
+void GrpcTaskPushClient::CancelTask(const std::string& worker_address, const std::string& task_id,
+                                    bool recursive) {
+  workers_->Get(worker_address)->CancelTaskAsync(task_id, recursive);
+}
+
 absl::StatusOr<rpc::ActorInfo> GrpcActorDirectory::GetActorInfo(const ActorId& actor_id) {
   rpc::GetActorInfoRequest request;
   request.set_actor_id(actor_id.Binary());

@@ -63,6 +63,8 @@ class GrpcTaskPushClient : public TaskPushClient {
                          PushCallback done) override;
   CallCanceller PushTasks(const std::string& worker_address, rpc::PushTasksRequest request,
                           PushResultsCallback done) override;
+  void CancelTask(const std::string& worker_address, const std::string& task_id,
+                  bool recursive) override;
 
  private:
   bool DropThisReply();

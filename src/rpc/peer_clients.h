@@ -93,6 +93,11 @@ class TaskPushClient {
   // error (the worker died mid-batch, or the call was cancelled: CANCELLED).
   virtual CallCanceller PushTasks(const std::string& worker_address, rpc::PushTasksRequest request,
                                   PushResultsCallback done) = 0;
+  // Tells the worker holding task `task_id` (binary) that its owner cancelled it (CancelTask in
+  // proto/worker.proto). Fire and forget: a worker that is gone or never got the task ignores
+  // it, and the task's push answers what became of it.
+  virtual void CancelTask(const std::string& worker_address, const std::string& task_id,
+                          bool recursive) = 0;
 };
 
 // "Where is this actor now?" (the GCS's actor table, as callers of an actor need it).

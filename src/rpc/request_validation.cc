@@ -595,6 +595,10 @@ absl::Status ValidateRequest(const rpc::AddBorrowersRequest& request) {
   return CheckNonEmptyName("borrower_address", request.borrower_address());
 }
 
+absl::Status ValidateRequest(const rpc::CancelTaskRequest& request) {
+  return CheckId<TaskId>("task_id", request.task_id());
+}
+
 absl::Status ValidateRequest(const rpc::RemoveBorrowersRequest& request) {
   TROUPE_RETURN_IF_ERROR(CheckIds<ObjectId>("object_ids", request.object_ids()));
   return CheckNonEmptyName("borrower_address", request.borrower_address());

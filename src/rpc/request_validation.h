@@ -102,5 +102,6 @@ absl::Status ValidateRequest(const rpc::GetObjectStatusRequest& request);
 absl::Status ValidateRequest(const rpc::AddObjectLocationRequest& request);
 absl::Status ValidateRequest(const rpc::AddBorrowersRequest& request);
 absl::Status ValidateRequest(const rpc::RemoveBorrowersRequest& request);
+absl::Status ValidateRequest(const rpc::CancelTaskRequest& request);
 
 }  // namespace troupe

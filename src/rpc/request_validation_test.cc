@@ -253,6 +253,11 @@ TEST(RequestValidationTest, CoreWorkerRequests) {
   remove.add_object_ids("no");
   remove.set_borrower_address("127.0.0.1:1");
   ExpectInvalid(ValidateRequest(remove), "object_ids[0]");
+  rpc::CancelTaskRequest cancel;
+  cancel.set_task_id("short");
+  ExpectInvalid(ValidateRequest(cancel), "task_id");
+  cancel.set_task_id(TaskId::FromRandom().Binary());
+  EXPECT_TRUE(ValidateRequest(cancel).ok());
 }
 
 TEST(RequestValidationTest, CertificateRequestsNeedACsrAndPlainAddresses) {

@@ -179,12 +179,24 @@ WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_ready,
   return result;
 }
 
-// Cancels the task behind `ref`: a queued task never runs; a running one has its worker killed
-// when `force` (C++ code cannot be interrupted safely otherwise). Get then throws
-// TaskCancelledError.
+// Cancels the task or actor call behind `ref` (docs/api.md, "Cancellation"); Get then throws
+// TaskCancelledError. One that has not started never runs (later calls on the same actor still
+// run, in order). One that runs sees IsCancelled() turn true (C++ code cannot be interrupted
+// safely), and its result is TaskCancelledError whatever it returns; with `force` its worker is
+// killed instead (for an actor call: the actor, as Kill does, and it restarts if max_restarts
+// allows). `recursive`: the tasks and actor calls it submitted that have not finished are
+// cancelled too (not forced). A ref that is finished, not owned by this process, or unknown:
+// nothing happens.
 template <typename T>
-void Cancel(const ObjectRef<T>& ref, bool force = false) {
-  internal::RequireRuntime().Cancel(ref.info(), force);
+void Cancel(const ObjectRef<T>& ref, bool force = false, bool recursive = true) {
+  internal::RequireRuntime().Cancel(ref.info(), force, recursive);
+}
+
+// Inside a task or actor method (on the thread that runs it): true once troupe::Cancel reached
+// it, so it can stop early. False anywhere else (the driver, threads the task started).
+inline bool IsCancelled() {
+  internal::Runtime* runtime = internal::CurrentRuntime();
+  return runtime != nullptr && runtime->IsCancelled();
 }
 
 namespace internal {

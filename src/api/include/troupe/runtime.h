@@ -94,7 +94,9 @@ class Runtime {
   // Which of `refs` are ready once `num_ready` are, or the timeout passes.
   virtual std::vector<bool> Wait(const std::vector<RefInfo>& refs, int num_ready,
                                  int64_t timeout_ms) = 0;
-  virtual void Cancel(const RefInfo& ref, bool force) = 0;
+  virtual void Cancel(const RefInfo& ref, bool force, bool recursive) = 0;
+  // Inside a task or actor method, on the thread running it: whether it was cancelled.
+  virtual bool IsCancelled() = 0;
 
   // Actors. CreateActor returns the actor's ID (binary); throws TroupeError when the name is
   // taken.

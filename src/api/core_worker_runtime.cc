@@ -139,10 +139,13 @@ std::string CoreWorkerRuntime::CreateActor(const std::string& factory_name,
 
 RefInfo CoreWorkerRuntime::SubmitActorTask(const std::string& actor_id,
                                            const std::string& method_name,
-                                           std::vector<TaskArgument> args) {
+                                           std::vector<TaskArgument> args,
+                                           const ActorCallOptions& options) {
   auto id = ActorId::FromBinary(actor_id);
   if (!id.ok()) throw TroupeError("not an actor handle: " + std::string(id.status().message()));
-  return ToApi(core_->SubmitActorTask(*id, method_name, ToArgSpecs(std::move(args))));
+  ActorCallSubmitOptions submit;
+  submit.name = options.name;
+  return ToApi(core_->SubmitActorTask(*id, method_name, ToArgSpecs(std::move(args)), submit));
 }
 
 void CoreWorkerRuntime::KillActor(const std::string& actor_id, bool no_restart) {

@@ -37,7 +37,7 @@ class CoreWorkerRuntime final : public Runtime {
   std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                           const ActorOptions& options) override;
   RefInfo SubmitActorTask(const std::string& actor_id, const std::string& method_name,
-                          std::vector<TaskArgument> args) override;
+                          std::vector<TaskArgument> args, const ActorCallOptions& options) override;
   void KillActor(const std::string& actor_id, bool no_restart) override;
   std::string GetNamedActor(const std::string& name, const std::string& ns) override;
   void ExitActor() override;

@@ -114,8 +114,9 @@ std::string RuntimeGateway::CreateActor(const std::string& factory_name,
   return Call(*this, true)->CreateActor(factory_name, std::move(args), options);
 }
 RefInfo RuntimeGateway::SubmitActorTask(const std::string& actor_id, const std::string& method_name,
-                                        std::vector<TaskArgument> args) {
-  return Call(*this, true)->SubmitActorTask(actor_id, method_name, std::move(args));
+                                        std::vector<TaskArgument> args,
+                                        const ActorCallOptions& options) {
+  return Call(*this, true)->SubmitActorTask(actor_id, method_name, std::move(args), options);
 }
 void RuntimeGateway::KillActor(const std::string& actor_id, bool no_restart) {
   Call(*this, true)->KillActor(actor_id, no_restart);

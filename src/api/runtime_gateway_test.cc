@@ -88,8 +88,8 @@ class FakeSession : public Runtime {
                           const ActorOptions&) override {
     throw TroupeError("not in this fake");
   }
-  RefInfo SubmitActorTask(const std::string&, const std::string&,
-                          std::vector<TaskArgument>) override {
+  RefInfo SubmitActorTask(const std::string&, const std::string&, std::vector<TaskArgument>,
+                          const troupe::internal::ActorCallOptions&) override {
     throw TroupeError("not in this fake");
   }
   void KillActor(const std::string&, bool) override {}

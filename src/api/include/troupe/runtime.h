@@ -61,6 +61,15 @@ struct TaskOptions {
   SchedulingStrategy strategy;
 };
 
+// Options of one actor call (the task options that apply to it; see ActorTaskCaller).
+struct ActorCallOptions {
+  std::string name;  // "": the method's registered name
+};
+
+// For static_assert in templates that must never be instantiated.
+template <typename...>
+inline constexpr bool kAlwaysFalse = false;
+
 struct ActorOptions {
   std::string placement_group_id;
   int bundle_index = -1;
@@ -101,7 +110,8 @@ class Runtime {
   virtual std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                                   const ActorOptions& options) = 0;
   virtual RefInfo SubmitActorTask(const std::string& actor_id, const std::string& method_name,
-                                  std::vector<TaskArgument> args) = 0;
+                                  std::vector<TaskArgument> args,
+                                  const ActorCallOptions& options) = 0;
   virtual void KillActor(const std::string& actor_id, bool no_restart) = 0;
   // The ID of the live actor with that name, or "".
   virtual std::string GetNamedActor(const std::string& name, const std::string& namespace_name) = 0;

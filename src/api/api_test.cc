@@ -143,6 +143,12 @@ class FakeRuntime : public troupe::internal::Runtime {
   std::string JobNamespace() override { return "job-test"; }
   std::string CurrentActorId() override { return ""; }
   std::string NodeIp() override { return "127.0.0.1"; }
+  troupe::RuntimeContext GetRuntimeContext() override {
+    troupe::RuntimeContext context;
+    context.job_id = "01000000";
+    return context;
+  }
+  std::vector<troupe::NodeInfo> Nodes() override { return nodes; }
   void AddLocalRef(const RefInfo& ref) override { ++refcounts[ref.object_id]; }
   void RemoveLocalRef(const std::string& id) override {
     if (--refcounts[id] == 0) refcounts.erase(id);
@@ -161,6 +167,7 @@ class FakeRuntime : public troupe::internal::Runtime {
   size_t contained_count = 0;
   troupe::internal::TaskOptions last_options;
   troupe::internal::ActorCallOptions last_call_options;
+  std::vector<troupe::NodeInfo> nodes;
 };
 
 class ApiTest : public ::testing::Test {
@@ -235,6 +242,28 @@ TEST_F(ApiTest, ActorCallOptionsReachTheRuntime) {
   EXPECT_EQ(runtime_.last_call_options.name, "append-one");
   EXPECT_THROW(bag.Task(&Bag::Append).Remote(more, 2), troupe::TroupeError);
   EXPECT_EQ(runtime_.last_call_options.name, "");
+}
+
+// ClusterResources and AvailableResources sum the alive nodes only; a resource in full use is
+// listed as 0 available rather than left out.
+TEST_F(ApiTest, ClusterResourcesSumTheAliveNodes) {
+  troupe::NodeInfo head;
+  head.alive = true;
+  head.total_resources = {{"CPU", 4}, {"GPU", 1}};
+  head.available_resources = {{"CPU", 1.5}};  // the GPU is in use
+  troupe::NodeInfo worker;
+  worker.alive = true;
+  worker.total_resources = {{"CPU", 2}, {"accelerator", 3}};
+  worker.available_resources = {{"CPU", 2}, {"accelerator", 1}};
+  troupe::NodeInfo dead;
+  dead.total_resources = {{"CPU", 64}};
+  runtime_.nodes = {head, worker, dead};
+  EXPECT_EQ(troupe::ClusterResources(),
+            (std::map<std::string, double>{{"CPU", 6}, {"GPU", 1}, {"accelerator", 3}}));
+  EXPECT_EQ(troupe::AvailableResources(),
+            (std::map<std::string, double>{{"CPU", 3.5}, {"GPU", 0}, {"accelerator", 1}}));
+  EXPECT_EQ(troupe::Nodes().size(), 3u);
+  EXPECT_EQ(troupe::GetRuntimeContext().job_id, "01000000");
 }
 
 TEST_F(ApiTest, UserTypesAndRefArguments) {
@@ -312,6 +341,8 @@ TEST_F(ApiTest, UnregisteredFunctionsAreRefusedWithTheFix) {
 TEST(ApiNoRuntimeTest, CallsBeforeInitSaySo) {
   EXPECT_THROW(troupe::Task(Plus).Remote(1, 2), troupe::RuntimeError);
   EXPECT_THROW(troupe::Put(1), troupe::RuntimeError);
+  EXPECT_THROW(troupe::GetRuntimeContext(), troupe::RuntimeError);
+  EXPECT_THROW(troupe::ClusterResources(), troupe::RuntimeError);
 }
 
 TEST(FunctionNamesTest, SplitsAtTopLevelCommas) {

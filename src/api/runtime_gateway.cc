@@ -1,6 +1,7 @@
 #include "src/api/runtime_gateway.h"
 
 #include "troupe/errors.h"
+#include "troupe/runtime_context.h"
 
 namespace troupe::internal {
 
@@ -155,6 +156,10 @@ int64_t RuntimeGateway::KvDelete(const std::string& ns, const std::string& key, 
 std::string RuntimeGateway::JobNamespace() { return Call(*this, true)->JobNamespace(); }
 std::string RuntimeGateway::CurrentActorId() { return Call(*this, true)->CurrentActorId(); }
 std::string RuntimeGateway::NodeIp() { return Call(*this, true)->NodeIp(); }
+RuntimeContext RuntimeGateway::GetRuntimeContext() {
+  return Call(*this, true)->GetRuntimeContext();
+}
+std::vector<NodeInfo> RuntimeGateway::Nodes() { return Call(*this, true)->Nodes(); }
 
 void RuntimeGateway::AddLocalRef(const RefInfo& ref) {
   Call call(*this, /*required=*/false);

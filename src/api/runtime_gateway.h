@@ -74,6 +74,8 @@ class RuntimeGateway final : public Runtime {
   std::string JobNamespace() override;
   std::string CurrentActorId() override;
   std::string NodeIp() override;
+  RuntimeContext GetRuntimeContext() override;
+  std::vector<NodeInfo> Nodes() override;
 
   // No-ops once closed: ObjectRefs may be copied and destroyed after Shutdown.
   void AddLocalRef(const RefInfo& ref) override;

@@ -110,6 +110,8 @@ class FakeSession : public Runtime {
   std::string JobNamespace() override { return "job-test"; }
   std::string CurrentActorId() override { return ""; }
   std::string NodeIp() override { return "127.0.0.1"; }
+  troupe::RuntimeContext GetRuntimeContext() override { return {}; }
+  std::vector<troupe::NodeInfo> Nodes() override { return {}; }
 
  private:
   struct Inside {

@@ -14,6 +14,11 @@
 #include <string>
 #include <vector>
 
+namespace troupe {
+struct RuntimeContext;  // troupe/runtime_context.h
+struct NodeInfo;
+}  // namespace troupe
+
 namespace troupe::internal {
 
 // Where an object lives logically: its ID and the address of the process that owns it.
@@ -138,6 +143,10 @@ class Runtime {
   virtual std::string CurrentActorId() = 0;
   // The address peers on other nodes reach this process at (the node's IP).
   virtual std::string NodeIp() = 0;
+  // troupe::GetRuntimeContext(): this process, and the task running on the calling thread.
+  virtual RuntimeContext GetRuntimeContext() = 0;
+  // troupe::Nodes(): the GCS's node table with each node's last reported free resources.
+  virtual std::vector<NodeInfo> Nodes() = 0;
 
   // Reference counting: every live ObjectRef in this process holds one local reference.
   virtual void AddLocalRef(const RefInfo& ref) = 0;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "src/common/status_testing.h"
@@ -516,7 +517,10 @@ TEST(ActorsTest, CallsResentAfterLostRepliesRunExactlyOnceInOrder) {
 // Each call gets its own copy of the argument (the caller's value never changes). And an actor
 // call takes a name, which `troupe list tasks` shows, as a task's SetName now does too.
 TEST(ActorsTest, NonConstReferenceParametersAndNamedCalls) {
-  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  ASSERT_OK_AND_ASSIGN(
+      TestCluster cluster,
+      TestCluster::Start(
+          {"--num-cpus=2", absl::StrCat("--http-port=", troupe::testing::PickFreePort())}));
   Driver driver(cluster);
   std::vector<int> values = {1, 2, 3};
   EXPECT_EQ(*troupe::Get(troupe::Task(AppendAndSum).SetName("sum-it").Remote(values, 4)), 10);
@@ -526,10 +530,13 @@ TEST(ActorsTest, NonConstReferenceParametersAndNamedCalls) {
   EXPECT_EQ(*troupe::Get(counter.Task(&Counter::AddAll).Remote(troupe::Put(values))), 116);
   EXPECT_EQ(values, (std::vector<int>{1, 2, 3}));
 
+  CommandResult last;
   auto rows_named = [&](const std::string& name) {
-    CommandResult r = cluster.Troupe(
-        {"list", "tasks", "--filter", "name=" + name, "--format", "json", "--limit", "0"});
+    CommandResult r =
+        cluster.Troupe({"list", "tasks", "--filter", "name=" + name, "--format", "json", "--limit",
+                        "0", "--address=" + cluster.HttpAddress(), "--token=" + cluster.token()});
     nlohmann::json rows = nlohmann::json::parse(r.out, nullptr, false);
+    last = r;
     return rows.is_array() ? rows : nlohmann::json::array();
   };
   nlohmann::json restock, sum_it;
@@ -540,12 +547,15 @@ TEST(ActorsTest, NonConstReferenceParametersAndNamedCalls) {
         return restock.size() == 1 && sum_it.size() == 1;
       },
       absl::Seconds(20), "the named task and actor call in `troupe list tasks`"))
-      << restock.dump() << sum_it.dump();
+      << restock.dump() << sum_it.dump() << "\n"
+      << last.out << last.err;
   if (restock.size() == 1) {
     EXPECT_EQ(restock[0].value("type", ""), "ACTOR_TASK") << restock.dump();
     EXPECT_EQ(restock[0].value("actor_id", ""), counter.ID()) << restock.dump();
   }
-  if (sum_it.size() == 1) EXPECT_EQ(sum_it[0].value("type", ""), "NORMAL_TASK") << sum_it.dump();
+  if (sum_it.size() == 1) {
+    EXPECT_EQ(sum_it[0].value("type", ""), "NORMAL_TASK") << sum_it.dump();
+  }
   // Unnamed calls keep the method's name.
   EXPECT_EQ(rows_named("Counter::AddAll").size(), 1u);
 }
@@ -574,8 +584,8 @@ TEST(ActorsTest, RuntimeContextAndClusterResources) {
   EXPECT_EQ(total.at("CPU"), 4);
   EXPECT_EQ(total.at("widget"), 3);
 
-  auto task = troupe::Get(
-      troupe::Task(ContextOfTask).SetResources({{"CPU", 1}, {"widget", 2}}).Remote());
+  auto task =
+      troupe::Get(troupe::Task(ContextOfTask).SetResources({{"CPU", 1}, {"widget", 2}}).Remote());
   EXPECT_EQ(task->at("job"), in_driver.job_id);
   EXPECT_EQ(task->at("node"), in_driver.node_id);
   EXPECT_EQ(task->at("task").size(), 32u) << task->at("task");
@@ -624,14 +634,11 @@ TEST(ActorsTest, RuntimeContextAndClusterResources) {
   // names the bundle it got).
   auto group = troupe::CreatePlacementGroup({"", {{{"CPU", 1}}, {{"CPU", 1}}}});
   ASSERT_TRUE(group.Wait(std::chrono::seconds(20)));
-  auto in_group =
-      troupe::Get(troupe::Task(ContextOfTask).SetPlacementGroup(group, 1).Remote());
+  auto in_group = troupe::Get(troupe::Task(ContextOfTask).SetPlacementGroup(group, 1).Remote());
   EXPECT_EQ(in_group->at("placement_group"), group.ID());
   EXPECT_EQ(in_group->at("bundle"), "1");
-  auto grouped = troupe::Actor(Counter::Create)
-                     .SetResources({{"CPU", 1}})
-                     .SetPlacementGroup(group)
-                     .Remote(0);
+  auto grouped =
+      troupe::Actor(Counter::Create).SetResources({{"CPU", 1}}).SetPlacementGroup(group).Remote(0);
   auto actor_in_group = troupe::Get(grouped.Task(&Counter::Context).Remote());
   EXPECT_EQ(actor_in_group->at("placement_group"), group.ID());
   EXPECT_TRUE(actor_in_group->at("bundle") == "0" || actor_in_group->at("bundle") == "1")

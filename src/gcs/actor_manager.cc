@@ -268,7 +268,6 @@ void ActorManager::ScheduleLocked(Actor& actor) {
       return;
     }
     actor.scheduling = true;
-    actor.placed_bundle_index = bundle->second;
     outbox_.push_back({actor_id, ++actor.attempt, bundle->first, bundle->second});
     return;
   }
@@ -372,7 +371,7 @@ void ActorManager::OnLeaseReply(const ActorId& id, uint64_t attempt,
       if (!actor.info.placement_group_id().empty()) {
         // The actor's runtime context names its group and bundle (GetRuntimeContext).
         push.mutable_task()->set_placement_group_id(actor.info.placement_group_id());
-        push.mutable_task()->set_bundle_index(actor.placed_bundle_index);
+        push.mutable_task()->set_bundle_index(reply->bundle_index());
       }
       for (int gpu : reply->gpu_ids()) push.add_gpu_ids(gpu);
     } else if (!granted) {

@@ -123,7 +123,6 @@ class ActorManager {
     bool no_restart = false;
     bool exiting = false;     // ExitActor was called
     std::string death_cause;  // set by the killer before the worker exits
-    int placed_bundle_index = -1;  // in a placement group: the bundle it was last placed in
   };
 
   absl::Status DoRegisterActor(const rpc::RegisterActorRequest& request);

@@ -1,5 +1,5 @@
-// Must NOT compile: resources set on an actor call (they belong to the actor). compile_error_test.sh
-// checks that the compiler's message says why and where to set them instead.
+// Must NOT compile: resources set on an actor call (they belong to the actor).
+// compile_error_test.sh checks that the compiler's message says why and where to set them instead.
 #include "troupe/api.h"
 
 class Worker {

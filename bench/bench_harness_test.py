@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 import tempfile
 import threading
@@ -89,6 +90,39 @@ class LoadedMarkTest(unittest.TestCase):
         busy = bench_common.busy_cpus(0.4)
         spinner.join()
         self.assertGreater(busy, 0.5)
+
+
+class RunAllArgumentsTest(unittest.TestCase):
+    """run_all.sh refuses a wrong command line before building or running anything."""
+
+    def run_all(self, *args):
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_all.sh")
+        result = subprocess.run(["bash", script] + list(args), capture_output=True, text=True,
+                                timeout=30)
+        return result.returncode, result.stderr
+
+    def test_an_unknown_benchmark_is_named_with_the_known_ones(self):
+        code, err = self.run_all("--only=microbench")
+        self.assertEqual(code, 2)
+        self.assertIn("--only names 'microbench', which is not a benchmark", err)
+        self.assertIn(" microbenchmark ", err)
+        self.assertIn(" elastic_bench_chaos ", err)
+
+    def test_a_flag_without_its_value_is_refused(self):
+        for args in (["--only"], ["--only", "--quick"], ["--out"]):
+            code, err = self.run_all(*args)
+            self.assertEqual(code, 2, args)
+            self.assertIn("needs a value", err, args)
+
+    def test_the_value_may_follow_as_its_own_argument(self):
+        code, err = self.run_all("--only", "nosuch")
+        self.assertEqual(code, 2)
+        self.assertIn("--only names 'nosuch'", err)
+
+    def test_an_empty_list_is_refused(self):
+        code, err = self.run_all("--only=,")
+        self.assertEqual(code, 2)
+        self.assertIn("names no benchmark", err)
 
 
 class RatioTest(unittest.TestCase):

@@ -131,6 +131,14 @@ def kill_started(roots):
         time.sleep(0.1)
 
 
+def remove_temp(args, path):
+    """Removes a stopped head's temp dir, or with --keep-temp says where it is."""
+    if args.keep_temp:
+        print("  kept %s" % path)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def http_json(head, method, path, body=None, timeout=30):
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(head.http + path, data=data, method=method,
@@ -250,10 +258,7 @@ class RayHead:
 
     def stop(self):
         kill_started(self.roots)
-        if self.args.keep_temp:
-            print("  kept %s" % self.temp_dir)
-        else:
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
+        remove_temp(self.args, self.temp_dir)
 
 
 class TroupeHead:
@@ -313,10 +318,7 @@ class TroupeHead:
 
     def stop(self):
         run([self.args.troupe, "stop", "--force", "--temp-dir=" + self.temp_root])
-        if self.args.keep_temp:
-            print("  kept %s" % self.temp_root)
-        else:
-            shutil.rmtree(self.temp_root, ignore_errors=True)
+        remove_temp(self.args, self.temp_root)
 
 
 class Driver:

@@ -35,8 +35,17 @@ quick=false
 only=""
 out=""
 update_docs=true
-for arg in "$@"; do
+while [ $# -gt 0 ]; do
+  arg="$1"
+  shift
   case "$arg" in
+    --only | --out)  # also written as --only=X, --out=X
+      if [ $# -eq 0 ] || [ "${1#--}" != "$1" ]; then
+        echo "run_all.sh: $arg needs a value (see --help)" >&2
+        exit 2
+      fi
+      set -- "$arg=$1" "${@:2}"
+      continue ;;
     --quick) quick=true ;;
     --only=*) only="${arg#--only=}" ;;
     --out=*) out="${arg#--out=}" ;;
@@ -44,6 +53,41 @@ for arg in "$@"; do
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_all.sh: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
   esac
+done
+
+# name | full flags | quick flags (none: left out of quick runs, whose budget is 10 minutes),
+# in the order they run (Ray's microbenchmark and the two
+# benchmarks of a user's conditions first). Each program writes $out/<name>.json (--json) and prints its
+# table into $out/<name>.log. Steps in own_command run in a full run only when --only names them.
+steps=(
+  "microbenchmark|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=1 --ray-sleep=1 --compared-only|bench/microbenchmark.py --ray-cpp --rounds=2 --seconds=0.5 --ray-sleep=0 --quick --only=single_client_tasks_async,1_1_actor_calls_sync"
+  "gcs_ft_bench|bench/gcs_ft_bench.py --no-throughput|bench/gcs_ft_bench.py --quick --no-throughput"
+  "scale_bench|bench/scale_bench.py|bench/scale_bench.py --quick"
+  "cluster_start|bench/cluster_start.py|bench/cluster_start.py --quick"
+  "collective_bench|bench/collective_bench.py|bench/collective_bench.py --quick"
+  "collective_bench_netns|bench/collective_bench.py --netns|bench/collective_bench.py --netns --quick"
+  "train_bench|bench/train_bench.py|bench/train_bench.py --quick"
+  "transfer_bench|bench/transfer_bench.py|bench/transfer_bench.py --quick"
+  "reconstruction_bench|bench/reconstruction_bench.py|bench/reconstruction_bench.py --quick"
+  "tls_bench|bench/tls_bench.py|bench/tls_bench.py --quick"
+  "elastic_bench|bench/elastic_bench.py --troupe-elastic=3:4|bench/elastic_bench.py --troupe-elastic=3:4 --quick --scenarios=recovery"
+  "elastic_bench_netns|bench/elastic_bench.py --netns --sides=troupe --workers=3 --troupe-elastic=2:3|"
+  "elastic_bench_chaos|bench/elastic_bench.py --sides=troupe --troupe-elastic=3:4 --rounds=1 --scenarios=clean,chaos --chaos-epochs=2|"
+)
+own_command=" elastic_bench elastic_bench_netns elastic_bench_chaos "
+if [ -n "$only" ] && [ -z "${only//,/}" ]; then
+  echo "run_all.sh: --only names no benchmark (see --help for the names)" >&2
+  exit 2
+fi
+
+names=" "
+for step in "${steps[@]}"; do names+="${step%%|*} "; done
+IFS=',' read -r -a wanted <<<"$only"
+for name in "${wanted[@]}"; do
+  if [ -n "$name" ] && [[ "$names" != *" $name "* ]]; then
+    echo "run_all.sh: --only names '$name', which is not a benchmark; the benchmarks:$names" >&2
+    exit 2
+  fi
 done
 
 venv="${TROUPE_BENCH_VENV:-$HOME/.cache/troupe-bench-venv}"
@@ -106,26 +150,6 @@ print("%.2f" % bench_common.busy_cpus(5))')
   export TROUPE_BENCH_BUSY_BEFORE="$busy"
 }
 
-# name | full flags | quick flags (none: left out of quick runs, whose budget is 10 minutes),
-# in the order they run (Ray's microbenchmark and the two
-# benchmarks of a user's conditions first). Each program writes $out/<name>.json (--json) and prints its
-# table into $out/<name>.log. Steps in own_command run in a full run only when --only names them.
-steps=(
-  "microbenchmark|bench/microbenchmark.py --ray-cpp --rounds=3 --seconds=1 --ray-sleep=1 --compared-only|bench/microbenchmark.py --ray-cpp --rounds=2 --seconds=0.5 --ray-sleep=0 --quick --only=single_client_tasks_async,1_1_actor_calls_sync"
-  "gcs_ft_bench|bench/gcs_ft_bench.py --no-throughput|bench/gcs_ft_bench.py --quick --no-throughput"
-  "scale_bench|bench/scale_bench.py|bench/scale_bench.py --quick"
-  "cluster_start|bench/cluster_start.py|bench/cluster_start.py --quick"
-  "collective_bench|bench/collective_bench.py|bench/collective_bench.py --quick"
-  "collective_bench_netns|bench/collective_bench.py --netns|bench/collective_bench.py --netns --quick"
-  "train_bench|bench/train_bench.py|bench/train_bench.py --quick"
-  "transfer_bench|bench/transfer_bench.py|bench/transfer_bench.py --quick"
-  "reconstruction_bench|bench/reconstruction_bench.py|bench/reconstruction_bench.py --quick"
-  "tls_bench|bench/tls_bench.py|bench/tls_bench.py --quick"
-  "elastic_bench|bench/elastic_bench.py --troupe-elastic=3:4|bench/elastic_bench.py --troupe-elastic=3:4 --quick --scenarios=recovery"
-  "elastic_bench_netns|bench/elastic_bench.py --netns --sides=troupe --workers=3 --troupe-elastic=2:3|"
-  "elastic_bench_chaos|bench/elastic_bench.py --sides=troupe --troupe-elastic=3:4 --rounds=1 --scenarios=clean,chaos --chaos-epochs=2|"
-)
-own_command=" elastic_bench elastic_bench_netns elastic_bench_chaos "
 
 failed=()
 times=""

@@ -10,12 +10,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <numeric>
 #include <set>
 #include <sstream>
+#include <string>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -424,7 +426,34 @@ TEST(TasksTest, ExceptionsReachGetWithTypeMessageAndPlace) {
     EXPECT_EQ(e.function_name(), "Fail");
     EXPECT_EQ(e.node_id().size(), 32u);
     EXPECT_TRUE(absl::StrContains(e.what(), "boom 7")) << e.what();
+    // Where it was thrown: Fail first (the throw site), then Troupe's invocation frames.
+    EXPECT_TRUE(absl::StartsWith(e.remote_stack(), "#0 ")) << e.remote_stack();
+    EXPECT_TRUE(
+        absl::StrContains(e.remote_stack().substr(0, e.remote_stack().find('\n')), "Fail(int)"))
+        << e.remote_stack();
+    EXPECT_TRUE(absl::StrContains(e.what(), "remote stack (the throw first):\n#0 ")) << e.what();
   }
+  // The worker's log has the exception and its stack too.
+  std::string logged;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        for (const auto& raylet_log : cluster.RayletLogs()) {
+          const std::string dir = raylet_log.substr(0, raylet_log.rfind('/'));
+          for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+            if (entry.path().filename().string().rfind("worker-", 0) != 0) continue;
+            std::ifstream in(entry.path());
+            std::string text((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+            if (absl::StrContains(text, "task Fail threw std::runtime_error: boom 7")) {
+              logged = text;
+              return absl::StrContains(text, "remote stack (the throw first):\n#0 ");
+            }
+          }
+        }
+        return false;
+      },
+      absl::Seconds(10), "the worker's log to show the exception and its stack"))
+      << logged;
   // A task whose argument failed fails too, saying why.
   try {
     troupe::Get(troupe::Task(Plus).Remote(troupe::Task(Fail).Remote(1), 1));

@@ -50,7 +50,9 @@ using troupe::testing::TestCluster;
 // and "<steps> <parameter checksum> <momentum checksum>" after each committed step to
 // <pid_dir>/states; a replacement writes its pid to <pid_dir>/replacement and the same line, as
 // received from its peers, to <pid_dir>/received. Each epoch reports whether every member holds
-// the same parameters, whether it resumed from a checkpoint, and the world size and generation.
+// the same parameters, whether it resumed from a checkpoint, and the world size and generation;
+// before each epoch's report every member writes where it stands (world_rank, local_rank,
+// local_world_size, node_rank) to <pid_dir>/layout-<rank at start> (layout-replacement).
 void ElasticLoop(const train::LoopConfig& config) {
   const auto& ctx = train::GetContext();
   const int epochs = std::stoi(Get(config, "epochs"));
@@ -134,6 +136,11 @@ void ElasticLoop(const train::LoopConfig& config) {
       log << std::endl;
       if (states.is_open()) states << state_line() << std::endl;
     }
+    // Where this member stands now: "<world_rank> <local_rank> <local_world_size> <node_rank>".
+    std::ofstream(pid_dir + "/layout-" +
+                  (ctx.replacement ? "replacement" : std::to_string(first_rank)))
+        << ctx.world_rank << " " << ctx.local_rank << " " << ctx.local_world_size << " "
+        << ctx.node_rank;
     const double mine = Checksum(*model);
     const auto sums = train::torch::SumAcrossWorkers({mine, 1.0});
     const bool agree = std::abs(sums[0] - sums[1] * mine) <= 1e-9 * std::abs(mine) * sums[1];
@@ -225,6 +232,10 @@ TEST(TrainTest, ElasticRunGoesOnWithoutAKilledWorker) {
   EXPECT_EQ(event.why, "died") << event.detail;
   EXPECT_GE(event.step, 0);
   EXPECT_GE(event.recovery_s, 0) << "the next committed step was timed";
+  // Two nodes, ranks 0,1 on the first and 2,3 on the second: with rank 2 gone, the former rank 3
+  // is rank 2 and alone on its node; the first node's members are as they were.
+  EXPECT_EQ(ReadText(pids + "/layout-3"), "2 0 1 1") << "world, local rank, local size, node";
+  EXPECT_EQ(ReadText(pids + "/layout-1"), "1 1 2 0");
   // Every sample of every epoch exactly once, by a survivor's account (every survivor's agrees).
   const auto counts = CommittedSamples(absl::StrCat(samples, "/", ReadPid(pids + "/0")));
   EXPECT_EQ(counts, CommittedSamples(absl::StrCat(samples, "/", ReadPid(pids + "/3"))));
@@ -278,6 +289,47 @@ TEST(TrainTest, ElasticRunBelowMinWorkersRestartsFromTheCheckpoint) {
   const train::MembershipEvent& restart = result.membership_events.back();
   EXPECT_EQ(restart.change, "restart");
   EXPECT_NE(restart.why.find("below min_workers 2"), std::string::npos) << restart.why;
+}
+
+// When every worker of an elastic run dies at once (their node, say), the driver restarts the
+// run from the checkpoint: it used to crash (SIGSEGV) collecting reports from a rank 0 that no
+// longer existed. min_workers 1: however the deaths are seen, the last one leaves nobody.
+TEST(TrainTest, ElasticRunWhoseEveryWorkerDiesRestartsFromTheCheckpoint) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  Driver driver(cluster);
+  const std::string pids = TempDir("all-pids");
+  const std::string samples = TempDir("all-samples");
+  train::ScalingConfig scaling;
+  scaling.num_workers = 2;
+  scaling.min_workers = 1;
+  train::RunConfig run;
+  run.name = "all";
+  run.storage_path = TempDir("all");
+  run.failure_config.max_failures = 1;
+  run.failure_config.step_timeout = std::chrono::seconds(20);
+  train::Result result;
+  std::thread fit([&] {
+    result = train::DataParallelTrainer(ElasticLoop, ElasticConfig(2, pids, samples), scaling, run)
+                 .Fit();
+  });
+  const ::testing::AssertionResult checkpointed = troupe::testing::WaitUntil(
+      [&] { return std::filesystem::exists(run.storage_path + "/all/checkpoint_000001"); },
+      absl::Seconds(180), "the first checkpoint");
+  const int zero = ReadPid(pids + "/0"), one = ReadPid(pids + "/1");
+  EXPECT_TRUE(checkpointed);
+  if (checkpointed && zero > 0 && one > 0) {
+    EXPECT_EQ(kill(zero, SIGKILL), 0);
+    EXPECT_EQ(kill(one, SIGKILL), 0);
+  }
+  fit.join();
+  ASSERT_EQ(result.error, "");
+  EXPECT_EQ(result.restarts, 1);
+  EXPECT_EQ(result.metrics.at("epoch"), 2);
+  EXPECT_EQ(result.metrics.at("resumed"), 1) << "it resumed from the checkpoint";
+  ASSERT_FALSE(result.membership_events.empty());
+  EXPECT_EQ(result.membership_events.back().change, "restart");
+  EXPECT_NE(result.membership_events.back().why.find("below min_workers 1"), std::string::npos)
+      << result.membership_events.back().why;
 }
 
 // Issue 33: a SIGSTOPped worker of an elastic run is declared hung (FailureConfig::hang_timeout),
@@ -467,6 +519,10 @@ TEST(TrainTest, ElasticRunGrowsToMaxWorkers) {
   EXPECT_EQ(joined.ranks, std::vector<int>{2});
   EXPECT_EQ(joined.step, 0) << "before the first step";
   EXPECT_EQ(result.metrics.at("world_size"), 3);
+  // One node: the newcomer is its third worker, and the others count it.
+  EXPECT_EQ(ReadText(pids + "/layout-replacement"), "2 2 3 0")
+      << "world, local rank, local size, node";
+  EXPECT_EQ(ReadText(pids + "/layout-0"), "0 0 3 0");
   for (const auto& m : result.metrics_history) {
     EXPECT_EQ(m.at("agree"), 1);
     EXPECT_EQ(m.at("committed"), 512) << "epoch " << m.at("epoch");

@@ -77,4 +77,12 @@ inline int ReadPid(const std::string& path) {
   return pid;
 }
 
+// The first line of a file ("" when it cannot be read).
+inline std::string ReadText(const std::string& path) {
+  std::string line;
+  std::ifstream in(path);
+  std::getline(in, line);
+  return line;
+}
+
 }  // namespace train_test

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -251,6 +252,19 @@ void TrainLoop(const troupe::train::LoopConfig& config) {
   std::fflush(stdout);
   auto model = model_name == "mlp" ? MakeMlp() : MakeResNet18();
   model->to(device);  // before PrepareModel: its buckets live where the gradients do
+  if (ctx.replacement) {
+    // A model's first forward and backward pass set up what later passes reuse (allocations,
+    // kernel choices) and take longer. A replacement makes that pass here, before it announces
+    // itself ready, so the members do not wait for it in its first step with them. Nothing of it
+    // stays: the gradients are dropped and PrepareModel overwrites the parameters and buffers.
+    torch::set_num_threads(std::max(1, ctx.cpus));  // as PrepareModel sets it for the steps
+    model->train();
+    const int64_t n = std::min<int64_t>(batch_size, train.images.size(0));
+    torch::nn::functional::cross_entropy(Forward(*model, train.images.narrow(0, 0, n).to(device)),
+                                         train.labels.narrow(0, 0, n).to(device))
+        .backward();
+    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+  }
   auto ddp = troupe::train::torch::PrepareModel(model);  // rank 0's weights everywhere
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(lr));
 

@@ -26,7 +26,7 @@ void ThrowFor(const GetResult& result) {
     case StoredObject::Error::kApplication: {
       const rpc::ReturnObject& detail = result.error_detail;
       throw TaskError(detail.function_name(), detail.exception_type(), detail.error_message(),
-                      BytesToHex(detail.node_id()), detail.pid());
+                      BytesToHex(detail.node_id()), detail.pid(), detail.remote_stack());
     }
     case StoredObject::Error::kCancelled:
       throw TaskCancelledError(result.error_message);

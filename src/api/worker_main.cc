@@ -15,6 +15,7 @@
 
 #include "src/api/core_worker_runtime.h"
 #include "src/api/runtime_gateway.h"
+#include "src/api/throw_stacks.h"
 #include "src/core_worker/core_worker.h"
 #include "src/rpc/transport_security.h"
 #include "troupe/api.h"
@@ -118,6 +119,7 @@ TaskOutcome ExecuteRegistered(const rpc::TaskSpec& spec, const std::vector<Objec
   buffers.reserve(args.size());
   for (const auto& arg : args) buffers.push_back({arg.data, arg.size, arg.holder});
   TaskOutcome outcome;
+  ThrowStackCapture capture;  // the stack of an exception that escapes the function
   try {
     std::shared_ptr<InvokeResult> result = Invoke(spec, buffers);
     outcome.size = result->value.size();
@@ -133,10 +135,12 @@ TaskOutcome ExecuteRegistered(const rpc::TaskSpec& spec, const std::vector<Objec
     outcome.threw = true;
     outcome.exception_type = DemangledTypeName(typeid(e));
     outcome.exception_message = e.what();
+    outcome.exception_stack = StackOfThrow(dynamic_cast<const void*>(&e));
   } catch (...) {
     outcome.threw = true;
     outcome.exception_type = "unknown exception";
     outcome.exception_message = "a non-std::exception was thrown";
+    outcome.exception_stack = StackOfThrow(nullptr);  // the last throw: most likely this one
   }
   return outcome;
 }

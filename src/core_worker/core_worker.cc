@@ -456,6 +456,13 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
     TaskOutcome outcome = options_.execute(spec, args);
     if (outcome.threw) {
       fail(outcome.exception_type, outcome.exception_message);
+      ret->set_remote_stack(outcome.exception_stack);
+      // The worker's log (shown by the driver, `troupe logs`) has it too.
+      std::fprintf(stderr, "task %s threw %s: %s\n%s", spec.function_name().c_str(),
+                   outcome.exception_type.c_str(), outcome.exception_message.c_str(),
+                   outcome.exception_stack.empty()
+                       ? ""
+                       : ("remote stack (the throw first):\n" + outcome.exception_stack).c_str());
     } else if (static_cast<int64_t>(outcome.size) <= options_.max_inline_bytes) {
       std::string bytes(outcome.size, '\0');
       if (outcome.size > 0) outcome.write(bytes.data());

@@ -64,6 +64,7 @@ struct TaskOutcome {
   bool threw = false;
   std::string exception_type;
   std::string exception_message;
+  std::string exception_stack;  // where it was thrown: frames, one per line ("" if unknown)
   size_t size = 0;
   std::function<void(char*)> write;  // writes `size` bytes
   std::shared_ptr<void> keep_alive;  // whatever `write` reads from (and the refs inside it)

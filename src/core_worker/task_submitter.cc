@@ -439,7 +439,8 @@ bool TaskSubmitter::Cancel(const TaskId& task_id, bool force) {
     return true;
   }
   if (kill) {
-    (void)leases_->KillLeasedWorker(kill->raylet_address, kill->lease_id);
+    // Its exit fails the task as cancelled (cancelled_); the raylet's answer adds nothing.
+    leases_->KillLeasedWorker(kill->raylet_address, kill->lease_id, [](absl::Status) {});
     return true;
   }
   return false;

@@ -64,8 +64,9 @@ class CancelAnsweringLeases : public LeaseClient {
     returned_and_waited_.push_back(lease);
     return fake_->ReturnWorkerAndWait(raylet, lease, disconnect);
   }
-  absl::Status KillLeasedWorker(const std::string& raylet, const std::string& lease) override {
-    return fake_->KillLeasedWorker(raylet, lease);
+  void KillLeasedWorker(const std::string& raylet, const std::string& lease,
+                        KillCallback done) override {
+    fake_->KillLeasedWorker(raylet, lease, std::move(done));
   }
   std::vector<std::string> returned_and_waited_;
 

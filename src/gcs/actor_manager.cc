@@ -427,7 +427,7 @@ void ActorManager::OnCreated(const ActorId& id, uint64_t attempt,
       SetStateLocked(actor, rpc::ActorInfo::ALIVE);
     }
   }
-  if (!kill_lease.empty()) (void)leases_->KillLeasedWorker(kill_raylet, kill_lease);
+  if (!kill_lease.empty()) KillWorker(id, kill_raylet, kill_lease);
 }
 
 void ActorManager::OnActorFailedLocked(Actor& actor, const std::string& cause) {
@@ -628,17 +628,29 @@ absl::Status ActorManager::KillActor(const std::string& actor_id, bool no_restar
     raylet = actor.info.raylet_address();
     lease = actor.info.lease_id();
   }
-  // The worker's exit report finishes the job (restart, or DEAD with the cause).
-  absl::Status killed = leases_->KillLeasedWorker(raylet, lease);
-  if (killed.code() == absl::StatusCode::kUnavailable ||
-      killed.code() == absl::StatusCode::kDeadlineExceeded) {
-    // The actor's node cannot be reached (it died and is not declared dead yet, or a partition):
-    // the kill stands, and the node's death finishes it with the kill's cause.
-    TROUPE_LOG(Warning) << "actor " << id->ShortHex() << ": its raylet did not answer the kill ("
-                        << killed.message() << "); it dies with its node";
-    return absl::OkStatus();
-  }
-  return killed;
+  // Recorded: the caller is answered now, not after the raylet (which may be cut off for the
+  // 10 s of the call's deadline). The worker's exit report finishes the job (restart, or DEAD
+  // with the cause).
+  KillWorker(*id, raylet, lease);
+  return absl::OkStatus();
+}
+
+void ActorManager::KillWorker(const ActorId& id, const std::string& raylet,
+                              const std::string& lease) {
+  leases_->KillLeasedWorker(raylet, lease, [id, raylet](absl::Status killed) {
+    if (killed.ok()) return;
+    if (killed.code() == absl::StatusCode::kUnavailable ||
+        killed.code() == absl::StatusCode::kDeadlineExceeded) {
+      // The actor's node cannot be reached (it died and is not declared dead yet, or a
+      // partition): the kill stands, and the node's death finishes it with the kill's cause.
+      TROUPE_LOG(Warning) << "actor " << id.ShortHex() << ": its raylet " << raylet
+                          << " did not answer the kill (" << killed.message()
+                          << "); it dies with its node";
+    } else {  // e.g. the lease ended meanwhile: the worker's exit report is on its way
+      TROUPE_LOG(Warning) << "actor " << id.ShortHex() << ": its raylet " << raylet
+                          << " refused the kill (" << killed.message() << ")";
+    }
+  });
 }
 
 absl::StatusOr<rpc::ActorInfo> ActorManager::GetActor(

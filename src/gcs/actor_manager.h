@@ -76,6 +76,9 @@ class ActorManager {
   // does not know comes back DEAD, its death_cause saying why.
   std::vector<rpc::ActorInfo> GetActors(
       const google::protobuf::RepeatedPtrField<std::string>& ids) const;
+  // Records the kill (saved, so a restarted GCS still honours it) and returns; the raylet is
+  // asked to stop the worker without waiting for its answer, and the worker's exit report (or
+  // its node's death) finishes the actor.
   absl::Status KillActor(const std::string& actor_id, bool no_restart);
 
   // A raylet reports that a worker or driver process of its node (`node_id`) exited or died
@@ -132,6 +135,9 @@ class ActorManager {
   // SendOutbox() once the lock is released.
   void ScheduleLocked(Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendOutbox() ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks the actor's raylet to stop its worker, without waiting: the answer is only logged.
+  void KillWorker(const ActorId& id, const std::string& raylet, const std::string& lease)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void RequestLease(const ActorId& id, uint64_t attempt, const std::string& raylet_address,
                     bool grant_or_reject, int bundle_index = -1);
   void OnLeaseReply(const ActorId& id, uint64_t attempt, const std::string& raylet_address,

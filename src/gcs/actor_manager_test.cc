@@ -298,6 +298,24 @@ TEST_F(ActorManagerTest, KillOfAnActorWhoseRayletIsGoneIsFinishedByTheNodesDeath
   EXPECT_EQ(lease_.num_lease_requests(), 1u);  // infinite restarts, yet no restart
 }
 
+// A raylet that does not answer (cut off: the call waits out its 10 s deadline) does not hold
+// the caller: the kill is recorded and answered at once, and the exit report finishes it.
+TEST_F(ActorManagerTest, KillIsAnsweredBeforeTheRayletAnswers) {
+  TestNode node = AddNode(7001, {{"CPU", 4}});
+  std::string worker;
+  ActorId id = CreateAlive(ActorRequest(/*max_restarts=*/0), node, &worker);
+  lease_.HoldKills();
+  ASSERT_TRUE(actors_.KillActor(id.Binary(), /*no_restart=*/true).ok());
+  ASSERT_EQ(lease_.killed_workers().size(), 1u) << "the raylet was asked";
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::ALIVE);  // until the exit report
+  actors_.OnWorkerExit(worker, "was killed by signal 9");
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::DEAD);
+  EXPECT_EQ(Info(id).death_cause(), "killed by troupe::Kill");
+  // The raylet's late answer, even an error, changes nothing.
+  EXPECT_EQ(lease_.AnswerKills(absl::DeadlineExceededError("deadline")), 1u);
+  EXPECT_EQ(Info(id).state(), rpc::ActorInfo::DEAD);
+}
+
 TEST_F(ActorManagerTest, KillWithRestartRestarts) {
   TestNode node = AddNode(7001, {{"CPU", 4}});
   std::string worker;

@@ -60,16 +60,42 @@ class FakeLeaseClient : public LeaseClient, public BundleClient {
     ReturnWorker(raylet_address, lease_id, disconnect);
     return absl::OkStatus();
   }
-  absl::Status KillLeasedWorker(const std::string& raylet_address,
-                                const std::string& lease_id) override {
-    absl::MutexLock lock(&mu_);
-    killed_.emplace_back(raylet_address, lease_id);
-    return kill_status_;
+  // Answers at once (on the caller's thread) with the SetKillStatus status, or, after
+  // HoldKills(), not until AnswerKills.
+  void KillLeasedWorker(const std::string& raylet_address, const std::string& lease_id,
+                        KillCallback done) override {
+    absl::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      killed_.emplace_back(raylet_address, lease_id);
+      if (hold_kills_) {
+        held_kills_.push_back(std::move(done));
+        return;
+      }
+      status = kill_status_;
+    }
+    done(status);
   }
   // What later KillLeasedWorker calls answer (OK by default), e.g. Unavailable for a dead raylet.
   void SetKillStatus(absl::Status status) {
     absl::MutexLock lock(&mu_);
     kill_status_ = std::move(status);
+  }
+  // Later kills wait for AnswerKills (a raylet that does not answer yet).
+  void HoldKills() {
+    absl::MutexLock lock(&mu_);
+    hold_kills_ = true;
+  }
+  // Answers every held kill with `status`; returns how many there were.
+  size_t AnswerKills(absl::Status status) {
+    std::vector<KillCallback> held;
+    {
+      absl::MutexLock lock(&mu_);
+      held.swap(held_kills_);
+      hold_kills_ = false;
+    }
+    for (auto& done : held) done(status);
+    return held.size();
   }
   void ReserveBundle(const std::string& raylet_address, const PlacementGroupId& placement_group_id,
                      int bundle_index, const std::map<std::string, double>& resources,
@@ -161,6 +187,8 @@ class FakeLeaseClient : public LeaseClient, public BundleClient {
   std::vector<Returned> returned_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<std::string, std::string>> killed_ ABSL_GUARDED_BY(mu_);
   absl::Status kill_status_ ABSL_GUARDED_BY(mu_);
+  bool hold_kills_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<KillCallback> held_kills_ ABSL_GUARDED_BY(mu_);
   std::deque<ReserveCall> reserves_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<std::string, std::string>> returned_bundles_ ABSL_GUARDED_BY(mu_);
   absl::Status return_status_ ABSL_GUARDED_BY(mu_);

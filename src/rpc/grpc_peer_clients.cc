@@ -21,9 +21,9 @@ absl::Status GrpcLeaseClient::ReturnWorkerAndWait(const std::string& raylet_addr
   return raylets_->Get(raylet_address)->ReturnWorker(lease_id, disconnect);
 }
 
-absl::Status GrpcLeaseClient::KillLeasedWorker(const std::string& raylet_address,
-                                               const std::string& lease_id) {
-  return raylets_->Get(raylet_address)->KillLeasedWorker(lease_id);
+void GrpcLeaseClient::KillLeasedWorker(const std::string& raylet_address,
+                                       const std::string& lease_id, KillCallback done) {
+  raylets_->Get(raylet_address)->KillLeasedWorkerAsync(lease_id, std::move(done));
 }
 
 void GrpcLeaseClient::ReserveBundle(const std::string& raylet_address,

@@ -28,8 +28,8 @@ class GrpcLeaseClient : public LeaseClient, public BundleClient {
                     bool disconnect) override;
   absl::Status ReturnWorkerAndWait(const std::string& raylet_address, const std::string& lease_id,
                                    bool disconnect) override;
-  absl::Status KillLeasedWorker(const std::string& raylet_address,
-                                const std::string& lease_id) override;
+  void KillLeasedWorker(const std::string& raylet_address, const std::string& lease_id,
+                        KillCallback done) override;
 
   void ReserveBundle(const std::string& raylet_address, const PlacementGroupId& placement_group_id,
                      int bundle_index, const std::map<std::string, double>& resources,

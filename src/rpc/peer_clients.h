@@ -43,9 +43,11 @@ class LeaseClient {
   // Like ReturnWorker, but waits for the raylet's answer (used when shutting down).
   virtual absl::Status ReturnWorkerAndWait(const std::string& raylet_address,
                                            const std::string& lease_id, bool disconnect) = 0;
-  // Stops the leased worker's process; its exit is reported by the raylet as usual.
-  virtual absl::Status KillLeasedWorker(const std::string& raylet_address,
-                                        const std::string& lease_id) = 0;
+  // Stops the leased worker's process; its exit is reported by the raylet as usual. `done` has
+  // the raylet's answer (UNAVAILABLE or DEADLINE_EXCEEDED: not reached within 10 s).
+  using KillCallback = std::function<void(absl::Status)>;
+  virtual void KillLeasedWorker(const std::string& raylet_address, const std::string& lease_id,
+                                KillCallback done) = 0;
 };
 
 // "Prepare / return a placement-group bundle" on a raylet. The two-phase commit of a group is:

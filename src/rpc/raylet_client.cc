@@ -121,11 +121,18 @@ absl::Status RayletClient::ReturnWorker(const std::string& lease_id, bool discon
   return Call(&rpc::NodeManagerService::Stub::ReturnWorker, request, absl::Seconds(5)).status();
 }
 
-absl::Status RayletClient::KillLeasedWorker(const std::string& lease_id) {
-  rpc::KillLeasedWorkerRequest request;
-  request.set_lease_id(lease_id);
-  return Call(&rpc::NodeManagerService::Stub::KillLeasedWorker, request, absl::Seconds(10))
-      .status();
+void RayletClient::KillLeasedWorkerAsync(const std::string& lease_id,
+                                         std::function<void(absl::Status)> done) {
+  auto call =
+      std::make_shared<AsyncCall<rpc::KillLeasedWorkerRequest, rpc::KillLeasedWorkerReply>>();
+  AttachToken(&call->context, token_);
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  call->request.set_lease_id(lease_id);
+  stub_->async()->KillLeasedWorker(
+      &call->context, &call->request, &call->reply,
+      [call, self = shared_from_this(), done = std::move(done)](grpc::Status status) {
+        done(status.ok() ? absl::OkStatus() : FromGrpcStatus(status, self->peer_name_));
+      });
 }
 
 absl::Status RayletClient::NotifyBlocked(const std::string& worker_id, bool blocked) {

@@ -38,7 +38,8 @@ class RayletClient : public std::enable_shared_from_this<RayletClient> {
   void ReturnReservationsAsync(const std::vector<std::string>& reservation_ids,
                                std::function<void(absl::Status)> done);
   absl::Status ReturnWorker(const std::string& lease_id, bool disconnect);
-  absl::Status KillLeasedWorker(const std::string& lease_id);
+  // `done` runs on a gRPC thread with the raylet's answer (10 s deadline).
+  void KillLeasedWorkerAsync(const std::string& lease_id, std::function<void(absl::Status)> done);
   absl::Status NotifyBlocked(const std::string& worker_id, bool blocked);
 
   // `owner_worker_id`/`owner_node_id` (binary IDs, or empty): whose object it is; the store

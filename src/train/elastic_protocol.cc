@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -63,6 +64,50 @@ std::optional<std::vector<int>> DecodeRanks(const std::string& text) {
     ranks.push_back(rank);
   }
   return ranks;
+}
+
+std::vector<NodePlace> PlacesByRank(const std::vector<std::string>& node_of_rank) {
+  std::map<std::string, int> node_number, members_on;
+  for (const std::string& node : node_of_rank) {
+    node_number.emplace(node, static_cast<int>(node_number.size()));
+    ++members_on[node];
+  }
+  std::map<std::string, int> next_local;
+  std::vector<NodePlace> places;
+  for (const std::string& node : node_of_rank) {
+    places.push_back({node_number[node], next_local[node]++, members_on[node]});
+  }
+  return places;
+}
+
+// "<left ranks>\n<node_rank>:<local_rank>:<local_world_size>,..." (places by rank).
+std::string EncodeGenerationRecord(const GenerationRecord& record) {
+  std::vector<std::string> places;
+  for (const NodePlace& p : record.places) {
+    places.push_back(absl::StrCat(p.node_rank, ":", p.local_rank, ":", p.local_world_size));
+  }
+  return absl::StrCat(EncodeRanks(record.left), "\n", absl::StrJoin(places, ","));
+}
+
+std::optional<GenerationRecord> DecodeGenerationRecord(const std::string& text) {
+  std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  if (lines.size() != 2) return std::nullopt;
+  GenerationRecord record;
+  auto left = DecodeRanks(lines[0]);
+  if (!left) return std::nullopt;
+  record.left = std::move(*left);
+  for (absl::string_view field : absl::StrSplit(lines[1], ',', absl::SkipEmpty())) {
+    std::vector<absl::string_view> parts = absl::StrSplit(field, ':');
+    NodePlace place;
+    if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &place.node_rank) ||
+        !absl::SimpleAtoi(parts[1], &place.local_rank) ||
+        !absl::SimpleAtoi(parts[2], &place.local_world_size) || place.node_rank < 0 ||
+        place.local_rank < 0 || place.local_rank >= place.local_world_size) {
+      return std::nullopt;
+    }
+    record.places.push_back(place);
+  }
+  return record;
 }
 
 std::string EncodeRecovered(const Recovered& recovered) {

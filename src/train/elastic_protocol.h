@@ -2,9 +2,10 @@
 // KV (the job's namespace, under "train/<group>/", group = the workers' collective group):
 //
 //   failure/<g>    a survivor's report that a member of generation g failed (first reporter wins)
-//   generation/<g> the driver's record of generation g: which ranks of generation g-1 left
-//                  (written before the groups' declaration of generation g, so it is there when
-//                  a worker sees the declaration)
+//   generation/<g> the driver's record of generation g: which ranks of generation g-1 left,
+//                  and where each rank of g stands among the nodes (node_rank, local_rank,
+//                  local_world_size); written before the groups' declaration of generation g,
+//                  so it is there when a worker sees the declaration
 //   recovered/<g>  the first step committed in generation g: its number and when
 //   ready/<w>      a replacement worker w (numbered after the first placement's workers) is
 //                  started and waits to join (it writes when, unix ms)
@@ -49,6 +50,31 @@ std::optional<FailureReport> DecodeFailureReport(const std::string& text);
 // The ranks of the previous generation that left ("2,3"; "" for none).
 std::string EncodeRanks(const std::vector<int>& ranks);
 std::optional<std::vector<int>> DecodeRanks(const std::string& text);
+
+// Where a rank stands among the nodes of its generation (Context::node_rank, local_rank,
+// local_world_size).
+struct NodePlace {
+  int node_rank = 0;         // its node's number: nodes holding members, in rank order
+  int local_rank = 0;        // among the members on its node, in rank order
+  int local_world_size = 1;  // the members on its node
+  bool operator==(const NodePlace& other) const {
+    return node_rank == other.node_rank && local_rank == other.local_rank &&
+           local_world_size == other.local_world_size;
+  }
+};
+// Each rank's place, given each rank's node (any id; "" is a node too), by rank: nodes are
+// numbered densely in the order of their first rank, so a node that no longer holds a member
+// leaves no gap.
+std::vector<NodePlace> PlacesByRank(const std::vector<std::string>& node_of_rank);
+
+// The record of a generation (GenerationKey): the ranks of the previous generation that left
+// (none for generation 1, or for one that only adds replacements) and each rank's place.
+struct GenerationRecord {
+  std::vector<int> left;
+  std::vector<NodePlace> places;  // by rank of this generation
+};
+std::string EncodeGenerationRecord(const GenerationRecord& record);
+std::optional<GenerationRecord> DecodeGenerationRecord(const std::string& text);
 
 struct Recovered {
   int64_t step = 0;     // the step committed

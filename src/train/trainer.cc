@@ -247,10 +247,11 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
     return std::make_tuple(node_first_bundle[a.node], a.gpu, a.bundle) <
            std::make_tuple(node_first_bundle[b.node], b.gpu, b.bundle);
   });
-  std::map<std::string, int> node_rank, local_count;
+  std::map<std::string, int> node_rank;
+  std::vector<std::string> node_of_rank;
   for (const Slot& s : slots) {
     node_rank.emplace(s.node, static_cast<int>(node_rank.size()));
-    ++local_count[s.node];
+    node_of_rank.push_back(s.node);
   }
   std::vector<internal::WorkerGpus> gpus_by_rank;
   for (const Slot& s : slots) {
@@ -266,12 +267,12 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
       internal::ChooseCollectiveBackend(scaling_.collective_backend, scaling_.use_gpu,
                                         it == bundle.end() ? 0 : it->second, gpus_by_rank);
   if (!backend.ok()) return result.error = std::string(backend.status().message());
-  std::map<std::string, int> local_next;
+  const std::vector<internal::NodePlace> places = internal::PlacesByRank(node_of_rank);
   for (int rank = 0; rank < scaling_.num_workers; ++rank) {
-    const Slot& s = slots[rank];
-    gang.workers.push_back(placed[s.bundle]);
-    gang.ranks.push_back({rank, local_next[s.node]++, scaling_.num_workers, local_count[s.node],
-                          node_rank[s.node], cpus, *backend == collective::Backend::kNccl});
+    const internal::NodePlace& p = places[rank];
+    gang.workers.push_back(placed[slots[rank].bundle]);
+    gang.ranks.push_back({rank, p.local_rank, scaling_.num_workers, p.local_world_size, p.node_rank,
+                          cpus, *backend == collective::Backend::kNccl});
   }
   record.workers.clear();
   for (int rank = 0; rank < scaling_.num_workers; ++rank) {
@@ -287,10 +288,10 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   const std::string ns = runtime.JobNamespace();
   // Elastic runs: the coordinator declares each generation of both groups (worker w — rank w of
   // generation 1 — by its handle), after recording which ranks left.
-  // Kills of excluded workers, in flight: a kill waits for the worker's raylet, which may be cut
-  // off (up to the GCS's 10 s deadline), and the survivors must not wait for it: the generation
-  // already fences the excluded worker out. Declared before the coordinator, so the attempt's end
-  // waits for them after the coordinator is gone.
+  // Kills of excluded workers, in flight: the survivors must not wait for one (the generation
+  // already fences the excluded worker out; the GCS answers a kill once recorded, but a GCS
+  // that is slow or restarting would hold the loop). Declared before the coordinator, so the
+  // attempt's end waits for them after the coordinator is gone.
   std::vector<std::future<void>> kills;
   std::unique_ptr<internal::ElasticCoordinator> coordinator;
   if (!gang.elastic) {
@@ -315,7 +316,11 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
       options.hang_timeout = run_.failure_config.hang_timeout;  // a stopped one, sooner
       // Survivors regroup at once: a member that does not come is not waited for long.
       if (generation > 1) options.rendezvous_timeout = run_.failure_config.step_timeout;
-      runtime.KvPut(ns, internal::GenerationKey(group, generation), internal::EncodeRanks(left),
+      // Who left, and where each member now stands among the nodes (Context::node_rank, ...).
+      std::vector<std::string> nodes;
+      for (int worker : members) nodes.push_back(slots[worker].node);
+      runtime.KvPut(ns, internal::GenerationKey(group, generation),
+                    internal::EncodeGenerationRecord({left, internal::PlacesByRank(nodes)}),
                     /*overwrite=*/true);
       for (int worker : joined) {  // a replacement waits for this before it joins
         runtime.KvPut(ns, internal::JoinedKey(group, worker), std::to_string(generation),
@@ -380,7 +385,11 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   std::optional<ObjectRef<std::vector<WireReport>>> poll;
   auto drain = [&](bool final) {
     while (true) {
-      if (!poll) poll = gang.workers[members()[0]].Task(&TrainWorker::PollReports).Remote();
+      if (!poll) {
+        const std::vector<int> now = members();
+        if (now.empty()) return;  // every member died (elastic runs): their reports with them
+        poll = gang.workers[now[0]].Task(&TrainWorker::PollReports).Remote();
+      }
       if (!final && Wait(std::vector<ObjectRef<std::vector<WireReport>>>{*poll}, 1,
                          std::chrono::milliseconds(0))
                         .ready.empty()) {

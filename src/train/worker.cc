@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "src/common/package.h"
 #include "src/train/elastic_protocol.h"
+#include "src/train/state_transfer.h"
 #include "troupe/api.h"
 #include "troupe/collective.h"
 #include "troupe/runtime.h"
@@ -191,8 +192,26 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
     std::fprintf(stderr, "[train] this worker was excluded from the group and stops: %s\n",
                  e.what());
     return false;
+  } catch (const collective::CollectiveError& e) {
+    // Elastic runs: the operations that regroup never let a peer's failure out (they recover,
+    // or fail with a TroupeError saying why). One that got here came from a collective that does
+    // not regroup — the loop's own, most likely: say so, and what to use instead.
+    if (!context.elastic || e.rank() < 0) throw;
+    throw collective::CollectiveError(ElasticCollectiveFailure(e), e.group(), e.op(), e.rank());
   }
   return true;
+}
+
+std::string ElasticCollectiveFailure(const collective::CollectiveError& error) {
+  return absl::StrCat(
+      error.what(), " -- elastic training: rank ", error.rank(),
+      " failed or left, so the workers' membership changes, but this collective (", error.op(),
+      " on group '", error.group(),
+      "') does not regroup: only SynchronizeGradients, SumAcrossWorkers, Report and the "
+      "sampler's step boundary carry on without a lost member. A collective of the loop's own "
+      "on GetContext().group or host_group (or PrepareModel's first broadcast) ends the loop, "
+      "and the run restarts from its checkpoint. Sum host values with "
+      "troupe::train::torch::SumAcrossWorkers and wait for every worker with Report instead.");
 }
 
 std::vector<WireReport> TrainWorker::PollReports() {
@@ -280,6 +299,18 @@ int64_t JoinNextGeneration(const Context& ctx, std::chrono::steady_clock::time_p
   return main;
 }
 
+// The driver's record of generation `generation` (who left, where each rank stands).
+GenerationRecord ReadGenerationRecord(::troupe::internal::Runtime& runtime,
+                                      const std::string& group, int64_t generation) {
+  auto text = runtime.KvGet(runtime.JobNamespace(), GenerationKey(group, generation));
+  auto record = text ? DecodeGenerationRecord(*text) : std::nullopt;
+  if (!record) {
+    throw TroupeError(absl::StrCat("elastic training: generation ", generation, " of group '",
+                                   group, "' has no readable record of its members"));
+  }
+  return *std::move(record);
+}
+
 // Waits (up to the step timeout) for a generation newer than `after`, joins it (both groups),
 // updates the Context and checks that every member stands at the same synchronisation point.
 // `failed_rank` >= 0: a rank of generation `after` failed (`reason`), reported to the driver
@@ -325,26 +356,32 @@ void Regroup(::troupe::internal::Runtime& runtime, int64_t after, int failed_ran
         members = elastic.step_members;
       }
       for (int64_t g = std::max<int64_t>(previous + 1, 2); g <= joined && previous > 0; ++g) {
-        auto record = runtime.KvGet(ns, GenerationKey(ctx.group, g));
-        auto left = record ? DecodeRanks(*record) : std::nullopt;
-        if (!left) {
-          throw TroupeError(absl::StrCat("elastic training: generation ", g, " of group '",
-                                         ctx.group, "' has no readable record of who left"));
-        }
-        members = WithoutRanks(members, *left);
+        members = WithoutRanks(members, ReadGenerationRecord(runtime, ctx.group, g).left);
+      }
+      // Where this member now stands among the nodes: the joined generation's record.
+      const int rank = coll::GetRank(ctx.group), world_size = coll::GetWorldSize(ctx.group);
+      const std::vector<NodePlace> places = ReadGenerationRecord(runtime, ctx.group, joined).places;
+      if (static_cast<int>(places.size()) != world_size || rank < 0 || rank >= world_size) {
+        throw TroupeError(absl::StrCat("elastic training: generation ", joined, " of group '",
+                                       ctx.group, "' places ", places.size(),
+                                       " members, but the group has ", world_size));
       }
       {
         std::lock_guard<std::mutex> lock(mu);
         elastic.step_members = members;
-        ctx.world_rank = coll::GetRank(ctx.group);
-        ctx.world_size = coll::GetWorldSize(ctx.group);
+        ctx.world_rank = rank;
+        ctx.world_size = world_size;
+        ctx.node_rank = places[rank].node_rank;
+        ctx.local_rank = places[rank].local_rank;
+        ctx.local_world_size = places[rank].local_world_size;
         ctx.generation = joined;
         elastic.joining = false;
       }
       // Every survivor must redo the same operation: the same count of synchronisation points
       // behind it. A member that completed the failed one before the failure reached it has
-      // moved on (its optimizer stepped with the lost member's gradients): no redo can match it.
-      // A replacement that has not received the count yet takes no side.
+      // moved on (its optimizer stepped with the lost member's gradients, or it left a state
+      // transfer to a replacement for its next step): no redo can match it. A replacement that
+      // has not received the count yet takes no side.
       int64_t points[2] = {elastic.sync_points, -elastic.sync_points};
       if (!elastic.progress_known) {
         points[0] = points[1] = std::numeric_limits<int64_t>::min();
@@ -358,8 +395,9 @@ void Regroup(::troupe::internal::Runtime& runtime, int64_t after, int failed_ran
                              : absl::StrCat("generation ", failed_generation, " changed"),
             ", the survivors stand at different synchronisation points (", -points[1], " to ",
             points[0],
-            "): some completed the step before the failure reached them, so it cannot be "
-            "redone alike everywhere; the run restarts from its checkpoint"));
+            "): some completed the operation (a step, or the state transfer to a replacement) "
+            "before the failure reached them, so it cannot be redone alike everywhere; the run "
+            "restarts from its checkpoint"));
       }
       return;
     } catch (const coll::ExcludedError&) {
@@ -391,6 +429,33 @@ void ShareProgress() {
   elastic.progress_known = true;
 }
 
+// The state transfer's calls (state_transfer.h) on this worker: `receiving` on a replacement.
+// `receive_model`: the replacement's model receiver before EnableReplacements registered
+// model_share (nullptr: model_share).
+TransferCalls TransferCallsOf(bool receiving, std::function<void()> receive_model = nullptr) {
+  TransferCalls calls;
+  calls.run = [receiving, receive_model](TransferPart part) {
+    switch (part) {
+      case TransferPart::kProgress:
+        ShareProgress();
+        break;
+      case TransferPart::kModel:
+        if (receive_model) {
+          receive_model();
+        } else if (model_share) {
+          model_share(receiving);
+        }
+        break;
+      case TransferPart::kLoopState:
+        if (loop_share) loop_share(receiving);
+        break;
+    }
+  };
+  calls.recover = [](const coll::CollectiveError& e) { return RecoverFromPeerFailure(e); };
+  calls.complete = [] { CompleteSyncPoint(); };
+  return calls;
+}
+
 }  // namespace
 
 bool RecoverFromPeerFailure(const coll::CollectiveError& error) {
@@ -419,7 +484,7 @@ bool SetLoopShare(std::function<void(bool receiving)> share) {
   return receive;
 }
 
-void JoinAsReplacement() {
+void JoinAsReplacement(const std::function<void()>& receive_model) {
   Context& ctx = context;
   ::troupe::internal::Runtime* runtime = ::troupe::internal::CurrentRuntime();
   if (!elastic.joining || runtime == nullptr) return;
@@ -436,17 +501,9 @@ void JoinAsReplacement() {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   Regroup(*runtime, target - 1, -1, "");
-  while (true) {
-    try {
-      ShareProgress();
-      break;
-    } catch (const coll::ExcludedError&) {
-      throw;
-    } catch (const coll::CollectiveError& e) {
-      if (e.rank() < 0) throw;
-      Regroup(*runtime, ctx.generation, e.rank(), e.what());  // a member failed meanwhile
-    }
-  }
+  // The step count and the model; a member failing meanwhile: both again, as the members redo
+  // the whole transfer (state_transfer.h).
+  ReceiveFirstPartsAsReplacement(TransferCallsOf(/*receiving=*/true, receive_model));
   elastic.awaiting_loop_state = true;
   elastic.skip_boundary = true;
 }
@@ -489,17 +546,10 @@ void AtStepBoundary() {
                    /*overwrite=*/false);
   }
   Regroup(*runtime, at, -1, "");
-  while (true) {
-    try {
-      ShareProgress();
-      if (model_share) model_share(false);
-      if (loop_share) loop_share(false);
-      return;
-    } catch (const coll::CollectiveError& e) {
-      if (!RecoverFromPeerFailure(e)) throw;
-    }
-  }
+  TransferAsMember(TransferCallsOf(/*receiving=*/false));
 }
+
+void ReceiveLoopState() { ReceiveLoopStateAsReplacement(TransferCallsOf(/*receiving=*/true)); }
 
 }  // namespace internal
 

@@ -30,12 +30,18 @@ class TrainWorker {
   // rank and world size come with the generation that adds it), this worker's number on the
   // driver, and max_workers (0: no replacements). `checkpoint`: a package to resume from (""
   // for a fresh start). Returns false when the worker was excluded from the group (fenced) and
-  // stopped: it contributed nothing after that.
+  // stopped: it contributed nothing after that. In elastic runs a CollectiveError naming a
+  // failed peer that ends the loop is rethrown with ElasticCollectiveFailure's message.
   bool Run(std::string loop_name, LoopConfig config, std::vector<int64_t> ranks, std::string group,
            std::string experiment, std::string checkpoint);
   // Rank 0's reports since the last poll, in order.
   std::vector<WireReport> PollReports();
 };
+
+// The message of a CollectiveError naming a failed peer (rank() >= 0) that ended an elastic
+// run's loop: `error`'s, then that a collective which does not regroup (the loop's own on the
+// workers' groups) ended the loop, that the run restarts from its checkpoint, and what to use.
+std::string ElasticCollectiveFailure(const collective::CollectiveError& error);
 
 // The CPU-backend side group of the workers of collective group `group` (Context::host_group).
 inline std::string HostGroupName(const std::string& group) { return group + ".cpu"; }
@@ -72,15 +78,21 @@ bool RecoverFromPeerFailure(const collective::CollectiveError& error);
 // A replacement joins at the members' step boundary (AtStepBoundary, in troupe/train.h) and then
 // receives, in this order, from rank 0 by broadcast: the step count, the model (whatever
 // SetModelShare registered: PrepareModel) and the loop's state (SetLoopShare:
-// DistributedModel::EnableReplacements). Every member runs the same calls, sending or receiving.
+// DistributedModel::EnableReplacements). Every member runs the same calls, sending or receiving;
+// after a member's failure during it, every side runs the whole transfer again, and once over it
+// is a synchronisation point (src/train/state_transfer.h).
 
 // Whether this elastic run may take replacements (the group can grow).
 bool ReplacementsAllowed();
 // Whether this worker is a replacement that has not joined yet.
 bool IsJoining();
 // A replacement: announces itself, waits for the generation that adds it, joins it and receives
-// the step count (then the caller receives the model). Throws like RecoverFromPeerFailure.
-void JoinAsReplacement();
+// the step count, then the model (`receive_model`: PrepareModel's broadcast). Throws like
+// RecoverFromPeerFailure.
+void JoinAsReplacement(const std::function<void()>& receive_model);
+// A replacement that joined, once SetLoopShare returned true: receives the loop's state, which
+// ends the transfer (after a member's failure: the whole transfer again, model_share's part too).
+void ReceiveLoopState();
 // Registers what each side runs to send (rank 0) or receive (receiving: a replacement) state;
 // nullptr unregisters. Cleared when the loop ends. SetLoopShare returns true once on a
 // replacement that joined and must receive the loop's state now.

@@ -47,6 +47,40 @@ TEST(TrainWorkerTest, OtherCollectiveErrorsStillEndTheLoopWithTheError) {
   EXPECT_THROW(worker.Run("PeerFailedLoop", {}, kRanks, "g", "e", ""), collective::CollectiveError);
 }
 
+// The error that ends the loop, as a CollectiveError ("" when none or another type).
+std::optional<collective::CollectiveError> RunError(const std::string& loop,
+                                                    const std::vector<int64_t>& ranks) {
+  try {
+    TrainWorker().Run(loop, {}, ranks, "g", "e", "");
+  } catch (const collective::CollectiveError& e) {
+    return e;
+  } catch (...) {
+  }
+  return std::nullopt;
+}
+
+// Issue 33: a collective of the loop's own on the workers' group is not redone when a member
+// fails; the loop ends and the run restarts from its checkpoint. The error says so — that the
+// membership changed and what regroups instead — keeping the original message, group and rank.
+TEST(TrainWorkerTest, AnElasticLoopsOwnCollectiveFailingSaysWhatRegroups) {
+  auto error = RunError("PeerFailedLoop", kRanks);
+  ASSERT_TRUE(error.has_value());
+  const std::string message = error->what();
+  EXPECT_EQ(message.rfind("rank 1 is gone", 0), 0u) << message;
+  for (const char* part : {"membership changes", "does not regroup", "SumAcrossWorkers", "Report",
+                           "restarts from its checkpoint", "allreduce on group 'g'"}) {
+    EXPECT_NE(message.find(part), std::string::npos) << part << " in: " << message;
+  }
+  EXPECT_EQ(error->rank(), 1);
+  EXPECT_EQ(error->group(), "g");
+  EXPECT_EQ(error->op(), "allreduce");
+  // Not elastic: every failure restarts the run anyway; the error stays as it was.
+  std::vector<int64_t> fixed(kRanks.begin(), kRanks.begin() + 7);
+  error = RunError("PeerFailedLoop", fixed);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(std::string(error->what()), "rank 1 is gone");
+}
+
 // The resume directory the last loop saw (GetCheckpoint), and whether it held the checkpoint.
 std::optional<std::string> seen_checkpoint;
 bool seen_model = false;

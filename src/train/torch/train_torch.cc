@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "src/train/torch/optimizer_state.h"
 #include "src/train/worker.h"
 #include "troupe/actor.h"
 #include "troupe/errors.h"
@@ -46,12 +47,16 @@ coll::CallOptions CallFor(const ::torch::Tensor& t) {
   return call;
 }
 
-// Broadcasts tensors from rank 0 through one flat buffer.
-void BroadcastTensors(const std::vector<::torch::Tensor>& tensors, const std::string& group) {
+// Broadcasts tensors from rank 0 through one flat buffer; in host memory with `on_host` (for a
+// CPU group, whatever device the tensors are on).
+void BroadcastTensors(const std::vector<::torch::Tensor>& tensors, const std::string& group,
+                      bool on_host = false) {
   if (tensors.empty()) return;
   std::vector<::torch::Tensor> flat_parts;
   for (const auto& t : tensors) flat_parts.push_back(t.detach().reshape(-1).to(::torch::kFloat32));
-  ::torch::Tensor flat = ::torch::cat(flat_parts).contiguous();
+  ::torch::Tensor flat = ::torch::cat(flat_parts);
+  if (on_host) flat = flat.to(::torch::kCPU);
+  flat = flat.contiguous();
   coll::Broadcast(flat.data_ptr<float>(), flat.numel(), coll::DataType::kFloat32, 0, group,
                   CallFor(flat));
   ::torch::NoGradGuard no_grad;
@@ -62,6 +67,14 @@ void BroadcastTensors(const std::vector<::torch::Tensor>& tensors, const std::st
   }
 }
 
+// Broadcasts rank 0's `values` (their count, then them) to every member of `group`.
+void BroadcastInts(std::vector<int64_t>* values, const std::string& group) {
+  int64_t count = static_cast<int64_t>(values->size());
+  coll::Broadcast(&count, 1, coll::DataType::kInt64, 0, group);
+  values->resize(count);
+  coll::Broadcast(values->data(), values->size(), coll::DataType::kInt64, 0, group);
+}
+
 }  // namespace
 
 DistributedModel::DistributedModel(std::shared_ptr<::torch::nn::Module> module,
@@ -69,10 +82,11 @@ DistributedModel::DistributedModel(std::shared_ptr<::torch::nn::Module> module,
     : module_(std::move(module)), options_(options) {
   const Context& ctx = GetContext();
   for (auto& p : module_->parameters()) CheckFloat(p, "a parameter");
-  // A replacement joins the running group first (at the others' step boundary): then it knows
-  // its rank and world size, and receives the model below like any member at the start.
-  internal::JoinAsReplacement();
   group_ = ctx.group;
+  // A replacement joins the running group first (at the others' step boundary): then it knows
+  // its rank and world size, and receives the step count and the model from rank 0.
+  const bool replacement = internal::IsJoining();
+  if (replacement) internal::JoinAsReplacement([this] { BroadcastModel(); });
   world_size_ = ctx.world_size;
   elastic_ = ctx.elastic;
   ::torch::set_num_threads(std::max(1, ctx.cpus));
@@ -81,15 +95,7 @@ DistributedModel::DistributedModel(std::shared_ptr<::torch::nn::Module> module,
   if (!distributed_) return;  // nothing to average: no hooks, no overhead
   std::vector<::torch::Tensor> params;
   for (auto& p : module_->parameters()) params.push_back(p);
-  while (true) {
-    try {
-      BroadcastModel();
-      break;
-    } catch (const coll::CollectiveError& e) {
-      // A replacement whose first generation lost a member meanwhile receives it again.
-      if (!ctx.replacement || !internal::RecoverFromPeerFailure(e)) throw;
-    }
-  }
+  if (!replacement) BroadcastModel();  // a replacement received it as it joined
   // Buckets in reverse parameter order: the order in which backward produces gradients.
   int64_t filled = 0;
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
@@ -301,46 +307,48 @@ void DistributedModel::EnableReplacements(::torch::optim::Optimizer& optimizer,
   const std::string host_group = GetContext().host_group;
   ::torch::Device device(::torch::kCPU);
   if (!module_->parameters().empty()) device = module_->parameters()[0].device();
-  // Rank 0's optimizer state (its archive's bytes) and sampler position, to every member; a
-  // replacement loads them. Host memory: the CPU side group.
+  // Rank 0's optimizer state and sampler position, to every member; a replacement takes them.
+  // Host memory: the CPU side group. Adam's, AdamW's and SGD's state as tensors (every member
+  // lists its own, a newcomer's made to match; rank 0's overwrite them, equal on the others);
+  // any other optimizer's through torch's archive, which only a newcomer loads.
   auto share = [&optimizer, &sampler, host_group, device](bool receiving) {
-    std::string bytes;
-    if (GetContext().world_rank == 0) {
-      ::torch::serialize::OutputArchive archive;
-      optimizer.save(archive);
-      std::ostringstream out;
-      archive.save_to(out);
-      bytes = out.str();
+    std::vector<int64_t> layout;
+    if (GetContext().world_rank == 0) layout = optimizer_state::OptimizerStateLayout(optimizer);
+    BroadcastInts(&layout, host_group);
+    if (layout.at(0) != static_cast<int64_t>(optimizer_state::StateKind::kArchive)) {
+      BroadcastTensors(optimizer_state::OptimizerStateTensors(optimizer, layout), host_group,
+                       /*on_host=*/true);
+    } else {
+      std::string bytes;
+      if (GetContext().world_rank == 0) {
+        ::torch::serialize::OutputArchive archive;
+        optimizer.save(archive);
+        std::ostringstream out;
+        archive.save_to(out);
+        bytes = out.str();
+      }
+      int64_t size = static_cast<int64_t>(bytes.size());
+      coll::Broadcast(&size, 1, coll::DataType::kInt64, 0, host_group);
+      bytes.resize(size);
+      coll::Broadcast(bytes.data(), bytes.size(), coll::DataType::kUInt8, 0, host_group);
+      if (receiving) {
+        std::istringstream in(bytes);
+        ::torch::serialize::InputArchive archive;
+        archive.load_from(in, device);
+        optimizer.load(archive);
+      }
     }
-    int64_t size = static_cast<int64_t>(bytes.size());
-    coll::Broadcast(&size, 1, coll::DataType::kInt64, 0, host_group);
-    bytes.resize(size);
-    coll::Broadcast(bytes.data(), bytes.size(), coll::DataType::kUInt8, 0, host_group);
     std::vector<int64_t> state = sampler.State();
-    int64_t count = static_cast<int64_t>(state.size());
-    coll::Broadcast(&count, 1, coll::DataType::kInt64, 0, host_group);
-    state.resize(count);
-    coll::Broadcast(state.data(), state.size(), coll::DataType::kInt64, 0, host_group);
-    if (!receiving) return;
-    std::istringstream in(bytes);
-    ::torch::serialize::InputArchive archive;
-    archive.load_from(in, device);
-    optimizer.load(archive);
-    sampler.Restore(state);
+    BroadcastInts(&state, host_group);
+    if (receiving) sampler.Restore(state);
   };
   std::weak_ptr<DistributedModel> self = weak_from_this();
   internal::SetModelShare([self](bool) {
     if (auto model = self.lock()) model->BroadcastModel();
   });
-  if (!internal::SetLoopShare(share)) return;
-  while (true) {  // a replacement that just joined: receive now
-    try {
-      share(true);
-      return;
-    } catch (const coll::CollectiveError& e) {
-      if (!internal::RecoverFromPeerFailure(e)) throw;
-    }
-  }
+  // A replacement that just joined: receive now (after a member's failure meanwhile, the whole
+  // transfer again, as the members redo it).
+  if (internal::SetLoopShare(share)) internal::ReceiveLoopState();
 }
 
 void DistributedModel::BroadcastBuffers() {

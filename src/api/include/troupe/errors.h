@@ -13,25 +13,31 @@ class TroupeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The user function threw. Carries the remote exception's type and message, the function name
-// and where it ran.
+// The user function threw. Carries the remote exception's type and message, the function name,
+// where it ran, and where it was thrown: remote_stack(), one frame per line, the throw site
+// first ("#0 Parse(std::string const&) at /src/app.cc:12"; without debug info the binary and
+// offset instead of file:line; "" when the worker could not record it). what() ends with it.
 class TaskError : public TroupeError {
  public:
   TaskError(std::string function_name, std::string exception_type, std::string exception_message,
-            std::string node_id, int pid)
-      : TroupeError("task " + function_name + " failed on node " + node_id.substr(0, 8) + " (pid " +
-                    std::to_string(pid) + "): " + exception_type + ": " + exception_message),
+            std::string node_id, int pid, std::string remote_stack = "")
+      : TroupeError(
+            "task " + function_name + " failed on node " + node_id.substr(0, 8) + " (pid " +
+            std::to_string(pid) + "): " + exception_type + ": " + exception_message +
+            (remote_stack.empty() ? "" : "\nremote stack (the throw first):\n" + remote_stack)),
         function_name_(std::move(function_name)),
         exception_type_(std::move(exception_type)),
         exception_message_(std::move(exception_message)),
         node_id_(std::move(node_id)),
-        pid_(pid) {}
+        pid_(pid),
+        remote_stack_(std::move(remote_stack)) {}
 
   const std::string& function_name() const { return function_name_; }
   const std::string& exception_type() const { return exception_type_; }
   const std::string& exception_message() const { return exception_message_; }
   const std::string& node_id() const { return node_id_; }
   int pid() const { return pid_; }
+  const std::string& remote_stack() const { return remote_stack_; }
 
  private:
   std::string function_name_;
@@ -39,6 +45,7 @@ class TaskError : public TroupeError {
   std::string exception_message_;
   std::string node_id_;
   int pid_;
+  std::string remote_stack_;
 };
 
 // The task could not run to completion: its worker or node died more often than its retries

@@ -163,13 +163,16 @@ struct Context {
   std::vector<int> gpu_ids;
   std::string collective_backend = "cpu";  // the group's backend: "cpu" or "nccl"
   // Elastic runs (ScalingConfig::min_workers): whether this is one, and the generation of the
-  // workers' groups. world_rank, world_size and generation change when members leave (inside
-  // SynchronizeGradients, SumAcrossWorkers or Report); local_rank, local_world_size and
-  // node_rank keep describing the first placement.
+  // workers' groups. world_rank, world_size, generation, local_rank, local_world_size and
+  // node_rank change when members leave (inside SynchronizeGradients, SumAcrossWorkers or
+  // Report) or replacements join (at a step boundary): they describe the current generation
+  // (node_rank numbers the nodes that hold members, in rank order, with no gaps; local_rank
+  // counts, in rank order, the members on this worker's node).
   bool elastic = false;
   int64_t generation = 0;
   // A replacement worker, started after the others to join the running group (see
-  // ScalingConfig::max_workers): its world_rank and world_size are known once it joined.
+  // ScalingConfig::max_workers): its world_rank, world_size, local_rank, local_world_size and
+  // node_rank are known once it joined (in PrepareModel).
   bool replacement = false;
 };
 // The worker's context; the reference stays valid and its fields follow membership changes.

@@ -1,0 +1,167 @@
+#include "src/api/throw_stacks.h"
+
+#include <backtrace.h>
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+namespace troupe::internal {
+namespace {
+
+constexpr int kMaxFrames = 128;
+constexpr int kKept = 4;  // throws remembered per thread (a task that catches its own)
+
+struct Recorded {
+  const void* thrown = nullptr;
+  int frames = 0;
+  void* pcs[kMaxFrames];
+};
+
+struct ThreadState {
+  int depth = 0;        // ThrowStackCapture nesting
+  int base_frames = 0;  // frames below the outer capture's caller: not the task's
+  int next = 0;
+  Recorded recorded[kKept];
+};
+
+thread_local ThreadState state;
+
+}  // namespace
+
+// Called by the __cxa_throw below (not static: its frame is the one skipped).
+void RecordThrow(const void* thrown) {
+  ThreadState& s = state;
+  if (s.depth == 0) return;
+  Recorded& r = s.recorded[s.next];
+  s.next = (s.next + 1) % kKept;
+  r.thrown = thrown;
+  r.frames = backtrace(r.pcs, kMaxFrames);
+}
+
+ThrowStackCapture::ThrowStackCapture() : outer_(state.depth == 0) {
+  if (outer_) {
+    void* pcs[kMaxFrames];
+    // This constructor, its caller, then the frames below the caller.
+    state.base_frames = backtrace(pcs, kMaxFrames) - 2;
+    for (Recorded& r : state.recorded) r = Recorded();
+  }
+  ++state.depth;
+}
+
+ThrowStackCapture::~ThrowStackCapture() {
+  if (--state.depth == 0) {
+    for (Recorded& r : state.recorded) r = Recorded();
+  }
+}
+
+namespace {
+
+backtrace_state* Symbolizer() {
+  static backtrace_state* symbolizer = backtrace_create_state(
+      nullptr, /*threaded=*/1, [](void*, const char*, int) {}, nullptr);
+  return symbolizer;
+}
+
+std::string Demangled(const char* name) {
+  if (name == nullptr) return "";
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string out = status == 0 && demangled != nullptr ? demangled : name;
+  std::free(demangled);
+  return out;
+}
+
+struct Frame {
+  std::string function, file;
+  int line = 0;
+};
+
+// The function(s) at `pc`: with debug info, one per inlined level (innermost first) with file
+// and line; without, the symbol table's name.
+std::vector<Frame> Describe(uintptr_t pc) {
+  std::vector<Frame> frames;
+  backtrace_pcinfo(
+      Symbolizer(), pc,
+      [](void* data, uintptr_t, const char* file, int line, const char* function) {
+        if (file == nullptr && function == nullptr) return 0;
+        static_cast<std::vector<Frame>*>(data)->push_back(
+            {Demangled(function), file == nullptr ? "" : file, line});
+        return 0;
+      },
+      [](void*, const char*, int) {}, &frames);
+  if (frames.empty() || frames[0].function.empty()) {
+    std::string symbol;
+    backtrace_syminfo(
+        Symbolizer(), pc,
+        [](void* data, uintptr_t, const char* name, uintptr_t, uintptr_t) {
+          *static_cast<std::string*>(data) = Demangled(name);
+        },
+        [](void*, const char*, int) {}, &symbol);
+    if (frames.empty()) frames.push_back({});
+    frames[0].function = symbol;
+  }
+  return frames;
+}
+
+}  // namespace
+
+std::string StackOfThrow(const void* thrown) {
+  const ThreadState& s = state;
+  if (s.depth == 0) return "";
+  const Recorded* found = nullptr;
+  for (int i = 1; i <= kKept && found == nullptr; ++i) {  // the latest first
+    const Recorded& r = s.recorded[(s.next - i + kKept) % kKept];
+    if (r.frames > 0 && (thrown == nullptr || r.thrown == thrown)) found = &r;
+  }
+  if (found == nullptr) return "";
+  // Frame 0 is RecordThrow, 1 __cxa_throw; the last base_frames run the task loop.
+  int end = found->frames;
+  if (found->frames < kMaxFrames && found->frames - s.base_frames > 2) end -= s.base_frames;
+  std::string out;
+  int n = 0;
+  static std::mutex mu;  // libbacktrace's state is shared; one symbolization at a time
+  std::lock_guard<std::mutex> lock(mu);
+  for (int i = 2; i < end; ++i) {
+    // A return address points after the call: the call's line is at pc - 1.
+    const uintptr_t pc = reinterpret_cast<uintptr_t>(found->pcs[i]) - 1;
+    for (const Frame& frame : Describe(pc)) {
+      std::string line =
+          "#" + std::to_string(n++) + " " + (frame.function.empty() ? "??" : frame.function);
+      if (!frame.file.empty()) {
+        line += " at " + frame.file + ":" + std::to_string(frame.line);
+      } else {
+        Dl_info info;
+        if (dladdr(found->pcs[i], &info) != 0 && info.dli_fname != nullptr) {
+          char offset[32];
+          std::snprintf(offset, sizeof(offset), "+0x%zx",
+                        static_cast<size_t>(pc - reinterpret_cast<uintptr_t>(info.dli_fbase)));
+          line += std::string(" (") + info.dli_fname + offset + ")";
+        }
+      }
+      out += line + "\n";
+    }
+  }
+  if (end == kMaxFrames) out += "... (deeper frames not recorded)\n";
+  return out;
+}
+
+}  // namespace troupe::internal
+
+// The C++ runtime's throw: records the stack (ThrowStackCapture), then libstdc++'s __cxa_throw.
+extern "C" {
+void __cxa_throw(void* thrown, std::type_info* type, void (*destroy)(void*)) {
+  troupe::internal::RecordThrow(thrown);
+  using Throw = void (*)(void*, std::type_info*, void (*)(void*));
+  static const Throw next = reinterpret_cast<Throw>(dlsym(RTLD_NEXT, "__cxa_throw"));
+  next(thrown, type, destroy);
+  __builtin_unreachable();
+}
+}

@@ -5,12 +5,15 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "src/common/status_testing.h"
 #include "src/common/wait_until.h"
 #include "tests/driver.h"
@@ -57,6 +60,14 @@ class Counter {
     std::this_thread::sleep_for(std::chrono::minutes(10));
     return value_;
   }
+  // Takes a non-const reference (its own copy of the caller's vector): adds them all, and
+  // appends the new total to `values`; returns the total plus the vector's new size.
+  int AddAll(std::vector<int>& values) {
+    for (int v : values) value_ += v;
+    values.push_back(value_);
+    return value_ + static_cast<int>(values.size());
+  }
+  std::map<std::string, std::string> Context();
 
  private:
   int value_;
@@ -77,6 +88,35 @@ int AddByName(std::string name, int x) {
 
 int Plus(int a, int b) { return a + b; }
 
+// A task taking a non-const reference: it changes its own copy.
+int AppendAndSum(std::vector<int>& values, int extra) {
+  values.push_back(extra);
+  int sum = 0;
+  for (int v : values) sum += v;
+  return sum;
+}
+
+// troupe::GetRuntimeContext() as text, field by field, for comparing in the driver.
+std::map<std::string, std::string> Describe(const troupe::RuntimeContext& context) {
+  std::string resources;
+  for (const auto& [name, amount] : context.assigned_resources) {
+    resources += (resources.empty() ? "" : ",") + name + "=" + std::to_string(amount);
+  }
+  return {{"job", context.job_id},
+          {"node", context.node_id},
+          {"task", context.task_id},
+          {"actor", context.actor_id},
+          {"namespace", context.namespace_name},
+          {"resources", resources},
+          {"placement_group", context.placement_group_id},
+          {"bundle", std::to_string(context.bundle_index)},
+          {"restarted", context.was_current_actor_restarted ? "yes" : "no"}};
+}
+std::map<std::string, std::string> ContextOfTask() { return Describe(troupe::GetRuntimeContext()); }
+std::map<std::string, std::string> Counter::Context() {
+  return Describe(troupe::GetRuntimeContext());
+}
+
 int Counter::SubmitAndWait(int n) {
   std::vector<troupe::ObjectRef<int>> refs;
   for (int i = 0; i < n; ++i) refs.push_back(troupe::Task(Plus).Remote(i, 1));
@@ -88,8 +128,10 @@ int Counter::SubmitAndWait(int n) {
 TROUPE_REMOTE(Plus, &Counter::SubmitAndWait, Counter::Create, Counter::Broken, &Counter::Add,
               &Counter::Get, &Counter::Echo, &Counter::Pid, &Counter::Restarted, &Counter::Devices,
               &Counter::Node, &Counter::Leave, AddThroughHandle, AddByName,
-              &Counter::PollUntilCancelled, &Counter::SawCancel, &Counter::Block);
+              &Counter::PollUntilCancelled, &Counter::SawCancel, &Counter::Block, &Counter::AddAll,
+              &Counter::Context, AppendAndSum, ContextOfTask);
 
+using troupe::testing::CommandResult;
 using troupe::testing::TestCluster;
 
 using troupe::testing::Driver;
@@ -538,6 +580,139 @@ TEST(ActorsTest, CallsResentAfterLostRepliesRunExactlyOnceInOrder) {
 }
 
 }  // namespace
+
+// Regression (issue 34 item 8): remote functions and actor methods taking `T&` did not compile.
+// Each call gets its own copy of the argument (the caller's value never changes). And an actor
+// call takes a name, which `troupe list tasks` shows, as a task's SetName now does too.
+TEST(ActorsTest, NonConstReferenceParametersAndNamedCalls) {
+  ASSERT_OK_AND_ASSIGN(
+      TestCluster cluster,
+      TestCluster::Start(
+          {"--num-cpus=2", absl::StrCat("--http-port=", troupe::testing::PickFreePort())}));
+  Driver driver(cluster);
+  std::vector<int> values = {1, 2, 3};
+  EXPECT_EQ(*troupe::Get(troupe::Task(AppendAndSum).SetName("sum-it").Remote(values, 4)), 10);
+  auto counter = troupe::Actor(Counter::Create).Remote(100);
+  // 100 + 6 = 106, plus the size of its copy once 106 was appended (4).
+  EXPECT_EQ(*troupe::Get(counter.Task(&Counter::AddAll).SetName("restock").Remote(values)), 110);
+  EXPECT_EQ(*troupe::Get(counter.Task(&Counter::AddAll).Remote(troupe::Put(values))), 116);
+  EXPECT_EQ(values, (std::vector<int>{1, 2, 3}));
+
+  CommandResult last;
+  auto rows_named = [&](const std::string& name) {
+    CommandResult r =
+        cluster.Troupe({"list", "tasks", "--filter", "name=" + name, "--format", "json", "--limit",
+                        "0", "--address=" + cluster.HttpAddress(), "--token=" + cluster.token()});
+    nlohmann::json rows = nlohmann::json::parse(r.out, nullptr, false);
+    last = r;
+    return rows.is_array() ? rows : nlohmann::json::array();
+  };
+  nlohmann::json restock, sum_it;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        restock = rows_named("restock");
+        sum_it = rows_named("sum-it");
+        return restock.size() == 1 && sum_it.size() == 1;
+      },
+      absl::Seconds(20), "the named task and actor call in `troupe list tasks`"))
+      << restock.dump() << sum_it.dump() << "\n"
+      << last.out << last.err;
+  if (restock.size() == 1) {
+    EXPECT_EQ(restock[0].value("type", ""), "ACTOR_TASK") << restock.dump();
+    EXPECT_EQ(restock[0].value("actor_id", ""), counter.ID()) << restock.dump();
+  }
+  if (sum_it.size() == 1) {
+    EXPECT_EQ(sum_it[0].value("type", ""), "NORMAL_TASK") << sum_it.dump();
+  }
+  // Unnamed calls keep the method's name.
+  EXPECT_EQ(rows_named("Counter::AddAll").size(), 1u);
+}
+
+// troupe::GetRuntimeContext() in the driver, a task, an actor (before and after a restart) and a
+// placement group; Nodes(), ClusterResources() and AvailableResources() against what the head
+// was started with.
+TEST(ActorsTest, RuntimeContextAndClusterResources) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=4", "--resources={\"widget\": 3}"}));
+  Driver driver(cluster, "shop");
+  const troupe::RuntimeContext in_driver = troupe::GetRuntimeContext();
+  EXPECT_TRUE(in_driver.IsDriver());
+  EXPECT_FALSE(in_driver.IsActor());
+  EXPECT_EQ(in_driver.namespace_name, "shop");
+  EXPECT_EQ(in_driver.job_id.size(), 8u) << in_driver.job_id;
+  EXPECT_TRUE(in_driver.assigned_resources.empty());
+
+  const std::vector<troupe::NodeInfo> nodes = troupe::Nodes();
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_TRUE(nodes[0].alive);
+  EXPECT_TRUE(nodes[0].is_head);
+  EXPECT_EQ(nodes[0].node_id, in_driver.node_id);
+  EXPECT_EQ(nodes[0].total_resources.at("CPU"), 4);
+  const std::map<std::string, double> total = troupe::ClusterResources();
+  EXPECT_EQ(total.at("CPU"), 4);
+  EXPECT_EQ(total.at("widget"), 3);
+
+  auto task =
+      troupe::Get(troupe::Task(ContextOfTask).SetResources({{"CPU", 1}, {"widget", 2}}).Remote());
+  EXPECT_EQ(task->at("job"), in_driver.job_id);
+  EXPECT_EQ(task->at("node"), in_driver.node_id);
+  EXPECT_EQ(task->at("task").size(), 32u) << task->at("task");
+  EXPECT_EQ(task->at("actor"), "");
+  EXPECT_EQ(task->at("namespace"), "shop");
+  EXPECT_EQ(task->at("resources"), "CPU=1.000000,widget=2.000000");
+  EXPECT_EQ(task->at("placement_group"), "");
+  EXPECT_EQ(task->at("bundle"), "-1");
+
+  auto counter =
+      troupe::Actor(Counter::Create).SetResources({{"widget", 1}}).SetMaxRestarts(1).Remote(0);
+  auto first = troupe::Get(counter.Task(&Counter::Context).Remote());
+  auto second = troupe::Get(counter.Task(&Counter::Context).Remote());
+  EXPECT_EQ(first->at("actor"), counter.ID());
+  EXPECT_EQ(first->at("resources"), "widget=1.000000");
+  EXPECT_EQ(first->at("restarted"), "no");
+  EXPECT_NE(first->at("task"), second->at("task")) << "each call is its own task";
+  EXPECT_NE(first->at("task"), task->at("task"));
+  // The actor holds a widget: the free count drops to 2 once the node reports it.
+  std::map<std::string, double> available;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        available = troupe::AvailableResources();
+        return available["widget"] == 2;
+      },
+      absl::Seconds(10), "AvailableResources to show the actor's widget in use"))
+      << available["widget"];
+
+  counter.Kill(/*no_restart=*/false);
+  std::shared_ptr<std::map<std::string, std::string>> restarted;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        try {
+          restarted = troupe::Get(counter.Task(&Counter::Context).Remote());
+        } catch (const troupe::ActorDiedError&) {
+        }
+        return restarted != nullptr;
+      },
+      absl::Seconds(20), "the restarted actor to answer"));
+  if (restarted) {
+    EXPECT_EQ(restarted->at("restarted"), "yes");
+    EXPECT_EQ(restarted->at("actor"), counter.ID());
+  }
+
+  // In a placement group: a task in bundle 1, and an actor asking for any bundle (the context
+  // names the bundle it got).
+  auto group = troupe::CreatePlacementGroup({"", {{{"CPU", 1}}, {{"CPU", 1}}}});
+  ASSERT_TRUE(group.Wait(std::chrono::seconds(20)));
+  auto in_group = troupe::Get(troupe::Task(ContextOfTask).SetPlacementGroup(group, 1).Remote());
+  EXPECT_EQ(in_group->at("placement_group"), group.ID());
+  EXPECT_EQ(in_group->at("bundle"), "1");
+  auto grouped =
+      troupe::Actor(Counter::Create).SetResources({{"CPU", 1}}).SetPlacementGroup(group).Remote(0);
+  auto actor_in_group = troupe::Get(grouped.Task(&Counter::Context).Remote());
+  EXPECT_EQ(actor_in_group->at("placement_group"), group.ID());
+  EXPECT_TRUE(actor_in_group->at("bundle") == "0" || actor_in_group->at("bundle") == "1")
+      << actor_in_group->at("bundle");
+  EXPECT_EQ(actor_in_group->at("resources"), "CPU=1.000000");
+}
 
 int main(int argc, char** argv) {
   if (std::getenv("TROUPE_WORKER_MODE") != nullptr) troupe::Init(argc, argv);

@@ -33,8 +33,36 @@ int SumRefs(std::vector<troupe::ObjectRef<int>> refs) {
   return sum;
 }
 
+// Every parameter form a C++ user writes: T, const T&, T& (the callee modifies its own copy) and
+// T&&, in functions, actor factories and actor methods.
+int AppendAndSum(std::vector<int>& values, int extra) {
+  values.push_back(extra);
+  int sum = 0;
+  for (int v : values) sum += v;
+  return sum;
+}
+std::string Mixed(int count, const std::string& prefix, std::vector<int>& seen,
+                  std::string&& suffix) {
+  seen.push_back(count);
+  return prefix + std::to_string(seen.size()) + suffix;
+}
+class Bag {
+ public:
+  static Bag* Create(std::vector<int>& seed) {
+    seed.push_back(-1);
+    return new Bag{seed};
+  }
+  size_t Append(std::vector<int>& more, const int& extra) {
+    more.push_back(extra);
+    items.insert(items.end(), more.begin(), more.end());
+    return items.size();
+  }
+  std::vector<int> items;
+};
+
 TROUPE_REMOTE(Plus, Scale, Midpoint, TROUPE_FUNC(Overloaded, int),
-              TROUPE_FUNC(Overloaded, int, int), Ones, Fail, Nothing, SumRefs);
+              TROUPE_FUNC(Overloaded, int, int), Ones, Fail, Nothing, SumRefs, AppendAndSum, Mixed,
+              Bag::Create, &Bag::Append);
 
 using troupe::internal::Buffer;
 using troupe::internal::RefInfo;
@@ -91,7 +119,9 @@ class FakeRuntime : public troupe::internal::Runtime {
     throw troupe::TroupeError("actors need a real cluster (tests/actors_test.cc)");
   }
   RefInfo SubmitActorTask(const std::string&, const std::string&,
-                          std::vector<troupe::internal::TaskArgument>) override {
+                          std::vector<troupe::internal::TaskArgument>,
+                          const troupe::internal::ActorCallOptions& options) override {
+    last_call_options = options;
     throw troupe::TroupeError("actors need a real cluster");
   }
   void KillActor(const std::string&, bool) override {}
@@ -114,6 +144,12 @@ class FakeRuntime : public troupe::internal::Runtime {
   std::string JobNamespace() override { return "job-test"; }
   std::string CurrentActorId() override { return ""; }
   std::string NodeIp() override { return "127.0.0.1"; }
+  troupe::RuntimeContext GetRuntimeContext() override {
+    troupe::RuntimeContext context;
+    context.job_id = "01000000";
+    return context;
+  }
+  std::vector<troupe::NodeInfo> Nodes() override { return nodes; }
   void AddLocalRef(const RefInfo& ref) override { ++refcounts[ref.object_id]; }
   void RemoveLocalRef(const std::string& id) override {
     if (--refcounts[id] == 0) refcounts.erase(id);
@@ -131,6 +167,8 @@ class FakeRuntime : public troupe::internal::Runtime {
   std::map<std::string, int> refcounts;
   size_t contained_count = 0;
   troupe::internal::TaskOptions last_options;
+  troupe::internal::ActorCallOptions last_call_options;
+  std::vector<troupe::NodeInfo> nodes;
 };
 
 class ApiTest : public ::testing::Test {
@@ -165,6 +203,68 @@ TEST_F(ApiTest, OptionsReachTheRuntime) {
   EXPECT_EQ(runtime_.last_options.strategy.kind,
             troupe::internal::SchedulingStrategy::Kind::kNodeAffinity);
   EXPECT_TRUE(runtime_.last_options.strategy.soft);
+}
+
+// Regression (issue 34 item 8): a function taking `T&` did not compile as a remote function.
+// The callee gets its own decoded copy: what it changes never reaches the caller's value.
+TEST_F(ApiTest, NonConstReferenceParametersGetTheirOwnCopy) {
+  std::vector<int> values = {1, 2, 3};
+  EXPECT_EQ(*troupe::Get(troupe::Task(AppendAndSum).Remote(values, 4)), 10);
+  EXPECT_EQ(values, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(*troupe::Get(troupe::Task(AppendAndSum).Remote(troupe::Put(values), 5)), 11);
+  std::vector<int> seen = {7};
+  EXPECT_EQ(*troupe::Get(troupe::Task(Mixed).Remote(3, "n=", seen, std::string("!"))), "n=2!");
+  EXPECT_EQ(seen, (std::vector<int>{7}));
+}
+
+// The same for an actor's factory and methods, run the way a worker runs them.
+TEST_F(ApiTest, ActorFactoriesAndMethodsTakeNonConstReferences) {
+  auto& registry = troupe::internal::FunctionRegistry::Instance();
+  const auto* create = registry.FindCreator("Bag::Create");
+  const auto* append = registry.FindMethod("&Bag::Append");
+  ASSERT_NE(create, nullptr);
+  ASSERT_NE(append, nullptr);
+  auto encode = [](const auto& value) {
+    return FakeRuntime::Hold(troupe::internal::Serialize(value).ToString());
+  };
+  std::shared_ptr<void> bag = (*create)({encode(std::vector<int>{1})});
+  EXPECT_EQ(static_cast<Bag*>(bag.get())->items, (std::vector<int>{1, -1}));
+  auto result = (*append)(bag.get(), {encode(std::vector<int>{5, 6}), encode(7)});
+  auto size = troupe::internal::DecodeObject<size_t>(FakeRuntime::Hold(result.value.ToString()));
+  EXPECT_EQ(*size, 5u);
+  EXPECT_EQ(static_cast<Bag*>(bag.get())->items, (std::vector<int>{1, -1, 5, 6, 7}));
+}
+
+// Actor calls take the task options that apply to them (issue 34 item 8): a name.
+TEST_F(ApiTest, ActorCallOptionsReachTheRuntime) {
+  troupe::ActorHandle<Bag> bag("fake-actor");
+  std::vector<int> more = {1};
+  EXPECT_THROW(bag.Task(&Bag::Append).SetName("append-one").Remote(more, 2), troupe::TroupeError);
+  EXPECT_EQ(runtime_.last_call_options.name, "append-one");
+  EXPECT_THROW(bag.Task(&Bag::Append).Remote(more, 2), troupe::TroupeError);
+  EXPECT_EQ(runtime_.last_call_options.name, "");
+}
+
+// ClusterResources and AvailableResources sum the alive nodes only; a resource in full use is
+// listed as 0 available rather than left out.
+TEST_F(ApiTest, ClusterResourcesSumTheAliveNodes) {
+  troupe::NodeInfo head;
+  head.alive = true;
+  head.total_resources = {{"CPU", 4}, {"GPU", 1}};
+  head.available_resources = {{"CPU", 1.5}};  // the GPU is in use
+  troupe::NodeInfo worker;
+  worker.alive = true;
+  worker.total_resources = {{"CPU", 2}, {"accelerator", 3}};
+  worker.available_resources = {{"CPU", 2}, {"accelerator", 1}};
+  troupe::NodeInfo dead;
+  dead.total_resources = {{"CPU", 64}};
+  runtime_.nodes = {head, worker, dead};
+  EXPECT_EQ(troupe::ClusterResources(),
+            (std::map<std::string, double>{{"CPU", 6}, {"GPU", 1}, {"accelerator", 3}}));
+  EXPECT_EQ(troupe::AvailableResources(),
+            (std::map<std::string, double>{{"CPU", 3.5}, {"GPU", 0}, {"accelerator", 1}}));
+  EXPECT_EQ(troupe::Nodes().size(), 3u);
+  EXPECT_EQ(troupe::GetRuntimeContext().job_id, "01000000");
 }
 
 TEST_F(ApiTest, UserTypesAndRefArguments) {
@@ -242,6 +342,8 @@ TEST_F(ApiTest, UnregisteredFunctionsAreRefusedWithTheFix) {
 TEST(ApiNoRuntimeTest, CallsBeforeInitSaySo) {
   EXPECT_THROW(troupe::Task(Plus).Remote(1, 2), troupe::RuntimeError);
   EXPECT_THROW(troupe::Put(1), troupe::RuntimeError);
+  EXPECT_THROW(troupe::GetRuntimeContext(), troupe::RuntimeError);
+  EXPECT_THROW(troupe::ClusterResources(), troupe::RuntimeError);
 }
 
 TEST(FunctionNamesTest, SplitsAtTopLevelCommas) {

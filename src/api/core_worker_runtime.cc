@@ -1,8 +1,14 @@
 #include "src/api/core_worker_runtime.h"
 
+#include <algorithm>
+#include <map>
+#include <tuple>
+
 #include "absl/strings/str_replace.h"
 #include "src/api/status_exceptions.h"
+#include "troupe/api.h"
 #include "troupe/errors.h"
+#include "troupe/runtime_context.h"
 
 namespace troupe::internal {
 
@@ -141,10 +147,13 @@ std::string CoreWorkerRuntime::CreateActor(const std::string& factory_name,
 
 RefInfo CoreWorkerRuntime::SubmitActorTask(const std::string& actor_id,
                                            const std::string& method_name,
-                                           std::vector<TaskArgument> args) {
+                                           std::vector<TaskArgument> args,
+                                           const ActorCallOptions& options) {
   auto id = ActorId::FromBinary(actor_id);
   if (!id.ok()) throw TroupeError("not an actor handle: " + std::string(id.status().message()));
-  return ToApi(core_->SubmitActorTask(*id, method_name, ToArgSpecs(std::move(args))));
+  ActorCallSubmitOptions submit;
+  submit.name = options.name;
+  return ToApi(core_->SubmitActorTask(*id, method_name, ToArgSpecs(std::move(args)), submit));
 }
 
 void CoreWorkerRuntime::KillActor(const std::string& actor_id, bool no_restart) {
@@ -226,6 +235,56 @@ std::string CoreWorkerRuntime::CurrentActorId() {
 }
 
 std::string CoreWorkerRuntime::NodeIp() { return core_->node_ip(); }
+
+RuntimeContext CoreWorkerRuntime::GetRuntimeContext() {
+  RuntimeContext context;
+  context.job_id = core_->job_id().Hex();
+  context.node_id = core_->node_id().Hex();
+  const ActorId actor = core_->current_actor_id();
+  if (!actor.IsNil()) context.actor_id = actor.Hex();
+  context.namespace_name = core_->namespace_name();
+  context.gpu_ids = troupe::GetGpuIds();
+  if (describe_task_ != nullptr) describe_task_(&context);
+  return context;
+}
+
+std::vector<NodeInfo> CoreWorkerRuntime::Nodes() {
+  auto nodes = core_->gcs().GetAllNodeInfo();
+  if (!nodes.ok()) ThrowFor(nodes.status());
+  auto usages = core_->gcs().GetAllResourceUsage();
+  if (!usages.ok()) ThrowFor(usages.status());
+  std::map<std::string, const rpc::ResourceUsage*> usage_by_node;
+  for (const auto& usage : *usages) usage_by_node[usage.node_id()] = &usage;
+  std::vector<NodeInfo> out;
+  for (const auto& node : *nodes) {
+    NodeInfo info;
+    info.node_id = BytesToHex(node.node_id());
+    info.node_ip = node.node_ip();
+    info.hostname = node.hostname();
+    info.alive = node.state() == rpc::NodeInfo::ALIVE;
+    info.is_head = node.is_head();
+    info.total_resources = {node.resources_total().begin(), node.resources_total().end()};
+    if (auto it = usage_by_node.find(node.node_id()); info.alive && it != usage_by_node.end()) {
+      info.available_resources = {it->second->available().begin(), it->second->available().end()};
+    }
+    info.labels = {node.labels().begin(), node.labels().end()};
+    info.death_reason = node.death_reason();
+    out.push_back(std::move(info));
+  }
+  // As `troupe status` orders them: the head first, then alive before dead, by start time.
+  std::vector<size_t> order(out.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const rpc::NodeInfo& x = (*nodes)[a];
+    const rpc::NodeInfo& y = (*nodes)[b];
+    return std::make_tuple(!x.is_head(), x.state(), x.start_time_ms()) <
+           std::make_tuple(!y.is_head(), y.state(), y.start_time_ms());
+  });
+  std::vector<NodeInfo> sorted;
+  sorted.reserve(out.size());
+  for (size_t i : order) sorted.push_back(std::move(out[i]));
+  return sorted;
+}
 
 void CoreWorkerRuntime::AddLocalRef(const RefInfo& ref) { core_->AddLocalRef(ToCore(ref)); }
 

@@ -16,10 +16,19 @@ namespace troupe::internal {
 
 class CoreWorkerRuntime final : public Runtime {
  public:
-  // `actor_restarted` answers WasCurrentActorRestarted (worker mode; nullptr: never).
+  // Worker mode: fills in what `context` says about the task running on the calling thread
+  // (task ID, resources, placement group and bundle, restarted or not); a no-op outside one.
+  using DescribeCurrentTask = void (*)(RuntimeContext* context);
+
+  // `actor_restarted` answers WasCurrentActorRestarted and `describe_task` completes
+  // GetRuntimeContext (worker mode; nullptr: a driver, never in a task).
   CoreWorkerRuntime(std::shared_ptr<CoreWorker> core, std::string token,
-                    bool (*actor_restarted)() = nullptr)
-      : core_(std::move(core)), token_(std::move(token)), actor_restarted_(actor_restarted) {}
+                    bool (*actor_restarted)() = nullptr,
+                    DescribeCurrentTask describe_task = nullptr)
+      : core_(std::move(core)),
+        token_(std::move(token)),
+        actor_restarted_(actor_restarted),
+        describe_task_(describe_task) {}
 
   CoreWorker& core() { return *core_; }
   // The cluster token text (for the benchmark hook's direct connections).
@@ -38,7 +47,7 @@ class CoreWorkerRuntime final : public Runtime {
   std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                           const ActorOptions& options) override;
   RefInfo SubmitActorTask(const std::string& actor_id, const std::string& method_name,
-                          std::vector<TaskArgument> args) override;
+                          std::vector<TaskArgument> args, const ActorCallOptions& options) override;
   void KillActor(const std::string& actor_id, bool no_restart) override;
   std::string GetNamedActor(const std::string& name, const std::string& ns) override;
   void ExitActor() override;
@@ -56,6 +65,8 @@ class CoreWorkerRuntime final : public Runtime {
   std::string JobNamespace() override;
   std::string CurrentActorId() override;
   std::string NodeIp() override;
+  RuntimeContext GetRuntimeContext() override;
+  std::vector<NodeInfo> Nodes() override;
 
   void AddLocalRef(const RefInfo& ref) override;
   void RemoveLocalRef(const std::string& object_id) override;
@@ -64,6 +75,7 @@ class CoreWorkerRuntime final : public Runtime {
   const std::shared_ptr<CoreWorker> core_;
   const std::string token_;
   bool (*const actor_restarted_)();
+  const DescribeCurrentTask describe_task_;
 };
 
 }  // namespace troupe::internal

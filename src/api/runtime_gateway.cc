@@ -1,6 +1,7 @@
 #include "src/api/runtime_gateway.h"
 
 #include "troupe/errors.h"
+#include "troupe/runtime_context.h"
 
 namespace troupe::internal {
 
@@ -115,8 +116,9 @@ std::string RuntimeGateway::CreateActor(const std::string& factory_name,
   return Call(*this, true)->CreateActor(factory_name, std::move(args), options);
 }
 RefInfo RuntimeGateway::SubmitActorTask(const std::string& actor_id, const std::string& method_name,
-                                        std::vector<TaskArgument> args) {
-  return Call(*this, true)->SubmitActorTask(actor_id, method_name, std::move(args));
+                                        std::vector<TaskArgument> args,
+                                        const ActorCallOptions& options) {
+  return Call(*this, true)->SubmitActorTask(actor_id, method_name, std::move(args), options);
 }
 void RuntimeGateway::KillActor(const std::string& actor_id, bool no_restart) {
   Call(*this, true)->KillActor(actor_id, no_restart);
@@ -155,6 +157,10 @@ int64_t RuntimeGateway::KvDelete(const std::string& ns, const std::string& key, 
 std::string RuntimeGateway::JobNamespace() { return Call(*this, true)->JobNamespace(); }
 std::string RuntimeGateway::CurrentActorId() { return Call(*this, true)->CurrentActorId(); }
 std::string RuntimeGateway::NodeIp() { return Call(*this, true)->NodeIp(); }
+RuntimeContext RuntimeGateway::GetRuntimeContext() {
+  return Call(*this, true)->GetRuntimeContext();
+}
+std::vector<NodeInfo> RuntimeGateway::Nodes() { return Call(*this, true)->Nodes(); }
 
 void RuntimeGateway::AddLocalRef(const RefInfo& ref) {
   Call call(*this, /*required=*/false);

@@ -57,7 +57,7 @@ class RuntimeGateway final : public Runtime {
   std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                           const ActorOptions& options) override;
   RefInfo SubmitActorTask(const std::string& actor_id, const std::string& method_name,
-                          std::vector<TaskArgument> args) override;
+                          std::vector<TaskArgument> args, const ActorCallOptions& options) override;
   void KillActor(const std::string& actor_id, bool no_restart) override;
   std::string GetNamedActor(const std::string& name, const std::string& ns) override;
   void ExitActor() override;
@@ -75,6 +75,8 @@ class RuntimeGateway final : public Runtime {
   std::string JobNamespace() override;
   std::string CurrentActorId() override;
   std::string NodeIp() override;
+  RuntimeContext GetRuntimeContext() override;
+  std::vector<NodeInfo> Nodes() override;
 
   // No-ops once closed: ObjectRefs may be copied and destroyed after Shutdown.
   void AddLocalRef(const RefInfo& ref) override;

@@ -89,8 +89,8 @@ class FakeSession : public Runtime {
                           const ActorOptions&) override {
     throw TroupeError("not in this fake");
   }
-  RefInfo SubmitActorTask(const std::string&, const std::string&,
-                          std::vector<TaskArgument>) override {
+  RefInfo SubmitActorTask(const std::string&, const std::string&, std::vector<TaskArgument>,
+                          const troupe::internal::ActorCallOptions&) override {
     throw TroupeError("not in this fake");
   }
   void KillActor(const std::string&, bool) override {}
@@ -111,6 +111,8 @@ class FakeSession : public Runtime {
   std::string JobNamespace() override { return "job-test"; }
   std::string CurrentActorId() override { return ""; }
   std::string NodeIp() override { return "127.0.0.1"; }
+  troupe::RuntimeContext GetRuntimeContext() override { return {}; }
+  std::vector<troupe::NodeInfo> Nodes() override { return {}; }
 
  private:
   struct Inside {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -34,8 +35,36 @@ std::string Env(const char* name) {
 // task executor threads, which the core worker orders (the creation task runs before any call).
 std::shared_ptr<void> actor_instance;
 bool actor_restarted = false;
+// What the actor holds, from its creation task: an actor call's runtime context reports these.
+std::map<std::string, double> actor_resources;
+std::string actor_placement_group_id;
+int actor_bundle_index = -1;
 
 bool ActorWasRestarted() { return actor_restarted; }
+
+// The task running on this thread (an actor with max_concurrency > 1 runs several at once, one
+// per executor thread); null between tasks.
+thread_local const rpc::TaskSpec* current_task = nullptr;
+
+void DescribeCurrentTask(RuntimeContext* context) {
+  const rpc::TaskSpec* spec = current_task;
+  if (spec == nullptr) return;
+  context->task_id = BytesToHex(spec->task_id());
+  if (spec->type() == rpc::TaskSpec::ACTOR_CREATION_TASK && context->actor_id.empty()) {
+    context->actor_id = BytesToHex(spec->actor_id());  // its factory runs: the actor is this one
+  }
+  context->was_current_actor_restarted = !context->actor_id.empty() && actor_restarted;
+  if (spec->type() == rpc::TaskSpec::ACTOR_TASK) {
+    context->assigned_resources = actor_resources;
+    context->placement_group_id = BytesToHex(actor_placement_group_id);
+    context->bundle_index = actor_placement_group_id.empty() ? -1 : actor_bundle_index;
+    return;
+  }
+  context->assigned_resources = {spec->required_resources().begin(),
+                                 spec->required_resources().end()};
+  context->placement_group_id = BytesToHex(spec->placement_group_id());
+  context->bundle_index = spec->placement_group_id().empty() ? -1 : spec->bundle_index();
+}
 
 // SIGTERM's handler writes a byte here (async-signal-safe); RunWorker's stop thread reads it.
 int stop_pipe[2] = {-1, -1};
@@ -54,6 +83,9 @@ std::shared_ptr<InvokeResult> Invoke(const rpc::TaskSpec& spec, const std::vecto
       if (creator == nullptr)
         throw TroupeError("actor factory " + name + " is not registered (TROUPE_REMOTE)");
       actor_restarted = spec.actor_num_restarts() > 0;
+      actor_resources = {spec.required_resources().begin(), spec.required_resources().end()};
+      actor_placement_group_id = spec.placement_group_id();
+      actor_bundle_index = spec.bundle_index();
       actor_instance = (*creator)(args);
       auto result = std::make_shared<InvokeResult>();
       result->value = Serialize(msgpack::type::nil_t());
@@ -79,6 +111,10 @@ std::shared_ptr<InvokeResult> Invoke(const rpc::TaskSpec& spec, const std::vecto
 
 // Runs a pushed task and reports its result or the exception it threw.
 TaskOutcome ExecuteRegistered(const rpc::TaskSpec& spec, const std::vector<ObjectBuffer>& args) {
+  struct Running {
+    explicit Running(const rpc::TaskSpec* spec) { current_task = spec; }
+    ~Running() { current_task = nullptr; }
+  } running(&spec);
   std::vector<Buffer> buffers;
   buffers.reserve(args.size());
   for (const auto& arg : args) buffers.push_back({arg.data, arg.size, arg.holder});
@@ -157,7 +193,8 @@ void RunWorker() {
   // named actors created here use it like the driver does.
   if (!Env("TROUPE_NAMESPACE").empty()) core->set_namespace_name(Env("TROUPE_NAMESPACE"));
   RuntimeGateway& gateway = RuntimeGateway::Process();
-  gateway.Open(std::make_shared<CoreWorkerRuntime>(core, options.token, ActorWasRestarted));
+  gateway.Open(std::make_shared<CoreWorkerRuntime>(core, options.token, ActorWasRestarted,
+                                                   DescribeCurrentTask));
   if (stop_pipe[0] >= 0) {
     // Detached: the process ends with _exit below, signal or not.
     std::thread([core] {

@@ -366,10 +366,11 @@ absl::StatusOr<ActorId> CoreWorker::CreateActor(const std::string& factory_name,
 }
 
 ObjectRefInfo CoreWorker::SubmitActorTask(const ActorId& actor_id, const std::string& method_name,
-                                          std::vector<TaskArgSpec> args) {
+                                          std::vector<TaskArgSpec> args,
+                                          const ActorCallSubmitOptions& options) {
   WatchNodeDeaths();
   EnsureTimer();  // a worker's first call: the actor may need looking up
-  return submission_->SubmitActorTask(actor_id, method_name, std::move(args));
+  return submission_->SubmitActorTask(actor_id, method_name, std::move(args), options);
 }
 
 absl::Status CoreWorker::KillActor(const ActorId& actor_id, bool no_restart) {
@@ -533,7 +534,7 @@ uint64_t CoreWorker::BeginExecution(const rpc::TaskSpec& spec) {
   TaskStateEvent event = TaskStateEventOf(spec);
   event.time = clock_->Now();
   // What the owner's SUBMITTED says too: the record is complete even if that one is lost.
-  event.name = spec.function_name();
+  event.name = TaskDisplayNameOf(spec);
   event.type = spec.type();
   return task_events_->BeginRunning(std::move(event));
 }

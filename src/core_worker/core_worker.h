@@ -154,7 +154,8 @@ class CoreWorker {
                                       const TaskSubmitOptions& options,
                                       const rpc::ActorInfo& actor_options);
   ObjectRefInfo SubmitActorTask(const ActorId& actor_id, const std::string& method_name,
-                                std::vector<TaskArgSpec> args);
+                                std::vector<TaskArgSpec> args,
+                                const ActorCallSubmitOptions& options = {});
   absl::Status KillActor(const ActorId& actor_id, bool no_restart);
   // The live actor with that name, if any.
   absl::StatusOr<std::optional<ActorId>> GetNamedActor(const std::string& name,

@@ -262,6 +262,7 @@ void SubmissionFacade::OnTaskRetry(const rpc::TaskSpec& spec, const std::string&
   next.set_task_id(spec.task_id());
   next.set_job_id(spec.job_id());
   next.set_function_name(spec.function_name());
+  next.set_name(spec.name());
   next.set_attempt(spec.attempt() + 1);
   RecordSubmission(next, rpc::TaskEvent::PENDING_NODE_ASSIGNMENT, clock_->Now());
 }
@@ -273,7 +274,7 @@ void SubmissionFacade::RecordEvent(const rpc::TaskSpec& spec, rpc::TaskEvent::St
   event.state = state;
   event.time = clock_->Now();
   if (describe) {
-    event.name = spec.function_name();
+    event.name = TaskDisplayNameOf(spec);
     event.type = spec.type();
     if (auto actor_id = ActorId::FromBinary(spec.actor_id()); actor_id.ok()) {
       event.actor_id = *actor_id;
@@ -290,7 +291,7 @@ void SubmissionFacade::RecordSubmission(const rpc::TaskSpec& spec, rpc::TaskEven
   event.state = state;
   event.time = state == rpc::TaskEvent::SUBMITTED ? submitted : clock_->Now();
   if (state != rpc::TaskEvent::SUBMITTED) event.submitted_time = submitted;
-  event.name = spec.function_name();
+  event.name = TaskDisplayNameOf(spec);
   event.type = spec.type();
   if (auto actor_id = ActorId::FromBinary(spec.actor_id()); actor_id.ok()) {
     event.actor_id = *actor_id;
@@ -421,13 +422,15 @@ absl::StatusOr<ActorId> SubmissionFacade::CreateActor(const std::string& factory
 
 ObjectRefInfo SubmissionFacade::SubmitActorTask(const ActorId& actor_id,
                                                 const std::string& method_name,
-                                                std::vector<TaskArgSpec> args) {
+                                                std::vector<TaskArgSpec> args,
+                                                const ActorCallSubmitOptions& options) {
   const TaskId task_id = TaskId::FromRandom();
   const ObjectRefInfo result{ObjectId::FromIndex(task_id, 1), address_};
   objects_->references().AddLocal(result);
   rpc::TaskSpec spec = BuildTaskSpec(task_id, method_name, std::move(args), nullptr);
   spec.set_type(rpc::TaskSpec::ACTOR_TASK);
   spec.set_actor_id(actor_id.Binary());
+  spec.set_name(options.name);
   if (!TrackPending(spec)) return result;
   RecordEvent(spec, rpc::TaskEvent::SUBMITTED, /*describe=*/true);
   RecordChild(spec);

@@ -55,6 +55,12 @@ struct TaskSubmitOptions {
   rpc::SchedulingStrategy strategy;
 };
 
+// Options of one actor call: the task options that apply to it (it runs on its actor's worker,
+// with the actor's resources and retry policy).
+struct ActorCallSubmitOptions {
+  std::string name;  // shown in the task state API; "": the method's name
+};
+
 class SubmissionFacade : public ObjectReconstructor {
  public:
   struct Options {
@@ -102,7 +108,8 @@ class SubmissionFacade : public ObjectReconstructor {
                                       const rpc::ActorInfo& actor_options,
                                       const std::string& namespace_name);
   ObjectRefInfo SubmitActorTask(const ActorId& actor_id, const std::string& method_name,
-                                std::vector<TaskArgSpec> args);
+                                std::vector<TaskArgSpec> args,
+                                const ActorCallSubmitOptions& options = {});
   absl::Status KillActor(const ActorId& actor_id, bool no_restart);
   absl::StatusOr<std::optional<ActorId>> GetNamedActor(const std::string& name,
                                                        const std::string& namespace_name);

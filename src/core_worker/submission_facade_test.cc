@@ -266,6 +266,29 @@ TEST_F(SubmissionFacadeTest, RecordsSubmissionRetriesAndTheOwnersFailureDecision
   EXPECT_TRUE(absl::StrContains(events[3].error_message, "gave up after 2")) << events[3].error_message;
 }
 
+// Regression (issue 34 item 8): a task's SetName never reached its events, so `troupe list tasks`
+// showed the function's name. The name given shows, on every attempt; without one, the function's.
+TEST_F(SubmissionFacadeTest, EventsShowTheNameTheCallerGave) {
+  TaskSubmitOptions options;
+  options.name = "nightly-report";
+  options.max_retries = 1;
+  ASSERT_TRUE(facade_->SubmitTask("Report", {}, options).ok());
+  rpc::RequestWorkerLeaseReply granted;
+  granted.set_lease_id("lease");
+  granted.set_worker_address("127.0.0.1:9");
+  leases_.ReplyLease(granted_++, granted);
+  ASSERT_EQ(pushes_.num_pushes(), 1u);
+  EXPECT_EQ(pushes_.push(0).request.task().name(), "nightly-report");
+  pushes_.Reply(0, absl::UnavailableError("connection reset"));  // the worker died: a retry
+  Submit("Unnamed", 0);
+  std::vector<TaskStateEvent> events = events_.events();
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events[0].name, "nightly-report");
+  EXPECT_EQ(events[2].attempt, 1);
+  EXPECT_EQ(events[2].name, "nightly-report");
+  EXPECT_EQ(events.back().name, "Unnamed");
+}
+
 TEST_F(SubmissionFacadeTest, ATaskWaitingForItsArgumentsIsPendingArgsFirst) {
   ObjectRefInfo first = Submit("First", 0);
   TaskArgSpec arg;

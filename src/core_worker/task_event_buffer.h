@@ -53,6 +53,12 @@ struct TaskStateEvent {
 // task_id, attempt and job_id of `spec` (IDs of the wrong size become nil).
 TaskStateEvent TaskStateEventOf(const rpc::TaskSpec& spec);
 
+// The name a task is shown under (task state API, `troupe list tasks`, timeline): the name the
+// caller gave it (SetName), else its function's registered name.
+inline absl::string_view TaskDisplayNameOf(const rpc::TaskSpec& spec) {
+  return spec.name().empty() ? spec.function_name() : spec.name();
+}
+
 // Where task state changes are recorded. Implementations must be cheap and never block for long:
 // callers are on the task submission and execution paths.
 class TaskEventSink {

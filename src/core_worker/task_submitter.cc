@@ -228,6 +228,7 @@ void TaskSubmitter::OnLeaseReply(const std::string& key, const rpc::TaskSpec& sp
       worker->raylet_address = raylet_address;
       worker->node_id = reply->node_id();
       worker->gpu_ids.assign(reply->gpu_ids().begin(), reply->gpu_ids().end());
+      worker->bundle_index = reply->bundle_index();
       worker->idle_since = clock_->Now();
       queue.workers.push_back(worker);
       queue.warned_infeasible = false;
@@ -257,6 +258,11 @@ void TaskSubmitter::Push(PlannedPush planned) {
   // the calls in flight reaches it first.
   auto fill = [&](rpc::PushTaskRequest* request, size_t index) {
     *request->mutable_task() = specs[index];
+    // Tasks that asked for any bundle of their group learn the one their lease came from
+    // (GetRuntimeContext); every task of a lease runs in the same bundle.
+    if (!request->task().placement_group_id().empty()) {
+      request->mutable_task()->set_bundle_index(worker->bundle_index);
+    }
     for (int id : worker->gpu_ids) request->add_gpu_ids(id);
     request->set_lease_id(worker->lease_id);
     request->set_lease_sequence(planned.first_sequence + static_cast<int64_t>(index));

@@ -117,6 +117,7 @@ class TaskSubmitter {
     std::string raylet_address;
     std::string node_id;  // binary, from the grant
     std::vector<int> gpu_ids;
+    int bundle_index = 0;      // in a placement group: the bundle the lease came from
     int in_flight = 0;         // tasks pushed and not answered
     int pushes_in_flight = 0;  // calls (PushTask or PushTasks) not ended
     int64_t next_sequence = 0;  // the next task's place in this lease's order (lease_sequence)

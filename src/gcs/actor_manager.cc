@@ -368,6 +368,11 @@ void ActorManager::OnLeaseReply(const ActorId& id, uint64_t attempt,
       PutBestEffort(store_, kTable, actor.info.actor_id(), actor.info.SerializeAsString());
       *push.mutable_task() = actor.creation_task;
       push.mutable_task()->set_actor_num_restarts(static_cast<int32_t>(actor.info.num_restarts()));
+      if (!actor.info.placement_group_id().empty()) {
+        // The actor's runtime context names its group and bundle (GetRuntimeContext).
+        push.mutable_task()->set_placement_group_id(actor.info.placement_group_id());
+        push.mutable_task()->set_bundle_index(reply->bundle_index());
+      }
       for (int gpu : reply->gpu_ids()) push.add_gpu_ids(gpu);
     } else if (!granted) {
       return;

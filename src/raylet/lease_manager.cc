@@ -219,6 +219,7 @@ std::vector<LeaseManager::Grant> LeaseManager::CollectGrantsLocked() {
     const rpc::TaskSpec& spec = it->request.resource_spec();
     std::optional<Allocation> allocation;
     std::string from_bundle;
+    int from_bundle_index = 0;
     if (spec.placement_group_id().empty()) {
       allocation = resources_.Allocate(it->demand);
     } else {
@@ -230,6 +231,7 @@ std::vector<LeaseManager::Grant> LeaseManager::CollectGrantsLocked() {
         allocation = bundle.pool->Allocate(it->demand);
         if (allocation) {
           from_bundle = reservation;
+          from_bundle_index = bundle.index;
           break;
         }
       }
@@ -246,7 +248,8 @@ std::vector<LeaseManager::Grant> LeaseManager::CollectGrantsLocked() {
       continue;
     }
     std::vector<int> gpu_ids = NodeGpuIdsLocked(from_bundle, *allocation);
-    grants.push_back({std::move(*it), std::move(*allocation), from_bundle, std::move(gpu_ids)});
+    grants.push_back({std::move(*it), std::move(*allocation), from_bundle, std::move(gpu_ids),
+                      from_bundle_index});
     it = queue_.erase(it);
   }
   return grants;
@@ -354,6 +357,7 @@ void LeaseManager::PopWorkerFor(WorkerStart start) {
         reply.set_node_id(local_node_.Binary());
         reply.set_worker_pid((*worker)->pid);
         for (int id : grant->gpu_ids) reply.add_gpu_ids(id);
+        reply.set_bundle_index(grant->bundle_index);
         grant->pending.done(reply);
       });
 }

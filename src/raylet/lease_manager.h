@@ -107,6 +107,7 @@ class LeaseManager {
     Allocation allocation;
     std::string bundle;
     std::vector<int> gpu_ids;  // node device ids
+    int bundle_index = 0;      // of `bundle`, when there is one
   };
   // A placement-group bundle reserved on this node: resources taken from the node, handed out
   // to the group's tasks and actors from `pool`.

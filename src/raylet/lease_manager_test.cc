@@ -366,6 +366,19 @@ TEST_F(LeaseManagerTest, LeasesInsideABundleComeFromItsPool) {
   EXPECT_EQ(Available(), (Amounts{{"CPU", 2}}));
 }
 
+// A lease that asks for any bundle of its group (-1) is told which one it got: the task's or
+// actor's runtime context names it (issue 34 item 4).
+TEST_F(LeaseManagerTest, ALeaseForAnyBundleSaysWhichBundleItGot) {
+  auto reserved = Ask(BundleRequest({{"CPU", 1}}, /*reservation=*/true, /*index=*/2));
+  EXPECT_FALSE(reserved->Await().lease_id().empty());
+  auto inside = Ask(BundleRequest({{"CPU", 1}}, /*reservation=*/false, /*index=*/-1));
+  ASSERT_TRUE(launcher_.AwaitPops(1));
+  launcher_.GrantPop(0);
+  const rpc::RequestWorkerLeaseReply reply = inside->Await();
+  EXPECT_FALSE(reply.lease_id().empty());
+  EXPECT_EQ(reply.bundle_index(), 2);
+}
+
 TEST_F(LeaseManagerTest, ReturningAReservationKillsItsWorkersAndFreesItsResources) {
   auto reserved = Ask(BundleRequest({{"CPU", 2}}, /*reservation=*/true));
   const std::string reservation = reserved->Await().lease_id();

@@ -68,6 +68,49 @@ class ActorTaskCaller {
   ActorTaskCaller(std::string actor_id, F method)
       : actor_id_(std::move(actor_id)), method_(method) {}
 
+  // The name this call shows under in `troupe list tasks`, the dashboard and the timeline
+  // (default: the method's registered name, e.g. "&Counter::Add").
+  ActorTaskCaller& SetName(std::string name) {
+    options_.name = std::move(name);
+    return *this;
+  }
+
+  // Task options that do not apply to an actor call, refused at compile time: the call runs on
+  // the actor's own worker, inside what the actor holds, so it needs no resources, placement or
+  // scheduling of its own; and a call's retries follow the actor's SetMaxTaskRetries, since
+  // rerunning a call on a stateful actor is a decision about the actor, not about one call.
+  ActorTaskCaller& SetResources(std::map<std::string, double>) {
+    static_assert(internal::kAlwaysFalse<T>,
+                  "troupe: an actor call runs with its actor's resources; set them when creating "
+                  "the actor: troupe::Actor(Factory).SetResources(...)");
+    return *this;
+  }
+  ActorTaskCaller& SetPlacementGroup(const PlacementGroup&, int = -1) {
+    static_assert(internal::kAlwaysFalse<T>,
+                  "troupe: an actor call runs where its actor lives; place the actor instead: "
+                  "troupe::Actor(Factory).SetPlacementGroup(...)");
+    return *this;
+  }
+  template <typename Strategy>
+  ActorTaskCaller& SetSchedulingStrategy(Strategy) {
+    static_assert(internal::kAlwaysFalse<Strategy>,
+                  "troupe: an actor call runs where its actor lives; schedule the actor instead: "
+                  "troupe::Actor(Factory).SetSchedulingStrategy(...)");
+    return *this;
+  }
+  ActorTaskCaller& SetMaxRetries(int) {
+    static_assert(internal::kAlwaysFalse<T>,
+                  "troupe: actor calls are retried per the actor's policy; set it when creating "
+                  "the actor: troupe::Actor(Factory).SetMaxTaskRetries(n)");
+    return *this;
+  }
+  ActorTaskCaller& SetRetryExceptions(bool) {
+    static_assert(internal::kAlwaysFalse<T>,
+                  "troupe: actor calls are not rerun when the method throws (the actor's state "
+                  "may have changed); catch the exception in the method to retry inside it");
+    return *this;
+  }
+
   template <typename... A>
   ObjectRef<Return> Remote(A&&... args) {
     static_assert(Traits::kIsMember, "handle.Task() takes a member function: &Class::Method");
@@ -80,7 +123,8 @@ class ActorTaskCaller {
     const std::string& name = internal::FunctionRegistry::Instance().NameOf(method_);
     auto arguments = internal::MakeArguments<typename Traits::ArgsTuple>(
         std::index_sequence_for<A...>(), std::forward<A>(args)...);
-    internal::RefInfo ref = runtime->SubmitActorTask(actor_id_, name, std::move(arguments));
+    internal::RefInfo ref =
+        runtime->SubmitActorTask(actor_id_, name, std::move(arguments), options_);
     ObjectRef<Return> result(ref);
     runtime->RemoveLocalRef(ref.object_id);
     return result;
@@ -89,6 +133,7 @@ class ActorTaskCaller {
  private:
   std::string actor_id_;
   F method_;
+  internal::ActorCallOptions options_;
 };
 
 template <typename F>

@@ -53,6 +53,7 @@
 #include "troupe/object_ref.h"
 #include "troupe/placement_group.h"
 #include "troupe/runtime.h"
+#include "troupe/runtime_context.h"
 #include "troupe/serialization.h"
 #include "troupe/task.h"
 

@@ -33,10 +33,13 @@ using MethodInvoker = std::function<InvokeResult(void* instance, const std::vect
 
 template <typename F>
 struct FunctionTraits;
+// ArgsTuple: the values a call decodes its arguments into (one per parameter, decayed: every
+// parameter gets its own copy, as in Ray); Params: the parameters as declared.
 template <typename R, typename... Args>
 struct FunctionTraits<R (*)(Args...)> {
   using Return = R;
   using ArgsTuple = std::tuple<std::decay_t<Args>...>;
+  using Params = std::tuple<Args...>;
   static constexpr size_t kArity = sizeof...(Args);
   static constexpr bool kIsMember = false;
 };
@@ -45,6 +48,7 @@ struct FunctionTraits<R (C::*)(Args...)> {
   using Return = R;
   using Class = C;
   using ArgsTuple = std::tuple<std::decay_t<Args>...>;
+  using Params = std::tuple<Args...>;
   static constexpr size_t kArity = sizeof...(Args);
   static constexpr bool kIsMember = true;
 };
@@ -56,6 +60,23 @@ struct FunctionTraits<R (C::*)(Args...) const> : FunctionTraits<R (C::*)(Args...
 template <typename Tuple, size_t... I>
 Tuple DecodeArgs(const std::vector<Buffer>& args, std::index_sequence<I...>) {
   return Tuple(std::move(*Deserialize<std::tuple_element_t<I, Tuple>>(args[I]))...);
+}
+
+// A decoded argument as parameter type P takes it: an lvalue for `T&` and `const T&` (the callee
+// may modify its own copy), an rvalue for `T` and `T&&`.
+template <typename P, typename T>
+decltype(auto) PassAs(T& value) {
+  if constexpr (std::is_lvalue_reference_v<P>) {
+    return (value);
+  } else {
+    return std::move(value);
+  }
+}
+
+// Calls `call` with the decoded arguments, each passed as its declared parameter takes it.
+template <typename Params, typename Call, typename Tuple, size_t... I>
+decltype(auto) CallWithDecoded(Call&& call, Tuple& decoded, std::index_sequence<I...>) {
+  return call(PassAs<std::tuple_element_t<I, Params>>(std::get<I>(decoded))...);
 }
 
 template <typename R, typename Call>
@@ -79,8 +100,10 @@ FunctionInvoker MakeFunctionInvoker(F f) {
     if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
     auto decoded =
         DecodeArgs<typename Traits::ArgsTuple>(args, std::make_index_sequence<Traits::kArity>());
-    return RunAndSerialize<typename Traits::Return>(
-        [&]() -> decltype(auto) { return std::apply(f, std::move(decoded)); });
+    return RunAndSerialize<typename Traits::Return>([&]() -> decltype(auto) {
+      return CallWithDecoded<typename Traits::Params>(f, decoded,
+                                                      std::make_index_sequence<Traits::kArity>());
+    });
   };
 }
 
@@ -92,7 +115,8 @@ CreatorInvoker MakeCreatorInvoker(F f) {
     if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
     auto decoded =
         DecodeArgs<typename Traits::ArgsTuple>(args, std::make_index_sequence<Traits::kArity>());
-    Class* instance = std::apply(f, std::move(decoded));
+    Class* instance = CallWithDecoded<typename Traits::Params>(
+        f, decoded, std::make_index_sequence<Traits::kArity>());
     return std::shared_ptr<void>(instance, [](void* p) { delete static_cast<Class*>(p); });
   };
 }
@@ -106,8 +130,11 @@ MethodInvoker MakeMethodInvoker(F f) {
         DecodeArgs<typename Traits::ArgsTuple>(args, std::make_index_sequence<Traits::kArity>());
     auto* self = static_cast<typename Traits::Class*>(instance);
     return RunAndSerialize<typename Traits::Return>([&]() -> decltype(auto) {
-      return std::apply([&](auto&&... a) -> decltype(auto) { return (self->*f)(std::move(a)...); },
-                        std::move(decoded));
+      return CallWithDecoded<typename Traits::Params>(
+          [&](auto&&... a) -> decltype(auto) {
+            return (self->*f)(std::forward<decltype(a)>(a)...);
+          },
+          decoded, std::make_index_sequence<Traits::kArity>());
     });
   };
 }

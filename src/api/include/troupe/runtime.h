@@ -14,6 +14,11 @@
 #include <string>
 #include <vector>
 
+namespace troupe {
+struct RuntimeContext;  // troupe/runtime_context.h
+struct NodeInfo;
+}  // namespace troupe
+
 namespace troupe::internal {
 
 // Where an object lives logically: its ID and the address of the process that owns it.
@@ -61,6 +66,15 @@ struct TaskOptions {
   SchedulingStrategy strategy;
 };
 
+// Options of one actor call (the task options that apply to it; see ActorTaskCaller).
+struct ActorCallOptions {
+  std::string name;  // "": the method's registered name
+};
+
+// For static_assert in templates that must never be instantiated.
+template <typename...>
+inline constexpr bool kAlwaysFalse = false;
+
 struct ActorOptions {
   std::string placement_group_id;
   int bundle_index = -1;
@@ -103,7 +117,8 @@ class Runtime {
   virtual std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                                   const ActorOptions& options) = 0;
   virtual RefInfo SubmitActorTask(const std::string& actor_id, const std::string& method_name,
-                                  std::vector<TaskArgument> args) = 0;
+                                  std::vector<TaskArgument> args,
+                                  const ActorCallOptions& options) = 0;
   virtual void KillActor(const std::string& actor_id, bool no_restart) = 0;
   // The ID of the live actor with that name, or "".
   virtual std::string GetNamedActor(const std::string& name, const std::string& namespace_name) = 0;
@@ -130,6 +145,10 @@ class Runtime {
   virtual std::string CurrentActorId() = 0;
   // The address peers on other nodes reach this process at (the node's IP).
   virtual std::string NodeIp() = 0;
+  // troupe::GetRuntimeContext(): this process, and the task running on the calling thread.
+  virtual RuntimeContext GetRuntimeContext() = 0;
+  // troupe::Nodes(): the GCS's node table with each node's last reported free resources.
+  virtual std::vector<NodeInfo> Nodes() = 0;
 
   // Reference counting: every live ObjectRef in this process holds one local reference.
   virtual void AddLocalRef(const RefInfo& ref) = 0;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 namespace troupe::internal {
@@ -111,6 +112,22 @@ std::vector<Frame> Describe(uintptr_t pc) {
   return frames;
 }
 
+// std::string's full name, as demangling spells it, shortened.
+std::string Shortened(std::string name) {
+  static const std::string kString =
+      "std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >";
+  for (size_t at; (at = name.find(kString)) != std::string::npos;) {
+    name.replace(at, kString.size(), "std::string");
+  }
+  return name;
+}
+
+bool IsInvocationFrame(const std::string& function) {
+  return function.find("troupe::internal::") != std::string::npos || function == "Invoke" ||
+         function == "ExecuteRegistered" || function == "(anonymous namespace)::Invoke" ||
+         function == "(anonymous namespace)::ExecuteRegistered";
+}
+
 }  // namespace
 
 std::string StackOfThrow(const void* thrown) {
@@ -125,29 +142,34 @@ std::string StackOfThrow(const void* thrown) {
   // Frame 0 is RecordThrow, 1 __cxa_throw; the last base_frames run the task loop.
   int end = found->frames;
   if (found->frames < kMaxFrames && found->frames - s.base_frames > 2) end -= s.base_frames;
-  std::string out;
-  int n = 0;
+  std::vector<std::pair<std::string, std::string>> frames;  // function, where
   static std::mutex mu;  // libbacktrace's state is shared; one symbolization at a time
   std::lock_guard<std::mutex> lock(mu);
   for (int i = 2; i < end; ++i) {
     // A return address points after the call: the call's line is at pc - 1.
     const uintptr_t pc = reinterpret_cast<uintptr_t>(found->pcs[i]) - 1;
     for (const Frame& frame : Describe(pc)) {
-      std::string line =
-          "#" + std::to_string(n++) + " " + (frame.function.empty() ? "??" : frame.function);
+      std::string where;
       if (!frame.file.empty()) {
-        line += " at " + frame.file + ":" + std::to_string(frame.line);
+        where = " at " + frame.file + ":" + std::to_string(frame.line);
       } else {
         Dl_info info;
         if (dladdr(found->pcs[i], &info) != 0 && info.dli_fname != nullptr) {
           char offset[32];
           std::snprintf(offset, sizeof(offset), "+0x%zx",
                         static_cast<size_t>(pc - reinterpret_cast<uintptr_t>(info.dli_fbase)));
-          line += std::string(" (") + info.dli_fname + offset + ")";
+          where = std::string(" (") + info.dli_fname + offset + ")";
         }
       }
-      out += line + "\n";
+      frames.emplace_back(Shortened(frame.function.empty() ? "??" : frame.function), where);
     }
+  }
+  // The frames that called the function for the task (the registry's invokers, std::function,
+  // the worker's Invoke): Troupe's, not the user's.
+  while (!frames.empty() && IsInvocationFrame(frames.back().first)) frames.pop_back();
+  std::string out;
+  for (size_t n = 0; n < frames.size(); ++n) {
+    out += "#" + std::to_string(n) + " " + frames[n].first + frames[n].second + "\n";
   }
   if (end == kMaxFrames) out += "... (deeper frames not recorded)\n";
   return out;

@@ -3,7 +3,7 @@
 // unwound. So this library defines __cxa_throw, the C++ runtime's throw entry point, which the
 // process's own throws and those inside libstdc++ resolve to before libstdc++'s (an
 // executable's or libtroupe.so's definition comes first in the dynamic lookup order); it records
-// the program counters of the throw (glibc backtrace(), a few microseconds) when the throwing
+// the program counters of the throw (one glibc backtrace() call) when the throwing
 // thread is running a task, and hands on to libstdc++'s __cxa_throw. Only the stack is
 // symbolized, and only for an exception that ends its task: function names from the symbol
 // tables, file:line from DWARF debug info where the binary has it (GCC's libbacktrace).
@@ -31,7 +31,9 @@ class ThrowStackCapture {
 // The stack recorded when `thrown` (the thrown object: dynamic_cast<const void*>(&e) in a catch
 // of a polymorphic type) was thrown on this thread, or with nullptr the last throw recorded on
 // it; "" if none, or if no ThrowStackCapture lives on this thread (call it inside one). One frame
-// per line, the throw site first, down to the frame that made the capture's caller run the task:
+// per line, the throw site first, down to the capture's caller, less the frames at the bottom
+// that are Troupe's invocation machinery (troupe::internal::, std::function around them, the
+// worker's Invoke and ExecuteRegistered); std::string's long demangled name is shortened:
 //   #0 Parse(std::string const&) at /src/app.cc:12
 //   #1 Task(int) (/usr/local/bin/app+0x1a2b3)      <- no debug info: the binary and offset
 std::string StackOfThrow(const void* thrown);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "src/common/logging.h"
 #include "src/common/resources.h"
 #include "src/scheduling/scheduling_policy.h"
@@ -628,16 +629,25 @@ absl::Status ActorManager::KillActor(const std::string& actor_id, bool no_restar
     raylet = actor.info.raylet_address();
     lease = actor.info.lease_id();
   }
-  // Recorded: the caller is answered now, not after the raylet (which may be cut off for the
-  // 10 s of the call's deadline). The worker's exit report finishes the job (restart, or DEAD
-  // with the cause).
-  KillWorker(*id, raylet, lease);
+  // Recorded. The caller waits for the raylet's answer — then the process is gone when Kill
+  // returns, and the caller's next call reaches the restarted actor or fails — but at most
+  // kKillAnswerWait: a cut-off raylet would hold it (and this thread) for the call's 10 s
+  // deadline. The worker's exit report finishes the job (restart, or DEAD with the cause).
+  auto answered = std::make_shared<absl::Notification>();
+  KillWorker(*id, raylet, lease, [answered] { answered->Notify(); });
+  answered->WaitForNotificationWithTimeout(kKillAnswerWait);
   return absl::OkStatus();
 }
 
 void ActorManager::KillWorker(const ActorId& id, const std::string& raylet,
-                              const std::string& lease) {
-  leases_->KillLeasedWorker(raylet, lease, [id, raylet](absl::Status killed) {
+                              const std::string& lease, std::function<void()> answered) {
+  leases_->KillLeasedWorker(raylet, lease, [id, raylet, answered](absl::Status killed) {
+    struct Answered {  // however the answer is logged
+      const std::function<void()>& then;
+      ~Answered() {
+        if (then) then();
+      }
+    } notify{answered};
     if (killed.ok()) return;
     if (killed.code() == absl::StatusCode::kUnavailable ||
         killed.code() == absl::StatusCode::kDeadlineExceeded) {

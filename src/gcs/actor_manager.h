@@ -76,10 +76,12 @@ class ActorManager {
   // does not know comes back DEAD, its death_cause saying why.
   std::vector<rpc::ActorInfo> GetActors(
       const google::protobuf::RepeatedPtrField<std::string>& ids) const;
-  // Records the kill (saved, so a restarted GCS still honours it) and returns; the raylet is
-  // asked to stop the worker without waiting for its answer, and the worker's exit report (or
-  // its node's death) finishes the actor.
+  // Records the kill (saved, so a restarted GCS still honours it) and asks the actor's raylet to
+  // stop the worker; returns once the raylet answered, or after kKillAnswerWait if it has not
+  // (cut off: the kill stands). The worker's exit report (or its node's death) finishes the
+  // actor.
   absl::Status KillActor(const std::string& actor_id, bool no_restart);
+  static constexpr absl::Duration kKillAnswerWait = absl::Seconds(1);
 
   // A raylet reports that a worker or driver process of its node (`node_id`) exited or died
   // (`how`). Publishes it on the WORKER channel (raylets free the objects it owned), then fails
@@ -118,8 +120,8 @@ class ActorManager {
   struct Actor {
     rpc::ActorInfo info;
     rpc::TaskSpec creation_task;  // once DEAD, only its task_id (a registration retry's check)
-    ResourceSet demand;       // info.required_resources, checked at registration
-    bool scheduling = false;  // a lease or creation push is in flight
+    ResourceSet demand;           // info.required_resources, checked at registration
+    bool scheduling = false;      // a lease or creation push is in flight
     absl::Time retry_at = absl::InfinitePast();
     uint64_t attempt = 0;  // tells replies of an earlier placement attempt apart
     bool kill_requested = false;
@@ -135,9 +137,10 @@ class ActorManager {
   // SendOutbox() once the lock is released.
   void ScheduleLocked(Actor& actor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendOutbox() ABSL_LOCKS_EXCLUDED(mu_);
-  // Asks the actor's raylet to stop its worker, without waiting: the answer is only logged.
-  void KillWorker(const ActorId& id, const std::string& raylet, const std::string& lease)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks the actor's raylet to stop its worker, without waiting: the answer is logged (if not
+  // OK), then `answered` runs.
+  void KillWorker(const ActorId& id, const std::string& raylet, const std::string& lease,
+                  std::function<void()> answered = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
   void RequestLease(const ActorId& id, uint64_t attempt, const std::string& raylet_address,
                     bool grant_or_reject, int bundle_index = -1);
   void OnLeaseReply(const ActorId& id, uint64_t attempt, const std::string& raylet_address,

@@ -289,8 +289,8 @@ std::string DataParallelTrainer::RunAttempt(int attempt,
   // Elastic runs: the coordinator declares each generation of both groups (worker w — rank w of
   // generation 1 — by its handle), after recording which ranks left.
   // Kills of excluded workers, in flight: the survivors must not wait for one (the generation
-  // already fences the excluded worker out; the GCS answers a kill once recorded, but a GCS
-  // that is slow or restarting would hold the loop). Declared before the coordinator, so the
+  // already fences the excluded worker out; the GCS waits up to 1 s for a cut-off raylet's
+  // answer, and a GCS that is slow or restarting would hold the loop longer). Declared before the coordinator, so the
   // attempt's end waits for them after the coordinator is gone.
   std::vector<std::future<void>> kills;
   std::unique_ptr<internal::ElasticCoordinator> coordinator;

@@ -12,6 +12,7 @@ a whole program, which is recognised by its `int main(`):
                                    header and its declarations so far
 A C++ block with none of these fails the test: say how to compile it.
 """
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -48,6 +49,9 @@ def main():
                                   if f.endswith(".md"))
     workdir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
     passed, failed = 0, []
+    # Two compilers at a time (each snippet is a g++ of its own, most of it parsing headers).
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+    jobs = []
     for doc in docs:
         text = open(os.path.join(root, doc)).read()
         stem = os.path.splitext(os.path.basename(doc))[0].lower()
@@ -78,12 +82,16 @@ def main():
                 source = "#line %d \"%s\"\n%s" % (line, doc, source)
             elif kind == "program+context":
                 source = "%s#line %d \"%s\"\n%s" % (context, line, doc, code)
-            ok, errors = compile_source(root, source, "%s_%d" % (stem, index), workdir)
-            if ok:
-                passed += 1
-                print("ok   %s (%s)" % (where, kind))
-            else:
-                failed.append((where, errors))
+            jobs.append((where, kind, pool.submit(compile_source, root, source,
+                                                  "%s_%d" % (stem, index), workdir)))
+    for where, kind, job in jobs:  # in the docs' order
+        ok, errors = job.result()
+        if ok:
+            passed += 1
+            print("ok   %s (%s)" % (where, kind))
+        else:
+            failed.append((where, errors))
+    pool.shutdown()
     for where, why in failed:
         print("FAIL %s\n%s" % (where, why))
     print("%d snippets compiled, %d failed" % (passed, len(failed)))

@@ -1,6 +1,5 @@
 #include "src/api/throw_stacks.h"
 
-#include <backtrace.h>
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -13,6 +12,24 @@
 #include <typeinfo>
 #include <utility>
 #include <vector>
+
+// GCC's libbacktrace (libgcc-12-dev: libbacktrace.a beside the compiler): the three functions
+// used here, declared as its backtrace.h declares them (that header lies in GCC's own include
+// directory, which clang, the thread-safety check's compiler, does not search).
+extern "C" {
+struct backtrace_state;
+typedef void (*backtrace_error_callback)(void* data, const char* msg, int errnum);
+typedef int (*backtrace_full_callback)(void* data, uintptr_t pc, const char* filename, int lineno,
+                                       const char* function);
+typedef void (*backtrace_syminfo_callback)(void* data, uintptr_t pc, const char* symname,
+                                           uintptr_t symval, uintptr_t symsize);
+backtrace_state* backtrace_create_state(const char* filename, int threaded,
+                                        backtrace_error_callback error_callback, void* data);
+int backtrace_pcinfo(backtrace_state* state, uintptr_t pc, backtrace_full_callback callback,
+                     backtrace_error_callback error_callback, void* data);
+int backtrace_syminfo(backtrace_state* state, uintptr_t addr, backtrace_syminfo_callback callback,
+                      backtrace_error_callback error_callback, void* data);
+}
 
 namespace troupe::internal {
 namespace {

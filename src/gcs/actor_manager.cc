@@ -642,15 +642,10 @@ absl::Status ActorManager::KillActor(const std::string& actor_id, bool no_restar
 void ActorManager::KillWorker(const ActorId& id, const std::string& raylet,
                               const std::string& lease, std::function<void()> answered) {
   leases_->KillLeasedWorker(raylet, lease, [id, raylet, answered](absl::Status killed) {
-    struct Answered {  // however the answer is logged
-      const std::function<void()>& then;
-      ~Answered() {
-        if (then) then();
-      }
-    } notify{answered};
-    if (killed.ok()) return;
-    if (killed.code() == absl::StatusCode::kUnavailable ||
-        killed.code() == absl::StatusCode::kDeadlineExceeded) {
+    if (killed.ok()) {
+      // Stopped: nothing to log.
+    } else if (killed.code() == absl::StatusCode::kUnavailable ||
+               killed.code() == absl::StatusCode::kDeadlineExceeded) {
       // The actor's node cannot be reached (it died and is not declared dead yet, or a
       // partition): the kill stands, and the node's death finishes it with the kill's cause.
       TROUPE_LOG(Warning) << "actor " << id.ShortHex() << ": its raylet " << raylet
@@ -660,6 +655,7 @@ void ActorManager::KillWorker(const ActorId& id, const std::string& raylet,
       TROUPE_LOG(Warning) << "actor " << id.ShortHex() << ": its raylet " << raylet
                           << " refused the kill (" << killed.message() << ")";
     }
+    if (answered) answered();
   });
 }
 

@@ -1,9 +1,10 @@
 // The state transfer of an elastic run to its replacement workers (ScalingConfig::max_workers;
 // docs/train.md, "Replacements"), as a retry policy over injected calls.
 //
-// Once a replacement joined, rank 0 broadcasts three parts, in this order: the step count, the
-// model and the loop's state (optimizer, sampler). Every member runs the same collectives,
-// sending or receiving. The members run all three at their step boundary; the replacement runs
+// Once a replacement joined, rank 0 sends three parts, in this order: the step count (to every
+// member, with which ranks receive the rest), the model and the loop's state (optimizer,
+// sampler; to the receiving ranks). Every member runs the same calls, sending, receiving or
+// taking no part. The members run all three at their step boundary; the replacement runs
 // the first two when it joined (PrepareModel) and the last one later (EnableReplacements, once
 // the loop built its optimizer and sampler).
 //

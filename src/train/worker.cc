@@ -52,6 +52,9 @@ struct ElasticState {
   bool progress_known = true;        // false on a replacement until it received steps/sync points
   bool awaiting_loop_state = false;  // joined; EnableReplacements has not received yet
   bool skip_boundary = false;        // its first step boundary is the one it joined at
+  bool needs_state = false;          // a replacement until its state transfer completed
+  std::vector<int> receivers;        // the transfer under way: the ranks that receive state
+  int64_t part_ms[3] = {0, 0, 0};    // the transfer under way: each part's time
 };
 ElasticState elastic;
 // What travels to a replacement, registered by the loop's objects (worker.h); loop thread only.
@@ -150,7 +153,7 @@ bool TrainWorker::Run(std::string loop_name, LoopConfig config, std::vector<int6
     elastic = ElasticState();
     if (context.elastic) elastic.step_timeout = std::chrono::milliseconds(ranks[8]);
     if (context.elastic && ranks.size() > 12) {
-      context.replacement = elastic.joining = ranks[10] == 1;
+      context.replacement = elastic.joining = elastic.needs_state = ranks[10] == 1;
       elastic.worker = static_cast<int>(ranks[11]);
       elastic.max_workers = static_cast<int>(ranks[12]);
       elastic.progress_known = !elastic.joining;
@@ -278,6 +281,12 @@ namespace {
 
 namespace coll = ::troupe::collective;
 
+int64_t MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start)
+      .count();
+}
+
 // Joins the newest declared generation of both of the workers' groups (declared one after the
 // other by the driver, so one may lag for a moment); returns the generation both hold.
 // `joining`: the generation being joined, when a join fails.
@@ -321,7 +330,8 @@ void Regroup(::troupe::internal::Runtime& runtime, int64_t after, int failed_ran
   Context& ctx = context;  // written by this thread only (see ElasticState)
   const std::string ns = runtime.JobNamespace();
   int64_t failed_generation = after;
-  const auto deadline = std::chrono::steady_clock::now() + elastic.step_timeout;
+  const auto entered = std::chrono::steady_clock::now();
+  const auto deadline = entered + elastic.step_timeout;
   while (true) {
     // Tell the driver (the first report of a generation is the one it reads).
     if (failed_rank >= 0) {
@@ -345,9 +355,11 @@ void Regroup(::troupe::internal::Runtime& runtime, int64_t after, int failed_ran
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    const int64_t declared_ms = MsSince(entered);
     try {
       const int64_t previous = ctx.generation;
       const int64_t joined = JoinNextGeneration(ctx, deadline, &joining);
+      const int64_t joined_ms = MsSince(entered);
       joining = joined;  // from here on, failures are the joined generation's
       // Which ranks each generation since the held one dropped: the step's lost shares.
       std::vector<int> members;
@@ -399,6 +411,13 @@ void Regroup(::troupe::internal::Runtime& runtime, int64_t after, int failed_ran
             "before the failure reached them, so it cannot be redone alike everywhere; the run "
             "restarts from its checkpoint"));
       }
+      if (rank == 0) {  // where a membership change's time goes (docs/train.md)
+        std::fprintf(stderr,
+                     "[train] generation %lld: regrouped in %lld ms (declared by the driver after "
+                     "%lld ms, both groups joined after %lld ms)\n",
+                     static_cast<long long>(joined), static_cast<long long>(MsSince(entered)),
+                     static_cast<long long>(declared_ms), static_cast<long long>(joined_ms));
+      }
       return;
     } catch (const coll::ExcludedError&) {
       throw;
@@ -413,11 +432,19 @@ void Regroup(::troupe::internal::Runtime& runtime, int64_t after, int failed_ran
   }
 }
 
-// Rank 0's step count and synchronisation points, to a replacement (every member takes part).
+// Rank 0's step count and synchronisation points, to a replacement (every member takes part);
+// and which ranks receive the state (StateReceivers).
 void ShareProgress() {
   const Context& ctx = context;
   int64_t progress[2] = {elastic.steps, elastic.sync_points};
   coll::Broadcast(progress, 2, coll::DataType::kInt64, 0, ctx.host_group);
+  const int64_t mine = elastic.needs_state ? 1 : 0;
+  std::vector<int64_t> needs(ctx.world_size);
+  coll::AllGather(&mine, needs.data(), 1, coll::DataType::kInt64, ctx.host_group);
+  elastic.receivers.clear();
+  for (int rank = 0; rank < ctx.world_size; ++rank) {
+    if (needs[rank] != 0) elastic.receivers.push_back(rank);
+  }
   if (elastic.progress_known) return;
   std::lock_guard<std::mutex> lock(mu);
   elastic.steps = progress[0];
@@ -435,6 +462,7 @@ void ShareProgress() {
 TransferCalls TransferCallsOf(bool receiving, std::function<void()> receive_model = nullptr) {
   TransferCalls calls;
   calls.run = [receiving, receive_model](TransferPart part) {
+    const auto start = std::chrono::steady_clock::now();
     switch (part) {
       case TransferPart::kProgress:
         ShareProgress();
@@ -450,9 +478,26 @@ TransferCalls TransferCallsOf(bool receiving, std::function<void()> receive_mode
         if (loop_share) loop_share(receiving);
         break;
     }
+    elastic.part_ms[static_cast<int>(part)] = MsSince(start);
   };
   calls.recover = [](const coll::CollectiveError& e) { return RecoverFromPeerFailure(e); };
-  calls.complete = [] { CompleteSyncPoint(); };
+  calls.complete = [receiving] {
+    CompleteSyncPoint();
+    if (receiving) elastic.needs_state = false;
+    const Context& ctx = context;
+    if (receiving || ctx.world_rank != 0) return;
+    std::string to;
+    for (int rank : elastic.receivers) absl::StrAppend(&to, to.empty() ? "" : ",", rank);
+    std::fprintf(stderr,
+                 "[train] generation %lld: state to rank(s) %s in %lld ms (step count %lld ms, "
+                 "model %lld ms, loop state %lld ms)\n",
+                 static_cast<long long>(ctx.generation), to.empty() ? "none" : to.c_str(),
+                 static_cast<long long>(elastic.part_ms[0] + elastic.part_ms[1] +
+                                        elastic.part_ms[2]),
+                 static_cast<long long>(elastic.part_ms[0]),
+                 static_cast<long long>(elastic.part_ms[1]),
+                 static_cast<long long>(elastic.part_ms[2]));
+  };
   return calls;
 }
 
@@ -473,6 +518,7 @@ bool RecoverFromPeerFailure(const coll::CollectiveError& error) {
 }
 
 bool ReplacementsAllowed() { return context.elastic && elastic.max_workers > 0; }
+std::vector<int> StateReceivers() { return elastic.receivers; }
 bool IsJoining() { return elastic.joining; }
 
 void SetModelShare(std::function<void(bool receiving)> share) { model_share = std::move(share); }

@@ -76,7 +76,7 @@ bool RecoverFromPeerFailure(const collective::CollectiveError& error);
 
 // Replacements (ScalingConfig::max_workers; docs/train.md, "Replacements"), on the loop's thread.
 // A replacement joins at the members' step boundary (AtStepBoundary, in troupe/train.h) and then
-// receives, in this order, from rank 0 by broadcast: the step count, the model (whatever
+// receives, in this order, from rank 0: the step count (by broadcast), the model (whatever
 // SetModelShare registered: PrepareModel) and the loop's state (SetLoopShare:
 // DistributedModel::EnableReplacements). Every member runs the same calls, sending or receiving;
 // after a member's failure during it, every side runs the whole transfer again, and once over it
@@ -86,6 +86,11 @@ bool RecoverFromPeerFailure(const collective::CollectiveError& error);
 bool ReplacementsAllowed();
 // Whether this worker is a replacement that has not joined yet.
 bool IsJoining();
+// The ranks (of the current generation) that receive the state in the transfer under way: the
+// replacements whose transfer has not completed. Known on every member once the transfer's
+// first part (the step count) ran; the others hold rank 0's state already, so the model and the
+// loop's state travel to these ranks only.
+std::vector<int> StateReceivers();
 // A replacement: announces itself, waits for the generation that adds it, joins it and receives
 // the step count, then the model (`receive_model`: PrepareModel's broadcast). Throws like
 // RecoverFromPeerFailure.

@@ -1,5 +1,6 @@
 #include "troupe/train_torch.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <sstream>
@@ -49,22 +50,57 @@ coll::CallOptions CallFor(const ::torch::Tensor& t) {
 
 // Broadcasts tensors from rank 0 through one flat buffer; in host memory with `on_host` (for a
 // CPU group, whatever device the tensors are on).
-void BroadcastTensors(const std::vector<::torch::Tensor>& tensors, const std::string& group,
-                      bool on_host = false) {
-  if (tensors.empty()) return;
+// `tensors` as one flat float32 buffer (in host memory with `on_host`), and back.
+::torch::Tensor Flatten(const std::vector<::torch::Tensor>& tensors, bool on_host) {
   std::vector<::torch::Tensor> flat_parts;
   for (const auto& t : tensors) flat_parts.push_back(t.detach().reshape(-1).to(::torch::kFloat32));
   ::torch::Tensor flat = ::torch::cat(flat_parts);
   if (on_host) flat = flat.to(::torch::kCPU);
-  flat = flat.contiguous();
-  coll::Broadcast(flat.data_ptr<float>(), flat.numel(), coll::DataType::kFloat32, 0, group,
-                  CallFor(flat));
+  return flat.contiguous();
+}
+
+void Unflatten(const ::torch::Tensor& flat, const std::vector<::torch::Tensor>& tensors) {
   ::torch::NoGradGuard no_grad;
   int64_t offset = 0;
   for (const auto& t : tensors) {
     t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()).to(t.scalar_type()));
     offset += t.numel();
   }
+}
+
+void BroadcastTensors(const std::vector<::torch::Tensor>& tensors, const std::string& group,
+                      bool on_host = false) {
+  if (tensors.empty()) return;
+  ::torch::Tensor flat = Flatten(tensors, on_host);
+  coll::Broadcast(flat.data_ptr<float>(), flat.numel(), coll::DataType::kFloat32, 0, group,
+                  CallFor(flat));
+  Unflatten(flat, tensors);
+}
+
+// Rank 0's tensors to `receivers` only, one after the other, through one flat buffer (in host
+// memory with `on_host`); the other members hold equal ones already and take no part. A join's
+// state transfer: a broadcast would make every member receive and copy what it has.
+void SendTensorsTo(const std::vector<::torch::Tensor>& tensors, const std::string& group,
+                   const std::vector<int>& receivers, bool on_host = false) {
+  if (tensors.empty() || receivers.empty()) return;
+  const int rank = coll::GetRank(group);
+  if (rank == 0) {
+    ::torch::Tensor flat = Flatten(tensors, on_host);
+    for (int receiver : receivers) {
+      coll::Send(flat.data_ptr<float>(), flat.numel(), coll::DataType::kFloat32, receiver, group,
+                 CallFor(flat));
+    }
+    return;
+  }
+  if (std::find(receivers.begin(), receivers.end(), rank) == receivers.end()) return;
+  int64_t total = 0;
+  for (const auto& t : tensors) total += t.numel();
+  const ::torch::Device device = on_host ? ::torch::Device(::torch::kCPU) : tensors[0].device();
+  ::torch::Tensor flat =
+      ::torch::empty({total}, ::torch::TensorOptions().dtype(::torch::kFloat32).device(device));
+  coll::Recv(flat.data_ptr<float>(), flat.numel(), coll::DataType::kFloat32, 0, group,
+             CallFor(flat));
+  Unflatten(flat, tensors);
 }
 
 // Broadcasts rank 0's `values` (their count, then them) to every member of `group`.
@@ -86,7 +122,7 @@ DistributedModel::DistributedModel(std::shared_ptr<::torch::nn::Module> module,
   // A replacement joins the running group first (at the others' step boundary): then it knows
   // its rank and world size, and receives the step count and the model from rank 0.
   const bool replacement = internal::IsJoining();
-  if (replacement) internal::JoinAsReplacement([this] { BroadcastModel(); });
+  if (replacement) internal::JoinAsReplacement([this] { ShareModel(); });
   world_size_ = ctx.world_size;
   elastic_ = ctx.elastic;
   ::torch::set_num_threads(std::max(1, ctx.cpus));
@@ -316,8 +352,8 @@ void DistributedModel::EnableReplacements(::torch::optim::Optimizer& optimizer,
     if (GetContext().world_rank == 0) layout = optimizer_state::OptimizerStateLayout(optimizer);
     BroadcastInts(&layout, host_group);
     if (layout.at(0) != static_cast<int64_t>(optimizer_state::StateKind::kArchive)) {
-      BroadcastTensors(optimizer_state::OptimizerStateTensors(optimizer, layout), host_group,
-                       /*on_host=*/true);
+      SendTensorsTo(optimizer_state::OptimizerStateTensors(optimizer, layout), host_group,
+                    internal::StateReceivers(), /*on_host=*/true);
     } else {
       std::string bytes;
       if (GetContext().world_rank == 0) {
@@ -344,11 +380,20 @@ void DistributedModel::EnableReplacements(::torch::optim::Optimizer& optimizer,
   };
   std::weak_ptr<DistributedModel> self = weak_from_this();
   internal::SetModelShare([self](bool) {
-    if (auto model = self.lock()) model->BroadcastModel();
+    if (auto model = self.lock()) model->ShareModel();
   });
   // A replacement that just joined: receive now (after a member's failure meanwhile, the whole
   // transfer again, as the members redo it).
   if (internal::SetLoopShare(share)) internal::ReceiveLoopState();
+}
+
+void DistributedModel::ShareModel() {
+  const std::vector<int> receivers = internal::StateReceivers();
+  std::vector<::torch::Tensor> params, buffers;
+  for (auto& p : module_->parameters()) params.push_back(p);
+  for (auto& b : module_->buffers()) buffers.push_back(b);
+  SendTensorsTo(params, group_, receivers);
+  SendTensorsTo(buffers, group_, receivers);
 }
 
 void DistributedModel::BroadcastBuffers() {

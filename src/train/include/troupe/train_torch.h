@@ -103,8 +103,10 @@ class DistributedModel : public std::enable_shared_from_this<DistributedModel> {
   // Copies into the bucket each parameter's .grad that is not already there (zeros for none).
   void AdoptGradients(Bucket& bucket);
   void BroadcastBuffers();
-  // Rank 0's parameters and every buffer, to every member (a replacement's start).
+  // Rank 0's parameters and every buffer, to every member (the run's start).
   void BroadcastModel();
+  // The same, to the ranks receiving a join's state transfer only (internal::StateReceivers).
+  void ShareModel();
   // Waits for the launched all-reduces and makes each .grad its bucket's slot.
   void FinishBuckets();
   // After a failure: waits out every launched all-reduce, whatever became of it.

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "src/common/logging.h"
 #include "src/common/resources.h"
@@ -87,9 +88,28 @@ int64_t FreeBytesAt(const std::string& dir) {
 }  // namespace
 
 ObjectStore::ObjectStore(ObjectStoreOptions options) : options_(std::move(options)) {
+  absl::MutexLock lock(&mu_);
   stats_.capacity_bytes = options_.capacity_bytes;
   if (auto status = MakeDir(options_.shm_dir); !status.ok()) {
     TROUPE_LOG(Error) << "object store directory: " << status.message();
+    return;
+  }
+  auto owner = StoreDirOwner::Acquire(options_.shm_dir);
+  if (!owner.ok()) {
+    TROUPE_LOG(Error) << owner.status().message();
+    return;
+  }
+  owner_ = *std::move(owner);
+  // The stores of raylets that died without removing theirs (SIGKILL) hold RAM: remove them.
+  const size_t slash = options_.shm_dir.rfind('/');
+  const std::string name = options_.shm_dir.substr(slash + 1);
+  if (slash != std::string::npos && absl::StartsWith(name, kStoreDirPrefix)) {
+    const int removed = RemoveStoreDirsOfDeadOwners(options_.shm_dir.substr(0, slash),
+                                                    kStoreDirPrefix, name);
+    if (removed > 0) {
+      TROUPE_LOG(Info) << "removed " << removed << " object store director"
+                       << (removed == 1 ? "y" : "ies") << " of raylets that died";
+    }
   }
 }
 
@@ -443,6 +463,8 @@ void ObjectStore::Destroy() {
   kept_bytes_ = 0;
   entries_.clear();
   lru_.clear();
+  unlink(absl::StrCat(options_.shm_dir, "/", kStoreOwnerLockFile).c_str());
+  owner_ = StoreDirOwner();
   rmdir(options_.shm_dir.c_str());
   rmdir(options_.spill_dir.c_str());
 }

@@ -32,6 +32,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "src/common/ids.h"
+#include "src/object_store/store_dir_owner.h"
 
 namespace troupe {
 
@@ -116,6 +117,8 @@ class ObjectStore {
   std::vector<StoredObjectInfo> List() const;
   const std::string& shm_dir() const { return options_.shm_dir; }
   // Removes every object file and the directories. Called when the raylet exits.
+  // (Constructing a store removes its sibling `troupe-*` directories whose owner died:
+  // store_dir_owner.h.)
   void Destroy();
 
  private:
@@ -146,6 +149,8 @@ class ObjectStore {
 
   const ObjectStoreOptions options_;
   mutable absl::Mutex mu_;
+  // The lock that marks shm_dir as this live store's (store_dir_owner.h).
+  StoreDirOwner owner_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<ObjectId, Entry> entries_ ABSL_GUARDED_BY(mu_);
   std::list<ObjectId> lru_ ABSL_GUARDED_BY(mu_);  // sealed, in memory; front = least recent
   struct KeptFile {

@@ -293,6 +293,65 @@ def test_tasks(b, api, program):
     time.sleep(6)  # a few more samples, for the screenshot
     b.shot("tasks")
     b.wait("the tasks job", lambda: (api.job("dashboard-tasks") or {}).get("status") == "SUCCEEDED", 120)
+    test_task_table(b, api)
+
+
+def task_range(b):
+    """The task table's counts: (tasks fetched, tasks matching the filters), from its range line
+    ("1–50 of 100 fetched; 331 match ..." or "0 of 0 match")."""
+    text = b.text("#task-range")
+    if "fetched" not in text:
+        return 0, int(text.split(" of ")[1].split()[0]) if " of " in text else -1
+    return int(text.split(" of ")[1].split()[0]), int(text.split("; ")[1].split()[0])
+
+
+def test_task_table(b, api):
+    step("tasks: the table, past its first page and its default fetch, and its filters")
+    _, body = api.call("GET", "/api/v0/tasks?limit=0")
+    total = json.loads(body)["total"]
+    check(total > 300, f"the tasks job recorded {total} tasks")
+    b.open("tasks")
+    b.wait("the first page of 100 fetched",
+           lambda: b.text("#task-range").startswith("1–50 of 100 fetched") and
+           len(b.texts("#task-table tr[data-task]")) == 50, 30)
+    b.driver.find_element(By.ID, "task-next").click()
+    b.wait("the second page", lambda: b.text("#task-range").startswith("51–100 of 100"), 30)
+    Select(b.driver.find_element(By.ID, "task-limit")).select_by_visible_text("all")
+    b.wait("every task fetched", lambda: task_range(b)[0] == task_range(b)[1] >= total, 30)
+    Select(b.driver.find_element(By.ID, "task-state")).select_by_value("FAILED")
+    b.wait("failed tasks only", lambda: b.texts("#task-table tr[data-task]") and all(
+        "FAILED" in row for row in b.texts("#task-table tr[data-task]")), 30)
+    failed = task_range(b)[1]
+    check(failed >= 30, f"{failed} failed tasks listed, the job failed 30")
+    names = b.js("return [...document.querySelectorAll('#task-names option')].map(o => o.value)")
+    fail_name = next((n for n in names if "Fail" in n), None)
+    check(fail_name is not None, f"no function named like Fail among {names}")
+    Select(b.driver.find_element(By.ID, "task-state")).select_by_value("ALL")
+    name_box = b.driver.find_element(By.ID, "task-name")
+    name_box.send_keys(fail_name + "\n")
+    b.wait("one function's tasks", lambda: b.texts("#task-table tr[data-task]") and all(
+        fail_name in row for row in b.texts("#task-table tr[data-task]")) and
+        task_range(b)[1] == 30, 30)  # one failing task per round, 30 rounds
+    b.shot("task_table")
+
+    step("a job's page lists its tasks, actors and placement groups; its timeline")
+    b.open("jobs/dashboard-tasks")
+    b.wait("the job's tasks", lambda: len(b.texts("#job-tasks tr[data-task]")) > 300, 60)
+    check(b.text("#job-tasks-title").startswith("Tasks ("), b.text("#job-tasks-title"))
+    b.js("document.getElementById('job-tasks-title').scrollIntoView()")
+    b.shot("job_tasks")
+    check(len(b.texts("#job-actors tr[data-actor]")) == 0, "the tasks job made no actors")
+    _, body = api.call("GET", "/api/v0/jobs")
+    drivers = [j for j in json.loads(body) if j.get("submission_id") == "dashboard-tasks" and j["type"] == "DRIVER"]
+    check(len(drivers) == 1, f"the submission's driver in /api/v0/jobs: {drivers}")
+    submissions = [j for j in json.loads(body) if j.get("submission_id") == "dashboard-tasks" and j["type"] != "DRIVER"]
+    check(len(submissions) == 1 and submissions[0].get("job_id") == drivers[0]["job_id"],
+          f"the submission names its driver's job: {submissions}")
+    b.wait("the timeline link", lambda: b.driver.find_element(By.PARTIAL_LINK_TEXT, "timeline").click() or True)
+    b.wait("the job's timeline", lambda: len(b.driver.find_elements(By.CSS_SELECTOR, "#timeline-svg rect")) > 300, 60)
+    check(b.driver.find_element(By.ID, "timeline-job").get_attribute("value") == drivers[0]["job_id"],
+          "the timeline is filtered to the job")
+    b.shot("timeline")
 
 
 def test_logs(b):
@@ -303,6 +362,26 @@ def test_logs(b):
         By.CSS_SELECTOR, '#log-files a[data-file="raylet.log"]').click() or True)
     b.wait("the file's text", lambda: b.text("#log-text").strip() != "", 30)
     b.shot("logs")
+
+    step("logs: search a node's files (the tasks job's failures are in its workers' logs)")
+    needle = "fails on PURPOSE"  # any case
+    found = 0
+    for node in b.js("return [...document.querySelectorAll('#log-node option')].map(o => o.value)"):
+        Select(b.driver.find_element(By.ID, "log-node")).select_by_value(node)
+        b.wait("the node's files", lambda: b.js("return document.getElementById('log-node').value") == node)
+        # As typing and Enter would, in one script (a re-render may replace the box meanwhile).
+        b.js("const box = document.getElementById('log-search'); box.value = arguments[0];"
+             "box.dispatchEvent(new Event('input')); box.dispatchEvent(new Event('change'));", needle)
+        b.wait("the search to end", lambda: "lines containing" in b.text("#log-search-summary") and
+               "searching" not in b.text("#log-search-summary"), 60)
+        lines = b.texts("#log-matches > div")
+        check(all(needle.lower() in line.lower() for line in lines), f"a match without the text: {lines[:3]}")
+        found += len(lines)
+        if lines:
+            b.shot("log_search")
+            b.driver.find_element(By.CSS_SELECTOR, "#log-matches > div a").click()
+            b.wait("the matched file", lambda: needle.lower() in b.text("#log-text").lower(), 30)
+    check(found >= 1, "no node's logs hold the tasks job's failures")
 
 
 def test_logout(b, api, session):

@@ -35,6 +35,12 @@ absl::StatusOr<JobId> RegisterJob(GcsClient& gcs, const JobRegistration& in) {
   job.set_entrypoint(absl::StrJoin(in.argv, " "));
   job.set_driver_pid(getpid());
   job.set_namespace_name(in.namespace_name);
+  // A driver the jobs API started (its supervisor sets this): the submission it runs, so that
+  // the submission's tasks, actors and placement groups can be found (as Ray's metadata key).
+  if (const char* submission = std::getenv("TROUPE_JOB_SUBMISSION_ID");
+      submission != nullptr && *submission != '\0') {
+    (*job.mutable_metadata())["job_submission_id"] = submission;
+  }
   job.set_executable_path(in.executable_path);
   for (size_t i = 1; i < in.argv.size(); ++i) job.add_driver_argv(in.argv[i]);
   if (in.upload_executable) {

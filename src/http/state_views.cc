@@ -154,8 +154,15 @@ jobs::Reply StateViews::Jobs() {
   auto drivers = metrics_->Timed("GetAllJobInfo", [&] { return gcs_->GetAllJobInfo(); });
   if (!drivers.ok()) return jobs::Error(503, std::string(drivers.status().message()));
   json out = json::array();
+  std::map<std::string, std::string> job_of_submission;  // the drivers the jobs API started
   for (const auto& j : *drivers) {
+    auto submission = j.metadata().find("job_submission_id");
+    if (submission != j.metadata().end()) {
+      job_of_submission[submission->second] = BytesToHex(j.job_id());
+    }
     out.push_back({{"job_id", BytesToHex(j.job_id())},
+                   {"submission_id", submission != j.metadata().end() ? json(submission->second)
+                                                                      : json(nullptr)},
                    {"type", "DRIVER"},
                    {"status", j.state() == rpc::JobInfo::RUNNING ? "RUNNING" : "FINISHED"},
                    {"entrypoint", j.entrypoint()},
@@ -169,6 +176,9 @@ jobs::Reply StateViews::Jobs() {
   if (submitted.status == 200) {
     for (auto& s : submitted.body) {
       s["is_system"] = false;
+      // Its driver's job ID, once the driver registered.
+      auto driver = job_of_submission.find(s.value("submission_id", std::string()));
+      if (driver != job_of_submission.end()) s["job_id"] = driver->second;
       out.push_back(s);
     }
   }

@@ -265,7 +265,8 @@ pages.jobs = {
         h('div', {class: 'toolbar'}, h('a', {href: '#/jobs'}, '← all jobs'), h('h2', {style: 'margin:0'}, `Job ${id}`), stop),
         h('div', {class: 'panel kv', id: 'job-details'}),
         h('h3', {}, 'Output (live)'),
-        h('pre', {class: 'log', id: 'job-log'}));
+        h('pre', {class: 'log', id: 'job-log'}),
+        h('div', {id: 'job-related'}));
       view.dataset.job = id;
       main.replaceChildren(view);
       openLogTail(id, view.querySelector('#job-log'));
@@ -276,6 +277,33 @@ pages.jobs = {
       ['Driver node', nodeName(job.driver_node_id)]];
     view.querySelector('#job-details').replaceChildren(...details.flatMap(([k, v]) => [h('div', {}, k), h('div', {}, v)]));
     view.querySelector('#job-stop').disabled = ['STOPPED', 'SUCCEEDED', 'FAILED'].includes(job.status);
+    await this.renderRelated(view.querySelector('#job-related'), id);
+  },
+
+  // The tasks, actors and placement groups of the submission's driver (its job ID comes with
+  // the driver's registration: /api/v0/jobs).
+  async renderRelated(box, id) {
+    const all = await api('/api/v0/jobs');
+    const driver = all.find((j) => j.type === 'DRIVER' && j.submission_id === id);
+    if (!driver) { box.replaceChildren(h('p', {class: 'muted'}, 'the job\'s driver has not registered yet')); return; }
+    const jobId = driver.job_id;
+    const [tasks, actors, groups] = await Promise.all([
+      api('/api/v0/tasks?' + new URLSearchParams({job_id: jobId, limit: '1000'})),
+      api('/api/v0/actors'), api('/api/v0/placement_groups'), loadNodes()]);
+    const mine = actors.filter((a) => a.job_id === jobId);
+    const myGroups = groups.filter((g) => g.creator_job_id === jobId);
+    box.replaceChildren(
+      h('h3', {id: 'job-tasks-title'}, `Tasks (${tasks.total}` + (tasks.total > tasks.result.length ? `, the latest ${tasks.result.length} shown` : '') + ')'),
+      h('div', {id: 'job-tasks'}, table(TASK_HEADERS, taskRows(tasks.result), 'no tasks')),
+      h('p', {}, h('a', {href: '#/timeline', onclick: () => { pages.timeline.job = jobId; }}, 'this job\'s timeline →')),
+      h('h3', {}, `Actors (${mine.length})`),
+      h('div', {id: 'job-actors'}, table(['Actor', 'Class', 'Name', 'State', 'Node', 'PID'], mine.map((a) => h('tr', {'data-actor': a.actor_id},
+        h('td', {class: 'mono'}, short(a.actor_id)), h('td', {class: 'mono'}, a.class_name), h('td', {}, a.name || '—'),
+        h('td', {}, badge(a.state)), h('td', {}, nodeName(a.node_id)), h('td', {}, a.pid || '—'))), 'no actors')),
+      h('h3', {}, `Placement groups (${myGroups.length})`),
+      h('div', {id: 'job-groups'}, table(['Group', 'Name', 'Strategy', 'State'], myGroups.map((g) => h('tr', {'data-group': g.placement_group_id},
+        h('td', {class: 'mono'}, short(g.placement_group_id)), h('td', {}, g.name || '—'), h('td', {}, g.strategy),
+        h('td', {}, badge(g.state)))), 'no placement groups')));
   },
 };
 
@@ -361,8 +389,21 @@ pages['placement-groups'] = {
   },
 };
 
+// A task list's rows (the tasks page, a job's page).
+function taskRows(tasks) {
+  return tasks.map((t) => h('tr', {'data-task': t.task_id},
+    h('td', {class: 'mono'}, short(t.task_id)), h('td', {class: 'mono'}, t.name), h('td', {}, t.type),
+    h('td', {}, badge(t.state)), h('td', {class: 'mono'}, short(t.job_id)), h('td', {}, nodeName(t.node_id)),
+    h('td', {}, t.worker_pid || '—'), h('td', {}, t.attempt_number),
+    h('td', {}, h('div', {class: 'ellipsis death-cause', title: t.error_message || ''}, t.error_message || ''))));
+}
+const TASK_HEADERS = ['Task', 'Function', 'Type', 'State', 'Job', 'Node', 'PID', 'Attempt', 'Error'];
+const TASK_PAGE_ROWS = 50;
+
 pages.tasks = {
   samples: [],  // [{t, submitted, finished, failed, retried, running}]
+  // The table's filters (server side: the GCS filters the task table) and its page.
+  state: 'ALL', name: '', job: '', limit: 100, page: 0,
   async sample() {
     const summary = await api('/api/v0/tasks/summarize');
     const counts = {};
@@ -375,26 +416,128 @@ pages.tasks = {
     if (this.samples.length > TASK_SAMPLES) this.samples.shift();
     return summary;
   },
+  query() {
+    const q = new URLSearchParams({limit: String(this.limit)});
+    if (this.state !== 'ALL') q.append('filter', `state=${this.state}`);
+    if (this.name) q.append('filter', `name=${this.name}`);
+    if (this.job) q.append('job_id', this.job);
+    return q.toString();
+  },
+  skeleton(main) {
+    const refilter = (update) => (e) => { update(e.target.value.trim()); this.page = 0; refresh(); };
+    const states = ['ALL', 'PENDING_ARGS_AVAIL', 'PENDING_NODE_ASSIGNMENT', 'SUBMITTED_TO_WORKER', 'RUNNING',
+      'FINISHED', 'FAILED'];
+    const toolbar = h('div', {class: 'toolbar', id: 'task-toolbar'},
+      h('select', {id: 'task-state', onchange: refilter((v) => { this.state = v; })},
+        states.map((x) => h('option', {value: x, selected: x === this.state}, x === 'ALL' ? 'all states' : x))),
+      h('input', {id: 'task-name', type: 'search', list: 'task-names', placeholder: 'function (exact name)',
+        value: this.name, onchange: refilter((v) => { this.name = v; })}),
+      h('datalist', {id: 'task-names'}),
+      h('input', {id: 'task-job', type: 'search', placeholder: 'job ID', value: this.job,
+        onchange: refilter((v) => { this.job = v; })}),
+      h('label', {}, 'fetch ', h('select', {id: 'task-limit', onchange: refilter((v) => { this.limit = Number(v); })},
+        [[100, '100'], [1000, '1,000'], [10000, '10,000'], [0, 'all']].map(([v, text]) =>
+          h('option', {value: v, selected: v === this.limit}, text))), ' tasks'));
+    const pager = h('div', {class: 'toolbar', id: 'task-pager'},
+      h('button', {type: 'button', id: 'task-prev', onclick: () => { this.page = Math.max(0, this.page - 1); refresh(); }}, '← previous'),
+      h('span', {id: 'task-range', class: 'muted'}),
+      h('button', {type: 'button', id: 'task-next', onclick: () => { this.page += 1; refresh(); }}, 'next →'));
+    main.replaceChildren(h('h2', {}, 'Tasks'), h('div', {id: 'task-overview'}),
+      h('h3', {}, 'Task list'), toolbar, h('div', {id: 'task-table'}), pager,
+      h('h3', {}, 'By function'), h('div', {id: 'task-by-function'}));
+  },
   async render(main) {
-    const summary = await this.sample();
+    if (!main.querySelector('#task-toolbar')) this.skeleton(main);
+    const [summary, list] = await Promise.all([this.sample(), api('/api/v0/tasks?' + this.query()), loadNodes()]);
     const last = this.samples[this.samples.length - 1];
     const series = (key) => ({name: key, points: this.samples.map((x) => [x.t, x[key]])});
     const rate = (key) => ({name: key, points: this.samples.slice(1).map((x, i) => {
       const prev = this.samples[i];
       return [x.t, Math.max(0, (x[key] - prev[key]) / ((x.t - prev.t) / 1000))];
     })});
-    const names = Object.entries(summary.summary).sort((a, b) => a[0].localeCompare(b[0]));
-    const rows = names.map(([name, entry]) => h('tr', {}, h('td', {class: 'mono'}, name), h('td', {}, entry.type),
-      h('td', {}, Object.entries(entry.state_counts).map(([state, n]) => h('span', {class: 'chip'}, `${state}: ${n}`)))));
-    main.replaceChildren(h('h2', {}, 'Tasks'),
+    main.querySelector('#task-overview').replaceChildren(
       h('div', {class: 'cards'}, card('Attempts', last.submitted, summary.num_dropped ? `${summary.num_dropped} dropped` : 'recorded'),
         card('Running', last.running), card('Finished', last.finished), card('Failed', last.failed), card('Retried', last.retried)),
       h('div', {class: 'charts'},
         lineChart({id: 'task-counts', title: 'Task attempts (cumulative)', xLabel: 'time',
           series: ['submitted', 'finished', 'failed', 'retried'].map(series)}),
         lineChart({id: 'task-rates', title: 'Rates (per second, since this page opened)', xLabel: 'time',
-          series: ['submitted', 'finished', 'failed', 'retried'].map(rate)})),
-      h('h3', {}, 'By function'), table(['Function', 'Type', 'States'], rows, 'no tasks recorded'));
+          series: ['submitted', 'finished', 'failed', 'retried'].map(rate)})));
+    const names = Object.entries(summary.summary).sort((a, b) => a[0].localeCompare(b[0]));
+    main.querySelector('#task-names').replaceChildren(...names.map(([name]) => h('option', {value: name})));
+    // The fetched tasks, TASK_PAGE_ROWS a page.
+    const tasks = list.result;
+    const pageCount = Math.max(1, Math.ceil(tasks.length / TASK_PAGE_ROWS));
+    this.page = Math.min(this.page, pageCount - 1);
+    const from = this.page * TASK_PAGE_ROWS;
+    const shown = tasks.slice(from, from + TASK_PAGE_ROWS);
+    main.querySelector('#task-table').replaceChildren(
+      table(TASK_HEADERS, taskRows(shown), 'no tasks match'));
+    main.querySelector('#task-range').textContent = tasks.length ?
+      `${from + 1}–${from + shown.length} of ${tasks.length} fetched; ${list.total} match` +
+      (list.total > tasks.length ? ' (fetch more to see them)' : '') : `0 of ${list.total} match`;
+    main.querySelector('#task-prev').disabled = this.page === 0;
+    main.querySelector('#task-next').disabled = this.page >= pageCount - 1;
+    const rows = names.map(([name, entry]) => h('tr', {}, h('td', {class: 'mono'}, name), h('td', {}, entry.type),
+      h('td', {}, Object.entries(entry.state_counts).map(([state, n]) => h('span', {class: 'chip'}, `${state}: ${n}`)))));
+    main.querySelector('#task-by-function').replaceChildren(table(['Function', 'Type', 'States'], rows, 'no tasks recorded'));
+  },
+};
+
+// The timeline of the tasks that ran (/api/v0/timeline, the trace `troupe timeline` writes): one
+// row per worker, one bar per task attempt, the latest TIMELINE_BARS of them.
+const TIMELINE_BARS = 2000;
+pages.timeline = {
+  job: '',
+  async render(main) {
+    const q = this.job ? '?' + new URLSearchParams({job_id: this.job}) : '';
+    if (!main.querySelector('#timeline-toolbar')) {
+      main.replaceChildren(h('h2', {}, 'Timeline'),
+        h('div', {class: 'toolbar', id: 'timeline-toolbar'},
+          h('input', {id: 'timeline-job', type: 'search', placeholder: 'job ID (all jobs if empty)', value: this.job,
+            onchange: (e) => { this.job = e.target.value.trim(); refresh(); }}),
+          h('a', {id: 'timeline-download', download: 'timeline.json'}, 'download as a Chrome trace')),
+        h('div', {id: 'timeline-chart'}));
+    }
+    main.querySelector('#timeline-download').setAttribute('href', '/api/v0/timeline' + q);
+    const [trace] = await Promise.all([api('/api/v0/timeline' + q), loadNodes()]);
+    const names = {};  // 'pid/tid' or 'pid' -> name
+    const bars = [];
+    for (const e of trace.traceEvents) {
+      if (e.ph === 'M') names[e.name === 'process_name' ? `${e.pid}` : `${e.pid}/${e.tid}`] = e.args.name;
+      else if (e.ph === 'X') bars.push(e);
+    }
+    bars.sort((a, b) => a.ts - b.ts);
+    const kept = bars.slice(-TIMELINE_BARS);
+    const chart = main.querySelector('#timeline-chart');
+    if (!kept.length) { chart.replaceChildren(h('p', {class: 'muted'}, 'no task has run to its end yet')); return; }
+    const lanes = [...new Set(kept.map((e) => `${e.pid}/${e.tid}`))].sort();
+    const t0 = kept[0].ts, t1 = Math.max(...kept.map((e) => e.ts + e.dur));
+    const width = 1100, label = 380, lane = 18, top = 24, span = Math.max(1, t1 - t0);
+    const svg = s('svg', {viewBox: `0 0 ${width} ${top + lanes.length * lane + 4}`, class: 'timeline', id: 'timeline-svg'});
+    const x = (ts) => label + (ts - t0) / span * (width - label - 10);
+    svg.append(s('text', {x: label, y: 14, class: 'axis'}, formatTime(t0 / 1000)),
+      s('text', {x: width - 10, y: 14, class: 'axis', 'text-anchor': 'end'}, `+${formatDuration(span / 1000)}`));
+    const colorOf = {};
+    lanes.forEach((key, i) => {
+      const y = top + i * lane;
+      const node = (names[key.split('/')[0]] || '').replace(/^Node /, '');
+      svg.append(s('text', {x: 0, y: y + 13, class: 'lane'},
+        `${nodeName(node)} · ${(names[key] || key).replace(/^Worker /, 'worker ')}`.slice(0, 56)));
+    });
+    for (const e of kept) {
+      const y = top + lanes.indexOf(`${e.pid}/${e.tid}`) * lane;
+      if (!(e.name in colorOf)) colorOf[e.name] = COLORS[Object.keys(colorOf).length % COLORS.length];
+      const failed = e.args && e.args.state === 'FAILED';
+      const bar = s('rect', {x: x(e.ts), y: y + 2, width: Math.max(1, x(e.ts + e.dur) - x(e.ts)), height: lane - 4,
+        fill: failed ? '#c62f2f' : colorOf[e.name], 'data-task': e.args ? e.args.task_id : ''});
+      bar.append(s('title', {}, `${e.name} (${e.args ? e.args.state : ''}) ${formatDuration(e.dur / 1000)}`));
+      svg.append(bar);
+    }
+    chart.replaceChildren(
+      h('div', {class: 'muted'}, `${kept.length} task attempts` + (bars.length > kept.length ? ` (the latest of ${bars.length})` : '') +
+        ` on ${lanes.length} workers; failed ones in red; hover a bar for its task`),
+      h('div', {class: 'panel'}, svg));
   },
 };
 
@@ -461,8 +604,45 @@ pages.train = {
   },
 };
 
+// Log search: the last LOG_SEARCH_BYTES of each of a node's files (the newest LOG_SEARCH_FILES),
+// lines containing the text (any case), at most LOG_SEARCH_MATCHES of them.
+const LOG_SEARCH_FILES = 50, LOG_SEARCH_BYTES = 1 << 20, LOG_SEARCH_MATCHES = 500;
+
 pages.logs = {
-  node: '', file: '',
+  node: '', file: '', typed: '',
+  search: null,  // {text, node, matches: [{file, line}], files, truncated} once searched
+  async runSearch(text, files) {
+    this.search = {text, node: this.node, matches: [], files: 0, truncated: false, running: true};
+    const search = this.search;
+    refresh();
+    const needle = text.toLowerCase();
+    const newest = files.slice().sort((a, b) => b.mtime_ms - a.mtime_ms).slice(0, LOG_SEARCH_FILES);
+    for (const f of newest) {
+      if (this.search !== search) return;  // another search started, or the node changed
+      const file = await api(`/api/v0/logs/file?node_id=${encodeURIComponent(search.node)}&filename=${encodeURIComponent(f.name)}` +
+        `&lines=100000&max_bytes=${LOG_SEARCH_BYTES}`).catch(() => null);
+      ++search.files;
+      if (!file) continue;
+      for (const line of file.data.split('\n')) {
+        if (!line.toLowerCase().includes(needle)) continue;
+        if (search.matches.length >= LOG_SEARCH_MATCHES) { search.truncated = true; break; }
+        search.matches.push({file: f.name, line});
+      }
+      if (search.truncated) break;
+    }
+    search.running = false;
+    refresh();
+  },
+  renderSearch(box) {
+    const search = this.search;
+    if (!search || search.node !== this.node) { box.replaceChildren(); return; }
+    box.replaceChildren(
+      h('div', {class: 'muted', id: 'log-search-summary'},
+        `${search.matches.length}${search.truncated ? '+' : ''} lines containing “${search.text}” in ${search.files} file(s)` +
+        (search.running ? ' (searching…)' : '') + ' — the last 1 MiB of each file is searched'),
+      h('pre', {class: 'log matches', id: 'log-matches'}, search.matches.map((m) => h('div', {'data-file': m.file},
+        h('a', {href: '#/logs', onclick: (e) => { e.preventDefault(); this.file = m.file; refresh(); }}, m.file), ': ', m.line))));
+  },
   // Rebuilt only when the node list or a node's files change, so a click is never lost to a
   // re-render; the open file's text is refreshed on every poll.
   async render(main) {
@@ -486,14 +666,25 @@ pages.logs = {
         onclick: (e) => { e.preventDefault(); this.file = f.name; refresh(); }},
       f.name, h('small', {}, `${formatBytes(f.size)} · ${formatTime(f.mtime_ms)}`))));
       const unreachable = (listing.unreachable_nodes || []).length;
+      // The view is rebuilt as files grow: what is typed in the search box, and its focus, stay.
+      const typing = document.activeElement && document.activeElement.id === 'log-search';
+      const searchBox = h('input', {id: 'log-search', type: 'search', placeholder: 'search this node\'s logs…',
+        value: this.typed, oninput: (e) => { this.typed = e.target.value; },
+        onchange: (e) => {
+          const text = e.target.value.trim();
+          if (text) this.runSearch(text, files); else { this.search = null; refresh(); }
+        }});
       main.replaceChildren(h('div', {id: 'log-view'}, h('h2', {}, 'Logs'),
-        h('div', {class: 'toolbar'}, 'Node', nodeSelect,
+        h('div', {class: 'toolbar'}, 'Node', nodeSelect, searchBox,
           unreachable ? h('span', {class: 'error'}, `${unreachable} node(s) unreachable`) : null),
+        h('div', {id: 'log-results'}),
         h('div', {class: 'split'}, list, h('div', {},
           this.file ? h('h3', {style: 'margin-top:0'}, this.file) : null,
           this.file ? h('pre', {class: 'log', id: 'log-text'}) :
             h('p', {class: 'muted'}, 'Pick a file: its last 300 lines show here, refreshed live.')))));
+      if (typing) { searchBox.focus(); searchBox.setSelectionRange(this.typed.length, this.typed.length); }
     }
+    this.renderSearch(main.querySelector('#log-results'));
     if (!this.file) return;
     const file = await api(`/api/v0/logs/file?node_id=${encodeURIComponent(this.node)}&filename=${encodeURIComponent(this.file)}&lines=300`);
     const pre = main.querySelector('#log-text');

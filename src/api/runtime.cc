@@ -172,9 +172,8 @@ void Init(const Config& config) {
   if (address.empty() && !sizes_node) {
     target = ResolveClusterTarget("", token, ResolveTempRoot(""));
     if (target->ok()) {
-      std::fprintf(stderr,
-                   "troupe: connecting to the cluster running on this machine at %s "
-                   "(TROUPE_ADDRESS=local starts an embedded one instead)\n",
+      std::fprintf(stderr, "troupe: connecting to the cluster running on this machine at %s "
+                           "(TROUPE_ADDRESS=local starts an embedded one instead)\n",
                    (*target)->address.c_str());
     }
   } else if (!address.empty() && address != "local") {
@@ -203,8 +202,8 @@ void Init(const Config& config) {
   session->gcs = std::make_unique<GcsClient>(address, token);
   auto info = session->gcs->GetClusterInfo();
   if (!info.ok() && info.status().code() == absl::StatusCode::kUnauthenticated) {
-    throw RuntimeError("the cluster at " + address +
-                       " refused this driver's token: " + std::string(info.status().message()));
+    throw RuntimeError("the cluster at " + address + " refused this driver's token: " +
+                       std::string(info.status().message()));
   }
   if (!info.ok()) {
     throw RuntimeError("cannot reach the cluster at " + address + ": " +

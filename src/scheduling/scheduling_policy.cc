@@ -176,7 +176,8 @@ SchedulingDecision ChooseNode(const ResourceSet& demand, const rpc::SchedulingSt
     failed.reason = absl::StrCat("no node matches the label selector ", what,
                                  "; the nodes' labels: ", DescribeNodeLabels(nodes),
                                  " (label nodes with `troupe start --labels`, or make the "
-                                 "selector soft to fall back to any node)");
+                                 "selector preferred, LabelMatch::kPreferred, to fall back to "
+                                 "any node)");
     return failed;
   }
   const bool fits_somewhere = std::any_of(matching.begin(), matching.end(), [&](const NodeView& n) {

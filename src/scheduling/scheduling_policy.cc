@@ -180,6 +180,17 @@ SchedulingDecision ChooseNode(const ResourceSet& demand, const rpc::SchedulingSt
                                  "any node)");
     return failed;
   }
+  if (strategy.kind() == rpc::SchedulingStrategy::NODE_AFFINITY && !strategy.soft()) {
+    // Hard affinity to a node the selector excludes can never run.
+    for (const NodeView& node : nodes) {
+      if (node.node_id.Binary() == strategy.node_id() && !MatchesLabels(selector, node.labels)) {
+        failed.reason =
+            absl::StrCat("NodeAffinity: node ", node.node_id.ShortHex(), " ",
+                         FormatLabels(node.labels), " does not match the label selector ", what);
+        return failed;
+      }
+    }
+  }
   const bool fits_somewhere = std::any_of(matching.begin(), matching.end(), [&](const NodeView& n) {
     return demand.IsSubsetOf(n.total);
   });

@@ -245,6 +245,21 @@ TEST_F(SchedulingPolicyTest, HardSelectorMatchingNoNodeFailsNamingSelectorAndLab
   EXPECT_EQ(decision.kind, SchedulingDecision::Kind::kFailed);
 }
 
+TEST_F(SchedulingPolicyTest, HardAffinityToANodeTheSelectorExcludesFails) {
+  std::vector<NodeView> nodes = {Node("local", {{"CPU", 4}}, {{"CPU", 4}}),
+                                 Node("b", {{"CPU", 4}}, {{"CPU", 4}})};
+  nodes[1].labels = {{"zone", "b"}};
+  auto strategy = WithLabels(Selector({Constraint("zone", rpc::LabelConstraint::EQUALS, {"b"})}),
+                             rpc::SchedulingStrategy::NODE_AFFINITY);
+  strategy.set_node_id(nodes[1].node_id.Binary());
+  EXPECT_EQ(Choose(Res({{"CPU", 1}}), nodes, strategy).raylet_address, "b");
+  strategy.set_node_id(nodes[0].node_id.Binary());
+  auto decision = Choose(Res({{"CPU", 1}}), nodes, strategy);
+  EXPECT_EQ(decision.kind, SchedulingDecision::Kind::kFailed);
+  EXPECT_TRUE(absl::StrContains(decision.reason, "does not match the label selector {zone=b}"))
+      << decision.reason;
+}
+
 TEST_F(SchedulingPolicyTest, SoftSelectorPrefersMatchingNodesAndFallsBack) {
   std::vector<NodeView> nodes = {Node("local", {{"CPU", 4}}, {{"CPU", 4}}),
                                  Node("b", {{"CPU", 4}}, {{"CPU", 4}})};

@@ -23,6 +23,30 @@ std::string HexOf(const std::string& binary) {
   return hex;
 }
 
+std::optional<PlacementGroup> GetPlacementGroupById(const std::string& hex_id) {
+  internal::Runtime* runtime = internal::CurrentRuntime();
+  if (runtime == nullptr) internal::ThrowNotInitialized();
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string binary;
+  for (size_t i = 0; i + 1 < hex_id.size(); i += 2) {
+    const int high = digit(hex_id[i]), low = digit(hex_id[i + 1]);
+    if (high < 0 || low < 0) break;
+    binary.push_back(static_cast<char>(high * 16 + low));
+  }
+  if (hex_id.empty() || binary.size() * 2 != hex_id.size()) {
+    throw InvalidArgumentError("GetPlacementGroupById: '" + hex_id +
+                               "' is not a placement group ID (hex, as PlacementGroup::ID() and "
+                               "`troupe list placement-groups` print it)");
+  }
+  if (!runtime->GetPlacementGroupInfo(binary)) return std::nullopt;
+  return PlacementGroup(binary);
+}
+
 namespace internal {
 namespace {
 std::atomic<Runtime*> current_runtime{nullptr};

@@ -2,6 +2,7 @@
 // runtime that runs each task at once. The real runtime is tested in tests/.
 #include "troupe/api.h"
 
+#include <functional>
 #include <map>
 
 #include "gtest/gtest.h"
@@ -134,19 +135,44 @@ class FakeRuntime : public troupe::internal::Runtime {
   void RemovePlacementGroup(const std::string&) override {}
   bool WaitPlacementGroup(const std::string&, int64_t) override { return false; }
   std::string GetPlacementGroup(const std::string&) override { return ""; }
-  std::optional<std::string> KvGet(const std::string&, const std::string&) override {
+  std::vector<troupe::PlacementGroupInfo> ListPlacementGroups() override { return {}; }
+  std::optional<troupe::PlacementGroupInfo> GetPlacementGroupInfo(const std::string&) override {
     return std::nullopt;
   }
-  bool KvPut(const std::string&, const std::string&, const std::string&, bool) override {
-    return true;
+  // The KV: a map of (namespace, key), as the GCS keeps it.
+  std::optional<std::string> KvGet(const std::string& ns, const std::string& key) override {
+    auto it = kv.find({ns, key});
+    if (it == kv.end()) return std::nullopt;
+    return it->second;
   }
-  int64_t KvDelete(const std::string&, const std::string&, bool) override { return 0; }
+  bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
+             bool overwrite) override {
+    auto [it, added] = kv.try_emplace({ns, key}, value);
+    if (!added && overwrite) it->second = value;
+    return added;
+  }
+  int64_t KvDelete(const std::string& ns, const std::string& key, bool) override {
+    return static_cast<int64_t>(kv.erase({ns, key}));
+  }
+  bool KvExists(const std::string& ns, const std::string& key) override {
+    return kv.count({ns, key}) > 0;
+  }
+  std::vector<std::string> KvKeys(const std::string& ns, const std::string& prefix) override {
+    std::vector<std::string> keys;
+    for (const auto& [where, value] : kv) {
+      if (where.first == ns && where.second.compare(0, prefix.size(), prefix) == 0) {
+        keys.push_back(where.second);
+      }
+    }
+    return keys;
+  }
   std::string JobNamespace() override { return "job-test"; }
   std::string CurrentActorId() override { return ""; }
   std::string NodeIp() override { return "127.0.0.1"; }
   troupe::RuntimeContext GetRuntimeContext() override {
     troupe::RuntimeContext context;
     context.job_id = "01000000";
+    context.namespace_name = "default";
     return context;
   }
   std::vector<troupe::NodeInfo> Nodes() override { return nodes; }
@@ -169,6 +195,7 @@ class FakeRuntime : public troupe::internal::Runtime {
   troupe::internal::TaskOptions last_options;
   troupe::internal::ActorCallOptions last_call_options;
   std::vector<troupe::NodeInfo> nodes;
+  std::map<std::pair<std::string, std::string>, std::string> kv;
 };
 
 class ApiTest : public ::testing::Test {
@@ -203,6 +230,108 @@ TEST_F(ApiTest, OptionsReachTheRuntime) {
   EXPECT_EQ(runtime_.last_options.strategy.kind,
             troupe::internal::SchedulingStrategy::Kind::kNodeAffinity);
   EXPECT_TRUE(runtime_.last_options.strategy.soft);
+}
+
+TEST_F(ApiTest, LabelSelectorsReachTheRuntime) {
+  troupe::Task(Plus)
+      .SetLabelSelector(troupe::LabelSelector()
+                            .Equals("zone", "a")
+                            .In("gpu", {"h100", "h200"})
+                            .NotIn("troupe.io/pool", {"spot"})
+                            .Exists("ssd")
+                            .DoesNotExist("draining"),
+                        troupe::LabelMatch::kPreferred)
+      .Remote(1, 1);
+  const auto& options = runtime_.last_options;
+  ASSERT_EQ(options.label_selector.size(), 5u);
+  EXPECT_TRUE(options.label_selector_soft);
+  using Op = troupe::internal::LabelConstraint::Op;
+  EXPECT_EQ(options.label_selector[1].op, Op::kIn);
+  EXPECT_EQ(options.label_selector[1].values, (std::vector<std::string>{"h100", "h200"}));
+  EXPECT_EQ(options.label_selector[2].key, "troupe.io/pool");
+  EXPECT_EQ(options.label_selector[4].op, Op::kDoesNotExist);
+  // A later scheduling strategy keeps the selector (they combine).
+  troupe::Task(Plus)
+      .SetLabelSelector(troupe::LabelSelector().Equals("zone", "a"))
+      .SetSchedulingStrategy(troupe::Spread{})
+      .Remote(1, 1);
+  EXPECT_EQ(runtime_.last_options.label_selector.size(), 1u);
+  EXPECT_FALSE(runtime_.last_options.label_selector_soft);
+  EXPECT_EQ(troupe::LabelSelector().Equals("zone", "a").In("gpu", {"h100", "h200"}).ToString(),
+            "{zone=a, gpu in (h100,h200)}");
+}
+
+// Bad selectors are refused where they are written, saying what is wrong.
+TEST_F(ApiTest, LabelSelectorChecksKeysValuesAndLists) {
+  auto message_of = [](const std::function<void()>& build) -> std::string {
+    try {
+      build();
+    } catch (const troupe::InvalidArgumentError& e) {
+      return e.what();
+    }
+    return "<no error>";
+  };
+  EXPECT_NE(message_of([] {
+              troupe::LabelSelector().In("gpu", {});
+            }).find("LabelSelector::In: the list of values for 'gpu' is empty"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { troupe::LabelSelector().NotIn("gpu", {}); }).find("is empty"),
+            std::string::npos);
+  EXPECT_NE(message_of([] { troupe::LabelSelector().Equals("", "a"); }).find("the key '' is empty"),
+            std::string::npos);
+  EXPECT_NE(message_of([] {
+              troupe::LabelSelector().Exists("my zone");
+            }).find("the key 'my zone' has the character ' '"),
+            std::string::npos);
+  EXPECT_NE(message_of([] {
+              troupe::LabelSelector().Exists("-zone");
+            }).find("must begin and end with a letter or digit"),
+            std::string::npos);
+  EXPECT_NE(message_of([] {
+              troupe::LabelSelector().Exists(std::string(64, 'k'));
+            }).find("longer than 63"),
+            std::string::npos);
+  EXPECT_NE(message_of([] {
+              troupe::LabelSelector().Exists("Bad_Prefix/zone");
+            }).find("not a DNS subdomain"),
+            std::string::npos);
+  EXPECT_NE(message_of([] {
+              troupe::LabelSelector().Equals("zone", "a b");
+            }).find("the value 'a b' for 'zone' has the character ' '"),
+            std::string::npos);
+  EXPECT_EQ(message_of([] { troupe::LabelSelector().Exists("example.com/zone-1.a_b"); }),
+            "<no error>");
+}
+
+TEST_F(ApiTest, KvUsesItsOwnNamespacesAndChecksSizes) {
+  EXPECT_TRUE(troupe::kv::Put("model/best", "a"));
+  EXPECT_FALSE(troupe::kv::Put("model/best", "b"));  // existed: replaced
+  EXPECT_EQ(*troupe::kv::Get("model/best"), "b");
+  troupe::kv::PutOptions keep;
+  keep.overwrite = false;
+  EXPECT_FALSE(troupe::kv::Put("model/best", "c", keep));
+  EXPECT_EQ(*troupe::kv::Get("model/best"), "b");
+  troupe::kv::PutOptions other;
+  other.ns = "other";
+  troupe::kv::Put("model/x", "1", other);
+  EXPECT_EQ(troupe::kv::List("model/"), (std::vector<std::string>{"model/best"}));
+  EXPECT_EQ(troupe::kv::List("", "other"), (std::vector<std::string>{"model/x"}));
+  EXPECT_TRUE(troupe::kv::Exists("model/x", "other"));
+  EXPECT_FALSE(troupe::kv::Exists("model/x"));
+  // Stored under "user/<namespace>": never one of Troupe's own namespaces.
+  EXPECT_EQ(runtime_.kv.count({"user/default", "model/best"}), 1u);
+  EXPECT_EQ(runtime_.kv.count({"user/other", "model/x"}), 1u);
+  EXPECT_TRUE(troupe::kv::Delete("model/best"));
+  EXPECT_FALSE(troupe::kv::Delete("model/best"));
+  EXPECT_FALSE(troupe::kv::Get("model/best").has_value());
+  EXPECT_THROW(troupe::kv::Put("", "v"), troupe::InvalidArgumentError);
+  EXPECT_THROW(troupe::kv::Get(std::string(troupe::kv::kMaxKeyBytes + 1, 'k')),
+               troupe::InvalidArgumentError);
+  EXPECT_THROW(troupe::kv::Put("big", std::string(troupe::kv::kMaxValueBytes + 1, 'v')),
+               troupe::InvalidArgumentError);
+  EXPECT_THROW(troupe::kv::Get("k", std::string("bad\nns")), troupe::InvalidArgumentError);
+  EXPECT_THROW(troupe::kv::Get("k", std::string(300, 'n')), troupe::InvalidArgumentError);
+  EXPECT_EQ(runtime_.kv.size(), 1u);  // nothing written by the refused calls
 }
 
 // Regression (issue 34 item 8): a function taking `T&` did not compile as a remote function.

@@ -48,6 +48,29 @@ rpc::SchedulingStrategy ToStrategy(const SchedulingStrategy& strategy) {
   return out;
 }
 
+rpc::LabelSelector ToLabelSelector(const std::vector<LabelConstraint>& constraints, bool soft) {
+  rpc::LabelSelector out;
+  for (const LabelConstraint& constraint : constraints) {
+    rpc::LabelConstraint* c = out.add_constraints();
+    c->set_key(constraint.key);
+    c->set_op(static_cast<rpc::LabelConstraint::Operator>(constraint.op));
+    for (const auto& value : constraint.values) c->add_values(value);
+  }
+  if (!constraints.empty()) out.set_soft(soft);
+  return out;
+}
+
+// A task or actor inside a placement group runs in its bundle: selectors go on bundles.
+void CheckNoSelectorInGroup(const std::vector<LabelConstraint>& selector,
+                            const std::string& placement_group_id) {
+  if (!selector.empty() && !placement_group_id.empty()) {
+    throw InvalidArgumentError(
+        "SetLabelSelector with SetPlacementGroup: a task or actor in a placement group runs on "
+        "its bundle's node; select nodes for the bundles instead "
+        "(PlacementGroupOptions::bundle_label_selectors)");
+  }
+}
+
 std::vector<TaskArgSpec> ToArgSpecs(std::vector<TaskArgument> args) {
   std::vector<TaskArgSpec> specs;
   specs.reserve(args.size());
@@ -75,7 +98,10 @@ RefInfo CoreWorkerRuntime::SubmitTask(const std::string& function_name,
   submit.resources = options.resources;
   submit.max_retries = options.max_retries;
   submit.retry_exceptions = options.retry_exceptions;
+  CheckNoSelectorInGroup(options.label_selector, options.placement_group_id);
   submit.strategy = ToStrategy(options.strategy);
+  *submit.strategy.mutable_label_selector() =
+      ToLabelSelector(options.label_selector, options.label_selector_soft);
   submit.placement_group_id = options.placement_group_id;
   submit.bundle_index = options.bundle_index;
   auto ref = core_->SubmitTask(function_name, std::move(specs), submit);
@@ -125,7 +151,10 @@ std::string CoreWorkerRuntime::CreateActor(const std::string& factory_name,
                                            const ActorOptions& options) {
   TaskSubmitOptions submit;
   submit.resources = options.resources;
+  CheckNoSelectorInGroup(options.label_selector, options.placement_group_id);
   submit.strategy = ToStrategy(options.strategy);
+  *submit.strategy.mutable_label_selector() =
+      ToLabelSelector(options.label_selector, options.label_selector_soft);
   rpc::ActorInfo info;
   info.set_name(options.name);
   info.set_namespace_name(options.namespace_name);
@@ -179,9 +208,13 @@ std::string CoreWorkerRuntime::CreatePlacementGroup(const PlacementGroupSpec& sp
   group.set_name(spec.name);
   group.set_strategy(static_cast<rpc::PlacementGroupInfo::Strategy>(spec.strategy));
   group.set_detached(spec.detached);
-  for (const auto& bundle : spec.bundles) {
+  for (size_t i = 0; i < spec.bundles.size(); ++i) {
     rpc::Bundle* out = group.add_bundles();
-    for (const auto& [name, amount] : bundle) (*out->mutable_resources())[name] = amount;
+    for (const auto& [name, amount] : spec.bundles[i]) (*out->mutable_resources())[name] = amount;
+    if (i < spec.bundle_label_selectors.size()) {
+      *out->mutable_label_selector() =
+          ToLabelSelector(spec.bundle_label_selectors[i], spec.bundle_labels_soft);
+    }
   }
   auto id = core_->CreatePlacementGroup(std::move(group));
   if (!id.ok()) ThrowFor(id.status());
@@ -208,6 +241,58 @@ std::string CoreWorkerRuntime::GetPlacementGroup(const std::string& name) {
   return id->has_value() ? (*id)->Binary() : "";
 }
 
+namespace {
+
+PlacementGroupInfo ToApi(const rpc::PlacementGroupInfo& group) {
+  PlacementGroupInfo info;
+  info.id = BytesToHex(group.placement_group_id());
+  info.name = group.name();
+  info.strategy = static_cast<PlacementStrategy>(group.strategy());
+  switch (group.state()) {
+    case rpc::PlacementGroupInfo::CREATED:
+      info.state = PlacementGroupState::kCreated;
+      break;
+    case rpc::PlacementGroupInfo::REMOVED:
+      info.state = PlacementGroupState::kRemoved;
+      break;
+    case rpc::PlacementGroupInfo::RESCHEDULING:
+      info.state = PlacementGroupState::kRescheduling;
+      break;
+    default:
+      info.state = PlacementGroupState::kPending;
+  }
+  for (const auto& bundle : group.bundles()) {
+    info.bundles.push_back({bundle.resources().begin(), bundle.resources().end()});
+    info.bundle_node_ids.push_back(BytesToHex(bundle.node_id()));
+  }
+  info.pending_reason = group.pending_reason();
+  info.creator_job_id = BytesToHex(group.creator_job_id());
+  info.detached = group.detached();
+  return info;
+}
+
+}  // namespace
+
+std::vector<PlacementGroupInfo> CoreWorkerRuntime::ListPlacementGroups() {
+  auto groups = core_->gcs().GetAllPlacementGroups();
+  if (!groups.ok()) ThrowFor(groups.status());
+  std::vector<PlacementGroupInfo> out;
+  out.reserve(groups->size());
+  for (const auto& group : *groups) out.push_back(ToApi(group));
+  return out;
+}
+
+std::optional<PlacementGroupInfo> CoreWorkerRuntime::GetPlacementGroupInfo(const std::string& id) {
+  auto group_id = PlacementGroupId::FromBinary(id);
+  if (!group_id.ok()) throw InvalidArgumentError("not a placement group ID");
+  rpc::GetPlacementGroupRequest request;
+  request.set_placement_group_id(id);
+  auto group = core_->gcs().GetPlacementGroup(request);
+  if (absl::IsNotFound(group.status())) return std::nullopt;
+  if (!group.ok()) ThrowFor(group.status());
+  return ToApi(*group);
+}
+
 std::optional<std::string> CoreWorkerRuntime::KvGet(const std::string& ns, const std::string& key) {
   auto value = core_->gcs().KVGet(ns, key);
   if (!value.ok()) ThrowFor(value.status());
@@ -217,6 +302,10 @@ std::optional<std::string> CoreWorkerRuntime::KvGet(const std::string& ns, const
 bool CoreWorkerRuntime::KvPut(const std::string& ns, const std::string& key,
                               const std::string& value, bool overwrite) {
   auto added = core_->gcs().KVPut(ns, key, value, overwrite);
+  // The KV's quota is not the object store's: say what the GCS said, not ObjectStoreFullError.
+  if (absl::IsResourceExhausted(added.status())) {
+    throw TroupeError(std::string(added.status().message()));
+  }
   if (!added.ok()) ThrowFor(added.status());
   return *added;
 }
@@ -225,6 +314,19 @@ int64_t CoreWorkerRuntime::KvDelete(const std::string& ns, const std::string& ke
   auto deleted = core_->gcs().KVDel(ns, key, by_prefix);
   if (!deleted.ok()) ThrowFor(deleted.status());
   return *deleted;
+}
+
+bool CoreWorkerRuntime::KvExists(const std::string& ns, const std::string& key) {
+  auto exists = core_->gcs().KVExists(ns, key);
+  if (!exists.ok()) ThrowFor(exists.status());
+  return *exists;
+}
+
+std::vector<std::string> CoreWorkerRuntime::KvKeys(const std::string& ns,
+                                                   const std::string& prefix) {
+  auto keys = core_->gcs().KVKeys(ns, prefix);
+  if (!keys.ok()) ThrowFor(keys.status());
+  return *std::move(keys);
 }
 
 std::string CoreWorkerRuntime::JobNamespace() { return JobKvNamespace(core_->job_id()); }

@@ -1,6 +1,7 @@
 #include "src/api/runtime_gateway.h"
 
 #include "troupe/errors.h"
+#include "troupe/placement_group.h"
 #include "troupe/runtime_context.h"
 
 namespace troupe::internal {
@@ -143,6 +144,12 @@ bool RuntimeGateway::WaitPlacementGroup(const std::string& id, int64_t timeout_m
 std::string RuntimeGateway::GetPlacementGroup(const std::string& name) {
   return Call(*this, true)->GetPlacementGroup(name);
 }
+std::vector<PlacementGroupInfo> RuntimeGateway::ListPlacementGroups() {
+  return Call(*this, true)->ListPlacementGroups();
+}
+std::optional<PlacementGroupInfo> RuntimeGateway::GetPlacementGroupInfo(const std::string& id) {
+  return Call(*this, true)->GetPlacementGroupInfo(id);
+}
 
 std::optional<std::string> RuntimeGateway::KvGet(const std::string& ns, const std::string& key) {
   return Call(*this, true)->KvGet(ns, key);
@@ -153,6 +160,12 @@ bool RuntimeGateway::KvPut(const std::string& ns, const std::string& key, const 
 }
 int64_t RuntimeGateway::KvDelete(const std::string& ns, const std::string& key, bool by_prefix) {
   return Call(*this, true)->KvDelete(ns, key, by_prefix);
+}
+bool RuntimeGateway::KvExists(const std::string& ns, const std::string& key) {
+  return Call(*this, true)->KvExists(ns, key);
+}
+std::vector<std::string> RuntimeGateway::KvKeys(const std::string& ns, const std::string& prefix) {
+  return Call(*this, true)->KvKeys(ns, prefix);
 }
 std::string RuntimeGateway::JobNamespace() { return Call(*this, true)->JobNamespace(); }
 std::string RuntimeGateway::CurrentActorId() { return Call(*this, true)->CurrentActorId(); }

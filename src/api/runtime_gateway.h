@@ -67,11 +67,15 @@ class RuntimeGateway final : public Runtime {
   void RemovePlacementGroup(const std::string& id) override;
   bool WaitPlacementGroup(const std::string& id, int64_t timeout_ms) override;
   std::string GetPlacementGroup(const std::string& name) override;
+  std::vector<PlacementGroupInfo> ListPlacementGroups() override;
+  std::optional<PlacementGroupInfo> GetPlacementGroupInfo(const std::string& id) override;
 
   std::optional<std::string> KvGet(const std::string& ns, const std::string& key) override;
   bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
              bool overwrite) override;
   int64_t KvDelete(const std::string& ns, const std::string& key, bool by_prefix) override;
+  bool KvExists(const std::string& ns, const std::string& key) override;
+  std::vector<std::string> KvKeys(const std::string& ns, const std::string& prefix) override;
   std::string JobNamespace() override;
   std::string CurrentActorId() override;
   std::string NodeIp() override;

@@ -101,6 +101,10 @@ class FakeSession : public Runtime {
   void RemovePlacementGroup(const std::string&) override {}
   bool WaitPlacementGroup(const std::string&, int64_t) override { return false; }
   std::string GetPlacementGroup(const std::string&) override { return ""; }
+  std::vector<PlacementGroupInfo> ListPlacementGroups() override { return {}; }
+  std::optional<PlacementGroupInfo> GetPlacementGroupInfo(const std::string&) override {
+    return std::nullopt;
+  }
   std::optional<std::string> KvGet(const std::string&, const std::string&) override {
     return std::nullopt;
   }
@@ -108,6 +112,8 @@ class FakeSession : public Runtime {
     return true;
   }
   int64_t KvDelete(const std::string&, const std::string&, bool) override { return 0; }
+  bool KvExists(const std::string&, const std::string&) override { return false; }
+  std::vector<std::string> KvKeys(const std::string&, const std::string&) override { return {}; }
   std::string JobNamespace() override { return "job-test"; }
   std::string CurrentActorId() override { return ""; }
   std::string NodeIp() override { return "127.0.0.1"; }

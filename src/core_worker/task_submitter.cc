@@ -33,6 +33,10 @@ std::string TaskSubmitter::KeyOf(const rpc::TaskSpec& spec) {
   for (const auto& [name, amount] : resources) absl::StrAppend(&key, "|", name, "=", amount);
   absl::StrAppend(&key, "|", spec.strategy().kind(), "/", spec.strategy().node_id(), "/",
                   spec.strategy().soft(), "|", spec.placement_group_id(), "/", spec.bundle_index());
+  // Workers leased for one label selector must not run tasks of another.
+  if (spec.strategy().has_label_selector()) {
+    absl::StrAppend(&key, "|", spec.strategy().label_selector().SerializeAsString());
+  }
   return key;
 }
 

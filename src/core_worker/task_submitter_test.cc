@@ -174,6 +174,38 @@ TEST_F(TaskSubmitterTest, LeaseRequestNamesItsOwner) {
   EXPECT_EQ(leases_.lease_request(0).request.resource_spec().caller_worker_id(), "the-submitter");
 }
 
+// A worker leased on a node matching one label selector never runs a task with another: each
+// selector gets its own lease request, carrying it.
+TEST_F(TaskSubmitterTest, TasksWithDifferentLabelSelectorsLeaseSeparately) {
+  auto with_zone = [](const std::string& name, const std::string& zone) {
+    rpc::TaskSpec spec = Task(name);
+    rpc::LabelConstraint* c = spec.mutable_strategy()->mutable_label_selector()->add_constraints();
+    c->set_key("zone");
+    c->add_values(zone);
+    return spec;
+  };
+  submitter_.Submit(with_zone("in_a", "a"));
+  submitter_.Submit(with_zone("in_b", "b"));
+  ASSERT_EQ(leases_.num_lease_requests(), 2u);
+  EXPECT_EQ(leases_.lease_request(0)
+                .request.resource_spec()
+                .strategy()
+                .label_selector()
+                .constraints(0)
+                .values(0),
+            "a");
+  EXPECT_EQ(leases_.lease_request(1)
+                .request.resource_spec()
+                .strategy()
+                .label_selector()
+                .constraints(0)
+                .values(0),
+            "b");
+  Grant(0, "worker-in-a:1");
+  ASSERT_EQ(pushes_.num_pushes(), 1u);
+  EXPECT_EQ(pushes_.push(0).request.task().function_name(), "in_a");
+}
+
 TEST_F(TaskSubmitterTest, GrantedLeaseGetsTheTaskPushedToItsWorker) {
   rpc::TaskSpec spec = Task("f");
   submitter_.Submit(spec);

@@ -240,6 +240,8 @@ absl::Status ActorManager::DoRegisterActor(const rpc::RegisterActorRequest& requ
   actor.info.set_state(rpc::ActorInfo::PENDING_CREATION);
   actor.info.set_start_time_ms(absl::ToUnixMillis(clock_->Now()));
   actor.creation_task = request.creation_task();
+  // Shown by the state API beside the required resources.
+  *actor.info.mutable_label_selector() = actor.creation_task.strategy().label_selector();
   actor.demand = *std::move(demand);
   PutBestEffort(store_, kTaskTable, actor.info.actor_id(), actor.creation_task.SerializeAsString());
   SetStateLocked(actor, rpc::ActorInfo::PENDING_CREATION);

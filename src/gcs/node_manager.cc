@@ -226,6 +226,7 @@ rpc::ResourceUsage NodeManager::ViewEntryLocked(const NodeId& node_id,
   rpc::ResourceUsage entry = usage;
   const rpc::NodeInfo& node = nodes_.at(node_id);
   entry.set_raylet_address(absl::StrCat(node.node_ip(), ":", node.raylet_port()));
+  *entry.mutable_labels() = node.labels();
   return entry;
 }
 

@@ -184,11 +184,13 @@ absl::Status PlacementGroupManager::Create(const rpc::PlacementGroupInfo& incomi
 void PlacementGroupManager::ScheduleLocked(Group& group) {
   std::vector<int> missing;
   std::vector<ResourceSet> demands;
+  std::vector<rpc::LabelSelector> selectors;
   std::vector<NodeId> holding;  // nodes with surviving bundles (STRICT_SPREAD avoids them)
   for (const auto& bundle : group.info.bundles()) {
     if (bundle.node_id().empty()) {
       missing.push_back(bundle.index());
       demands.push_back(group.demands[bundle.index()]);
+      selectors.push_back(bundle.label_selector());
     } else if (auto node = NodeId::FromBinary(bundle.node_id()); node.ok()) {
       holding.push_back(*node);
     }
@@ -203,7 +205,8 @@ void PlacementGroupManager::ScheduleLocked(Group& group) {
   }
   BundleAssignment assignment = AssignBundles(
       demands, strategy, views,
-      strategy == rpc::PlacementGroupInfo::STRICT_SPREAD ? holding : std::vector<NodeId>{});
+      strategy == rpc::PlacementGroupInfo::STRICT_SPREAD ? holding : std::vector<NodeId>{},
+      selectors);
   if (!assignment.ok) {
     group.retry_at = clock_->Now() + kRetryDelay;
     if (group.info.pending_reason() != assignment.reason) {

@@ -8,6 +8,7 @@
 #include "nlohmann/json.hpp"
 #include "proto/gcs.pb.h"
 #include "src/common/ids.h"
+#include "src/scheduling/label_selector.h"
 
 namespace troupe::http {
 namespace {
@@ -77,6 +78,8 @@ jobs::Reply StateViews::Actors() {
                    {"job_id", BytesToHex(a.job_id())},
                    {"detached", a.detached()},
                    {"required_resources", MapToJson(a.required_resources())},
+                   // "{zone=a, gpu in (h100,h200)}" (" (soft)" when preferred); "" for none.
+                   {"label_selector", FormatLabelSelector(a.label_selector())},
                    {"death_cause", a.death_cause()},
                    {"is_system", IsSystemActor(a)}});
   }
@@ -89,10 +92,11 @@ jobs::Reply StateViews::PlacementGroups() {
   if (!groups.ok()) return jobs::Error(503, std::string(groups.status().message()));
   json out = json::array();
   for (const auto& g : *groups) {
-    json bundles = json::array(), bundle_nodes = json::array();
+    json bundles = json::array(), bundle_nodes = json::array(), selectors = json::array();
     for (const auto& b : g.bundles()) {
       bundles.push_back(MapToJson(b.resources()));
       bundle_nodes.push_back(BytesToHex(b.node_id()));  // "" while pending
+      selectors.push_back(FormatLabelSelector(b.label_selector()));
     }
     out.push_back({{"placement_group_id", BytesToHex(g.placement_group_id())},
                    {"name", g.name()},
@@ -100,6 +104,7 @@ jobs::Reply StateViews::PlacementGroups() {
                    {"strategy", rpc::PlacementGroupInfo::Strategy_Name(g.strategy())},
                    {"bundles", bundles},
                    {"bundle_nodes", bundle_nodes},
+                   {"bundle_label_selectors", selectors},
                    {"pending_reason", g.pending_reason()},
                    {"creator_job_id", BytesToHex(g.creator_job_id())},
                    {"is_detached", g.detached()}});

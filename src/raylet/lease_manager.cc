@@ -29,8 +29,10 @@ rpc::RequestWorkerLeaseReply Rejected(const std::string& message) {
 }  // namespace
 
 LeaseManager::LeaseManager(NodeId local_node, const ResourceSet& total, WorkerLauncher* launcher,
-                           JobLookup lookup_job, const Clock* clock)
+                           JobLookup lookup_job, const Clock* clock,
+                           std::map<std::string, std::string> local_labels)
     : local_node_(local_node),
+      local_labels_(std::move(local_labels)),
       launcher_(launcher),
       lookup_job_(std::move(lookup_job)),
       clock_(clock),
@@ -94,10 +96,14 @@ std::vector<NodeView> LeaseManager::ViewsLocked() const {
     if (node.node_id == local_node_) {
       views.back().available = resources_.available();
       views.back().total = resources_.total();
+      views.back().labels = local_labels_;
       has_local = true;
     }
   }
-  if (!has_local) views.push_back({local_node_, "", resources_.total(), resources_.available()});
+  if (!has_local) {
+    views.push_back(
+        {local_node_, "", resources_.total(), resources_.available(), local_labels_});
+  }
   return views;
 }
 

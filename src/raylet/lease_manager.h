@@ -20,6 +20,7 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,8 +47,11 @@ class LeaseManager {
   // block.
   using JobLookup = std::function<absl::StatusOr<rpc::JobInfo>(const JobId&)>;
 
+  // `local_labels`: this node's labels (`troupe start --labels`), matched against label
+  // selectors before the GCS's view of this node arrives.
   LeaseManager(NodeId local_node, const ResourceSet& total, WorkerLauncher* launcher,
-               JobLookup lookup_job, const Clock* clock);
+               JobLookup lookup_job, const Clock* clock,
+               std::map<std::string, std::string> local_labels = {});
   ~LeaseManager();
 
   void RequestLease(const rpc::RequestWorkerLeaseRequest& request, LeaseCallback done);
@@ -132,6 +136,7 @@ class LeaseManager {
   void Dispatch();
 
   const NodeId local_node_;
+  const std::map<std::string, std::string> local_labels_;
   WorkerLauncher* const launcher_;
   JobLookup lookup_job_;
   const Clock* const clock_;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "src/common/clock.h"
@@ -192,6 +193,44 @@ TEST_F(LeaseManagerTest, QueuesInOrderWhenFullAndGrantsOnReturn) {
   ASSERT_TRUE(launcher_.AwaitPops(3));
   launcher_.GrantPop(2);
   EXPECT_FALSE(c->Await().lease_id().empty());
+}
+
+// A node knows its own labels before the GCS's view of it arrives: a required selector they match
+// is served here; one no known node matches is refused, naming the node's labels.
+TEST_F(LeaseManagerTest, LabelSelectorsMatchThisNodesOwnLabels) {
+  LeaseManager labelled(
+      local_, Resources(kTotal), &launcher_,
+      [](const JobId& job_id) -> absl::StatusOr<rpc::JobInfo> {
+        rpc::JobInfo job;
+        job.set_job_id(job_id.Binary());
+        return job;
+      },
+      &clock_, {{"zone", "a"}});
+  auto in_zone = [&](const std::string& zone) {
+    rpc::RequestWorkerLeaseRequest request = Request({{"CPU", 1}});
+    rpc::LabelConstraint* constraint = request.mutable_resource_spec()
+                                           ->mutable_strategy()
+                                           ->mutable_label_selector()
+                                           ->add_constraints();
+    constraint->set_key("zone");
+    constraint->add_values(zone);
+    return request;
+  };
+  ReplySlot elsewhere;
+  labelled.RequestLease(in_zone("b"), elsewhere.Callback());
+  ASSERT_TRUE(elsewhere.answered());
+  EXPECT_TRUE(elsewhere.Await().rejected());
+  EXPECT_TRUE(absl::StrContains(elsewhere.Await().failure_message(), "{zone=b}"))
+      << elsewhere.Await().failure_message();
+  EXPECT_TRUE(absl::StrContains(elsewhere.Await().failure_message(), "{zone=a}"))
+      << elsewhere.Await().failure_message();
+  ReplySlot here;
+  labelled.RequestLease(in_zone("a"), here.Callback());
+  ASSERT_TRUE(launcher_.AwaitPops(1));
+  launcher_.GrantPop(0);
+  const rpc::RequestWorkerLeaseReply reply = here.Await();
+  EXPECT_FALSE(reply.rejected()) << reply.failure_message();
+  EXPECT_TRUE(labelled.ReturnWorker(reply.lease_id(), /*disconnect_worker=*/false).ok());
 }
 
 TEST_F(LeaseManagerTest, SpillsBackWhenAnotherNodeHasRoom) {

@@ -119,7 +119,7 @@ Raylet::Raylet(RayletOptions options, const Clock* clock)
           clock_, &processes_),
       lease_manager_(
           options_.node_id, options_.resources, &worker_pool_,
-          [this](const JobId& job_id) { return LookupJob(job_id); }, clock_),
+          [this](const JobId& job_id) { return LookupJob(job_id); }, clock_, options_.labels),
       log_monitor_(options_.node_id, &worker_pool_, &gcs_) {}
 
 Raylet::~Raylet() { Shutdown(); }

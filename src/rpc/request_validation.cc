@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "src/common/ids.h"
 #include "src/common/resources.h"
+#include "src/scheduling/label_selector.h"
 #include "src/common/status_macros.h"
 
 namespace troupe {
@@ -147,7 +148,9 @@ absl::Status CheckStrategy(absl::string_view field, const rpc::SchedulingStrateg
     return Invalid(field, absl::StrCat("kind is ", strategy.kind(),
                                        "; allowed: DEFAULT, SPREAD, NODE_AFFINITY"));
   }
-  return CheckOptionalId<NodeId>(absl::StrCat(field, ".node_id"), strategy.node_id());
+  TROUPE_RETURN_IF_ERROR(
+      CheckOptionalId<NodeId>(absl::StrCat(field, ".node_id"), strategy.node_id()));
+  return ValidateLabelSelector(absl::StrCat(field, ".label_selector"), strategy.label_selector());
 }
 
 // The fields of a TaskSpec the receiving daemon looks at (the GCS for actor creation, the raylet
@@ -398,6 +401,7 @@ absl::Status ValidateRequest(const rpc::CreatePlacementGroupRequest& request) {
     TROUPE_RETURN_IF_ERROR(CheckUnset(f + ".reservation_id", !bundle.reservation_id().empty()));
     TROUPE_RETURN_IF_ERROR(
         CheckUnset(f + ".pending_reservation_id", !bundle.pending_reservation_id().empty()));
+    TROUPE_RETURN_IF_ERROR(ValidateLabelSelector(f + ".label_selector", bundle.label_selector()));
   }
   return CheckOptionalId<JobId>("placement_group.creator_job_id", group.creator_job_id());
 }

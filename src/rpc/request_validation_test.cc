@@ -76,6 +76,9 @@ TEST(RequestValidationTest, PlacementGroupNeedsBoundedValidBundles) {
   (*group->add_bundles()->mutable_resources())["CPU"] = -2;
   ExpectInvalid(ValidateRequest(request), "placement_group.bundles[1].resources['CPU']");
   group->mutable_bundles(1)->mutable_resources()->at("CPU") = 2;
+  group->mutable_bundles(1)->mutable_label_selector()->add_constraints()->set_key("");
+  ExpectInvalid(ValidateRequest(request), "placement_group.bundles[1].label_selector", "key");
+  group->mutable_bundles(1)->clear_label_selector();
   group->set_strategy(static_cast<rpc::PlacementGroupInfo::Strategy>(42));
   ExpectInvalid(ValidateRequest(request), "placement_group.strategy", "STRICT_PACK");
 }
@@ -106,6 +109,18 @@ TEST(RequestValidationTest, LeaseRequestChecksTheResourceSpec) {
   lease.mutable_resource_spec()->clear_placement_group_id();
   lease.mutable_resource_spec()->set_bundle_index(-7);
   ExpectInvalid(ValidateRequest(lease), "resource_spec.bundle_index");
+  lease.mutable_resource_spec()->set_bundle_index(0);
+  // A label selector from the wire: an IN without values is refused, not matched.
+  rpc::LabelConstraint* in = lease.mutable_resource_spec()
+                                 ->mutable_strategy()
+                                 ->mutable_label_selector()
+                                 ->add_constraints();
+  in->set_key("zone");
+  in->set_op(rpc::LabelConstraint::IN);
+  ExpectInvalid(ValidateRequest(lease), "resource_spec.strategy.label_selector.constraints[0]",
+                "IN and NOT_IN 1 to");
+  in->add_values("a");
+  EXPECT_TRUE(ValidateRequest(lease).ok());
 }
 
 TEST(RequestValidationTest, RayletObjectRequests) {

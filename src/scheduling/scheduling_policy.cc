@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "src/scheduling/label_selector.h"
 
 namespace troupe {
 namespace {
@@ -38,7 +39,11 @@ std::vector<NodeView> NodeViewsFromUsage(const std::vector<rpc::ResourceUsage>& 
     auto total = ResourceSet::FromMap({usage.total().begin(), usage.total().end()});
     auto available = ResourceSet::FromMap({usage.available().begin(), usage.available().end()});
     if (node.ok() && total.ok() && available.ok()) {
-      views.push_back({*node, usage.raylet_address(), *total, *available});
+      views.push_back({*node,
+                       usage.raylet_address(),
+                       *total,
+                       *available,
+                       {usage.labels().begin(), usage.labels().end()}});
     }
   }
   return views;
@@ -62,9 +67,23 @@ std::string DescribeInfeasible(const ResourceSet& demand, const std::vector<Node
   return absl::StrCat("no node has ", absl::StrJoin(missing, ", "));
 }
 
-SchedulingDecision ChooseNode(const ResourceSet& demand, const rpc::SchedulingStrategy& strategy,
-                              const NodeId& local_node, const std::vector<NodeView>& nodes,
-                              uint64_t* spread_counter, double spread_threshold) {
+std::string DescribeNodeLabels(const std::vector<NodeView>& nodes) {
+  constexpr size_t kShown = 16;
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < nodes.size() && i < kShown; ++i) {
+    parts.push_back(
+        absl::StrCat("node ", nodes[i].node_id.ShortHex(), " ", FormatLabels(nodes[i].labels)));
+  }
+  if (nodes.size() > kShown) parts.push_back(absl::StrCat("and ", nodes.size() - kShown, " more"));
+  return parts.empty() ? "no nodes" : absl::StrJoin(parts, ", ");
+}
+
+namespace {
+
+// ChooseNode without a label selector: `nodes` are the candidates.
+SchedulingDecision ChooseAmong(const ResourceSet& demand, const rpc::SchedulingStrategy& strategy,
+                               const NodeId& local_node, const std::vector<NodeView>& nodes,
+                               uint64_t* spread_counter, double spread_threshold) {
   // Local node first, then the rest in a stable order.
   std::vector<const NodeView*> ordered;
   for (const auto& node : nodes) ordered.push_back(&node);
@@ -122,10 +141,76 @@ SchedulingDecision ChooseNode(const ResourceSet& demand, const rpc::SchedulingSt
   return Place(*feasible[0], local_node);
 }
 
-BundleAssignment AssignBundles(const std::vector<ResourceSet>& bundles,
+}  // namespace
+
+SchedulingDecision ChooseNode(const ResourceSet& demand, const rpc::SchedulingStrategy& strategy,
+                              const NodeId& local_node, const std::vector<NodeView>& nodes,
+                              uint64_t* spread_counter, double spread_threshold) {
+  const rpc::LabelSelector& selector = strategy.label_selector();
+  if (selector.constraints().empty()) {
+    return ChooseAmong(demand, strategy, local_node, nodes, spread_counter, spread_threshold);
+  }
+  std::vector<NodeView> matching;
+  for (const NodeView& node : nodes) {
+    if (MatchesLabels(selector, node.labels)) matching.push_back(node);
+  }
+  if (selector.soft()) {
+    // A matching node that can take it now; else wherever it would go without the selector.
+    if (!matching.empty()) {
+      SchedulingDecision preferred =
+          ChooseAmong(demand, strategy, local_node, matching, spread_counter, spread_threshold);
+      for (const NodeView& node : matching) {
+        if (node.node_id == preferred.node_id && demand.IsSubsetOf(node.available) &&
+            (preferred.kind == SchedulingDecision::Kind::kLocal ||
+             preferred.kind == SchedulingDecision::Kind::kRemote)) {
+          return preferred;
+        }
+      }
+    }
+    return ChooseAmong(demand, strategy, local_node, nodes, spread_counter, spread_threshold);
+  }
+  const std::string what = FormatLabelSelector(selector);
+  SchedulingDecision failed;
+  failed.kind = SchedulingDecision::Kind::kFailed;
+  if (matching.empty()) {
+    failed.reason = absl::StrCat("no node matches the label selector ", what,
+                                 "; the nodes' labels: ", DescribeNodeLabels(nodes),
+                                 " (label nodes with `troupe start --labels`, or make the "
+                                 "selector preferred, LabelMatch::kPreferred, to fall back to "
+                                 "any node)");
+    return failed;
+  }
+  if (strategy.kind() == rpc::SchedulingStrategy::NODE_AFFINITY && !strategy.soft()) {
+    // Hard affinity to a node the selector excludes can never run.
+    for (const NodeView& node : nodes) {
+      if (node.node_id.Binary() == strategy.node_id() && !MatchesLabels(selector, node.labels)) {
+        failed.reason =
+            absl::StrCat("NodeAffinity: node ", node.node_id.ShortHex(), " ",
+                         FormatLabels(node.labels), " does not match the label selector ", what);
+        return failed;
+      }
+    }
+  }
+  const bool fits_somewhere = std::any_of(matching.begin(), matching.end(), [&](const NodeView& n) {
+    return demand.IsSubsetOf(n.total);
+  });
+  if (!fits_somewhere) {
+    failed.reason = absl::StrCat("no node matching the label selector ", what, " can fit {",
+                                 demand.ToString(), "}: ", DescribeInfeasible(demand, matching),
+                                 "; the nodes' labels: ", DescribeNodeLabels(nodes));
+    return failed;
+  }
+  return ChooseAmong(demand, strategy, local_node, matching, spread_counter, spread_threshold);
+}
+
+namespace {
+
+// AssignBundles with `allowed[b][n]`: whether bundle b may go on node n (labels).
+BundleAssignment AssignAllowed(const std::vector<ResourceSet>& bundles,
                                rpc::PlacementGroupInfo::Strategy strategy,
                                const std::vector<NodeView>& nodes,
-                               const std::vector<NodeId>& excluded) {
+                               const std::vector<NodeId>& excluded,
+                               const std::vector<std::vector<bool>>& allowed) {
   BundleAssignment result;
   std::vector<ResourceSet> free;
   std::vector<bool> usable;
@@ -133,11 +218,17 @@ BundleAssignment AssignBundles(const std::vector<ResourceSet>& bundles,
     free.push_back(node.available);
     usable.push_back(std::find(excluded.begin(), excluded.end(), node.node_id) == excluded.end());
   }
+  auto allows_all = [&](size_t n) {
+    for (const auto& bundle : allowed) {
+      if (!bundle[n]) return false;
+    }
+    return true;
+  };
   auto pack_on_one = [&]() {
     ResourceSet sum;
     for (const auto& bundle : bundles) sum += bundle;
     for (size_t n = 0; n < nodes.size(); ++n) {
-      if (usable[n] && sum.IsSubsetOf(free[n])) {
+      if (usable[n] && allows_all(n) && sum.IsSubsetOf(free[n])) {
         result.node_of_bundle.assign(bundles.size(), static_cast<int>(n));
         return true;
       }
@@ -165,7 +256,7 @@ BundleAssignment AssignBundles(const std::vector<ResourceSet>& bundles,
       // except under STRICT_SPREAD.
       if (pass == 1 && strategy == rpc::PlacementGroupInfo::STRICT_SPREAD) break;
       for (size_t n = 0; n < nodes.size() && chosen < 0; ++n) {
-        if (!usable[n] || (pass == 0 && distinct && used[n])) continue;
+        if (!usable[n] || !allowed[b][n] || (pass == 0 && distinct && used[n])) continue;
         if (bundles[b].IsSubsetOf(free[n])) chosen = static_cast<int>(n);
       }
     }
@@ -184,6 +275,49 @@ BundleAssignment AssignBundles(const std::vector<ResourceSet>& bundles,
     result.node_of_bundle[b] = chosen;
   }
   result.ok = true;
+  return result;
+}
+
+}  // namespace
+
+BundleAssignment AssignBundles(const std::vector<ResourceSet>& bundles,
+                               rpc::PlacementGroupInfo::Strategy strategy,
+                               const std::vector<NodeView>& nodes,
+                               const std::vector<NodeId>& excluded,
+                               const std::vector<rpc::LabelSelector>& selectors) {
+  // allowed[b][n], with soft selectors counted (first try) or not.
+  auto allowed = [&](bool with_soft) {
+    std::vector<std::vector<bool>> out(bundles.size(), std::vector<bool>(nodes.size(), true));
+    for (size_t b = 0; b < bundles.size() && b < selectors.size(); ++b) {
+      if (selectors[b].soft() && !with_soft) continue;
+      for (size_t n = 0; n < nodes.size(); ++n) {
+        out[b][n] = MatchesLabels(selectors[b], nodes[n].labels);
+      }
+    }
+    return out;
+  };
+  const bool any_soft = std::any_of(selectors.begin(), selectors.end(), [](const auto& s) {
+    return s.soft() && !s.constraints().empty();
+  });
+  BundleAssignment result = AssignAllowed(bundles, strategy, nodes, excluded, allowed(true));
+  if (!result.ok && any_soft) {
+    result = AssignAllowed(bundles, strategy, nodes, excluded, allowed(false));
+  }
+  if (!result.ok) {
+    // A hard selector no node matches at all says so (the usual reason is about room).
+    for (size_t b = 0; b < bundles.size() && b < selectors.size(); ++b) {
+      if (selectors[b].soft() || selectors[b].constraints().empty()) continue;
+      const bool matched = std::any_of(nodes.begin(), nodes.end(), [&](const NodeView& node) {
+        return MatchesLabels(selectors[b], node.labels);
+      });
+      if (!matched) {
+        result.reason =
+            absl::StrCat("bundle ", b, "'s label selector ", FormatLabelSelector(selectors[b]),
+                         " matches no node; the nodes' labels: ", DescribeNodeLabels(nodes));
+        break;
+      }
+    }
+  }
   return result;
 }
 

@@ -9,9 +9,15 @@
 //            node that can never fit the task fails it, and a node not in the view is
 //            infeasible (it may still be joining; the lease manager fails it if it is dead).
 // A demand no node can ever satisfy is infeasible, with a reason naming the missing resources.
+// A label selector in the strategy (label_selector.h) narrows any kind to the nodes it matches:
+//   hard:    only matching nodes; when no node in the view matches, or none that matches can
+//            ever fit the demand, the decision is kFailed with a reason naming the selector and
+//            listing the nodes' labels;
+//   soft:    a matching node with the resources free now, else as if there were no selector.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +32,7 @@ struct NodeView {
   std::string raylet_address;
   ResourceSet total;
   ResourceSet available;
+  std::map<std::string, std::string> labels;  // `troupe start --labels`
 };
 
 // The cluster view as the GCS reports it (alive nodes' latest ResourceUsage), as NodeViews.
@@ -48,6 +55,8 @@ SchedulingDecision ChooseNode(const ResourceSet& demand, const rpc::SchedulingSt
 //   PACK          all on one node if possible, else first fit;
 //   STRICT_SPREAD each on a different node (never one in `excluded`);
 //   SPREAD        different nodes where possible, else any with room.
+// `selectors` (empty, or one per bundle) restrict each bundle to the nodes its selector matches;
+// soft ones are tried as hard first, then dropped if the group does not fit that way.
 struct BundleAssignment {
   bool ok = false;
   std::vector<int> node_of_bundle;
@@ -56,9 +65,14 @@ struct BundleAssignment {
 BundleAssignment AssignBundles(const std::vector<ResourceSet>& bundles,
                                rpc::PlacementGroupInfo::Strategy strategy,
                                const std::vector<NodeView>& nodes,
-                               const std::vector<NodeId>& excluded = {});
+                               const std::vector<NodeId>& excluded = {},
+                               const std::vector<rpc::LabelSelector>& selectors = {});
 
 // "no node has GPU: 8 (largest: 4)" — what makes `demand` infeasible in `nodes`.
 std::string DescribeInfeasible(const ResourceSet& demand, const std::vector<NodeView>& nodes);
+
+// "node 1a2b3c4d {zone=a}, node 5e6f7a8b {}" — every node's labels, for messages about
+// selectors that match nothing (at most 16 nodes, then how many more).
+std::string DescribeNodeLabels(const std::vector<NodeView>& nodes);
 
 }  // namespace troupe

@@ -26,6 +26,8 @@
 //                                                    -> /api/v0/train_runs)
 //   job-<job id hex>        user keys                user values; deleted when the job ends
 //                                                    (src/common/ids.h JobKvNamespace)
+//   user/<namespace>        user keys                troupe::kv (troupe/kv.h): the public KV;
+//                                                    no other namespace starts with "user/"
 //
 // Constants only; no dependencies; thread-safe.
 #pragma once
@@ -49,6 +51,10 @@ inline constexpr char kGcsRpcLatencyKey[] = "gcs_rpc_latency";
 inline constexpr char kTrainRunsNamespace[] = "troupe_train_runs";
 inline constexpr char kTrainRunKeyPrefix[] = "run/";
 inline std::string TrainRunKey(const std::string& run_id) { return kTrainRunKeyPrefix + run_id; }
+
+// The public KV's namespaces (troupe/kv.h): "user/" + the user's namespace, so that no user
+// namespace is any of the internal ones above.
+inline constexpr char kUserKvNamespacePrefix[] = "user/";
 
 inline constexpr char kPackagesNamespace[] = "troupe_packages";
 inline constexpr char kExecutablesNamespace[] = "troupe_executables";

@@ -98,6 +98,12 @@ class ActorTaskCaller {
                   "troupe::Actor(Factory).SetSchedulingStrategy(...)");
     return *this;
   }
+  ActorTaskCaller& SetLabelSelector(const LabelSelector&, LabelMatch = LabelMatch::kRequired) {
+    static_assert(internal::kAlwaysFalse<T>,
+                  "troupe: an actor call runs where its actor lives; select the actor's node "
+                  "instead: troupe::Actor(Factory).SetLabelSelector(...)");
+    return *this;
+  }
   ActorTaskCaller& SetMaxRetries(int) {
     static_assert(internal::kAlwaysFalse<T>,
                   "troupe: actor calls are retried per the actor's policy; set it when creating "
@@ -195,6 +201,14 @@ class ActorCreator {
   ActorCreator& SetSchedulingStrategy(NodeAffinity affinity) {
     options_.strategy = {internal::SchedulingStrategy::Kind::kNodeAffinity, affinity.node_id,
                          affinity.soft};
+    return *this;
+  }
+  // Only nodes whose labels match (kRequired: no such node kills the actor with the selector and
+  // the nodes' labels as its death cause), or those first (kPreferred). troupe/label_selector.h.
+  ActorCreator& SetLabelSelector(const LabelSelector& selector,
+                                 LabelMatch match = LabelMatch::kRequired) {
+    options_.label_selector = selector.constraints();
+    options_.label_selector_soft = match == LabelMatch::kPreferred;
     return *this;
   }
 

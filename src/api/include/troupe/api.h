@@ -50,6 +50,8 @@
 #include "troupe/actor.h"
 #include "troupe/errors.h"
 #include "troupe/function_registry.h"
+#include "troupe/kv.h"
+#include "troupe/label_selector.h"
 #include "troupe/object_ref.h"
 #include "troupe/placement_group.h"
 #include "troupe/runtime.h"

@@ -17,6 +17,7 @@
 namespace troupe {
 struct RuntimeContext;  // troupe/runtime_context.h
 struct NodeInfo;
+struct PlacementGroupInfo;  // troupe/placement_group.h
 }  // namespace troupe
 
 namespace troupe::internal {
@@ -49,11 +50,22 @@ struct SchedulingStrategy {
   bool soft = false;        // kNodeAffinity: fall back to any node if that one cannot run it
 };
 
+// One condition of a troupe::LabelSelector (troupe/label_selector.h), checked when it was added.
+struct LabelConstraint {
+  enum class Op { kEquals, kIn, kNotIn, kExists, kDoesNotExist };  // rpc::LabelConstraint order
+  Op op = Op::kEquals;
+  std::string key;
+  std::vector<std::string> values;
+};
+
 struct PlacementGroupSpec {
   std::string name;
   std::vector<std::map<std::string, double>> bundles;
-  int strategy = 0;  // PACK, SPREAD, STRICT_PACK, STRICT_SPREAD (rpc order)
+  int strategy = 0;       // PACK, SPREAD, STRICT_PACK, STRICT_SPREAD (rpc order)
   bool detached = false;  // outlives the creating job
+  // Empty, or one selector per bundle (an empty one: any node).
+  std::vector<std::vector<LabelConstraint>> bundle_label_selectors;
+  bool bundle_labels_soft = false;  // preferred, not required
 };
 
 struct TaskOptions {
@@ -64,6 +76,8 @@ struct TaskOptions {
   int max_retries = 3;
   bool retry_exceptions = false;
   SchedulingStrategy strategy;
+  std::vector<LabelConstraint> label_selector;  // empty: any node
+  bool label_selector_soft = false;             // preferred, not required
 };
 
 // Options of one actor call (the task options that apply to it; see ActorTaskCaller).
@@ -86,6 +100,8 @@ struct ActorOptions {
   int max_concurrency = 1;
   bool detached = false;
   SchedulingStrategy strategy;
+  std::vector<LabelConstraint> label_selector;  // empty: any node
+  bool label_selector_soft = false;             // preferred, not required
   // The actor's class as the compiler names it (typeid(T).name(), mangled): the runtime shows
   // it demangled ("Store", "ns::Store") as the actor's class name. "": the factory's name.
   std::string class_type_name;
@@ -132,6 +148,10 @@ class Runtime {
   virtual void RemovePlacementGroup(const std::string& id) = 0;
   virtual bool WaitPlacementGroup(const std::string& id, int64_t timeout_ms) = 0;
   virtual std::string GetPlacementGroup(const std::string& name) = 0;  // "" if none
+  // Every group the GCS knows (removed ones too, until it forgets them); one by binary ID
+  // (nullopt if unknown).
+  virtual std::vector<PlacementGroupInfo> ListPlacementGroups() = 0;
+  virtual std::optional<PlacementGroupInfo> GetPlacementGroupInfo(const std::string& id) = 0;
 
   // The cluster's key-value store (GCS KV). Namespaces named by JobNamespace() are deleted when
   // the job finishes. KvPut returns false when the key exists and `overwrite` is false.
@@ -139,6 +159,9 @@ class Runtime {
   virtual bool KvPut(const std::string& ns, const std::string& key, const std::string& value,
                      bool overwrite) = 0;
   virtual int64_t KvDelete(const std::string& ns, const std::string& key, bool by_prefix) = 0;
+  virtual bool KvExists(const std::string& ns, const std::string& key) = 0;
+  // Keys of `ns` starting with `prefix`, sorted.
+  virtual std::vector<std::string> KvKeys(const std::string& ns, const std::string& prefix) = 0;
   // "job-<job id hex>": a KV namespace that lives as long as this process's job.
   virtual std::string JobNamespace() = 0;
   // Inside an actor: its ID (binary); "" elsewhere.

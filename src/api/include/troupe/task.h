@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "troupe/function_registry.h"
+#include "troupe/label_selector.h"
 #include "troupe/object_ref.h"
 #include "troupe/placement_group.h"
 #include "troupe/runtime.h"
@@ -109,6 +110,14 @@ class TaskCaller {
   TaskCaller& SetSchedulingStrategy(NodeAffinity affinity) {
     options_.strategy = {internal::SchedulingStrategy::Kind::kNodeAffinity, affinity.node_id,
                          affinity.soft};
+    return *this;
+  }
+  // Only nodes whose labels match (kRequired), or those first (kPreferred); combines with the
+  // scheduling strategy and resources (troupe/label_selector.h).
+  TaskCaller& SetLabelSelector(const LabelSelector& selector,
+                               LabelMatch match = LabelMatch::kRequired) {
+    options_.label_selector = selector.constraints();
+    options_.label_selector_soft = match == LabelMatch::kPreferred;
     return *this;
   }
 

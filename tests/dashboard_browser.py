@@ -384,6 +384,24 @@ def test_logs(b):
     check(found >= 1, "no node's logs hold the tasks job's failures")
 
 
+def test_node_history(b, api):
+    step("overview: each node's CPU, memory and object store over time")
+    _, body = api.call("GET", "/api/v0/nodes/history")
+    history = json.loads(body)
+    check(history["window_s"] == 3600 and len(history["nodes"]) == 3, f"history of {list(history['nodes'])}")
+    for node, samples in history["nodes"].items():
+        check(samples and all(0 <= x["cpu_percent"] <= 100 and 0 < x["memory_used_bytes"] <= x["memory_total_bytes"]
+                              for x in samples), f"node {node}: {samples[:2]}")
+    # A test cluster lives about a minute: a sample every 10 s gives each node a few.
+    check(max(len(x) for x in history["nodes"].values()) >= 2, f"samples: {history['nodes']}")
+    b.open("overview")
+    for chart in ("node-cpu", "node-memory", "node-store"):
+        b.wait(f"the {chart} chart", lambda: len(b.driver.find_elements(
+            By.CSS_SELECTOR, f'[data-chart="{chart}"] polyline')) == 3, 30)
+    b.js("document.querySelector('[data-chart=\"node-cpu\"]').scrollIntoView()")
+    b.shot("node_history")
+
+
 def test_logout(b, api, session):
     step("logout ends the session")
     b.open("overview")
@@ -421,6 +439,7 @@ def main():
         b.shot("jobs")
         test_tasks(b, api, args.actor_program)
         test_logs(b)
+        test_node_history(b, api)
         test_logout(b, api, session)
         step("all dashboard checks passed")
     finally:

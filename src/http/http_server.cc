@@ -17,6 +17,7 @@
 #include "src/http/http_metrics.h"
 #include "src/http/log_tail.h"
 #include "src/http/metrics_page.h"
+#include "src/http/node_history.h"
 #include "src/http/node_views.h"
 #include "src/http/request_guard.h"
 #include "src/http/router.h"
@@ -137,6 +138,8 @@ class HttpServer::Routes {
     });
     AddJobRoutes(router);
     router.Add("GET", "/api/v0/nodes", [this](const HttpRequest&) { return Send(views_.Nodes()); });
+    router.Add("GET", "/api/v0/nodes/history",
+               [this](const HttpRequest&) { return Send({200, history_.ToJson()}); });
     router.Add("GET", "/api/v0/actors",
                [this](const HttpRequest&) { return Send(views_.Actors()); });
     router.Add("GET", "/api/v0/placement_groups",
@@ -235,6 +238,10 @@ class HttpServer::Routes {
   http::NodeViews node_views_;
   http::TaskViews tasks_;
   http::Dashboard dashboard_;
+  http::NodeHistory history_;  // recorded by the watchdog thread (HttpServer::WatchGcs)
+
+ public:
+  http::NodeHistory& history() { return history_; }
 };
 
 HttpServer::HttpServer(HttpServerOptions options) : options_(std::move(options)) {}
@@ -302,6 +309,12 @@ void HttpServer::WatchGcs() {
     // A port that refuses connections fails at once; gRPC alone would back off for seconds.
     if (TcpConnectable(options_.gcs_address) && probe.GetClusterInfo().ok()) {
       last_answer = absl::Now();
+      // The nodes' CPU, memory and object store use, for the dashboard's last hour.
+      if (routes_->history().Due(last_answer)) {
+        if (auto usage = probe.GetAllResourceUsage(); usage.ok()) {
+          routes_->history().Record(last_answer, *usage);
+        }
+      }
     } else if (absl::Now() - last_answer > options_.gcs_lost_timeout) {
       gcs_lost_ = true;
       web_->Stop();

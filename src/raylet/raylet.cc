@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "src/common/logging.h"
+#include "src/common/machine_stats.h"
 #include "src/common/status_macros.h"
 #include "src/schema/kv_schema.h"
 
@@ -526,6 +527,9 @@ absl::Status Raylet::Run() {
 absl::Status Raylet::ReportLoop() {
   absl::Time last_contact = clock_->Now();
   bool connected = true;
+  std::optional<CpuTimes> cpu_times;  // the machine's CPU counters at cpu_read_at
+  absl::Time cpu_read_at = absl::InfinitePast();
+  double cpu_percent = 0;
   // While the GCS is away, report every 50 ms: a GCS restarted under Redis then sees this node
   // (and its resources, which the actor and lease scheduling wait for) within ~50 ms of listening.
   constexpr absl::Duration kReconnectPeriod = absl::Milliseconds(50);
@@ -561,6 +565,20 @@ absl::Status Raylet::ReportLoop() {
     usage.set_object_store_used_bytes(store.used_bytes);
     usage.set_object_store_spilled_bytes(store.spilled_bytes);
     usage.set_object_store_num_objects(store.num_objects);
+    // The machine's CPU use over the last second or more (a report period is too short a
+    // window: 100 ms is 10 jiffies).
+    if (clock_->Now() - cpu_read_at >= absl::Seconds(1)) {
+      if (auto cpu = ReadCpuTimes()) {
+        if (cpu_times) cpu_percent = CpuPercent(*cpu_times, *cpu);
+        cpu_times = cpu;
+        cpu_read_at = clock_->Now();
+      }
+    }
+    usage.set_cpu_percent(cpu_percent);
+    if (auto memory = ReadMemoryUse()) {
+      usage.set_memory_used_bytes(memory->used_bytes);
+      usage.set_memory_total_bytes(memory->total_bytes);
+    }
     for (const auto& demand : lease_manager_.InfeasibleDemands())
       usage.add_infeasible_demands(demand);
     {

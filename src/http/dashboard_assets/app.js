@@ -194,8 +194,9 @@ const pages = {};
 
 pages.overview = {
   async render(main) {
-    const [nodes, status, actors, jobs] = await Promise.all([
-      loadNodes(), api('/api/cluster_status'), api('/api/v0/actors'), api('/api/jobs/')]);
+    const [nodes, status, actors, jobs, history] = await Promise.all([
+      loadNodes(), api('/api/cluster_status'), api('/api/v0/actors'), api('/api/jobs/'),
+      api('/api/v0/nodes/history')]);
     const used = (key) => (status.resources_total[key] || 0) - (status.resources_available[key] || 0);
     const storeUsed = nodes.reduce((sum, n) => sum + (n.state === 'ALIVE' ? n.object_store_used_bytes || 0 : 0), 0);
     const totals = h('div', {class: 'cards'},
@@ -222,8 +223,19 @@ pages.overview = {
           n.object_store_spilled_bytes ? h('div', {class: 'muted'}, `${formatBytes(n.object_store_spilled_bytes)} spilled`) : null),
         h('td', {}, Object.entries(n.labels || {}).map(([k, v]) => h('span', {class: 'chip'}, `${k}=${v}`))));
     });
+    // The last hour, per node (one sample every interval_s: /api/v0/nodes/history).
+    const perNode = (value) => Object.entries(history.nodes).map(([id, samples]) =>
+      ({name: nodeName(id), points: samples.map((x) => [x.t, value(x)])}));
+    const charts = h('div', {class: 'charts'},
+      lineChart({id: 'node-cpu', title: 'CPU in use (% of the machine)', xLabel: 'time',
+        series: perNode((x) => x.cpu_percent)}),
+      lineChart({id: 'node-memory', title: 'Memory in use (% of the machine)', xLabel: 'time',
+        series: perNode((x) => x.memory_total_bytes ? 100 * x.memory_used_bytes / x.memory_total_bytes : NaN)}),
+      lineChart({id: 'node-store', title: 'Object store in use (MiB)', xLabel: 'time',
+        series: perNode((x) => x.object_store_used_bytes / (1 << 20))}));
     main.replaceChildren(h('h2', {}, 'Cluster'), totals, h('h3', {}, `Nodes (${nodes.length})`),
-      table(['Node', 'IP', 'State', 'Resources used / total', 'Object store', 'Labels'], rows));
+      table(['Node', 'IP', 'State', 'Resources used / total', 'Object store', 'Labels'], rows),
+      h('h3', {}, `The last hour (a sample every ${history.interval_s} s, kept while the head runs)`), charts);
   },
 };
 

@@ -286,6 +286,26 @@ std::vector<NodeInfo> CoreWorkerRuntime::Nodes() {
   return sorted;
 }
 
+rpc::UserMetricDefinition ToMetricDefinition(const MetricSpec& spec) {
+  rpc::UserMetricDefinition definition;
+  definition.set_kind(spec.kind == MetricSpec::Kind::kGauge       ? rpc::UserMetricDefinition::GAUGE
+                      : spec.kind == MetricSpec::Kind::kHistogram ? rpc::UserMetricDefinition::HISTOGRAM
+                                                                  : rpc::UserMetricDefinition::COUNTER);
+  definition.set_name(spec.name);
+  definition.set_description(spec.description);
+  definition.set_unit(spec.unit);
+  for (double bound : spec.boundaries) definition.add_boundaries(bound);
+  for (const std::string& key : spec.tag_keys) definition.add_tag_keys(key);
+  return definition;
+}
+
+void CoreWorkerRuntime::RecordMetric(const MetricSpec& metric, double value,
+                                     const std::map<std::string, std::string>& tags) {
+  if (auto status = core_->RecordMetric(ToMetricDefinition(metric), value, tags); !status.ok()) {
+    ThrowFor(status);
+  }
+}
+
 void CoreWorkerRuntime::AddLocalRef(const RefInfo& ref) { core_->AddLocalRef(ToCore(ref)); }
 
 void CoreWorkerRuntime::RemoveLocalRef(const std::string& object_id) {

@@ -161,6 +161,10 @@ RuntimeContext RuntimeGateway::GetRuntimeContext() {
   return Call(*this, true)->GetRuntimeContext();
 }
 std::vector<NodeInfo> RuntimeGateway::Nodes() { return Call(*this, true)->Nodes(); }
+void RuntimeGateway::RecordMetric(const MetricSpec& metric, double value,
+                                  const std::map<std::string, std::string>& tags) {
+  Call(*this, true)->RecordMetric(metric, value, tags);
+}
 
 void RuntimeGateway::AddLocalRef(const RefInfo& ref) {
   Call call(*this, /*required=*/false);

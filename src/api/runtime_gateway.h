@@ -77,6 +77,8 @@ class RuntimeGateway final : public Runtime {
   std::string NodeIp() override;
   RuntimeContext GetRuntimeContext() override;
   std::vector<NodeInfo> Nodes() override;
+  void RecordMetric(const MetricSpec& metric, double value,
+                    const std::map<std::string, std::string>& tags) override;
 
   // No-ops once closed: ObjectRefs may be copied and destroyed after Shutdown.
   void AddLocalRef(const RefInfo& ref) override;

@@ -50,6 +50,7 @@
 #include "troupe/actor.h"
 #include "troupe/errors.h"
 #include "troupe/function_registry.h"
+#include "troupe/metrics.h"
 #include "troupe/object_ref.h"
 #include "troupe/placement_group.h"
 #include "troupe/runtime.h"

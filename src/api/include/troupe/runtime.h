@@ -91,6 +91,17 @@ struct ActorOptions {
   std::string class_type_name;
 };
 
+// A user metric's definition (troupe/metrics.h), as the metric object holds it.
+struct MetricSpec {
+  enum class Kind { kCounter, kGauge, kHistogram };
+  Kind kind = Kind::kCounter;
+  std::string name;
+  std::string description;
+  std::string unit;
+  std::vector<double> boundaries;  // histograms
+  std::vector<std::string> tag_keys;
+};
+
 class Runtime {
  public:
   virtual ~Runtime() = default;
@@ -149,6 +160,12 @@ class Runtime {
   virtual RuntimeContext GetRuntimeContext() = 0;
   // troupe::Nodes(): the GCS's node table with each node's last reported free resources.
   virtual std::vector<NodeInfo> Nodes() = 0;
+
+  // User metrics: adds `value` to the metric's series `tags` in this process's batch (pushed to
+  // the node's raylet every second). Throws InvalidArgumentError for bad tags or values. The
+  // default throws RuntimeError (runtimes without a cluster).
+  virtual void RecordMetric(const MetricSpec& metric, double value,
+                            const std::map<std::string, std::string>& tags);
 
   // Reference counting: every live ObjectRef in this process holds one local reference.
   virtual void AddLocalRef(const RefInfo& ref) = 0;

@@ -754,6 +754,12 @@ int StartCommand(const std::vector<std::string>& args) {
                              options.object_data_port),
                 2);
   }
+  if (options.metrics_port < -1 || options.metrics_port > 65535) {
+    return Fail(absl::StrCat("--metrics-port must be between 0 and 65535 (0: any free port), or -1 "
+                             "for none; got ",
+                             options.metrics_port),
+                2);
+  }
   if (auto status = options.redis.Resolve(/*address_from_env=*/options.head); !status.ok()) {
     return Fail(std::string(status.message()), 2);
   }

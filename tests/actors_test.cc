@@ -184,6 +184,29 @@ TEST(ActorsTest, NamedDetachedActorIsFoundByAnotherDriver) {
     } catch (const troupe::TroupeError& e) {
       EXPECT_TRUE(absl::StrContains(e.what(), "already exists")) << e.what();
     }
+    // Get-or-create: the live actor of that name comes back (its state, not a new Create(0)).
+    auto same = troupe::Actor(Counter::Create).SetName("inventory").SetGetIfExists().Remote(0);
+    EXPECT_EQ(same.binary_id(), counter.binary_id());
+    EXPECT_EQ(*troupe::Get(same.Task(&Counter::Get).Remote()), 42);
+    // Callers racing to get-or-create a new name all get one actor.
+    std::vector<std::string> ids(4);
+    std::vector<std::thread> racers;
+    for (int i = 0; i < 4; ++i) {
+      racers.emplace_back([&ids, i] {
+        ids[i] = troupe::Actor(Counter::Create).SetName("raced").SetGetIfExists().Remote(i).binary_id();
+      });
+    }
+    for (auto& racer : racers) racer.join();
+    EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), 1u);
+    auto raced = troupe::GetActor<Counter>("raced");
+    ASSERT_TRUE(raced.has_value());
+    EXPECT_EQ(raced->binary_id(), ids[0]);
+    try {
+      troupe::Actor(Counter::Create).SetGetIfExists().Remote(0);
+      FAIL() << "get-or-create without a name must be refused";
+    } catch (const troupe::InvalidArgumentError& e) {
+      EXPECT_TRUE(absl::StrContains(e.what(), "SetName")) << e.what();
+    }
   }
   Driver second(cluster, "shop");
   auto found = troupe::GetActor<Counter>("inventory");

@@ -140,9 +140,29 @@ std::string CoreWorkerRuntime::CreateActor(const std::string& factory_name,
     info.set_class_name(absl::StrReplaceAll(DemangledName(options.class_type_name.c_str()),
                                             {{"(anonymous namespace)::", ""}}));
   }
-  auto id = core_->CreateActor(factory_name, ToArgSpecs(std::move(args)), submit, info);
-  if (!id.ok()) ThrowFor(id.status());
-  return id->Binary();
+  if (!options.get_if_exists) {
+    auto id = core_->CreateActor(factory_name, ToArgSpecs(std::move(args)), submit, info);
+    if (!id.ok()) ThrowFor(id.status());
+    return id->Binary();
+  }
+  if (options.name.empty()) {
+    throw InvalidArgumentError(
+        "SetGetIfExists needs a name: call SetName(\"...\") on the actor too (an actor without "
+        "a name cannot be found again)");
+  }
+  // Look up, else create; a creation that loses a race to another creator finds the winner. An
+  // actor that dies between the two steps frees its name: try again (a few times).
+  absl::Status last;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto existing = core_->GetNamedActor(options.name, options.namespace_name);
+    if (!existing.ok()) ThrowFor(existing.status());
+    if (existing->has_value()) return (*existing)->Binary();
+    auto id = core_->CreateActor(factory_name, ToArgSpecs(args), submit, info);
+    if (id.ok()) return id->Binary();
+    if (id.status().code() != absl::StatusCode::kAlreadyExists) ThrowFor(id.status());
+    last = id.status();
+  }
+  ThrowFor(last);
 }
 
 RefInfo CoreWorkerRuntime::SubmitActorTask(const std::string& actor_id,

@@ -89,6 +89,9 @@ struct ActorOptions {
   // The actor's class as the compiler names it (typeid(T).name(), mangled): the runtime shows
   // it demangled ("Store", "ns::Store") as the actor's class name. "": the factory's name.
   std::string class_type_name;
+  // With a name: when a live actor already has it (in that namespace), CreateActor returns that
+  // actor's ID instead of throwing (the arguments and options given are then unused).
+  bool get_if_exists = false;
 };
 
 // A user metric's definition (troupe/metrics.h), as the metric object holds it.
@@ -124,7 +127,7 @@ class Runtime {
   virtual bool IsCancelled() = 0;
 
   // Actors. CreateActor returns the actor's ID (binary); throws TroupeError when the name is
-  // taken.
+  // taken (unless options.get_if_exists).
   virtual std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                                   const ActorOptions& options) = 0;
   virtual RefInfo SubmitActorTask(const std::string& actor_id, const std::string& method_name,

@@ -116,6 +116,30 @@ TEST(ObjectTransferTest, ObjectsOfEverySizeMoveBetweenNodesIntact) {
   }
 }
 
+// Wait(..., fetch_local): with it (the default, as Ray's) a ready object on another node is
+// pulled into this node's store before Wait counts it; without it, Wait only reports readiness.
+TEST(ObjectTransferTest, WaitWithFetchLocalPullsReadyObjectsHere) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=0"}));
+  ASSERT_OK_AND_ASSIGN(std::string producer, cluster.AddWorker({"--num-cpus=1"}));
+  Driver driver(cluster);
+  const std::string head = HeadNode(cluster);
+  const int64_t size = int64_t{16} << 20;
+  auto bytes = troupe::Task(MakeBytes)
+                   .SetSchedulingStrategy(troupe::NodeAffinity{producer})
+                   .Remote(size, 7);
+  auto seen = troupe::Wait(std::vector<troupe::ObjectRef<Bytes>>{bytes}, 1, std::chrono::seconds(60),
+                           /*fetch_local=*/false);
+  ASSERT_EQ(seen.ready.size(), 1u);
+  const int64_t before = StoreUsedBytes(cluster, head);
+  auto here = troupe::Wait(std::vector<troupe::ObjectRef<Bytes>>{bytes}, 1, std::chrono::seconds(60));
+  ASSERT_EQ(here.ready.size(), 1u);
+  EXPECT_TRUE(WaitUntil([&] { return StoreUsedBytes(cluster, head) >= before + size; },
+                        absl::Seconds(30), "the object's copy in the head's store"))
+      << "before " << before << ": " << cluster.Status().dump(1);
+  auto view = troupe::GetView(bytes);
+  EXPECT_EQ(Checksum(view->data(), view->size()), ChecksumOf(MakeBytes(size, 7)));
+}
+
 TEST(ObjectTransferTest, ASourceKilledMidTransferIsReplacedByAnotherCopy) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   ASSERT_OK_AND_ASSIGN(std::string source, AddSlowWorker(cluster, 400, {"--num-cpus=1"}));

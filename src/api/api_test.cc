@@ -109,7 +109,7 @@ class FakeRuntime : public troupe::internal::Runtime {
     }
     return out;
   }
-  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int, int64_t) override {
+  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int, int64_t, bool) override {
     return std::vector<bool>(refs.size(), true);
   }
   void Cancel(const RefInfo&, bool, bool) override {}

@@ -108,10 +108,33 @@ std::vector<Buffer> CoreWorkerRuntime::Get(const std::vector<RefInfo>& refs, int
 }
 
 std::vector<bool> CoreWorkerRuntime::Wait(const std::vector<RefInfo>& refs, int num_ready,
-                                          int64_t timeout_ms) {
+                                          int64_t timeout_ms, bool fetch_local) {
   std::vector<ObjectRefInfo> core_refs;
   for (const auto& ref : refs) core_refs.push_back(ToCore(ref));
-  return core_->Wait(core_refs, num_ready, DeadlineOf(timeout_ms));
+  const absl::Time deadline = DeadlineOf(timeout_ms);
+  std::vector<bool> ready = core_->Wait(core_refs, num_ready, deadline);
+  if (!fetch_local) return ready;
+  // Ray's fetch_local: the ready ones are read here (a Get that keeps nothing), which pulls those
+  // on other nodes into this node's store; one not here by the deadline counts as unready. A
+  // failed object is ready (its error is here).
+  std::vector<ObjectRefInfo> to_fetch;
+  for (size_t i = 0; i < core_refs.size(); ++i) {
+    if (ready[i]) to_fetch.push_back(core_refs[i]);
+  }
+  if (to_fetch.empty()) return ready;
+  auto fetched = core_->Get(to_fetch, deadline);
+  if (fetched.ok()) return ready;
+  if (fetched.status().code() != absl::StatusCode::kDeadlineExceeded) ThrowFor(fetched.status());
+  // Out of time: which of them are here already.
+  for (size_t i = 0; i < core_refs.size(); ++i) {
+    if (!ready[i]) continue;
+    auto here = core_->Get({core_refs[i]}, absl::Now());
+    if (!here.ok()) {
+      if (here.status().code() != absl::StatusCode::kDeadlineExceeded) ThrowFor(here.status());
+      ready[i] = false;
+    }
+  }
+  return ready;
 }
 
 bool CoreWorkerRuntime::IsCancelled() { return CoreWorker::IsCurrentTaskCancelled(); }

@@ -102,8 +102,8 @@ std::vector<Buffer> RuntimeGateway::Get(const std::vector<RefInfo>& refs, int64_
   return Call(*this, true)->Get(refs, timeout_ms);
 }
 std::vector<bool> RuntimeGateway::Wait(const std::vector<RefInfo>& refs, int num_ready,
-                                       int64_t timeout_ms) {
-  return Call(*this, true)->Wait(refs, num_ready, timeout_ms);
+                                       int64_t timeout_ms, bool fetch_local) {
+  return Call(*this, true)->Wait(refs, num_ready, timeout_ms, fetch_local);
 }
 bool RuntimeGateway::IsCancelled() { return Call(*this, true)->IsCancelled(); }
 void RuntimeGateway::Cancel(const RefInfo& ref, bool force, bool recursive) {

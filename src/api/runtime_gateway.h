@@ -49,8 +49,8 @@ class RuntimeGateway final : public Runtime {
   RefInfo Put(size_t size, const std::function<void(char*)>& write,
               std::vector<RefInfo> contained) override;
   std::vector<Buffer> Get(const std::vector<RefInfo>& refs, int64_t timeout_ms) override;
-  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int num_ready,
-                         int64_t timeout_ms) override;
+  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int num_ready, int64_t timeout_ms,
+                         bool fetch_local) override;
   void Cancel(const RefInfo& ref, bool force, bool recursive) override;
   bool IsCancelled() override;
 

@@ -119,9 +119,10 @@ class Runtime {
   // Waits for every object (timeout_ms < 0: forever) and returns their bytes. Throws the
   // object's error (TaskError, ObjectLostError, ...) or GetTimeoutError.
   virtual std::vector<Buffer> Get(const std::vector<RefInfo>& refs, int64_t timeout_ms) = 0;
-  // Which of `refs` are ready once `num_ready` are, or the timeout passes.
+  // Which of `refs` are ready once `num_ready` are, or the timeout passes. `fetch_local`: a ready
+  // object counts only once its value is on this node (ready ones elsewhere are pulled here).
   virtual std::vector<bool> Wait(const std::vector<RefInfo>& refs, int num_ready,
-                                 int64_t timeout_ms) = 0;
+                                 int64_t timeout_ms, bool fetch_local) = 0;
   virtual void Cancel(const RefInfo& ref, bool force, bool recursive) = 0;
   // Inside a task or actor method, on the thread running it: whether it was cancelled.
   virtual bool IsCancelled() = 0;

@@ -68,11 +68,6 @@ void ThrowArityError(size_t expected, size_t got) {
                            std::to_string(got));
 }
 
-void Runtime::RecordMetric(const MetricSpec& metric, double, const std::map<std::string, std::string>&) {
-  throw RuntimeError("cannot record metric \"" + metric.name +
-                     "\": this runtime has no cluster to report it to");
-}
-
 void ThrowNotInitialized() {
   throw RuntimeError("Troupe is not initialized: call troupe::Init() first");
 }

@@ -166,10 +166,9 @@ class Runtime {
   virtual std::vector<NodeInfo> Nodes() = 0;
 
   // User metrics: adds `value` to the metric's series `tags` in this process's batch (pushed to
-  // the node's raylet every second). Throws InvalidArgumentError for bad tags or values. The
-  // default throws RuntimeError (runtimes without a cluster).
+  // the node's raylet every second). Throws InvalidArgumentError for bad tags or values.
   virtual void RecordMetric(const MetricSpec& metric, double value,
-                            const std::map<std::string, std::string>& tags);
+                            const std::map<std::string, std::string>& tags) = 0;
 
   // Reference counting: every live ObjectRef in this process holds one local reference.
   virtual void AddLocalRef(const RefInfo& ref) = 0;

@@ -674,8 +674,8 @@ TEST_F(JobsTest, PrometheusScrapesUserMetricsOfEveryNode) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "bad tag refused: unknown tag key \"functoin\"")) << r.out;
   std::set<std::string> counted_on;
-  for (const std::string& line : absl::StrSplit(r.out, '\n')) {
-    if (absl::StartsWith(line, "counted on ")) counted_on.insert(line.substr(11));
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+    if (absl::StartsWith(line, "counted on ")) counted_on.insert(std::string(line.substr(11)));
   }
   ASSERT_EQ(counted_on.size(), 3u) << r.out;
   auto targets = Request("GET", "/api/v0/prometheus_targets");

@@ -1,13 +1,15 @@
 // Node-to-node object transfer on real clusters (head + raylets on loopback, started by
 // TestCluster): objects of every size arrive intact, and a source raylet killed mid-transfer is
 // replaced by another copy (or, with none, the object is rebuilt from lineage). This binary is
-// also the worker program: raylets start it in worker mode.
+// also the worker program: raylets start it in worker mode. Also: a full store spills into the
+// directory `troupe start --spill-dir` names.
 // The kill tests slow the source down with $TROUPE_TESTING_OBJECT_SERVE_DELAY_MS (set only for
 // the raylet started while it is set), so the kill lands while the transfer is under way; each
 // checks the destination raylet's log to prove the failover (or the abort) really happened.
 #include <signal.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -138,6 +140,30 @@ TEST(ObjectTransferTest, WaitWithFetchLocalPullsReadyObjectsHere) {
       << "before " << before << ": " << cluster.Status().dump(1);
   auto view = troupe::GetView(bytes);
   EXPECT_EQ(Checksum(view->data(), view->size()), ChecksumOf(MakeBytes(size, 7)));
+}
+
+// `troupe start --spill-dir=DIR`: objects that do not fit in the store go to files in DIR (not
+// the session's spill directory) and read back intact.
+TEST(ObjectTransferTest, AFullStoreSpillsIntoTheSpillDirGiven) {
+  const std::string spill_dir = ::testing::TempDir() + "/spill-here";
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=1", "--object-store-memory=64MiB",
+                                           "--spill-dir=" + spill_dir}));
+  Driver driver(cluster);
+  std::vector<troupe::ObjectRef<Bytes>> refs;
+  for (int i = 0; i < 8; ++i) refs.push_back(troupe::Put(MakeBytes(int64_t{16} << 20, i)));
+  int spilled_files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(spill_dir)) {
+    spilled_files += entry.is_regular_file() ? 1 : 0;
+  }
+  EXPECT_GE(spilled_files, 4) << "128 MiB put into a 64 MiB store";
+  EXPECT_FALSE(std::filesystem::exists(cluster.HeadSessionDir() + "/spill") &&
+               !std::filesystem::is_empty(cluster.HeadSessionDir() + "/spill"));
+  for (int i = 0; i < 8; ++i) {
+    auto view = troupe::GetView(refs[i]);
+    EXPECT_EQ(Checksum(view->data(), view->size()), ChecksumOf(MakeBytes(int64_t{16} << 20, i)))
+        << "object " << i;
+  }
 }
 
 TEST(ObjectTransferTest, ASourceKilledMidTransferIsReplacedByAnotherCopy) {

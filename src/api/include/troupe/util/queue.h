@@ -3,7 +3,7 @@
 // (while full or empty) up to a timeout, or not at all (PutNowait, GetNowait). A Queue passed to
 // tasks or actors (it is serializable) names the same queue there.
 //
-//   troupe::util::Queue<int> queue(/*maxsize=*/100);
+//   troupe::util::Queue<int> queue(/*maxsize=*/100);       // Queue<int>(0): unbounded
 //   queue.Put(7);                                       // blocks while 100 items wait
 //   troupe::Task(Consume).Remote(queue);                // Consume(troupe::util::Queue<int> q)
 //   int item = queue.Get(std::chrono::seconds(5));      // QueueEmptyError after 5 s
@@ -101,16 +101,18 @@ class Queue {
  public:
   using Timeout = std::optional<std::chrono::milliseconds>;
 
-  // A new queue holding at most `maxsize` items (<= 0: unbounded). Needs Init.
-  explicit Queue(int64_t maxsize = 0)
+  // A new queue holding at most `maxsize` items (0 or less: unbounded). Needs Init.
+  explicit Queue(int64_t maxsize)
       : maxsize_(maxsize),
         actor_(Actor(internal::QueueActor::Create).SetMaxConcurrency(32).Remote(maxsize)) {}
-  // For deserialization (a Queue passed to a task).
+  // No queue (what a Queue passed to a task is read into): every call throws
+  // InvalidArgumentError until one is assigned.
   Queue() = default;
 
   // Adds `item`, waiting while the queue is full: forever, or up to `timeout` (then
   // QueueFullError).
   void Put(const T& item, Timeout timeout = std::nullopt) {
+    RequireQueue();
     const std::string bytes = ::troupe::internal::Serialize(item).ToString();
     const auto deadline = DeadlineOf(timeout);
     while (true) {
@@ -128,6 +130,7 @@ class Queue {
   // Takes the oldest item, waiting while the queue is empty: forever, or up to `timeout` (then
   // QueueEmptyError).
   T Get(Timeout timeout = std::nullopt) {
+    RequireQueue();
     const auto deadline = DeadlineOf(timeout);
     while (true) {
       const int64_t wait_ms = RemainingMs(deadline);
@@ -137,25 +140,39 @@ class Queue {
         return std::move(*::troupe::internal::DecodeObject<T>(
             ::troupe::internal::Buffer{bytes.data(), bytes.size(), got}));
       }
-      if (Expired(deadline)) throw QueueEmptyError("Queue::Get: the queue stayed empty past the timeout");
+      if (Expired(deadline)) {
+        throw QueueEmptyError("Queue::Get: the queue stayed empty past the timeout");
+      }
     }
   }
   // Takes the oldest item now, or throws QueueEmptyError.
   T GetNowait() { return Get(std::chrono::milliseconds(0)); }
 
   // Items waiting now (a snapshot: others may Put or Get meanwhile).
-  int64_t Size() const { return *troupe::Get(actor_.Task(&internal::QueueActor::Size).Remote()); }
+  int64_t Size() const {
+    RequireQueue();
+    return *troupe::Get(actor_.Task(&internal::QueueActor::Size).Remote());
+  }
   bool Empty() const { return Size() == 0; }
   bool Full() const { return maxsize_ > 0 && Size() >= maxsize_; }
   int64_t maxsize() const { return maxsize_; }
   // Ends the queue's actor: every copy of this Queue fails from then on (ActorDiedError).
-  void Shutdown() { actor_.Kill(); }
+  void Shutdown() {
+    RequireQueue();
+    actor_.Kill();
+  }
   const ActorHandle<internal::QueueActor>& actor() const { return actor_; }
 
   MSGPACK_DEFINE(maxsize_, actor_);
 
  private:
   using Clock = std::chrono::steady_clock;
+  void RequireQueue() const {
+    if (actor_.IsNil()) {
+      throw InvalidArgumentError(
+          "this Queue is empty (default-constructed): make one with Queue<T>(maxsize)");
+    }
+  }
   static std::optional<Clock::time_point> DeadlineOf(Timeout timeout) {
     if (!timeout) return std::nullopt;
     return Clock::now() + *timeout;

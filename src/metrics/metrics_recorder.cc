@@ -12,14 +12,17 @@ absl::Status MetricsRecorder::Record(const rpc::UserMetricDefinition& definition
   auto known = definitions_.find(definition.name());
   if (known == definitions_.end()) {
     if (auto status = ValidateDefinition(definition); !status.ok()) return status;
+    // A refused record does not claim the name for its definition.
+    if (auto status = ValidateRecord(definition, value, tags); !status.ok()) return status;
     known = definitions_.emplace(definition.name(), definition).first;
   } else if (!SameDefinition(known->second, definition)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "metric \"", definition.name(), "\" is defined twice in this process, as ",
         Describe(known->second), " and as ", Describe(definition),
         ": one name, one definition (give the other metric another name)"));
+  } else if (auto status = ValidateRecord(definition, value, tags); !status.ok()) {
+    return status;
   }
-  if (auto status = ValidateRecord(definition, value, tags); !status.ok()) return status;
   Series change;
   if (definition.kind() == rpc::UserMetricDefinition::HISTOGRAM) {
     const auto& bounds = definition.boundaries();

@@ -55,12 +55,16 @@ TEST(MetricsRecorderTest, BadRecordsAreRefusedAndRecordNothing) {
   ExpectInvalid(recorder.Record(counter, -1, {{"route", "/"}}), "only goes up");
   ExpectInvalid(recorder.Record(counter, std::nan(""), {{"route", "/"}}), "finite");
   ExpectInvalid(recorder.Record(Define(kGauge, "bad name"), 1, {}), "invalid metric");
+  // A refused first record did not claim the name: a corrected definition records.
+  ExpectInvalid(recorder.Record(Define(kGauge, "typo_gauge", {"a"}), 1, {{"b", "x"}}), "unknown");
+  EXPECT_OK(recorder.Record(Define(kGauge, "typo_gauge", {"b"}), 1, {{"b", "x"}}));
   EXPECT_OK(recorder.Record(counter, 1, {{"route", "/"}}));
   // Another definition under the same name, in the same process.
   ExpectInvalid(recorder.Record(Define(kGauge, "served_total", {"route"}), 1, {{"route", "/"}}),
                 "defined twice");
   rpc::ReportUserMetricsRequest batch = recorder.TakeBatch();
-  ASSERT_EQ(batch.points_size(), 1);
+  ASSERT_EQ(batch.points_size(), 2);
+  EXPECT_EQ(batch.points(0).name(), "served_total");
   EXPECT_EQ(batch.points(0).value(), 1);
   EXPECT_EQ(recorder.TakeBatch().points_size(), 0);  // taken: the recorder starts over
 }

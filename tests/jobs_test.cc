@@ -704,7 +704,9 @@ TEST_F(JobsTest, PrometheusScrapesUserMetricsOfEveryNode) {
                    "    authorization:\n      credentials_file: ", dir, "/token\n",
                    "    http_sd_configs:\n      - url: ", cluster_->HttpAddress(),
                    "/api/v0/prometheus_targets\n        refresh_interval: 1s\n",
-                   "        authorization:\n          credentials_file: ", dir, "/token\n"),
+                   // Prometheus 2.42's HTTP discovery sends the bare token unless told the type.
+                   "        authorization:\n          type: Bearer\n          credentials_file: ",
+                   dir, "/token\n"),
       &port);
   httplib::Client prometheus("127.0.0.1", port);
   json series;

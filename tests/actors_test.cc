@@ -203,7 +203,8 @@ TEST(ActorsTest, NamedDetachedActorIsFoundByAnotherDriver) {
     std::vector<std::thread> racers;
     for (int i = 0; i < 4; ++i) {
       racers.emplace_back([&ids, i] {
-        ids[i] = troupe::Actor(Counter::Create).SetName("raced").SetGetIfExists().Remote(i).binary_id();
+        ids[i] =
+            troupe::Actor(Counter::Create).SetName("raced").SetGetIfExists().Remote(i).binary_id();
       });
     }
     for (auto& racer : racers) racer.join();

@@ -719,7 +719,8 @@ TEST_F(JobsTest, PrometheusScrapesUserMetricsOfEveryNode) {
         return series.is_array() && series.size() == 3;
       },
       absl::Seconds(60), "Prometheus to scrape the counter from 3 nodes", absl::Milliseconds(500));
-  auto histogram = prometheus.Get("/api/v1/query?query=sum(job_program_sizes_bucket%7Ble%3D%22100%22%7D)");
+  auto histogram =
+      prometheus.Get("/api/v1/query?query=sum(job_program_sizes_bucket%7Ble%3D%22100%22%7D)");
   StopPrometheus(pid);
   ASSERT_TRUE(scraped) << series.dump() << ReadFile(dir + "/prometheus.log");
   std::set<std::string> scraped_nodes;

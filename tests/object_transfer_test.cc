@@ -126,14 +126,15 @@ TEST(ObjectTransferTest, WaitWithFetchLocalPullsReadyObjectsHere) {
   Driver driver(cluster);
   const std::string head = HeadNode(cluster);
   const int64_t size = int64_t{16} << 20;
-  auto bytes = troupe::Task(MakeBytes)
-                   .SetSchedulingStrategy(troupe::NodeAffinity{producer})
-                   .Remote(size, 7);
-  auto seen = troupe::Wait(std::vector<troupe::ObjectRef<Bytes>>{bytes}, 1, std::chrono::seconds(60),
-                           /*fetch_local=*/false);
+  auto bytes =
+      troupe::Task(MakeBytes).SetSchedulingStrategy(troupe::NodeAffinity{producer}).Remote(size, 7);
+  auto seen =
+      troupe::Wait(std::vector<troupe::ObjectRef<Bytes>>{bytes}, 1, std::chrono::seconds(60),
+                   /*fetch_local=*/false);
   ASSERT_EQ(seen.ready.size(), 1u);
   const int64_t before = StoreUsedBytes(cluster, head);
-  auto here = troupe::Wait(std::vector<troupe::ObjectRef<Bytes>>{bytes}, 1, std::chrono::seconds(60));
+  auto here =
+      troupe::Wait(std::vector<troupe::ObjectRef<Bytes>>{bytes}, 1, std::chrono::seconds(60));
   ASSERT_EQ(here.ready.size(), 1u);
   EXPECT_TRUE(WaitUntil([&] { return StoreUsedBytes(cluster, head) >= before + size; },
                         absl::Seconds(30), "the object's copy in the head's store"))

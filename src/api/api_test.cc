@@ -109,7 +109,8 @@ class FakeRuntime : public troupe::internal::Runtime {
     }
     return out;
   }
-  void RecordMetric(const troupe::internal::MetricSpec&, double, const std::map<std::string, std::string>&) override {}
+  void RecordMetric(const troupe::internal::MetricSpec&, double,
+                    const std::map<std::string, std::string>&) override {}
   std::vector<bool> Wait(const std::vector<RefInfo>& refs, int, int64_t, bool) override {
     return std::vector<bool>(refs.size(), true);
   }

@@ -331,9 +331,10 @@ std::vector<NodeInfo> CoreWorkerRuntime::Nodes() {
 
 rpc::UserMetricDefinition ToMetricDefinition(const MetricSpec& spec) {
   rpc::UserMetricDefinition definition;
-  definition.set_kind(spec.kind == MetricSpec::Kind::kGauge       ? rpc::UserMetricDefinition::GAUGE
-                      : spec.kind == MetricSpec::Kind::kHistogram ? rpc::UserMetricDefinition::HISTOGRAM
-                                                                  : rpc::UserMetricDefinition::COUNTER);
+  definition.set_kind(spec.kind == MetricSpec::Kind::kGauge ? rpc::UserMetricDefinition::GAUGE
+                      : spec.kind == MetricSpec::Kind::kHistogram
+                          ? rpc::UserMetricDefinition::HISTOGRAM
+                          : rpc::UserMetricDefinition::COUNTER);
   definition.set_name(spec.name);
   definition.set_description(spec.description);
   definition.set_unit(spec.unit);

@@ -67,7 +67,8 @@ class FakeSession : public Runtime {
     }
     return out;
   }
-  void RecordMetric(const MetricSpec&, double, const std::map<std::string, std::string>&) override {}
+  void RecordMetric(const MetricSpec&, double, const std::map<std::string, std::string>&) override {
+  }
   std::vector<bool> Wait(const std::vector<RefInfo>& refs, int, int64_t, bool) override {
     Inside inside(this);
     return std::vector<bool>(refs.size(), true);

@@ -1,8 +1,9 @@
 // StateViews: the JSON state endpoints (/api/v0/nodes, /api/v0/actors,
-// /api/v0/placement_groups, /api/v0/jobs, /api/cluster_status, /api/v0/prometheus_targets), read from the GCS on each request
-// (timed into HttpMetrics), and the removal of a placement group (`troupe remove`). Rows of jobs
-// and actors carry "is_system" (see IsSystemActor). /metrics renders from the same views.
-// Thread-safe; the GCS client, job service and metrics are borrowed and outlive it.
+// /api/v0/placement_groups, /api/v0/jobs, /api/cluster_status, /api/v0/prometheus_targets), read
+// from the GCS on each request (timed into HttpMetrics), and the removal of a placement group
+// (`troupe remove`). Rows of jobs and actors carry "is_system" (see IsSystemActor). /metrics
+// renders from the same views. Thread-safe; the GCS client, job service and metrics are borrowed
+// and outlive it.
 #pragma once
 
 #include <vector>

@@ -78,10 +78,9 @@ absl::Status MetricsAggregator::Apply(const rpc::ReportUserMetricsRequest& batch
     }
     auto known = metrics_.find(definition.name());
     if (known != metrics_.end() && !SameDefinition(known->second.definition, definition)) {
-      problems.push_back(absl::StrCat("metric \"", definition.name(),
-                                      "\" is already defined on this node as ",
-                                      Describe(known->second.definition), "; skipped ",
-                                      Describe(definition)));
+      problems.push_back(
+          absl::StrCat("metric \"", definition.name(), "\" is already defined on this node as ",
+                       Describe(known->second.definition), "; skipped ", Describe(definition)));
       continue;
     }
     definitions[definition.name()] = &definition;
@@ -95,10 +94,9 @@ absl::Status MetricsAggregator::Apply(const rpc::ReportUserMetricsRequest& batch
     absl::Status valid = ValidateRecord(
         definition, definition.kind() == rpc::UserMetricDefinition::GAUGE ? point.value() : 0,
         tags);
-    if (valid.ok() && histogram &&
-        point.bucket_counts_size() != definition.boundaries_size() + 1) {
-      valid = absl::InvalidArgumentError(absl::StrCat(point.bucket_counts_size(),
-                                                      " bucket counts for ", Describe(definition)));
+    if (valid.ok() && histogram && point.bucket_counts_size() != definition.boundaries_size() + 1) {
+      valid = absl::InvalidArgumentError(
+          absl::StrCat(point.bucket_counts_size(), " bucket counts for ", Describe(definition)));
     }
     if (valid.ok() && definition.kind() == rpc::UserMetricDefinition::COUNTER &&
         !(point.value() >= 0 && std::isfinite(point.value()))) {
@@ -154,7 +152,8 @@ std::string MetricsAggregator::RenderPrometheus() const {
   for (const auto& [name, metric] : metrics_) {
     const rpc::UserMetricDefinition& d = metric.definition;
     std::string help = d.description();
-    if (!d.unit().empty()) absl::StrAppend(&help, help.empty() ? "" : " ", "(unit: ", d.unit(), ")");
+    if (!d.unit().empty())
+      absl::StrAppend(&help, help.empty() ? "" : " ", "(unit: ", d.unit(), ")");
     absl::StrAppend(&out, "# HELP ", name, " ", EscapeHelp(help), "\n# TYPE ", name, " ",
                     KindName(d.kind()), "\n");
     for (const auto& [tags, series] : metric.series) {
@@ -184,8 +183,8 @@ std::vector<MetricsAggregator::SeriesValue> MetricsAggregator::Snapshot() const 
   for (const auto& [name, metric] : metrics_) {
     for (const auto& [tags, series] : metric.series) {
       const bool histogram = metric.definition.kind() == rpc::UserMetricDefinition::HISTOGRAM;
-      values.push_back({name, metric.definition.kind(), tags,
-                        histogram ? series.sum : series.value, series.count});
+      values.push_back({name, metric.definition.kind(), tags, histogram ? series.sum : series.value,
+                        series.count});
     }
   }
   return values;

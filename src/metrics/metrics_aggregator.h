@@ -39,7 +39,7 @@ class MetricsAggregator {
     std::string name;
     rpc::UserMetricDefinition::Kind kind;
     Tags tags;
-    double value = 0;  // counter, gauge; histogram: the sum
+    double value = 0;    // counter, gauge; histogram: the sum
     uint64_t count = 0;  // histogram
   };
   std::vector<SeriesValue> Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -16,10 +16,10 @@ absl::Status MetricsRecorder::Record(const rpc::UserMetricDefinition& definition
     if (auto status = ValidateRecord(definition, value, tags); !status.ok()) return status;
     known = definitions_.emplace(definition.name(), definition).first;
   } else if (!SameDefinition(known->second, definition)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metric \"", definition.name(), "\" is defined twice in this process, as ",
-        Describe(known->second), " and as ", Describe(definition),
-        ": one name, one definition (give the other metric another name)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("metric \"", definition.name(), "\" is defined twice in this process, as ",
+                     Describe(known->second), " and as ", Describe(definition),
+                     ": one name, one definition (give the other metric another name)"));
   } else if (auto status = ValidateRecord(definition, value, tags); !status.ok()) {
     return status;
   }

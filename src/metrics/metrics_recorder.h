@@ -44,8 +44,8 @@ class MetricsRecorder {
   };
   // Adds one series' change (from Record or Restore); `newer` says the change is more recent than
   // what is pending (gauges keep the most recent value).
-  void AddLocked(const rpc::UserMetricDefinition& definition, const Tags& tags, const Series& change,
-                 bool newer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddLocked(const rpc::UserMetricDefinition& definition, const Tags& tags,
+                 const Series& change, bool newer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   // Every metric this process recorded, by name (checked once, kept for the process's life).

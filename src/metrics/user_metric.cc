@@ -52,15 +52,16 @@ absl::Status ValidateDefinition(const rpc::UserMetricDefinition& d) {
         "rule), e.g. \"requests_served_total\""));
   }
   if (absl::StartsWith(d.name(), "troupe_") || absl::StartsWith(d.name(), "__")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "invalid ", what, ": names starting with \"troupe_\" or \"__\" are reserved for Troupe's "
-        "own metrics; pick another prefix"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid ", what,
+                     ": names starting with \"troupe_\" or \"__\" are reserved for Troupe's "
+                     "own metrics; pick another prefix"));
   }
   if (d.kind() != rpc::UserMetricDefinition::COUNTER &&
       d.kind() != rpc::UserMetricDefinition::GAUGE &&
       d.kind() != rpc::UserMetricDefinition::HISTOGRAM) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid ", what, ": unknown kind ",
-                                                   static_cast<int>(d.kind())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid ", what, ": unknown kind ", static_cast<int>(d.kind())));
   }
   if (d.description().size() > kMaxTextLength || d.unit().size() > kMaxTextLength) {
     return absl::InvalidArgumentError(
@@ -89,14 +90,17 @@ absl::Status ValidateDefinition(const rpc::UserMetricDefinition& d) {
   }
   if (d.kind() == rpc::UserMetricDefinition::HISTOGRAM) {
     if (d.boundaries().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "invalid ", what, ": a histogram needs at least one bucket boundary, e.g. {0.01, 0.1, 1}"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid ", what,
+                       ": a histogram needs at least one bucket boundary, e.g. {0.01, 0.1, 1}"));
     }
     for (int i = 0; i < d.boundaries_size(); ++i) {
       if (!std::isfinite(d.boundaries(i)) || (i > 0 && d.boundaries(i) <= d.boundaries(i - 1))) {
         return absl::InvalidArgumentError(
-            absl::StrCat("invalid ", what, ": histogram boundaries must be finite and strictly "
-                         "increasing; got {", absl::StrJoin(d.boundaries(), ", "), "}"));
+            absl::StrCat("invalid ", what,
+                         ": histogram boundaries must be finite and strictly "
+                         "increasing; got {",
+                         absl::StrJoin(d.boundaries(), ", "), "}"));
       }
     }
   } else if (!d.boundaries().empty()) {
@@ -119,9 +123,9 @@ absl::Status ValidateRecord(const rpc::UserMetricDefinition& d, double value, co
     bool declared = false;
     for (const std::string& k : d.tag_keys()) declared |= k == key;
     if (!declared) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown tag key \"", key, "\" recorded on ", Describe(d),
-          ": declare every tag key when constructing the metric"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown tag key \"", key, "\" recorded on ", Describe(d),
+                       ": declare every tag key when constructing the metric"));
     }
     if (tag_value.size() > kMaxTextLength) {
       return absl::InvalidArgumentError(absl::StrCat("the value of tag \"", key, "\" on ",
@@ -132,7 +136,8 @@ absl::Status ValidateRecord(const rpc::UserMetricDefinition& d, double value, co
   for (const std::string& key : d.tag_keys()) {
     if (tags.find(key) == tags.end()) {
       return absl::InvalidArgumentError(absl::StrCat("missing tag \"", key, "\" recorded on ",
-                                                     Describe(d), ": give a value for every tag key"));
+                                                     Describe(d),
+                                                     ": give a value for every tag key"));
     }
   }
   return absl::OkStatus();
@@ -158,9 +163,10 @@ std::string Describe(const rpc::UserMetricDefinition& d) {
   if (d.kind() == rpc::UserMetricDefinition::HISTOGRAM) {
     absl::StrAppend(&text, " (boundaries {", absl::StrJoin(d.boundaries(), ", "), "})");
   }
-  absl::StrAppend(&text, d.tag_keys().empty() ? " (no tags)"
-                                              : absl::StrCat(" (tag keys: ",
-                                                             absl::StrJoin(d.tag_keys(), ", "), ")"));
+  absl::StrAppend(&text,
+                  d.tag_keys().empty()
+                      ? " (no tags)"
+                      : absl::StrCat(" (tag keys: ", absl::StrJoin(d.tag_keys(), ", "), ")"));
   return text;
 }
 

@@ -15,8 +15,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   const bool tls = !options.cert_path.empty();
   std::unique_ptr<httplib::Server> server;
   if (tls) {
-    auto ssl = std::make_unique<httplib::SSLServer>(options.cert_path.c_str(),
-                                                    options.key_path.c_str());
+    auto ssl =
+        std::make_unique<httplib::SSLServer>(options.cert_path.c_str(), options.key_path.c_str());
     if (!ssl->is_valid()) {
       return absl::FailedPreconditionError(
           absl::StrCat("the metrics port cannot serve HTTPS: ", options.cert_path, " or ",
@@ -56,9 +56,9 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     port = -1;
   }
   if (port <= 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.bind_address, ":",
-                                               options.port,
-                                               " for /metrics (taken?): pick another --metrics-port"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.bind_address, ":", options.port,
+                     " for /metrics (taken?): pick another --metrics-port"));
   }
   return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(server), port, tls));
 }

@@ -24,7 +24,7 @@ namespace troupe {
 
 struct MetricsHttpServerOptions {
   std::string bind_address = "127.0.0.1";
-  int port = 0;  // 0: any free port
+  int port = 0;       // 0: any free port
   std::string token;  // the cluster token text
   // This node's certificate and key (PEM files): serve HTTPS. Both empty: plain HTTP.
   std::string cert_path, key_path;

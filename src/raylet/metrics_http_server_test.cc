@@ -40,8 +40,7 @@ TEST(MetricsHttpServerTest, ATakenPortIsAClearError) {
   auto second = MetricsHttpServer::Start(options, [] { return std::string(); });
   ASSERT_FALSE(second.ok());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(second.status().message().find("--metrics-port"), std::string::npos)
-      << second.status();
+  EXPECT_NE(second.status().message().find("--metrics-port"), std::string::npos) << second.status();
 }
 
 }  // namespace

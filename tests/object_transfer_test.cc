@@ -118,8 +118,9 @@ TEST(ObjectTransferTest, ObjectsOfEverySizeMoveBetweenNodesIntact) {
   }
 }
 
-// Wait(..., fetch_local): with it (the default, as Ray's) a ready object on another node is
-// pulled into this node's store before Wait counts it; without it, Wait only reports readiness.
+// Wait(..., fetch_local): with it (as Ray's default) a ready object on another node is pulled
+// into this node's store before Wait counts it; without it (Troupe's default), Wait only reports
+// readiness.
 TEST(ObjectTransferTest, WaitWithFetchLocalPullsReadyObjectsHere) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=0"}));
   ASSERT_OK_AND_ASSIGN(std::string producer, cluster.AddWorker({"--num-cpus=1"}));
@@ -133,8 +134,8 @@ TEST(ObjectTransferTest, WaitWithFetchLocalPullsReadyObjectsHere) {
                    /*fetch_local=*/false);
   ASSERT_EQ(seen.ready.size(), 1u);
   const int64_t before = StoreUsedBytes(cluster, head);
-  auto here =
-      troupe::Wait(std::vector<troupe::ObjectRef<Bytes>>{bytes}, 1, std::chrono::seconds(60));
+  auto here = troupe::Wait(std::vector<troupe::ObjectRef<Bytes>>{bytes}, 1,
+                           std::chrono::seconds(60), /*fetch_local=*/true);
   ASSERT_EQ(here.ready.size(), 1u);
   EXPECT_TRUE(WaitUntil([&] { return StoreUsedBytes(cluster, head) >= before + size; },
                         absl::Seconds(30), "the object's copy in the head's store"))

@@ -167,15 +167,15 @@ struct WaitResult {
 };
 
 // Returns once `num_ready` of `refs` are ready (or `timeout` passes), keeping their order.
-// `fetch_local` (default, as Ray's): an object counts as ready once its value is on this node:
-// ready objects stored on other nodes are pulled here, so a Get after Wait does not wait on the
-// network; one not here when the timeout passes is in `unready`. false: ready wherever it is
-// (nothing is moved), e.g. to watch progress without moving data. A failed task's result is
-// ready either way (Get throws its error).
+// `fetch_local` (Ray's fetch_local=True): an object counts as ready once its value is on this
+// node: ready objects stored on other nodes are pulled here, so a Get after Wait does not wait on
+// the network; one not here when the timeout passes is in `unready`. false (the default, unlike
+// Ray's): ready wherever it is, nothing is moved. A failed task's result is ready either way (Get
+// throws its error).
 template <typename T>
 WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_ready,
                    std::optional<std::chrono::milliseconds> timeout = std::nullopt,
-                   bool fetch_local = true) {
+                   bool fetch_local = false) {
   std::vector<internal::RefInfo> infos;
   infos.reserve(refs.size());
   for (const auto& ref : refs) infos.push_back(ref.info());

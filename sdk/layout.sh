@@ -17,6 +17,7 @@
 #   LIBDIR/cmake/Troupe/TroupeConfig.cmake, TroupeConfigVersion.cmake
 #   LIBDIR/pkgconfig/troupe.pc, troupe_train.pc
 #   include/troupe/*.h               (the public headers: api, collective, train)
+#   include/troupe/util/*.h          (ActorPool, Queue)
 set -euo pipefail
 
 bin_root="" src_root="" prefix="" destdir="" libdir="lib"
@@ -49,6 +50,8 @@ for name in libtroupe libtroupe_train; do
   ln -sfn "$name.so.$major" "$root/$libdir/$name.so"
 done
 
+install -d "$root/include/troupe/util"
+install -m 0644 "$src_root"/src/api/include/troupe/util/*.h "$root/include/troupe/util/"
 for header in "$src_root"/src/api/include/troupe/*.h "$src_root"/src/collective/include/troupe/*.h \
   "$src_root"/src/train/include/troupe/*.h; do
   install -m 0644 "$header" "$root/include/troupe/"

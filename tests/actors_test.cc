@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -19,6 +20,8 @@
 #include "tests/driver.h"
 #include "tests/test_cluster.h"
 #include "troupe/api.h"
+#include "troupe/util/actor_pool.h"
+#include "troupe/util/queue.h"
 
 namespace {
 
@@ -88,6 +91,13 @@ int AddByName(std::string name, int x) {
 
 int Plus(int a, int b) { return a + b; }
 
+// A task that takes three items from a queue it was given, blocking until they come.
+std::string TakeThree(troupe::util::Queue<std::string> queue) {
+  std::string taken;
+  for (int i = 0; i < 3; ++i) taken += queue.Get(std::chrono::seconds(60));
+  return taken;
+}
+
 // A task taking a non-const reference: it changes its own copy.
 int AppendAndSum(std::vector<int>& values, int extra) {
   values.push_back(extra);
@@ -129,7 +139,7 @@ TROUPE_REMOTE(Plus, &Counter::SubmitAndWait, Counter::Create, Counter::Broken, &
               &Counter::Get, &Counter::Echo, &Counter::Pid, &Counter::Restarted, &Counter::Devices,
               &Counter::Node, &Counter::Leave, AddThroughHandle, AddByName,
               &Counter::PollUntilCancelled, &Counter::SawCancel, &Counter::Block, &Counter::AddAll,
-              &Counter::Context, AppendAndSum, ContextOfTask);
+              &Counter::Context, AppendAndSum, ContextOfTask, TakeThree);
 
 using troupe::testing::CommandResult;
 using troupe::testing::TestCluster;
@@ -184,6 +194,30 @@ TEST(ActorsTest, NamedDetachedActorIsFoundByAnotherDriver) {
     } catch (const troupe::TroupeError& e) {
       EXPECT_TRUE(absl::StrContains(e.what(), "already exists")) << e.what();
     }
+    // Get-or-create: the live actor of that name comes back (its state, not a new Create(0)).
+    auto same = troupe::Actor(Counter::Create).SetName("inventory").SetGetIfExists().Remote(0);
+    EXPECT_EQ(same.binary_id(), counter.binary_id());
+    EXPECT_EQ(*troupe::Get(same.Task(&Counter::Get).Remote()), 42);
+    // Callers racing to get-or-create a new name all get one actor.
+    std::vector<std::string> ids(4);
+    std::vector<std::thread> racers;
+    for (int i = 0; i < 4; ++i) {
+      racers.emplace_back([&ids, i] {
+        ids[i] =
+            troupe::Actor(Counter::Create).SetName("raced").SetGetIfExists().Remote(i).binary_id();
+      });
+    }
+    for (auto& racer : racers) racer.join();
+    EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), 1u);
+    auto raced = troupe::GetActor<Counter>("raced");
+    ASSERT_TRUE(raced.has_value());
+    EXPECT_EQ(raced->binary_id(), ids[0]);
+    try {
+      troupe::Actor(Counter::Create).SetGetIfExists().Remote(0);
+      FAIL() << "get-or-create without a name must be refused";
+    } catch (const troupe::InvalidArgumentError& e) {
+      EXPECT_TRUE(absl::StrContains(e.what(), "SetName")) << e.what();
+    }
   }
   Driver second(cluster, "shop");
   auto found = troupe::GetActor<Counter>("inventory");
@@ -195,6 +229,60 @@ TEST(ActorsTest, NamedDetachedActorIsFoundByAnotherDriver) {
   found->Kill();
   EXPECT_TRUE(WaitUntil([] { return !troupe::GetActor<Counter>("inventory").has_value(); },
                         absl::Seconds(5), "the killed actor's name to be released"));
+}
+
+// troupe::util::ActorPool shares two actors out to a stream of calls (one call per actor at a
+// time), and troupe::util::Queue is a bounded queue that a task and the driver share.
+TEST(ActorsTest, ActorPoolAndQueueOnACluster) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  Driver driver(cluster);
+  using Handle = troupe::ActorHandle<Counter>;
+  const Handle low = troupe::Actor(Counter::Create).Remote(0);
+  const Handle high = troupe::Actor(Counter::Create).Remote(1000);
+  troupe::util::ActorPool<Counter, int> pool({low, high});
+  auto echo = [](const Handle& actor, int v) { return actor.Task(&Counter::Echo).Remote(v); };
+  std::vector<int> values;
+  for (int i = 0; i < 20; ++i) values.push_back(i);
+  EXPECT_EQ(pool.Map(echo, values), values);
+  std::vector<int> unordered = pool.MapUnordered(echo, values);
+  std::sort(unordered.begin(), unordered.end());
+  EXPECT_EQ(unordered, values);
+  // Ten Add(1) calls over two actors: each result is one actor's running total.
+  auto add = [](const Handle& actor, int v) { return actor.Task(&Counter::Add).Remote(v); };
+  for (int i = 0; i < 10; ++i) pool.Submit(add, 1);
+  int from_low = 0, from_high = 0;
+  while (pool.HasNext()) {
+    const int total = pool.GetNext();
+    (total >= 1000 ? from_high : from_low) += 1;
+  }
+  EXPECT_EQ(from_low + from_high, 10);
+  EXPECT_EQ(*troupe::Get(low.Task(&Counter::Get).Remote()) +
+                *troupe::Get(high.Task(&Counter::Get).Remote()),
+            1010);
+  ASSERT_TRUE(pool.HasFree());
+  std::optional<Handle> taken = pool.PopIdle();
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(pool.Map(echo, std::vector<int>{7, 8}), (std::vector<int>{7, 8}));  // one actor left
+  pool.Push(*taken);
+  EXPECT_THROW(pool.GetNext(), troupe::InvalidArgumentError);  // nothing submitted
+
+  troupe::util::Queue<std::string> queue(/*maxsize=*/2);
+  queue.Put("a");
+  queue.Put("b");
+  EXPECT_TRUE(queue.Full());
+  EXPECT_THROW(queue.PutNowait("c"), troupe::util::QueueFullError);
+  EXPECT_THROW(queue.Put("c", std::chrono::milliseconds(300)), troupe::util::QueueFullError);
+  EXPECT_EQ(queue.Size(), 2);
+  // A task takes three: the driver's third Put waits for room, the task's third Get for it.
+  auto taken_by_task = troupe::Task(TakeThree).Remote(queue);
+  queue.Put("c", std::chrono::seconds(60));
+  EXPECT_EQ(*troupe::Get(taken_by_task), "abc");
+  EXPECT_TRUE(queue.Empty());
+  EXPECT_THROW(queue.GetNowait(), troupe::util::QueueEmptyError);
+  EXPECT_THROW(queue.Get(std::chrono::milliseconds(300)), troupe::util::QueueEmptyError);
+  queue.Put("d");
+  EXPECT_EQ(queue.Get(), "d");
+  queue.Shutdown();
 }
 
 TEST(ActorsTest, KillWithAndWithoutRestart) {

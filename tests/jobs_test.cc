@@ -21,10 +21,12 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -615,26 +617,41 @@ TEST_F(JobsTest, RaysJobSubmissionClientWorks) {
   EXPECT_TRUE(absl::StrContains(text, "listed True")) << text;
 }
 
-// A real Prometheus server scrapes /metrics with the bearer token and can query the result.
-TEST_F(JobsTest, PrometheusScrapesTheHead) {
-  if (!std::filesystem::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no /usr/bin/prometheus";
-  const std::string dir = absl::StrCat(testing::TempDir(), "/prometheus");
+// Starts Debian's Prometheus with `config` (YAML) in `dir`; its HTTP API listens on *port.
+pid_t StartPrometheus(const std::string& dir, const std::string& config, int* port) {
   std::filesystem::create_directories(dir + "/data");
-  std::ofstream(dir + "/token") << cluster_->token();
-  const std::string target = cluster_->HttpAddress().substr(7);  // host:port
-  std::ofstream(dir + "/prometheus.yml")
-      << "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: troupe\n"
-      << "    authorization:\n      credentials_file: " << dir << "/token\n"
-      << "    static_configs:\n      - targets: ['" << target << "']\n";
-  const int port = PickFreePort();
+  std::ofstream(dir + "/prometheus.yml") << config;
+  *port = PickFreePort();
   const pid_t pid = fork();
   if (pid == 0) {
     freopen((dir + "/prometheus.log").c_str(), "w", stderr);
     execl("/usr/bin/prometheus", "prometheus", ("--config.file=" + dir + "/prometheus.yml").c_str(),
           ("--storage.tsdb.path=" + dir + "/data").c_str(),
-          ("--web.listen-address=127.0.0.1:" + std::to_string(port)).c_str(), nullptr);
+          ("--web.listen-address=127.0.0.1:" + std::to_string(*port)).c_str(), nullptr);
     _exit(127);
   }
+  return pid;
+}
+
+void StopPrometheus(pid_t pid) {
+  kill(pid, SIGTERM);
+  waitpid(pid, nullptr, 0);
+}
+
+// A real Prometheus server scrapes /metrics with the bearer token and can query the result.
+TEST_F(JobsTest, PrometheusScrapesTheHead) {
+  if (!std::filesystem::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no /usr/bin/prometheus";
+  const std::string dir = absl::StrCat(testing::TempDir(), "/prometheus");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/token") << cluster_->token();
+  const std::string target = cluster_->HttpAddress().substr(7);  // host:port
+  int port = 0;
+  const pid_t pid = StartPrometheus(
+      dir,
+      absl::StrCat("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: troupe\n",
+                   "    authorization:\n      credentials_file: ", dir, "/token\n",
+                   "    static_configs:\n      - targets: ['", target, "']\n"),
+      &port);
   httplib::Client prometheus("127.0.0.1", port);
   ::testing::AssertionResult saw_nodes = WaitUntil(
       [&] {
@@ -643,11 +660,78 @@ TEST_F(JobsTest, PrometheusScrapesTheHead) {
       },
       absl::Seconds(60), "Prometheus to scrape 3 alive nodes", absl::Milliseconds(500));
   auto up = prometheus.Get("/api/v1/query?query=up%7Bjob%3D%22troupe%22%7D");
-  kill(pid, SIGTERM);
-  waitpid(pid, nullptr, 0);
+  StopPrometheus(pid);
   EXPECT_TRUE(saw_nodes);
   ASSERT_TRUE(up);
   EXPECT_TRUE(absl::StrContains(up->body, "\"1\"")) << up->body;  // the scrape succeeded
+}
+
+// User metrics (troupe/metrics.h) recorded in a task on each of the 3 nodes reach a real
+// Prometheus that finds the nodes' /metrics through the head's HTTP service discovery
+// (/api/v0/prometheus_targets), as docs/jobs.md configures it; a bad tag is refused in the driver.
+TEST_F(JobsTest, PrometheusScrapesUserMetricsOfEveryNode) {
+  CommandResult r = Job({"submit", "--submission-id=metrics-1", "--", JobProgram(), "--metrics"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "bad tag refused: unknown tag key \"functoin\"")) << r.out;
+  std::set<std::string> counted_on;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+    if (absl::StartsWith(line, "counted on ")) counted_on.insert(std::string(line.substr(11)));
+  }
+  ASSERT_EQ(counted_on.size(), 3u) << r.out;
+  auto targets = Request("GET", "/api/v0/prometheus_targets");
+  ASSERT_TRUE(targets);
+  ASSERT_EQ(targets->status, 200) << targets->body;
+  json groups = json::parse(targets->body, nullptr, false);
+  ASSERT_EQ(groups.size(), 3u) << targets->body;
+  for (const json& group : groups) {
+    EXPECT_TRUE(counted_on.count(group["labels"]["node_id"].get<std::string>())) << group.dump();
+  }
+  // A node's endpoint refuses a scraper without the token.
+  const std::string first = groups[0]["targets"][0].get<std::string>();
+  httplib::Client node_client("http://" + first);
+  auto refused = node_client.Get("/metrics");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+
+  if (!std::filesystem::exists("/usr/bin/prometheus")) GTEST_SKIP() << "no /usr/bin/prometheus";
+  const std::string dir = absl::StrCat(testing::TempDir(), "/prometheus_sd");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/token") << cluster_->token();
+  int port = 0;
+  const pid_t pid = StartPrometheus(
+      dir,
+      absl::StrCat("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: troupe_nodes\n",
+                   "    authorization:\n      credentials_file: ", dir, "/token\n",
+                   "    http_sd_configs:\n      - url: ", cluster_->HttpAddress(),
+                   "/api/v0/prometheus_targets\n        refresh_interval: 1s\n",
+                   // Prometheus 2.42's HTTP discovery sends the bare token unless told the type.
+                   "        authorization:\n          type: Bearer\n          credentials_file: ",
+                   dir, "/token\n"),
+      &port);
+  httplib::Client prometheus("127.0.0.1", port);
+  json series;
+  ::testing::AssertionResult scraped = WaitUntil(
+      [&] {
+        auto q = prometheus.Get(
+            "/api/v1/query?query=job_program_calls_total%7Bfunction%3D%22CountOnThisNode%22%7D");
+        if (!q || q->status != 200) return false;
+        series = json::parse(q->body, nullptr, false)["data"]["result"];
+        return series.is_array() && series.size() == 3;
+      },
+      absl::Seconds(60), "Prometheus to scrape the counter from 3 nodes", absl::Milliseconds(500));
+  auto histogram =
+      prometheus.Get("/api/v1/query?query=sum(job_program_sizes_bucket%7Ble%3D%22100%22%7D)");
+  StopPrometheus(pid);
+  ASSERT_TRUE(scraped) << series.dump() << ReadFile(dir + "/prometheus.log");
+  std::set<std::string> scraped_nodes;
+  for (const json& one : series) {
+    scraped_nodes.insert(one["metric"]["node_id"].get<std::string>());
+    EXPECT_EQ(one["value"][1], "1") << one.dump();  // one call on each node
+    EXPECT_EQ(one["metric"]["job"], "troupe_nodes") << one.dump();
+  }
+  EXPECT_EQ(scraped_nodes, counted_on);
+  ASSERT_TRUE(histogram);
+  EXPECT_TRUE(absl::StrContains(histogram->body, "\"3\"")) << histogram->body;  // 42 <= 100
 }
 
 // The head supervisor restarts a killed HTTP server on the same port, records its new pid, and

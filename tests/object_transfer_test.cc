@@ -1,13 +1,15 @@
 // Node-to-node object transfer on real clusters (head + raylets on loopback, started by
 // TestCluster): objects of every size arrive intact, and a source raylet killed mid-transfer is
 // replaced by another copy (or, with none, the object is rebuilt from lineage). This binary is
-// also the worker program: raylets start it in worker mode.
+// also the worker program: raylets start it in worker mode. Also: a full store spills into the
+// directory `troupe start --spill-dir` names.
 // The kill tests slow the source down with $TROUPE_TESTING_OBJECT_SERVE_DELAY_MS (set only for
 // the raylet started while it is set), so the kill lands while the transfer is under way; each
 // checks the destination raylet's log to prove the failover (or the abort) really happened.
 #include <signal.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -113,6 +115,56 @@ TEST(ObjectTransferTest, ObjectsOfEverySizeMoveBetweenNodesIntact) {
     // And on the driver's node (a third one), through a zero-copy view.
     auto view = troupe::GetView(bytes);
     EXPECT_EQ(Checksum(view->data(), view->size()), expected);
+  }
+}
+
+// Wait(..., fetch_local): with it (as Ray's default) a ready object on another node is pulled
+// into this node's store before Wait counts it; without it (Troupe's default), Wait only reports
+// readiness.
+TEST(ObjectTransferTest, WaitWithFetchLocalPullsReadyObjectsHere) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=0"}));
+  ASSERT_OK_AND_ASSIGN(std::string producer, cluster.AddWorker({"--num-cpus=1"}));
+  Driver driver(cluster);
+  const std::string head = HeadNode(cluster);
+  const int64_t size = int64_t{16} << 20;
+  auto bytes =
+      troupe::Task(MakeBytes).SetSchedulingStrategy(troupe::NodeAffinity{producer}).Remote(size, 7);
+  auto seen =
+      troupe::Wait(std::vector<troupe::ObjectRef<Bytes>>{bytes}, 1, std::chrono::seconds(60),
+                   /*fetch_local=*/false);
+  ASSERT_EQ(seen.ready.size(), 1u);
+  const int64_t before = StoreUsedBytes(cluster, head);
+  auto here = troupe::Wait(std::vector<troupe::ObjectRef<Bytes>>{bytes}, 1,
+                           std::chrono::seconds(60), /*fetch_local=*/true);
+  ASSERT_EQ(here.ready.size(), 1u);
+  EXPECT_TRUE(WaitUntil([&] { return StoreUsedBytes(cluster, head) >= before + size; },
+                        absl::Seconds(30), "the object's copy in the head's store"))
+      << "before " << before << ": " << cluster.Status().dump(1);
+  auto view = troupe::GetView(bytes);
+  EXPECT_EQ(Checksum(view->data(), view->size()), ChecksumOf(MakeBytes(size, 7)));
+}
+
+// `troupe start --spill-dir=DIR`: objects that do not fit in the store go to files in DIR (not
+// the session's spill directory) and read back intact.
+TEST(ObjectTransferTest, AFullStoreSpillsIntoTheSpillDirGiven) {
+  const std::string spill_dir = ::testing::TempDir() + "/spill-here";
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster,
+                       TestCluster::Start({"--num-cpus=1", "--object-store-memory=64MiB",
+                                           "--spill-dir=" + spill_dir}));
+  Driver driver(cluster);
+  std::vector<troupe::ObjectRef<Bytes>> refs;
+  for (int i = 0; i < 8; ++i) refs.push_back(troupe::Put(MakeBytes(int64_t{16} << 20, i)));
+  int spilled_files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(spill_dir)) {
+    spilled_files += entry.is_regular_file() ? 1 : 0;
+  }
+  EXPECT_GE(spilled_files, 4) << "128 MiB put into a 64 MiB store";
+  EXPECT_FALSE(std::filesystem::exists(cluster.HeadSessionDir() + "/spill") &&
+               !std::filesystem::is_empty(cluster.HeadSessionDir() + "/spill"));
+  for (int i = 0; i < 8; ++i) {
+    auto view = troupe::GetView(refs[i]);
+    EXPECT_EQ(Checksum(view->data(), view->size()), ChecksumOf(MakeBytes(int64_t{16} << 20, i)))
+        << "object " << i;
   }
 }
 

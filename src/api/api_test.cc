@@ -110,7 +110,9 @@ class FakeRuntime : public troupe::internal::Runtime {
     }
     return out;
   }
-  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int, int64_t) override {
+  void RecordMetric(const troupe::internal::MetricSpec&, double,
+                    const std::map<std::string, std::string>&) override {}
+  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int, int64_t, bool) override {
     return std::vector<bool>(refs.size(), true);
   }
   void Cancel(const RefInfo&, bool, bool) override {}

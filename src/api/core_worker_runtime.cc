@@ -134,10 +134,33 @@ std::vector<Buffer> CoreWorkerRuntime::Get(const std::vector<RefInfo>& refs, int
 }
 
 std::vector<bool> CoreWorkerRuntime::Wait(const std::vector<RefInfo>& refs, int num_ready,
-                                          int64_t timeout_ms) {
+                                          int64_t timeout_ms, bool fetch_local) {
   std::vector<ObjectRefInfo> core_refs;
   for (const auto& ref : refs) core_refs.push_back(ToCore(ref));
-  return core_->Wait(core_refs, num_ready, DeadlineOf(timeout_ms));
+  const absl::Time deadline = DeadlineOf(timeout_ms);
+  std::vector<bool> ready = core_->Wait(core_refs, num_ready, deadline);
+  if (!fetch_local) return ready;
+  // Ray's fetch_local: the ready ones are read here (a Get that keeps nothing), which pulls those
+  // on other nodes into this node's store; one not here by the deadline counts as unready. A
+  // failed object is ready (its error is here).
+  std::vector<ObjectRefInfo> to_fetch;
+  for (size_t i = 0; i < core_refs.size(); ++i) {
+    if (ready[i]) to_fetch.push_back(core_refs[i]);
+  }
+  if (to_fetch.empty()) return ready;
+  auto fetched = core_->Get(to_fetch, deadline);
+  if (fetched.ok()) return ready;
+  if (fetched.status().code() != absl::StatusCode::kDeadlineExceeded) ThrowFor(fetched.status());
+  // Out of time: which of them are here already.
+  for (size_t i = 0; i < core_refs.size(); ++i) {
+    if (!ready[i]) continue;
+    auto here = core_->Get({core_refs[i]}, absl::Now());
+    if (!here.ok()) {
+      if (here.status().code() != absl::StatusCode::kDeadlineExceeded) ThrowFor(here.status());
+      ready[i] = false;
+    }
+  }
+  return ready;
 }
 
 bool CoreWorkerRuntime::IsCancelled() { return CoreWorker::IsCurrentTaskCancelled(); }
@@ -169,9 +192,29 @@ std::string CoreWorkerRuntime::CreateActor(const std::string& factory_name,
     info.set_class_name(absl::StrReplaceAll(DemangledName(options.class_type_name.c_str()),
                                             {{"(anonymous namespace)::", ""}}));
   }
-  auto id = core_->CreateActor(factory_name, ToArgSpecs(std::move(args)), submit, info);
-  if (!id.ok()) ThrowFor(id.status());
-  return id->Binary();
+  if (!options.get_if_exists) {
+    auto id = core_->CreateActor(factory_name, ToArgSpecs(std::move(args)), submit, info);
+    if (!id.ok()) ThrowFor(id.status());
+    return id->Binary();
+  }
+  if (options.name.empty()) {
+    throw InvalidArgumentError(
+        "SetGetIfExists needs a name: call SetName(\"...\") on the actor too (an actor without "
+        "a name cannot be found again)");
+  }
+  // Look up, else create; a creation that loses a race to another creator finds the winner. An
+  // actor that dies between the two steps frees its name: try again (a few times).
+  absl::Status last;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto existing = core_->GetNamedActor(options.name, options.namespace_name);
+    if (!existing.ok()) ThrowFor(existing.status());
+    if (existing->has_value()) return (*existing)->Binary();
+    auto id = core_->CreateActor(factory_name, ToArgSpecs(args), submit, info);
+    if (id.ok()) return id->Binary();
+    if (id.status().code() != absl::StatusCode::kAlreadyExists) ThrowFor(id.status());
+    last = id.status();
+  }
+  ThrowFor(last);
 }
 
 RefInfo CoreWorkerRuntime::SubmitActorTask(const std::string& actor_id,
@@ -386,6 +429,27 @@ std::vector<NodeInfo> CoreWorkerRuntime::Nodes() {
   sorted.reserve(out.size());
   for (size_t i : order) sorted.push_back(std::move(out[i]));
   return sorted;
+}
+
+rpc::UserMetricDefinition ToMetricDefinition(const MetricSpec& spec) {
+  rpc::UserMetricDefinition definition;
+  definition.set_kind(spec.kind == MetricSpec::Kind::kGauge ? rpc::UserMetricDefinition::GAUGE
+                      : spec.kind == MetricSpec::Kind::kHistogram
+                          ? rpc::UserMetricDefinition::HISTOGRAM
+                          : rpc::UserMetricDefinition::COUNTER);
+  definition.set_name(spec.name);
+  definition.set_description(spec.description);
+  definition.set_unit(spec.unit);
+  for (double bound : spec.boundaries) definition.add_boundaries(bound);
+  for (const std::string& key : spec.tag_keys) definition.add_tag_keys(key);
+  return definition;
+}
+
+void CoreWorkerRuntime::RecordMetric(const MetricSpec& metric, double value,
+                                     const std::map<std::string, std::string>& tags) {
+  if (auto status = core_->RecordMetric(ToMetricDefinition(metric), value, tags); !status.ok()) {
+    ThrowFor(status);
+  }
 }
 
 void CoreWorkerRuntime::AddLocalRef(const RefInfo& ref) { core_->AddLocalRef(ToCore(ref)); }

@@ -14,6 +14,9 @@
 
 namespace troupe::internal {
 
+// A metric's definition as the core worker takes it (src/metrics/user_metric.h).
+rpc::UserMetricDefinition ToMetricDefinition(const MetricSpec& spec);
+
 class CoreWorkerRuntime final : public Runtime {
  public:
   // Worker mode: fills in what `context` says about the task running on the calling thread
@@ -39,8 +42,8 @@ class CoreWorkerRuntime final : public Runtime {
   RefInfo Put(size_t size, const std::function<void(char*)>& write,
               std::vector<RefInfo> contained) override;
   std::vector<Buffer> Get(const std::vector<RefInfo>& refs, int64_t timeout_ms) override;
-  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int num_ready,
-                         int64_t timeout_ms) override;
+  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int num_ready, int64_t timeout_ms,
+                         bool fetch_local) override;
   void Cancel(const RefInfo& ref, bool force, bool recursive) override;
   bool IsCancelled() override;
 
@@ -71,6 +74,8 @@ class CoreWorkerRuntime final : public Runtime {
   std::string NodeIp() override;
   RuntimeContext GetRuntimeContext() override;
   std::vector<NodeInfo> Nodes() override;
+  void RecordMetric(const MetricSpec& metric, double value,
+                    const std::map<std::string, std::string>& tags) override;
 
   void AddLocalRef(const RefInfo& ref) override;
   void RemoveLocalRef(const std::string& object_id) override;

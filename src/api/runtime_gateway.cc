@@ -103,8 +103,8 @@ std::vector<Buffer> RuntimeGateway::Get(const std::vector<RefInfo>& refs, int64_
   return Call(*this, true)->Get(refs, timeout_ms);
 }
 std::vector<bool> RuntimeGateway::Wait(const std::vector<RefInfo>& refs, int num_ready,
-                                       int64_t timeout_ms) {
-  return Call(*this, true)->Wait(refs, num_ready, timeout_ms);
+                                       int64_t timeout_ms, bool fetch_local) {
+  return Call(*this, true)->Wait(refs, num_ready, timeout_ms, fetch_local);
 }
 bool RuntimeGateway::IsCancelled() { return Call(*this, true)->IsCancelled(); }
 void RuntimeGateway::Cancel(const RefInfo& ref, bool force, bool recursive) {
@@ -174,6 +174,10 @@ RuntimeContext RuntimeGateway::GetRuntimeContext() {
   return Call(*this, true)->GetRuntimeContext();
 }
 std::vector<NodeInfo> RuntimeGateway::Nodes() { return Call(*this, true)->Nodes(); }
+void RuntimeGateway::RecordMetric(const MetricSpec& metric, double value,
+                                  const std::map<std::string, std::string>& tags) {
+  Call(*this, true)->RecordMetric(metric, value, tags);
+}
 
 void RuntimeGateway::AddLocalRef(const RefInfo& ref) {
   Call call(*this, /*required=*/false);

@@ -49,8 +49,8 @@ class RuntimeGateway final : public Runtime {
   RefInfo Put(size_t size, const std::function<void(char*)>& write,
               std::vector<RefInfo> contained) override;
   std::vector<Buffer> Get(const std::vector<RefInfo>& refs, int64_t timeout_ms) override;
-  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int num_ready,
-                         int64_t timeout_ms) override;
+  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int num_ready, int64_t timeout_ms,
+                         bool fetch_local) override;
   void Cancel(const RefInfo& ref, bool force, bool recursive) override;
   bool IsCancelled() override;
 
@@ -81,6 +81,8 @@ class RuntimeGateway final : public Runtime {
   std::string NodeIp() override;
   RuntimeContext GetRuntimeContext() override;
   std::vector<NodeInfo> Nodes() override;
+  void RecordMetric(const MetricSpec& metric, double value,
+                    const std::map<std::string, std::string>& tags) override;
 
   // No-ops once closed: ObjectRefs may be copied and destroyed after Shutdown.
   void AddLocalRef(const RefInfo& ref) override;

@@ -67,7 +67,9 @@ class FakeSession : public Runtime {
     }
     return out;
   }
-  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int, int64_t) override {
+  void RecordMetric(const MetricSpec&, double, const std::map<std::string, std::string>&) override {
+  }
+  std::vector<bool> Wait(const std::vector<RefInfo>& refs, int, int64_t, bool) override {
     Inside inside(this);
     return std::vector<bool>(refs.size(), true);
   }
@@ -158,7 +160,7 @@ TEST_F(RuntimeGatewayTest, CallsAfterCloseThrowRuntimeErrorAndRefsBecomeNoOps) {
   EXPECT_THROW(Put(1), RuntimeError);
   // A caller that read the gateway's pointer before Close gets RuntimeError, not a crash.
   EXPECT_THROW(gateway_.Get({ref.info()}, -1), RuntimeError);
-  EXPECT_THROW(gateway_.Wait({ref.info()}, 1, -1), RuntimeError);
+  EXPECT_THROW(gateway_.Wait({ref.info()}, 1, -1, true), RuntimeError);
   // ObjectRefs outlive the session: copying and dropping them touches nothing.
   ObjectRef<int> copy = ref;
   copy = ObjectRef<int>();

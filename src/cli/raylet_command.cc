@@ -25,6 +25,7 @@ int RayletCommand(const std::vector<std::string>& args) {
   std::string token_file, node_id_hex, bind;
   int64_t port = options.port;
   int64_t object_data_port = options.object_data_port;
+  int64_t metrics_port = options.metrics_port;
   int64_t report_period_ms = absl::ToInt64Milliseconds(options.report_period);
   int64_t reconnect_timeout_s = absl::ToInt64Seconds(options.gcs_reconnect_timeout);
   bool head = false;
@@ -43,6 +44,10 @@ int RayletCommand(const std::vector<std::string>& args) {
   flags.AddInt("object-data-port", &object_data_port,
                "Port where other nodes read object bytes, on the --bind address (0: any free "
                "port). TLS whenever --tls-dir is given.");
+  flags.AddInt("metrics-port", &metrics_port,
+               "Port of this node's Prometheus /metrics (user metrics of its workers; token "
+               "required), on the --bind address: 0 any free port (shown by `troupe status`), -1 "
+               "none. HTTPS whenever --tls-dir is given.");
   flags.AddBool("head", &head, "This is the head node.");
   flags.AddString(
       "session-dir", &options.session_dir,
@@ -113,6 +118,10 @@ int RayletCommand(const std::vector<std::string>& args) {
   options.bind_address = bind.empty() ? options.node_ip : bind;
   options.port = static_cast<int>(port);
   options.object_data_port = static_cast<int>(object_data_port);
+  if (metrics_port < -1 || metrics_port > 65535) {
+    return fail("--metrics-port must be a port number, 0 (any free port) or -1 (none)");
+  }
+  options.metrics_port = static_cast<int>(metrics_port);
   options.is_head = head;
   options.report_period = absl::Milliseconds(report_period_ms);
   options.gcs_reconnect_timeout = absl::Seconds(reconnect_timeout_s);

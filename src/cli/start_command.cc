@@ -56,6 +56,7 @@ struct StartOptions {
   int64_t http_port = 8265;
   int64_t raylet_port = 0;
   int64_t object_data_port = 0;
+  int64_t metrics_port = RayletOptions().metrics_port;
   // Passed on to the daemons; the defaults are theirs (RayletOptions, HealthCheckOptions).
   double memory_usage_threshold = RayletOptions().memory_usage_threshold;
   std::string testing_memory_usage_file;  // testing only; see RayletOptions
@@ -107,6 +108,7 @@ absl::StatusOr<int> StartRaylet(const StartOptions& options, const Session& sess
       absl::StrCat("--bind=", options.bind),
       absl::StrCat("--port=", options.raylet_port),
       absl::StrCat("--object-data-port=", options.object_data_port),
+      absl::StrCat("--metrics-port=", options.metrics_port),
       absl::StrCat("--session-dir=", session.dir()),
       absl::StrCat("--object-store-dir=", ObjectStoreDirOf(session)),
       absl::StrCat("--gcs-reconnect-timeout-s=", options.gcs_reconnect_timeout_s),
@@ -646,6 +648,10 @@ int StartCommand(const std::vector<std::string>& args) {
   flags.AddInt("object-data-port", &options.object_data_port,
                "The raylet's object data port, where other nodes read object bytes (0: any free "
                "port).");
+  flags.AddInt("metrics-port", &options.metrics_port,
+               "Where this node serves Prometheus /metrics with its workers' user metrics (token "
+               "required; HTTPS under TLS): 0 any free port (`troupe status` shows it), -1 none. "
+               "The head lists every node's at /api/v0/prometheus_targets.");
   flags.AddDouble("memory-usage-threshold", &options.memory_usage_threshold,
                   "Kill the newest worker when more than this fraction of the machine's memory "
                   "is in use (1: never).");
@@ -746,6 +752,12 @@ int StartCommand(const std::vector<std::string>& args) {
   if (options.object_data_port < 0 || options.object_data_port > 65535) {
     return Fail(absl::StrCat("--object-data-port must be between 0 and 65535, got ",
                              options.object_data_port),
+                2);
+  }
+  if (options.metrics_port < -1 || options.metrics_port > 65535) {
+    return Fail(absl::StrCat("--metrics-port must be between 0 and 65535 (0: any free port), or -1 "
+                             "for none; got ",
+                             options.metrics_port),
                 2);
   }
   if (auto status = options.redis.Resolve(/*address_from_env=*/options.head); !status.ok()) {

@@ -91,6 +91,10 @@ void PrintText(const rpc::GetClusterInfoReply& info, const std::string& address,
       absl::StrAppend(&line, line.empty() ? "" : ", ", UsedOfTotal(name, used, row.total.at(name)));
     }
     printf("        %s\n", line.c_str());
+    if (row.info.metrics_port() > 0) {
+      printf("        metrics: %s://%s:%d/metrics\n", row.info.metrics_tls() ? "https" : "http",
+             row.info.node_ip().c_str(), row.info.metrics_port());
+    }
     if (row.store_spilled_bytes > 0 || row.store_num_objects > 0) {
       printf("        object store: %lld objects, %s spilled to disk\n",
              static_cast<long long>(row.store_num_objects),
@@ -139,6 +143,8 @@ void PrintJson(const rpc::GetClusterInfoReply& info, const std::string& address,
         {"state", is_alive ? "ALIVE" : "DEAD"},
         {"node_ip", row.info.node_ip()},
         {"raylet_port", row.info.raylet_port()},
+        {"metrics_port", row.info.metrics_port()},
+        {"metrics_tls", row.info.metrics_tls()},
         {"hostname", row.info.hostname()},
         {"is_head", row.info.is_head()},
         {"raylet_pid", row.info.raylet_pid()},

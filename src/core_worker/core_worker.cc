@@ -198,6 +198,7 @@ absl::Status CoreWorker::Start() {
   }
   if (start_timer) WakeTimer();
   reporter_.Add(kTaskCountersInterval, [this] { ReportTaskCounters(); });
+  reporter_.Add(kUserMetricsInterval, [this] { FlushUserMetrics(); });
   reporter_.Start();
   return absl::OkStatus();
 }
@@ -267,6 +268,14 @@ void CoreWorker::ReportTaskCounters() {
   }
 }
 
+void CoreWorker::FlushUserMetrics() {
+  rpc::ReportUserMetricsRequest batch = user_metrics_.TakeBatch();
+  if (batch.points().empty()) return;
+  batch.set_worker_id(options_.worker_id.Binary());
+  // Not sent (the raylet restarts, or is gone): kept for the next push.
+  if (!raylet_->ReportUserMetrics(batch).ok()) user_metrics_.Restore(batch);
+}
+
 void CoreWorker::Shutdown() {
   if (!server_) return;
   std::thread node_watcher_thread;
@@ -284,6 +293,8 @@ void CoreWorker::Shutdown() {
   if (timer.joinable()) timer.join();
   if (liveness_thread_.joinable()) liveness_thread_.join();
   reporter_.Stop();
+  // What the last moments recorded counts too (not waiting on a raylet known to be gone).
+  if (raylet_ && cluster_status().ok()) FlushUserMetrics();
   if (submitter_) ReportTaskCounters();  // a short-lived driver's tasks count too
   if (submitter_) submitter_->Shutdown();
   if (actor_submitter_) actor_submitter_->Shutdown();

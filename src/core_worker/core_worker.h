@@ -44,6 +44,7 @@
 #include "src/core_worker/task_event_buffer.h"
 #include "src/core_worker/task_executor.h"
 #include "src/core_worker/task_submitter.h"
+#include "src/metrics/metrics_recorder.h"
 #include "src/rpc/auth.h"
 #include "src/rpc/core_worker_client.h"
 #include "src/rpc/gcs_client.h"
@@ -190,6 +191,14 @@ class CoreWorker {
   // then ends RunTaskLoop after the task it runs; Shutdown reports the rest. Any thread.
   void RequestStop();
 
+  // User metrics (troupe/metrics.h): recorded here, pushed to this node's raylet every second
+  // and at Shutdown. InvalidArgument for a bad definition or record (nothing recorded). Any
+  // thread.
+  absl::Status RecordMetric(const rpc::UserMetricDefinition& definition, double value,
+                            const metrics::Tags& tags) {
+    return user_metrics_.Record(definition, value, tags);
+  }
+
   // For tests and stats.
   size_t num_tracked_references() const { return objects_->references().num_tracked(); }
   size_t num_stored_objects() const { return objects_->memory_store().size(); }
@@ -284,6 +293,10 @@ class CoreWorker {
   std::unique_ptr<NodeDeathWatcher> node_watcher_ ABSL_GUARDED_BY(node_watch_mu_);
   std::thread node_watcher_thread_ ABSL_GUARDED_BY(node_watch_mu_);
   std::string last_reported_counters_;
+  // User metrics recorded since the last push to the raylet (FlushUserMetrics, on reporter_).
+  metrics::MetricsRecorder user_metrics_;
+  static constexpr absl::Duration kUserMetricsInterval = absl::Seconds(1);
+  void FlushUserMetrics();
 };
 
 }  // namespace troupe

@@ -140,6 +140,9 @@ class HttpServer::Routes {
     router.Add("GET", "/api/v0/nodes", [this](const HttpRequest&) { return Send(views_.Nodes()); });
     router.Add("GET", "/api/v0/nodes/history",
                [this](const HttpRequest&) { return Send({200, history_.ToJson()}); });
+    // Prometheus' http_sd_configs: every node's /metrics (docs/jobs.md, "Metrics").
+    router.Add("GET", "/api/v0/prometheus_targets",
+               [this](const HttpRequest&) { return Send(views_.PrometheusTargets()); });
     router.Add("GET", "/api/v0/actors",
                [this](const HttpRequest&) { return Send(views_.Actors()); });
     router.Add("GET", "/api/v0/placement_groups",

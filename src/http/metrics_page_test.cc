@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 #include "proto/schema.pb.h"
 #include "src/http/http_metrics.h"
+#include "src/http/state_views.h"
 
 namespace troupe::http {
 namespace {
@@ -72,6 +73,33 @@ TEST(HttpMetricsTest, UnknownPathsShareOneLabelAndLabelsAreEscaped) {
   EXPECT_TRUE(
       Contains(text, "troupe_http_requests_total{route=\"GET /x\\\"y\\\\z\\n\",code=\"200\"} 1"))
       << text;
+}
+
+// Prometheus' http_sd_configs read every alive node that serves /metrics, with its labels.
+TEST(PrometheusTargetsTest, ListsAliveNodesThatServeMetrics) {
+  std::vector<rpc::NodeInfo> nodes(4);
+  nodes[0].set_node_id(std::string(28, '\x01'));
+  nodes[0].set_node_ip("10.0.0.1");
+  nodes[0].set_metrics_port(9100);
+  nodes[0].set_is_head(true);
+  nodes[1].set_node_id(std::string(28, '\x02'));
+  nodes[1].set_node_ip("10.0.0.2");
+  nodes[1].set_metrics_port(9200);
+  nodes[1].set_metrics_tls(true);
+  nodes[2] = nodes[1];
+  nodes[2].set_state(rpc::NodeInfo::DEAD);  // dead: not scraped
+  nodes[3].set_node_ip("10.0.0.4");         // serves no metrics
+  const nlohmann::json targets = PrometheusTargets(nodes);
+  ASSERT_EQ(targets.size(), 2u) << targets.dump();
+  EXPECT_EQ(targets[0]["targets"], nlohmann::json::array({"10.0.0.1:9100"}));
+  std::string head_hex;
+  for (int i = 0; i < 28; ++i) head_hex += "01";
+  EXPECT_EQ(targets[0]["labels"]["node_id"], head_hex) << targets.dump();
+  EXPECT_EQ(targets[0]["labels"]["is_head"], "true");
+  EXPECT_FALSE(targets[0]["labels"].contains("__scheme__"));
+  EXPECT_EQ(targets[1]["targets"], nlohmann::json::array({"10.0.0.2:9200"}));
+  EXPECT_EQ(targets[1]["labels"]["__scheme__"], "https");
+  EXPECT_EQ(targets[1]["labels"]["node_ip"], "10.0.0.2");
 }
 
 }  // namespace

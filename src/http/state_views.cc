@@ -32,6 +32,26 @@ bool IsSystemJob(const rpc::JobInfo& job) {
   return absl::StartsWith(job.namespace_name(), "troupe_");
 }
 
+json PrometheusTargets(const std::vector<rpc::NodeInfo>& nodes) {
+  json groups = json::array();
+  for (const auto& node : nodes) {
+    if (node.state() != rpc::NodeInfo::ALIVE || node.metrics_port() <= 0) continue;
+    json labels = {{"node_id", BytesToHex(node.node_id())},
+                   {"node_ip", node.node_ip()},
+                   {"is_head", node.is_head() ? "true" : "false"}};
+    if (node.metrics_tls()) labels["__scheme__"] = "https";
+    groups.push_back({{"targets", {absl::StrCat(node.node_ip(), ":", node.metrics_port())}},
+                      {"labels", labels}});
+  }
+  return groups;
+}
+
+jobs::Reply StateViews::PrometheusTargets() {
+  auto nodes = metrics_->Timed("GetAllNodeInfo", [&] { return gcs_->GetAllNodeInfo(); });
+  if (!nodes.ok()) return jobs::Error(503, std::string(nodes.status().message()));
+  return {200, http::PrometheusTargets(*nodes)};
+}
+
 jobs::Reply StateViews::Nodes() {
   auto nodes = metrics_->Timed("GetAllNodeInfo", [&] { return gcs_->GetAllNodeInfo(); });
   auto usage = metrics_->Timed("GetAllResourceUsage", [&] { return gcs_->GetAllResourceUsage(); });
@@ -46,6 +66,7 @@ jobs::Reply StateViews::Nodes() {
                   {"node_ip", node.node_ip()},
                   {"state", node.state() == rpc::NodeInfo::ALIVE ? "ALIVE" : "DEAD"},
                   {"is_head_node", node.is_head()},
+                  {"metrics_port", node.metrics_port()},
                   {"resources_total", MapToJson(node.resources_total())},
                   {"death_reason", node.death_reason()}};
     json labels = json::object();

@@ -1,10 +1,14 @@
 // StateViews: the JSON state endpoints (/api/v0/nodes, /api/v0/actors,
-// /api/v0/placement_groups, /api/v0/jobs, /api/cluster_status), read from the GCS on each request
-// (timed into HttpMetrics), and the removal of a placement group (`troupe remove`). Rows of jobs
-// and actors carry "is_system" (see IsSystemActor). /metrics renders from the same views.
-// Thread-safe; the GCS client, job service and metrics are borrowed and outlive it.
+// /api/v0/placement_groups, /api/v0/jobs, /api/cluster_status, /api/v0/prometheus_targets), read
+// from the GCS on each request (timed into HttpMetrics), and the removal of a placement group
+// (`troupe remove`). Rows of jobs and actors carry "is_system" (see IsSystemActor). /metrics
+// renders from the same views. Thread-safe; the GCS client, job service and metrics are borrowed
+// and outlive it.
 #pragma once
 
+#include <vector>
+
+#include "nlohmann/json.hpp"
 #include "proto/common.pb.h"
 #include "src/http/http_metrics.h"
 #include "src/jobs/job_service.h"
@@ -18,6 +22,11 @@ namespace troupe::http {
 // actors whose class is in the troupe:: C++ namespace.
 bool IsSystemActor(const rpc::ActorInfo& actor);
 bool IsSystemJob(const rpc::JobInfo& job);
+
+// Prometheus' HTTP service discovery (http_sd_configs) for the alive nodes that serve /metrics:
+// one group per node, {"targets": ["<ip>:<metrics port>"], "labels": {"node_id", "node_ip",
+// "is_head", and "__scheme__": "https" when the node serves TLS}}.
+nlohmann::json PrometheusTargets(const std::vector<rpc::NodeInfo>& nodes);
 
 class StateViews {
  public:
@@ -37,6 +46,8 @@ class StateViews {
   jobs::Reply Jobs();
   // Alive/dead node counts and summed total/available resources.
   jobs::Reply ClusterStatus();
+  // PrometheusTargets of the GCS's node table.
+  jobs::Reply PrometheusTargets();
 
  private:
   GcsClient* const gcs_;

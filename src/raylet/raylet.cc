@@ -13,6 +13,7 @@
 #include "src/common/machine_stats.h"
 #include "src/common/status_macros.h"
 #include "src/schema/kv_schema.h"
+#include "src/tls/tls_files.h"
 
 namespace troupe {
 namespace {
@@ -143,6 +144,22 @@ absl::Status Raylet::Start() {
   data_server_ = std::move(*data_server);
   TROUPE_LOG(Info) << "object data port " << data_server_->port()
                    << (data_tls_->server ? " (TLS)" : " (plaintext)");
+  if (options_.metrics_port >= 0) {
+    MetricsHttpServerOptions metrics;
+    metrics.bind_address = options_.bind_address;
+    metrics.port = options_.metrics_port;
+    metrics.token = token_.ToString();
+    if (!options_.tls_dir.empty()) {
+      metrics.cert_path = NodeCertPath(options_.tls_dir);
+      metrics.key_path = NodeKeyPath(options_.tls_dir);
+    }
+    auto metrics_server = MetricsHttpServer::Start(
+        std::move(metrics), [this] { return user_metrics_.RenderPrometheus(); });
+    if (!metrics_server.ok()) return metrics_server.status();
+    metrics_server_ = std::move(*metrics_server);
+    TROUPE_LOG(Info) << "user metrics on port " << metrics_server_->port()
+                     << (metrics_server_->tls() ? " (HTTPS)" : " (HTTP)");
+  }
   auto server = RayletServer::Start(options_.bind_address, options_.port, token_, this,
                                     &object_manager_, data_server_->port(), &bound_port_);
   if (!server.ok()) return server.status();
@@ -155,6 +172,7 @@ void Raylet::Shutdown() {
   lease_manager_.RejectAllPending("the raylet is shutting down");
   worker_pool_.KillAll();
   if (data_server_) data_server_->Shutdown();
+  metrics_server_.reset();
   object_store_.Destroy();
   if (server_) {
     // A gRPC deadline: real time, whatever clock the raylet was given.
@@ -192,6 +210,21 @@ absl::Status Raylet::HandleGetNodeStats(const rpc::GetNodeStatsRequest&,
   store->set_num_spilled_total(stats.num_spilled_total);
   store->set_num_restored_total(stats.num_restored_total);
   store->set_num_evicted_total(stats.num_evicted_total);
+  return absl::OkStatus();
+}
+
+absl::Status Raylet::HandleReportUserMetrics(const rpc::ReportUserMetricsRequest& request,
+                                             rpc::ReportUserMetricsReply*) {
+  absl::Status applied = user_metrics_.Apply(request);
+  if (!applied.ok()) {
+    absl::MutexLock lock(&metrics_log_mu_);
+    if (applied.message() != last_metrics_problem_) {
+      last_metrics_problem_ = std::string(applied.message());
+      TROUPE_LOG(Warning) << "user metrics from worker "
+                          << WorkerId::FromBinary(request.worker_id())->Hex() << ": "
+                          << applied.message();
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -369,6 +402,10 @@ rpc::NodeInfo Raylet::NodeInfoLocked() const {
   for (const auto& [key, value] : options_.labels) (*node.mutable_labels())[key] = value;
   node.set_is_head(options_.is_head);
   node.set_raylet_pid(getpid());
+  if (metrics_server_) {
+    node.set_metrics_port(metrics_server_->port());
+    node.set_metrics_tls(metrics_server_->tls());
+  }
   return node;
 }
 

@@ -27,6 +27,7 @@
 #include "src/common/clock.h"
 #include "src/common/ids.h"
 #include "src/common/resources.h"
+#include "src/metrics/metrics_aggregator.h"
 #include "src/object_store/object_store.h"
 #include "src/raylet/cluster_view.h"
 #include "src/raylet/data_connection.h"
@@ -35,6 +36,7 @@
 #include "src/raylet/grpc_object_puller.h"
 #include "src/raylet/lease_manager.h"
 #include "src/raylet/log_monitor.h"
+#include "src/raylet/metrics_http_server.h"
 #include "src/raylet/object_data_server.h"
 #include "src/raylet/object_manager.h"
 #include "src/raylet/process_launcher.h"
@@ -107,6 +109,14 @@ class Raylet {
                                   rpc::ListLogFilesReply* reply);
   absl::Status HandleReadLogFile(const rpc::ReadLogFileRequest& request,
                                  rpc::ReadLogFileReply* reply);
+  // A worker's or driver's user metrics recorded since its last push: added to the node's sums
+  // that /metrics serves. Always OK (the sender must not retry a batch): what cannot be applied
+  // (a metric another program on this node defines differently) is skipped and logged.
+  absl::Status HandleReportUserMetrics(const rpc::ReportUserMetricsRequest& request,
+                                       rpc::ReportUserMetricsReply* reply);
+  // The port /metrics is served on (0 before Start or when not served).
+  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+  const metrics::MetricsAggregator& user_metrics() const { return user_metrics_; }
 
  private:
   rpc::NodeInfo NodeInfoLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -153,6 +163,10 @@ class Raylet {
   std::thread log_thread_;
   std::unique_ptr<ObjectDataServer> data_server_;
   std::unique_ptr<RayletServer> server_;
+  metrics::MetricsAggregator user_metrics_;
+  std::unique_ptr<MetricsHttpServer> metrics_server_;  // set by Start unless metrics_port is -1
+  absl::Mutex metrics_log_mu_;
+  std::string last_metrics_problem_ ABSL_GUARDED_BY(metrics_log_mu_);  // logged once in a row
   int bound_port_ = 0;
   std::thread job_follower_;
 

@@ -42,6 +42,12 @@ ServerUnaryReactor* RayletGrpcService::RegisterWorker(CallbackServerContext* con
   return Answer(context, *auth_, raylet_, &Raylet::HandleRegisterWorker, request, reply);
 }
 
+ServerUnaryReactor* RayletGrpcService::ReportUserMetrics(
+    CallbackServerContext* context, const rpc::ReportUserMetricsRequest* request,
+    rpc::ReportUserMetricsReply* reply) {
+  return Answer(context, *auth_, raylet_, &Raylet::HandleReportUserMetrics, request, reply);
+}
+
 ServerUnaryReactor* RayletGrpcService::NotifyBlocked(CallbackServerContext* context,
                                                      const rpc::NotifyBlockedRequest* request,
                                                      rpc::NotifyBlockedReply* reply) {

@@ -28,6 +28,9 @@ class RayletGrpcService : public rpc::NodeManagerService::CallbackService {
   grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* context,
                                            const rpc::RegisterWorkerRequest* request,
                                            rpc::RegisterWorkerReply* reply) override;
+  grpc::ServerUnaryReactor* ReportUserMetrics(grpc::CallbackServerContext* context,
+                                              const rpc::ReportUserMetricsRequest* request,
+                                              rpc::ReportUserMetricsReply* reply) override;
   grpc::ServerUnaryReactor* NotifyBlocked(grpc::CallbackServerContext* context,
                                           const rpc::NotifyBlockedRequest* request,
                                           rpc::NotifyBlockedReply* reply) override;

@@ -23,6 +23,9 @@ struct RayletOptions {
   int port = 0;           // 0: any free port
   // The object data port (src/raylet/object_data_server.h), on bind_address; 0: any free port.
   int object_data_port = 0;
+  // Where Prometheus scrapes this node's user metrics (GET /metrics, token required), on
+  // bind_address; 0: any free port (the node table shows the one taken); -1: not served.
+  int metrics_port = 0;
   ResourceSet resources;  // totals this node offers
   std::map<std::string, std::string> labels;
   bool is_head = false;

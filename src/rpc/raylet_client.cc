@@ -142,6 +142,11 @@ absl::Status RayletClient::NotifyBlocked(const std::string& worker_id, bool bloc
   return Call(&rpc::NodeManagerService::Stub::NotifyBlocked, request, absl::Seconds(5)).status();
 }
 
+absl::Status RayletClient::ReportUserMetrics(const rpc::ReportUserMetricsRequest& request) {
+  return Call(&rpc::NodeManagerService::Stub::ReportUserMetrics, request, absl::Seconds(5))
+      .status();
+}
+
 absl::StatusOr<std::string> RayletClient::CreateObject(const std::string& object_id, int64_t size,
                                                        bool primary,
                                                        const std::string& owner_worker_id,

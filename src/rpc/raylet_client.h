@@ -41,6 +41,8 @@ class RayletClient : public std::enable_shared_from_this<RayletClient> {
   // `done` runs on a gRPC thread with the raylet's answer (10 s deadline).
   void KillLeasedWorkerAsync(const std::string& lease_id, std::function<void(absl::Status)> done);
   absl::Status NotifyBlocked(const std::string& worker_id, bool blocked);
+  // Pushes user metrics recorded since the last push (src/metrics/metrics_recorder.h).
+  absl::Status ReportUserMetrics(const rpc::ReportUserMetricsRequest& request);
 
   // `owner_worker_id`/`owner_node_id` (binary IDs, or empty): whose object it is; the store
   // frees it when that process or its node dies.

@@ -461,6 +461,11 @@ absl::Status ValidateRequest(const rpc::RegisterWorkerRequest& request) {
   return CheckPort("port", request.port(), /*allow_zero=*/true);
 }
 
+absl::Status ValidateRequest(const rpc::ReportUserMetricsRequest& request) {
+  // The metrics themselves are checked as they are applied (src/metrics/user_metric.h).
+  return CheckId<WorkerId>("worker_id", request.worker_id());
+}
+
 absl::Status ValidateRequest(const rpc::NotifyBlockedRequest& request) {
   return CheckId<WorkerId>("worker_id", request.worker_id());
 }

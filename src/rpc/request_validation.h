@@ -83,6 +83,7 @@ absl::Status ValidateRequest(const rpc::HealthCheckRequest& request);
 absl::Status ValidateRequest(const rpc::GetNodeStatsRequest& request);
 absl::Status ValidateRequest(const rpc::RegisterWorkerRequest& request);
 absl::Status ValidateRequest(const rpc::NotifyBlockedRequest& request);
+absl::Status ValidateRequest(const rpc::ReportUserMetricsRequest& request);
 absl::Status ValidateRequest(const rpc::RequestWorkerLeaseRequest& request);
 absl::Status ValidateRequest(const rpc::ReturnWorkerRequest& request);
 absl::Status ValidateRequest(const rpc::KillLeasedWorkerRequest& request);

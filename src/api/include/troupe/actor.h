@@ -158,6 +158,14 @@ class ActorCreator {
     options_.name = std::move(name);
     return *this;
   }
+  // Get-or-create (Ray's get_if_exists): with SetName, Remote() returns the live actor of that
+  // name (in that namespace) if there is one, else creates it; callers racing to create it all
+  // get the one actor. Its arguments and options are then those of whoever created it. Remote()
+  // throws InvalidArgumentError when no name was set.
+  ActorCreator& SetGetIfExists(bool get_if_exists = true) {
+    options_.get_if_exists = get_if_exists;
+    return *this;
+  }
   ActorCreator& SetNamespace(std::string ns) {
     options_.namespace_name = std::move(ns);
     return *this;

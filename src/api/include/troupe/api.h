@@ -52,6 +52,7 @@
 #include "troupe/function_registry.h"
 #include "troupe/kv.h"
 #include "troupe/label_selector.h"
+#include "troupe/metrics.h"
 #include "troupe/object_ref.h"
 #include "troupe/placement_group.h"
 #include "troupe/runtime.h"
@@ -168,14 +169,20 @@ struct WaitResult {
 };
 
 // Returns once `num_ready` of `refs` are ready (or `timeout` passes), keeping their order.
+// `fetch_local` (Ray's fetch_local=True): an object counts as ready once its value is on this
+// node: ready objects stored on other nodes are pulled here, so a Get after Wait does not wait on
+// the network; one not here when the timeout passes is in `unready`. false (the default, unlike
+// Ray's): ready wherever it is, nothing is moved. A failed task's result is ready either way (Get
+// throws its error).
 template <typename T>
 WaitResult<T> Wait(const std::vector<ObjectRef<T>>& refs, int num_ready,
-                   std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+                   std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                   bool fetch_local = false) {
   std::vector<internal::RefInfo> infos;
   infos.reserve(refs.size());
   for (const auto& ref : refs) infos.push_back(ref.info());
   std::vector<bool> ready =
-      internal::RequireRuntime().Wait(infos, num_ready, internal::ToMillis(timeout));
+      internal::RequireRuntime().Wait(infos, num_ready, internal::ToMillis(timeout), fetch_local);
   WaitResult<T> result;
   for (size_t i = 0; i < refs.size(); ++i)
     (ready[i] ? result.ready : result.unready).push_back(refs[i]);

@@ -105,6 +105,20 @@ struct ActorOptions {
   // The actor's class as the compiler names it (typeid(T).name(), mangled): the runtime shows
   // it demangled ("Store", "ns::Store") as the actor's class name. "": the factory's name.
   std::string class_type_name;
+  // With a name: when a live actor already has it (in that namespace), CreateActor returns that
+  // actor's ID instead of throwing (the arguments and options given are then unused).
+  bool get_if_exists = false;
+};
+
+// A user metric's definition (troupe/metrics.h), as the metric object holds it.
+struct MetricSpec {
+  enum class Kind { kCounter, kGauge, kHistogram };
+  Kind kind = Kind::kCounter;
+  std::string name;
+  std::string description;
+  std::string unit;
+  std::vector<double> boundaries;  // histograms
+  std::vector<std::string> tag_keys;
 };
 
 class Runtime {
@@ -121,15 +135,16 @@ class Runtime {
   // Waits for every object (timeout_ms < 0: forever) and returns their bytes. Throws the
   // object's error (TaskError, ObjectLostError, ...) or GetTimeoutError.
   virtual std::vector<Buffer> Get(const std::vector<RefInfo>& refs, int64_t timeout_ms) = 0;
-  // Which of `refs` are ready once `num_ready` are, or the timeout passes.
+  // Which of `refs` are ready once `num_ready` are, or the timeout passes. `fetch_local`: a ready
+  // object counts only once its value is on this node (ready ones elsewhere are pulled here).
   virtual std::vector<bool> Wait(const std::vector<RefInfo>& refs, int num_ready,
-                                 int64_t timeout_ms) = 0;
+                                 int64_t timeout_ms, bool fetch_local) = 0;
   virtual void Cancel(const RefInfo& ref, bool force, bool recursive) = 0;
   // Inside a task or actor method, on the thread running it: whether it was cancelled.
   virtual bool IsCancelled() = 0;
 
   // Actors. CreateActor returns the actor's ID (binary); throws TroupeError when the name is
-  // taken.
+  // taken (unless options.get_if_exists).
   virtual std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                                   const ActorOptions& options) = 0;
   virtual RefInfo SubmitActorTask(const std::string& actor_id, const std::string& method_name,
@@ -172,6 +187,11 @@ class Runtime {
   virtual RuntimeContext GetRuntimeContext() = 0;
   // troupe::Nodes(): the GCS's node table with each node's last reported free resources.
   virtual std::vector<NodeInfo> Nodes() = 0;
+
+  // User metrics: adds `value` to the metric's series `tags` in this process's batch (pushed to
+  // the node's raylet every second). Throws InvalidArgumentError for bad tags or values.
+  virtual void RecordMetric(const MetricSpec& metric, double value,
+                            const std::map<std::string, std::string>& tags) = 0;
 
   // Reference counting: every live ObjectRef in this process holds one local reference.
   virtual void AddLocalRef(const RefInfo& ref) = 0;

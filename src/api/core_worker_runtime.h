@@ -68,6 +68,9 @@ class CoreWorkerRuntime final : public Runtime {
   RuntimeContext GetRuntimeContext() override;
   std::vector<NodeInfo> Nodes() override;
 
+  std::shared_ptr<AsyncCall> CurrentAsyncCall() override;
+  void NotifyWhenReady(const RefInfo& ref, std::function<void()> ready) override;
+
   void AddLocalRef(const RefInfo& ref) override;
   void RemoveLocalRef(const std::string& object_id) override;
 

@@ -161,6 +161,12 @@ RuntimeContext RuntimeGateway::GetRuntimeContext() {
   return Call(*this, true)->GetRuntimeContext();
 }
 std::vector<NodeInfo> RuntimeGateway::Nodes() { return Call(*this, true)->Nodes(); }
+std::shared_ptr<AsyncCall> RuntimeGateway::CurrentAsyncCall() {
+  return Call(*this, true)->CurrentAsyncCall();
+}
+void RuntimeGateway::NotifyWhenReady(const RefInfo& ref, std::function<void()> ready) {
+  Call(*this, true)->NotifyWhenReady(ref, std::move(ready));
+}
 
 void RuntimeGateway::AddLocalRef(const RefInfo& ref) {
   Call call(*this, /*required=*/false);

@@ -78,6 +78,9 @@ class RuntimeGateway final : public Runtime {
   RuntimeContext GetRuntimeContext() override;
   std::vector<NodeInfo> Nodes() override;
 
+  std::shared_ptr<AsyncCall> CurrentAsyncCall() override;
+  void NotifyWhenReady(const RefInfo& ref, std::function<void()> ready) override;
+
   // No-ops once closed: ObjectRefs may be copied and destroyed after Shutdown.
   void AddLocalRef(const RefInfo& ref) override;
   void RemoveLocalRef(const std::string& object_id) override;

@@ -176,13 +176,18 @@ class Relay {
   }
   // Waits for a call to another actor (an ObjectRef this actor owns); records a cancel.
   troupe::Async<int> AskLatch(troupe::ActorHandle<Latch> latch) {
+    ++asking_;
     try {
-      co_return co_await latch.Task(&Latch::Wait).Remote();
+      int value = co_await latch.Task(&Latch::Wait).Remote();
+      --asking_;
+      co_return value;
     } catch (const troupe::TaskCancelledError&) {
+      --asking_;
       saw_cancel_ = true;
       throw;
     }
   }
+  int Asking() { return asking_; }
   // Throws at once, after a wait, or awaits a failed task: the caller gets TaskError.
   troupe::Async<int> Fail(int when) {
     if (when == 0) throw std::invalid_argument("failed before any wait");
@@ -203,6 +208,7 @@ class Relay {
   }
   int in_flight_ = 0;
   int max_in_flight_ = 0;
+  int asking_ = 0;
   std::set<std::thread::id> threads_;
   bool saw_cancel_ = false;
 };
@@ -230,7 +236,8 @@ TROUPE_CONCURRENCY_GROUP(&Meeting::Meet, "io");
 
 TROUPE_REMOTE(Latch::Create, &Latch::Wait, &Latch::Open, Relay::Create, &Relay::Forward,
               &Relay::AskLatch, &Relay::Fail, &Relay::Twice, &Relay::MaxInFlight, &Relay::Threads,
-              &Relay::SawCancel, Meeting::Create, &Meeting::Meet, &Meeting::Ping, BrokenTask);
+              &Relay::SawCancel, &Relay::Asking, Meeting::Create, &Meeting::Meet, &Meeting::Ping,
+              BrokenTask);
 
 using troupe::testing::CommandResult;
 using troupe::testing::TestCluster;
@@ -861,14 +868,8 @@ TEST(ActorsTest, AsyncActorExceptionsAndCancelReachTheCaller) {
   // sees, and rethrows), the caller gets TaskCancelledError, and the actor goes on.
   auto latch = troupe::Actor(Latch::Create).SetMaxConcurrency(2).Remote();
   auto waiting = relay.Task(&Relay::AskLatch).Remote(latch);
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        return troupe::Wait(std::vector<troupe::ObjectRef<int>>{waiting}, 1,
-                            std::chrono::milliseconds(0))
-                   .ready.empty() &&
-               *troupe::Get(relay.Task(&Relay::Twice).Remote(1)) == 2;
-      },
-      absl::Seconds(30), "the call to wait"));
+  EXPECT_TRUE(WaitUntil([&] { return *troupe::Get(relay.Task(&Relay::Asking).Remote()) == 1; },
+                        absl::Seconds(30), "the call to wait in its co_await"));
   troupe::Cancel(waiting);
   EXPECT_THROW(troupe::Get(waiting, std::chrono::seconds(60)), troupe::TaskCancelledError);
   EXPECT_TRUE(*troupe::Get(relay.Task(&Relay::SawCancel).Remote()));

@@ -43,15 +43,14 @@ CoreWorker::CoreWorker(CoreWorkerOptions options)
                              options_.max_inline_bytes},
       &raylets_, &workers_, clock_);
   objects_->memory_store().SetTimedWaiterListener([this] { WakeTimer(); });
-  executor_ = std::make_unique<TaskExecutor>(
-      [this](const rpc::PushTaskRequest& request, TaskExecutor::Finish finish) {
-        ExecuteTask(request,
-                    [this, &request, finish = std::move(finish)](rpc::PushTaskReply reply) {
-                      // For recursive Cancel (the request lives until it is answered).
-                      submission_->ForgetChildren(request.task().task_id());
-                      finish(std::move(reply));
-                    });
-      });
+  executor_ = std::make_unique<TaskExecutor>([this](const rpc::PushTaskRequest& request,
+                                                    TaskExecutor::Finish finish) {
+    ExecuteTask(request, [this, &request, finish = std::move(finish)](rpc::PushTaskReply reply) {
+      // For recursive Cancel (the request lives until it is answered).
+      submission_->ForgetChildren(request.task().task_id());
+      finish(std::move(reply));
+    });
+  });
 }
 
 CoreWorker::~CoreWorker() { Shutdown(); }
@@ -439,6 +438,7 @@ void CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request, TaskExecutor::
   ret->set_node_id(node_id_.Binary());
   ret->set_pid(getpid());
   const uint64_t execution = BeginExecution(spec);
+  // The outcome of a task that does not run (its caller learns why; the log does not).
   auto refuse = [&](const std::string& type, const std::string& message) {
     TaskOutcome outcome;
     outcome.threw = true;
@@ -449,10 +449,10 @@ void CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request, TaskExecutor::
   if (spec.type() == rpc::TaskSpec::ACTOR_TASK &&
       !executor_->HasConcurrencyGroup(spec.concurrency_group())) {
     finish(CompleteTask(
-        spec,
+        spec, /*ran=*/false,
         refuse("troupe::InvalidArgumentError",
-               absl::StrCat("actor method ", spec.function_name(), " was called in concurrency group \"",
-                            spec.concurrency_group(),
+               absl::StrCat("actor method ", spec.function_name(),
+                            " was called in concurrency group \"", spec.concurrency_group(),
                             "\", which this actor does not have; name one given to "
                             "troupe::Actor(...).SetConcurrencyGroups at its creation")),
         std::move(reply), execution, {}));
@@ -478,7 +478,7 @@ void CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request, TaskExecutor::
                                         (*results)[0].error_detail.error_message()
                                   : (*results)[0].error_message;
       args.clear();
-      finish(CompleteTask(spec,
+      finish(CompleteTask(spec, /*ran=*/false,
                           refuse("troupe::TaskFailedError",
                                  absl::StrCat("argument ", i + 1, " could not be read: ", why)),
                           std::move(reply), execution, held));
@@ -494,15 +494,17 @@ void CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request, TaskExecutor::
     auto pending = std::move(outcome.pending);
     pending([this, &spec, reply = std::move(reply), execution, held,
              finish = std::move(finish)](TaskOutcome final_outcome) mutable {
-      finish(CompleteTask(spec, std::move(final_outcome), std::move(reply), execution, held));
+      finish(CompleteTask(spec, /*ran=*/true, std::move(final_outcome), std::move(reply), execution,
+                          held));
     });
     return;
   }
-  finish(CompleteTask(spec, std::move(outcome), std::move(reply), execution, held));
+  finish(CompleteTask(spec, /*ran=*/true, std::move(outcome), std::move(reply), execution, held));
 }
 
-rpc::PushTaskReply CoreWorker::CompleteTask(const rpc::TaskSpec& spec, TaskOutcome outcome,
-                                            rpc::PushTaskReply reply, uint64_t execution,
+rpc::PushTaskReply CoreWorker::CompleteTask(const rpc::TaskSpec& spec, bool ran,
+                                            TaskOutcome outcome, rpc::PushTaskReply reply,
+                                            uint64_t execution,
                                             const std::vector<ObjectRefInfo>& held) {
   rpc::ReturnObject* ret = reply.mutable_returns(0);
   auto fail = [&](const std::string& type, const std::string& message) {
@@ -510,7 +512,9 @@ rpc::PushTaskReply CoreWorker::CompleteTask(const rpc::TaskSpec& spec, TaskOutco
     ret->set_exception_type(type);
     ret->set_error_message(message);
   };
-  if (outcome.threw) {
+  if (outcome.threw && !ran) {
+    fail(outcome.exception_type, outcome.exception_message);
+  } else if (outcome.threw) {
     fail(outcome.exception_type, outcome.exception_message);
     ret->set_remote_stack(outcome.exception_stack);
     // The worker's log (shown by the driver, `troupe logs`) has it too.

@@ -216,8 +216,9 @@ class CoreWorker {
   // event loop thread, when its outcome is pending).
   void ExecuteTask(const rpc::PushTaskRequest& request, TaskExecutor::Finish finish);
   // The rest of ExecuteTask once the outcome is known: the result into `reply`, task events,
-  // references held for the arguments and those the task borrowed.
-  rpc::PushTaskReply CompleteTask(const rpc::TaskSpec& spec, TaskOutcome outcome,
+  // references held for the arguments and those the task borrowed. `ran`: the function ran (an
+  // exception it threw goes to the worker's log too); false for a task refused before it ran.
+  rpc::PushTaskReply CompleteTask(const rpc::TaskSpec& spec, bool ran, TaskOutcome outcome,
                                   rpc::PushTaskReply reply, uint64_t execution,
                                   const std::vector<ObjectRefInfo>& held);
   // CancelTask from a task's owner (gRPC thread): the executor, then the task's children.

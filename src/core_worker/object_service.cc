@@ -590,9 +590,9 @@ void ObjectService::WatchOwner(const ObjectRefInfo& ref, absl::Duration wait,
     absl::MutexLock lock(&queries_mu_);
     --queries_in_flight_;
   };
-  std::function<void()> cancel = workers_->Get(ref.owner_address)
-                                     ->GetObjectStatusAsync(ref.id.Binary(), wait,
-                                                            std::move(on_answer));
+  std::function<void()> cancel =
+      workers_->Get(ref.owner_address)
+          ->GetObjectStatusAsync(ref.id.Binary(), wait, std::move(on_answer));
   {
     absl::MutexLock lock(&queries_mu_);
     if (watches_answered_early_.erase(query) > 0) return;  // its answer came already

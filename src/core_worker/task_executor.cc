@@ -199,11 +199,9 @@ void TaskExecutor::RememberReplyLocked(const Push& push, rpc::PushTaskReply repl
 }
 
 TaskExecutor::TaskExecutor(RunTask run, absl::Duration lease_order_hold)
-    : TaskExecutor(
-          [run = std::move(run)](const rpc::PushTaskRequest& request, Finish finish) {
-            finish(run(request));
-          },
-          lease_order_hold) {}
+    : TaskExecutor([run = std::move(run)](const rpc::PushTaskRequest& request,
+                                          Finish finish) { finish(run(request)); },
+                   lease_order_hold) {}
 
 TaskExecutor::TaskExecutor(StartTask start, absl::Duration lease_order_hold)
     : start_(std::move(start)), lease_order_hold_(lease_order_hold) {

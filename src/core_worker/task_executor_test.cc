@@ -518,8 +518,8 @@ class TaskExecutorAsyncTest : public ::testing::Test {
           }
           started_.push_back(request.task().function_name());
           ASSERT_NE(TaskExecutor::CurrentCall(), nullptr);
-          parked_.push_back({request.task().function_name(), TaskExecutor::CurrentCall(),
-                             std::move(finish)});
+          parked_.push_back(
+              {request.task().function_name(), TaskExecutor::CurrentCall(), std::move(finish)});
         }) {}
 
   void CreateActor(int max_concurrency, std::map<std::string, int> groups = {}) {

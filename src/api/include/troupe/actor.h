@@ -65,8 +65,8 @@ class ActorTaskCaller {
  public:
   using Traits = internal::FunctionTraits<F>;
   // What the caller's ObjectRef holds: the method's return type (T for troupe::Async<T>).
-  using Return = std::decay_t<
-      typename internal::AsyncTraits<std::decay_t<typename Traits::Return>>::Value>;
+  using Return =
+      std::decay_t<typename internal::AsyncTraits<std::decay_t<typename Traits::Return>>::Value>;
 
   ActorTaskCaller(std::string actor_id, F method)
       : actor_id_(std::move(actor_id)), method_(method) {}

@@ -34,7 +34,7 @@
 #pragma once
 
 #if !defined(__cpp_impl_coroutine)
-#error "troupe/async.h needs C++20 coroutines: compile this file with -std=c++20 (Bazel: copts = [\"-std=c++20\"])"
+#error "troupe/async.h needs C++20: compile with -std=c++20 (Bazel: copts = [\"-std=c++20\"])"
 #endif
 
 #include <atomic>

@@ -11,8 +11,8 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
-#include <typeinfo>
 #include <type_traits>
+#include <typeinfo>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -47,8 +47,8 @@ struct AsyncTraits {
 template <typename Params>
 struct NoReferenceParams;
 template <typename... P>
-struct NoReferenceParams<std::tuple<P...>>
-    : std::bool_constant<(!std::is_reference_v<P> && ...)> {};
+struct NoReferenceParams<std::tuple<P...>> : std::bool_constant<(!std::is_reference_v<P> && ...)> {
+};
 
 using FunctionInvoker = std::function<InvokeResult(const std::vector<Buffer>& args)>;
 // Runs an actor factory (a function returning T*); the instance is owned by the result.
@@ -286,7 +286,7 @@ struct OverloadSelector {
 
 // Calls of an actor method run in a concurrency group unless the call names another
 // (ActorTaskCaller::SetConcurrencyGroup): TROUPE_CONCURRENCY_GROUP(&Store::Load, "io");
-#define TROUPE_CONCURRENCY_GROUP(method, group)                                        \
+#define TROUPE_CONCURRENCY_GROUP(method, group)                                   \
   static const bool TROUPE_INTERNAL_CONCAT(troupe_group_assigned_, __COUNTER__) = \
       ::troupe::internal::AssignConcurrencyGroup(group, method)
 

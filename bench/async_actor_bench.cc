@@ -6,6 +6,8 @@
 //                                    last result (median of --rounds)
 //   async_actor_calls_await_call_s   N calls that each co_await a call to a second async actor
 //                                    that waits 10 ms (ObjectRef readiness as a callback)
+//   async_actor_calls_no_wait_s      the same N calls waiting 0 ms: the overhead alone
+//                                    (submitting, running and answering N calls)
 //   async_actor_max_in_flight        the most calls inside the first actor at once (counted)
 //   sync_actor_one_call_s            one call of a plain actor that sleeps the same time, for
 //                                    scale (N of them run one after another: N x this)
@@ -105,9 +107,12 @@ int main(int argc, char** argv) {
   round(await_call);
   troupe::Get(sleeper.Task(&Sleeper::MaxInFlight).Remote());
 
-  std::vector<double> sleep_times, await_times;
+  auto no_wait_call = [&] { return sleeper.Task(&Sleeper::Nap).Remote(0); };
+  std::vector<double> sleep_times, await_times, no_wait_times;
   int max_in_flight = 0;
   for (int r = 0; r < rounds; ++r) {
+    no_wait_times.push_back(round(no_wait_call));
+    troupe::Get(sleeper.Task(&Sleeper::MaxInFlight).Remote());
     sleep_times.push_back(round(sleep_call));
     max_in_flight =
         std::max(max_in_flight, *troupe::Get(sleeper.Task(&Sleeper::MaxInFlight).Remote()));
@@ -123,6 +128,7 @@ int main(int argc, char** argv) {
                rounds);
   troupe::bench::Report("async_actor_calls_sleep_s", Median(sleep_times), "seconds");
   troupe::bench::Report("async_actor_calls_await_call_s", Median(await_times), "seconds");
+  troupe::bench::Report("async_actor_calls_no_wait_s", Median(no_wait_times), "seconds");
   troupe::bench::Report("async_actor_max_in_flight", max_in_flight, "calls");
   troupe::bench::Report("sync_actor_one_call_s", Median(sync_times), "seconds");
   troupe::Shutdown();

@@ -118,6 +118,8 @@ class Meeting {
   int inside_ = 0;
 };
 TROUPE_CONCURRENCY_GROUP(&Meeting::Meet, "io");
+// Its own group: it answers while the default group is full (1,000 calls in flight).
+TROUPE_CONCURRENCY_GROUP(&Relay::MaxInFlight, "control");
 
 TROUPE_REMOTE(Latch::Create, &Latch::Wait, &Latch::Open, Relay::Create, &Relay::Forward,
               &Relay::AskLatch, &Relay::Fail, &Relay::Twice, &Relay::MaxInFlight, &Relay::Threads,
@@ -128,15 +130,17 @@ using troupe::testing::Driver;
 using troupe::testing::TestCluster;
 using troupe::testing::WaitUntil;
 
-// Async actors: 200 calls wait at once on one thread for an object that is not ready (the
-// count inside the actor reaches 200 before the gate opens: no timing), then all finish.
+// Async actors: 1,000 calls (the default limit) wait at once on one thread for an object that
+// is not ready (the count inside the actor reaches 1,000 before the gate opens: no timing), then
+// all finish.
 TEST(ActorsTest, AsyncActorRunsManyWaitingCallsOnOneThread) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=4"}));
   Driver driver(cluster);
   auto latch = troupe::Actor(Latch::Create).SetMaxConcurrency(2).Remote();
-  auto relay = troupe::Actor(Relay::Create).Remote();
+  // The default group's limit is 1,000 calls in flight; MaxInFlight runs in "control".
+  auto relay = troupe::Actor(Relay::Create).SetConcurrencyGroups({{"control", 1}}).Remote();
   auto gate = latch.Task(&Latch::Wait).Remote();  // ready once the latch opens
-  constexpr int kCalls = 200;
+  constexpr int kCalls = 1000;
   std::vector<troupe::ObjectRef<int>> results;
   for (int i = 0; i < kCalls; ++i) results.push_back(relay.Task(&Relay::Forward).Remote(gate));
   int in_flight = 0;
@@ -147,7 +151,7 @@ TEST(ActorsTest, AsyncActorRunsManyWaitingCallsOnOneThread) {
       },
       absl::Seconds(60), "every call to be waiting inside the actor at once"))
       << in_flight << " of " << kCalls << " calls were in flight at once";
-  latch.Task(&Latch::Open).Remote();
+  troupe::Get(latch.Task(&Latch::Open).Remote(), std::chrono::seconds(60));
   for (const auto& value : troupe::Get(results)) EXPECT_EQ(*value, 8);
   EXPECT_EQ(*troupe::Get(relay.Task(&Relay::Threads).Remote()), 1);
   // co_await on a helper coroutine.
@@ -179,7 +183,7 @@ TEST(ActorsTest, AsyncActorExceptionsAndCancelReachTheCaller) {
   troupe::Cancel(waiting);
   EXPECT_THROW(troupe::Get(waiting, std::chrono::seconds(60)), troupe::TaskCancelledError);
   EXPECT_TRUE(*troupe::Get(relay.Task(&Relay::SawCancel).Remote()));
-  latch.Task(&Latch::Open).Remote();
+  troupe::Get(latch.Task(&Latch::Open).Remote(), std::chrono::seconds(60));
   EXPECT_EQ(*troupe::Get(relay.Task(&Relay::AskLatch).Remote(latch)), 7);
 }
 

@@ -555,20 +555,42 @@ void ObjectService::NotifyWhenReady(const ObjectRefInfo& ref, std::function<void
     ready();
     return;
   }
-  WatchOwner(ref, absl::ZeroDuration(), std::move(ready));
+  {
+    // One owner query per object, however many wait for it (an async actor's calls awaiting
+    // the same argument): the first starts it, the rest join.
+    absl::MutexLock lock(&queries_mu_);
+    auto [waiting, first] = watch_waiters_.try_emplace(ref.id);
+    waiting->second.push_back(std::move(ready));
+    if (!first) return;
+  }
+  WatchOwner(ref, absl::ZeroDuration(), [this, id = ref.id] {
+    std::vector<std::function<void()>> waiters;
+    {
+      absl::MutexLock lock(&queries_mu_);
+      auto it = watch_waiters_.find(id);
+      if (it == watch_waiters_.end()) return;
+      waiters = std::move(it->second);
+      watch_waiters_.erase(it);
+    }
+    for (auto& waiter : waiters) waiter();
+  });
 }
 
 void ObjectService::WatchOwner(const ObjectRefInfo& ref, absl::Duration wait,
                                std::function<void()> ready) {
   uint64_t query;
+  bool shut_down;
   {
     absl::MutexLock lock(&queries_mu_);
-    if (shut_down_) {
-      ready();
-      return;
+    shut_down = shut_down_;
+    if (!shut_down) {
+      ++queries_in_flight_;
+      query = next_watch_++;
     }
-    ++queries_in_flight_;
-    query = next_watch_++;
+  }
+  if (shut_down) {
+    ready();  // unlocked: it may take queries_mu_
+    return;
   }
   auto on_answer = [this, ref, query,
                     ready = std::move(ready)](absl::StatusOr<rpc::GetObjectStatusReply> reply) {

@@ -206,6 +206,9 @@ class ObjectService {
   uint64_t next_watch_ ABSL_GUARDED_BY(queries_mu_) = 0;
   absl::flat_hash_map<uint64_t, std::function<void()>> watch_cancels_ ABSL_GUARDED_BY(queries_mu_);
   absl::flat_hash_set<uint64_t> watches_answered_early_ ABSL_GUARDED_BY(queries_mu_);
+  // Borrowed objects being watched, and who waits for each.
+  absl::flat_hash_map<ObjectId, std::vector<std::function<void()>>> watch_waiters_
+      ABSL_GUARDED_BY(queries_mu_);
   bool shut_down_ ABSL_GUARDED_BY(queries_mu_) = false;
 
   // Mappings of large object files this process wrote, kept because the store reuses freed

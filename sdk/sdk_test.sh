@@ -52,7 +52,10 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 step "2. each installed header compiles alone"
 for header in "$prefix"/include/troupe/*.h; do
   flags="$(pkg-config --cflags troupe)"
-  case "$header" in *train_torch.h) flags+=" $(pkg-config --cflags troupe_train)" ;; esac
+  case "$header" in
+    *train_torch.h) flags+=" $(pkg-config --cflags troupe_train)" ;;
+    *async.h) flags+=" -std=c++20" ;;  # async actors' coroutines (it says so under C++17)
+  esac
   # shellcheck disable=SC2086
   echo "#include \"troupe/$(basename "$header")\"" | g++ -fsyntax-only -x c++ $flags - ||
     fail "troupe/$(basename "$header") does not compile alone"

@@ -1,5 +1,6 @@
 // Actors on real clusters: ordering, state, names, kills, restarts, death causes, GPU packing.
-// Like tasks_test, this binary is also the worker program.
+// Like tasks_test, this binary is also the worker program. Async actors and concurrency groups
+// are in actors_async_test.cc, linked into the same binary.
 #include <signal.h>
 #include <unistd.h>
 

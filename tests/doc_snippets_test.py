@@ -10,6 +10,8 @@ a whole program, which is recognised by its `int main(`):
   <!-- snippet: declarations -->   namespace-scope code, kept for the doc's later body snippets
   <!-- snippet: body -->           statements, compiled inside a function after the doc's context
                                    header and its declarations so far
+  <!-- snippet: program+cxx20 -->  a whole program compiled as C++20 (troupe/async.h's
+                                   coroutines), exactly as shown
 A C++ block with none of these fails the test: say how to compile it.
 """
 import concurrent.futures
@@ -19,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-BLOCK = re.compile(r"(?:<!-- snippet: ([a-z+]+) -->\n)?```(?:cpp|c\+\+)\n(.*?)```", re.S)
+BLOCK = re.compile(r"(?:<!-- snippet: ([a-z0-9+]+) -->\n)?```(?:cpp|c\+\+)\n(.*?)```", re.S)
 
 
 def runfiles_root():
@@ -29,11 +31,11 @@ def runfiles_root():
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def compile_source(root, source, name, workdir):
+def compile_source(root, source, name, workdir, std="c++17"):
     path = os.path.join(workdir, name + ".cc")
     with open(path, "w") as out:
         out.write(source)
-    flags = ["-std=c++17", "-fsyntax-only", "-DMSGPACK_NO_BOOST", "-Wno-unused-variable"]
+    flags = ["-std=" + std, "-fsyntax-only", "-DMSGPACK_NO_BOOST", "-Wno-unused-variable"]
     for include in ("src/api/include", "src/collective/include", "src/train/include",
                     "tests/doc_snippets"):
         flags.append("-I" + os.path.join(root, include))
@@ -64,7 +66,7 @@ def main():
             where = "%s:%d" % (doc, line)
             if kind is None and re.search(r"\bint main\(", code):
                 kind = "program"
-            if kind == "program":
+            if kind in ("program", "program+cxx20"):
                 source = code
             elif kind == "program+context":
                 source = context + code
@@ -78,12 +80,13 @@ def main():
                 failed.append((where, "a C++ block without a kind: put <!-- snippet: body --> "
                                "(or declarations, program+context) on the line before it"))
                 continue
-            if kind == "program":
+            if kind in ("program", "program+cxx20"):
                 source = "#line %d \"%s\"\n%s" % (line, doc, source)
             elif kind == "program+context":
                 source = "%s#line %d \"%s\"\n%s" % (context, line, doc, code)
+            std = "c++20" if kind.endswith("+cxx20") else "c++17"
             jobs.append((where, kind, pool.submit(compile_source, root, source,
-                                                  "%s_%d" % (stem, index), workdir)))
+                                                  "%s_%d" % (stem, index), workdir, std)))
     for where, kind, job in jobs:  # in the docs' order
         ok, errors = job.result()
         if ok:

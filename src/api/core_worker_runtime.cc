@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_replace.h"
 #include "src/api/status_exceptions.h"
+#include "src/api/throw_stacks.h"
 #include "troupe/api.h"
 #include "troupe/errors.h"
 #include "troupe/runtime_context.h"
@@ -184,6 +185,9 @@ std::string CoreWorkerRuntime::CreateActor(const std::string& factory_name,
   info.set_max_restarts(options.max_restarts);
   info.set_max_task_retries(options.max_task_retries);
   info.set_max_concurrency(options.max_concurrency);
+  info.mutable_concurrency_groups()->insert(options.concurrency_groups.begin(),
+                                            options.concurrency_groups.end());
+  info.set_async_actor(options.async_actor);
   info.set_detached(options.detached);
   info.set_placement_group_id(options.placement_group_id);
   info.set_bundle_index(options.bundle_index);
@@ -225,6 +229,7 @@ RefInfo CoreWorkerRuntime::SubmitActorTask(const std::string& actor_id,
   if (!id.ok()) throw TroupeError("not an actor handle: " + std::string(id.status().message()));
   ActorCallSubmitOptions submit;
   submit.name = options.name;
+  submit.concurrency_group = options.concurrency_group;
   return ToApi(core_->SubmitActorTask(*id, method_name, ToArgSpecs(std::move(args)), submit));
 }
 
@@ -450,6 +455,41 @@ void CoreWorkerRuntime::RecordMetric(const MetricSpec& metric, double value,
   if (auto status = core_->RecordMetric(ToMetricDefinition(metric), value, tags); !status.ok()) {
     ThrowFor(status);
   }
+}
+
+namespace {
+
+// The API's view of an async actor call: closures posted to it run with a ThrowStackCapture, so
+// an exception that ends the coroutine there reports where it was thrown.
+class CoreAsyncCall final : public AsyncCall {
+ public:
+  explicit CoreAsyncCall(std::shared_ptr<TaskExecutor::ActorCall> call) : call_(std::move(call)) {}
+  void Post(std::function<void()> fn) override { call_->Post(Captured(std::move(fn))); }
+  void PostAfter(int64_t delay_us, std::function<void()> fn) override {
+    call_->PostAfter(absl::Microseconds(std::max<int64_t>(0, delay_us)), Captured(std::move(fn)));
+  }
+  void OnCancel(std::function<void()> on_cancel) override { call_->OnCancel(std::move(on_cancel)); }
+
+ private:
+  static std::function<void()> Captured(std::function<void()> fn) {
+    return [fn = std::move(fn)] {
+      ThrowStackCapture capture;
+      fn();
+    };
+  }
+  const std::shared_ptr<TaskExecutor::ActorCall> call_;
+};
+
+}  // namespace
+
+std::shared_ptr<AsyncCall> CoreWorkerRuntime::CurrentAsyncCall() {
+  auto call = CoreWorker::CurrentActorCall();
+  if (call == nullptr) return nullptr;
+  return std::make_shared<CoreAsyncCall>(std::move(call));
+}
+
+void CoreWorkerRuntime::NotifyWhenReady(const RefInfo& ref, std::function<void()> ready) {
+  core_->NotifyWhenReady(ToCore(ref), std::move(ready));
 }
 
 void CoreWorkerRuntime::AddLocalRef(const RefInfo& ref) { core_->AddLocalRef(ToCore(ref)); }

@@ -77,6 +77,9 @@ class CoreWorkerRuntime final : public Runtime {
   void RecordMetric(const MetricSpec& metric, double value,
                     const std::map<std::string, std::string>& tags) override;
 
+  std::shared_ptr<AsyncCall> CurrentAsyncCall() override;
+  void NotifyWhenReady(const RefInfo& ref, std::function<void()> ready) override;
+
   void AddLocalRef(const RefInfo& ref) override;
   void RemoveLocalRef(const std::string& object_id) override;
 

@@ -179,6 +179,13 @@ void RuntimeGateway::RecordMetric(const MetricSpec& metric, double value,
   Call(*this, true)->RecordMetric(metric, value, tags);
 }
 
+std::shared_ptr<AsyncCall> RuntimeGateway::CurrentAsyncCall() {
+  return Call(*this, true)->CurrentAsyncCall();
+}
+void RuntimeGateway::NotifyWhenReady(const RefInfo& ref, std::function<void()> ready) {
+  Call(*this, true)->NotifyWhenReady(ref, std::move(ready));
+}
+
 void RuntimeGateway::AddLocalRef(const RefInfo& ref) {
   Call call(*this, /*required=*/false);
   if (call.session() != nullptr) call->AddLocalRef(ref);

@@ -84,6 +84,9 @@ class RuntimeGateway final : public Runtime {
   void RecordMetric(const MetricSpec& metric, double value,
                     const std::map<std::string, std::string>& tags) override;
 
+  std::shared_ptr<AsyncCall> CurrentAsyncCall() override;
+  void NotifyWhenReady(const RefInfo& ref, std::function<void()> ready) override;
+
   // No-ops once closed: ObjectRefs may be copied and destroyed after Shutdown.
   void AddLocalRef(const RefInfo& ref) override;
   void RemoveLocalRef(const std::string& object_id) override;

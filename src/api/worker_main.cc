@@ -42,12 +42,10 @@ int actor_bundle_index = -1;
 
 bool ActorWasRestarted() { return actor_restarted; }
 
-// The task running on this thread (an actor with max_concurrency > 1 runs several at once, one
-// per executor thread); null between tasks.
-thread_local const rpc::TaskSpec* current_task = nullptr;
-
 void DescribeCurrentTask(RuntimeContext* context) {
-  const rpc::TaskSpec* spec = current_task;
+  // The task running on this thread (an actor with max_concurrency > 1 runs several at once, one
+  // per executor thread; an async actor's loop switches between its calls); null between tasks.
+  const rpc::TaskSpec* spec = CoreWorker::CurrentTaskSpec();
   if (spec == nullptr) return;
   context->task_id = BytesToHex(spec->task_id());
   if (spec->type() == rpc::TaskSpec::ACTOR_CREATION_TASK && context->actor_id.empty()) {
@@ -109,40 +107,69 @@ std::shared_ptr<InvokeResult> Invoke(const rpc::TaskSpec& spec, const std::vecto
   }
 }
 
-// Runs a pushed task and reports its result or the exception it threw.
-TaskOutcome ExecuteRegistered(const rpc::TaskSpec& spec, const std::vector<ObjectBuffer>& args) {
-  struct Running {
-    explicit Running(const rpc::TaskSpec* spec) { current_task = spec; }
-    ~Running() { current_task = nullptr; }
-  } running(&spec);
-  std::vector<Buffer> buffers;
-  buffers.reserve(args.size());
-  for (const auto& arg : args) buffers.push_back({arg.data, arg.size, arg.holder});
+// The outcome of a finished invocation.
+TaskOutcome OutcomeOf(std::shared_ptr<InvokeResult> result) {
   TaskOutcome outcome;
-  ThrowStackCapture capture;  // the stack of an exception that escapes the function
+  outcome.size = result->value.size();
+  outcome.write = [result](char* out) { result->value.CopyTo(out); };
+  // References inside the result: `result` holds them (the returned value keeps its
+  // ObjectRefs) until the core worker has handed them over to the caller.
+  for (const auto& inner : result->value.contained_refs) {
+    auto id = ObjectId::FromBinary(inner.object_id);
+    if (id.ok()) outcome.contained.push_back({*id, inner.owner_address});
+  }
+  outcome.keep_alive = std::move(result);
+  return outcome;
+}
+
+// The outcome of the exception in flight (call inside a catch, with a ThrowStackCapture alive
+// since the throw: the stack of an exception that escapes the function).
+TaskOutcome OutcomeOfCurrentException() {
+  TaskOutcome outcome;
+  outcome.threw = true;
   try {
-    std::shared_ptr<InvokeResult> result = Invoke(spec, buffers);
-    outcome.size = result->value.size();
-    outcome.write = [result](char* out) { result->value.CopyTo(out); };
-    outcome.keep_alive = result;
-    // References inside the result: `result` holds them (the returned value keeps its
-    // ObjectRefs) until the core worker has handed them over to the caller.
-    for (const auto& inner : result->value.contained_refs) {
-      auto id = ObjectId::FromBinary(inner.object_id);
-      if (id.ok()) outcome.contained.push_back({*id, inner.owner_address});
-    }
+    throw;
   } catch (const std::exception& e) {
-    outcome.threw = true;
     outcome.exception_type = DemangledTypeName(typeid(e));
     outcome.exception_message = e.what();
     outcome.exception_stack = StackOfThrow(dynamic_cast<const void*>(&e));
   } catch (...) {
-    outcome.threw = true;
     outcome.exception_type = "unknown exception";
     outcome.exception_message = "a non-std::exception was thrown";
     outcome.exception_stack = StackOfThrow(nullptr);  // the last throw: most likely this one
   }
   return outcome;
+}
+
+// Runs a pushed task and reports its result or the exception it threw; for an async actor's
+// method that suspended, a pending outcome completed on the actor's event loop.
+TaskOutcome ExecuteRegistered(const rpc::TaskSpec& spec, const std::vector<ObjectBuffer>& args) {
+  std::vector<Buffer> buffers;
+  buffers.reserve(args.size());
+  for (const auto& arg : args) buffers.push_back({arg.data, arg.size, arg.holder});
+  ThrowStackCapture capture;  // the stack of an exception that escapes the function
+  try {
+    std::shared_ptr<InvokeResult> result = Invoke(spec, buffers);
+    if (!result->then) return OutcomeOf(std::move(result));
+    TaskOutcome outcome;
+    outcome.pending = [then = std::move(result->then)](std::function<void(TaskOutcome)> finish) {
+      then([finish = std::move(finish)](InvokeResult value, std::exception_ptr error) {
+        if (!error) {
+          finish(OutcomeOf(std::make_shared<InvokeResult>(std::move(value))));
+          return;
+        }
+        // Resumed closures run inside a ThrowStackCapture (CoreWorkerRuntime's AsyncCall).
+        try {
+          std::rethrow_exception(error);
+        } catch (...) {
+          finish(OutcomeOfCurrentException());
+        }
+      });
+    };
+    return outcome;
+  } catch (...) {
+    return OutcomeOfCurrentException();
+  }
 }
 
 }  // namespace

@@ -288,7 +288,9 @@ void ActorTaskSubmitter::Apply(const ActorId& actor_id, const rpc::ActorInfo& in
     absl::MutexLock lock(&mu_);
     ActorState& actor = actors_[actor_id];
     actor.max_task_retries = info.max_task_retries();
-    actor.serial = info.max_concurrency() <= 1;
+    // Calls of an async actor or of one with concurrency groups may wait for later ones.
+    actor.serial =
+        info.max_concurrency() <= 1 && info.concurrency_groups().empty() && !info.async_actor();
     switch (info.state()) {
       case rpc::ActorInfo::DEAD:
         actor.dead = true;

@@ -43,10 +43,13 @@ CoreWorker::CoreWorker(CoreWorkerOptions options)
                              options_.max_inline_bytes},
       &raylets_, &workers_, clock_);
   objects_->memory_store().SetTimedWaiterListener([this] { WakeTimer(); });
-  executor_ = std::make_unique<TaskExecutor>([this](const rpc::PushTaskRequest& request) {
-    rpc::PushTaskReply reply = ExecuteTask(request);
-    submission_->ForgetChildren(request.task().task_id());  // for recursive Cancel
-    return reply;
+  executor_ = std::make_unique<TaskExecutor>([this](const rpc::PushTaskRequest& request,
+                                                    TaskExecutor::Finish finish) {
+    ExecuteTask(request, [this, &request, finish = std::move(finish)](rpc::PushTaskReply reply) {
+      // For recursive Cancel (the request lives until it is answered).
+      submission_->ForgetChildren(request.task().task_id());
+      finish(std::move(reply));
+    });
   });
 }
 
@@ -431,7 +434,7 @@ void CoreWorker::RequestStop() {
   executor_->RequestExit();
 }
 
-rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) {
+void CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request, TaskExecutor::Finish finish) {
   objects_->SetExecuting(true);
   struct Done {
     ObjectService* objects;
@@ -445,17 +448,31 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
   ret->set_function_name(spec.function_name());
   ret->set_node_id(node_id_.Binary());
   ret->set_pid(getpid());
-  auto fail = [&](const std::string& type, const std::string& message) {
-    ret->set_is_application_error(true);
-    ret->set_exception_type(type);
-    ret->set_error_message(message);
-  };
   const uint64_t execution = BeginExecution(spec);
+  // The outcome of a task that does not run (its caller learns why; the log does not).
+  auto refuse = [&](const std::string& type, const std::string& message) {
+    TaskOutcome outcome;
+    outcome.threw = true;
+    outcome.exception_type = type;
+    outcome.exception_message = message;
+    return outcome;
+  };
+  if (spec.type() == rpc::TaskSpec::ACTOR_TASK &&
+      !executor_->HasConcurrencyGroup(spec.concurrency_group())) {
+    finish(CompleteTask(
+        spec, /*ran=*/false,
+        refuse("troupe::InvalidArgumentError",
+               absl::StrCat("actor method ", spec.function_name(),
+                            " was called in concurrency group \"", spec.concurrency_group(),
+                            "\", which this actor does not have; name one given to "
+                            "troupe::Actor(...).SetConcurrencyGroups at its creation")),
+        std::move(reply), execution, {}));
+    return;
+  }
 
   std::vector<ObjectBuffer> args;
   std::vector<ObjectRefInfo> held;
-  bool arguments_ok = true;
-  for (int i = 0; i < spec.args_size() && arguments_ok; ++i) {
+  for (int i = 0; i < spec.args_size(); ++i) {
     const rpc::TaskArg& arg = spec.args(i);
     if (arg.object_id().empty()) {
       args.push_back({arg.inline_value().data(), arg.inline_value().size(), nullptr});
@@ -471,47 +488,73 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
                                   ? (*results)[0].error_detail.exception_type() + ": " +
                                         (*results)[0].error_detail.error_message()
                                   : (*results)[0].error_message;
-      fail("troupe::TaskFailedError",
-           absl::StrCat("argument ", i + 1, " could not be read: ", why));
-      arguments_ok = false;
-      break;
+      args.clear();
+      finish(CompleteTask(spec, /*ran=*/false,
+                          refuse("troupe::TaskFailedError",
+                                 absl::StrCat("argument ", i + 1, " could not be read: ", why)),
+                          std::move(reply), execution, held));
+      return;
     }
     args.push_back((*results)[0].buffer);
   }
-  if (arguments_ok) {
-    TaskOutcome outcome = options_.execute(spec, args);
-    if (outcome.threw) {
-      fail(outcome.exception_type, outcome.exception_message);
-      ret->set_remote_stack(outcome.exception_stack);
-      // The worker's log (shown by the driver, `troupe logs`) has it too.
-      std::fprintf(stderr, "task %s threw %s: %s\n%s", spec.function_name().c_str(),
-                   outcome.exception_type.c_str(), outcome.exception_message.c_str(),
-                   outcome.exception_stack.empty()
-                       ? ""
-                       : ("remote stack (the throw first):\n" + outcome.exception_stack).c_str());
-    } else if (static_cast<int64_t>(outcome.size) <= options_.max_inline_bytes) {
-      std::string bytes(outcome.size, '\0');
-      if (outcome.size > 0) outcome.write(bytes.data());
-      ret->set_inline_value(std::move(bytes));
+  TaskOutcome outcome = options_.execute(spec, args);
+  args.clear();
+  if (outcome.pending) {
+    // An async actor call waits for something: the rest runs when it finishes, on its loop.
+    // (The arguments were decoded into the call: it holds its own copies.)
+    auto pending = std::move(outcome.pending);
+    pending([this, &spec, reply = std::move(reply), execution, held,
+             finish = std::move(finish)](TaskOutcome final_outcome) mutable {
+      finish(CompleteTask(spec, /*ran=*/true, std::move(final_outcome), std::move(reply), execution,
+                          held));
+    });
+    return;
+  }
+  finish(CompleteTask(spec, /*ran=*/true, std::move(outcome), std::move(reply), execution, held));
+}
+
+rpc::PushTaskReply CoreWorker::CompleteTask(const rpc::TaskSpec& spec, bool ran,
+                                            TaskOutcome outcome, rpc::PushTaskReply reply,
+                                            uint64_t execution,
+                                            const std::vector<ObjectRefInfo>& held) {
+  rpc::ReturnObject* ret = reply.mutable_returns(0);
+  auto fail = [&](const std::string& type, const std::string& message) {
+    ret->set_is_application_error(true);
+    ret->set_exception_type(type);
+    ret->set_error_message(message);
+  };
+  if (outcome.threw && !ran) {
+    fail(outcome.exception_type, outcome.exception_message);
+  } else if (outcome.threw) {
+    fail(outcome.exception_type, outcome.exception_message);
+    ret->set_remote_stack(outcome.exception_stack);
+    // The worker's log (shown by the driver, `troupe logs`) has it too.
+    std::fprintf(stderr, "task %s threw %s: %s\n%s", spec.function_name().c_str(),
+                 outcome.exception_type.c_str(), outcome.exception_message.c_str(),
+                 outcome.exception_stack.empty()
+                     ? ""
+                     : ("remote stack (the throw first):\n" + outcome.exception_stack).c_str());
+  } else if (static_cast<int64_t>(outcome.size) <= options_.max_inline_bytes) {
+    std::string bytes(outcome.size, '\0');
+    if (outcome.size > 0) outcome.write(bytes.data());
+    ret->set_inline_value(std::move(bytes));
+    HandOverContained(spec, outcome.contained, &reply);
+  } else {
+    // The caller owns the return: the store frees it if the caller goes away holding it.
+    auto stored = objects_->StoreTaskReturn(ReturnIdOf(spec), outcome.size, outcome.write,
+                                            spec.caller_worker_id(), spec.caller_node_id());
+    if (stored.ok()) {
+      ret->set_in_plasma(true);
+      ret->set_raylet_address(stored->raylet_address());
+      ret->set_size(stored->size());
       HandOverContained(spec, outcome.contained, &reply);
     } else {
-      // The caller owns the return: the store frees it if the caller goes away holding it.
-      auto stored = objects_->StoreTaskReturn(ReturnIdOf(spec), outcome.size, outcome.write,
-                                              spec.caller_worker_id(), spec.caller_node_id());
-      if (stored.ok()) {
-        ret->set_in_plasma(true);
-        ret->set_raylet_address(stored->raylet_address());
-        ret->set_size(stored->size());
-        HandOverContained(spec, outcome.contained, &reply);
-      } else {
-        fail(stored.status().code() == absl::StatusCode::kResourceExhausted
-                 ? "troupe::ObjectStoreFullError"
-                 : "troupe::TroupeError",
-             std::string(stored.status().message()));
-      }
+      fail(stored.status().code() == absl::StatusCode::kResourceExhausted
+               ? "troupe::ObjectStoreFullError"
+               : "troupe::TroupeError",
+           std::string(stored.status().message()));
     }
   }
-  args.clear();
   if (ret->is_application_error() && ProcessIsExiting(parent_pid_)) {
     // The raylet that started this worker is dying (SIGKILL closes its sockets before the
     // kernel sends us its death signal), and the failure is most likely its doing: an argument

@@ -71,6 +71,10 @@ struct TaskOutcome {
   std::shared_ptr<void> keep_alive;  // whatever `write` reads from (and the refs inside it)
   // ObjectRefs inside the value; `keep_alive` holds them until the caller has taken them over.
   std::vector<ObjectRefInfo> contained;
+  // Set when the outcome comes later (an async actor's method waiting for something): called
+  // once, on the thread that ran the task, with what to call with the final outcome (exactly
+  // once, on the actor's event loop thread; that one is never pending).
+  std::function<void(std::function<void(TaskOutcome)>)> pending;
 };
 
 using TaskFunction =
@@ -148,6 +152,18 @@ class CoreWorker {
   // Inside a task or actor call (on the thread running it): whether its owner cancelled it.
   // False on any other thread.
   static bool IsCurrentTaskCancelled() { return TaskExecutor::CurrentTaskCancelled(); }
+  // Inside an async actor's call (or a closure posted to it): the call, to resume it on the
+  // actor's event loop. Null elsewhere (also in a call of an actor that is not async).
+  static std::shared_ptr<TaskExecutor::ActorCall> CurrentActorCall() {
+    return TaskExecutor::CurrentCall();
+  }
+  // Inside a task or actor call: its spec; null elsewhere.
+  static const rpc::TaskSpec* CurrentTaskSpec() { return TaskExecutor::CurrentTaskSpec(); }
+  // Runs `ready` once the object is ready to read (its value or its error), on some thread (at
+  // once, on this one, if it is); never blocks. See ObjectService::NotifyWhenReady.
+  void NotifyWhenReady(const ObjectRefInfo& ref, std::function<void()> ready) {
+    objects_->NotifyWhenReady(ref, std::move(ready));
+  }
   // Actors: registers the actor with the GCS (which places and creates it); returns its ID.
   // AlreadyExists when the name is taken.
   absl::StatusOr<ActorId> CreateActor(const std::string& factory_name,
@@ -205,8 +221,15 @@ class CoreWorker {
 
  private:
   // Worker mode: runs one pushed task (reads its arguments, calls options_.execute, stores the
-  // result) on the executor's thread.
-  rpc::PushTaskReply ExecuteTask(const rpc::PushTaskRequest& request);
+  // result) on the executor's thread, and answers it through `finish` (later, on the actor's
+  // event loop thread, when its outcome is pending).
+  void ExecuteTask(const rpc::PushTaskRequest& request, TaskExecutor::Finish finish);
+  // The rest of ExecuteTask once the outcome is known: the result into `reply`, task events,
+  // references held for the arguments and those the task borrowed. `ran`: the function ran (an
+  // exception it threw goes to the worker's log too); false for a task refused before it ran.
+  rpc::PushTaskReply CompleteTask(const rpc::TaskSpec& spec, bool ran, TaskOutcome outcome,
+                                  rpc::PushTaskReply reply, uint64_t execution,
+                                  const std::vector<ObjectRefInfo>& held);
   // CancelTask from a task's owner (gRPC thread): the executor, then the task's children.
   void HandleCancelTask(const rpc::CancelTaskRequest& request);
   // Worker mode: hands the references inside a task's result over to its caller (who will hold

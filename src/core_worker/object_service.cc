@@ -61,6 +61,14 @@ void ObjectService::SetIdentity(const std::string& address, const NodeId& node_i
 
 void ObjectService::Shutdown() {
   memory_store_.ExpireWaiters(absl::InfiniteFuture());
+  std::vector<std::function<void()>> watches;
+  {
+    absl::MutexLock lock(&queries_mu_);
+    shut_down_ = true;
+    for (auto& [query, cancel] : watch_cancels_) watches.push_back(std::move(cancel));
+    watch_cancels_.clear();
+  }
+  for (auto& cancel : watches) cancel();  // their callbacks still run (and ask no more)
   {
     // Wait cancels its owner queries when it returns; their callbacks still run.
     absl::MutexLock lock(&queries_mu_);
@@ -531,6 +539,91 @@ std::vector<bool> ObjectService::Wait(const std::vector<ObjectRefInfo>& refs, in
   for (auto& cancel : cancels) cancel();
   for (const auto& [id, handle] : store_waits) memory_store_.CancelOnReady(id, handle);
   return ready;
+}
+
+void ObjectService::NotifyWhenReady(const ObjectRefInfo& ref, std::function<void()> ready) {
+  if (references_.OwnedByMe(ref)) {
+    if (!references_.IsTracked(ref.id) && !memory_store_.IsReady(ref.id)) {
+      ready();  // freed already: a read fails at once (lost)
+      return;
+    }
+    memory_store_.OnReady(ref.id, absl::InfiniteFuture(),
+                          [ready = std::move(ready)](std::optional<StoredObject>) { ready(); });
+    return;
+  }
+  if (memory_store_.IsReady(ref.id)) {
+    ready();
+    return;
+  }
+  {
+    // One owner query per object, however many wait for it (an async actor's calls awaiting
+    // the same argument): the first starts it, the rest join.
+    absl::MutexLock lock(&queries_mu_);
+    auto [waiting, first] = watch_waiters_.try_emplace(ref.id);
+    waiting->second.push_back(std::move(ready));
+    if (!first) return;
+  }
+  WatchOwner(ref, absl::ZeroDuration(), [this, id = ref.id] {
+    std::vector<std::function<void()>> waiters;
+    {
+      absl::MutexLock lock(&queries_mu_);
+      auto it = watch_waiters_.find(id);
+      if (it == watch_waiters_.end()) return;
+      waiters = std::move(it->second);
+      watch_waiters_.erase(it);
+    }
+    for (auto& waiter : waiters) waiter();
+  });
+}
+
+void ObjectService::WatchOwner(const ObjectRefInfo& ref, absl::Duration wait,
+                               std::function<void()> ready) {
+  uint64_t query;
+  bool shut_down;
+  {
+    absl::MutexLock lock(&queries_mu_);
+    shut_down = shut_down_;
+    if (!shut_down) {
+      ++queries_in_flight_;
+      query = next_watch_++;
+    }
+  }
+  if (shut_down) {
+    ready();  // unlocked: it may take queries_mu_
+    return;
+  }
+  auto on_answer = [this, ref, query,
+                    ready = std::move(ready)](absl::StatusOr<rpc::GetObjectStatusReply> reply) {
+    // Not ready only while PENDING; an owner that is gone or freed it makes a read fail (lost).
+    const bool is_ready = !reply.ok() || reply->status() != rpc::GetObjectStatusReply::PENDING;
+    if (reply.ok() && (reply->status() == rpc::GetObjectStatusReply::READY ||
+                       reply->status() == rpc::GetObjectStatusReply::FAILED)) {
+      if (references_.IsTracked(ref.id)) memory_store_.Put(ref.id, FromStatusReply(*reply));
+    }
+    {
+      absl::MutexLock lock(&queries_mu_);
+      if (watch_cancels_.erase(query) == 0) watches_answered_early_.insert(query);
+    }
+    if (is_ready) {
+      ready();
+    } else {
+      WatchOwner(ref, absl::Seconds(10), ready);
+    }
+    absl::MutexLock lock(&queries_mu_);
+    --queries_in_flight_;
+  };
+  std::function<void()> cancel =
+      workers_->Get(ref.owner_address)
+          ->GetObjectStatusAsync(ref.id.Binary(), wait, std::move(on_answer));
+  {
+    absl::MutexLock lock(&queries_mu_);
+    if (watches_answered_early_.erase(query) > 0) return;  // its answer came already
+    if (!shut_down_) {
+      watch_cancels_[query] = std::move(cancel);
+      return;
+    }
+  }
+  cancel();  // Shutdown began meanwhile
 }
 
 void ObjectService::AskOwner(std::shared_ptr<WaitState> state, size_t index,

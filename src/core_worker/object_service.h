@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -105,6 +106,11 @@ class ObjectService {
   // GetObjectStatus (borrowed ones); never polls.
   std::vector<bool> Wait(const std::vector<ObjectRefInfo>& refs, int num_ready,
                          absl::Time deadline);
+  // Runs `ready` once `ref` is ready to read (its value or its error; also when it cannot be:
+  // freed, its owner gone, or this process shutting down). Never blocks: at once on this thread
+  // if it is ready; later on the thread that stores it (owned) or on a gRPC thread (borrowed:
+  // its owner's long-polling GetObjectStatus). Async actors' co_await rests on it.
+  void NotifyWhenReady(const ObjectRefInfo& ref, std::function<void()> ready);
   // Writes a task return (or a large Put) into this node's object store, recorded there as owned
   // by the process `owner_worker_id` on node `owner_node_id` (binary IDs; the task's caller), so
   // the store frees it when that process exits or dies.
@@ -151,6 +157,8 @@ class ObjectService {
   // Wait on a borrowed object: asks its owner (`wait` long), again while PENDING.
   void AskOwner(std::shared_ptr<WaitState> state, size_t index, const ObjectRefInfo& ref,
                 absl::Duration wait);
+  // NotifyWhenReady of a borrowed object: asks its owner (`wait` long) until it is not PENDING.
+  void WatchOwner(const ObjectRefInfo& ref, absl::Duration wait, std::function<void()> ready);
   void OnOwnedFree(const ObjectId& id, std::vector<ObjectRefInfo> contained);
   // Owned `id`, read as `seen`, has no readable copy: unless someone acted on it already (the
   // stored value changed), erases the value and asks the reconstructor to rebuild it.
@@ -194,6 +202,14 @@ class ObjectService {
   // Owner queries of Wait still in flight (their callbacks use this object).
   absl::Mutex queries_mu_;
   int queries_in_flight_ ABSL_GUARDED_BY(queries_mu_) = 0;
+  // NotifyWhenReady's owner queries, cancelled at Shutdown (after which none starts).
+  uint64_t next_watch_ ABSL_GUARDED_BY(queries_mu_) = 0;
+  absl::flat_hash_map<uint64_t, std::function<void()>> watch_cancels_ ABSL_GUARDED_BY(queries_mu_);
+  absl::flat_hash_set<uint64_t> watches_answered_early_ ABSL_GUARDED_BY(queries_mu_);
+  // Borrowed objects being watched, and who waits for each.
+  absl::flat_hash_map<ObjectId, std::vector<std::function<void()>>> watch_waiters_
+      ABSL_GUARDED_BY(queries_mu_);
+  bool shut_down_ ABSL_GUARDED_BY(queries_mu_) = false;
 
   // Mappings of large object files this process wrote, kept because the store reuses freed
   // files: writing the next object of the same size then skips mmap and page-table setup. The

@@ -404,6 +404,8 @@ absl::StatusOr<ActorId> SubmissionFacade::CreateActor(const std::string& factory
   }
   *spec.mutable_strategy() = options.strategy;
   spec.set_max_concurrency(std::max(1, actor_options.max_concurrency()));
+  *spec.mutable_concurrency_groups() = actor_options.concurrency_groups();
+  spec.set_async_actor(actor_options.async_actor());
   rpc::RegisterActorRequest request;
   *request.mutable_creation_task() = spec;
   rpc::ActorInfo* info = request.mutable_actor();
@@ -431,6 +433,7 @@ ObjectRefInfo SubmissionFacade::SubmitActorTask(const ActorId& actor_id,
   spec.set_type(rpc::TaskSpec::ACTOR_TASK);
   spec.set_actor_id(actor_id.Binary());
   spec.set_name(options.name);
+  spec.set_concurrency_group(options.concurrency_group);
   if (!TrackPending(spec)) return result;
   RecordEvent(spec, rpc::TaskEvent::SUBMITTED, /*describe=*/true);
   RecordChild(spec);

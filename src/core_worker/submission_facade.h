@@ -59,6 +59,7 @@ struct TaskSubmitOptions {
 // with the actor's resources and retry policy).
 struct ActorCallSubmitOptions {
   std::string name;  // shown in the task state API; "": the method's name
+  std::string concurrency_group;  // "": the actor's default group
 };
 
 class SubmissionFacade : public ObjectReconstructor {

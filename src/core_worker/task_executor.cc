@@ -55,12 +55,32 @@ rpc::PushTaskReply CancelledReply() {
 
 }  // namespace
 
-struct TaskExecutor::RunningTask {
+struct TaskExecutor::RunningTask : TaskExecutor::ActorCall,
+                                   std::enable_shared_from_this<TaskExecutor::RunningTask> {
+  TaskExecutor* executor = nullptr;
   std::string task_id;
   std::atomic<bool> cancelled{false};
+  bool ran = false;  // started (not answered unrun as cancelled)
+  std::chrono::steady_clock::time_point started;
+  // Set before the task is shared; `push.done` is taken (under the executor's lock) by whoever
+  // answers. The rest: under the executor's lock.
+  Push push;
+  bool answered = false;
+  bool suspended = false;  // the start returned without answering (an async call waits)
+  std::function<void()> on_cancel;
+
+  void Post(std::function<void()> fn) override {
+    executor->PostFor(shared_from_this(), std::move(fn), std::nullopt);
+  }
+  void PostAfter(absl::Duration delay, std::function<void()> fn) override {
+    executor->PostFor(shared_from_this(), std::move(fn), absl::Now() + delay);
+  }
+  void OnCancel(std::function<void()> on_cancel) override {
+    executor->SetOnCancel(this, std::move(on_cancel));
+  }
 };
 
-thread_local const TaskExecutor::RunningTask* TaskExecutor::current_task_ = nullptr;
+thread_local TaskExecutor::RunningTask* TaskExecutor::current_task_ = nullptr;
 
 std::string TaskExecutor::CurrentTaskId() {
   return current_task_ != nullptr ? current_task_->task_id : std::string();
@@ -70,32 +90,99 @@ bool TaskExecutor::CurrentTaskCancelled() {
   return current_task_ != nullptr && current_task_->cancelled.load(std::memory_order_relaxed);
 }
 
+const rpc::TaskSpec* TaskExecutor::CurrentTaskSpec() {
+  if (current_task_ == nullptr || current_task_->push.request == nullptr) return nullptr;
+  return &current_task_->push.request->task();
+}
+
+std::shared_ptr<TaskExecutor::ActorCall> TaskExecutor::CurrentCall() {
+  if (current_task_ == nullptr) return nullptr;
+  {
+    // Only an async actor's loop runs what is posted to it.
+    absl::MutexLock lock(&current_task_->executor->mu_);
+    if (!current_task_->executor->async_) return nullptr;
+  }
+  return current_task_->shared_from_this();
+}
+
+void TaskExecutor::PostFor(std::shared_ptr<RunningTask> call, std::function<void()> fn,
+                           std::optional<absl::Time> at) {
+  absl::MutexLock lock(&mu_);
+  if (exit_requested_) return;  // the loop is gone: nothing runs it
+  if (at.has_value()) {
+    timers_.emplace(*at, Posted{std::move(call), std::move(fn)});
+  } else {
+    posted_.push_back(Posted{std::move(call), std::move(fn)});
+  }
+  queued_.SignalAll();
+}
+
+void TaskExecutor::SetOnCancel(RunningTask* call, std::function<void()> on_cancel) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!call->cancelled.load(std::memory_order_relaxed) || call->answered || !on_cancel) {
+      call->on_cancel = std::move(on_cancel);
+      return;
+    }
+    call->on_cancel = nullptr;
+  }
+  on_cancel();  // cancelled already
+}
+
+bool TaskExecutor::HasConcurrencyGroup(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  return name.empty() || groups_.contains(name);
+}
+
+int TaskExecutor::num_in_flight() const {
+  absl::MutexLock lock(&mu_);
+  int in_flight = 0;
+  for (const auto& [name, group] : groups_) in_flight += group.running;
+  return in_flight;
+}
+
 TaskExecutor::CancelOutcome TaskExecutor::Cancel(const std::string& task_id) {
   std::optional<Push> dropped;
   std::vector<Done> duplicates;
   const rpc::PushTaskReply reply = CancelledReply();
+  std::function<void()> on_cancel;
   {
     absl::MutexLock lock(&mu_);
     if (auto running = running_.find(task_id); running != running_.end()) {
       running->second->cancelled.store(true, std::memory_order_relaxed);
-      return CancelOutcome::kRunning;
-    }
-    auto it = std::find_if(queue_.begin(), queue_.end(), [&](const Push& push) {
-      return push.request != nullptr && push.request->task().task_id() == task_id;
-    });
-    if (it == queue_.end()) {
-      if (early_cancels_.insert(task_id).second) {
-        early_cancel_order_.push_back(task_id);
-        if (early_cancel_order_.size() > kMaxEarlyCancels) {
-          early_cancels_.erase(early_cancel_order_.front());
-          early_cancel_order_.pop_front();
+      // A call waiting for something (an async call) wakes up to see it (below, unlocked).
+      on_cancel = std::move(running->second->on_cancel);
+      running->second->on_cancel = nullptr;
+    } else {
+      std::deque<Push>* queue = nullptr;
+      std::deque<Push>::iterator it;
+      for (auto& [name, group] : groups_) {
+        it = std::find_if(group.queue.begin(), group.queue.end(), [&](const Push& push) {
+          return push.request != nullptr && push.request->task().task_id() == task_id;
+        });
+        if (it != group.queue.end()) {
+          queue = &group.queue;
+          break;
         }
       }
-      return CancelOutcome::kNotHere;
+      if (queue == nullptr) {
+        if (early_cancels_.insert(task_id).second) {
+          early_cancel_order_.push_back(task_id);
+          if (early_cancel_order_.size() > kMaxEarlyCancels) {
+            early_cancels_.erase(early_cancel_order_.front());
+            early_cancel_order_.pop_front();
+          }
+        }
+        return CancelOutcome::kNotHere;
+      }
+      dropped = std::move(*it);
+      queue->erase(it);
+      RememberReplyLocked(*dropped, reply, &duplicates);
     }
-    dropped = std::move(*it);
-    queue_.erase(it);
-    RememberReplyLocked(*dropped, reply, &duplicates);
+  }
+  if (!dropped.has_value()) {
+    if (on_cancel) on_cancel();
+    return CancelOutcome::kRunning;
   }
   for (Done& waiting : duplicates) waiting(reply);
   dropped->done(reply);
@@ -112,7 +199,15 @@ void TaskExecutor::RememberReplyLocked(const Push& push, rpc::PushTaskReply repl
 }
 
 TaskExecutor::TaskExecutor(RunTask run, absl::Duration lease_order_hold)
-    : run_(std::move(run)), lease_order_hold_(lease_order_hold) {}
+    : TaskExecutor([run = std::move(run)](const rpc::PushTaskRequest& request,
+                                          Finish finish) { finish(run(request)); },
+                   lease_order_hold) {}
+
+TaskExecutor::TaskExecutor(StartTask start, absl::Duration lease_order_hold)
+    : start_(std::move(start)), lease_order_hold_(lease_order_hold) {
+  absl::MutexLock lock(&mu_);
+  groups_[""];
+}
 
 TaskExecutor::~TaskExecutor() { Shutdown(); }
 
@@ -125,7 +220,7 @@ void TaskExecutor::Enqueue(const rpc::PushTaskRequest* request, Done done) {
       EnqueueActorCallLocked(std::move(push), &answers);
     } else if (!exit_requested_) {
       if (request->lease_id().empty()) {
-        queue_.push_back(std::move(push));
+        QueueLocked(std::move(push));
       } else {
         EnqueueLeaseTaskLocked(std::move(push));
       }
@@ -179,7 +274,7 @@ void TaskExecutor::EnqueueActorCallLocked(Push push, Answers* answers) {
     answers->emplace_back(std::move(push.done), Exiting());
     return;
   }
-  const size_t queued_before = queue_.size();
+  const uint64_t queued_before = next_order_;
   if (push.seq > order.next) {
     order.early.emplace(push.seq, std::move(push));  // waits for its turn
   } else {
@@ -197,7 +292,7 @@ void TaskExecutor::EnqueueActorCallLocked(Push push, Answers* answers) {
     }
     it = order.early.erase(it);
   }
-  if (queue_.size() > queued_before) queued_.SignalAll();
+  if (next_order_ > queued_before) queued_.SignalAll();
 }
 
 void TaskExecutor::AdmitLocked(CallerOrder& order, Push push, Answers* answers) {
@@ -213,14 +308,25 @@ void TaskExecutor::AdmitLocked(CallerOrder& order, Push push, Answers* answers) 
     answers->emplace_back(std::move(push.done), CancelledReply());
     return;
   }
-  queue_.push_back(std::move(push));
+  push.group = spec.concurrency_group();
+  QueueLocked(std::move(push));
+}
+
+void TaskExecutor::QueueLocked(Push push) {
+  push.order = next_order_++;
+  auto group = groups_.find(push.group);
+  if (group == groups_.end()) {
+    push.group.clear();  // not a group of this actor: its run refuses it
+    group = groups_.find("");
+  }
+  group->second.queue.push_back(std::move(push));
 }
 
 void TaskExecutor::EnqueueLeaseTaskLocked(Push push) {
   const rpc::PushTaskRequest& request = *push.request;
   if (request.lease_id() != lease_order_.lease_id) {
     // A new lease: what the last one still held runs now, and this one's order starts at 0.
-    for (auto& [seq, held] : lease_order_.early) queue_.push_back(std::move(held.first));
+    for (auto& [seq, held] : lease_order_.early) QueueLocked(std::move(held.first));
     lease_order_ = LeaseOrder{request.lease_id()};
   }
   const int64_t seq = request.lease_sequence();
@@ -228,11 +334,11 @@ void TaskExecutor::EnqueueLeaseTaskLocked(Push push) {
     if (lease_order_.early.count(seq) == 0) {
       lease_order_.early.emplace(seq, std::make_pair(std::move(push), absl::Now()));
     } else {
-      queue_.push_back(std::move(push));  // a second push at one place (a broken caller): run it
+      QueueLocked(std::move(push));  // a second push at one place (a broken caller): run it
     }
     return;
   }
-  queue_.push_back(std::move(push));
+  QueueLocked(std::move(push));
   lease_order_.next = std::max(lease_order_.next, seq + 1);
   QueueHeldLocked(std::nullopt);
 }
@@ -244,100 +350,169 @@ void TaskExecutor::QueueHeldLocked(std::optional<absl::Time> now) {
     const bool overdue = now.has_value() && *now - first->second.second >= lease_order_hold_;
     if (first->first > lease_order_.next && !overdue) return;
     lease_order_.next = std::max(lease_order_.next, first->first + 1);
-    queue_.push_back(std::move(first->second.first));
+    QueueLocked(std::move(first->second.first));
     early.erase(first);
   }
 }
 
-bool TaskExecutor::Take(bool block, Push* push) {
+TaskExecutor::Group* TaskExecutor::PickGroupLocked(const std::string& group) {
+  if (!async_ || !group.empty()) {
+    auto it = groups_.find(group);
+    return it == groups_.end() || it->second.queue.empty() ? nullptr : &it->second;
+  }
+  // The event loop: the earliest admitted call of a group with room.
+  Group* best = nullptr;
+  for (auto& [name, candidate] : groups_) {
+    if (candidate.queue.empty() || candidate.running >= candidate.limit) continue;
+    if (best == nullptr || candidate.queue.front().order < best->queue.front().order) {
+      best = &candidate;
+    }
+  }
+  return best;
+}
+
+bool TaskExecutor::Take(bool block, const std::string& group, Work* work) {
   absl::MutexLock lock(&mu_);
   while (true) {
     if (!lease_order_.early.empty()) QueueHeldLocked(absl::Now());
-    if (!block || !queue_.empty() || exit_requested_) break;
-    if (lease_order_.early.empty()) {
-      queued_.Wait(&mu_);
-    } else {
-      queued_.WaitWithTimeout(&mu_, lease_order_hold_ / 4);
-    }
-  }
-  if (exit_requested_ || queue_.empty()) return false;
-  *push = std::move(queue_.front());
-  queue_.pop_front();
-  // Cancelled before it arrived (an actor call waiting for an earlier one, a push on its way).
-  if (push->request->task().cancelled() ||
-      (!early_cancels_.empty() && early_cancels_.erase(push->request->task().task_id()) > 0)) {
-    push->cancelled = true;
-  }
-  return true;
-}
-
-bool TaskExecutor::RunOne(Push push) {
-  rpc::PushTaskReply reply;
-  if (push.cancelled) {
-    reply = CancelledReply();
-  } else {
-    MarkTaskStart(push.request->task());
-    RunningTask running;
-    running.task_id = push.request->task().task_id();
-    {
-      absl::MutexLock lock(&mu_);
-      running_[running.task_id] = &running;
-    }
-    const auto started = std::chrono::steady_clock::now();
-    current_task_ = &running;
-    reply = run_(*push.request);
-    current_task_ = nullptr;
-    reply.set_run_us(std::chrono::duration_cast<std::chrono::microseconds>(
-                         std::chrono::steady_clock::now() - started)
-                         .count());
-    {
-      absl::MutexLock lock(&mu_);
-      running_.erase(running.task_id);
-    }
-    // Cancelled while it ran: whatever it returned, its owner reports TaskCancelledError.
-    if (running.cancelled.load(std::memory_order_relaxed)) reply.set_cancelled(true);
-  }
-  // Read what is needed before answering: the request is gone after `done`.
-  const rpc::TaskSpec& spec = push.request->task();
-  const bool created = spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK && !reply.cancelled() &&
-                       reply.returns_size() > 0 && !reply.returns(0).is_application_error();
-  // An actor call's reply is kept (copied outside the lock) until its caller acknowledges it.
-  std::optional<rpc::PushTaskReply> cached;
-  if (push.caller != nullptr) cached = reply;
-  std::vector<Done> duplicates;
-  bool keep_running = true;
-  {
-    absl::MutexLock lock(&mu_);
-    if (cached) RememberReplyLocked(push, *std::move(cached), &duplicates);
-    if (created) {
-      current_actor_ = *ActorId::FromBinary(spec.actor_id());
-      // More calls at once: extra threads take from the same queue.
-      for (int i = 1; i < spec.max_concurrency() && !exit_requested_; ++i) {
-        extra_executors_.emplace_back([this] { RunLoop(); });
+    if (exit_requested_) return false;
+    const bool loop = async_ && group.empty();
+    if (loop) {
+      // What calls in flight wait for comes first: it finishes them (and frees their room).
+      const absl::Time now = absl::Now();
+      while (!timers_.empty() && timers_.begin()->first <= now) {
+        posted_.push_back(std::move(timers_.begin()->second));
+        timers_.erase(timers_.begin());
+      }
+      if (!posted_.empty()) {
+        work->call = std::move(posted_.front().call);
+        work->posted = std::move(posted_.front().fn);
+        posted_.pop_front();
+        return true;
       }
     }
-    if (exit_after_task_) {
-      exit_requested_ = true;
-      queued_.SignalAll();
-      keep_running = false;
+    if (Group* picked = PickGroupLocked(group); picked != nullptr) {
+      work->call = nullptr;
+      work->posted = nullptr;
+      work->push = std::move(picked->queue.front());
+      picked->queue.pop_front();
+      ++picked->running;
+      // Cancelled before it arrived (an actor call waiting for an earlier one, a push on its way).
+      const rpc::TaskSpec& spec = work->push.request->task();
+      if (spec.cancelled() ||
+          (!early_cancels_.empty() && early_cancels_.erase(spec.task_id()) > 0)) {
+        work->push.cancelled = true;
+      }
+      return true;
     }
+    if (!block) return false;
+    absl::Time deadline = absl::InfiniteFuture();
+    if (!lease_order_.early.empty()) deadline = absl::Now() + lease_order_hold_ / 4;
+    if (loop && !timers_.empty()) deadline = std::min(deadline, timers_.begin()->first);
+    queued_.WaitWithDeadline(&mu_, deadline);
+  }
+}
+
+void TaskExecutor::RunOne(Push push) {
+  auto running = std::make_shared<RunningTask>();
+  running->executor = this;
+  running->task_id = push.request->task().task_id();
+  const bool cancelled = push.cancelled;
+  running->push = std::move(push);
+  if (cancelled) {
+    Answer(running, CancelledReply());
+    return;
+  }
+  const rpc::PushTaskRequest& request = *running->push.request;
+  MarkTaskStart(request.task());
+  {
+    absl::MutexLock lock(&mu_);
+    running_[running->task_id] = running;
+  }
+  running->ran = true;
+  running->started = std::chrono::steady_clock::now();
+  current_task_ = running.get();
+  start_(request, [this, running](rpc::PushTaskReply reply) { Answer(running, std::move(reply)); });
+  current_task_ = nullptr;
+  absl::MutexLock lock(&mu_);
+  if (!running->answered) running->suspended = true;
+}
+
+void TaskExecutor::Answer(const std::shared_ptr<RunningTask>& running, rpc::PushTaskReply reply) {
+  if (running->ran) {
+    reply.set_run_us(std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::steady_clock::now() - running->started)
+                         .count());
+  }
+  Done done;
+  std::vector<Done> duplicates;
+  {
+    absl::MutexLock lock(&mu_);
+    if (running->answered) return;  // answered at Shutdown
+    running->answered = true;
+    running->on_cancel = nullptr;
+    const Push& push = running->push;
+    if (auto it = running_.find(running->task_id); it != running_.end() && it->second == running) {
+      running_.erase(it);
+    }
+    if (auto group = groups_.find(push.group); group != groups_.end()) --group->second.running;
+    // Cancelled while it ran: whatever it returned, its owner reports TaskCancelledError.
+    if (running->cancelled.load(std::memory_order_relaxed)) reply.set_cancelled(true);
+    // An actor call's reply is kept until its caller acknowledges it.
+    if (push.caller != nullptr) RememberReplyLocked(push, reply, &duplicates);
+    const rpc::TaskSpec& spec = push.request->task();
+    if (spec.type() == rpc::TaskSpec::ACTOR_CREATION_TASK && !reply.cancelled() &&
+        reply.returns_size() > 0 && !reply.returns(0).is_application_error()) {
+      current_actor_ = *ActorId::FromBinary(spec.actor_id());
+      async_ = spec.async_actor();
+      const int max_concurrency = std::max(1, spec.max_concurrency());
+      groups_[""].limit = max_concurrency;
+      for (const auto& [name, limit] : spec.concurrency_groups()) {
+        groups_[name].limit = std::max(1, limit);
+      }
+      // A threaded actor: each group's threads take from its queue (this thread serves the
+      // default group). An async actor's calls all run on this thread, its event loop.
+      for (const auto& [name, group] : groups_) {
+        if (async_ || exit_requested_) break;
+        for (int i = name.empty() ? 1 : 0; i < group.limit; ++i) {
+          extra_executors_.emplace_back([this, name = name] { Serve(name); });
+        }
+      }
+    }
+    if (exit_after_task_) exit_requested_ = true;
+    queued_.SignalAll();
+    done = std::move(running->push.done);
   }
   for (Done& waiting : duplicates) waiting(reply);
-  push.done(std::move(reply));
-  return keep_running;
+  done(std::move(reply));
 }
 
-void TaskExecutor::RunLoop() {
-  Push push;
-  while (Take(/*block=*/true, &push)) {
-    if (!RunOne(std::move(push))) return;
+void TaskExecutor::Serve(const std::string& group) {
+  Work work;
+  while (Take(/*block=*/true, group, &work)) {
+    if (work.posted) {
+      current_task_ = work.call.get();
+      work.posted();
+      current_task_ = nullptr;
+      work = Work();
+      continue;
+    }
+    RunOne(std::move(work.push));
   }
 }
 
+void TaskExecutor::RunLoop() { Serve(""); }
+
 bool TaskExecutor::RunNext() {
-  Push push;
-  if (!Take(/*block=*/false, &push)) return false;
-  RunOne(std::move(push));
+  Work work;
+  if (!Take(/*block=*/false, "", &work)) return false;
+  if (work.posted) {
+    current_task_ = work.call.get();
+    work.posted();
+    current_task_ = nullptr;
+    return true;
+  }
+  RunOne(std::move(work.push));
   return true;
 }
 
@@ -355,10 +530,23 @@ void TaskExecutor::ExitAfterCurrentTask() {
 void TaskExecutor::Shutdown() {
   std::deque<Push> unrun;
   std::vector<std::thread> executors;
+  std::deque<Posted> posted;
+  std::multimap<absl::Time, Posted> timers;
   {
     absl::MutexLock lock(&mu_);
     exit_requested_ = true;
-    unrun.swap(queue_);
+    for (auto& [name, group] : groups_) {
+      for (Push& push : group.queue) unrun.push_back(std::move(push));
+      group.queue.clear();
+    }
+    // Async calls waiting for something: nothing will resume them now.
+    for (auto& [id, running] : running_) {
+      if (!running->suspended || running->answered) continue;
+      running->answered = true;
+      unrun.push_back(Push{nullptr, std::move(running->push.done)});
+    }
+    posted.swap(posted_);
+    timers.swap(timers_);
     for (auto& [seq, held] : lease_order_.early) unrun.push_back(std::move(held.first));
     lease_order_.early.clear();
     for (auto& [caller, order] : caller_order_) {
@@ -383,7 +571,9 @@ void TaskExecutor::Shutdown() {
 
 size_t TaskExecutor::num_queued() const {
   absl::MutexLock lock(&mu_);
-  return queue_.size();
+  size_t queued = 0;
+  for (const auto& [name, group] : groups_) queued += group.queue.size();
+  return queued;
 }
 
 size_t TaskExecutor::num_cached_replies() const {

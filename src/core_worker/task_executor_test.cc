@@ -1,8 +1,12 @@
 #include "src/core_worker/task_executor.h"
 
+#include <atomic>
 #include <deque>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -490,6 +494,249 @@ TEST_F(TaskExecutorCancelTest, CallsCancelledBeforeTheyArriveOrByTheirCallerNeve
   RunAll();
   EXPECT_TRUE(cancelled);
   EXPECT_EQ(ran_.size(), 1u);
+}
+
+// ---- Async actors: calls answered later, on the actor's event loop ----
+
+// An async actor on an executor driven by the test thread (RunNext): each call parks itself
+// (keeps its ActorCall and Finish) instead of answering, as a coroutine waiting in a co_await.
+class TaskExecutorAsyncTest : public ::testing::Test {
+ protected:
+  struct Parked {
+    std::string name;
+    std::shared_ptr<TaskExecutor::ActorCall> call;
+    TaskExecutor::Finish finish;
+  };
+
+  TaskExecutorAsyncTest()
+      : executor_([this](const rpc::PushTaskRequest& request, TaskExecutor::Finish finish) {
+          rpc::PushTaskReply reply;
+          reply.add_returns()->set_inline_value(request.task().function_name());
+          if (request.task().type() != rpc::TaskSpec::ACTOR_TASK) {
+            finish(std::move(reply));
+            return;
+          }
+          started_.push_back(request.task().function_name());
+          ASSERT_NE(TaskExecutor::CurrentCall(), nullptr);
+          parked_.push_back(
+              {request.task().function_name(), TaskExecutor::CurrentCall(), std::move(finish)});
+        }) {}
+
+  void CreateActor(int max_concurrency, std::map<std::string, int> groups = {}) {
+    rpc::PushTaskRequest& request = requests_.emplace_back();
+    rpc::TaskSpec* spec = request.mutable_task();
+    spec->set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
+    spec->set_actor_id(ActorId::FromRandom().Binary());
+    spec->set_max_concurrency(max_concurrency);
+    spec->set_async_actor(true);
+    for (const auto& [name, limit] : groups) (*spec->mutable_concurrency_groups())[name] = limit;
+    executor_.Enqueue(&request, [](absl::StatusOr<rpc::PushTaskReply>) {});
+    ASSERT_TRUE(executor_.RunNext());
+  }
+  // Actor call `seq` of one caller, in `group`; returns its task ID (binary).
+  std::string PushCall(int64_t seq, const std::string& group = "") {
+    rpc::PushTaskRequest& request = requests_.emplace_back();
+    rpc::TaskSpec* spec = request.mutable_task();
+    spec->set_task_id(TaskId::FromRandom().Binary());
+    spec->set_type(rpc::TaskSpec::ACTOR_TASK);
+    spec->set_function_name("m" + std::to_string(seq));
+    spec->set_caller_worker_id("caller");
+    spec->set_sequence_number(seq);
+    spec->set_concurrency_group(group);
+    executor_.Enqueue(&request, [this, name = spec->function_name()](
+                                    absl::StatusOr<rpc::PushTaskReply> reply) {
+      answers_.push_back(name + (!reply.ok()          ? ":" + std::string(reply.status().message())
+                                 : reply->cancelled() ? ":cancelled"
+                                                      : ":" + reply->returns(0).inline_value()));
+    });
+    return spec->task_id();
+  }
+  void RunAll() {
+    while (executor_.RunNext()) {
+    }
+  }
+  // Resumes parked call `i` on the loop, which answers it with `value`.
+  void Resume(size_t i, const std::string& value) {
+    Parked* parked = &parked_[i];
+    parked->call->Post([this, parked, value] {
+      seen_in_posted_.push_back(TaskExecutor::CurrentTaskSpec()->function_name());
+      rpc::PushTaskReply reply;
+      reply.add_returns()->set_inline_value(value);
+      parked->finish(std::move(reply));
+    });
+  }
+
+  std::deque<rpc::PushTaskRequest> requests_;
+  std::vector<std::string> started_;
+  std::deque<Parked> parked_;
+  std::vector<std::string> answers_;
+  std::vector<std::string> seen_in_posted_;
+  TaskExecutor executor_;
+};
+
+TEST_F(TaskExecutorAsyncTest, ManyCallsAreInFlightAtOnceOnTheOneLoopThread) {
+  CreateActor(/*max_concurrency=*/1000);
+  constexpr int kCalls = 200;
+  for (int i = 0; i < kCalls; ++i) PushCall(i);
+  RunAll();  // on this thread only: every call starts while none has finished
+  EXPECT_EQ(started_.size(), static_cast<size_t>(kCalls));
+  EXPECT_EQ(executor_.num_in_flight(), kCalls);
+  EXPECT_TRUE(answers_.empty());
+  // Resumed in reverse: each finishes when what it waits for comes, not in arrival order.
+  for (int i = kCalls - 1; i >= 0; --i) Resume(i, "done");
+  RunAll();
+  ASSERT_EQ(answers_.size(), static_cast<size_t>(kCalls));
+  EXPECT_EQ(answers_.front(), "m" + std::to_string(kCalls - 1) + ":done");
+  EXPECT_EQ(answers_.back(), "m0:done");
+  // A posted closure runs as part of its call: the call's spec reads as the current one.
+  EXPECT_EQ(seen_in_posted_.front(), "m" + std::to_string(kCalls - 1));
+  EXPECT_EQ(executor_.num_in_flight(), 0);
+}
+
+TEST_F(TaskExecutorAsyncTest, NoMoreThanTheLimitAreInFlight) {
+  CreateActor(/*max_concurrency=*/3);
+  for (int i = 0; i < 5; ++i) PushCall(i);
+  RunAll();
+  EXPECT_EQ(started_, (std::vector<std::string>{"m0", "m1", "m2"}));
+  Resume(1, "done");
+  RunAll();  // m1's answer makes room for m3
+  EXPECT_EQ(answers_, (std::vector<std::string>{"m1:done"}));
+  EXPECT_EQ(started_, (std::vector<std::string>{"m0", "m1", "m2", "m3"}));
+}
+
+TEST_F(TaskExecutorAsyncTest, EachConcurrencyGroupHasItsOwnLimitOnTheLoop) {
+  CreateActor(/*max_concurrency=*/10, {{"io", 1}});
+  PushCall(0, "io");
+  PushCall(1, "io");
+  PushCall(2);
+  PushCall(3);
+  RunAll();
+  EXPECT_EQ(started_, (std::vector<std::string>{"m0", "m2", "m3"}));  // m1 waits for io's room
+  EXPECT_TRUE(executor_.HasConcurrencyGroup("io"));
+  EXPECT_FALSE(executor_.HasConcurrencyGroup("compute"));
+}
+
+TEST_F(TaskExecutorAsyncTest, CancelWakesAWaitingCallThroughItsCallback) {
+  CreateActor(/*max_concurrency=*/10);
+  const std::string waiting = PushCall(0);
+  RunAll();
+  ASSERT_EQ(parked_.size(), 1u);
+  bool woken = false;
+  parked_[0].call->OnCancel([&] {
+    woken = true;
+    Resume(0, "stopped");  // the coroutine resumes and ends (TaskCancelledError in the API)
+  });
+  EXPECT_EQ(executor_.Cancel(waiting), TaskExecutor::CancelOutcome::kRunning);
+  EXPECT_TRUE(woken);
+  RunAll();
+  EXPECT_EQ(answers_, (std::vector<std::string>{"m0:cancelled"}));
+  // Registered after the cancel: runs at once.
+  bool late = false;
+  PushCall(1);
+  RunAll();
+  EXPECT_EQ(executor_.Cancel(requests_.back().task().task_id()),
+            TaskExecutor::CancelOutcome::kRunning);
+  parked_[1].call->OnCancel([&] { late = true; });
+  EXPECT_TRUE(late);
+}
+
+TEST_F(TaskExecutorAsyncTest, TimersRunOnTheLoopAfterTheirDelay) {
+  CreateActor(/*max_concurrency=*/10);
+  PushCall(0);
+  RunAll();
+  bool fired = false;
+  parked_[0].call->PostAfter(absl::Milliseconds(5), [&] { fired = true; });
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!fired && absl::Now() < deadline) executor_.RunNext();
+  EXPECT_TRUE(fired);
+}
+
+TEST_F(TaskExecutorAsyncTest, ShutdownAnswersWaitingCallsOnceAndDropsLaterResumes) {
+  CreateActor(/*max_concurrency=*/10);
+  PushCall(0);
+  RunAll();
+  executor_.Shutdown();
+  EXPECT_EQ(answers_, (std::vector<std::string>{"m0:the worker is exiting"}));
+  Resume(0, "late");  // dropped: the loop is gone
+  rpc::PushTaskReply reply;
+  reply.add_returns();
+  parked_[0].finish(reply);  // already answered: ignored
+  EXPECT_EQ(answers_.size(), 1u);
+}
+
+TEST_F(TaskExecutorAsyncTest, CallsOutsideAnAsyncActorHaveNoLoop) {
+  // Before the actor exists (and in tasks, and threaded actors) nothing would run what is
+  // posted, so there is no call to post to.
+  EXPECT_EQ(TaskExecutor::CurrentCall(), nullptr);
+  std::shared_ptr<TaskExecutor::ActorCall> seen = nullptr;
+  bool ran = false;
+  TaskExecutor threaded([&](const rpc::PushTaskRequest&) {
+    seen = TaskExecutor::CurrentCall();
+    ran = true;
+    rpc::PushTaskReply reply;
+    reply.add_returns();
+    return reply;
+  });
+  rpc::PushTaskRequest task;
+  task.mutable_task()->set_function_name("task");
+  threaded.Enqueue(&task, [](absl::StatusOr<rpc::PushTaskReply>) {});
+  ASSERT_TRUE(threaded.RunNext());
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(seen, nullptr);
+}
+
+// ---- Concurrency groups of a threaded actor ----
+
+TEST(TaskExecutorGroupsTest, EachGroupRunsOnItsOwnThreads) {
+  // The default group has one thread, busy until both "io" calls ran; the io calls wait for
+  // each other: everything finishes only if io has two threads of its own.
+  absl::Notification io1_started, io2_started, io_done;
+  std::atomic<int> io_finished{0};
+  TaskExecutor executor([&](const rpc::PushTaskRequest& request) {
+    rpc::PushTaskReply reply;
+    reply.add_returns();
+    const std::string& name = request.task().function_name();
+    if (name == "default") {
+      EXPECT_TRUE(io_done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    } else if (name == "io1") {
+      io1_started.Notify();
+      EXPECT_TRUE(io2_started.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    } else if (name == "io2") {
+      io2_started.Notify();
+      EXPECT_TRUE(io1_started.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    }
+    if (name.rfind("io", 0) == 0 && ++io_finished == 2) io_done.Notify();
+    return reply;
+  });
+  std::deque<rpc::PushTaskRequest> requests(4);
+  requests[0].mutable_task()->set_type(rpc::TaskSpec::ACTOR_CREATION_TASK);
+  requests[0].mutable_task()->set_actor_id(ActorId::FromRandom().Binary());
+  requests[0].mutable_task()->set_max_concurrency(1);
+  (*requests[0].mutable_task()->mutable_concurrency_groups())["io"] = 2;
+  const char* names[] = {"", "default", "io1", "io2"};
+  for (int i = 1; i < 4; ++i) {
+    rpc::TaskSpec* spec = requests[i].mutable_task();
+    spec->set_type(rpc::TaskSpec::ACTOR_TASK);
+    spec->set_function_name(names[i]);
+    spec->set_caller_worker_id("caller");
+    spec->set_sequence_number(i - 1);
+    spec->set_concurrency_group(i == 1 ? "" : "io");
+  }
+  absl::Notification all_answered;
+  std::atomic<int> answered{0};
+  auto done = [&](absl::StatusOr<rpc::PushTaskReply> reply) {
+    EXPECT_TRUE(reply.ok());
+    if (++answered == 4) all_answered.Notify();
+  };
+  executor.Enqueue(&requests[0], done);
+  ASSERT_TRUE(executor.RunNext());  // creates the actor and the io group's two threads
+  EXPECT_TRUE(executor.HasConcurrencyGroup("io"));
+  EXPECT_FALSE(executor.HasConcurrencyGroup("compute"));
+  for (int i = 1; i < 4; ++i) executor.Enqueue(&requests[i], done);
+  std::thread loop([&] { executor.RunLoop(); });
+  EXPECT_TRUE(all_answered.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  executor.Shutdown();
+  loop.join();
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "troupe/errors.h"
 #include "troupe/function_registry.h"
 #include "troupe/object_ref.h"
 #include "troupe/runtime.h"
@@ -63,7 +64,9 @@ template <typename T, typename F>
 class ActorTaskCaller {
  public:
   using Traits = internal::FunctionTraits<F>;
-  using Return = std::decay_t<typename Traits::Return>;
+  // What the caller's ObjectRef holds: the method's return type (T for troupe::Async<T>).
+  using Return =
+      std::decay_t<typename internal::AsyncTraits<std::decay_t<typename Traits::Return>>::Value>;
 
   ActorTaskCaller(std::string actor_id, F method)
       : actor_id_(std::move(actor_id)), method_(method) {}
@@ -72,6 +75,14 @@ class ActorTaskCaller {
   // (default: the method's registered name, e.g. "&Counter::Add").
   ActorTaskCaller& SetName(std::string name) {
     options_.name = std::move(name);
+    return *this;
+  }
+  // Runs this call in one of the actor's concurrency groups (ActorCreator::SetConcurrencyGroups);
+  // default: the group TROUPE_CONCURRENCY_GROUP assigned the method, else the default group. A
+  // group the actor lacks fails the call with InvalidArgumentError naming it.
+  ActorTaskCaller& SetConcurrencyGroup(std::string group) {
+    options_.concurrency_group = std::move(group);
+    group_set_ = true;
     return *this;
   }
 
@@ -129,6 +140,10 @@ class ActorTaskCaller {
     const std::string& name = internal::FunctionRegistry::Instance().NameOf(method_);
     auto arguments = internal::MakeArguments<typename Traits::ArgsTuple>(
         std::index_sequence_for<A...>(), std::forward<A>(args)...);
+    if (!group_set_) {
+      options_.concurrency_group =
+          internal::FunctionRegistry::Instance().ConcurrencyGroupOf(method_);
+    }
     internal::RefInfo ref =
         runtime->SubmitActorTask(actor_id_, name, std::move(arguments), options_);
     ObjectRef<Return> result(ref);
@@ -140,6 +155,7 @@ class ActorTaskCaller {
   std::string actor_id_;
   F method_;
   internal::ActorCallOptions options_;
+  bool group_set_ = false;
 };
 
 template <typename F>
@@ -186,9 +202,36 @@ class ActorCreator {
     options_.max_task_retries = n;
     return *this;
   }
-  // Run up to n calls at once (then calls are not ordered).
+  // Run up to n calls at once (then calls are not ordered): n threads; for an async actor (one
+  // with methods returning troupe::Async) n calls in flight on its one thread (default 1000).
   ActorCreator& SetMaxConcurrency(int n) {
+    if (n < 1) {
+      throw InvalidArgumentError("troupe::Actor: SetMaxConcurrency(" + std::to_string(n) +
+                                 "): the limit must be at least 1");
+    }
     options_.max_concurrency = n;
+    max_concurrency_set_ = true;
+    return *this;
+  }
+  // Named groups of calls, each with its own limit of calls at once (threads; for an async
+  // actor, calls in flight), beside the default group (SetMaxConcurrency). A call runs in the
+  // group it names (ActorTaskCaller::SetConcurrencyGroup) or its method was assigned
+  // (TROUPE_CONCURRENCY_GROUP), else in the default group: e.g. {{"io", 2}, {"compute", 4}}.
+  // Throws InvalidArgumentError for an empty name or a limit below 1.
+  ActorCreator& SetConcurrencyGroups(std::map<std::string, int> groups) {
+    for (const auto& [name, limit] : groups) {
+      if (name.empty()) {
+        throw InvalidArgumentError(
+            "troupe::Actor: SetConcurrencyGroups: a group has an empty name; name each group "
+            "(the default group needs none: its limit is SetMaxConcurrency)");
+      }
+      if (limit < 1) {
+        throw InvalidArgumentError("troupe::Actor: SetConcurrencyGroups: group \"" + name +
+                                   "\" has limit " + std::to_string(limit) +
+                                   "; give each group a limit of at least 1");
+      }
+    }
+    options_.concurrency_groups = std::move(groups);
     return *this;
   }
   // SetLifetime(Detached{}): the actor outlives the job that created it (until killed).
@@ -226,15 +269,24 @@ class ActorCreator {
                   "troupe: Remote() got a different number of arguments than the factory takes");
     internal::Runtime* runtime = internal::CurrentRuntime();
     if (runtime == nullptr) internal::ThrowNotInitialized();
-    const std::string& name = internal::FunctionRegistry::Instance().NameOf(factory_);
+    const auto& registry = internal::FunctionRegistry::Instance();
+    const std::string& name = registry.NameOf(factory_);
     auto arguments = internal::MakeArguments<typename Traits::ArgsTuple>(
         std::index_sequence_for<A...>(), std::forward<A>(args)...);
+    options_.async_actor = registry.IsAsyncClass(typeid(Class).name());
+    if (options_.async_actor && !max_concurrency_set_) {
+      options_.max_concurrency = kAsyncMaxConcurrency;
+    }
     return ActorHandle<Class>(runtime->CreateActor(name, std::move(arguments), options_));
   }
+
+  // An async actor's default limit of calls in flight (Ray's default for async actors).
+  static constexpr int kAsyncMaxConcurrency = 1000;
 
  private:
   F factory_;
   internal::ActorOptions options_;
+  bool max_concurrency_set_ = false;
 };
 
 template <typename F>

@@ -5,12 +5,14 @@
 // necessity (registration happens before main); it is filled before main and read-only after.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <typeinfo>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -24,6 +26,28 @@ namespace internal {
 struct InvokeResult {
   SerializedValue value;
   std::shared_ptr<void> keep_alive;
+  // Set when the result comes later (an async actor's method, suspended in a co_await): takes,
+  // once, what to call with the final result or the exception the method ended with; that is
+  // called once, on the actor's event loop thread.
+  using Completion = std::function<void(InvokeResult result, std::exception_ptr error)>;
+  std::function<void(Completion)> then;
+};
+
+// Return types that complete later. troupe/async.h (C++20) specializes it for troupe::Async<T>:
+// kIsAsync, Value (T: what the caller's ObjectRef holds) and Start(), which turns a started
+// coroutine into an InvokeResult (with `then` while it is suspended). This header stays C++17.
+template <typename R>
+struct AsyncTraits {
+  static constexpr bool kIsAsync = false;
+  using Value = R;
+};
+
+// Whether no parameter is a reference: an async method's parameters live in its coroutine
+// frame, past the call that decoded them.
+template <typename Params>
+struct NoReferenceParams;
+template <typename... P>
+struct NoReferenceParams<std::tuple<P...>> : std::bool_constant<(!std::is_reference_v<P> && ...)> {
 };
 
 using FunctionInvoker = std::function<InvokeResult(const std::vector<Buffer>& args)>;
@@ -82,7 +106,9 @@ decltype(auto) CallWithDecoded(Call&& call, Tuple& decoded, std::index_sequence<
 template <typename R, typename Call>
 InvokeResult RunAndSerialize(Call&& call) {
   InvokeResult result;
-  if constexpr (std::is_void_v<R>) {
+  if constexpr (AsyncTraits<std::decay_t<R>>::kIsAsync) {
+    return AsyncTraits<std::decay_t<R>>::Start(call());
+  } else if constexpr (std::is_void_v<R>) {
     call();
     result.value = Serialize(msgpack::type::nil_t());
   } else {
@@ -153,14 +179,46 @@ class FunctionRegistry {
   void Register(const std::string& name, F f) {
     static_assert(std::is_pointer_v<F> || std::is_member_function_pointer_v<F>,
                   "TROUPE_REMOTE takes functions, static member functions and member functions");
+    using Return = std::decay_t<typename FunctionTraits<F>::Return>;
     if constexpr (FunctionTraits<F>::kIsMember) {
+      if constexpr (AsyncTraits<Return>::kIsAsync) {
+        static_assert(NoReferenceParams<typename FunctionTraits<F>::Params>::value,
+                      "troupe: an async method (returning troupe::Async) takes its parameters by "
+                      "value: a reference would dangle once the coroutine suspends");
+        async_classes_.push_back(typeid(typename FunctionTraits<F>::Class).name());
+      }
       methods_[name] = MakeMethodInvoker(f);
     } else if constexpr (std::is_pointer_v<typename FunctionTraits<F>::Return>) {
       creators_[name] = MakeCreatorInvoker(f);  // a factory: T* Create(...)
     } else {
+      static_assert(!AsyncTraits<Return>::kIsAsync,
+                    "troupe: troupe::Async is the return type of actor methods (an async actor); "
+                    "a task returns its value");
       functions_[name] = MakeFunctionInvoker(f);
     }
     names_[PointerKey(f)] = name;
+  }
+  // Assigns calls of actor method `f` to a concurrency group (TROUPE_CONCURRENCY_GROUP).
+  template <typename F>
+  void SetConcurrencyGroup(F f, const std::string& group) {
+    static_assert(std::is_member_function_pointer_v<F>,
+                  "TROUPE_CONCURRENCY_GROUP takes actor methods: &Class::Method");
+    groups_[PointerKey(f)] = group;
+  }
+  // The group calls of `f` run in unless a call says otherwise ("": the default group).
+  template <typename F>
+  const std::string& ConcurrencyGroupOf(F f) const {
+    static const std::string kDefault;
+    auto it = groups_.find(PointerKey(f));
+    return it == groups_.end() ? kDefault : it->second;
+  }
+  // Whether a method of the class (typeid(Class).name()) returns troupe::Async: its actors are
+  // async actors.
+  bool IsAsyncClass(const char* type_name) const {
+    for (const std::string& name : async_classes_) {
+      if (name == type_name) return true;
+    }
+    return false;
   }
   // nullptr if no function of that name is registered.
   const FunctionInvoker* FindFunction(const std::string& name) const;
@@ -180,6 +238,8 @@ class FunctionRegistry {
   std::unordered_map<std::string, MethodInvoker> methods_;
   std::unordered_map<std::string, CreatorInvoker> creators_;
   std::unordered_map<std::string, std::string> names_;
+  std::unordered_map<std::string, std::string> groups_;  // method pointer key -> group
+  std::vector<std::string> async_classes_;
 };
 
 // Splits "f, ns::g, TROUPE_FUNC(h, int, int)" at top-level commas, trimming spaces.
@@ -190,6 +250,12 @@ bool RegisterRemote(const char* names_text, Fs... fs) {
   std::vector<std::string> names = SplitFunctionNames(names_text);
   size_t i = 0;
   (FunctionRegistry::Instance().Register(names.at(i++), fs), ...);
+  return true;
+}
+
+template <typename F>
+bool AssignConcurrencyGroup(const char* group, F f) {
+  FunctionRegistry::Instance().SetConcurrencyGroup(f, group);
   return true;
 }
 
@@ -217,6 +283,12 @@ struct OverloadSelector {
 #define TROUPE_REMOTE(...)                                                           \
   static const bool TROUPE_INTERNAL_CONCAT(troupe_remote_registered_, __COUNTER__) = \
       ::troupe::internal::RegisterRemote(#__VA_ARGS__, __VA_ARGS__)
+
+// Calls of an actor method run in a concurrency group unless the call names another
+// (ActorTaskCaller::SetConcurrencyGroup): TROUPE_CONCURRENCY_GROUP(&Store::Load, "io");
+#define TROUPE_CONCURRENCY_GROUP(method, group)                                   \
+  static const bool TROUPE_INTERNAL_CONCAT(troupe_group_assigned_, __COUNTER__) = \
+      ::troupe::internal::AssignConcurrencyGroup(group, method)
 
 // Selects one overload: TROUPE_FUNC(Overloaded, int, int).
 #define TROUPE_FUNC(f, ...) (::troupe::internal::OverloadSelector<__VA_ARGS__>()(f))

@@ -82,7 +82,23 @@ struct TaskOptions {
 
 // Options of one actor call (the task options that apply to it; see ActorTaskCaller).
 struct ActorCallOptions {
-  std::string name;  // "": the method's registered name
+  std::string name;               // "": the method's registered name
+  std::string concurrency_group;  // "": the actor's default group
+};
+
+// A running call of an async actor's method (troupe/async.h): the way back onto the actor's
+// event loop thread, where the method's coroutine resumes. Thread-safe; obtained on the loop.
+class AsyncCall {
+ public:
+  virtual ~AsyncCall() = default;
+  // Runs `fn` on the actor's event loop thread, as part of this call (IsCancelled and the
+  // runtime context read it as the current task). Any thread; dropped once the actor is gone.
+  virtual void Post(std::function<void()> fn) = 0;
+  // Runs `fn` there after `delay_us` microseconds.
+  virtual void PostAfter(int64_t delay_us, std::function<void()> fn) = 0;
+  // `on_cancel` runs once (any thread; at once if the call is cancelled already) when the
+  // call's owner cancels it (troupe::Cancel); replaces the last one; nullptr clears it.
+  virtual void OnCancel(std::function<void()> on_cancel) = 0;
 };
 
 // For static_assert in templates that must never be instantiated.
@@ -97,7 +113,10 @@ struct ActorOptions {
   std::map<std::string, double> resources;  // held for the actor's lifetime; default none
   int max_restarts = 0;
   int max_task_retries = 0;
-  int max_concurrency = 1;
+  int max_concurrency = 1;  // threads, or for an async actor calls in flight
+  // Named groups with their own limits (threads, or calls in flight for an async actor).
+  std::map<std::string, int> concurrency_groups;
+  bool async_actor = false;  // it has coroutine methods (troupe::Async)
   bool detached = false;
   SchedulingStrategy strategy;
   std::vector<LabelConstraint> label_selector;  // empty: any node
@@ -192,6 +211,12 @@ class Runtime {
   // the node's raylet every second). Throws InvalidArgumentError for bad tags or values.
   virtual void RecordMetric(const MetricSpec& metric, double value,
                             const std::map<std::string, std::string>& tags) = 0;
+  // Async actors (troupe/async.h). Inside an async actor's method, on its event loop: the call
+  // (nullptr elsewhere, e.g. in a method of an actor that is not async).
+  virtual std::shared_ptr<AsyncCall> CurrentAsyncCall() { return nullptr; }
+  // Runs `ready` once `ref` can be read without waiting (its value or its error), on any thread
+  // (on this one at once if it can be now). Never blocks.
+  virtual void NotifyWhenReady(const RefInfo& ref, std::function<void()> ready) { ready(); }
 
   // Reference counting: every live ObjectRef in this process holds one local reference.
   virtual void AddLocalRef(const RefInfo& ref) = 0;

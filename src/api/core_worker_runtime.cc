@@ -24,6 +24,18 @@ ObjectRefInfo ToCore(const RefInfo& ref) {
 
 RefInfo ToApi(const ObjectRefInfo& ref) { return {ref.id.Binary(), ref.owner_address}; }
 
+// The references to a task's `num_returns` results, given its first (ObjectId index 1; the
+// others follow it: index 2, 3, ...).
+std::vector<RefInfo> ReturnsOf(const ObjectRefInfo& first, int num_returns) {
+  std::vector<RefInfo> refs;
+  const TaskId task = first.id.CreatingTaskId();
+  for (int i = 0; i < std::max(1, num_returns); ++i) {
+    refs.push_back({ObjectId::FromIndex(task, first.id.Index() + i).Binary(),
+                    first.owner_address});
+  }
+  return refs;
+}
+
 absl::Time DeadlineOf(int64_t timeout_ms) {
   return timeout_ms < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Milliseconds(timeout_ms);
 }
@@ -67,8 +79,9 @@ std::vector<TaskArgSpec> ToArgSpecs(std::vector<TaskArgument> args) {
 
 }  // namespace
 
-RefInfo CoreWorkerRuntime::SubmitTask(const std::string& function_name,
-                                      std::vector<TaskArgument> args, const TaskOptions& options) {
+std::vector<RefInfo> CoreWorkerRuntime::SubmitTask(const std::string& function_name,
+                                                   std::vector<TaskArgument> args,
+                                                   const TaskOptions& options) {
   std::vector<TaskArgSpec> specs = ToArgSpecs(std::move(args));
   TaskSubmitOptions submit;
   submit.name = options.name;
@@ -78,9 +91,10 @@ RefInfo CoreWorkerRuntime::SubmitTask(const std::string& function_name,
   submit.strategy = ToStrategy(options.strategy);
   submit.placement_group_id = options.placement_group_id;
   submit.bundle_index = options.bundle_index;
+  submit.num_returns = options.num_returns;
   auto ref = core_->SubmitTask(function_name, std::move(specs), submit);
   if (!ref.ok()) ThrowFor(ref.status());
-  return ToApi(*ref);
+  return ReturnsOf(*ref, options.num_returns);
 }
 
 RefInfo CoreWorkerRuntime::Put(size_t size, const std::function<void(char*)>& write,
@@ -145,15 +159,17 @@ std::string CoreWorkerRuntime::CreateActor(const std::string& factory_name,
   return id->Binary();
 }
 
-RefInfo CoreWorkerRuntime::SubmitActorTask(const std::string& actor_id,
-                                           const std::string& method_name,
-                                           std::vector<TaskArgument> args,
-                                           const ActorCallOptions& options) {
+std::vector<RefInfo> CoreWorkerRuntime::SubmitActorTask(const std::string& actor_id,
+                                                        const std::string& method_name,
+                                                        std::vector<TaskArgument> args,
+                                                        const ActorCallOptions& options) {
   auto id = ActorId::FromBinary(actor_id);
   if (!id.ok()) throw TroupeError("not an actor handle: " + std::string(id.status().message()));
   ActorCallSubmitOptions submit;
   submit.name = options.name;
-  return ToApi(core_->SubmitActorTask(*id, method_name, ToArgSpecs(std::move(args)), submit));
+  submit.num_returns = options.num_returns;
+  return ReturnsOf(core_->SubmitActorTask(*id, method_name, ToArgSpecs(std::move(args)), submit),
+                   options.num_returns);
 }
 
 void CoreWorkerRuntime::KillActor(const std::string& actor_id, bool no_restart) {

@@ -90,8 +90,9 @@ std::shared_ptr<Runtime> RuntimeGateway::session() const {
   return session_;
 }
 
-RefInfo RuntimeGateway::SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
-                                   const TaskOptions& options) {
+std::vector<RefInfo> RuntimeGateway::SubmitTask(const std::string& function_name,
+                                                std::vector<TaskArgument> args,
+                                                const TaskOptions& options) {
   return Call(*this, true)->SubmitTask(function_name, std::move(args), options);
 }
 RefInfo RuntimeGateway::Put(size_t size, const std::function<void(char*)>& write,
@@ -115,9 +116,10 @@ std::string RuntimeGateway::CreateActor(const std::string& factory_name,
                                         const ActorOptions& options) {
   return Call(*this, true)->CreateActor(factory_name, std::move(args), options);
 }
-RefInfo RuntimeGateway::SubmitActorTask(const std::string& actor_id, const std::string& method_name,
-                                        std::vector<TaskArgument> args,
-                                        const ActorCallOptions& options) {
+std::vector<RefInfo> RuntimeGateway::SubmitActorTask(const std::string& actor_id,
+                                                     const std::string& method_name,
+                                                     std::vector<TaskArgument> args,
+                                                     const ActorCallOptions& options) {
   return Call(*this, true)->SubmitActorTask(actor_id, method_name, std::move(args), options);
 }
 void RuntimeGateway::KillActor(const std::string& actor_id, bool no_restart) {

@@ -80,7 +80,8 @@ class FakeSession : public Runtime {
     --live_refs_;
   }
 
-  RefInfo SubmitTask(const std::string&, std::vector<TaskArgument>, const TaskOptions&) override {
+  std::vector<RefInfo> SubmitTask(const std::string&, std::vector<TaskArgument>,
+                                  const TaskOptions&) override {
     throw TroupeError("not in this fake");
   }
   void Cancel(const RefInfo&, bool, bool) override {}
@@ -89,8 +90,9 @@ class FakeSession : public Runtime {
                           const ActorOptions&) override {
     throw TroupeError("not in this fake");
   }
-  RefInfo SubmitActorTask(const std::string&, const std::string&, std::vector<TaskArgument>,
-                          const troupe::internal::ActorCallOptions&) override {
+  std::vector<RefInfo> SubmitActorTask(const std::string&, const std::string&,
+                                       std::vector<TaskArgument>,
+                                       const troupe::internal::ActorCallOptions&) override {
     throw TroupeError("not in this fake");
   }
   void KillActor(const std::string&, bool) override {}

@@ -429,15 +429,51 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
   const rpc::TaskSpec& spec = request.task();
   rpc::PushTaskReply reply;
   reply.set_worker_address(address_);
-  rpc::ReturnObject* ret = reply.add_returns();
-  ret->set_object_id(ReturnIdOf(spec).Binary());
-  ret->set_function_name(spec.function_name());
-  ret->set_node_id(node_id_.Binary());
-  ret->set_pid(getpid());
+  // One return object per spec.num_returns() (ObjectId indices 1..n); a failure fails them all.
+  const int num_returns = std::max(1, spec.num_returns());
+  const TaskId task_id = ReturnIdOf(spec).CreatingTaskId();
+  for (int i = 0; i < num_returns; ++i) {
+    rpc::ReturnObject* out = reply.add_returns();
+    out->set_object_id(ObjectId::FromIndex(task_id, i + 1).Binary());
+    out->set_function_name(spec.function_name());
+    out->set_node_id(node_id_.Binary());
+    out->set_pid(getpid());
+  }
+  rpc::ReturnObject* ret = reply.mutable_returns(0);
   auto fail = [&](const std::string& type, const std::string& message) {
-    ret->set_is_application_error(true);
-    ret->set_exception_type(type);
-    ret->set_error_message(message);
+    for (rpc::ReturnObject& out : *reply.mutable_returns()) {
+      out.set_is_application_error(true);
+      out.set_exception_type(type);
+      out.set_error_message(message);
+      out.clear_inline_value();  // a copy already stored stays listed: the owner frees it
+    }
+  };
+  // Stores one return's value: inline in the reply when small, else in this node's store.
+  auto store = [&](int index, size_t size, const std::function<void(char*)>& write,
+                   const std::vector<ObjectRefInfo>& contained) {
+    rpc::ReturnObject* out = reply.mutable_returns(index);
+    if (static_cast<int64_t>(size) <= options_.max_inline_bytes) {
+      std::string bytes(size, '\0');
+      if (size > 0) write(bytes.data());
+      out->set_inline_value(std::move(bytes));
+      HandOverContained(spec, contained, index, &reply);
+      return true;
+    }
+    // The caller owns the return: the store frees it if the caller goes away holding it.
+    auto stored = objects_->StoreTaskReturn(*ObjectId::FromBinary(out->object_id()), size, write,
+                                            spec.caller_worker_id(), spec.caller_node_id());
+    if (!stored.ok()) {
+      fail(stored.status().code() == absl::StatusCode::kResourceExhausted
+               ? "troupe::ObjectStoreFullError"
+               : "troupe::TroupeError",
+           std::string(stored.status().message()));
+      return false;
+    }
+    out->set_in_plasma(true);
+    out->set_raylet_address(stored->raylet_address());
+    out->set_size(stored->size());
+    HandOverContained(spec, contained, index, &reply);
+    return true;
   };
   const uint64_t execution = BeginExecution(spec);
 
@@ -471,32 +507,25 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
     TaskOutcome outcome = options_.execute(spec, args);
     if (outcome.threw) {
       fail(outcome.exception_type, outcome.exception_message);
-      ret->set_remote_stack(outcome.exception_stack);
+      for (rpc::ReturnObject& out : *reply.mutable_returns()) {
+        out.set_remote_stack(outcome.exception_stack);
+      }
       // The worker's log (shown by the driver, `troupe logs`) has it too.
       std::fprintf(stderr, "task %s threw %s: %s\n%s", spec.function_name().c_str(),
                    outcome.exception_type.c_str(), outcome.exception_message.c_str(),
                    outcome.exception_stack.empty()
                        ? ""
                        : ("remote stack (the throw first):\n" + outcome.exception_stack).c_str());
-    } else if (static_cast<int64_t>(outcome.size) <= options_.max_inline_bytes) {
-      std::string bytes(outcome.size, '\0');
-      if (outcome.size > 0) outcome.write(bytes.data());
-      ret->set_inline_value(std::move(bytes));
-      HandOverContained(spec, outcome.contained, &reply);
+    } else if (num_returns == 1) {
+      store(0, outcome.size, outcome.write, outcome.contained);
+    } else if (outcome.parts.size() != static_cast<size_t>(num_returns)) {
+      fail("troupe::TroupeError",
+           absl::StrCat("the call asked for ", num_returns, " return objects and task ",
+                        spec.function_name(), " produced ", outcome.parts.size()));
     } else {
-      // The caller owns the return: the store frees it if the caller goes away holding it.
-      auto stored = objects_->StoreTaskReturn(ReturnIdOf(spec), outcome.size, outcome.write,
-                                              spec.caller_worker_id(), spec.caller_node_id());
-      if (stored.ok()) {
-        ret->set_in_plasma(true);
-        ret->set_raylet_address(stored->raylet_address());
-        ret->set_size(stored->size());
-        HandOverContained(spec, outcome.contained, &reply);
-      } else {
-        fail(stored.status().code() == absl::StatusCode::kResourceExhausted
-                 ? "troupe::ObjectStoreFullError"
-                 : "troupe::TroupeError",
-             std::string(stored.status().message()));
+      for (int i = 0; i < num_returns; ++i) {
+        const TaskOutcome::Part& part = outcome.parts[i];
+        if (!store(i, part.size, part.write, part.contained)) break;
       }
     }
   }
@@ -540,13 +569,14 @@ uint64_t CoreWorker::BeginExecution(const rpc::TaskSpec& spec) {
 }
 
 void CoreWorker::HandOverContained(const rpc::TaskSpec& spec,
-                                   const std::vector<ObjectRefInfo>& contained,
+                                   const std::vector<ObjectRefInfo>& contained, int return_index,
                                    rpc::PushTaskReply* reply) {
   const std::string& caller = spec.caller_address();
   for (const auto& inner : contained) {
     rpc::BorrowedRef* out = reply->add_return_contained_refs();
     out->set_object_id(inner.id.Binary());
     out->set_owner_address(inner.owner_address);
+    if (spec.num_returns() > 1) reply->add_return_contained_return_index(return_index);
     if (inner.owner_address == caller || caller.empty()) continue;  // the caller owns it
     if (objects_->references().OwnedByMe(inner)) {
       // Ours (e.g. a Put inside the task): the caller becomes a borrower before our own

@@ -70,6 +70,14 @@ struct TaskOutcome {
   std::shared_ptr<void> keep_alive;  // whatever `write` reads from (and the refs inside it)
   // ObjectRefs inside the value; `keep_alive` holds them until the caller has taken them over.
   std::vector<ObjectRefInfo> contained;
+  // A task with spec.num_returns() > 1: one value per return object, in order (then size,
+  // write and contained above are unused); `keep_alive` holds what they read.
+  struct Part {
+    size_t size = 0;
+    std::function<void(char*)> write;
+    std::vector<ObjectRefInfo> contained;
+  };
+  std::vector<Part> parts;
 };
 
 using TaskFunction =
@@ -202,9 +210,10 @@ class CoreWorker {
   void HandleCancelTask(const rpc::CancelTaskRequest& request);
   // Worker mode: hands the references inside a task's result over to its caller (who will hold
   // them with the result): owners of the ones this worker does not own learn the caller
-  // borrows them before this worker lets go. Adds them to `reply`.
+  // borrows them before this worker lets go. Adds them to `reply`, as inside
+  // reply->returns(return_index).
   void HandOverContained(const rpc::TaskSpec& spec, const std::vector<ObjectRefInfo>& contained,
-                         rpc::PushTaskReply* reply);
+                         int return_index, rpc::PushTaskReply* reply);
   void TimerLoop();
   // Worker mode: the executing side's task events: a run of `spec` starts here (the token for
   // TaskEventBuffer::EndRunning; 0 when events are off).

@@ -20,7 +20,7 @@
 
 namespace troupe {
 
-template <typename T, typename F>
+template <typename T, typename F, size_t kNumReturns = 0>
 class ActorTaskCaller;
 
 template <typename T>
@@ -59,14 +59,25 @@ template <typename T>
 struct IsSerializable<ActorHandle<T>> : std::true_type {};
 }  // namespace internal
 
-template <typename T, typename F>
+template <typename T, typename F, size_t kNumReturns>
 class ActorTaskCaller {
  public:
   using Traits = internal::FunctionTraits<F>;
   using Return = std::decay_t<typename Traits::Return>;
 
-  ActorTaskCaller(std::string actor_id, F method)
-      : actor_id_(std::move(actor_id)), method_(method) {}
+  ActorTaskCaller(std::string actor_id, F method, internal::ActorCallOptions options = {})
+      : actor_id_(std::move(actor_id)), method_(method), options_(std::move(options)) {}
+
+  // As TaskCaller::SetNumReturns: a method returning std::tuple<A, B, ...> gives one ObjectRef
+  // per element.
+  template <size_t N>
+  ActorTaskCaller<T, F, N> SetNumReturns() const {
+    static_assert(N >= 1, "troupe: SetNumReturns<N>() needs N >= 1");
+    internal::CheckNumReturns<Return, N>();
+    internal::ActorCallOptions options = options_;
+    options.num_returns = static_cast<int>(N);
+    return ActorTaskCaller<T, F, N>(actor_id_, method_, std::move(options));
+  }
 
   // The name this call shows under in `troupe list tasks`, the dashboard and the timeline
   // (default: the method's registered name, e.g. "&Counter::Add").
@@ -112,8 +123,9 @@ class ActorTaskCaller {
   }
 
   template <typename... A>
-  ObjectRef<Return> Remote(A&&... args) {
+  typename internal::RemoteResult<Return, kNumReturns>::Type Remote(A&&... args) {
     static_assert(Traits::kIsMember, "handle.Task() takes a member function: &Class::Method");
+    internal::CheckNumReturns<Return, kNumReturns>();
     static_assert(std::is_base_of_v<typename Traits::Class, T>,
                   "the method does not belong to this actor's class");
     static_assert(sizeof...(A) == Traits::kArity,
@@ -123,11 +135,9 @@ class ActorTaskCaller {
     const std::string& name = internal::FunctionRegistry::Instance().NameOf(method_);
     auto arguments = internal::MakeArguments<typename Traits::ArgsTuple>(
         std::index_sequence_for<A...>(), std::forward<A>(args)...);
-    internal::RefInfo ref =
+    std::vector<internal::RefInfo> refs =
         runtime->SubmitActorTask(actor_id_, name, std::move(arguments), options_);
-    ObjectRef<Return> result(ref);
-    runtime->RemoveLocalRef(ref.object_id);
-    return result;
+    return internal::WrapReturns<Return, kNumReturns>(runtime, refs);
   }
 
  private:

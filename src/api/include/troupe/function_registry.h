@@ -20,16 +20,28 @@
 namespace troupe {
 namespace internal {
 
-// What running a function produced: the serialized result, and what keeps its bytes alive.
+// What running a function produced: the serialized result (`value`; or, for a call asking for
+// num_returns > 1, `parts`: one per element of the returned std::tuple, each its own object),
+// and what keeps their bytes alive.
 struct InvokeResult {
   SerializedValue value;
+  std::vector<SerializedValue> parts;
   std::shared_ptr<void> keep_alive;
 };
 
-using FunctionInvoker = std::function<InvokeResult(const std::vector<Buffer>& args)>;
+// `num_returns`: how many objects the caller asked for (TaskCaller::SetNumReturns); 1: the
+// whole result as one object.
+using FunctionInvoker =
+    std::function<InvokeResult(const std::vector<Buffer>& args, int num_returns)>;
 // Runs an actor factory (a function returning T*); the instance is owned by the result.
 using CreatorInvoker = std::function<std::shared_ptr<void>(const std::vector<Buffer>& args)>;
-using MethodInvoker = std::function<InvokeResult(void* instance, const std::vector<Buffer>& args)>;
+using MethodInvoker = std::function<InvokeResult(void* instance, const std::vector<Buffer>& args,
+                                                 int num_returns)>;
+
+template <typename T>
+struct IsTuple : std::false_type {};
+template <typename... T>
+struct IsTuple<std::tuple<T...>> : std::true_type {};
 
 template <typename F>
 struct FunctionTraits;
@@ -56,6 +68,9 @@ template <typename R, typename C, typename... Args>
 struct FunctionTraits<R (C::*)(Args...) const> : FunctionTraits<R (C::*)(Args...)> {};
 
 [[noreturn]] void ThrowArityError(size_t expected, size_t got);
+// A call asked for `num_returns` objects from a function whose result is not a std::tuple of
+// that many values (a caller and worker built from different code).
+[[noreturn]] void ThrowNumReturnsError(int num_returns, size_t tuple_size);
 
 template <typename Tuple, size_t... I>
 Tuple DecodeArgs(const std::vector<Buffer>& args, std::index_sequence<I...>) {
@@ -79,16 +94,34 @@ decltype(auto) CallWithDecoded(Call&& call, Tuple& decoded, std::index_sequence<
   return call(PassAs<std::tuple_element_t<I, Params>>(std::get<I>(decoded))...);
 }
 
+template <typename Tuple, size_t... I>
+std::vector<SerializedValue> SerializeElements(const Tuple& value, std::index_sequence<I...>) {
+  std::vector<SerializedValue> parts;
+  parts.reserve(sizeof...(I));
+  (parts.push_back(Serialize(std::get<I>(value))), ...);
+  return parts;
+}
+
 template <typename R, typename Call>
-InvokeResult RunAndSerialize(Call&& call) {
+InvokeResult RunAndSerialize(Call&& call, int num_returns) {
   InvokeResult result;
   if constexpr (std::is_void_v<R>) {
+    if (num_returns > 1) ThrowNumReturnsError(num_returns, 0);
     call();
     result.value = Serialize(msgpack::type::nil_t());
   } else {
-    auto value = std::make_shared<std::decay_t<R>>(call());
-    result.value = Serialize(*value);
+    using Value = std::decay_t<R>;
+    auto value = std::make_shared<Value>(call());
     result.keep_alive = value;
+    if (num_returns <= 1) {
+      result.value = Serialize(*value);
+    } else if constexpr (IsTuple<Value>::value) {
+      constexpr size_t kSize = std::tuple_size_v<Value>;
+      if (static_cast<size_t>(num_returns) != kSize) ThrowNumReturnsError(num_returns, kSize);
+      result.parts = SerializeElements(*value, std::make_index_sequence<kSize>());
+    } else {
+      ThrowNumReturnsError(num_returns, 0);
+    }
   }
   return result;
 }
@@ -96,14 +129,16 @@ InvokeResult RunAndSerialize(Call&& call) {
 template <typename F>
 FunctionInvoker MakeFunctionInvoker(F f) {
   using Traits = FunctionTraits<F>;
-  return [f](const std::vector<Buffer>& args) {
+  return [f](const std::vector<Buffer>& args, int num_returns) {
     if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
     auto decoded =
         DecodeArgs<typename Traits::ArgsTuple>(args, std::make_index_sequence<Traits::kArity>());
-    return RunAndSerialize<typename Traits::Return>([&]() -> decltype(auto) {
-      return CallWithDecoded<typename Traits::Params>(f, decoded,
-                                                      std::make_index_sequence<Traits::kArity>());
-    });
+    return RunAndSerialize<typename Traits::Return>(
+        [&]() -> decltype(auto) {
+          return CallWithDecoded<typename Traits::Params>(
+              f, decoded, std::make_index_sequence<Traits::kArity>());
+        },
+        num_returns);
   };
 }
 
@@ -124,18 +159,20 @@ CreatorInvoker MakeCreatorInvoker(F f) {
 template <typename F>
 MethodInvoker MakeMethodInvoker(F f) {
   using Traits = FunctionTraits<F>;
-  return [f](void* instance, const std::vector<Buffer>& args) {
+  return [f](void* instance, const std::vector<Buffer>& args, int num_returns) {
     if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
     auto decoded =
         DecodeArgs<typename Traits::ArgsTuple>(args, std::make_index_sequence<Traits::kArity>());
     auto* self = static_cast<typename Traits::Class*>(instance);
-    return RunAndSerialize<typename Traits::Return>([&]() -> decltype(auto) {
-      return CallWithDecoded<typename Traits::Params>(
-          [&](auto&&... a) -> decltype(auto) {
-            return (self->*f)(std::forward<decltype(a)>(a)...);
-          },
-          decoded, std::make_index_sequence<Traits::kArity>());
-    });
+    return RunAndSerialize<typename Traits::Return>(
+        [&]() -> decltype(auto) {
+          return CallWithDecoded<typename Traits::Params>(
+              [&](auto&&... a) -> decltype(auto) {
+                return (self->*f)(std::forward<decltype(a)>(a)...);
+              },
+              decoded, std::make_index_sequence<Traits::kArity>());
+        },
+        num_returns);
   };
 }
 

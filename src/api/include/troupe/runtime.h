@@ -64,11 +64,15 @@ struct TaskOptions {
   int max_retries = 3;
   bool retry_exceptions = false;
   SchedulingStrategy strategy;
+  // Objects the call returns: 1, the whole result; N > 1, one per element of the std::tuple
+  // the function returns (TaskCaller::SetNumReturns).
+  int num_returns = 1;
 };
 
 // Options of one actor call (the task options that apply to it; see ActorTaskCaller).
 struct ActorCallOptions {
   std::string name;  // "": the method's registered name
+  int num_returns = 1;  // as TaskOptions::num_returns
 };
 
 // For static_assert in templates that must never be instantiated.
@@ -95,9 +99,11 @@ class Runtime {
  public:
   virtual ~Runtime() = default;
 
-  // Queues a task; returns the reference to its result (owned by this process).
-  virtual RefInfo SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
-                             const TaskOptions& options) = 0;
+  // Queues a task; returns the references to its options.num_returns results (owned by this
+  // process), each with one local reference held for the caller.
+  virtual std::vector<RefInfo> SubmitTask(const std::string& function_name,
+                                          std::vector<TaskArgument> args,
+                                          const TaskOptions& options) = 0;
   // Stores a value of `size` bytes written by `write`; `contained` are the ObjectRefs inside it
   // (kept alive as long as this object is). Throws ObjectStoreFullError.
   virtual RefInfo Put(size_t size, const std::function<void(char*)>& write,
@@ -116,9 +122,11 @@ class Runtime {
   // taken.
   virtual std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                                   const ActorOptions& options) = 0;
-  virtual RefInfo SubmitActorTask(const std::string& actor_id, const std::string& method_name,
-                                  std::vector<TaskArgument> args,
-                                  const ActorCallOptions& options) = 0;
+  // As SubmitTask: options.num_returns references, each with one local reference held.
+  virtual std::vector<RefInfo> SubmitActorTask(const std::string& actor_id,
+                                               const std::string& method_name,
+                                               std::vector<TaskArgument> args,
+                                               const ActorCallOptions& options) = 0;
   virtual void KillActor(const std::string& actor_id, bool no_restart) = 0;
   // The ID of the live actor with that name, or "".
   virtual std::string GetNamedActor(const std::string& name, const std::string& namespace_name) = 0;

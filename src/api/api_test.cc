@@ -69,8 +69,7 @@ class Bag {
 
 TROUPE_REMOTE(Plus, Scale, Midpoint, TROUPE_FUNC(Overloaded, int),
               TROUPE_FUNC(Overloaded, int, int), Ones, Fail, Nothing, SumRefs, AppendAndSum, Mixed,
-              SplitName,
-              Bag::Create, &Bag::Append);
+              SplitName, Bag::Create, &Bag::Append);
 
 using troupe::internal::Buffer;
 using troupe::internal::RefInfo;

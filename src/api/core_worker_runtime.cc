@@ -30,8 +30,7 @@ std::vector<RefInfo> ReturnsOf(const ObjectRefInfo& first, int num_returns) {
   std::vector<RefInfo> refs;
   const TaskId task = first.id.CreatingTaskId();
   for (int i = 0; i < std::max(1, num_returns); ++i) {
-    refs.push_back({ObjectId::FromIndex(task, first.id.Index() + i).Binary(),
-                    first.owner_address});
+    refs.push_back({ObjectId::FromIndex(task, first.id.Index() + i).Binary(), first.owner_address});
   }
   return refs;
 }

@@ -34,8 +34,7 @@ class CoreWorkerRuntime final : public Runtime {
   // The cluster token text (for the benchmark hook's direct connections).
   const std::string& token() const { return token_; }
 
-  std::vector<RefInfo> SubmitTask(const std::string& function_name,
-                                  std::vector<TaskArgument> args,
+  std::vector<RefInfo> SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
                                   const TaskOptions& options) override;
   RefInfo Put(size_t size, const std::function<void(char*)>& write,
               std::vector<RefInfo> contained) override;
@@ -47,8 +46,7 @@ class CoreWorkerRuntime final : public Runtime {
 
   std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                           const ActorOptions& options) override;
-  std::vector<RefInfo> SubmitActorTask(const std::string& actor_id,
-                                       const std::string& method_name,
+  std::vector<RefInfo> SubmitActorTask(const std::string& actor_id, const std::string& method_name,
                                        std::vector<TaskArgument> args,
                                        const ActorCallOptions& options) override;
   void KillActor(const std::string& actor_id, bool no_restart) override;

@@ -44,8 +44,7 @@ class RuntimeGateway final : public Runtime {
   // The open session, or nullptr.
   std::shared_ptr<Runtime> session() const;
 
-  std::vector<RefInfo> SubmitTask(const std::string& function_name,
-                                  std::vector<TaskArgument> args,
+  std::vector<RefInfo> SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
                                   const TaskOptions& options) override;
   RefInfo Put(size_t size, const std::function<void(char*)>& write,
               std::vector<RefInfo> contained) override;
@@ -57,8 +56,7 @@ class RuntimeGateway final : public Runtime {
 
   std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                           const ActorOptions& options) override;
-  std::vector<RefInfo> SubmitActorTask(const std::string& actor_id,
-                                       const std::string& method_name,
+  std::vector<RefInfo> SubmitActorTask(const std::string& actor_id, const std::string& method_name,
                                        std::vector<TaskArgument> args,
                                        const ActorCallOptions& options) override;
   void KillActor(const std::string& actor_id, bool no_restart) override;

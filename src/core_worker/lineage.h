@@ -1,8 +1,8 @@
 // Lineage: the specs of the tasks this process submitted, kept so that an object they returned
 // can be rebuilt by running its task again when every copy of it is lost (its node died).
 //
-// A task's spec is kept while one of its return objects is referenced, and beyond that while a kept spec
-// of another task takes that object as an argument (so a lost result can be rebuilt even when
+// A task's spec is kept while one of its return objects is referenced, and beyond that while a kept
+// spec of another task takes that object as an argument (so a lost result can be rebuilt even when
 // its arguments were freed meanwhile: they are rebuilt first, recursively). Specs are charged
 // by their serialized size against a budget (`max_bytes`); past it the oldest are evicted, and
 // a later loss of their objects fails as unreconstructable, saying so. Objects made by Put and

@@ -18,7 +18,8 @@ ObjectId ReturnIdOf(const rpc::TaskSpec& spec) {
 
 std::vector<ObjectId> ReturnIdsOf(const TaskId& task_id, int num_returns) {
   std::vector<ObjectId> ids;
-  for (int i = 1; i <= std::max(1, num_returns); ++i) ids.push_back(ObjectId::FromIndex(task_id, i));
+  for (int i = 1; i <= std::max(1, num_returns); ++i)
+    ids.push_back(ObjectId::FromIndex(task_id, i));
   return ids;
 }
 

@@ -35,8 +35,8 @@ using FunctionInvoker =
     std::function<InvokeResult(const std::vector<Buffer>& args, int num_returns)>;
 // Runs an actor factory (a function returning T*); the instance is owned by the result.
 using CreatorInvoker = std::function<std::shared_ptr<void>(const std::vector<Buffer>& args)>;
-using MethodInvoker = std::function<InvokeResult(void* instance, const std::vector<Buffer>& args,
-                                                 int num_returns)>;
+using MethodInvoker =
+    std::function<InvokeResult(void* instance, const std::vector<Buffer>& args, int num_returns)>;
 
 template <typename T>
 struct IsTuple : std::false_type {};

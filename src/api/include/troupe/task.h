@@ -108,8 +108,8 @@ typename RemoteResult<R, kNumReturns>::Type WrapReturns(Runtime* runtime,
 template <typename R, size_t kNumReturns>
 typename RemoteResult<R, kNumReturns>::Type WrapReturns(Runtime* runtime,
                                                         const std::vector<RefInfo>& refs) {
-  return WrapReturns<R, kNumReturns>(runtime, refs,
-                                     std::make_index_sequence<kNumReturns == 0 ? 1 : kNumReturns>());
+  return WrapReturns<R, kNumReturns>(
+      runtime, refs, std::make_index_sequence < kNumReturns == 0 ? 1 : kNumReturns > ());
 }
 
 template <typename ArgsTuple, typename... A, size_t... I>
@@ -192,8 +192,7 @@ class TaskCaller {
     const std::string& name = internal::FunctionRegistry::Instance().NameOf(f_);
     auto arguments = internal::MakeArguments<typename Traits::ArgsTuple>(
         std::index_sequence_for<A...>(), std::forward<A>(args)...);
-    std::vector<internal::RefInfo> refs =
-        runtime->SubmitTask(name, std::move(arguments), options_);
+    std::vector<internal::RefInfo> refs = runtime->SubmitTask(name, std::move(arguments), options_);
     return internal::WrapReturns<Return, kNumReturns>(runtime, refs);
   }
 

@@ -1,12 +1,19 @@
-// Multiple returns (SetNumReturns<N>: one ObjectRef per element of a returned std::tuple) on
-// real clusters started by TestCluster: each return is its own object, freed and rebuilt by
-// lineage on its own. This binary is also the worker program: raylets start it in worker mode,
-// where main() hands over to troupe::Init before any test runs.
+// Multiple returns (SetNumReturns<N>: one ObjectRef per element of a returned std::tuple) and
+// streaming generators (StreamWriter / ObjectRefStream) on real clusters started by TestCluster:
+// each return is its own object, freed and rebuilt by lineage on its own; a stream's items are
+// read as they are produced. This binary is also the worker program: raylets start it in worker
+// mode, where main() hands over to troupe::Init before any test runs.
 #include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -71,7 +78,87 @@ class Tally {
   int calls_ = 0;
 };
 
-TROUPE_REMOTE(MakeTwo, Describe, Throws, Tally::Create, &Tally::Add);
+bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// Writes `text` to `path` at once (readers never see a partial file).
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path + ".tmp") << text;
+  rename((path + ".tmp").c_str(), path.c_str());
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  std::getline(in, text);
+  return text;
+}
+
+// Yields 0, then waits (at most 60 s) for the file `gate` that the test creates, then yields
+// 1..n-1.
+void CountAfterGate(troupe::StreamWriter<int>& out, int n, std::string gate) {
+  out.Yield(0);
+  for (int i = 0; i < 6000 && !Exists(gate); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (int i = 1; i < n; ++i) out.Yield(i);
+}
+
+// Yields 0..n-1; after each Yield returns, writes how many have to `count_file`.
+void CountAndRecord(troupe::StreamWriter<int>& out, int n, std::string count_file) {
+  for (int i = 0; i < n; ++i) {
+    out.Yield(i);
+    WriteFile(count_file, std::to_string(i + 1));
+  }
+}
+
+void ThrowAfter(troupe::StreamWriter<std::string>& out, int n) {
+  for (int i = 0; i < n; ++i) out.Yield("item " + std::to_string(i));
+  throw std::runtime_error("generator broke after " + std::to_string(n));
+}
+
+// Yields 1 and 2, writes its pid to `pid_file`, then waits to be killed (at most 60 s).
+void YieldThenHang(troupe::StreamWriter<int>& out, std::string pid_file) {
+  out.Yield(1);
+  out.Yield(2);
+  WriteFile(pid_file, std::to_string(getpid()));
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+}
+
+// Yields large chunks (object store) with seeds seed, seed + 1, ...
+void Chunks(troupe::StreamWriter<Bytes>& out, int n, int64_t size, int seed) {
+  for (int i = 0; i < n; ++i) out.Yield(MakeBytes(size, seed + i));
+}
+
+// Yields forever; once its Yield throws (the stream was cancelled) it writes `stopped_file`.
+void Endless(troupe::StreamWriter<int>& out, std::string stopped_file) {
+  struct OnExit {
+    std::string path;
+    ~OnExit() { WriteFile(path, "stopped"); }
+  } on_exit{stopped_file};
+  for (int i = 0; i < 1000000; ++i) out.Yield(i);
+}
+
+class Lines {
+ public:
+  static Lines* Create(std::string prefix) { return new Lines(std::move(prefix)); }
+  void Emit(troupe::StreamWriter<std::string>& out, int n) {
+    for (int i = 0; i < n; ++i) out.Yield(prefix_ + std::to_string(i));
+  }
+
+ private:
+  explicit Lines(std::string prefix) : prefix_(std::move(prefix)) {}
+  std::string prefix_;
+};
+
+TROUPE_REMOTE(MakeTwo, Describe, Throws, Tally::Create, &Tally::Add, CountAfterGate, CountAndRecord,
+              ThrowAfter, YieldThenHang, Chunks, Endless, Lines::Create, &Lines::Emit);
+
+std::string TempDir() {
+  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/streams-", getpid(), "-",
+                                 std::chrono::steady_clock::now().time_since_epoch().count());
+  mkdir(dir.c_str(), 0755);
+  return dir;
+}
 
 int64_t StoreBytesUsedEverywhere(TestCluster& cluster) {
   int64_t total = 0;
@@ -186,6 +273,116 @@ TEST(ReturnsTest, AReturnIsRebuiltAfterItsSiblingWasFreed) {
   KillNode(cluster, doomed);
   EXPECT_EQ(ChecksumOf(*troupe::Get(kept, std::chrono::seconds(60))),
             ChecksumOf(MakeBytes(1 << 20, 41)));
+}
+
+// Issue 34 item 3, streaming generators: the first item is readable while the generator is
+// still held up by something the test controls (it cannot have finished).
+TEST(StreamsTest, ItemsArriveBeforeTheGeneratorEnds) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  Driver driver(cluster);
+  const std::string gate = TempDir() + "/gate";
+  troupe::ObjectRefStream<int> stream = troupe::Task(CountAfterGate).Remote(3, gate);
+  std::optional<troupe::ObjectRef<int>> first = stream.Next();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(*troupe::Get(*first), 0);
+  // No second item until the gate opens: Next's timeout form gives up, the stream stays usable.
+  EXPECT_THROW(stream.Next(std::chrono::milliseconds(200)), troupe::GetTimeoutError);
+  EXPECT_EQ(stream.NumReady(), 0);
+  WriteFile(gate, "open");
+  std::vector<int> rest;
+  for (troupe::ObjectRef<int> ref : stream) rest.push_back(*troupe::Get(ref));
+  EXPECT_EQ(rest, (std::vector<int>{1, 2}));
+  EXPECT_FALSE(stream.Next().has_value());
+
+  // An actor method can be a generator too.
+  auto lines = troupe::Actor(Lines::Create).Remote(std::string("line "));
+  std::vector<std::string> emitted;
+  for (auto ref : lines.Task(&Lines::Emit).Remote(3)) emitted.push_back(*troupe::Get(ref));
+  EXPECT_EQ(emitted, (std::vector<std::string>{"line 0", "line 1", "line 2"}));
+}
+
+// With a bound of 2 unread items, the generator's third Yield does not return until the reader
+// takes an item: its count of completed yields stays at 2 while item 3 already arrived.
+TEST(StreamsTest, BackpressureHoldsTheProducerUntilTheReaderReads) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=2"}));
+  Driver driver(cluster);
+  const std::string count_file = TempDir() + "/count";
+  auto stream = troupe::Task(CountAndRecord).SetStreamBackpressure(2).Remote(5, count_file);
+  ASSERT_TRUE(WaitUntil([&] { return stream.NumReady() == 3; }, absl::Seconds(30),
+                        "item 3 to arrive (its Yield held)"));
+  EXPECT_EQ(ReadFile(count_file), "2");  // Yield #3 has not returned
+  EXPECT_EQ(*troupe::Get(*stream.Next()), 0);
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(count_file) == "3"; }, absl::Seconds(30),
+                        "the producer to go on once an item was read"));
+  std::vector<int> rest;
+  for (auto ref : stream) rest.push_back(*troupe::Get(ref));
+  EXPECT_EQ(rest, (std::vector<int>{1, 2, 3, 4}));
+}
+
+TEST(StreamsTest, AnExceptionMidStreamIsRaisedAfterTheItemsBeforeIt) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  Driver driver(cluster);
+  auto stream = troupe::Task(ThrowAfter).Remote(3);
+  std::vector<troupe::ObjectRef<std::string>> items;
+  for (int i = 0; i < 3; ++i) items.push_back(*stream.Next());
+  try {
+    stream.Next();
+    FAIL() << "expected TaskError";
+  } catch (const troupe::TaskError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), "generator broke after 3")) << e.what();
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(*troupe::Get(items[i]), "item " + std::to_string(i));
+}
+
+TEST(StreamsTest, AKilledProducerFailsTheStreamAfterItsItems) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  Driver driver(cluster);
+  const std::string pid_file = TempDir() + "/pid";
+  auto stream = troupe::Task(YieldThenHang).SetMaxRetries(0).Remote(pid_file);
+  auto one = stream.Next();
+  auto two = stream.Next();
+  ASSERT_TRUE(WaitUntil([&] { return Exists(pid_file); }, absl::Seconds(30), "the pid file"));
+  ASSERT_EQ(kill(std::stoi(ReadFile(pid_file)), SIGKILL), 0);
+  EXPECT_THROW(stream.Next(std::chrono::seconds(60)), troupe::TaskFailedError);
+  EXPECT_EQ(*troupe::Get(*one), 1);
+  EXPECT_EQ(*troupe::Get(*two), 2);
+}
+
+TEST(StreamsTest, AProducerOnAnotherNodeStreamsObjectStoreItems) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string far,
+                       cluster.AddWorker({"--num-cpus=1", R"(--resources={"far": 1})"}));
+  Driver driver(cluster);
+  constexpr int64_t kSize = 1 << 20;  // in the far node's object store
+  auto stream = troupe::Task(Chunks).SetResources({{"CPU", 1}, {"far", 1}}).Remote(3, kSize, 50);
+  int seed = 50;
+  for (auto ref : stream)
+    EXPECT_EQ(ChecksumOf(*troupe::Get(ref)), ChecksumOf(MakeBytes(kSize, seed++)));
+  EXPECT_EQ(seed, 53);
+}
+
+TEST(StreamsTest, CancellingAStreamStopsTheProducer) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  Driver driver(cluster);
+  const std::string stopped = TempDir() + "/stopped";
+  auto stream = troupe::Task(Endless).SetStreamBackpressure(1).Remote(stopped);
+  EXPECT_EQ(*troupe::Get(*stream.Next()), 0);
+  ASSERT_TRUE(WaitUntil([&] { return stream.NumReady() == 2; }, absl::Seconds(30),
+                        "the producer to be held by backpressure"));
+  troupe::Cancel(stream);
+  // Held in Yield (nothing is read meanwhile), it stops: the cancel reached it there.
+  EXPECT_TRUE(WaitUntil([&] { return Exists(stopped); }, absl::Seconds(30),
+                        "the generator to stop (its Yield threw)"));
+  // The items produced before the cancel come first; then the cancellation.
+  bool cancelled = false;
+  for (int i = 0; i < 10 && !cancelled; ++i) {
+    try {
+      if (!stream.Next(std::chrono::seconds(60))) break;
+    } catch (const troupe::TaskCancelledError&) {
+      cancelled = true;
+    }
+  }
+  EXPECT_TRUE(cancelled);
 }
 
 }  // namespace

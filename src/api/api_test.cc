@@ -139,6 +139,13 @@ class FakeRuntime : public troupe::internal::Runtime {
     last_call_options = options;
     throw troupe::TroupeError("actors need a real cluster");
   }
+  void ReportStreamItem(size_t, const std::function<void(char*)>&, std::vector<RefInfo>) override {
+    throw troupe::TroupeError("streams need a real cluster (tests/returns_test.cc)");
+  }
+  std::optional<RefInfo> NextStreamItem(const RefInfo&, int64_t) override {
+    throw troupe::TroupeError("streams need a real cluster");
+  }
+  int64_t NumUnreadStreamItems(const RefInfo&) override { return 0; }
   void KillActor(const std::string&, bool) override {}
   std::string GetNamedActor(const std::string&, const std::string&) override { return ""; }
   void ExitActor() override {}

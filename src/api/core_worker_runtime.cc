@@ -91,6 +91,8 @@ std::vector<RefInfo> CoreWorkerRuntime::SubmitTask(const std::string& function_n
   submit.placement_group_id = options.placement_group_id;
   submit.bundle_index = options.bundle_index;
   submit.num_returns = options.num_returns;
+  submit.streaming = options.streaming;
+  submit.stream_backpressure = options.stream_backpressure;
   auto ref = core_->SubmitTask(function_name, std::move(specs), submit);
   if (!ref.ok()) ThrowFor(ref.status());
   return ReturnsOf(*ref, options.num_returns);
@@ -167,8 +169,33 @@ std::vector<RefInfo> CoreWorkerRuntime::SubmitActorTask(const std::string& actor
   ActorCallSubmitOptions submit;
   submit.name = options.name;
   submit.num_returns = options.num_returns;
+  submit.streaming = options.streaming;
+  submit.stream_backpressure = options.stream_backpressure;
   return ReturnsOf(core_->SubmitActorTask(*id, method_name, ToArgSpecs(std::move(args)), submit),
                    options.num_returns);
+}
+
+void CoreWorkerRuntime::ReportStreamItem(size_t size, const std::function<void(char*)>& write,
+                                         std::vector<RefInfo> contained) {
+  std::vector<ObjectRefInfo> inner;
+  for (const auto& ref : contained) inner.push_back(ToCore(ref));
+  absl::Status status = core_->ReportStreamItem(size, write, std::move(inner));
+  if (status.code() == absl::StatusCode::kCancelled) {
+    throw TaskCancelledError(std::string(status.message()));
+  }
+  if (!status.ok()) ThrowFor(status);
+}
+
+std::optional<RefInfo> CoreWorkerRuntime::NextStreamItem(const RefInfo& stream,
+                                                         int64_t timeout_ms) {
+  auto item = core_->NextStreamItem(ToCore(stream), DeadlineOf(timeout_ms));
+  if (!item.ok()) ThrowFor(item.status());
+  if (!item->has_value()) return std::nullopt;
+  return ToApi(**item);
+}
+
+int64_t CoreWorkerRuntime::NumUnreadStreamItems(const RefInfo& stream) {
+  return core_->NumUnreadStreamItems(ToCore(stream));
 }
 
 void CoreWorkerRuntime::KillActor(const std::string& actor_id, bool no_restart) {

@@ -122,6 +122,16 @@ std::vector<RefInfo> RuntimeGateway::SubmitActorTask(const std::string& actor_id
                                                      const ActorCallOptions& options) {
   return Call(*this, true)->SubmitActorTask(actor_id, method_name, std::move(args), options);
 }
+void RuntimeGateway::ReportStreamItem(size_t size, const std::function<void(char*)>& write,
+                                      std::vector<RefInfo> contained) {
+  Call(*this, true)->ReportStreamItem(size, write, std::move(contained));
+}
+std::optional<RefInfo> RuntimeGateway::NextStreamItem(const RefInfo& stream, int64_t timeout_ms) {
+  return Call(*this, true)->NextStreamItem(stream, timeout_ms);
+}
+int64_t RuntimeGateway::NumUnreadStreamItems(const RefInfo& stream) {
+  return Call(*this, true)->NumUnreadStreamItems(stream);
+}
 void RuntimeGateway::KillActor(const std::string& actor_id, bool no_restart) {
   Call(*this, true)->KillActor(actor_id, no_restart);
 }

@@ -59,6 +59,10 @@ class RuntimeGateway final : public Runtime {
   std::vector<RefInfo> SubmitActorTask(const std::string& actor_id, const std::string& method_name,
                                        std::vector<TaskArgument> args,
                                        const ActorCallOptions& options) override;
+  void ReportStreamItem(size_t size, const std::function<void(char*)>& write,
+                        std::vector<RefInfo> contained) override;
+  std::optional<RefInfo> NextStreamItem(const RefInfo& stream, int64_t timeout_ms) override;
+  int64_t NumUnreadStreamItems(const RefInfo& stream) override;
   void KillActor(const std::string& actor_id, bool no_restart) override;
   std::string GetNamedActor(const std::string& name, const std::string& ns) override;
   void ExitActor() override;

@@ -95,6 +95,13 @@ class FakeSession : public Runtime {
                                        const troupe::internal::ActorCallOptions&) override {
     throw TroupeError("not in this fake");
   }
+  void ReportStreamItem(size_t, const std::function<void(char*)>&, std::vector<RefInfo>) override {
+    throw troupe::TroupeError("streams need a real cluster (tests/returns_test.cc)");
+  }
+  std::optional<RefInfo> NextStreamItem(const RefInfo&, int64_t) override {
+    throw troupe::TroupeError("streams need a real cluster");
+  }
+  int64_t NumUnreadStreamItems(const RefInfo&) override { return 0; }
   void KillActor(const std::string&, bool) override {}
   std::string GetNamedActor(const std::string&, const std::string&) override { return ""; }
   void ExitActor() override {}

@@ -25,6 +25,8 @@ ObjectId ReturnIdOf(const rpc::TaskSpec& spec) {
 
 }  // namespace
 
+thread_local CoreWorker::RunningStream* CoreWorker::running_stream_ = nullptr;
+
 CoreWorker::CoreWorker(CoreWorkerOptions options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : &real_clock_),
@@ -43,6 +45,7 @@ CoreWorker::CoreWorker(CoreWorkerOptions options)
                              options_.max_inline_bytes},
       &raylets_, &workers_, clock_);
   objects_->memory_store().SetTimedWaiterListener([this] { WakeTimer(); });
+  streams_ = std::make_unique<StreamTracker>(objects_.get());
   executor_ = std::make_unique<TaskExecutor>([this](const rpc::PushTaskRequest& request) {
     rpc::PushTaskReply reply = ExecuteTask(request);
     submission_->ForgetChildren(request.task().task_id());  // for recursive Cancel
@@ -59,7 +62,11 @@ absl::Status CoreWorker::Start() {
   auth_ = std::make_unique<TokenAuthenticator>(*token);
   service_ = std::make_unique<CoreWorkerGrpcService>(
       auth_.get(), options_.is_driver ? nullptr : executor_.get(), objects_.get(),
-      [this](const rpc::CancelTaskRequest& request) { HandleCancelTask(request); });
+      [this](const rpc::CancelTaskRequest& request) { HandleCancelTask(request); },
+      [this](const rpc::ReportStreamItemRequest& request, rpc::ReportStreamItemReply* reply,
+             std::function<void(absl::Status)> done) {
+        streams_->HandleReport(request, reply, std::move(done));
+      });
   int port = 0;
   auto server = StartGrpcServer(options_.node_ip, 0, {service_.get()}, &port);
   if (!server.ok()) return server.status();
@@ -162,7 +169,8 @@ absl::Status CoreWorker::Start() {
                                 [this](const PlacementGroupId& id, absl::Time deadline) {
                                   return WaitPlacementGroup(id, deadline);
                                 },
-                                task_events_.get(), [] { return TaskExecutor::CurrentTaskId(); }},
+                                task_events_.get(), [] { return TaskExecutor::CurrentTaskId(); },
+                                streams_.get()},
       objects_.get(), submitter_.get(), actor_submitter_.get(), gcs_.get(), clock_);
   submission_->SetIdentity(address_, node_id_);
   if (options_.is_driver && options_.cluster_reconnect_timeout > absl::ZeroDuration()) {
@@ -289,6 +297,7 @@ void CoreWorker::Shutdown() {
   if (actor_submitter_) actor_submitter_->Shutdown();
   // Answers every call this worker holds: the gRPC server's shutdown waits for them all.
   executor_->Shutdown();
+  streams_->StopAll();  // producers waiting for this reader are answered (stop)
   objects_->Shutdown();
   if (task_events_) task_events_->Flush();  // after the executor: its last task's end counts
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
@@ -345,6 +354,64 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectRefInfo>& refs, int n
 
 void CoreWorker::Cancel(const ObjectRefInfo& ref, bool force, bool recursive) {
   submission_->Cancel(ref, force, recursive);
+  // A stream's producer waiting for its reader (backpressure) stops at once.
+  if (objects_->references().OwnedByMe(ref)) streams_->Stop(ref.id.CreatingTaskId());
+}
+
+absl::StatusOr<std::optional<ObjectRefInfo>> CoreWorker::NextStreamItem(
+    const ObjectRefInfo& stream, absl::Time deadline) {
+  if (!objects_->references().OwnedByMe(stream)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("stream ", stream.id.Hex(),
+                     " can only be read by the process that started it (its owner at ",
+                     stream.owner_address, ")"));
+  }
+  return streams_->Next(stream.id.CreatingTaskId(), deadline);
+}
+
+int64_t CoreWorker::NumUnreadStreamItems(const ObjectRefInfo& stream) {
+  return streams_->NumUnread(stream.id.CreatingTaskId());
+}
+
+absl::Status CoreWorker::ReportStreamItem(size_t size, const std::function<void(char*)>& write,
+                                          std::vector<ObjectRefInfo> contained) {
+  RunningStream* stream = running_stream_;
+  if (stream == nullptr) {
+    return absl::FailedPreconditionError(
+        "StreamWriter::Yield was called outside the streaming generator it was given to (on "
+        "another thread, or after the generator returned)");
+  }
+  if (TaskExecutor::CurrentTaskCancelled()) {
+    return absl::CancelledError("the stream was cancelled (troupe::Cancel)");
+  }
+  const rpc::TaskSpec& spec = *stream->spec;
+  const int64_t index = stream->next_index + 1;
+  rpc::ReportStreamItemRequest request;
+  request.set_task_id(spec.task_id());
+  request.set_index(index);
+  request.set_worker_address(address_);
+  rpc::ReturnObject* item = request.mutable_item();
+  item->set_object_id(
+      ObjectId::FromIndex(ReturnIdOf(spec).CreatingTaskId(), static_cast<uint32_t>(index + 1))
+          .Binary());
+  item->set_function_name(spec.function_name());
+  item->set_node_id(node_id_.Binary());
+  item->set_pid(getpid());
+  rpc::PushTaskReply handed_over;  // collects the refs inside the item
+  TROUPE_RETURN_IF_ERROR(StoreValue(spec, size, write, contained, 0, item, &handed_over));
+  *request.mutable_contained_refs() = handed_over.return_contained_refs();
+  auto reply = workers_.Get(spec.caller_address())->ReportStreamItem(request);
+  if (!reply.ok()) {
+    return absl::UnavailableError(absl::StrCat("the stream's reader (at ", spec.caller_address(),
+                                               ") did not take item ", index, ": ",
+                                               reply.status().message()));
+  }
+  stream->next_index = index;
+  if (reply->stop()) {
+    return absl::CancelledError(
+        "the stream was cancelled, or its reader let go of it: the generator should stop");
+  }
+  return absl::OkStatus();
 }
 
 void CoreWorker::HandleCancelTask(const rpc::CancelTaskRequest& request) {
@@ -451,30 +518,21 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
   // Stores one return's value: inline in the reply when small, else in this node's store.
   auto store = [&](int index, size_t size, const std::function<void(char*)>& write,
                    const std::vector<ObjectRefInfo>& contained) {
-    rpc::ReturnObject* out = reply.mutable_returns(index);
-    if (static_cast<int64_t>(size) <= options_.max_inline_bytes) {
-      std::string bytes(size, '\0');
-      if (size > 0) write(bytes.data());
-      out->set_inline_value(std::move(bytes));
-      HandOverContained(spec, contained, index, &reply);
-      return true;
-    }
-    // The caller owns the return: the store frees it if the caller goes away holding it.
-    auto stored = objects_->StoreTaskReturn(*ObjectId::FromBinary(out->object_id()), size, write,
-                                            spec.caller_worker_id(), spec.caller_node_id());
+    absl::Status stored =
+        StoreValue(spec, size, write, contained, index, reply.mutable_returns(index), &reply);
     if (!stored.ok()) {
-      fail(stored.status().code() == absl::StatusCode::kResourceExhausted
-               ? "troupe::ObjectStoreFullError"
-               : "troupe::TroupeError",
-           std::string(stored.status().message()));
-      return false;
+      fail(stored.code() == absl::StatusCode::kResourceExhausted ? "troupe::ObjectStoreFullError"
+                                                                 : "troupe::TroupeError",
+           std::string(stored.message()));
     }
-    out->set_in_plasma(true);
-    out->set_raylet_address(stored->raylet_address());
-    out->set_size(stored->size());
-    HandOverContained(spec, contained, index, &reply);
-    return true;
+    return stored.ok();
   };
+  // A streaming generator reports its items from inside `execute` (ReportStreamItem).
+  RunningStream running_stream{&spec};
+  struct StreamScope {
+    explicit StreamScope(RunningStream* stream) { running_stream_ = stream; }
+    ~StreamScope() { running_stream_ = nullptr; }
+  } stream_scope(spec.streaming() ? &running_stream : nullptr);
   const uint64_t execution = BeginExecution(spec);
 
   std::vector<ObjectBuffer> args;
@@ -556,6 +614,28 @@ rpc::PushTaskReply CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request) 
     out->set_owner_address(borrowed.owner_address);
   }
   return reply;
+}
+
+absl::Status CoreWorker::StoreValue(const rpc::TaskSpec& spec, size_t size,
+                                    const std::function<void(char*)>& write,
+                                    const std::vector<ObjectRefInfo>& contained, int return_index,
+                                    rpc::ReturnObject* out, rpc::PushTaskReply* reply) {
+  if (static_cast<int64_t>(size) <= options_.max_inline_bytes) {
+    std::string bytes(size, '\0');
+    if (size > 0) write(bytes.data());
+    out->set_inline_value(std::move(bytes));
+    HandOverContained(spec, contained, return_index, reply);
+    return absl::OkStatus();
+  }
+  // The caller owns the value: the store frees it if the caller goes away holding it.
+  auto stored = objects_->StoreTaskReturn(*ObjectId::FromBinary(out->object_id()), size, write,
+                                          spec.caller_worker_id(), spec.caller_node_id());
+  if (!stored.ok()) return stored.status();
+  out->set_in_plasma(true);
+  out->set_raylet_address(stored->raylet_address());
+  out->set_size(stored->size());
+  HandOverContained(spec, contained, return_index, reply);
+  return absl::OkStatus();
 }
 
 uint64_t CoreWorker::BeginExecution(const rpc::TaskSpec& spec) {

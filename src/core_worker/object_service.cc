@@ -580,7 +580,7 @@ void ObjectService::AskOwner(std::shared_ptr<WaitState> state, size_t index,
   }
 }
 
-void ObjectService::StoreReturns(const rpc::PushTaskReply& reply) {
+void ObjectService::StoreReturns(const rpc::PushTaskReply& reply, bool keep_live_copies) {
   // return_contained_return_index says which return each contained ref is inside (empty: all
   // inside returns[0]).
   const bool indexed =
@@ -603,7 +603,7 @@ void ObjectService::StoreReturns(const rpc::PushTaskReply& reply) {
       references_.SetContainedFromReturn(*id, std::move(contained));
     }
     std::optional<StoredObject> current;
-    if (reply.returns_size() > 1) current = memory_store_.GetIfReady(*id);
+    if (keep_live_copies || reply.returns_size() > 1) current = memory_store_.GetIfReady(*id);
     if (current && current->error == StoredObject::Error::kNone && current->value.in_plasma() &&
         ret.in_plasma() && !ret.is_application_error()) {
       // A run that rebuilt another of the task's returns made this one again while its first

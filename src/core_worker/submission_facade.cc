@@ -98,6 +98,12 @@ absl::StatusOr<ObjectRefInfo> SubmissionFacade::SubmitTask(const std::string& fu
     return absl::InvalidArgumentError(absl::StrCat("task ", function_name, ": num_returns is ",
                                                    options.num_returns, "; it must be at least 1"));
   }
+  if (options.streaming && (options_.streams == nullptr || options.num_returns != 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task ", function_name,
+        ": a streaming generator has one return (its end) and needs a process that reads "
+        "streams"));
+  }
   const TaskId task_id = TaskId::FromRandom();
   const ObjectRefInfo result{ObjectId::FromIndex(task_id, 1), address_};
   for (const ObjectId& id : ReturnIdsOf(task_id, options.num_returns)) {
@@ -107,6 +113,11 @@ absl::StatusOr<ObjectRefInfo> SubmissionFacade::SubmitTask(const std::string& fu
   rpc::TaskSpec spec = BuildTaskSpec(task_id, function_name, std::move(args), &owned_dependencies);
   spec.set_type(rpc::TaskSpec::NORMAL_TASK);
   spec.set_num_returns(options.num_returns);
+  if (options.streaming) {
+    spec.set_streaming(true);
+    spec.set_stream_backpressure(std::max<int64_t>(0, options.stream_backpressure));
+    options_.streams->Register(task_id, spec.stream_backpressure());
+  }
   for (const auto& [name, amount] : options.resources) {
     (*spec.mutable_required_resources())[name] = amount;
   }
@@ -133,7 +144,7 @@ absl::StatusOr<ObjectRefInfo> SubmissionFacade::SubmitTask(const std::string& fu
     spec.mutable_strategy()->set_node_id(bundle->first.Binary());
     spec.mutable_strategy()->set_soft(false);
   }
-  {
+  if (!spec.streaming()) {
     // Kept so the result can be rebuilt if it is lost (and, for that, its owned arguments).
     std::vector<ObjectId> owned_args;
     for (const auto& arg : spec.args()) {
@@ -328,7 +339,23 @@ void SubmissionFacade::RecordSubmission(const rpc::TaskSpec& spec, rpc::TaskEven
   options_.task_events->Record(std::move(event));
 }
 
+void SubmissionFacade::ReleaseLineage(const ObjectId& id) {
+  lineage_.ReleaseObject(id);
+  // A stream's end object: the reader let go of the stream.
+  if (options_.streams != nullptr && id.Index() == 1) options_.streams->Release(id.CreatingTaskId());
+}
+
 void SubmissionFacade::Reconstruct(const ObjectId& id, const std::string& what_happened) {
+  if (options_.streams != nullptr && !objects_->IsPut(id) && options_.streams->IsStreamItem(id)) {
+    objects_->StoreError(
+        id, "", StoredObject::Error::kReconstructionFailed,
+        absl::StrCat("object ", id.Hex(), " (item ", id.Index() - 1,
+                     " of a streaming generator's stream) ", what_happened,
+                     ", and cannot be rebuilt: items of streaming generators are not rebuilt "
+                     "(read them while their node lives, or keep what must survive a node's "
+                     "death with troupe::Put)"));
+    return;
+  }
   // Another return of the same task was lost too and its task runs again already: that run
   // stores every return of the task, this one included.
   if (lineage_.IsBeingRebuilt(id)) return;
@@ -464,6 +491,11 @@ ObjectRefInfo SubmissionFacade::SubmitActorTask(const ActorId& actor_id,
   rpc::TaskSpec spec = BuildTaskSpec(task_id, method_name, std::move(args), nullptr);
   spec.set_type(rpc::TaskSpec::ACTOR_TASK);
   spec.set_num_returns(num_returns);
+  if (options.streaming && options_.streams != nullptr && num_returns == 1) {
+    spec.set_streaming(true);
+    spec.set_stream_backpressure(std::max<int64_t>(0, options.stream_backpressure));
+    options_.streams->Register(task_id, spec.stream_backpressure());
+  }
   spec.set_actor_id(actor_id.Binary());
   spec.set_name(options.name);
   if (!TrackPending(spec)) return result;

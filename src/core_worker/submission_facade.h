@@ -31,6 +31,7 @@
 #include "src/core_worker/actor_task_submitter.h"
 #include "src/core_worker/lineage.h"
 #include "src/core_worker/object_service.h"
+#include "src/core_worker/stream_tracker.h"
 #include "src/core_worker/task_event_buffer.h"
 #include "src/core_worker/task_submitter.h"
 
@@ -53,6 +54,11 @@ struct TaskSubmitOptions {
   int max_retries = 3;
   bool retry_exceptions = false;
   rpc::SchedulingStrategy strategy;
+  // A streaming generator (stream_tracker.h): the caller reads its items as it yields them;
+  // at most stream_backpressure of them wait unread (0: no bound). Its spec is not kept as
+  // lineage: lost items are not rebuilt.
+  bool streaming = false;
+  int64_t stream_backpressure = 0;
   // Return objects (ObjectIds of indices 1..num_returns); more than 1: the function's result is
   // split into that many objects, each owned, freed and rebuilt on its own.
   int num_returns = 1;
@@ -63,6 +69,8 @@ struct TaskSubmitOptions {
 struct ActorCallSubmitOptions {
   std::string name;  // shown in the task state API; "": the method's name
   int num_returns = 1;  // as TaskSubmitOptions::num_returns
+  bool streaming = false;  // as TaskSubmitOptions::streaming
+  int64_t stream_backpressure = 0;
 };
 
 class SubmissionFacade : public ObjectReconstructor {
@@ -80,6 +88,9 @@ class SubmissionFacade : public ObjectReconstructor {
     // The task running on the calling thread (binary TaskId; "" outside a task): the parent of
     // what is submitted, cancelled with it when Cancel is recursive. Null: never a parent.
     std::function<std::string()> current_task;
+    // The streams this process reads (not owned; must outlive this). Null: streaming tasks are
+    // refused.
+    StreamTracker* streams = nullptr;
   };
   // None of the pointers is owned; all must outlive this.
   SubmissionFacade(Options options, ObjectService* objects, TaskSubmitter* tasks,
@@ -136,7 +147,7 @@ class SubmissionFacade : public ObjectReconstructor {
 
   // ObjectReconstructor (called by the ObjectService, any thread).
   void Reconstruct(const ObjectId& id, const std::string& what_happened) override;
-  void ReleaseLineage(const ObjectId& id) override { lineage_.ReleaseObject(id); }
+  void ReleaseLineage(const ObjectId& id) override;
   const Lineage& lineage() const { return lineage_; }
   // Tasks re-run so far to rebuild lost objects (recursive ones included), for cluster metrics.
   int64_t reconstructions() const { return reconstructions_.load(); }

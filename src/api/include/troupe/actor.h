@@ -70,8 +70,19 @@ class ActorTaskCaller {
 
   // As TaskCaller::SetNumReturns: a method returning std::tuple<A, B, ...> gives one ObjectRef
   // per element.
+  // As TaskCaller::SetStreamBackpressure, for a method that is a streaming generator.
+  ActorTaskCaller& SetStreamBackpressure(int64_t n) {
+    static_assert(Traits::kIsGenerator,
+                  "troupe: SetStreamBackpressure applies to streaming generators (methods whose "
+                  "first parameter is troupe::StreamWriter<T>&)");
+    options_.stream_backpressure = n < 0 ? 0 : n;
+    return *this;
+  }
+
   template <size_t N>
   ActorTaskCaller<T, F, N> SetNumReturns() const {
+    static_assert(!Traits::kIsGenerator,
+                  "troupe: a streaming generator gives a stream, not several returns");
     static_assert(N >= 1, "troupe: SetNumReturns<N>() needs N >= 1");
     internal::CheckNumReturns<Return, N>();
     internal::ActorCallOptions options = options_;
@@ -123,7 +134,7 @@ class ActorTaskCaller {
   }
 
   template <typename... A>
-  typename internal::RemoteResult<Return, kNumReturns>::Type Remote(A&&... args) {
+  internal::RemoteReturn<Traits, kNumReturns> Remote(A&&... args) {
     static_assert(Traits::kIsMember, "handle.Task() takes a member function: &Class::Method");
     internal::CheckNumReturns<Return, kNumReturns>();
     static_assert(std::is_base_of_v<typename Traits::Class, T>,
@@ -135,9 +146,11 @@ class ActorTaskCaller {
     const std::string& name = internal::FunctionRegistry::Instance().NameOf(method_);
     auto arguments = internal::MakeArguments<typename Traits::ArgsTuple>(
         std::index_sequence_for<A...>(), std::forward<A>(args)...);
+    internal::ActorCallOptions options = options_;
+    options.streaming = Traits::kIsGenerator;
     std::vector<internal::RefInfo> refs =
-        runtime->SubmitActorTask(actor_id_, name, std::move(arguments), options_);
-    return internal::WrapReturns<Return, kNumReturns>(runtime, refs);
+        runtime->SubmitActorTask(actor_id_, name, std::move(arguments), options);
+    return internal::MakeRemoteReturn<Traits, kNumReturns>(runtime, refs);
   }
 
  private:

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "troupe/serialization.h"
+#include "troupe/stream.h"
 
 namespace troupe {
 namespace internal {
@@ -43,25 +44,35 @@ struct IsTuple : std::false_type {};
 template <typename... T>
 struct IsTuple<std::tuple<T...>> : std::true_type {};
 
-template <typename F>
-struct FunctionTraits;
-// ArgsTuple: the values a call decodes its arguments into (one per parameter, decayed: every
-// parameter gets its own copy, as in Ray); Params: the parameters as declared.
-template <typename R, typename... Args>
-struct FunctionTraits<R (*)(Args...)> {
-  using Return = R;
+// The parameters a caller passes. ArgsTuple: the values a call decodes its arguments into (one
+// per parameter, decayed: every parameter gets its own copy, as in Ray); Params: the parameters
+// as declared. A generator's leading StreamWriter<T>& is the runtime's to give: not among them
+// (kIsGenerator, Yields = T).
+template <typename... Args>
+struct CallSignature {
   using ArgsTuple = std::tuple<std::decay_t<Args>...>;
   using Params = std::tuple<Args...>;
   static constexpr size_t kArity = sizeof...(Args);
+  static constexpr bool kIsGenerator = false;
+  using Yields = void;
+};
+template <typename T, typename... Rest>
+struct CallSignature<StreamWriter<T>&, Rest...> : CallSignature<Rest...> {
+  static constexpr bool kIsGenerator = true;
+  using Yields = T;
+};
+
+template <typename F>
+struct FunctionTraits;
+template <typename R, typename... Args>
+struct FunctionTraits<R (*)(Args...)> : CallSignature<Args...> {
+  using Return = R;
   static constexpr bool kIsMember = false;
 };
 template <typename R, typename C, typename... Args>
-struct FunctionTraits<R (C::*)(Args...)> {
+struct FunctionTraits<R (C::*)(Args...)> : CallSignature<Args...> {
   using Return = R;
   using Class = C;
-  using ArgsTuple = std::tuple<std::decay_t<Args>...>;
-  using Params = std::tuple<Args...>;
-  static constexpr size_t kArity = sizeof...(Args);
   static constexpr bool kIsMember = true;
 };
 template <typename R, typename C, typename... Args>
@@ -126,18 +137,41 @@ InvokeResult RunAndSerialize(Call&& call, int num_returns) {
   return result;
 }
 
+// Calls `call(args...)`, or for a generator `call(writer, args...)` with a fresh StreamWriter
+// (the generator's result is nil: its values went out through the writer).
+template <typename Traits, typename Call>
+InvokeResult InvokeDecoded(Call&& call, const std::vector<Buffer>& args, int num_returns) {
+  if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
+  auto decoded =
+      DecodeArgs<typename Traits::ArgsTuple>(args, std::make_index_sequence<Traits::kArity>());
+  if constexpr (Traits::kIsGenerator) {
+    static_assert(std::is_void_v<typename Traits::Return>,
+                  "troupe: a streaming generator (first parameter StreamWriter<T>&) returns "
+                  "void: it yields its values through the writer");
+    StreamWriter<typename Traits::Yields> writer;
+    return RunAndSerialize<void>(
+        [&] {
+          CallWithDecoded<typename Traits::Params>(
+              [&](auto&&... a) { call(writer, std::forward<decltype(a)>(a)...); }, decoded,
+              std::make_index_sequence<Traits::kArity>());
+        },
+        num_returns);
+  } else {
+    return RunAndSerialize<typename Traits::Return>(
+        [&]() -> decltype(auto) {
+          return CallWithDecoded<typename Traits::Params>(
+              call, decoded, std::make_index_sequence<Traits::kArity>());
+        },
+        num_returns);
+  }
+}
+
 template <typename F>
 FunctionInvoker MakeFunctionInvoker(F f) {
   using Traits = FunctionTraits<F>;
   return [f](const std::vector<Buffer>& args, int num_returns) {
-    if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
-    auto decoded =
-        DecodeArgs<typename Traits::ArgsTuple>(args, std::make_index_sequence<Traits::kArity>());
-    return RunAndSerialize<typename Traits::Return>(
-        [&]() -> decltype(auto) {
-          return CallWithDecoded<typename Traits::Params>(
-              f, decoded, std::make_index_sequence<Traits::kArity>());
-        },
+    return InvokeDecoded<Traits>(
+        [&](auto&&... a) -> decltype(auto) { return f(std::forward<decltype(a)>(a)...); }, args,
         num_returns);
   };
 }
@@ -160,19 +194,10 @@ template <typename F>
 MethodInvoker MakeMethodInvoker(F f) {
   using Traits = FunctionTraits<F>;
   return [f](void* instance, const std::vector<Buffer>& args, int num_returns) {
-    if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
-    auto decoded =
-        DecodeArgs<typename Traits::ArgsTuple>(args, std::make_index_sequence<Traits::kArity>());
     auto* self = static_cast<typename Traits::Class*>(instance);
-    return RunAndSerialize<typename Traits::Return>(
-        [&]() -> decltype(auto) {
-          return CallWithDecoded<typename Traits::Params>(
-              [&](auto&&... a) -> decltype(auto) {
-                return (self->*f)(std::forward<decltype(a)>(a)...);
-              },
-              decoded, std::make_index_sequence<Traits::kArity>());
-        },
-        num_returns);
+    return InvokeDecoded<Traits>(
+        [&](auto&&... a) -> decltype(auto) { return (self->*f)(std::forward<decltype(a)>(a)...); },
+        args, num_returns);
   };
 }
 

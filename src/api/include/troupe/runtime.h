@@ -67,12 +67,17 @@ struct TaskOptions {
   // Objects the call returns: 1, the whole result; N > 1, one per element of the std::tuple
   // the function returns (TaskCaller::SetNumReturns).
   int num_returns = 1;
+  // A streaming generator (troupe/stream.h): its items are reported as it yields them.
+  bool streaming = false;
+  int64_t stream_backpressure = 0;  // the most unread items; 0: no bound
 };
 
 // Options of one actor call (the task options that apply to it; see ActorTaskCaller).
 struct ActorCallOptions {
   std::string name;  // "": the method's registered name
   int num_returns = 1;  // as TaskOptions::num_returns
+  bool streaming = false;  // as TaskOptions::streaming
+  int64_t stream_backpressure = 0;
 };
 
 // For static_assert in templates that must never be instantiated.
@@ -157,6 +162,16 @@ class Runtime {
   virtual RuntimeContext GetRuntimeContext() = 0;
   // troupe::Nodes(): the GCS's node table with each node's last reported free resources.
   virtual std::vector<NodeInfo> Nodes() = 0;
+
+  // Streaming generators (troupe/stream.h). Inside a generator: sends the next item (`size`
+  // bytes written by `write`); blocks while the reader lags by the bound; throws
+  // TaskCancelledError once the stream was cancelled or dropped. The reader: the next item of
+  // the stream whose end object is `stream` (one local reference held for the caller), or
+  // nullopt once the generator ended; GetTimeoutError after timeout_ms (< 0: wait forever).
+  virtual void ReportStreamItem(size_t size, const std::function<void(char*)>& write,
+                                std::vector<RefInfo> contained) = 0;
+  virtual std::optional<RefInfo> NextStreamItem(const RefInfo& stream, int64_t timeout_ms) = 0;
+  virtual int64_t NumUnreadStreamItems(const RefInfo& stream) = 0;
 
   // Reference counting: every live ObjectRef in this process holds one local reference.
   virtual void AddLocalRef(const RefInfo& ref) = 0;

@@ -13,6 +13,7 @@
 #include "troupe/object_ref.h"
 #include "troupe/placement_group.h"
 #include "troupe/runtime.h"
+#include "troupe/stream.h"
 
 namespace troupe {
 
@@ -108,8 +109,30 @@ typename RemoteResult<R, kNumReturns>::Type WrapReturns(Runtime* runtime,
 template <typename R, size_t kNumReturns>
 typename RemoteResult<R, kNumReturns>::Type WrapReturns(Runtime* runtime,
                                                         const std::vector<RefInfo>& refs) {
-  return WrapReturns<R, kNumReturns>(
-      runtime, refs, std::make_index_sequence < kNumReturns == 0 ? 1 : kNumReturns > ());
+  constexpr size_t kCount = kNumReturns == 0 ? 1 : kNumReturns;
+  return WrapReturns<R, kNumReturns>(runtime, refs, std::make_index_sequence<kCount>());
+}
+
+// Remote()'s result for a call of a function with traits `Traits`: a generator's stream, or
+// RemoteResult.
+template <typename Traits, size_t kNumReturns>
+using RemoteReturn =
+    std::conditional_t<Traits::kIsGenerator, ObjectRefStream<typename Traits::Yields>,
+                       typename RemoteResult<std::decay_t<typename Traits::Return>,
+                                             kNumReturns>::Type>;
+
+// Remote()'s result from the references SubmitTask returned (each with one local reference
+// held for us, let go here).
+template <typename Traits, size_t kNumReturns>
+RemoteReturn<Traits, kNumReturns> MakeRemoteReturn(Runtime* runtime,
+                                                   const std::vector<RefInfo>& refs) {
+  if constexpr (Traits::kIsGenerator) {
+    ObjectRefStream<typename Traits::Yields> stream(refs.at(0));
+    runtime->RemoveLocalRef(refs.at(0).object_id);
+    return stream;
+  } else {
+    return WrapReturns<std::decay_t<typename Traits::Return>, kNumReturns>(runtime, refs);
+  }
 }
 
 template <typename ArgsTuple, typename... A, size_t... I>
@@ -137,8 +160,20 @@ class TaskCaller {
   // std::tuple<ObjectRef<A>, ObjectRef<B>, ...> (so `auto [a, b] = ...Remote(...)`), each its
   // own object: freed when its last reference goes, rebuilt on its own when lost. N must be
   // the tuple's size (checked at compile time).
+  // For a streaming generator: at most `n` items produced and not read yet; its Yield blocks
+  // beyond that until the reader catches up. Default 0: no bound (as Ray's default).
+  TaskCaller& SetStreamBackpressure(int64_t n) {
+    static_assert(Traits::kIsGenerator,
+                  "troupe: SetStreamBackpressure applies to streaming generators (functions "
+                  "whose first parameter is troupe::StreamWriter<T>&)");
+    options_.stream_backpressure = n < 0 ? 0 : n;
+    return *this;
+  }
+
   template <size_t N>
   TaskCaller<F, N> SetNumReturns() const {
+    static_assert(!Traits::kIsGenerator,
+                  "troupe: a streaming generator gives a stream, not several returns");
     static_assert(N >= 1, "troupe: SetNumReturns<N>() needs N >= 1");
     internal::CheckNumReturns<Return, N>();
     internal::TaskOptions options = options_;
@@ -182,7 +217,7 @@ class TaskCaller {
   }
 
   template <typename... A>
-  typename internal::RemoteResult<Return, kNumReturns>::Type Remote(A&&... args) {
+  internal::RemoteReturn<Traits, kNumReturns> Remote(A&&... args) {
     static_assert(!Traits::kIsMember, "use an actor handle's Task() for member functions");
     internal::CheckNumReturns<Return, kNumReturns>();
     static_assert(sizeof...(A) == Traits::kArity,
@@ -192,8 +227,10 @@ class TaskCaller {
     const std::string& name = internal::FunctionRegistry::Instance().NameOf(f_);
     auto arguments = internal::MakeArguments<typename Traits::ArgsTuple>(
         std::index_sequence_for<A...>(), std::forward<A>(args)...);
-    std::vector<internal::RefInfo> refs = runtime->SubmitTask(name, std::move(arguments), options_);
-    return internal::WrapReturns<Return, kNumReturns>(runtime, refs);
+    internal::TaskOptions options = options_;
+    options.streaming = Traits::kIsGenerator;
+    std::vector<internal::RefInfo> refs = runtime->SubmitTask(name, std::move(arguments), options);
+    return internal::MakeRemoteReturn<Traits, kNumReturns>(runtime, refs);
   }
 
  private:

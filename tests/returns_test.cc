@@ -361,6 +361,27 @@ TEST(StreamsTest, AProducerOnAnotherNodeStreamsObjectStoreItems) {
   EXPECT_EQ(seed, 53);
 }
 
+// Items are not rebuilt: one whose only copy died with its node fails, saying why.
+TEST(StreamsTest, ALostItemFailsSayingItemsAreNotRebuilt) {
+  ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
+  ASSERT_OK_AND_ASSIGN(std::string far,
+                       cluster.AddWorker({"--num-cpus=1", R"(--resources={"far": 1})"}));
+  Driver driver(cluster);
+  auto stream = troupe::Task(Chunks).SetResources({{"CPU", 1}, {"far", 1}}).Remote(2, 1 << 20, 60);
+  std::vector<troupe::ObjectRef<Bytes>> items;
+  for (auto ref : stream) items.push_back(ref);  // not read: the only copies stay on `far`
+  ASSERT_EQ(items.size(), 2u);
+  KillNode(cluster, far);
+  try {
+    troupe::Get(items[1], std::chrono::seconds(60));
+    FAIL() << "expected ObjectReconstructionFailedError";
+  } catch (const troupe::ObjectReconstructionFailedError& e) {
+    EXPECT_TRUE(absl::StrContains(e.what(), items[1].ID())) << e.what();
+    EXPECT_TRUE(absl::StrContains(e.what(), "items of streaming generators are not rebuilt"))
+        << e.what();
+  }
+}
+
 TEST(StreamsTest, CancellingAStreamStopsTheProducer) {
   ASSERT_OK_AND_ASSIGN(TestCluster cluster, TestCluster::Start({"--num-cpus=1"}));
   Driver driver(cluster);

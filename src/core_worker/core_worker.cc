@@ -358,8 +358,8 @@ void CoreWorker::Cancel(const ObjectRefInfo& ref, bool force, bool recursive) {
   if (objects_->references().OwnedByMe(ref)) streams_->Stop(ref.id.CreatingTaskId());
 }
 
-absl::StatusOr<std::optional<ObjectRefInfo>> CoreWorker::NextStreamItem(
-    const ObjectRefInfo& stream, absl::Time deadline) {
+absl::StatusOr<std::optional<ObjectRefInfo>> CoreWorker::NextStreamItem(const ObjectRefInfo& stream,
+                                                                        absl::Time deadline) {
   if (!objects_->references().OwnedByMe(stream)) {
     return absl::FailedPreconditionError(
         absl::StrCat("stream ", stream.id.Hex(),

@@ -342,7 +342,8 @@ void SubmissionFacade::RecordSubmission(const rpc::TaskSpec& spec, rpc::TaskEven
 void SubmissionFacade::ReleaseLineage(const ObjectId& id) {
   lineage_.ReleaseObject(id);
   // A stream's end object: the reader let go of the stream.
-  if (options_.streams != nullptr && id.Index() == 1) options_.streams->Release(id.CreatingTaskId());
+  if (options_.streams != nullptr && id.Index() == 1)
+    options_.streams->Release(id.CreatingTaskId());
 }
 
 void SubmissionFacade::Reconstruct(const ObjectId& id, const std::string& what_happened) {

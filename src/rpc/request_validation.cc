@@ -178,8 +178,8 @@ absl::Status CheckTaskSpec(absl::string_view field, const rpc::TaskSpec& spec) {
                    absl::StrCat("is ", spec.num_returns(), "; allowed: 0..", L::kMaxRepeated));
   }
   if (spec.stream_backpressure() < 0) {
-    return Invalid(f + ".stream_backpressure",
-                   absl::StrCat("is ", spec.stream_backpressure(), "; allowed: 0 (no bound) or more"));
+    return Invalid(f + ".stream_backpressure", absl::StrCat("is ", spec.stream_backpressure(),
+                                                            "; allowed: 0 (no bound) or more"));
   }
   if (spec.bundle_index() < -1) {
     return Invalid(f + ".bundle_index",

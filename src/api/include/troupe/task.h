@@ -116,10 +116,9 @@ typename RemoteResult<R, kNumReturns>::Type WrapReturns(Runtime* runtime,
 // Remote()'s result for a call of a function with traits `Traits`: a generator's stream, or
 // RemoteResult.
 template <typename Traits, size_t kNumReturns>
-using RemoteReturn =
-    std::conditional_t<Traits::kIsGenerator, ObjectRefStream<typename Traits::Yields>,
-                       typename RemoteResult<std::decay_t<typename Traits::Return>,
-                                             kNumReturns>::Type>;
+using RemoteReturn = std::conditional_t<
+    Traits::kIsGenerator, ObjectRefStream<typename Traits::Yields>,
+    typename RemoteResult<std::decay_t<typename Traits::Return>, kNumReturns>::Type>;
 
 // Remote()'s result from the references SubmitTask returned (each with one local reference
 // held for us, let go here).

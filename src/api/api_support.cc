@@ -92,6 +92,15 @@ void ThrowArityError(size_t expected, size_t got) {
                            std::to_string(got));
 }
 
+void ThrowNumReturnsError(int num_returns, size_t tuple_size) {
+  throw SerializationError("the call asked for " + std::to_string(num_returns) +
+                           " return objects, but the function returns " +
+                           (tuple_size == 0
+                                ? std::string("no std::tuple")
+                                : "a std::tuple of " + std::to_string(tuple_size) + " values") +
+                           " (is the worker running the same build as the caller?)");
+}
+
 void ThrowNotInitialized() {
   throw RuntimeError("Troupe is not initialized: call troupe::Init() first");
 }

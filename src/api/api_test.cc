@@ -4,6 +4,8 @@
 
 #include <functional>
 #include <map>
+#include <tuple>
+#include <type_traits>
 
 #include "gtest/gtest.h"
 
@@ -47,6 +49,11 @@ std::string Mixed(int count, const std::string& prefix, std::vector<int>& seen,
   seen.push_back(count);
   return prefix + std::to_string(seen.size()) + suffix;
 }
+std::tuple<int, std::string> SplitName(std::string name) {
+  const auto space = name.find(' ');
+  return {static_cast<int>(space), name.substr(space + 1)};
+}
+
 class Bag {
  public:
   static Bag* Create(std::vector<int>& seed) {
@@ -63,7 +70,7 @@ class Bag {
 
 TROUPE_REMOTE(Plus, Scale, Midpoint, TROUPE_FUNC(Overloaded, int),
               TROUPE_FUNC(Overloaded, int, int), Ones, Fail, Nothing, SumRefs, AppendAndSum, Mixed,
-              Bag::Create, &Bag::Append);
+              SplitName, Bag::Create, &Bag::Append);
 
 using troupe::internal::Buffer;
 using troupe::internal::RefInfo;
@@ -71,9 +78,9 @@ using troupe::internal::RefInfo;
 // Runs tasks immediately; objects live in a map; counts references.
 class FakeRuntime : public troupe::internal::Runtime {
  public:
-  RefInfo SubmitTask(const std::string& function_name,
-                     std::vector<troupe::internal::TaskArgument> args,
-                     const troupe::internal::TaskOptions& options) override {
+  std::vector<RefInfo> SubmitTask(const std::string& function_name,
+                                  std::vector<troupe::internal::TaskArgument> args,
+                                  const troupe::internal::TaskOptions& options) override {
     last_options = options;
     std::vector<Buffer> buffers;
     for (auto& arg : args) {
@@ -82,15 +89,23 @@ class FakeRuntime : public troupe::internal::Runtime {
     const auto* invoker =
         troupe::internal::FunctionRegistry::Instance().FindFunction(function_name);
     EXPECT_NE(invoker, nullptr) << function_name;
-    RefInfo ref = NewRef();
+    std::vector<RefInfo> refs;
+    for (int i = 0; i < options.num_returns; ++i) refs.push_back(NewRef());
     try {
-      auto result = (*invoker)(buffers);
-      objects[ref.object_id] = Hold(result.value.ToString());
+      auto result = (*invoker)(buffers, options.num_returns);
+      if (options.num_returns == 1) {
+        objects[refs[0].object_id] = Hold(result.value.ToString());
+      } else {
+        EXPECT_EQ(result.parts.size(), refs.size());
+        for (size_t i = 0; i < refs.size(); ++i) {
+          objects[refs[i].object_id] = Hold(result.parts.at(i).ToString());
+        }
+      }
     } catch (const std::exception& e) {
-      errors[ref.object_id] = e.what();
+      for (const auto& ref : refs) errors[ref.object_id] = e.what();
     }
-    AddLocalRef(ref);
-    return ref;
+    for (const auto& ref : refs) AddLocalRef(ref);
+    return refs;
   }
   RefInfo Put(size_t size, const std::function<void(char*)>& write,
               std::vector<RefInfo> contained) override {
@@ -121,12 +136,19 @@ class FakeRuntime : public troupe::internal::Runtime {
                           const troupe::internal::ActorOptions&) override {
     throw troupe::TroupeError("actors need a real cluster (tests/actors_test.cc)");
   }
-  RefInfo SubmitActorTask(const std::string&, const std::string&,
-                          std::vector<troupe::internal::TaskArgument>,
-                          const troupe::internal::ActorCallOptions& options) override {
+  std::vector<RefInfo> SubmitActorTask(const std::string&, const std::string&,
+                                       std::vector<troupe::internal::TaskArgument>,
+                                       const troupe::internal::ActorCallOptions& options) override {
     last_call_options = options;
     throw troupe::TroupeError("actors need a real cluster");
   }
+  void ReportStreamItem(size_t, const std::function<void(char*)>&, std::vector<RefInfo>) override {
+    throw troupe::TroupeError("streams need a real cluster (tests/returns_test.cc)");
+  }
+  std::optional<RefInfo> NextStreamItem(const RefInfo&, int64_t) override {
+    throw troupe::TroupeError("streams need a real cluster");
+  }
+  int64_t NumUnreadStreamItems(const RefInfo&) override { return 0; }
   void KillActor(const std::string&, bool) override {}
   std::string GetNamedActor(const std::string&, const std::string&) override { return ""; }
   void ExitActor() override {}
@@ -338,6 +360,46 @@ TEST_F(ApiTest, KvUsesItsOwnNamespacesAndChecksSizes) {
 
 // Regression (issue 34 item 8): a function taking `T&` did not compile as a remote function.
 // The callee gets its own decoded copy: what it changes never reaches the caller's value.
+// Issue 34 item 3: a function returning std::tuple<A, B> called with SetNumReturns<2>() gives
+// two typed refs, each its own object holding one element; the plain call gives one ref to the
+// whole tuple.
+TEST_F(ApiTest, SetNumReturnsSplitsATupleIntoTypedRefs) {
+  auto [position, rest] =
+      troupe::Task(SplitName).SetNumReturns<2>().Remote(std::string("Ada Lovelace"));
+  static_assert(std::is_same_v<decltype(position), troupe::ObjectRef<int>>);
+  static_assert(std::is_same_v<decltype(rest), troupe::ObjectRef<std::string>>);
+  EXPECT_NE(position.ID(), rest.ID());
+  EXPECT_EQ(runtime_.last_options.num_returns, 2);
+  EXPECT_EQ(*troupe::Get(position), 3);
+  EXPECT_EQ(*troupe::Get(rest), "Lovelace");
+  auto whole = troupe::Task(SplitName).Remote(std::string("Ada Lovelace"));
+  EXPECT_EQ(runtime_.last_options.num_returns, 1);
+  EXPECT_EQ(*troupe::Get(whole), std::make_tuple(3, std::string("Lovelace")));
+  // Every ref holds one reference of its own.
+  EXPECT_EQ(runtime_.refcounts.at(position.info().object_id), 1);
+  EXPECT_EQ(runtime_.refcounts.at(rest.info().object_id), 1);
+}
+
+// A worker asked for a split that the function's result does not have (a caller built from
+// other code): the call fails with a SerializationError saying so, instead of a wrong value.
+TEST_F(ApiTest, AMismatchedNumReturnsFailsTheCallSayingWhy) {
+  const auto* invoker = troupe::internal::FunctionRegistry::Instance().FindFunction("SplitName");
+  ASSERT_NE(invoker, nullptr);
+  auto name = FakeRuntime::Hold(troupe::internal::Serialize(std::string("a b")).ToString());
+  try {
+    (*invoker)({name}, 3);
+    FAIL() << "expected SerializationError";
+  } catch (const troupe::SerializationError& e) {
+    EXPECT_NE(std::string(e.what()).find("asked for 3 return objects"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("std::tuple of 2 values"), std::string::npos) << e.what();
+  }
+  const auto* plus = troupe::internal::FunctionRegistry::Instance().FindFunction("Plus");
+  auto one = FakeRuntime::Hold(troupe::internal::Serialize(1).ToString());
+  EXPECT_THROW((*plus)({one, one}, 2), troupe::SerializationError);
+  EXPECT_EQ((*invoker)({name}, 2).parts.size(), 2u);
+}
+
 TEST_F(ApiTest, NonConstReferenceParametersGetTheirOwnCopy) {
   std::vector<int> values = {1, 2, 3};
   EXPECT_EQ(*troupe::Get(troupe::Task(AppendAndSum).Remote(values, 4)), 10);
@@ -360,7 +422,7 @@ TEST_F(ApiTest, ActorFactoriesAndMethodsTakeNonConstReferences) {
   };
   std::shared_ptr<void> bag = (*create)({encode(std::vector<int>{1})});
   EXPECT_EQ(static_cast<Bag*>(bag.get())->items, (std::vector<int>{1, -1}));
-  auto result = (*append)(bag.get(), {encode(std::vector<int>{5, 6}), encode(7)});
+  auto result = (*append)(bag.get(), {encode(std::vector<int>{5, 6}), encode(7)}, 1);
   auto size = troupe::internal::DecodeObject<size_t>(FakeRuntime::Hold(result.value.ToString()));
   EXPECT_EQ(*size, 5u);
   EXPECT_EQ(static_cast<Bag*>(bag.get())->items, (std::vector<int>{1, -1, 5, 6, 7}));

@@ -3,6 +3,8 @@
 # how to fix it:
 #   - an unserializable argument type: the message names the type and MSGPACK_DEFINE;
 #   - a task-only option on an actor call (resources): the message says they belong to the actor.
+#   - SetNumReturns<N>() with N other than the returned std::tuple's size: the message says what N
+#     must be.
 set -u
 dir="$TEST_SRCDIR/$TEST_WORKSPACE/src/api"
 compile() {  # compile FILE: succeeds if FILE compiled; the compiler's messages in errors.txt
@@ -27,3 +29,12 @@ grep -q "an actor call runs with its actor's resources" "$TEST_TMPDIR/errors.txt
 grep -q "troupe::Actor(Factory).SetResources" "$TEST_TMPDIR/errors.txt" ||
   { echo "FAIL: no fix given for resources on an actor call"; exit 1; }
 echo "PASS: resources on an actor call are refused, saying where they belong"
+
+if compile num_returns_mismatch.cc; then
+  echo "FAIL: SetNumReturns<3>() on a function returning a 2-tuple compiled"
+  exit 1
+fi
+grep -q "N must be the number of elements of the std::tuple the function returns" \
+  "$TEST_TMPDIR/errors.txt" ||
+  { echo "FAIL: no explanation for a wrong SetNumReturns"; cat "$TEST_TMPDIR/errors.txt"; exit 1; }
+echo "PASS: a SetNumReturns count other than the tuple's size is refused, saying what N must be"

@@ -25,6 +25,17 @@ ObjectRefInfo ToCore(const RefInfo& ref) {
 
 RefInfo ToApi(const ObjectRefInfo& ref) { return {ref.id.Binary(), ref.owner_address}; }
 
+// The references to a task's `num_returns` results, given its first (ObjectId index 1; the
+// others follow it: index 2, 3, ...).
+std::vector<RefInfo> ReturnsOf(const ObjectRefInfo& first, int num_returns) {
+  std::vector<RefInfo> refs;
+  const TaskId task = first.id.CreatingTaskId();
+  for (int i = 0; i < std::max(1, num_returns); ++i) {
+    refs.push_back({ObjectId::FromIndex(task, first.id.Index() + i).Binary(), first.owner_address});
+  }
+  return refs;
+}
+
 absl::Time DeadlineOf(int64_t timeout_ms) {
   return timeout_ms < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Milliseconds(timeout_ms);
 }
@@ -91,8 +102,9 @@ std::vector<TaskArgSpec> ToArgSpecs(std::vector<TaskArgument> args) {
 
 }  // namespace
 
-RefInfo CoreWorkerRuntime::SubmitTask(const std::string& function_name,
-                                      std::vector<TaskArgument> args, const TaskOptions& options) {
+std::vector<RefInfo> CoreWorkerRuntime::SubmitTask(const std::string& function_name,
+                                                   std::vector<TaskArgument> args,
+                                                   const TaskOptions& options) {
   std::vector<TaskArgSpec> specs = ToArgSpecs(std::move(args));
   TaskSubmitOptions submit;
   submit.name = options.name;
@@ -105,9 +117,12 @@ RefInfo CoreWorkerRuntime::SubmitTask(const std::string& function_name,
       ToLabelSelector(options.label_selector, options.label_selector_soft);
   submit.placement_group_id = options.placement_group_id;
   submit.bundle_index = options.bundle_index;
+  submit.num_returns = options.num_returns;
+  submit.streaming = options.streaming;
+  submit.stream_backpressure = options.stream_backpressure;
   auto ref = core_->SubmitTask(function_name, std::move(specs), submit);
   if (!ref.ok()) ThrowFor(ref.status());
-  return ToApi(*ref);
+  return ReturnsOf(*ref, options.num_returns);
 }
 
 RefInfo CoreWorkerRuntime::Put(size_t size, const std::function<void(char*)>& write,
@@ -221,16 +236,43 @@ std::string CoreWorkerRuntime::CreateActor(const std::string& factory_name,
   ThrowFor(last);
 }
 
-RefInfo CoreWorkerRuntime::SubmitActorTask(const std::string& actor_id,
-                                           const std::string& method_name,
-                                           std::vector<TaskArgument> args,
-                                           const ActorCallOptions& options) {
+std::vector<RefInfo> CoreWorkerRuntime::SubmitActorTask(const std::string& actor_id,
+                                                        const std::string& method_name,
+                                                        std::vector<TaskArgument> args,
+                                                        const ActorCallOptions& options) {
   auto id = ActorId::FromBinary(actor_id);
   if (!id.ok()) throw TroupeError("not an actor handle: " + std::string(id.status().message()));
   ActorCallSubmitOptions submit;
   submit.name = options.name;
   submit.concurrency_group = options.concurrency_group;
-  return ToApi(core_->SubmitActorTask(*id, method_name, ToArgSpecs(std::move(args)), submit));
+  submit.num_returns = options.num_returns;
+  submit.streaming = options.streaming;
+  submit.stream_backpressure = options.stream_backpressure;
+  return ReturnsOf(core_->SubmitActorTask(*id, method_name, ToArgSpecs(std::move(args)), submit),
+                   options.num_returns);
+}
+
+void CoreWorkerRuntime::ReportStreamItem(size_t size, const std::function<void(char*)>& write,
+                                         std::vector<RefInfo> contained) {
+  std::vector<ObjectRefInfo> inner;
+  for (const auto& ref : contained) inner.push_back(ToCore(ref));
+  absl::Status status = core_->ReportStreamItem(size, write, std::move(inner));
+  if (status.code() == absl::StatusCode::kCancelled) {
+    throw TaskCancelledError(std::string(status.message()));
+  }
+  if (!status.ok()) ThrowFor(status);
+}
+
+std::optional<RefInfo> CoreWorkerRuntime::NextStreamItem(const RefInfo& stream,
+                                                         int64_t timeout_ms) {
+  auto item = core_->NextStreamItem(ToCore(stream), DeadlineOf(timeout_ms));
+  if (!item.ok()) ThrowFor(item.status());
+  if (!item->has_value()) return std::nullopt;
+  return ToApi(**item);
+}
+
+int64_t CoreWorkerRuntime::NumUnreadStreamItems(const RefInfo& stream) {
+  return core_->NumUnreadStreamItems(ToCore(stream));
 }
 
 void CoreWorkerRuntime::KillActor(const std::string& actor_id, bool no_restart) {

@@ -91,8 +91,9 @@ std::shared_ptr<Runtime> RuntimeGateway::session() const {
   return session_;
 }
 
-RefInfo RuntimeGateway::SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
-                                   const TaskOptions& options) {
+std::vector<RefInfo> RuntimeGateway::SubmitTask(const std::string& function_name,
+                                                std::vector<TaskArgument> args,
+                                                const TaskOptions& options) {
   return Call(*this, true)->SubmitTask(function_name, std::move(args), options);
 }
 RefInfo RuntimeGateway::Put(size_t size, const std::function<void(char*)>& write,
@@ -116,10 +117,21 @@ std::string RuntimeGateway::CreateActor(const std::string& factory_name,
                                         const ActorOptions& options) {
   return Call(*this, true)->CreateActor(factory_name, std::move(args), options);
 }
-RefInfo RuntimeGateway::SubmitActorTask(const std::string& actor_id, const std::string& method_name,
-                                        std::vector<TaskArgument> args,
-                                        const ActorCallOptions& options) {
+std::vector<RefInfo> RuntimeGateway::SubmitActorTask(const std::string& actor_id,
+                                                     const std::string& method_name,
+                                                     std::vector<TaskArgument> args,
+                                                     const ActorCallOptions& options) {
   return Call(*this, true)->SubmitActorTask(actor_id, method_name, std::move(args), options);
+}
+void RuntimeGateway::ReportStreamItem(size_t size, const std::function<void(char*)>& write,
+                                      std::vector<RefInfo> contained) {
+  Call(*this, true)->ReportStreamItem(size, write, std::move(contained));
+}
+std::optional<RefInfo> RuntimeGateway::NextStreamItem(const RefInfo& stream, int64_t timeout_ms) {
+  return Call(*this, true)->NextStreamItem(stream, timeout_ms);
+}
+int64_t RuntimeGateway::NumUnreadStreamItems(const RefInfo& stream) {
+  return Call(*this, true)->NumUnreadStreamItems(stream);
 }
 void RuntimeGateway::KillActor(const std::string& actor_id, bool no_restart) {
   Call(*this, true)->KillActor(actor_id, no_restart);

@@ -44,8 +44,8 @@ class RuntimeGateway final : public Runtime {
   // The open session, or nullptr.
   std::shared_ptr<Runtime> session() const;
 
-  RefInfo SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
-                     const TaskOptions& options) override;
+  std::vector<RefInfo> SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
+                                  const TaskOptions& options) override;
   RefInfo Put(size_t size, const std::function<void(char*)>& write,
               std::vector<RefInfo> contained) override;
   std::vector<Buffer> Get(const std::vector<RefInfo>& refs, int64_t timeout_ms) override;
@@ -56,8 +56,13 @@ class RuntimeGateway final : public Runtime {
 
   std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                           const ActorOptions& options) override;
-  RefInfo SubmitActorTask(const std::string& actor_id, const std::string& method_name,
-                          std::vector<TaskArgument> args, const ActorCallOptions& options) override;
+  std::vector<RefInfo> SubmitActorTask(const std::string& actor_id, const std::string& method_name,
+                                       std::vector<TaskArgument> args,
+                                       const ActorCallOptions& options) override;
+  void ReportStreamItem(size_t size, const std::function<void(char*)>& write,
+                        std::vector<RefInfo> contained) override;
+  std::optional<RefInfo> NextStreamItem(const RefInfo& stream, int64_t timeout_ms) override;
+  int64_t NumUnreadStreamItems(const RefInfo& stream) override;
   void KillActor(const std::string& actor_id, bool no_restart) override;
   std::string GetNamedActor(const std::string& name, const std::string& ns) override;
   void ExitActor() override;

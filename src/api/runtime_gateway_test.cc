@@ -82,7 +82,8 @@ class FakeSession : public Runtime {
     --live_refs_;
   }
 
-  RefInfo SubmitTask(const std::string&, std::vector<TaskArgument>, const TaskOptions&) override {
+  std::vector<RefInfo> SubmitTask(const std::string&, std::vector<TaskArgument>,
+                                  const TaskOptions&) override {
     throw TroupeError("not in this fake");
   }
   void Cancel(const RefInfo&, bool, bool) override {}
@@ -91,10 +92,18 @@ class FakeSession : public Runtime {
                           const ActorOptions&) override {
     throw TroupeError("not in this fake");
   }
-  RefInfo SubmitActorTask(const std::string&, const std::string&, std::vector<TaskArgument>,
-                          const troupe::internal::ActorCallOptions&) override {
+  std::vector<RefInfo> SubmitActorTask(const std::string&, const std::string&,
+                                       std::vector<TaskArgument>,
+                                       const troupe::internal::ActorCallOptions&) override {
     throw TroupeError("not in this fake");
   }
+  void ReportStreamItem(size_t, const std::function<void(char*)>&, std::vector<RefInfo>) override {
+    throw troupe::TroupeError("streams need a real cluster (tests/returns_test.cc)");
+  }
+  std::optional<RefInfo> NextStreamItem(const RefInfo&, int64_t) override {
+    throw troupe::TroupeError("streams need a real cluster");
+  }
+  int64_t NumUnreadStreamItems(const RefInfo&) override { return 0; }
   void KillActor(const std::string&, bool) override {}
   std::string GetNamedActor(const std::string&, const std::string&) override { return ""; }
   void ExitActor() override {}

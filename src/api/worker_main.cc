@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -94,7 +95,8 @@ std::shared_ptr<InvokeResult> Invoke(const rpc::TaskSpec& spec, const std::vecto
       if (method == nullptr)
         throw TroupeError("actor method " + name + " is not registered (TROUPE_REMOTE)");
       if (!actor_instance) throw TroupeError("this worker holds no actor");
-      return std::make_shared<InvokeResult>((*method)(actor_instance.get(), args));
+      return std::make_shared<InvokeResult>(
+          (*method)(actor_instance.get(), args, std::max(1, spec.num_returns())));
     }
     default: {
       const auto* invoker = registry.FindFunction(name);
@@ -102,7 +104,7 @@ std::shared_ptr<InvokeResult> Invoke(const rpc::TaskSpec& spec, const std::vecto
         throw TroupeError("function " + name +
                           " is not registered in this executable (TROUPE_REMOTE)");
       }
-      return std::make_shared<InvokeResult>((*invoker)(args));
+      return std::make_shared<InvokeResult>((*invoker)(args, std::max(1, spec.num_returns())));
     }
   }
 }
@@ -110,13 +112,29 @@ std::shared_ptr<InvokeResult> Invoke(const rpc::TaskSpec& spec, const std::vecto
 // The outcome of a finished invocation.
 TaskOutcome OutcomeOf(std::shared_ptr<InvokeResult> result) {
   TaskOutcome outcome;
-  outcome.size = result->value.size();
-  outcome.write = [result](char* out) { result->value.CopyTo(out); };
   // References inside the result: `result` holds them (the returned value keeps its
   // ObjectRefs) until the core worker has handed them over to the caller.
-  for (const auto& inner : result->value.contained_refs) {
-    auto id = ObjectId::FromBinary(inner.object_id);
-    if (id.ok()) outcome.contained.push_back({*id, inner.owner_address});
+  auto contained_of = [](const SerializedValue& value) {
+    std::vector<ObjectRefInfo> contained;
+    for (const auto& inner : value.contained_refs) {
+      auto id = ObjectId::FromBinary(inner.object_id);
+      if (id.ok()) contained.push_back({*id, inner.owner_address});
+    }
+    return contained;
+  };
+  if (result->parts.empty()) {
+    outcome.size = result->value.size();
+    outcome.write = [result](char* out) { result->value.CopyTo(out); };
+    outcome.contained = contained_of(result->value);
+  } else {
+    // One object per element of the returned tuple (spec.num_returns() > 1).
+    for (size_t i = 0; i < result->parts.size(); ++i) {
+      TaskOutcome::Part part;
+      part.size = result->parts[i].size();
+      part.write = [result, i](char* out) { result->parts[i].CopyTo(out); };
+      part.contained = contained_of(result->parts[i]);
+      outcome.parts.push_back(std::move(part));
+    }
   }
   outcome.keep_alive = std::move(result);
   return outcome;

@@ -25,6 +25,8 @@ ObjectId ReturnIdOf(const rpc::TaskSpec& spec) {
 
 }  // namespace
 
+thread_local CoreWorker::RunningStream* CoreWorker::running_stream_ = nullptr;
+
 CoreWorker::CoreWorker(CoreWorkerOptions options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : &real_clock_),
@@ -43,6 +45,7 @@ CoreWorker::CoreWorker(CoreWorkerOptions options)
                              options_.max_inline_bytes},
       &raylets_, &workers_, clock_);
   objects_->memory_store().SetTimedWaiterListener([this] { WakeTimer(); });
+  streams_ = std::make_unique<StreamTracker>(objects_.get());
   executor_ = std::make_unique<TaskExecutor>([this](const rpc::PushTaskRequest& request,
                                                     TaskExecutor::Finish finish) {
     ExecuteTask(request, [this, &request, finish = std::move(finish)](rpc::PushTaskReply reply) {
@@ -62,7 +65,11 @@ absl::Status CoreWorker::Start() {
   auth_ = std::make_unique<TokenAuthenticator>(*token);
   service_ = std::make_unique<CoreWorkerGrpcService>(
       auth_.get(), options_.is_driver ? nullptr : executor_.get(), objects_.get(),
-      [this](const rpc::CancelTaskRequest& request) { HandleCancelTask(request); });
+      [this](const rpc::CancelTaskRequest& request) { HandleCancelTask(request); },
+      [this](const rpc::ReportStreamItemRequest& request, rpc::ReportStreamItemReply* reply,
+             std::function<void(absl::Status)> done) {
+        streams_->HandleReport(request, reply, std::move(done));
+      });
   int port = 0;
   auto server = StartGrpcServer(options_.node_ip, 0, {service_.get()}, &port);
   if (!server.ok()) return server.status();
@@ -165,7 +172,8 @@ absl::Status CoreWorker::Start() {
                                 [this](const PlacementGroupId& id, absl::Time deadline) {
                                   return WaitPlacementGroup(id, deadline);
                                 },
-                                task_events_.get(), [] { return TaskExecutor::CurrentTaskId(); }},
+                                task_events_.get(), [] { return TaskExecutor::CurrentTaskId(); },
+                                streams_.get()},
       objects_.get(), submitter_.get(), actor_submitter_.get(), gcs_.get(), clock_);
   submission_->SetIdentity(address_, node_id_);
   if (options_.is_driver && options_.cluster_reconnect_timeout > absl::ZeroDuration()) {
@@ -303,6 +311,7 @@ void CoreWorker::Shutdown() {
   if (actor_submitter_) actor_submitter_->Shutdown();
   // Answers every call this worker holds: the gRPC server's shutdown waits for them all.
   executor_->Shutdown();
+  streams_->StopAll();  // producers waiting for this reader are answered (stop)
   objects_->Shutdown();
   if (task_events_) task_events_->Flush();  // after the executor: its last task's end counts
   server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
@@ -359,6 +368,64 @@ std::vector<bool> CoreWorker::Wait(const std::vector<ObjectRefInfo>& refs, int n
 
 void CoreWorker::Cancel(const ObjectRefInfo& ref, bool force, bool recursive) {
   submission_->Cancel(ref, force, recursive);
+  // A stream's producer waiting for its reader (backpressure) stops at once.
+  if (objects_->references().OwnedByMe(ref)) streams_->Stop(ref.id.CreatingTaskId());
+}
+
+absl::StatusOr<std::optional<ObjectRefInfo>> CoreWorker::NextStreamItem(const ObjectRefInfo& stream,
+                                                                        absl::Time deadline) {
+  if (!objects_->references().OwnedByMe(stream)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("stream ", stream.id.Hex(),
+                     " can only be read by the process that started it (its owner at ",
+                     stream.owner_address, ")"));
+  }
+  return streams_->Next(stream.id.CreatingTaskId(), deadline);
+}
+
+int64_t CoreWorker::NumUnreadStreamItems(const ObjectRefInfo& stream) {
+  return streams_->NumUnread(stream.id.CreatingTaskId());
+}
+
+absl::Status CoreWorker::ReportStreamItem(size_t size, const std::function<void(char*)>& write,
+                                          std::vector<ObjectRefInfo> contained) {
+  RunningStream* stream = running_stream_;
+  if (stream == nullptr) {
+    return absl::FailedPreconditionError(
+        "StreamWriter::Yield was called outside the streaming generator it was given to (on "
+        "another thread, or after the generator returned)");
+  }
+  if (TaskExecutor::CurrentTaskCancelled()) {
+    return absl::CancelledError("the stream was cancelled (troupe::Cancel)");
+  }
+  const rpc::TaskSpec& spec = *stream->spec;
+  const int64_t index = stream->next_index + 1;
+  rpc::ReportStreamItemRequest request;
+  request.set_task_id(spec.task_id());
+  request.set_index(index);
+  request.set_worker_address(address_);
+  rpc::ReturnObject* item = request.mutable_item();
+  item->set_object_id(
+      ObjectId::FromIndex(ReturnIdOf(spec).CreatingTaskId(), static_cast<uint32_t>(index + 1))
+          .Binary());
+  item->set_function_name(spec.function_name());
+  item->set_node_id(node_id_.Binary());
+  item->set_pid(getpid());
+  rpc::PushTaskReply handed_over;  // collects the refs inside the item
+  TROUPE_RETURN_IF_ERROR(StoreValue(spec, size, write, contained, 0, item, &handed_over));
+  *request.mutable_contained_refs() = handed_over.return_contained_refs();
+  auto reply = workers_.Get(spec.caller_address())->ReportStreamItem(request);
+  if (!reply.ok()) {
+    return absl::UnavailableError(absl::StrCat("the stream's reader (at ", spec.caller_address(),
+                                               ") did not take item ", index, ": ",
+                                               reply.status().message()));
+  }
+  stream->next_index = index;
+  if (reply->stop()) {
+    return absl::CancelledError(
+        "the stream was cancelled, or its reader let go of it: the generator should stop");
+  }
+  return absl::OkStatus();
 }
 
 void CoreWorker::HandleCancelTask(const rpc::CancelTaskRequest& request) {
@@ -443,11 +510,15 @@ void CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request, TaskExecutor::
   const rpc::TaskSpec& spec = request.task();
   rpc::PushTaskReply reply;
   reply.set_worker_address(address_);
-  rpc::ReturnObject* ret = reply.add_returns();
-  ret->set_object_id(ReturnIdOf(spec).Binary());
-  ret->set_function_name(spec.function_name());
-  ret->set_node_id(node_id_.Binary());
-  ret->set_pid(getpid());
+  // One return object per spec.num_returns() (ObjectId indices 1..n); a failure fails them all.
+  const TaskId task_id = ReturnIdOf(spec).CreatingTaskId();
+  for (int i = 0; i < std::max(1, spec.num_returns()); ++i) {
+    rpc::ReturnObject* out = reply.add_returns();
+    out->set_object_id(ObjectId::FromIndex(task_id, i + 1).Binary());
+    out->set_function_name(spec.function_name());
+    out->set_node_id(node_id_.Binary());
+    out->set_pid(getpid());
+  }
   const uint64_t execution = BeginExecution(spec);
   // The outcome of a task that does not run (its caller learns why; the log does not).
   auto refuse = [&](const std::string& type, const std::string& message) {
@@ -497,7 +568,17 @@ void CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request, TaskExecutor::
     }
     args.push_back((*results)[0].buffer);
   }
-  TaskOutcome outcome = options_.execute(spec, args);
+  TaskOutcome outcome;
+  {
+    // A streaming generator reports its items from inside `execute` (ReportStreamItem); it is
+    // never an async method, so it never leaves a pending outcome.
+    RunningStream running_stream{&spec};
+    struct StreamScope {
+      explicit StreamScope(RunningStream* stream) { running_stream_ = stream; }
+      ~StreamScope() { running_stream_ = nullptr; }
+    } stream_scope(spec.streaming() ? &running_stream : nullptr);
+    outcome = options_.execute(spec, args);
+  }
   args.clear();
   if (outcome.pending) {
     // An async actor call waits for something: the rest runs when it finishes, on its loop.
@@ -517,42 +598,51 @@ rpc::PushTaskReply CoreWorker::CompleteTask(const rpc::TaskSpec& spec, bool ran,
                                             TaskOutcome outcome, rpc::PushTaskReply reply,
                                             uint64_t execution,
                                             const std::vector<ObjectRefInfo>& held) {
+  const int num_returns = std::max(1, spec.num_returns());
   rpc::ReturnObject* ret = reply.mutable_returns(0);
   auto fail = [&](const std::string& type, const std::string& message) {
-    ret->set_is_application_error(true);
-    ret->set_exception_type(type);
-    ret->set_error_message(message);
+    for (rpc::ReturnObject& out : *reply.mutable_returns()) {
+      out.set_is_application_error(true);
+      out.set_exception_type(type);
+      out.set_error_message(message);
+      out.clear_inline_value();  // a copy already stored stays listed: the owner frees it
+    }
+  };
+  // Stores one return's value: inline in the reply when small, else in this node's store.
+  auto store = [&](int index, size_t size, const std::function<void(char*)>& write,
+                   const std::vector<ObjectRefInfo>& contained) {
+    absl::Status stored =
+        StoreValue(spec, size, write, contained, index, reply.mutable_returns(index), &reply);
+    if (!stored.ok()) {
+      fail(stored.code() == absl::StatusCode::kResourceExhausted ? "troupe::ObjectStoreFullError"
+                                                                 : "troupe::TroupeError",
+           std::string(stored.message()));
+    }
+    return stored.ok();
   };
   if (outcome.threw && !ran) {
     fail(outcome.exception_type, outcome.exception_message);
   } else if (outcome.threw) {
     fail(outcome.exception_type, outcome.exception_message);
-    ret->set_remote_stack(outcome.exception_stack);
+    for (rpc::ReturnObject& out : *reply.mutable_returns()) {
+      out.set_remote_stack(outcome.exception_stack);
+    }
     // The worker's log (shown by the driver, `troupe logs`) has it too.
     std::fprintf(stderr, "task %s threw %s: %s\n%s", spec.function_name().c_str(),
                  outcome.exception_type.c_str(), outcome.exception_message.c_str(),
                  outcome.exception_stack.empty()
                      ? ""
                      : ("remote stack (the throw first):\n" + outcome.exception_stack).c_str());
-  } else if (static_cast<int64_t>(outcome.size) <= options_.max_inline_bytes) {
-    std::string bytes(outcome.size, '\0');
-    if (outcome.size > 0) outcome.write(bytes.data());
-    ret->set_inline_value(std::move(bytes));
-    HandOverContained(spec, outcome.contained, &reply);
+  } else if (num_returns == 1) {
+    store(0, outcome.size, outcome.write, outcome.contained);
+  } else if (outcome.parts.size() != static_cast<size_t>(num_returns)) {
+    fail("troupe::TroupeError",
+         absl::StrCat("the call asked for ", num_returns, " return objects and task ",
+                      spec.function_name(), " produced ", outcome.parts.size()));
   } else {
-    // The caller owns the return: the store frees it if the caller goes away holding it.
-    auto stored = objects_->StoreTaskReturn(ReturnIdOf(spec), outcome.size, outcome.write,
-                                            spec.caller_worker_id(), spec.caller_node_id());
-    if (stored.ok()) {
-      ret->set_in_plasma(true);
-      ret->set_raylet_address(stored->raylet_address());
-      ret->set_size(stored->size());
-      HandOverContained(spec, outcome.contained, &reply);
-    } else {
-      fail(stored.status().code() == absl::StatusCode::kResourceExhausted
-               ? "troupe::ObjectStoreFullError"
-               : "troupe::TroupeError",
-           std::string(stored.status().message()));
+    for (int i = 0; i < num_returns; ++i) {
+      const TaskOutcome::Part& part = outcome.parts[i];
+      if (!store(i, part.size, part.write, part.contained)) break;
     }
   }
   if (ret->is_application_error() && ProcessIsExiting(parent_pid_)) {
@@ -583,6 +673,28 @@ rpc::PushTaskReply CoreWorker::CompleteTask(const rpc::TaskSpec& spec, bool ran,
   return reply;
 }
 
+absl::Status CoreWorker::StoreValue(const rpc::TaskSpec& spec, size_t size,
+                                    const std::function<void(char*)>& write,
+                                    const std::vector<ObjectRefInfo>& contained, int return_index,
+                                    rpc::ReturnObject* out, rpc::PushTaskReply* reply) {
+  if (static_cast<int64_t>(size) <= options_.max_inline_bytes) {
+    std::string bytes(size, '\0');
+    if (size > 0) write(bytes.data());
+    out->set_inline_value(std::move(bytes));
+    HandOverContained(spec, contained, return_index, reply);
+    return absl::OkStatus();
+  }
+  // The caller owns the value: the store frees it if the caller goes away holding it.
+  auto stored = objects_->StoreTaskReturn(*ObjectId::FromBinary(out->object_id()), size, write,
+                                          spec.caller_worker_id(), spec.caller_node_id());
+  if (!stored.ok()) return stored.status();
+  out->set_in_plasma(true);
+  out->set_raylet_address(stored->raylet_address());
+  out->set_size(stored->size());
+  HandOverContained(spec, contained, return_index, reply);
+  return absl::OkStatus();
+}
+
 uint64_t CoreWorker::BeginExecution(const rpc::TaskSpec& spec) {
   if (!task_events_) return 0;
   TaskStateEvent event = TaskStateEventOf(spec);
@@ -594,13 +706,14 @@ uint64_t CoreWorker::BeginExecution(const rpc::TaskSpec& spec) {
 }
 
 void CoreWorker::HandOverContained(const rpc::TaskSpec& spec,
-                                   const std::vector<ObjectRefInfo>& contained,
+                                   const std::vector<ObjectRefInfo>& contained, int return_index,
                                    rpc::PushTaskReply* reply) {
   const std::string& caller = spec.caller_address();
   for (const auto& inner : contained) {
     rpc::BorrowedRef* out = reply->add_return_contained_refs();
     out->set_object_id(inner.id.Binary());
     out->set_owner_address(inner.owner_address);
+    if (spec.num_returns() > 1) reply->add_return_contained_return_index(return_index);
     if (inner.owner_address == caller || caller.empty()) continue;  // the caller owns it
     if (objects_->references().OwnedByMe(inner)) {
       // Ours (e.g. a Put inside the task): the caller becomes a borrower before our own

@@ -40,6 +40,7 @@
 #include "src/core_worker/node_death_watcher.h"
 #include "src/core_worker/object_service.h"
 #include "src/core_worker/periodic_jobs.h"
+#include "src/core_worker/stream_tracker.h"
 #include "src/core_worker/submission_facade.h"
 #include "src/core_worker/task_event_buffer.h"
 #include "src/core_worker/task_executor.h"
@@ -75,6 +76,14 @@ struct TaskOutcome {
   // once, on the thread that ran the task, with what to call with the final outcome (exactly
   // once, on the actor's event loop thread; that one is never pending).
   std::function<void(std::function<void(TaskOutcome)>)> pending;
+  // A task with spec.num_returns() > 1: one value per return object, in order (then size,
+  // write and contained above are unused); `keep_alive` holds what they read.
+  struct Part {
+    size_t size = 0;
+    std::function<void(char*)> write;
+    std::vector<ObjectRefInfo> contained;
+  };
+  std::vector<Part> parts;
 };
 
 using TaskFunction =
@@ -149,6 +158,18 @@ class CoreWorker {
                          absl::Time deadline);
   // See SubmissionFacade::Cancel and docs/api.md, "Cancellation".
   void Cancel(const ObjectRefInfo& ref, bool force, bool recursive = true);
+  // Streaming generators (stream_tracker.h). The reader (the stream's owner): the next item of
+  // the stream whose end object is `stream`, nullopt once it ended (read the end object for
+  // how), DeadlineExceeded at `deadline`; FailedPrecondition in a process that does not own it.
+  absl::StatusOr<std::optional<ObjectRefInfo>> NextStreamItem(const ObjectRefInfo& stream,
+                                                              absl::Time deadline);
+  int64_t NumUnreadStreamItems(const ObjectRefInfo& stream);
+  // Inside a streaming generator (on the thread running it): stores the next item and reports
+  // it to the reader, waiting while the reader lags by the bound. Cancelled once the stream was
+  // cancelled or dropped (the generator should stop); Unavailable if the reader is gone;
+  // FailedPrecondition outside a generator.
+  absl::Status ReportStreamItem(size_t size, const std::function<void(char*)>& write,
+                                std::vector<ObjectRefInfo> contained);
   // Inside a task or actor call (on the thread running it): whether its owner cancelled it.
   // False on any other thread.
   static bool IsCurrentTaskCancelled() { return TaskExecutor::CurrentTaskCancelled(); }
@@ -234,9 +255,24 @@ class CoreWorker {
   void HandleCancelTask(const rpc::CancelTaskRequest& request);
   // Worker mode: hands the references inside a task's result over to its caller (who will hold
   // them with the result): owners of the ones this worker does not own learn the caller
-  // borrows them before this worker lets go. Adds them to `reply`.
+  // borrows them before this worker lets go. Adds them to `reply`, as inside
+  // reply->returns(return_index).
   void HandOverContained(const rpc::TaskSpec& spec, const std::vector<ObjectRefInfo>& contained,
-                         rpc::PushTaskReply* reply);
+                         int return_index, rpc::PushTaskReply* reply);
+  // Worker mode: stores a value `spec` produced as object out->object_id(): inline in `out` when
+  // small, else in this node's store (ResourceExhausted when full); hands the refs inside it to
+  // the caller (HandOverContained, into `reply`).
+  absl::Status StoreValue(const rpc::TaskSpec& spec, size_t size,
+                          const std::function<void(char*)>& write,
+                          const std::vector<ObjectRefInfo>& contained, int return_index,
+                          rpc::ReturnObject* out, rpc::PushTaskReply* reply);
+  // The streaming generator running on this thread (ExecuteTask), if any: its spec and the
+  // items it reported.
+  struct RunningStream {
+    const rpc::TaskSpec* spec;
+    int64_t next_index = 0;
+  };
+  static thread_local RunningStream* running_stream_;
   void TimerLoop();
   // Worker mode: the executing side's task events: a run of `spec` starts here (the token for
   // TaskEventBuffer::EndRunning; 0 when events are off).
@@ -265,6 +301,7 @@ class CoreWorker {
   std::unique_ptr<GcsClient> background_gcs_;
   std::unique_ptr<GrpcActorDirectory> actor_directory_;
   std::unique_ptr<ObjectService> objects_;
+  std::unique_ptr<StreamTracker> streams_;  // the streams this process reads
   std::unique_ptr<TaskExecutor> executor_;
   std::unique_ptr<TaskSubmitter> submitter_;
   std::unique_ptr<ActorTaskSubmitter> actor_submitter_;

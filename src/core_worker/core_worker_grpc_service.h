@@ -131,10 +131,20 @@ class CoreWorkerGrpcService : public rpc::CoreWorkerService::CallbackService {
   // `executor` is null in a driver (it executes no pushed tasks). `cancel_task` handles
   // CancelTask (the core worker: the executor, and the task's children when recursive); null:
   // CancelTask does nothing.
+  // `report_stream_item` handles ReportStreamItem (the StreamTracker; it may answer later);
+  // null: refused (UNIMPLEMENTED).
   using CancelTaskHandler = std::function<void(const rpc::CancelTaskRequest&)>;
+  using StreamItemHandler =
+      std::function<void(const rpc::ReportStreamItemRequest&, rpc::ReportStreamItemReply*,
+                         std::function<void(absl::Status)> done)>;
   CoreWorkerGrpcService(const TokenAuthenticator* auth, TaskExecutor* executor,
-                        ObjectService* objects, CancelTaskHandler cancel_task = nullptr)
-      : auth_(auth), executor_(executor), objects_(objects), cancel_task_(std::move(cancel_task)) {}
+                        ObjectService* objects, CancelTaskHandler cancel_task = nullptr,
+                        StreamItemHandler report_stream_item = nullptr)
+      : auth_(auth),
+        executor_(executor),
+        objects_(objects),
+        cancel_task_(std::move(cancel_task)),
+        report_stream_item_(std::move(report_stream_item)) {}
 
   grpc::ServerUnaryReactor* PushTask(grpc::CallbackServerContext* context,
                                      const rpc::PushTaskRequest* request,
@@ -222,6 +232,18 @@ class CoreWorkerGrpcService : public rpc::CoreWorkerService::CallbackService {
     });
   }
 
+  grpc::ServerUnaryReactor* ReportStreamItem(grpc::CallbackServerContext* context,
+                                             const rpc::ReportStreamItemRequest* request,
+                                             rpc::ReportStreamItemReply* reply) override {
+    return RespondAsync(context, *auth_, [&](auto done) {
+      if (absl::Status valid = ValidateRequest(*request); !valid.ok()) return done(valid);
+      if (!report_stream_item_) {
+        return done(absl::UnimplementedError("this process reads no streams"));
+      }
+      report_stream_item_(*request, reply, std::move(done));
+    });
+  }
+
   grpc::ServerUnaryReactor* Exit(grpc::CallbackServerContext* context, const rpc::ExitRequest*,
                                  rpc::ExitReply* reply) override {
     return Respond(context, *auth_, [&] {
@@ -236,6 +258,7 @@ class CoreWorkerGrpcService : public rpc::CoreWorkerService::CallbackService {
   TaskExecutor* executor_;
   ObjectService* objects_;
   CancelTaskHandler cancel_task_;
+  StreamItemHandler report_stream_item_;
 };
 
 }  // namespace troupe

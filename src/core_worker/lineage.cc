@@ -17,6 +17,7 @@ void Lineage::Record(const rpc::TaskSpec& spec, const std::vector<ObjectId>& own
   Entry& entry = entries_[*task];
   spec.SerializeToString(&entry.spec);
   entry.attempt = spec.attempt();
+  entry.referenced_returns = std::max(1, spec.num_returns());
   entry.owned_args = owned_args;
   for (const ObjectId& arg : owned_args) {
     if (auto it = entries_.find(arg.CreatingTaskId()); it != entries_.end()) {
@@ -42,14 +43,16 @@ void Lineage::ReleaseObject(const ObjectId& id) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(id.CreatingTaskId());
   if (it == entries_.end()) return;
-  it->second.object_referenced = false;
+  if (it->second.referenced_returns > 0) it->second.referenced_returns--;
   MaybeDropLocked(id.CreatingTaskId());
 }
 
 void Lineage::MaybeDropLocked(const TaskId& task) {
   auto it = entries_.find(task);
   if (it == entries_.end()) return;
-  if (it->second.object_referenced || it->second.dependents > 0 || it->second.rebuilding) return;
+  if (it->second.referenced_returns > 0 || it->second.dependents > 0 || it->second.rebuilding) {
+    return;
+  }
   DropLocked(task, /*evicted=*/false);
 }
 

@@ -1,8 +1,8 @@
 // Lineage: the specs of the tasks this process submitted, kept so that an object they returned
 // can be rebuilt by running its task again when every copy of it is lost (its node died).
 //
-// A task's spec is kept while its return object is referenced, and beyond that while a kept spec
-// of another task takes that object as an argument (so a lost result can be rebuilt even when
+// A task's spec is kept while one of its return objects is referenced, and beyond that while a kept
+// spec of another task takes that object as an argument (so a lost result can be rebuilt even when
 // its arguments were freed meanwhile: they are rebuilt first, recursively). Specs are charged
 // by their serialized size against a budget (`max_bytes`); past it the oldest are evicted, and
 // a later loss of their objects fails as unreconstructable, saying so. Objects made by Put and
@@ -50,7 +50,8 @@ class Lineage {
   // The task's run finished (reply or failure): `spec` carries the attempt it ended at. Clears
   // the "being rebuilt" mark.
   void Finished(const rpc::TaskSpec& spec);
-  // Nothing references `id` any more: its spec goes unless a kept spec depends on it.
+  // Nothing references `id` any more: once no return of its task is referenced, its spec goes
+  // unless a kept spec depends on it.
   void ReleaseObject(const ObjectId& id);
 
   // Every copy of `id` is gone. `is_put`: it was made by Put. `what_happened` completes the
@@ -71,7 +72,7 @@ class Lineage {
     std::string spec;
     int32_t attempt = 0;  // the latest attempt (the serialized spec's may be older)
     std::vector<ObjectId> owned_args;
-    bool object_referenced = true;
+    int referenced_returns = 1;  // its return objects not freed yet (spec.num_returns())
     int dependents = 0;  // kept specs taking this task's return as an argument
     bool rebuilding = false;
   };

@@ -43,6 +43,25 @@ TEST(LineageTest, RetriesAreSharedWithWorkerDeathsAndRunOut) {
   EXPECT_TRUE(absl::StrContains(plan.message, "max_retries is 1")) << plan.message;
 }
 
+// Issue 34 item 3: a task with several returns keeps its spec while any of them is referenced,
+// so freeing one does not make the others unrebuildable.
+TEST(LineageTest, SpecOfATaskWithSeveralReturnsIsKeptUntilTheLastIsFreed) {
+  Lineage lineage({});
+  const TaskId task = TaskId::FromRandom();
+  rpc::TaskSpec spec = MakeSpec(task, 3);
+  spec.set_num_returns(3);
+  lineage.Record(spec, {});
+  lineage.ReleaseObject(ObjectId::FromIndex(task, 1));
+  lineage.ReleaseObject(ObjectId::FromIndex(task, 3));
+  EXPECT_EQ(lineage.num_entries(), 1u);
+  Lineage::Plan plan = lineage.PlanReconstruction(ObjectId::FromIndex(task, 2), false, "was lost");
+  ASSERT_TRUE(plan.resubmit) << plan.message;
+  EXPECT_EQ(plan.spec.num_returns(), 3);
+  lineage.Finished(plan.spec);
+  lineage.ReleaseObject(ObjectId::FromIndex(task, 2));
+  EXPECT_EQ(lineage.num_entries(), 0u);
+}
+
 TEST(LineageTest, MaxRetriesZeroIsNeverRebuilt) {
   Lineage lineage({});
   const TaskId task = TaskId::FromRandom();

@@ -673,19 +673,40 @@ void ObjectService::AskOwner(std::shared_ptr<WaitState> state, size_t index,
   }
 }
 
-void ObjectService::StoreReturns(const rpc::PushTaskReply& reply) {
-  for (const auto& ret : reply.returns()) {
+void ObjectService::StoreReturns(const rpc::PushTaskReply& reply, bool keep_live_copies) {
+  // return_contained_return_index says which return each contained ref is inside (empty: all
+  // inside returns[0]).
+  const bool indexed =
+      reply.return_contained_return_index_size() == reply.return_contained_refs_size() &&
+      reply.return_contained_return_index_size() > 0;
+  for (int index = 0; index < reply.returns_size(); ++index) {
+    const rpc::ReturnObject& ret = reply.returns(index);
     auto id = ObjectId::FromBinary(ret.object_id());
     if (!id.ok()) continue;
-    if (&ret == &reply.returns(0) && reply.return_contained_refs_size() > 0) {
-      std::vector<ObjectRefInfo> contained;
-      for (const auto& inner : reply.return_contained_refs()) {
-        if (auto inner_id = ObjectId::FromBinary(inner.object_id()); inner_id.ok()) {
-          contained.push_back({*inner_id, inner.owner_address()});
-        }
+    std::vector<ObjectRefInfo> contained;
+    for (int i = 0; i < reply.return_contained_refs_size(); ++i) {
+      if ((indexed ? reply.return_contained_return_index(i) : 0) != index) continue;
+      const rpc::BorrowedRef& inner = reply.return_contained_refs(i);
+      if (auto inner_id = ObjectId::FromBinary(inner.object_id()); inner_id.ok()) {
+        contained.push_back({*inner_id, inner.owner_address()});
       }
+    }
+    if (!contained.empty()) {
       // Before the return is stored: held with it (or let go at once if nobody wants it).
       references_.SetContainedFromReturn(*id, std::move(contained));
+    }
+    std::optional<StoredObject> current;
+    if (keep_live_copies || reply.returns_size() > 1) current = memory_store_.GetIfReady(*id);
+    if (current && current->error == StoredObject::Error::kNone && current->value.in_plasma() &&
+        ret.in_plasma() && !ret.is_application_error()) {
+      // A run that rebuilt another of the task's returns made this one again while its first
+      // copy lives on: keep the value, and list the new copy so that freeing it frees both.
+      if (std::find(current->copy_raylet_addresses.begin(), current->copy_raylet_addresses.end(),
+                    ret.raylet_address()) == current->copy_raylet_addresses.end()) {
+        current->copy_raylet_addresses.push_back(ret.raylet_address());
+        memory_store_.Put(*id, std::move(*current));
+      }
+      continue;
     }
     if (!references_.IsTracked(*id)) {
       // Nobody holds the result any more: drop its stored copy right away.

@@ -119,11 +119,15 @@ class ObjectService {
                                                     const std::string& owner_worker_id,
                                                     const std::string& owner_node_id);
   const WorkerId& worker_id() const { return options_.worker_id; }
+  // This process's address (owner address of what it creates); set by SetIdentity.
+  const std::string& address() const { return address_; }
   // A task this process submitted finished: records its returns (dropping those nobody wants
   // any more) with the references nested in them (held as long as the return is; ones owned
   // elsewhere were registered with their owners by the worker), and the borrowers the worker
   // reported.
-  void StoreReturns(const rpc::PushTaskReply& reply);
+  // `keep_live_copies` (always so for several returns): a return that already holds a value in
+  // the object store keeps it, and the reply's copy is listed beside it (a rerun made it again).
+  void StoreReturns(const rpc::PushTaskReply& reply, bool keep_live_copies = false);
   // A task this process submitted will not run: its return becomes `error`.
   void StoreError(const ObjectId& return_id, const std::string& function_name,
                   StoredObject::Error error, const std::string& message);

@@ -11,8 +11,20 @@
 namespace troupe {
 namespace {
 
+// The task's first return (index 1); the others follow it (ReturnIdsOf).
 ObjectId ReturnIdOf(const rpc::TaskSpec& spec) {
   return ObjectId::FromIndex(*TaskId::FromBinary(spec.task_id()), 1);
+}
+
+std::vector<ObjectId> ReturnIdsOf(const TaskId& task_id, int num_returns) {
+  std::vector<ObjectId> ids;
+  for (int i = 1; i <= std::max(1, num_returns); ++i)
+    ids.push_back(ObjectId::FromIndex(task_id, i));
+  return ids;
+}
+
+std::vector<ObjectId> ReturnIdsOf(const rpc::TaskSpec& spec) {
+  return ReturnIdsOf(*TaskId::FromBinary(spec.task_id()), spec.num_returns());
 }
 
 }  // namespace
@@ -82,12 +94,30 @@ absl::StatusOr<ObjectRefInfo> SubmissionFacade::SubmitTask(const std::string& fu
                                                            const TaskSubmitOptions& options) {
   TROUPE_RETURN_IF_ERROR(
       CheckResourceDemand(absl::StrCat("task ", function_name, ": resources"), options.resources));
+  if (options.num_returns < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("task ", function_name, ": num_returns is ",
+                                                   options.num_returns, "; it must be at least 1"));
+  }
+  if (options.streaming && (options_.streams == nullptr || options.num_returns != 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task ", function_name,
+        ": a streaming generator has one return (its end) and needs a process that reads "
+        "streams"));
+  }
   const TaskId task_id = TaskId::FromRandom();
   const ObjectRefInfo result{ObjectId::FromIndex(task_id, 1), address_};
-  objects_->references().AddLocal(result);
+  for (const ObjectId& id : ReturnIdsOf(task_id, options.num_returns)) {
+    objects_->references().AddLocal({id, address_});
+  }
   std::vector<ObjectId> owned_dependencies;
   rpc::TaskSpec spec = BuildTaskSpec(task_id, function_name, std::move(args), &owned_dependencies);
   spec.set_type(rpc::TaskSpec::NORMAL_TASK);
+  spec.set_num_returns(options.num_returns);
+  if (options.streaming) {
+    spec.set_streaming(true);
+    spec.set_stream_backpressure(std::max<int64_t>(0, options.stream_backpressure));
+    options_.streams->Register(task_id, spec.stream_backpressure());
+  }
   for (const auto& [name, amount] : options.resources) {
     (*spec.mutable_required_resources())[name] = amount;
   }
@@ -114,7 +144,7 @@ absl::StatusOr<ObjectRefInfo> SubmissionFacade::SubmitTask(const std::string& fu
     spec.mutable_strategy()->set_node_id(bundle->first.Binary());
     spec.mutable_strategy()->set_soft(false);
   }
-  {
+  if (!spec.streaming()) {
     // Kept so the result can be rebuilt if it is lost (and, for that, its owned arguments).
     std::vector<ObjectId> owned_args;
     for (const auto& arg : spec.args()) {
@@ -196,28 +226,32 @@ bool SubmissionFacade::TrackPending(const rpc::TaskSpec& spec) {
   {
     absl::MutexLock lock(&mu_);
     if (!unreachable_.has_value()) {
-      pending_returns_[ReturnIdOf(spec)] = spec.function_name();
+      pending_returns_[ReturnIdOf(spec)] = {spec.function_name(), spec.num_returns()};
       return true;
     }
     unreachable = *unreachable_;
   }
-  objects_->StoreError(ReturnIdOf(spec), spec.function_name(),
-                       StoredObject::Error::kClusterUnreachable, unreachable);
+  for (const ObjectId& id : ReturnIdsOf(spec)) {
+    objects_->StoreError(id, spec.function_name(), StoredObject::Error::kClusterUnreachable,
+                         unreachable);
+  }
   ReleaseTaskReferences(spec);
   return false;
 }
 
 void SubmissionFacade::FailAllAsUnreachable(const std::string& message) {
-  absl::flat_hash_map<ObjectId, std::string> pending;
+  absl::flat_hash_map<ObjectId, PendingReturns> pending;
   {
     absl::MutexLock lock(&mu_);
     if (unreachable_.has_value()) return;
     unreachable_ = message;
     pending.swap(pending_returns_);
   }
-  for (const auto& [return_id, function_name] : pending) {
-    objects_->StoreError(return_id, function_name, StoredObject::Error::kClusterUnreachable,
-                         message);
+  for (const auto& [return_id, returns] : pending) {
+    for (const ObjectId& id : ReturnIdsOf(return_id.CreatingTaskId(), returns.num_returns)) {
+      objects_->StoreError(id, returns.function_name, StoredObject::Error::kClusterUnreachable,
+                           message);
+    }
   }
 }
 
@@ -240,16 +274,22 @@ void SubmissionFacade::OnTaskFailure(const rpc::TaskSpec& spec, StoredObject::Er
     // Failed as unreachable already: keep that error (the reader saw it first).
     already_failed = pending_returns_.erase(return_id) == 0 && unreachable_.has_value();
   }
-  if (already_failed) {
-    // nothing to store
-  } else if (error != StoredObject::Error::kCancelled && lineage_.IsBeingRebuilt(return_id)) {
-    // A run meant to rebuild a lost object: its readers learn the object is gone for good.
-    objects_->StoreError(
-        return_id, spec.function_name(), StoredObject::Error::kReconstructionFailed,
-        absl::StrCat("object ", return_id.Hex(), " was lost and rebuilding it by ", "running task ",
-                     spec.function_name(), " again failed: ", message));
-  } else {
-    objects_->StoreError(return_id, spec.function_name(), error, message);
+  const bool rebuilding =
+      error != StoredObject::Error::kCancelled && lineage_.IsBeingRebuilt(return_id);
+  for (const ObjectId& id : ReturnIdsOf(spec)) {
+    if (already_failed) break;
+    if (rebuilding) {
+      // A run meant to rebuild a lost object: its readers learn the object is gone for good.
+      // Another return of the task that still has its value keeps it.
+      std::optional<StoredObject> current = objects_->memory_store().GetIfReady(id);
+      if (current && current->error == StoredObject::Error::kNone) continue;
+      objects_->StoreError(
+          id, spec.function_name(), StoredObject::Error::kReconstructionFailed,
+          absl::StrCat("object ", id.Hex(), " was lost and rebuilding it by ", "running task ",
+                       spec.function_name(), " again failed: ", message));
+    } else {
+      objects_->StoreError(id, spec.function_name(), error, message);
+    }
   }
   RecordEvent(spec, rpc::TaskEvent::FAILED, /*describe=*/false, message);
   lineage_.Finished(spec);
@@ -299,7 +339,27 @@ void SubmissionFacade::RecordSubmission(const rpc::TaskSpec& spec, rpc::TaskEven
   options_.task_events->Record(std::move(event));
 }
 
+void SubmissionFacade::ReleaseLineage(const ObjectId& id) {
+  lineage_.ReleaseObject(id);
+  // A stream's end object: the reader let go of the stream.
+  if (options_.streams != nullptr && id.Index() == 1)
+    options_.streams->Release(id.CreatingTaskId());
+}
+
 void SubmissionFacade::Reconstruct(const ObjectId& id, const std::string& what_happened) {
+  if (options_.streams != nullptr && !objects_->IsPut(id) && options_.streams->IsStreamItem(id)) {
+    objects_->StoreError(
+        id, "", StoredObject::Error::kReconstructionFailed,
+        absl::StrCat("object ", id.Hex(), " (item ", id.Index() - 1,
+                     " of a streaming generator's stream) ", what_happened,
+                     ", and cannot be rebuilt: items of streaming generators are not rebuilt "
+                     "(read them while their node lives, or keep what must survive a node's "
+                     "death with troupe::Put)"));
+    return;
+  }
+  // Another return of the same task was lost too and its task runs again already: that run
+  // stores every return of the task, this one included.
+  if (lineage_.IsBeingRebuilt(id)) return;
   Lineage::Plan plan = lineage_.PlanReconstruction(id, objects_->IsPut(id), what_happened);
   if (!plan.resubmit) {
     objects_->StoreError(id, "", plan.error, plan.message);
@@ -309,14 +369,13 @@ void SubmissionFacade::Reconstruct(const ObjectId& id, const std::string& what_h
                              plan.spec.function_name(), " again (attempt ", plan.spec.attempt() + 1,
                              ")"));
   ++reconstructions_;
-  Resubmit(std::move(plan.spec));
+  Resubmit(std::move(plan.spec), id);
 }
 
-void SubmissionFacade::Resubmit(rpc::TaskSpec spec) {
+void SubmissionFacade::Resubmit(rpc::TaskSpec spec, const ObjectId& return_id) {
   ReferenceCounter& references = objects_->references();
   MemoryStore& store = objects_->memory_store();
   const TaskId task_id = *TaskId::FromBinary(spec.task_id());
-  const ObjectId return_id = ReturnIdOf(spec);
   std::vector<ObjectRefInfo> held;
   std::vector<ObjectId> owned_dependencies;
   for (const auto& arg : spec.args()) {
@@ -428,9 +487,18 @@ ObjectRefInfo SubmissionFacade::SubmitActorTask(const ActorId& actor_id,
                                                 const ActorCallSubmitOptions& options) {
   const TaskId task_id = TaskId::FromRandom();
   const ObjectRefInfo result{ObjectId::FromIndex(task_id, 1), address_};
-  objects_->references().AddLocal(result);
+  const int num_returns = std::max(1, options.num_returns);
+  for (const ObjectId& id : ReturnIdsOf(task_id, num_returns)) {
+    objects_->references().AddLocal({id, address_});
+  }
   rpc::TaskSpec spec = BuildTaskSpec(task_id, method_name, std::move(args), nullptr);
   spec.set_type(rpc::TaskSpec::ACTOR_TASK);
+  spec.set_num_returns(num_returns);
+  if (options.streaming && options_.streams != nullptr && num_returns == 1) {
+    spec.set_streaming(true);
+    spec.set_stream_backpressure(std::max<int64_t>(0, options.stream_backpressure));
+    options_.streams->Register(task_id, spec.stream_backpressure());
+  }
   spec.set_actor_id(actor_id.Binary());
   spec.set_name(options.name);
   spec.set_concurrency_group(options.concurrency_group);

@@ -31,6 +31,7 @@
 #include "src/core_worker/actor_task_submitter.h"
 #include "src/core_worker/lineage.h"
 #include "src/core_worker/object_service.h"
+#include "src/core_worker/stream_tracker.h"
 #include "src/core_worker/task_event_buffer.h"
 #include "src/core_worker/task_submitter.h"
 
@@ -53,6 +54,14 @@ struct TaskSubmitOptions {
   int max_retries = 3;
   bool retry_exceptions = false;
   rpc::SchedulingStrategy strategy;
+  // A streaming generator (stream_tracker.h): the caller reads its items as it yields them;
+  // at most stream_backpressure of them wait unread (0: no bound). Its spec is not kept as
+  // lineage: lost items are not rebuilt.
+  bool streaming = false;
+  int64_t stream_backpressure = 0;
+  // Return objects (ObjectIds of indices 1..num_returns); more than 1: the function's result is
+  // split into that many objects, each owned, freed and rebuilt on its own.
+  int num_returns = 1;
 };
 
 // Options of one actor call: the task options that apply to it (it runs on its actor's worker,
@@ -60,6 +69,9 @@ struct TaskSubmitOptions {
 struct ActorCallSubmitOptions {
   std::string name;  // shown in the task state API; "": the method's name
   std::string concurrency_group;  // "": the actor's default group
+  int num_returns = 1;  // as TaskSubmitOptions::num_returns
+  bool streaming = false;  // as TaskSubmitOptions::streaming
+  int64_t stream_backpressure = 0;
 };
 
 class SubmissionFacade : public ObjectReconstructor {
@@ -77,6 +89,9 @@ class SubmissionFacade : public ObjectReconstructor {
     // The task running on the calling thread (binary TaskId; "" outside a task): the parent of
     // what is submitted, cancelled with it when Cancel is recursive. Null: never a parent.
     std::function<std::string()> current_task;
+    // The streams this process reads (not owned; must outlive this). Null: streaming tasks are
+    // refused.
+    StreamTracker* streams = nullptr;
   };
   // None of the pointers is owned; all must outlive this.
   SubmissionFacade(Options options, ObjectService* objects, TaskSubmitter* tasks,
@@ -85,7 +100,8 @@ class SubmissionFacade : public ObjectReconstructor {
   // Once, before anything is submitted (CoreWorker::Start): this process's address and node.
   void SetIdentity(const std::string& address, const NodeId& node_id);
 
-  // Returns the result's reference with one local reference held for the caller. A resource
+  // Returns the first result's reference (ObjectId index 1; options.num_returns of them follow
+  // it), with one local reference held for the caller on each. A resource
   // map CheckResourceDemand refuses is InvalidArgument naming it, and nothing is submitted
   // (CreateActor and CreatePlacementGroup check theirs the same way).
   absl::StatusOr<ObjectRefInfo> SubmitTask(const std::string& function_name,
@@ -132,7 +148,7 @@ class SubmissionFacade : public ObjectReconstructor {
 
   // ObjectReconstructor (called by the ObjectService, any thread).
   void Reconstruct(const ObjectId& id, const std::string& what_happened) override;
-  void ReleaseLineage(const ObjectId& id) override { lineage_.ReleaseObject(id); }
+  void ReleaseLineage(const ObjectId& id) override;
   const Lineage& lineage() const { return lineage_; }
   // Tasks re-run so far to rebuild lost objects (recursive ones included), for cluster metrics.
   int64_t reconstructions() const { return reconstructions_.load(); }
@@ -150,9 +166,10 @@ class SubmissionFacade : public ObjectReconstructor {
   // the state it reached at once (`state`: a pending one; SUBMITTED when it stays there).
   void RecordSubmission(const rpc::TaskSpec& spec, rpc::TaskEvent::State state,
                         absl::Time submitted);
-  // Runs a lineage spec again: holds its arguments, rebuilds owned ones that are gone, submits
-  // once they exist (or fails the object if one cannot be rebuilt).
-  void Resubmit(rpc::TaskSpec spec);
+  // Runs a lineage spec again to rebuild its lost return `return_id`: holds its arguments,
+  // rebuilds owned ones that are gone, submits once they exist (or fails the object if one
+  // cannot be rebuilt).
+  void Resubmit(rpc::TaskSpec spec, const ObjectId& return_id);
   // The node holding bundle `index` (-1: one of the bundles, in turn) of a placed group; waits
   // until the group is placed. NotFound if it does not exist or was removed.
   absl::StatusOr<std::pair<NodeId, int>> ResolveBundle(const std::string& group_id, int index);
@@ -172,8 +189,13 @@ class SubmissionFacade : public ObjectReconstructor {
   // Submitted tasks' argument references, released when the task is done.
   absl::Mutex mu_;
   absl::flat_hash_map<TaskId, std::vector<ObjectRefInfo>> task_refs_ ABSL_GUARDED_BY(mu_);
-  // Tasks and actor calls submitted and not yet answered: their return and function name.
-  absl::flat_hash_map<ObjectId, std::string> pending_returns_ ABSL_GUARDED_BY(mu_);
+  // Tasks and actor calls submitted and not yet answered, by their first return: the function's
+  // name and how many returns the task has.
+  struct PendingReturns {
+    std::string function_name;
+    int num_returns = 1;
+  };
+  absl::flat_hash_map<ObjectId, PendingReturns> pending_returns_ ABSL_GUARDED_BY(mu_);
   // What each running task (binary TaskId) of this worker submitted, for recursive Cancel.
   absl::flat_hash_map<std::string, std::vector<ObjectId>> children_ ABSL_GUARDED_BY(mu_);
   // Records `spec` as a child of the task running on this thread, if any.

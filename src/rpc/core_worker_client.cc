@@ -201,6 +201,16 @@ void CoreWorkerClient::RemoveBorrowersAsync(const std::vector<std::string>& ids,
                                   [call, self = shared_from_this()](grpc::Status) {});
 }
 
+absl::StatusOr<rpc::ReportStreamItemReply> CoreWorkerClient::ReportStreamItem(
+    const rpc::ReportStreamItemRequest& request) {
+  grpc::ClientContext context;
+  AttachToken(&context, token_);
+  rpc::ReportStreamItemReply reply;
+  grpc::Status status = stub_->ReportStreamItem(&context, request, &reply);
+  if (!status.ok()) return FromGrpcStatus(status, absl::StrCat("stream owner at ", address_));
+  return reply;
+}
+
 void CoreWorkerClient::CancelTaskAsync(const std::string& task_id, bool recursive) {
   auto call = std::make_shared<AsyncCall<rpc::CancelTaskRequest, rpc::CancelTaskReply>>();
   AttachToken(&call->context, token_);

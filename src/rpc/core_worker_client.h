@@ -52,6 +52,11 @@ class CoreWorkerClient : public std::enable_shared_from_this<CoreWorkerClient> {
   absl::Status AddBorrowers(const std::vector<std::string>& ids, const std::string& borrower,
                             absl::Duration timeout);
   void RemoveBorrowersAsync(const std::vector<std::string>& ids, const std::string& borrower);
+  // ReportStreamItem (proto/worker.proto): waits for the owner's answer, which comes once its
+  // reader is close enough to this item (backpressure): no deadline. An owner that is gone
+  // fails the call (the connection breaks).
+  absl::StatusOr<rpc::ReportStreamItemReply> ReportStreamItem(
+      const rpc::ReportStreamItemRequest& request);
   // CancelTask (proto/worker.proto); fire and forget.
   void CancelTaskAsync(const std::string& task_id, bool recursive);
   void ExitAsync();

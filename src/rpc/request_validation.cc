@@ -180,6 +180,10 @@ absl::Status CheckTaskSpec(absl::string_view field, const rpc::TaskSpec& spec) {
     return Invalid(f + ".num_returns",
                    absl::StrCat("is ", spec.num_returns(), "; allowed: 0..", L::kMaxRepeated));
   }
+  if (spec.stream_backpressure() < 0) {
+    return Invalid(f + ".stream_backpressure", absl::StrCat("is ", spec.stream_backpressure(),
+                                                            "; allowed: 0 (no bound) or more"));
+  }
   if (spec.bundle_index() < -1) {
     return Invalid(f + ".bundle_index",
                    absl::StrCat("is ", spec.bundle_index(), "; allowed: -1 (any) or >= 0"));
@@ -606,6 +610,18 @@ absl::Status ValidateRequest(const rpc::AddBorrowersRequest& request) {
 
 absl::Status ValidateRequest(const rpc::CancelTaskRequest& request) {
   return CheckId<TaskId>("task_id", request.task_id());
+}
+
+absl::Status ValidateRequest(const rpc::ReportStreamItemRequest& request) {
+  TROUPE_RETURN_IF_ERROR(CheckId<TaskId>("task_id", request.task_id()));
+  if (request.index() < 1) {
+    return Invalid("index", absl::StrCat("is ", request.index(), "; items are numbered from 1"));
+  }
+  TROUPE_RETURN_IF_ERROR(CheckId<ObjectId>("item.object_id", request.item().object_id()));
+  for (const auto& ref : request.contained_refs()) {
+    TROUPE_RETURN_IF_ERROR(CheckId<ObjectId>("contained_refs.object_id", ref.object_id()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateRequest(const rpc::RemoveBorrowersRequest& request) {

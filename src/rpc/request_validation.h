@@ -104,5 +104,6 @@ absl::Status ValidateRequest(const rpc::AddObjectLocationRequest& request);
 absl::Status ValidateRequest(const rpc::AddBorrowersRequest& request);
 absl::Status ValidateRequest(const rpc::RemoveBorrowersRequest& request);
 absl::Status ValidateRequest(const rpc::CancelTaskRequest& request);
+absl::Status ValidateRequest(const rpc::ReportStreamItemRequest& request);
 
 }  // namespace troupe

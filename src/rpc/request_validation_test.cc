@@ -273,6 +273,19 @@ TEST(RequestValidationTest, CoreWorkerRequests) {
   ExpectInvalid(ValidateRequest(cancel), "task_id");
   cancel.set_task_id(TaskId::FromRandom().Binary());
   EXPECT_TRUE(ValidateRequest(cancel).ok());
+  // A streaming generator's item (issue 34 item 3): numbered from 1, naming a valid object.
+  rpc::ReportStreamItemRequest item;
+  const TaskId stream = TaskId::FromRandom();
+  item.set_task_id(stream.Binary());
+  item.set_index(1);
+  item.mutable_item()->set_object_id(ObjectId::FromIndex(stream, 2).Binary());
+  EXPECT_TRUE(ValidateRequest(item).ok());
+  auto unnumbered = item;
+  unnumbered.set_index(0);
+  ExpectInvalid(ValidateRequest(unnumbered), "index");
+  auto nameless = item;
+  nameless.mutable_item()->set_object_id("x");
+  ExpectInvalid(ValidateRequest(nameless), "item.object_id");
 }
 
 TEST(RequestValidationTest, CertificateRequestsNeedACsrAndPlainAddresses) {

@@ -21,7 +21,7 @@
 
 namespace troupe {
 
-template <typename T, typename F>
+template <typename T, typename F, size_t kNumReturns = 0>
 class ActorTaskCaller;
 
 template <typename T>
@@ -60,7 +60,7 @@ template <typename T>
 struct IsSerializable<ActorHandle<T>> : std::true_type {};
 }  // namespace internal
 
-template <typename T, typename F>
+template <typename T, typename F, size_t kNumReturns>
 class ActorTaskCaller {
  public:
   using Traits = internal::FunctionTraits<F>;
@@ -68,8 +68,30 @@ class ActorTaskCaller {
   using Return =
       std::decay_t<typename internal::AsyncTraits<std::decay_t<typename Traits::Return>>::Value>;
 
-  ActorTaskCaller(std::string actor_id, F method)
-      : actor_id_(std::move(actor_id)), method_(method) {}
+  ActorTaskCaller(std::string actor_id, F method, internal::ActorCallOptions options = {})
+      : actor_id_(std::move(actor_id)), method_(method), options_(std::move(options)) {}
+
+  // As TaskCaller::SetNumReturns: a method returning std::tuple<A, B, ...> gives one ObjectRef
+  // per element.
+  // As TaskCaller::SetStreamBackpressure, for a method that is a streaming generator.
+  ActorTaskCaller& SetStreamBackpressure(int64_t n) {
+    static_assert(Traits::kIsGenerator,
+                  "troupe: SetStreamBackpressure applies to streaming generators (methods whose "
+                  "first parameter is troupe::StreamWriter<T>&)");
+    options_.stream_backpressure = n < 0 ? 0 : n;
+    return *this;
+  }
+
+  template <size_t N>
+  ActorTaskCaller<T, F, N> SetNumReturns() const {
+    static_assert(!Traits::kIsGenerator,
+                  "troupe: a streaming generator gives a stream, not several returns");
+    static_assert(N >= 1, "troupe: SetNumReturns<N>() needs N >= 1");
+    internal::CheckNumReturns<Return, N>();
+    internal::ActorCallOptions options = options_;
+    options.num_returns = static_cast<int>(N);
+    return ActorTaskCaller<T, F, N>(actor_id_, method_, std::move(options));
+  }
 
   // The name this call shows under in `troupe list tasks`, the dashboard and the timeline
   // (default: the method's registered name, e.g. "&Counter::Add").
@@ -129,8 +151,9 @@ class ActorTaskCaller {
   }
 
   template <typename... A>
-  ObjectRef<Return> Remote(A&&... args) {
+  internal::RemoteReturn<Traits, kNumReturns> Remote(A&&... args) {
     static_assert(Traits::kIsMember, "handle.Task() takes a member function: &Class::Method");
+    internal::CheckNumReturns<Return, kNumReturns>();
     static_assert(std::is_base_of_v<typename Traits::Class, T>,
                   "the method does not belong to this actor's class");
     static_assert(sizeof...(A) == Traits::kArity,
@@ -140,15 +163,14 @@ class ActorTaskCaller {
     const std::string& name = internal::FunctionRegistry::Instance().NameOf(method_);
     auto arguments = internal::MakeArguments<typename Traits::ArgsTuple>(
         std::index_sequence_for<A...>(), std::forward<A>(args)...);
+    internal::ActorCallOptions options = options_;
     if (!group_set_) {
-      options_.concurrency_group =
-          internal::FunctionRegistry::Instance().ConcurrencyGroupOf(method_);
+      options.concurrency_group = internal::FunctionRegistry::Instance().ConcurrencyGroupOf(method_);
     }
-    internal::RefInfo ref =
-        runtime->SubmitActorTask(actor_id_, name, std::move(arguments), options_);
-    ObjectRef<Return> result(ref);
-    runtime->RemoveLocalRef(ref.object_id);
-    return result;
+    options.streaming = Traits::kIsGenerator;
+    std::vector<internal::RefInfo> refs =
+        runtime->SubmitActorTask(actor_id_, name, std::move(arguments), options);
+    return internal::MakeRemoteReturn<Traits, kNumReturns>(runtime, refs);
   }
 
  private:

@@ -58,6 +58,7 @@
 #include "troupe/runtime.h"
 #include "troupe/runtime_context.h"
 #include "troupe/serialization.h"
+#include "troupe/stream.h"
 #include "troupe/task.h"
 
 namespace troupe {

@@ -18,13 +18,17 @@
 #include <vector>
 
 #include "troupe/serialization.h"
+#include "troupe/stream.h"
 
 namespace troupe {
 namespace internal {
 
-// What running a function produced: the serialized result, and what keeps its bytes alive.
+// What running a function produced: the serialized result (`value`; or, for a call asking for
+// num_returns > 1, `parts`: one per element of the returned std::tuple, each its own object),
+// and what keeps their bytes alive.
 struct InvokeResult {
   SerializedValue value;
+  std::vector<SerializedValue> parts;
   std::shared_ptr<void> keep_alive;
   // Set when the result comes later (an async actor's method, suspended in a co_await): takes,
   // once, what to call with the final result or the exception the method ended with; that is
@@ -50,36 +54,58 @@ template <typename... P>
 struct NoReferenceParams<std::tuple<P...>> : std::bool_constant<(!std::is_reference_v<P> && ...)> {
 };
 
-using FunctionInvoker = std::function<InvokeResult(const std::vector<Buffer>& args)>;
+// `num_returns`: how many objects the caller asked for (TaskCaller::SetNumReturns); 1: the
+// whole result as one object.
+using FunctionInvoker =
+    std::function<InvokeResult(const std::vector<Buffer>& args, int num_returns)>;
 // Runs an actor factory (a function returning T*); the instance is owned by the result.
 using CreatorInvoker = std::function<std::shared_ptr<void>(const std::vector<Buffer>& args)>;
-using MethodInvoker = std::function<InvokeResult(void* instance, const std::vector<Buffer>& args)>;
+using MethodInvoker =
+    std::function<InvokeResult(void* instance, const std::vector<Buffer>& args, int num_returns)>;
+
+template <typename T>
+struct IsTuple : std::false_type {};
+template <typename... T>
+struct IsTuple<std::tuple<T...>> : std::true_type {};
+
+// The parameters a caller passes. ArgsTuple: the values a call decodes its arguments into (one
+// per parameter, decayed: every parameter gets its own copy, as in Ray); Params: the parameters
+// as declared. A generator's leading StreamWriter<T>& is the runtime's to give: not among them
+// (kIsGenerator, Yields = T).
+template <typename... Args>
+struct CallSignature {
+  using ArgsTuple = std::tuple<std::decay_t<Args>...>;
+  using Params = std::tuple<Args...>;
+  static constexpr size_t kArity = sizeof...(Args);
+  static constexpr bool kIsGenerator = false;
+  using Yields = void;
+};
+template <typename T, typename... Rest>
+struct CallSignature<StreamWriter<T>&, Rest...> : CallSignature<Rest...> {
+  static constexpr bool kIsGenerator = true;
+  using Yields = T;
+};
 
 template <typename F>
 struct FunctionTraits;
-// ArgsTuple: the values a call decodes its arguments into (one per parameter, decayed: every
-// parameter gets its own copy, as in Ray); Params: the parameters as declared.
 template <typename R, typename... Args>
-struct FunctionTraits<R (*)(Args...)> {
+struct FunctionTraits<R (*)(Args...)> : CallSignature<Args...> {
   using Return = R;
-  using ArgsTuple = std::tuple<std::decay_t<Args>...>;
-  using Params = std::tuple<Args...>;
-  static constexpr size_t kArity = sizeof...(Args);
   static constexpr bool kIsMember = false;
 };
 template <typename R, typename C, typename... Args>
-struct FunctionTraits<R (C::*)(Args...)> {
+struct FunctionTraits<R (C::*)(Args...)> : CallSignature<Args...> {
   using Return = R;
   using Class = C;
-  using ArgsTuple = std::tuple<std::decay_t<Args>...>;
-  using Params = std::tuple<Args...>;
-  static constexpr size_t kArity = sizeof...(Args);
   static constexpr bool kIsMember = true;
 };
 template <typename R, typename C, typename... Args>
 struct FunctionTraits<R (C::*)(Args...) const> : FunctionTraits<R (C::*)(Args...)> {};
 
 [[noreturn]] void ThrowArityError(size_t expected, size_t got);
+// A call asked for `num_returns` objects from a function whose result is not a std::tuple of
+// that many values (a caller and worker built from different code).
+[[noreturn]] void ThrowNumReturnsError(int num_returns, size_t tuple_size);
 
 template <typename Tuple, size_t... I>
 Tuple DecodeArgs(const std::vector<Buffer>& args, std::index_sequence<I...>) {
@@ -103,33 +129,78 @@ decltype(auto) CallWithDecoded(Call&& call, Tuple& decoded, std::index_sequence<
   return call(PassAs<std::tuple_element_t<I, Params>>(std::get<I>(decoded))...);
 }
 
+template <typename Tuple, size_t... I>
+std::vector<SerializedValue> SerializeElements(const Tuple& value, std::index_sequence<I...>) {
+  std::vector<SerializedValue> parts;
+  parts.reserve(sizeof...(I));
+  (parts.push_back(Serialize(std::get<I>(value))), ...);
+  return parts;
+}
+
 template <typename R, typename Call>
-InvokeResult RunAndSerialize(Call&& call) {
+InvokeResult RunAndSerialize(Call&& call, int num_returns) {
   InvokeResult result;
   if constexpr (AsyncTraits<std::decay_t<R>>::kIsAsync) {
+    // An async method's result is one object (its coroutine's value).
+    if (num_returns > 1) ThrowNumReturnsError(num_returns, 0);
     return AsyncTraits<std::decay_t<R>>::Start(call());
   } else if constexpr (std::is_void_v<R>) {
+    if (num_returns > 1) ThrowNumReturnsError(num_returns, 0);
     call();
     result.value = Serialize(msgpack::type::nil_t());
   } else {
-    auto value = std::make_shared<std::decay_t<R>>(call());
-    result.value = Serialize(*value);
+    using Value = std::decay_t<R>;
+    auto value = std::make_shared<Value>(call());
     result.keep_alive = value;
+    if (num_returns <= 1) {
+      result.value = Serialize(*value);
+    } else if constexpr (IsTuple<Value>::value) {
+      constexpr size_t kSize = std::tuple_size_v<Value>;
+      if (static_cast<size_t>(num_returns) != kSize) ThrowNumReturnsError(num_returns, kSize);
+      result.parts = SerializeElements(*value, std::make_index_sequence<kSize>());
+    } else {
+      ThrowNumReturnsError(num_returns, 0);
+    }
   }
   return result;
+}
+
+// Calls `call(args...)`, or for a generator `call(writer, args...)` with a fresh StreamWriter
+// (the generator's result is nil: its values went out through the writer).
+template <typename Traits, typename Call>
+InvokeResult InvokeDecoded(Call&& call, const std::vector<Buffer>& args, int num_returns) {
+  if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
+  auto decoded =
+      DecodeArgs<typename Traits::ArgsTuple>(args, std::make_index_sequence<Traits::kArity>());
+  if constexpr (Traits::kIsGenerator) {
+    static_assert(std::is_void_v<typename Traits::Return>,
+                  "troupe: a streaming generator (first parameter StreamWriter<T>&) returns "
+                  "void: it yields its values through the writer");
+    StreamWriter<typename Traits::Yields> writer;
+    return RunAndSerialize<void>(
+        [&] {
+          CallWithDecoded<typename Traits::Params>(
+              [&](auto&&... a) { call(writer, std::forward<decltype(a)>(a)...); }, decoded,
+              std::make_index_sequence<Traits::kArity>());
+        },
+        num_returns);
+  } else {
+    return RunAndSerialize<typename Traits::Return>(
+        [&]() -> decltype(auto) {
+          return CallWithDecoded<typename Traits::Params>(
+              call, decoded, std::make_index_sequence<Traits::kArity>());
+        },
+        num_returns);
+  }
 }
 
 template <typename F>
 FunctionInvoker MakeFunctionInvoker(F f) {
   using Traits = FunctionTraits<F>;
-  return [f](const std::vector<Buffer>& args) {
-    if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
-    auto decoded =
-        DecodeArgs<typename Traits::ArgsTuple>(args, std::make_index_sequence<Traits::kArity>());
-    return RunAndSerialize<typename Traits::Return>([&]() -> decltype(auto) {
-      return CallWithDecoded<typename Traits::Params>(f, decoded,
-                                                      std::make_index_sequence<Traits::kArity>());
-    });
+  return [f](const std::vector<Buffer>& args, int num_returns) {
+    return InvokeDecoded<Traits>(
+        [&](auto&&... a) -> decltype(auto) { return f(std::forward<decltype(a)>(a)...); }, args,
+        num_returns);
   };
 }
 
@@ -150,18 +221,11 @@ CreatorInvoker MakeCreatorInvoker(F f) {
 template <typename F>
 MethodInvoker MakeMethodInvoker(F f) {
   using Traits = FunctionTraits<F>;
-  return [f](void* instance, const std::vector<Buffer>& args) {
-    if (args.size() != Traits::kArity) ThrowArityError(Traits::kArity, args.size());
-    auto decoded =
-        DecodeArgs<typename Traits::ArgsTuple>(args, std::make_index_sequence<Traits::kArity>());
+  return [f](void* instance, const std::vector<Buffer>& args, int num_returns) {
     auto* self = static_cast<typename Traits::Class*>(instance);
-    return RunAndSerialize<typename Traits::Return>([&]() -> decltype(auto) {
-      return CallWithDecoded<typename Traits::Params>(
-          [&](auto&&... a) -> decltype(auto) {
-            return (self->*f)(std::forward<decltype(a)>(a)...);
-          },
-          decoded, std::make_index_sequence<Traits::kArity>());
-    });
+    return InvokeDecoded<Traits>(
+        [&](auto&&... a) -> decltype(auto) { return (self->*f)(std::forward<decltype(a)>(a)...); },
+        args, num_returns);
   };
 }
 

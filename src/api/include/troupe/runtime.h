@@ -78,6 +78,12 @@ struct TaskOptions {
   SchedulingStrategy strategy;
   std::vector<LabelConstraint> label_selector;  // empty: any node
   bool label_selector_soft = false;             // preferred, not required
+  // Objects the call returns: 1, the whole result; N > 1, one per element of the std::tuple
+  // the function returns (TaskCaller::SetNumReturns).
+  int num_returns = 1;
+  // A streaming generator (troupe/stream.h): its items are reported as it yields them.
+  bool streaming = false;
+  int64_t stream_backpressure = 0;  // the most unread items; 0: no bound
 };
 
 // Options of one actor call (the task options that apply to it; see ActorTaskCaller).
@@ -99,6 +105,10 @@ class AsyncCall {
   // `on_cancel` runs once (any thread; at once if the call is cancelled already) when the
   // call's owner cancels it (troupe::Cancel); replaces the last one; nullptr clears it.
   virtual void OnCancel(std::function<void()> on_cancel) = 0;
+  std::string name;  // "": the method's registered name
+  int num_returns = 1;  // as TaskOptions::num_returns
+  bool streaming = false;  // as TaskOptions::streaming
+  int64_t stream_backpressure = 0;
 };
 
 // For static_assert in templates that must never be instantiated.
@@ -144,9 +154,11 @@ class Runtime {
  public:
   virtual ~Runtime() = default;
 
-  // Queues a task; returns the reference to its result (owned by this process).
-  virtual RefInfo SubmitTask(const std::string& function_name, std::vector<TaskArgument> args,
-                             const TaskOptions& options) = 0;
+  // Queues a task; returns the references to its options.num_returns results (owned by this
+  // process), each with one local reference held for the caller.
+  virtual std::vector<RefInfo> SubmitTask(const std::string& function_name,
+                                          std::vector<TaskArgument> args,
+                                          const TaskOptions& options) = 0;
   // Stores a value of `size` bytes written by `write`; `contained` are the ObjectRefs inside it
   // (kept alive as long as this object is). Throws ObjectStoreFullError.
   virtual RefInfo Put(size_t size, const std::function<void(char*)>& write,
@@ -166,9 +178,11 @@ class Runtime {
   // taken (unless options.get_if_exists).
   virtual std::string CreateActor(const std::string& factory_name, std::vector<TaskArgument> args,
                                   const ActorOptions& options) = 0;
-  virtual RefInfo SubmitActorTask(const std::string& actor_id, const std::string& method_name,
-                                  std::vector<TaskArgument> args,
-                                  const ActorCallOptions& options) = 0;
+  // As SubmitTask: options.num_returns references, each with one local reference held.
+  virtual std::vector<RefInfo> SubmitActorTask(const std::string& actor_id,
+                                               const std::string& method_name,
+                                               std::vector<TaskArgument> args,
+                                               const ActorCallOptions& options) = 0;
   virtual void KillActor(const std::string& actor_id, bool no_restart) = 0;
   // The ID of the live actor with that name, or "".
   virtual std::string GetNamedActor(const std::string& name, const std::string& namespace_name) = 0;
@@ -217,6 +231,15 @@ class Runtime {
   // Runs `ready` once `ref` can be read without waiting (its value or its error), on any thread
   // (on this one at once if it can be now). Never blocks.
   virtual void NotifyWhenReady(const RefInfo& ref, std::function<void()> ready) { ready(); }
+  // Streaming generators (troupe/stream.h). Inside a generator: sends the next item (`size`
+  // bytes written by `write`); blocks while the reader lags by the bound; throws
+  // TaskCancelledError once the stream was cancelled or dropped. The reader: the next item of
+  // the stream whose end object is `stream` (one local reference held for the caller), or
+  // nullopt once the generator ended; GetTimeoutError after timeout_ms (< 0: wait forever).
+  virtual void ReportStreamItem(size_t size, const std::function<void(char*)>& write,
+                                std::vector<RefInfo> contained) = 0;
+  virtual std::optional<RefInfo> NextStreamItem(const RefInfo& stream, int64_t timeout_ms) = 0;
+  virtual int64_t NumUnreadStreamItems(const RefInfo& stream) = 0;
 
   // Reference counting: every live ObjectRef in this process holds one local reference.
   virtual void AddLocalRef(const RefInfo& ref) = 0;

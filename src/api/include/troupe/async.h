@@ -222,7 +222,8 @@ struct AsyncTraits<Async<T>> {
 
  private:
   static InvokeResult Finished(Async<T>& task) {
-    return RunAndSerialize<T>([&]() -> T { return task.handle_.promise().Take(); });
+    return RunAndSerialize<T>([&]() -> T { return task.handle_.promise().Take(); },
+                              /*num_returns=*/1);
   }
 };
 

@@ -90,6 +90,9 @@ struct TaskOptions {
 struct ActorCallOptions {
   std::string name;               // "": the method's registered name
   std::string concurrency_group;  // "": the actor's default group
+  int num_returns = 1;            // as TaskOptions::num_returns
+  bool streaming = false;         // as TaskOptions::streaming
+  int64_t stream_backpressure = 0;
 };
 
 // A running call of an async actor's method (troupe/async.h): the way back onto the actor's
@@ -105,10 +108,6 @@ class AsyncCall {
   // `on_cancel` runs once (any thread; at once if the call is cancelled already) when the
   // call's owner cancels it (troupe::Cancel); replaces the last one; nullptr clears it.
   virtual void OnCancel(std::function<void()> on_cancel) = 0;
-  std::string name;  // "": the method's registered name
-  int num_returns = 1;  // as TaskOptions::num_returns
-  bool streaming = false;  // as TaskOptions::streaming
-  int64_t stream_backpressure = 0;
 };
 
 // For static_assert in templates that must never be instantiated.

@@ -114,12 +114,18 @@ typename RemoteResult<R, kNumReturns>::Type WrapReturns(Runtime* runtime,
   return WrapReturns<R, kNumReturns>(runtime, refs, std::make_index_sequence<kCount>());
 }
 
+// What a call's ObjectRef holds: the function's return type (T for an async method's
+// troupe::Async<T>).
+template <typename Traits>
+using CallerValue =
+    std::decay_t<typename AsyncTraits<std::decay_t<typename Traits::Return>>::Value>;
+
 // Remote()'s result for a call of a function with traits `Traits`: a generator's stream, or
 // RemoteResult.
 template <typename Traits, size_t kNumReturns>
-using RemoteReturn = std::conditional_t<
-    Traits::kIsGenerator, ObjectRefStream<typename Traits::Yields>,
-    typename RemoteResult<std::decay_t<typename Traits::Return>, kNumReturns>::Type>;
+using RemoteReturn =
+    std::conditional_t<Traits::kIsGenerator, ObjectRefStream<typename Traits::Yields>,
+                       typename RemoteResult<CallerValue<Traits>, kNumReturns>::Type>;
 
 // Remote()'s result from the references SubmitTask returned (each with one local reference
 // held for us, let go here).
@@ -131,7 +137,7 @@ RemoteReturn<Traits, kNumReturns> MakeRemoteReturn(Runtime* runtime,
     runtime->RemoveLocalRef(refs.at(0).object_id);
     return stream;
   } else {
-    return WrapReturns<std::decay_t<typename Traits::Return>, kNumReturns>(runtime, refs);
+    return WrapReturns<CallerValue<Traits>, kNumReturns>(runtime, refs);
   }
 }
 

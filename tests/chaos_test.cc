@@ -447,14 +447,17 @@ std::vector<std::string> SessionDirs(const std::string& temp_root) {
   return dirs;
 }
 
-// Entries of `dir` that are objects (not the store's pool of kept, reusable files).
+// Entries of `dir` that are objects (not the store's pool of kept, reusable files, nor the lock
+// file that marks its owner: src/object_store/store_dir_owner.h).
 std::vector<std::string> ObjectFilesIn(const std::string& dir) {
   std::vector<std::string> files;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return files;
   while (dirent* entry = readdir(d)) {
     const std::string name = entry->d_name;
-    if (name == "." || name == ".." || absl::StartsWith(name, "kept-")) continue;
+    if (name == "." || name == ".." || absl::StartsWith(name, "kept-") || name == "owner.lock") {
+      continue;
+    }
     files.push_back(dir + "/" + name);
   }
   closedir(d);

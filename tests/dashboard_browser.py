@@ -368,7 +368,7 @@ def test_logs(b):
     found = 0
     for node in b.js("return [...document.querySelectorAll('#log-node option')].map(o => o.value)"):
         Select(b.driver.find_element(By.ID, "log-node")).select_by_value(node)
-        b.wait("the node's files", lambda: b.js("return document.getElementById('log-node').value") == node)
+        b.wait("the node's view", lambda: b.driver.find_elements(By.CSS_SELECTOR, f'#log-view[data-node="{node}"]'))
         # As typing and Enter would, in one script (a re-render may replace the box meanwhile).
         b.js("const box = document.getElementById('log-search'); box.value = arguments[0];"
              "box.dispatchEvent(new Event('input')); box.dispatchEvent(new Event('change'));", needle)
@@ -379,7 +379,8 @@ def test_logs(b):
         found += len(lines)
         if lines:
             b.shot("log_search")
-            b.driver.find_element(By.CSS_SELECTOR, "#log-matches > div a").click()
+            b.wait("a click on a match's file", lambda: b.js(
+                "const a = document.querySelector('#log-matches > div a'); if (a) a.click(); return !!a;"))
             b.wait("the matched file", lambda: needle.lower() in b.text("#log-text").lower(), 30)
     check(found >= 1, "no node's logs hold the tasks job's failures")
 

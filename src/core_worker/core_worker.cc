@@ -25,7 +25,15 @@ ObjectId ReturnIdOf(const rpc::TaskSpec& spec) {
 
 }  // namespace
 
-thread_local CoreWorker::RunningStream* CoreWorker::running_stream_ = nullptr;
+namespace {
+// The streaming generator running on this thread (ExecuteTask), if any: its spec and the items
+// it reported. (File-local, so libtroupe does not export it.)
+struct RunningStream {
+  const rpc::TaskSpec* spec;
+  int64_t next_index = 0;
+};
+thread_local RunningStream* running_stream = nullptr;
+}  // namespace
 
 CoreWorker::CoreWorker(CoreWorkerOptions options)
     : options_(std::move(options)),
@@ -389,7 +397,7 @@ int64_t CoreWorker::NumUnreadStreamItems(const ObjectRefInfo& stream) {
 
 absl::Status CoreWorker::ReportStreamItem(size_t size, const std::function<void(char*)>& write,
                                           std::vector<ObjectRefInfo> contained) {
-  RunningStream* stream = running_stream_;
+  RunningStream* stream = running_stream;
   if (stream == nullptr) {
     return absl::FailedPreconditionError(
         "StreamWriter::Yield was called outside the streaming generator it was given to (on "
@@ -572,11 +580,11 @@ void CoreWorker::ExecuteTask(const rpc::PushTaskRequest& request, TaskExecutor::
   {
     // A streaming generator reports its items from inside `execute` (ReportStreamItem); it is
     // never an async method, so it never leaves a pending outcome.
-    RunningStream running_stream{&spec};
+    RunningStream this_stream{&spec};
     struct StreamScope {
-      explicit StreamScope(RunningStream* stream) { running_stream_ = stream; }
-      ~StreamScope() { running_stream_ = nullptr; }
-    } stream_scope(spec.streaming() ? &running_stream : nullptr);
+      explicit StreamScope(RunningStream* stream) { running_stream = stream; }
+      ~StreamScope() { running_stream = nullptr; }
+    } stream_scope(spec.streaming() ? &this_stream : nullptr);
     outcome = options_.execute(spec, args);
   }
   args.clear();
@@ -664,6 +672,9 @@ rpc::PushTaskReply CoreWorker::CompleteTask(const rpc::TaskSpec& spec, bool ran,
             ? absl::StrCat(ret->exception_type(), ": ", ret->error_message())
             : "");
   }
+  // The result (and the references it holds) goes now, before the borrows this task still holds
+  // are collected for the reply: a reference released after that would never be reported.
+  outcome = TaskOutcome();
   for (const auto& ref : held) objects_->references().RemoveLocal(ref.id);
   for (const auto& borrowed : objects_->references().TakeUnreportedBorrows()) {
     rpc::BorrowedRef* out = reply.add_borrowed_refs();

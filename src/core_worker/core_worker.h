@@ -266,13 +266,6 @@ class CoreWorker {
                           const std::function<void(char*)>& write,
                           const std::vector<ObjectRefInfo>& contained, int return_index,
                           rpc::ReturnObject* out, rpc::PushTaskReply* reply);
-  // The streaming generator running on this thread (ExecuteTask), if any: its spec and the
-  // items it reported.
-  struct RunningStream {
-    const rpc::TaskSpec* spec;
-    int64_t next_index = 0;
-  };
-  static thread_local RunningStream* running_stream_;
   void TimerLoop();
   // Worker mode: the executing side's task events: a run of `spec` starts here (the token for
   // TaskEventBuffer::EndRunning; 0 when events are off).

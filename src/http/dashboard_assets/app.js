@@ -621,7 +621,7 @@ pages.train = {
 const LOG_SEARCH_FILES = 50, LOG_SEARCH_BYTES = 1 << 20, LOG_SEARCH_MATCHES = 500;
 
 pages.logs = {
-  node: '', file: '', typed: '',
+  node: '', file: '', typed: '', files: [],
   search: null,  // {text, node, matches: [{file, line}], files, truncated} once searched
   async runSearch(text, files) {
     this.search = {text, node: this.node, matches: [], files: 0, truncated: false, running: true};
@@ -666,6 +666,7 @@ pages.logs = {
     }
     const node = nodes.find((n) => n.node_id === this.node);
     const files = (node ? node.files : []).slice().sort((a, b) => a.name.localeCompare(b.name));
+    this.files = files;  // the selected node's, for a search started from the box
     const signature = JSON.stringify([this.node, this.file, nodes.map((n) => n.node_id), files,
       (listing.unreachable_nodes || []).length]);
     if (!main.querySelector('#log-view') || main.dataset.signature !== signature) {
@@ -684,9 +685,9 @@ pages.logs = {
         value: this.typed, oninput: (e) => { this.typed = e.target.value; },
         onchange: (e) => {
           const text = e.target.value.trim();
-          if (text) this.runSearch(text, files); else { this.search = null; refresh(); }
+          if (text) this.runSearch(text, this.files); else { this.search = null; refresh(); }
         }});
-      main.replaceChildren(h('div', {id: 'log-view'}, h('h2', {}, 'Logs'),
+      main.replaceChildren(h('div', {id: 'log-view', 'data-node': this.node}, h('h2', {}, 'Logs'),
         h('div', {class: 'toolbar'}, 'Node', nodeSelect, searchBox,
           unreachable ? h('span', {class: 'error'}, `${unreachable} node(s) unreachable`) : null),
         h('div', {id: 'log-results'}),
